@@ -1,0 +1,12 @@
+// Each `ftune <verb>` lives in its own file and registers itself on the CLI11 app here. A command
+// callback throws ftune::Error on bad input; main() turns that into a message and exit code 2.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace ftune::cli {
+
+void add_predict_command(CLI::App& app);
+void add_doctor_command(CLI::App& app);
+
+}  // namespace ftune::cli

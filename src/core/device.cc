@@ -1,0 +1,46 @@
+// Device names and parsing; the CUDA queries forward to the CUDA backend when it is built.
+#include "core/device.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+#ifdef FTUNE_WITH_CUDA
+#include "cuda/cuda_device.h"
+#endif
+
+namespace ftune {
+
+std::string device_name(Device device) {
+  if (device.kind == DeviceKind::CPU) return "cpu";
+  return fmt::format("cuda:{}", device.index);
+}
+
+Device parse_device(const std::string& text) {
+  if (text == "cpu") return Device::cpu();
+  if (text == "cuda") return Device::cuda(0);
+  if (text.rfind("cuda:", 0) == 0) {
+    const std::string idx = text.substr(5);
+    if (!idx.empty() && idx.find_first_not_of("0123456789") == std::string::npos && idx.size() < 4)
+      return Device::cuda(std::stoi(idx));
+  }
+  throw InputError(fmt::format("unknown device '{}': expected 'cpu', 'cuda' or 'cuda:N'", text));
+}
+
+bool cuda_built() {
+#ifdef FTUNE_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef FTUNE_WITH_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace ftune

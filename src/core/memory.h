@@ -1,0 +1,63 @@
+// Raw device memory and whole-tensor transfers. The only place that allocates device memory is
+// device_malloc, called by Arena (one block per run) and HostTensor (tests, I/O staging); ops never
+// allocate. An optional per-device budget makes out-of-memory reproducible on the CPU (tests of
+// the memory planner's fallback use it).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "core/tensor.h"
+
+namespace ftune {
+
+// Alignment of every arena buffer: enough for 128-bit vector loads, cache lines and cuBLASLt.
+constexpr size_t kBufferAlignment = 256;
+
+inline size_t align_up(size_t n, size_t a = kBufferAlignment) { return (n + a - 1) / a * a; }
+
+// Allocates `bytes` on `device`; throws OutOfMemoryError naming the request when it cannot.
+void* device_malloc(Device device, size_t bytes);
+void device_free(Device device, void* ptr, size_t bytes);
+
+// Bytes currently allocated through device_malloc on this device kind, and the peak.
+size_t device_bytes_in_use(DeviceKind kind);
+size_t device_bytes_peak(DeviceKind kind);
+
+// Caps what device_malloc may hand out on this device kind (nullopt removes the cap).
+void set_device_memory_limit(DeviceKind kind, std::optional<size_t> bytes);
+
+// Copies src into dst: same dtype and shape, both contiguous, any pair of devices.
+void copy(TensorView dst, TensorView src);
+// Copies with dtype conversion between f32, bf16 and f16 (CPU views only).
+void convert(TensorView dst, TensorView src);
+// Sets every byte of dst to zero.
+void fill_zero(TensorView dst);
+// Sets every element of an f32 view to value.
+void fill(TensorView dst, float value);
+
+// An owning, contiguous host buffer: tests, loaders and staging use it; the step loop does not.
+class HostTensor {
+ public:
+  HostTensor() = default;
+  HostTensor(DType dtype, Shape shape);
+  ~HostTensor();
+  HostTensor(HostTensor&& other) noexcept;
+  HostTensor& operator=(HostTensor&& other) noexcept;
+  HostTensor(const HostTensor&) = delete;
+  HostTensor& operator=(const HostTensor&) = delete;
+
+  TensorView view() const { return view_; }
+  template <typename T>
+  T* data() const {
+    return view_.data_as<T>();
+  }
+  int64_t numel() const { return view_.numel(); }
+  const Shape& shape() const { return view_.shape; }
+
+ private:
+  TensorView view_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace ftune

@@ -1,0 +1,148 @@
+// Thread pool implementation: workers sleep on a condition variable between parallel regions.
+#include "core/thread_pool.h"
+
+#include <atomic>
+#include <memory>
+
+#include "core/float_env.h"
+
+// OpenBLAS threads its own GEMMs; it gets the same thread count as the pool.
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace ftune {
+namespace {
+
+thread_local bool t_inside_region = false;
+
+}  // namespace
+
+ThreadPool::ThreadPool(int num_threads) {
+  if (num_threads < 1) num_threads = 1;
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void ThreadPool::worker_loop(int index) {
+  enable_flush_to_zero();
+  t_inside_region = true;  // a worker never opens a nested region
+  uint64_t seen = 0;
+  for (;;) {
+    std::function<void(int)>* job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (index >= num_chunks_) continue;
+      job = &job_;
+    }
+    try {
+      (*job)(index);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::run_chunks(int num_chunks) {
+  enable_flush_to_zero();  // the caller computes chunk 0 under the same float mode as workers
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    num_chunks_ = num_chunks;
+    pending_ = num_chunks - 1;
+    error_ = nullptr;
+    ++generation_;
+  }
+  start_cv_.notify_all();
+  t_inside_region = true;
+  try {
+    job_(0);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!error_) error_ = std::current_exception();
+  }
+  t_inside_region = false;
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                              int64_t min_chunk) {
+  if (n <= 0) return;
+  if (min_chunk < 1) min_chunk = 1;
+  const int64_t max_chunks = (n + min_chunk - 1) / min_chunk;
+  const int chunks = static_cast<int>(std::min<int64_t>(num_threads(), max_chunks));
+  if (chunks <= 1 || t_inside_region) {
+    enable_flush_to_zero();
+    fn(0, n);
+    return;
+  }
+  std::lock_guard<std::mutex> call_lock(call_mu_);
+  job_ = [&](int i) { fn(n * i / chunks, n * (i + 1) / chunks); };
+  run_chunks(chunks);
+}
+
+void ThreadPool::parallel_tasks(int64_t num_tasks, const std::function<void(int64_t)>& fn) {
+  if (num_tasks <= 0) return;
+  const int chunks = static_cast<int>(std::min<int64_t>(num_threads(), num_tasks));
+  if (chunks <= 1 || t_inside_region) {
+    for (int64_t i = 0; i < num_tasks; ++i) fn(i);
+    return;
+  }
+  std::lock_guard<std::mutex> call_lock(call_mu_);
+  std::atomic<int64_t> next{0};
+  job_ = [&](int) {
+    for (int64_t i = next.fetch_add(1); i < num_tasks; i = next.fetch_add(1)) fn(i);
+  };
+  run_chunks(chunks);
+}
+
+namespace {
+
+std::mutex g_pool_mu;
+int g_threads = 0;  // 0: all hardware threads
+std::unique_ptr<ThreadPool> g_pool;
+
+int resolved_threads() {
+  if (g_threads > 0) return g_threads;
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw ? static_cast<int>(hw) : 1;
+}
+
+}  // namespace
+
+ThreadPool& compute_pool() {
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  if (!g_pool) {
+    enable_flush_to_zero();
+    g_pool = std::make_unique<ThreadPool>(resolved_threads());
+    openblas_set_num_threads(resolved_threads());
+  }
+  return *g_pool;
+}
+
+void set_compute_threads(int num_threads) {
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  g_threads = num_threads < 0 ? 0 : num_threads;
+  enable_flush_to_zero();
+  g_pool = std::make_unique<ThreadPool>(resolved_threads());
+  openblas_set_num_threads(resolved_threads());
+}
+
+int compute_threads() { return compute_pool().num_threads(); }
+
+}  // namespace ftune

@@ -1,0 +1,65 @@
+// A fixed pool of compute threads with a static parallel_for: [0, n) is cut into one contiguous
+// chunk per thread, always the same way for a given thread count, so floating-point results are
+// reproducible run to run (exact resume relies on it). The caller runs chunk 0 itself. Nested
+// calls from inside a chunk run serially. Big GEMMs are threaded by OpenBLAS instead; ops use this
+// pool for their outer loops (rows, heads, batch items) and the tokenizer for its batch API.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ftune {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Runs fn(begin, end) over contiguous chunks of [0, n), at least min_chunk items each (except
+  // when n is smaller), and blocks until all are done. The first exception thrown by any chunk is
+  // rethrown here after every chunk has finished.
+  void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                    int64_t min_chunk = 1);
+
+  // Runs fn(i) for i in [0, num_tasks) with tasks handed out dynamically (for work of uneven
+  // cost, e.g. tokenizing texts of different lengths); results must not depend on the order.
+  void parallel_tasks(int64_t num_tasks, const std::function<void(int64_t)>& fn);
+
+ private:
+  void worker_loop(int index);
+  void run_chunks(int num_chunks);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable start_cv_, done_cv_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  int num_chunks_ = 0;
+  int pending_ = 0;
+  std::function<void(int)> job_;  // runs chunk i
+  std::exception_ptr error_;
+  std::mutex call_mu_;  // one parallel region at a time
+};
+
+// The process-wide compute pool (created on first use with the configured thread count).
+ThreadPool& compute_pool();
+// Sets the compute thread count (ops and OpenBLAS); 0 means all hardware threads.
+void set_compute_threads(int num_threads);
+int compute_threads();
+
+// Convenience wrapper over compute_pool().parallel_for.
+inline void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                         int64_t min_chunk = 1) {
+  compute_pool().parallel_for(n, fn, min_chunk);
+}
+
+}  // namespace ftune

@@ -1,0 +1,86 @@
+// CUDA device management: device selection, allocation, copies and fills, with checked calls.
+#include <string>
+
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_device.h"
+
+namespace ftune::cuda {
+namespace {
+
+void set_device(Device device) { FTUNE_CUDA_CHECK(cudaSetDevice(device.index)); }
+
+__global__ void fill_f32_kernel(float* dst, int64_t n, float value) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = value;
+}
+
+cudaMemcpyKind copy_kind(Device dst, Device src) {
+  if (dst.is_cpu()) return src.is_cpu() ? cudaMemcpyHostToHost : cudaMemcpyDeviceToHost;
+  return src.is_cpu() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
+}
+
+}  // namespace
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+void* malloc(Device device, size_t bytes) {
+  set_device(device);
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    throw OutOfMemoryError("out of memory on cuda:" + std::to_string(device.index) + ": requested " +
+                           std::to_string(bytes) + " bytes, " + std::to_string(free_b) +
+                           " free of " + std::to_string(total_b));
+  }
+  FTUNE_CUDA_CHECK(err);
+  return p;
+}
+
+void free(Device device, void* ptr) {
+  set_device(device);
+  FTUNE_CUDA_CHECK(cudaFree(ptr));
+}
+
+void memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  if (!dst_device.is_cpu()) set_device(dst_device);
+  else if (!src_device.is_cpu()) set_device(src_device);
+  FTUNE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)));
+}
+
+void memset_zero(void* dst, Device device, size_t bytes) {
+  set_device(device);
+  FTUNE_CUDA_CHECK(cudaMemset(dst, 0, bytes));
+}
+
+void fill_f32(float* dst, Device device, int64_t n, float value) {
+  set_device(device);
+  if (n == 0) return;
+  fill_f32_kernel<<<grid_for(n, 256), 256>>>(dst, n, value);
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
+
+void synchronize(Device device) {
+  set_device(device);
+  FTUNE_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+std::string device_description(Device device) {
+  cudaDeviceProp prop{};
+  FTUNE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device.index));
+  char text[320];
+  snprintf(text, sizeof(text), "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
+           prop.totalGlobalMem / double(1ull << 30));
+  return text;
+}
+
+}  // namespace ftune::cuda

@@ -1,0 +1,22 @@
+// The CUDA backend's host-side API, in plain C++ (no CUDA headers), so core code can call it
+// without being compiled by nvcc. Only built with FTUNE_CUDA=ON (FTUNE_WITH_CUDA defined).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/device.h"
+
+namespace ftune::cuda {
+
+int device_count();  // 0 when the driver or a GPU is missing (never throws)
+void* malloc(Device device, size_t bytes);  // throws OutOfMemoryError / DeviceError
+void free(Device device, void* ptr);
+void memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+void memset_zero(void* dst, Device device, size_t bytes);
+void fill_f32(float* dst, Device device, int64_t n, float value);
+void synchronize(Device device);
+std::string device_description(Device device);  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
+
+}  // namespace ftune::cuda

@@ -1,0 +1,42 @@
+// Argument checks shared by all ops.
+#include "ops/dispatch.h"
+
+namespace ftune {
+
+Device common_device(const char* op, std::initializer_list<TensorView> views) {
+  const TensorView* first = nullptr;
+  for (const TensorView& v : views) {
+    if (!v.defined()) continue;
+    if (!first) first = &v;
+    else if (!(v.device == first->device))
+      throw ShapeError(fmt::format("{}: tensors on different devices ({} and {})", op,
+                                   device_name(first->device), device_name(v.device)));
+  }
+  if (!first) throw ShapeError(fmt::format("{}: no tensors given", op));
+  return first->device;
+}
+
+void check_dtype(const char* op, const char* arg, const TensorView& v, DType dtype) {
+  if (v.dtype != dtype)
+    throw ShapeError(fmt::format("{}: {} has dtype {}, expected {}", op, arg, dtype_name(v.dtype),
+                                 dtype_name(dtype)));
+}
+
+void check_shape(const char* op, const char* arg, const TensorView& v, const Shape& expected) {
+  if (!v.defined()) throw ShapeError(fmt::format("{}: {} is missing", op, arg));
+  if (!(v.shape == expected))
+    throw ShapeError(fmt::format("{}: {} has shape {}, expected {}", op, arg, v.shape.str(),
+                                 expected.str()));
+}
+
+void check_contiguous(const char* op, const char* arg, const TensorView& v) {
+  if (!v.is_contiguous()) throw ShapeError(fmt::format("{}: {} must be contiguous", op, arg));
+}
+
+void check_f32(const char* op, const char* arg, const TensorView& v, const Shape& expected) {
+  check_shape(op, arg, v, expected);
+  check_dtype(op, arg, v, DType::F32);
+  check_contiguous(op, arg, v);
+}
+
+}  // namespace ftune

