@@ -67,6 +67,44 @@ double max_elementwise_rel_error(TensorView a, TensorView b, double floor) {
   return worst;
 }
 
+DeviceTensor::DeviceTensor(Device device, DType dtype, Shape shape) {
+  bytes_ = std::max<size_t>(static_cast<size_t>(shape.numel()) * dtype_size(dtype), 1);
+  view_ = TensorView(device_malloc(device, bytes_), dtype, device, shape);
+}
+
+DeviceTensor::~DeviceTensor() {
+  if (view_.data) device_free(view_.device, view_.data, bytes_);
+}
+
+DeviceTensor to_device(const HostTensor& host, Device device) {
+  DeviceTensor t(device, host.view().dtype, host.shape());
+  copy(t.view(), host.view());
+  return t;
+}
+
+DeviceTensor device_f32(const std::vector<float>& values, Shape shape, Device device) {
+  return to_device(tensor_from(values, shape), device);
+}
+
+DeviceTensor device_i32(const std::vector<int32_t>& values, Shape shape, Device device) {
+  HostTensor h(DType::I32, shape);
+  EXPECT_EQ(static_cast<int64_t>(values.size()), shape.numel());
+  std::copy(values.begin(), values.end(), h.data<int32_t>());
+  return to_device(h, device);
+}
+
+DeviceTensor poisoned(Shape shape, Device device) { return to_device(poisoned_tensor(shape), device); }
+
+DeviceTensor zeros(Shape shape, Device device, DType dtype) {
+  DeviceTensor t(device, dtype, shape);
+  fill_zero(t.view());
+  return t;
+}
+
+std::string device_param_name(const ::testing::TestParamInfo<Device>& info) {
+  return info.param.is_cpu() ? "cpu" : "cuda" + std::to_string(info.param.index);
+}
+
 std::vector<Device> devices_present() {
   std::vector<Device> out{Device::cpu()};
   if (cuda_device_count() > 0) out.push_back(Device::cuda(0));

@@ -28,7 +28,31 @@ double max_rel_error(TensorView a, TensorView b, double floor = 1e-6);
 // The same, per element: max_i |a_i - b_i| / max(|b_i|, floor).
 double max_elementwise_rel_error(TensorView a, TensorView b, double floor);
 
+// An owning buffer on any device (tests only; the engine itself uses arenas).
+class DeviceTensor {
+ public:
+  DeviceTensor(Device device, DType dtype, Shape shape);
+  ~DeviceTensor();
+  DeviceTensor(DeviceTensor&& o) noexcept : view_(o.view_), bytes_(o.bytes_) { o.view_.data = nullptr; }
+  DeviceTensor(const DeviceTensor&) = delete;
+  TensorView view() const { return view_; }
+
+ private:
+  TensorView view_;
+  size_t bytes_;
+};
+
+// A device copy of a host tensor.
+DeviceTensor to_device(const HostTensor& host, Device device);
+// Same, from f32 values / i32 values.
+DeviceTensor device_f32(const std::vector<float>& values, Shape shape, Device device);
+DeviceTensor device_i32(const std::vector<int32_t>& values, Shape shape, Device device);
+// A device tensor filled with NaN (f32): outputs that are never written make the test fail.
+DeviceTensor poisoned(Shape shape, Device device);
+DeviceTensor zeros(Shape shape, Device device, DType dtype = DType::F32);
+
 std::vector<Device> devices_present();
+std::string device_param_name(const ::testing::TestParamInfo<Device>& info);
 std::string fixtures_dir();  // tests/fixtures in the source tree
 std::string source_dir();
 std::string ftune_binary();  // path of the built `ftune` executable

@@ -3,6 +3,10 @@
 
 namespace ftune {
 
+void cuda_kernel_missing(const char* op) {
+  throw NotBuiltError(fmt::format("{}: no CUDA kernel yet (the CUDA backend issue adds it)", op));
+}
+
 Device common_device(const char* op, std::initializer_list<TensorView> views) {
   const TensorView* first = nullptr;
   for (const TensorView& v : views) {

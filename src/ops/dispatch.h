@@ -33,6 +33,9 @@
 
 namespace ftune {
 
+// For ops whose CUDA twin is not written yet: a clear error instead of a silent CPU fallback.
+[[noreturn]] void cuda_kernel_missing(const char* op);
+
 // Argument checks shared by every op; each throws ShapeError naming the op and the argument.
 // The device all (defined) views share; throws if they differ.
 Device common_device(const char* op, std::initializer_list<TensorView> views);

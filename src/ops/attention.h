@@ -1,0 +1,40 @@
+// Multi-head self-attention core (the part between the QKV projection and the output projection),
+// with a key padding mask and dropout on the attention probabilities, exactly as HF's eager BERT:
+//   S = (Q K^T) * 1/sqrt(D);  S[:, j] = -inf where key j is padding;  P = softmax(S)
+//   out = dropout(P) V
+// Shapes (C = H * D):
+//   qkv      (B, T, 3C)   per token [q | k | v]; head h uses columns [h*D, (h+1)*D) of each part
+//   key_mask (B, T) i32   1 = real token, 0 = padding (never attended to)
+//   probs    (B, H, T, T) softmax before dropout, saved for the backward pass
+//   out      (B, T, C)    context, head h in columns [h*D, (h+1)*D)
+// The dropout mask of probs element e = ((b*H + h)*T + i)*T + j is Philox(rng, e) >= p; backward
+// regenerates it. A row whose keys are all padding attends uniformly to every key, as HF's additive
+// finfo.min mask does. Backward overwrites dqkv (B, T, 3C).
+// workspace: f32 scratch of at least attention_workspace(T, D) elements (per-thread head copies).
+#pragma once
+
+#include "core/philox.h"
+#include "core/tensor.h"
+
+namespace ftune {
+
+void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorView key_mask,
+                       int num_heads, float dropout_p, RngKey rng, TensorView workspace);
+void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView probs,
+                        TensorView key_mask, int num_heads, float dropout_p, RngKey rng,
+                        TensorView workspace);
+int64_t attention_workspace(int64_t T, int64_t D);
+
+namespace cpu {
+struct AttentionDims {
+  int64_t B, T, H, D;
+};
+void attention_forward(float* out, float* probs, const float* qkv, const int32_t* key_mask,
+                       AttentionDims dims, float dropout_p, RngKey rng, float* workspace);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                        const int32_t* key_mask, AttentionDims dims, float dropout_p, RngKey rng,
+                        float* workspace);
+int64_t attention_workspace_per_thread(int64_t T, int64_t D);
+}  // namespace cpu
+
+}  // namespace ftune

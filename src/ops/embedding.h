@@ -1,0 +1,23 @@
+// Embedding lookup and its sparse gradient.
+//   forward:  out (N, C) = table (V, C)[ids (N)]   (or += with accumulate, so BERT's word,
+//             position and token-type embeddings sum into one buffer without extra passes)
+//   backward: dtable[ids[n]] += dout[n]            (only the rows that occur are touched)
+// ids are i32; an id outside [0, V) is an InputError naming it and the vocabulary size.
+// The backward is deterministic: each thread owns a slice of the C columns and walks the tokens
+// in order, so repeated ids accumulate in the same order whatever the thread count.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace ftune {
+
+void embedding_forward(TensorView out, TensorView ids, TensorView table, bool accumulate);
+void embedding_backward(TensorView dtable, TensorView dout, TensorView ids);
+
+namespace cpu {
+void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t C,
+                       bool accumulate);
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C);
+}  // namespace cpu
+
+}  // namespace ftune

@@ -1,0 +1,33 @@
+// Layer normalisation over the last dimension, and its fusion with the residual add that precedes
+// every LayerNorm in BERT (LayerNorm(dropout(dense(h)) + x)).
+//   forward:  mean, rstd (N) saved; out (N, C) = (inp - mean) * rstd * weight + bias
+//   fused:    sum (N, C) = a + b is written (backward needs it), then out = LayerNorm(sum)
+//   backward: dinp (N, C) overwritten; dweight, dbias (C) accumulate (+=).
+// The fused op's backward is layer_norm_backward on `sum`: its dinp is the gradient of a and b.
+// The backward pass reduces dweight/dbias through per-thread partial sums held in `workspace`
+// (f32, at least layer_norm_backward_workspace(C) elements, planned with the rest of the arena).
+#pragma once
+
+#include "core/tensor.h"
+
+namespace ftune {
+
+void layer_norm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp,
+                        TensorView weight, TensorView bias, float eps);
+void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, TensorView rstd,
+                            TensorView a, TensorView b, TensorView weight, TensorView bias, float eps);
+void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
+                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
+                         TensorView workspace);
+int64_t layer_norm_backward_workspace(int64_t C);
+
+namespace cpu {
+void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* a,
+                        const float* b, float* sum, const float* weight, const float* bias,
+                        int64_t N, int64_t C, float eps);
+void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                         const float* inp, const float* weight, const float* mean,
+                         const float* rstd, int64_t N, int64_t C, float* workspace);
+}  // namespace cpu
+
+}  // namespace ftune

@@ -1,0 +1,88 @@
+// Layer norm on the CPU. Rows are independent and split across threads; the parameter gradients
+// are reduced per thread into private partial sums and then added in thread order, so results
+// depend only on the thread count, never on scheduling.
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "ops/layer_norm.h"
+
+namespace ftune::cpu {
+
+void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* a,
+                        const float* b, float* sum, const float* weight, const float* bias,
+                        int64_t N, int64_t C, float eps) {
+  parallel_for(N, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x;
+      if (sum) {  // fused residual add: x = a + b, kept for the backward pass
+        float* s = sum + r * C;
+        const float* ar = a + r * C;
+        const float* br = b + r * C;
+        for (int64_t c = 0; c < C; ++c) s[c] = ar[c] + br[c];
+        x = s;
+      } else {
+        x = inp + r * C;
+      }
+      float m = 0.0f;
+#pragma omp simd reduction(+ : m)
+      for (int64_t c = 0; c < C; ++c) m += x[c];
+      m /= static_cast<float>(C);
+      float v = 0.0f;  // biased variance, as PyTorch
+#pragma omp simd reduction(+ : v)
+      for (int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+      v /= static_cast<float>(C);
+      const float rs = 1.0f / std::sqrt(v + eps);
+      float* o = out + r * C;
+      for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+  }, 8);
+}
+
+void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                         const float* inp, const float* weight, const float* mean,
+                         const float* rstd, int64_t N, int64_t C, float* workspace) {
+  // With xhat = (x - mean) * rstd and g = dout * weight:
+  //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat));  dweight += dout * xhat;  dbias += dout
+  const int threads = compute_threads();
+  compute_pool().parallel_for(threads, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = N * t / threads, r1 = N * (t + 1) / threads;
+      float* pw = workspace + t * 2 * C;
+      float* pb = pw + C;
+      for (int64_t c = 0; c < 2 * C; ++c) pw[c] = 0.0f;
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* x = inp + r * C;
+        const float* dy = dout + r * C;
+        const float m = mean[r], rs = rstd[r];
+        float mean_g = 0.0f, mean_gx = 0.0f;
+#pragma omp simd reduction(+ : mean_g, mean_gx)
+        for (int64_t c = 0; c < C; ++c) {
+          const float xhat = (x[c] - m) * rs;
+          const float g = dy[c] * weight[c];
+          mean_g += g;
+          mean_gx += g * xhat;
+        }
+        mean_g /= static_cast<float>(C);
+        mean_gx /= static_cast<float>(C);
+        float* dx = dinp + r * C;
+        for (int64_t c = 0; c < C; ++c) {
+          const float xhat = (x[c] - m) * rs;
+          dx[c] = rs * (dy[c] * weight[c] - mean_g - xhat * mean_gx);
+          pw[c] += dy[c] * xhat;
+          pb[c] += dy[c];
+        }
+      }
+    }
+  });
+  for (int t = 0; t < threads; ++t) {
+    const float* pw = workspace + static_cast<size_t>(t) * 2 * C;
+    for (int64_t c = 0; c < C; ++c) {
+      dweight[c] += pw[c];
+      dbias[c] += pw[C + c];
+    }
+  }
+}
+
+}  // namespace ftune::cpu

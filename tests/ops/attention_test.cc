@@ -1,0 +1,149 @@
+// Attention: forward (context and probabilities) vs a double-precision reference with padding
+// masks and dropout; backward vs finite differences with the dropout mask held fixed; an
+// all-padding row attends uniformly (HF's additive-mask behaviour); thread-count independence.
+#include "ops/attention.h"
+
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "op_test_util.h"
+
+namespace ftune::test {
+namespace {
+
+class AttentionTest : public OpTest {};
+
+struct Ref {
+  std::vector<double> out, probs;
+};
+
+Ref reference_attention(const std::vector<float>& qkv, const std::vector<int32_t>& mask, int64_t B,
+                        int64_t T, int64_t H, int64_t D, float p, RngKey key) {
+  const int64_t C = H * D;
+  Ref r{std::vector<double>(B * T * C, 0.0), std::vector<double>(B * H * T * T, 0.0)};
+  auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t d) {
+    return double(qkv[(b * T + t) * 3 * C + part * C + h * D + d]);
+  };
+  for (int64_t b = 0; b < B; ++b) {
+    bool any = false;
+    for (int64_t j = 0; j < T; ++j) any |= mask[b * T + j] != 0;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        std::vector<double> s(T);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < T; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += at(b, i, 0, h, d) * at(b, j, 1, h, d);
+          s[j] = (!any || mask[b * T + j]) ? dot / std::sqrt(double(D)) : -INFINITY;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < T; ++j) sum += (s[j] = any ? std::exp(s[j] - mx) : 1.0);
+        for (int64_t j = 0; j < T; ++j) {
+          const int64_t e = ((b * H + h) * T + i) * T + j;
+          const double prob = s[j] / sum;
+          r.probs[e] = prob;
+          const double keep = p > 0 ? (philox_uniform_at(key, e) >= p ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+          for (int64_t d = 0; d < D; ++d) r.out[(b * T + i) * C + h * D + d] += prob * keep * at(b, j, 2, h, d);
+        }
+      }
+  }
+  return r;
+}
+
+struct Case {
+  int64_t B = 3, T = 7, H = 2, D = 4;
+  std::vector<int32_t> mask;
+};
+
+Case make_case() {
+  Case c;
+  // row 0 full, row 1 padded after 4 tokens, row 2 all padding (uniform attention)
+  c.mask = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  return c;
+}
+
+TEST_P(AttentionTest, ForwardMatchesReferenceWithMaskAndDropout) {
+  const Case c = make_case();
+  const int64_t C = c.H * c.D;
+  for (float p : {0.0f, 0.25f}) {
+    auto qkv = random_values(c.B * c.T * 3 * C, rng, -2, 2);
+    const RngKey key{77, 3, 1};
+    auto dq = device_f32(qkv, {c.B, c.T, 3 * C}, device());
+    auto dm = device_i32(c.mask, {c.B, c.T}, device());
+    auto out = poisoned({c.B, c.T, C}, device()), probs = poisoned({c.B, c.H, c.T, c.T}, device());
+    auto ws = zeros({attention_workspace(c.T, c.D)}, device());
+    attention_forward(out.view(), probs.view(), dq.view(), dm.view(), int(c.H), p, key, ws.view());
+    const Ref ref = reference_attention(qkv, c.mask, c.B, c.T, c.H, c.D, p, key);
+    const auto got = to_vector(out.view()), gp = to_vector(probs.view());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref.out[i], 2e-5) << "p=" << p << " out " << i;
+    for (size_t i = 0; i < gp.size(); ++i) EXPECT_NEAR(gp[i], ref.probs[i], 1e-6) << "probs " << i;
+    // Padding keys get exactly zero probability in the rows that have real keys.
+    EXPECT_EQ(gp[((1 * c.H + 0) * c.T + 2) * c.T + 5], 0.0f);
+    // The all-padding row attends uniformly.
+    EXPECT_NEAR(gp[((2 * c.H + 1) * c.T + 3) * c.T + 6], 1.0 / c.T, 1e-7);
+  }
+}
+
+TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
+  // Every row keeps a real key here: an all-padding row's forward does not depend on Q and K
+  // (uniform attention), while its backward follows HF's autograd through the additive mask.
+  Case c = make_case();
+  c.mask[2 * c.T] = c.mask[2 * c.T + 1] = 1;
+  const int64_t C = c.H * c.D, n = c.B * c.T * 3 * C;
+  const float p = 0.2f;
+  const RngKey key{5, 9, 2};
+  auto qkv = random_values(n, rng, -1, 1);
+  const auto r = random_values(c.B * c.T * C, rng);
+  auto ws = zeros({attention_workspace(c.T, c.D)}, device());
+  auto dm = device_i32(c.mask, {c.B, c.T}, device());
+  auto run = [&](DeviceTensor& dq, DeviceTensor& out, DeviceTensor& probs) {
+    attention_forward(out.view(), probs.view(), dq.view(), dm.view(), int(c.H), p, key, ws.view());
+  };
+  auto loss = [&]() {
+    auto dq = device_f32(qkv, {c.B, c.T, 3 * C}, device());
+    auto out = poisoned({c.B, c.T, C}, device()), probs = poisoned({c.B, c.H, c.T, c.T}, device());
+    run(dq, out, probs);
+    return weighted_sum(to_vector(out.view()), r);
+  };
+  auto dq = device_f32(qkv, {c.B, c.T, 3 * C}, device());
+  auto out = poisoned({c.B, c.T, C}, device()), probs = poisoned({c.B, c.H, c.T, c.T}, device());
+  run(dq, out, probs);
+  auto dout = device_f32(r, {c.B, c.T, C}, device());
+  auto dqkv = poisoned({c.B, c.T, 3 * C}, device());
+  attention_backward(dqkv.view(), dout.view(), dq.view(), probs.view(), dm.view(), int(c.H), p, key, ws.view());
+  expect_gradient(loss, qkv.data(), n, to_vector(dqkv.view()), 2e-3, "dqkv", 1e-2f, 400);
+}
+
+TEST_P(AttentionTest, ResultsDoNotDependOnThreadCount) {
+  const int64_t B = 2, T = 9, H = 3, D = 5, C = H * D;
+  auto qkv = random_values(B * T * 3 * C, rng);
+  std::vector<int32_t> mask(B * T, 1);
+  mask[T + 7] = mask[T + 8] = 0;
+  const auto r = random_values(B * T * C, rng);
+  std::vector<float> first_out, first_grad;
+  for (int threads : {1, 2, 4}) {
+    set_compute_threads(threads);
+    auto dq = device_f32(qkv, {B, T, 3 * C}, device());
+    auto dm = device_i32(mask, {B, T}, device());
+    auto ws = zeros({attention_workspace(T, D)}, device());
+    auto out = poisoned({B, T, C}, device()), probs = poisoned({B, H, T, T}, device());
+    attention_forward(out.view(), probs.view(), dq.view(), dm.view(), int(H), 0.1f, RngKey{1, 2, 3}, ws.view());
+    auto dout = device_f32(r, {B, T, C}, device());
+    auto dqkv = poisoned({B, T, 3 * C}, device());
+    attention_backward(dqkv.view(), dout.view(), dq.view(), probs.view(), dm.view(), int(H), 0.1f,
+                       RngKey{1, 2, 3}, ws.view());
+    if (first_out.empty()) {
+      first_out = to_vector(out.view());
+      first_grad = to_vector(dqkv.view());
+    }
+    EXPECT_EQ(to_vector(out.view()), first_out);
+    EXPECT_EQ(to_vector(dqkv.view()), first_grad);
+  }
+  set_compute_threads(0);
+}
+
+FTUNE_INSTANTIATE_DEVICES(AttentionTest);
+
+}  // namespace
+}  // namespace ftune::test

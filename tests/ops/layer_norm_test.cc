@@ -1,0 +1,106 @@
+// Layer norm: forward vs reference, backward vs finite differences, fused add+norm vs composed.
+#include "ops/layer_norm.h"
+
+#include <cmath>
+
+#include "op_test_util.h"
+#include "core/thread_pool.h"
+#include "ops/residual.h"
+
+namespace ftune::test {
+namespace {
+
+class LayerNormTest : public OpTest {};
+
+constexpr float kEps = 1e-5f;
+
+TEST_P(LayerNormTest, ForwardMatchesReference) {
+  const int64_t N = 5, C = 33;
+  auto x = random_values(N * C, rng, -3, 3), w = random_values(C, rng), b = random_values(C, rng);
+  auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()), db = device_f32(b, {C}, device());
+  auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()), rstd = poisoned({N}, device());
+  layer_norm_forward(out.view(), mean.view(), rstd.view(), dx.view(), dw.view(), db.view(), kEps);
+  const auto got = to_vector(out.view());
+  for (int64_t n = 0; n < N; ++n) {
+    double m = 0, v = 0;
+    for (int64_t c = 0; c < C; ++c) m += x[n * C + c];
+    m /= C;
+    for (int64_t c = 0; c < C; ++c) v += (x[n * C + c] - m) * (x[n * C + c] - m);
+    v /= C;
+    for (int64_t c = 0; c < C; ++c)
+      EXPECT_NEAR(got[n * C + c], (x[n * C + c] - m) / std::sqrt(v + kEps) * w[c] + b[c], 2e-5);
+    EXPECT_NEAR(to_vector(mean.view())[n], m, 1e-5);
+    EXPECT_NEAR(to_vector(rstd.view())[n], 1 / std::sqrt(v + kEps), 1e-4);
+  }
+}
+
+TEST_P(LayerNormTest, BackwardMatchesFiniteDifferences) {
+  const int64_t N = 4, C = 17;
+  auto x = random_values(N * C, rng, -2, 2), w = random_values(C, rng), b = random_values(C, rng);
+  const auto r = random_values(N * C, rng);
+  auto forward = [&](DeviceTensor& out, DeviceTensor& mean, DeviceTensor& rstd) {
+    auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()), db = device_f32(b, {C}, device());
+    layer_norm_forward(out.view(), mean.view(), rstd.view(), dx.view(), dw.view(), db.view(), kEps);
+  };
+  auto loss = [&]() {
+    auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()), rstd = poisoned({N}, device());
+    forward(out, mean, rstd);
+    return weighted_sum(to_vector(out.view()), r);
+  };
+  auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()), rstd = poisoned({N}, device());
+  forward(out, mean, rstd);
+  auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device());
+  auto dout = device_f32(r, {N, C}, device());
+  auto gx = poisoned({N, C}, device()), gw = zeros({C}, device()), gb = zeros({C}, device());
+  auto ws = zeros({layer_norm_backward_workspace(C)}, device());
+  layer_norm_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), dw.view(), mean.view(),
+                      rstd.view(), ws.view());
+  expect_gradient(loss, x.data(), N * C, to_vector(gx.view()), 2e-3, "dinp");
+  expect_gradient(loss, w.data(), C, to_vector(gw.view()), 2e-3, "dweight");
+  expect_gradient(loss, b.data(), C, to_vector(gb.view()), 2e-3, "dbias");
+}
+
+TEST_P(LayerNormTest, FusedAddNormEqualsResidualThenNorm) {
+  const int64_t N = 6, C = 40;
+  auto a = random_values(N * C, rng), b = random_values(N * C, rng);
+  auto w = random_values(C, rng), bias = random_values(C, rng);
+  auto da = device_f32(a, {N, C}, device()), db = device_f32(b, {N, C}, device());
+  auto dw = device_f32(w, {C}, device()), dbias = device_f32(bias, {C}, device());
+  auto sum = poisoned({N, C}, device()), out1 = poisoned({N, C}, device());
+  auto m1 = poisoned({N}, device()), r1 = poisoned({N}, device());
+  add_layer_norm_forward(out1.view(), sum.view(), m1.view(), r1.view(), da.view(), db.view(), dw.view(),
+                         dbias.view(), kEps);
+  auto sum2 = poisoned({N, C}, device()), out2 = poisoned({N, C}, device());
+  auto m2 = poisoned({N}, device()), r2 = poisoned({N}, device());
+  residual_forward(sum2.view(), da.view(), db.view());
+  layer_norm_forward(out2.view(), m2.view(), r2.view(), sum2.view(), dw.view(), dbias.view(), kEps);
+  EXPECT_EQ(to_vector(sum.view()), to_vector(sum2.view()));
+  EXPECT_EQ(to_vector(out1.view()), to_vector(out2.view()));
+  EXPECT_EQ(to_vector(r1.view()), to_vector(r2.view()));
+}
+
+TEST_P(LayerNormTest, ParameterGradientsDoNotDependOnThreadCount) {
+  const int64_t N = 37, C = 24;
+  auto x = random_values(N * C, rng), w = random_values(C, rng), b = random_values(C, rng);
+  const auto r = random_values(N * C, rng);
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 2, 3}) {
+    set_compute_threads(threads);
+    auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()), db = device_f32(b, {C}, device());
+    auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()), rstd = poisoned({N}, device());
+    layer_norm_forward(out.view(), mean.view(), rstd.view(), dx.view(), dw.view(), db.view(), kEps);
+    auto dout = device_f32(r, {N, C}, device());
+    auto gx = poisoned({N, C}, device()), gw = zeros({C}, device()), gb = zeros({C}, device());
+    auto ws = zeros({layer_norm_backward_workspace(C)}, device());
+    layer_norm_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), dw.view(), mean.view(),
+                        rstd.view(), ws.view());
+    results.push_back(to_vector(gx.view()));
+    if (results.size() > 1) EXPECT_EQ(results.back(), results.front()) << threads << " threads";
+  }
+  set_compute_threads(0);
+}
+
+FTUNE_INSTANTIATE_DEVICES(LayerNormTest);
+
+}  // namespace
+}  // namespace ftune::test
