@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""PyTorch peer for ftune's CPU training-step benchmark.
+
+Times what a practitioner's PyTorch script does per step when fine-tuning a BERT cross-encoder
+on CPU — forward of BertForSequenceClassification, cross-entropy, backward, AdamW step,
+zero_grad — so that ftune's own number has a fair reference on the same machine. The model is
+randomly initialised from its config (no download), fp32, dropout 0.1 as in training, 2 labels,
+random token ids with every position real (no padding). The step is identical in work to ftune's
+(`ftune bench` with the same model, batch and sequence length).
+
+    python bench/torch_train_step.py --model minilm --threads 2
+    python bench/torch_train_step.py --model bert-base --batch 32 --seq 128 --steps 5 --json
+
+Prints ms/step and samples/s (median over the timed steps, after warmup); --json adds one
+machine-readable line starting with '{'.
+"""
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+import transformers
+from transformers import BertConfig, BertForSequenceClassification
+
+MODELS = {
+    # sentence-transformers/all-MiniLM-L6-v2 is this geometry (MiniLM-L6-H384).
+    "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
+    "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+}
+
+
+def make_optimizer(params, impl, lr=2e-5):
+    """AdamW as a tuned CPU script would create it. 'auto' picks fused (one kernel over all
+    tensors, CPU support since torch 2.4) and falls back to foreach (multi-tensor)."""
+    if impl in ("auto", "fused"):
+        try:
+            return torch.optim.AdamW(params, lr=lr, weight_decay=0.01, fused=True), "fused"
+        except (RuntimeError, TypeError):
+            if impl == "fused":
+                raise
+    if impl in ("auto", "foreach"):
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.01, foreach=True), "foreach"
+    return torch.optim.AdamW(params, lr=lr, weight_decay=0.01, foreach=False), "loop"
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Time a PyTorch BERT classifier training step on CPU.")
+    parser.add_argument("--model", choices=sorted(MODELS), default="minilm")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
+    parser.add_argument("--steps", type=int, default=10, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps first")
+    parser.add_argument("--optimizer", choices=["auto", "fused", "foreach", "loop"], default="auto")
+    parser.add_argument("--attn", choices=["sdpa", "eager"], default="sdpa",
+                        help="HF attention implementation (sdpa is transformers' default)")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the model")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", action="store_true", help="also print one JSON line with the results")
+    args = parser.parse_args()
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    config = BertConfig(
+        vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
+        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, num_labels=2,
+        attn_implementation=args.attn, **MODELS[args.model],
+    )
+    model = BertForSequenceClassification(config)
+    model.train()
+    n_params = sum(p.numel() for p in model.parameters())
+    optimizer, opt_impl = make_optimizer(model.parameters(), args.optimizer)
+    step_model = torch.compile(model) if args.compile else model
+
+    gen = torch.Generator().manual_seed(args.seed + 1)
+    input_ids = torch.randint(1000, config.vocab_size, (args.batch, args.seq), generator=gen)
+    input_ids[:, 0] = 101  # [CLS]
+    input_ids[:, -1] = 102  # [SEP]
+    token_type_ids = torch.zeros_like(input_ids)
+    token_type_ids[:, args.seq // 2:] = 1  # a text pair: second half is segment B
+    attention_mask = torch.ones_like(input_ids)
+    labels = torch.randint(0, 2, (args.batch,), generator=gen)
+
+    def step():
+        logits = step_model(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits
+        loss = F.cross_entropy(logits, labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    for _ in range(args.warmup):
+        step()
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+
+    median = statistics.median(times)
+    result = {
+        "bench": "torch_train_step",
+        "model": args.model,
+        "params": n_params,
+        "batch": args.batch,
+        "seq": args.seq,
+        "threads": torch.get_num_threads(),
+        "steps": args.steps,
+        "warmup": args.warmup,
+        "ms_per_step": round(median * 1e3, 2),
+        "ms_per_step_min": round(min(times) * 1e3, 2),
+        "samples_per_s": round(args.batch / median, 3),
+        "tokens_per_s": round(args.batch * args.seq / median, 1),
+        "optimizer": f"torch.optim.AdamW ({opt_impl})",
+        "attn": args.attn,
+        "compile": args.compile,
+        "dtype": "float32",
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "cpu": platform.processor() or platform.machine(),
+    }
+    print(
+        f"torch {args.model} ({n_params / 1e6:.1f}M params) batch {args.batch} x {args.seq}, "
+        f"{result['threads']} threads, AdamW {opt_impl}, attn {args.attn}{', compiled' if args.compile else ''}: "
+        f"{result['ms_per_step']:.1f} ms/step, {result['samples_per_s']:.2f} samples/s, "
+        f"{result['tokens_per_s']:.0f} tokens/s (median of {args.steps} steps after {args.warmup} warmup)"
+    )
+    if args.json:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
