@@ -110,7 +110,7 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
     r.dir_ = parent.empty() ? std::string(".") : parent.string();
     if (ends_with(path, ".safetensors"))
       single_path = path;
-    else if (ends_with(path, ".json"))
+    else if (ends_with(path, ".safetensors.index.json"))
       index_path = path;
     else
       throw InputError(fmt::format("{} is a file; expected a model directory holding {} or {}",

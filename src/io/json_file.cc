@@ -27,14 +27,6 @@ std::pair<size_t, size_t> line_column(std::string_view text, size_t byte) {
   return {line, pos - line_start + 1};
 }
 
-// "[json.exception.parse_error.101] parse error at line 1, column 3: syntax error ..." -> the
-// part after the position, which we print in our own format.
-std::string parse_error_detail(const std::string& what) {
-  const size_t at = what.find("parse error");
-  const size_t colon = what.find(": ", at == std::string::npos ? 0 : at);
-  return colon == std::string::npos ? what : what.substr(colon + 2);
-}
-
 std::string show_value(const json& j) {
   if (j.is_null()) return "null";
   if (j.is_array() || j.is_object()) return std::string(json_type_name(j));
@@ -92,13 +84,22 @@ bool as_bool(const json& v, std::string_view key, const std::string& path) {
 
 }  // namespace
 
+// "[json.exception.parse_error.101] parse error at line 1, column 3: syntax error ..." -> the
+// part after the position.
+std::string parse_error_detail(const json::exception& e) {
+  const std::string what = e.what();
+  const size_t at = what.find("parse error");
+  const size_t colon = what.find(": ", at == std::string::npos ? 0 : at);
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
 json parse_json(std::string_view text, const std::string& path) {
   try {
     return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     const auto [line, column] = line_column(text, e.byte);
     throw InputError(fmt::format("{}:{}:{}: invalid JSON: {}", path, line, column,
-                                 parse_error_detail(e.what())));
+                                 parse_error_detail(e)));
   } catch (const json::exception& e) {
     throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
   }

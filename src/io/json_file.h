@@ -17,6 +17,9 @@ namespace ftune::io {
 nlohmann::json parse_json(std::string_view text, const std::string& path);
 // Reads and parses a file (InputError naming it when it is missing or invalid).
 nlohmann::json read_json_file(const std::string& path);
+// nlohmann's parse error text without its "[json.exception...] parse error at ..." prefix, for
+// messages that state the position their own way.
+std::string parse_error_detail(const nlohmann::json::exception& e);
 
 // Writes json.dump(2) (2-space indent, keys sorted, non-ASCII escaped as \uXXXX like Python's
 // default ensure_ascii) and a final newline, atomically.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace ftune::io {
 
@@ -113,8 +114,13 @@ json parse_header(const std::string& path, const char* begin, const char* end) {
           }
           return true;
         });
+  } catch (const json::parse_error& e) {
+    throw InputError(fmt::format("{}: the safetensors header is not valid JSON (at byte {} of "
+                                 "the header): {}",
+                                 path, e.byte, parse_error_detail(e)));
   } catch (const json::exception& e) {
-    throw InputError(fmt::format("{}: the safetensors header is not valid JSON ({})", path, e.what()));
+    throw InputError(fmt::format("{}: the safetensors header is not valid JSON: {}", path,
+                                 parse_error_detail(e)));
   }
   if (!duplicate.empty()) throw InputError(fmt::format("{}: {}", path, duplicate));
   return header;
