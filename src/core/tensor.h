@@ -72,6 +72,9 @@ struct TensorView {
   TensorView slice0(int64_t begin, int64_t end) const;
   // The sub-tensor at index i of dimension 0 (drops that dimension).
   TensorView select0(int64_t i) const;
+  // The first shape.numel() elements of a contiguous view, viewed as `shape` (a buffer planned
+  // for the largest batch holds every smaller one).
+  TensorView prefix(Shape shape) const;
   // Contiguous 1-D view of [offset, offset + count) elements of a contiguous view.
   TensorView flat_range(int64_t offset, int64_t count) const;
 

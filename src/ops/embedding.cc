@@ -33,7 +33,7 @@ void embedding_forward(TensorView out, TensorView ids, TensorView table, bool ac
                  cuda_kernel_missing(op));
 }
 
-void embedding_backward(TensorView dtable, TensorView dout, TensorView ids) {
+void embedding_backward(TensorView dtable, TensorView dout, TensorView ids, int64_t padding_idx) {
   const char* op = "embedding_backward";
   if (dtable.rank() != 2) throw ShapeError("embedding_backward: dtable must be 2-D, got " + dtable.describe());
   const int64_t V = dtable.dim(0), C = dtable.dim(1), N = ids.numel();
@@ -43,7 +43,7 @@ void embedding_backward(TensorView dtable, TensorView dout, TensorView ids) {
   const Device dev = common_device(op, {dtable, dout, ids});
   FTUNE_DISPATCH(op, dev,
                  cpu::embedding_backward(dtable.data_as<float>(), dout.data_as<float>(),
-                                         ids.data_as<int32_t>(), N, C),
+                                         ids.data_as<int32_t>(), N, C, padding_idx),
                  cuda_kernel_missing(op));
 }
 

@@ -18,9 +18,11 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
   }, 16);
 }
 
-void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C) {
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C,
+                        int64_t padding_idx) {
   parallel_for(C, [&](int64_t c0, int64_t c1) {
     for (int64_t n = 0; n < N; ++n) {
+      if (ids[n] == padding_idx) continue;
       float* row = dtable + static_cast<int64_t>(ids[n]) * C;
       const float* g = dout + n * C;
       for (int64_t c = c0; c < c1; ++c) row[c] += g[c];

@@ -40,6 +40,21 @@ TEST_P(EmbeddingTest, SparseGradientAddsRowsOfRepeatedIds) {
     for (int64_t c = 0; c < C; ++c) EXPECT_EQ(got[row * C + c], init[row * C + c]);
 }
 
+TEST_P(EmbeddingTest, PaddingRowGetsNoGradient) {
+  const int64_t V = 5, C = 3, N = 4;
+  const std::vector<int32_t> ids{1, 0, 1, 4};
+  auto g = random_values(N * C, rng);
+  auto dg = device_f32(g, {N, C}, device()), di = device_i32(ids, {N}, device());
+  auto dtable = zeros({V, C}, device());
+  embedding_backward(dtable.view(), dg.view(), di.view(), /*padding_idx=*/1);
+  const auto got = to_vector(dtable.view());
+  for (int64_t c = 0; c < C; ++c) {
+    EXPECT_EQ(got[1 * C + c], 0.0f);
+    EXPECT_EQ(got[0 * C + c], g[1 * C + c]);
+    EXPECT_EQ(got[4 * C + c], g[3 * C + c]);
+  }
+}
+
 TEST(EmbeddingErrors, OutOfRangeIdIsAnInputError) {
   auto table = zeros({4, 2}, Device::cpu());
   auto ids = device_i32({1, 4}, {2}, Device::cpu());

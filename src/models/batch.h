@@ -1,0 +1,33 @@
+// A tokenized, padded batch on the host, as the data pipeline hands it to a model: B sequences of
+// T tokens (right-padded), with token types, the attention mask and optional labels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "models/encoder_config.h"
+
+namespace ftune {
+
+struct Batch {
+  int64_t size = 0;     // B
+  int64_t seq_len = 0;  // T
+  std::vector<int32_t> input_ids;       // (B*T)
+  std::vector<int32_t> token_type_ids;  // (B*T); empty means all zeros
+  std::vector<int32_t> attention_mask;  // (B*T) 1 = real token, 0 = padding
+  std::vector<int32_t> labels;          // (B) or empty; -100 ignores a row
+
+  // Number of real (unpadded) tokens: what tokens/s reports count.
+  int64_t real_tokens() const;
+};
+
+// Position ids exactly as HF computes them: BERT 0..T-1 for every row; RoBERTa / XLM-R
+// pad_token_id + 1 + (index among non-pad tokens) for tokens that are not the pad id, and
+// pad_token_id for pad tokens (create_position_ids_from_input_ids).
+std::vector<int32_t> position_ids(const EncoderConfig& config, const Batch& batch);
+
+// Checks sizes and ranges against the model (token ids, type ids, positions within
+// max_position_embeddings, mask values, labels); throws InputError saying which row and why.
+void validate_batch(const EncoderConfig& config, const Batch& batch);
+
+}  // namespace ftune

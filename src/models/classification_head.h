@@ -1,0 +1,43 @@
+// Sequence-classification heads exactly as Hugging Face defines them, both reading the first
+// token (B, C) of the last hidden state:
+//   BERT:            logits = classifier(dropout(tanh(pooler.dense(h0))))
+//   RoBERTa / XLM-R: logits = out_proj(dropout(tanh(dense(dropout(h0)))))
+// The dense + tanh part is ops/tanh_pooler in both. Dropout rate: classifier_dropout, or
+// hidden_dropout_prob when the config leaves it null (as HF).
+// Gradient rule: parameter gradients accumulate (+=); activation gradients overwrite (=).
+#pragma once
+
+#include "core/arena.h"
+#include "models/encoder.h"
+
+namespace ftune {
+
+struct HeadWeights {
+  TensorView dense_w, dense_b;  // (C, C), (C): BERT pooler.dense / RoBERTa classifier.dense
+  TensorView out_w, out_b;      // (K, C), (K): BERT classifier / RoBERTa classifier.out_proj
+};
+
+struct HeadActivations {
+  TensorView cls, x, pooled, pooled_drop, logits;  // (B, C) x4, (B, K)
+  TensorView grad_pooled, grad_x, grad_scratch;    // (B, C)
+};
+
+// HF names of the head parameters (added in this order).
+std::vector<std::string> head_param_names(const EncoderConfig& config);
+void add_head_params(const EncoderConfig& config, ParamTable& table);
+HeadWeights bind_head_weights(const EncoderConfig& config, const ParamTable& table, TensorView flat);
+
+void plan_head_activations(const EncoderConfig& config, int64_t max_batch, bool training, ArenaPlan& plan);
+HeadActivations bind_head_activations(const Arena& arena, bool training);
+
+// hidden (B, T, C) -> logits (B, K), returned as a view of acts.logits.
+TensorView head_forward(const EncoderConfig& config, const HeadWeights& w, HeadActivations& acts,
+                        TensorView hidden, const DropoutPlan& dropout);
+// dlogits (B, K) -> parameter gradients (+=) and dhidden (B, T, C) (overwritten).
+void head_backward(const EncoderConfig& config, const HeadWeights& w, const HeadWeights& grads,
+                   HeadActivations& acts, TensorView dlogits, TensorView dhidden, const DropoutPlan& dropout);
+
+inline uint32_t head_input_dropout_site() { return 0x10000; }
+inline uint32_t head_pooled_dropout_site() { return 0x10001; }
+
+}  // namespace ftune

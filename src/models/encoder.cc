@@ -1,0 +1,255 @@
+// Encoder forward and backward passes (see encoder.h for the equations and the gradient rule).
+#include "models/encoder.h"
+
+#include <fmt/format.h>
+
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/layer_norm.h"
+#include "ops/linear.h"
+
+namespace ftune {
+namespace {
+
+std::string layer_prefix(const EncoderConfig& c, int64_t l) {
+  return fmt::format("{}.encoder.layer.{}.", c.weight_prefix(), l);
+}
+
+std::string act_name(int64_t slot, const char* what) { return fmt::format("act/layer{}/{}", slot, what); }
+
+float dropout_p(const DropoutPlan& d, float p) { return d.training ? p : 0.0f; }
+
+RngKey key(const DropoutPlan& d, uint32_t site) { return RngKey{d.seed, site, d.offset}; }
+
+}  // namespace
+
+void add_encoder_params(const EncoderConfig& c, ParamTable& t) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  const std::string e = c.weight_prefix() + ".embeddings.";
+  t.add(e + "word_embeddings.weight", {c.vocab_size, C});
+  t.add(e + "position_embeddings.weight", {c.max_position_embeddings, C});
+  t.add(e + "token_type_embeddings.weight", {c.type_vocab_size, C});
+  t.add(e + "LayerNorm.weight", {C});
+  t.add(e + "LayerNorm.bias", {C});
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = layer_prefix(c, l);
+    // query, key and value back to back: together they are the fused (3C, C) QKV matrix.
+    t.add(p + "attention.self.query.weight", {C, C});
+    t.add(p + "attention.self.key.weight", {C, C});
+    t.add(p + "attention.self.value.weight", {C, C});
+    t.add(p + "attention.self.query.bias", {C});
+    t.add(p + "attention.self.key.bias", {C});
+    t.add(p + "attention.self.value.bias", {C});
+    t.add(p + "attention.output.dense.weight", {C, C});
+    t.add(p + "attention.output.dense.bias", {C});
+    t.add(p + "attention.output.LayerNorm.weight", {C});
+    t.add(p + "attention.output.LayerNorm.bias", {C});
+    t.add(p + "intermediate.dense.weight", {F, C});
+    t.add(p + "intermediate.dense.bias", {F});
+    t.add(p + "output.dense.weight", {C, F});
+    t.add(p + "output.dense.bias", {C});
+    t.add(p + "output.LayerNorm.weight", {C});
+    t.add(p + "output.LayerNorm.bias", {C});
+  }
+}
+
+EncoderWeights bind_encoder_weights(const EncoderConfig& c, const ParamTable& t, TensorView flat) {
+  const int64_t C = c.hidden_size;
+  auto get = [&](const std::string& name) { return ParamTable::slice(flat, t.at(name)); };
+  const std::string e = c.weight_prefix() + ".embeddings.";
+  EncoderWeights w;
+  w.word = get(e + "word_embeddings.weight");
+  w.position = get(e + "position_embeddings.weight");
+  w.token_type = get(e + "token_type_embeddings.weight");
+  w.emb_ln_w = get(e + "LayerNorm.weight");
+  w.emb_ln_b = get(e + "LayerNorm.bias");
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = layer_prefix(c, l);
+    LayerWeights lw;
+    lw.qkv_w = t.span(flat, p + "attention.self.query.weight", {3 * C, C});
+    lw.qkv_b = t.span(flat, p + "attention.self.query.bias", {3 * C});
+    lw.attn_out_w = get(p + "attention.output.dense.weight");
+    lw.attn_out_b = get(p + "attention.output.dense.bias");
+    lw.ln1_w = get(p + "attention.output.LayerNorm.weight");
+    lw.ln1_b = get(p + "attention.output.LayerNorm.bias");
+    lw.ffn_in_w = get(p + "intermediate.dense.weight");
+    lw.ffn_in_b = get(p + "intermediate.dense.bias");
+    lw.ffn_out_w = get(p + "output.dense.weight");
+    lw.ffn_out_b = get(p + "output.dense.bias");
+    lw.ln2_w = get(p + "output.LayerNorm.weight");
+    lw.ln2_b = get(p + "output.LayerNorm.bias");
+    w.layers.push_back(lw);
+  }
+  return w;
+}
+
+void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t max_seq, bool training,
+                              ArenaPlan& plan) {
+  const int64_t N = max_batch * max_seq, C = c.hidden_size, F = c.intermediate_size, H = c.num_heads;
+  const DType f32 = DType::F32;
+  plan.add("act/emb/sum", f32, {N, C});
+  plan.add("act/emb/mean", f32, {N});
+  plan.add("act/emb/rstd", f32, {N});
+  plan.add("act/emb/out", f32, {N, C});
+  // Training keeps every layer; inference alternates two slots (a layer reads the other's output).
+  const int64_t slots = training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
+  for (int64_t s = 0; s < slots; ++s) {
+    plan.add(act_name(s, "qkv"), f32, {N, 3 * C});
+    plan.add(act_name(s, "probs"), f32, {max_batch, H, max_seq, max_seq});
+    plan.add(act_name(s, "ctx"), f32, {N, C});
+    plan.add(act_name(s, "attn"), f32, {N, C});
+    plan.add(act_name(s, "sum1"), f32, {N, C});
+    plan.add(act_name(s, "ln1"), f32, {N, C});
+    plan.add(act_name(s, "ln1_mean"), f32, {N});
+    plan.add(act_name(s, "ln1_rstd"), f32, {N});
+    plan.add(act_name(s, "ffn_pre"), f32, {N, F});
+    plan.add(act_name(s, "ffn_act"), f32, {N, F});
+    plan.add(act_name(s, "ffn_out"), f32, {N, C});
+    plan.add(act_name(s, "sum2"), f32, {N, C});
+    plan.add(act_name(s, "out"), f32, {N, C});
+    plan.add(act_name(s, "ln2_mean"), f32, {N});
+    plan.add(act_name(s, "ln2_rstd"), f32, {N});
+  }
+  if (training) {
+    plan.add("gradact/out", f32, {N, C});
+    plan.add("gradact/sum", f32, {N, C});
+    plan.add("gradact/tmp", f32, {N, C});
+    plan.add("gradact/ctx", f32, {N, C});
+    plan.add("gradact/ffn", f32, {N, F});
+    plan.add("gradact/qkv", f32, {N, 3 * C});
+  }
+  const int64_t ws = std::max(attention_workspace(max_seq, c.head_dim()), layer_norm_backward_workspace(C));
+  plan.add("work/encoder", f32, {ws});
+}
+
+EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena& arena, bool training) {
+  EncoderActivations a;
+  a.emb_sum = arena.view("act/emb/sum");
+  a.emb_mean = arena.view("act/emb/mean");
+  a.emb_rstd = arena.view("act/emb/rstd");
+  a.emb_out = arena.view("act/emb/out");
+  const int64_t slots = training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const int64_t s = l % slots;
+    LayerActivations la;
+    la.qkv = arena.view(act_name(s, "qkv"));
+    la.probs = arena.view(act_name(s, "probs"));
+    la.ctx = arena.view(act_name(s, "ctx"));
+    la.attn = arena.view(act_name(s, "attn"));
+    la.sum1 = arena.view(act_name(s, "sum1"));
+    la.ln1 = arena.view(act_name(s, "ln1"));
+    la.ln1_mean = arena.view(act_name(s, "ln1_mean"));
+    la.ln1_rstd = arena.view(act_name(s, "ln1_rstd"));
+    la.ffn_pre = arena.view(act_name(s, "ffn_pre"));
+    la.ffn_act = arena.view(act_name(s, "ffn_act"));
+    la.ffn_out = arena.view(act_name(s, "ffn_out"));
+    la.sum2 = arena.view(act_name(s, "sum2"));
+    la.out = arena.view(act_name(s, "out"));
+    la.ln2_mean = arena.view(act_name(s, "ln2_mean"));
+    la.ln2_rstd = arena.view(act_name(s, "ln2_rstd"));
+    a.layers.push_back(la);
+  }
+  if (training) {
+    a.grad_out = arena.view("gradact/out");
+    a.grad_sum = arena.view("gradact/sum");
+    a.grad_tmp = arena.view("gradact/tmp");
+    a.grad_ctx = arena.view("gradact/ctx");
+    a.grad_ffn = arena.view("gradact/ffn");
+    a.grad_qkv = arena.view("gradact/qkv");
+  }
+  a.workspace = arena.view("work/encoder");
+  return a;
+}
+
+TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, EncoderActivations& a,
+                           const EncoderInputs& in, const DropoutPlan& d) {
+  const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
+  const int H = static_cast<int>(c.num_heads);
+  const float eps = c.layer_norm_eps;
+  const Shape NC{N, C}, N1{N};
+
+  // Embeddings, summed in HF's order: (word + token_type) + position.
+  TensorView emb_sum = a.emb_sum.prefix(NC), emb_out = a.emb_out.prefix(NC);
+  embedding_forward(emb_sum, in.ids, w.word, false);
+  embedding_forward(emb_sum, in.type_ids, w.token_type, true);
+  embedding_forward(emb_sum, in.pos_ids, w.position, true);
+  layer_norm_forward(emb_out, a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1), emb_sum, w.emb_ln_w, w.emb_ln_b, eps);
+  dropout_forward(emb_out, emb_out, dropout_p(d, c.hidden_dropout), key(d, embedding_dropout_site()));
+
+  TensorView mask = in.mask.prefix(Shape{B, T});
+  TensorView x = emb_out;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    LayerActivations& la = a.layers[l];
+    TensorView qkv = la.qkv.prefix({N, 3 * C}), ctx = la.ctx.prefix(NC), attn = la.attn.prefix(NC);
+    TensorView ln1 = la.ln1.prefix(NC), ffn_pre = la.ffn_pre.prefix({N, F}), ffn_act = la.ffn_act.prefix({N, F});
+    TensorView ffn_out = la.ffn_out.prefix(NC), out = la.out.prefix(NC);
+
+    linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
+    attention_forward(ctx.reshape({B, T, C}), la.probs.prefix({B, H, T, T}), qkv.reshape({B, T, 3 * C}), mask, H,
+                      dropout_p(d, c.attention_dropout), key(d, attention_probs_site(l)), a.workspace);
+    linear_forward(attn, ctx, lw.attn_out_w, lw.attn_out_b);
+    dropout_forward(attn, attn, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)));
+    add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), attn, x,
+                           lw.ln1_w, lw.ln1_b, eps);
+    linear_forward(ffn_pre, ln1, lw.ffn_in_w, lw.ffn_in_b);
+    gelu_forward(ffn_act, ffn_pre, c.activation);
+    linear_forward(ffn_out, ffn_act, lw.ffn_out_w, lw.ffn_out_b);
+    dropout_forward(ffn_out, ffn_out, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)));
+    add_layer_norm_forward(out, la.sum2.prefix(NC), la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), ffn_out, ln1,
+                           lw.ln2_w, lw.ln2_b, eps);
+    x = out;
+  }
+  return x.reshape({B, T, C});
+}
+
+void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights& g,
+                      EncoderActivations& a, const EncoderInputs& in, const DropoutPlan& d) {
+  const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
+  const int H = static_cast<int>(c.num_heads);
+  const Shape NC{N, C}, N1{N};
+  // grad_out holds dL/d(output of the current layer); grad_sum, grad_tmp, grad_ctx are scratch.
+  TensorView dout = a.grad_out.prefix(NC), dsum = a.grad_sum.prefix(NC), dtmp = a.grad_tmp.prefix(NC);
+  TensorView dctx = a.grad_ctx.prefix(NC), dffn = a.grad_ffn.prefix({N, F}), dqkv = a.grad_qkv.prefix({N, 3 * C});
+  TensorView mask = in.mask.prefix(Shape{B, T});
+
+  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
+    const LayerWeights& lw = w.layers[l];
+    const LayerWeights& lg = g.layers[l];
+    LayerActivations& la = a.layers[l];
+    const TensorView x = l > 0 ? a.layers[l - 1].out.prefix(NC) : a.emb_out.prefix(NC);
+    const TensorView ln1 = la.ln1.prefix(NC);
+
+    // out = LayerNorm(f + h1): dsum is the gradient of both f and (through the residual) h1.
+    layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w, la.ln2_mean.prefix(N1),
+                        la.ln2_rstd.prefix(N1), a.workspace);
+    dropout_backward(dtmp, dsum, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)));
+    linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, la.ffn_act.prefix({N, F}), lw.ffn_out_w);
+    gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
+    // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
+    linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1, lw.ffn_in_w, /*accumulate_dinp=*/true);
+
+    // h1 = LayerNorm(a + x): dout becomes the gradient of both a and (residual) x.
+    layer_norm_backward(dout, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w, la.ln1_mean.prefix(N1),
+                        la.ln1_rstd.prefix(N1), a.workspace);
+    dropout_backward(dtmp, dout, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)));
+    linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, la.ctx.prefix(NC), lw.attn_out_w);
+    attention_backward(dqkv.reshape({B, T, 3 * C}), dctx.reshape({B, T, C}), la.qkv.prefix({N, 3 * C}).reshape({B, T, 3 * C}),
+                       la.probs.prefix({B, H, T, T}), mask, H, dropout_p(d, c.attention_dropout),
+                       key(d, attention_probs_site(l)), a.workspace);
+    // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
+    linear_backward(dout, lg.qkv_w, lg.qkv_b, dqkv, x, lw.qkv_w, /*accumulate_dinp=*/true);
+  }
+
+  // Embeddings: dropout, LayerNorm, then the three tables' sparse gradients.
+  dropout_backward(dout, dout, dropout_p(d, c.hidden_dropout), key(d, embedding_dropout_site()));
+  layer_norm_backward(dsum, g.emb_ln_w, g.emb_ln_b, dout, a.emb_sum.prefix(NC), w.emb_ln_w, a.emb_mean.prefix(N1),
+                      a.emb_rstd.prefix(N1), a.workspace);
+  // HF's word embeddings (and RoBERTa's positions) are nn.Embedding(padding_idx=pad_token_id).
+  embedding_backward(g.word, dsum, in.ids, c.pad_token_id);
+  embedding_backward(g.token_type, dsum, in.type_ids);
+  embedding_backward(g.position, dsum, in.pos_ids, c.roberta_like() ? c.pad_token_id : -1);
+}
+
+}  // namespace ftune

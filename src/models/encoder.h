@@ -1,0 +1,89 @@
+// The BERT / RoBERTa / XLM-R encoder: embeddings and transformer layers with explicit forward and
+// backward passes over planned buffers.
+//
+// Gradient rule: parameter gradients accumulate (+=) into the flat gradient buffer, so gradient
+// accumulation over micro-batches costs nothing; activation gradients overwrite (=).
+//
+// One layer (post-LayerNorm, as BERT):
+//   qkv   = x W_qkv^T + b_qkv                  (N, 3C)  [query | key | value] rows fused
+//   ctx   = attention(qkv, key mask)           (N, C)   probs (B, H, T, T) saved
+//   a     = dropout(ctx W_o^T + b_o)           (N, C)
+//   h1    = LayerNorm(a + x)                   (N, C)   sum1 = a + x saved
+//   f     = dropout(gelu(h1 W_1^T + b_1) W_2^T + b_2)
+//   out   = LayerNorm(f + h1)                  (N, C)   sum2 saved
+// Embeddings: LayerNorm(word[ids] + type[type_ids] + position[pos_ids]), then dropout.
+#pragma once
+
+#include <vector>
+
+#include "core/arena.h"
+#include "core/philox.h"
+#include "models/encoder_config.h"
+#include "models/param_table.h"
+
+namespace ftune {
+
+// Views of the encoder's parameters (or of their gradients: same layout in the gradient buffer).
+struct LayerWeights {
+  TensorView qkv_w, qkv_b;            // (3C, C), (3C): query, key, value stacked
+  TensorView attn_out_w, attn_out_b;  // (C, C), (C)
+  TensorView ln1_w, ln1_b;            // (C)
+  TensorView ffn_in_w, ffn_in_b;      // (F, C), (F)
+  TensorView ffn_out_w, ffn_out_b;    // (C, F), (C)
+  TensorView ln2_w, ln2_b;            // (C)
+};
+
+struct EncoderWeights {
+  TensorView word, position, token_type;  // (V, C), (P, C), (TV, C)
+  TensorView emb_ln_w, emb_ln_b;          // (C)
+  std::vector<LayerWeights> layers;
+};
+
+// Adds the encoder's parameters to `table` under their HF names (prefix "bert." / "roberta.").
+void add_encoder_params(const EncoderConfig& config, ParamTable& table);
+EncoderWeights bind_encoder_weights(const EncoderConfig& config, const ParamTable& table, TensorView flat);
+
+// Activation buffers, planned for max_tokens = max_batch * max_seq. Training keeps every
+// layer's activations for the backward pass; inference reuses two sets (ping-pong).
+struct LayerActivations {
+  TensorView qkv, probs, ctx, attn, sum1, ln1, ln1_mean, ln1_rstd;
+  TensorView ffn_pre, ffn_act, ffn_out, sum2, out, ln2_mean, ln2_rstd;
+};
+
+struct EncoderActivations {
+  TensorView emb_sum, emb_mean, emb_rstd, emb_out;
+  std::vector<LayerActivations> layers;
+  // Gradient buffers shared by all layers during backward.
+  TensorView grad_out, grad_sum, grad_tmp, grad_ctx, grad_ffn, grad_qkv;
+  TensorView workspace;
+};
+
+struct EncoderInputs {
+  int64_t B = 0, T = 0;
+  TensorView ids, type_ids, pos_ids, mask;  // (B*T) i32 each
+};
+
+struct DropoutPlan {
+  bool training = false;
+  uint64_t seed = 0;
+  uint32_t offset = 0;  // the micro-step: fresh masks for every forward pass
+};
+
+void plan_encoder_activations(const EncoderConfig& config, int64_t max_batch, int64_t max_seq,
+                              bool training, ArenaPlan& plan);
+EncoderActivations bind_encoder_activations(const EncoderConfig& config, const Arena& arena, bool training);
+
+// Runs the encoder; returns the last hidden state (B, T, C).
+TensorView encoder_forward(const EncoderConfig& config, const EncoderWeights& w, EncoderActivations& acts,
+                           const EncoderInputs& in, const DropoutPlan& dropout);
+// Backpropagates d_hidden (B*T, C), given in acts.grad_out, through the encoder into `grads`.
+void encoder_backward(const EncoderConfig& config, const EncoderWeights& w, const EncoderWeights& grads,
+                      EncoderActivations& acts, const EncoderInputs& in, const DropoutPlan& dropout);
+
+// Philox sites of the encoder's dropouts.
+inline uint32_t embedding_dropout_site() { return 0; }
+inline uint32_t attention_probs_site(int64_t layer) { return static_cast<uint32_t>(1 + 3 * layer); }
+inline uint32_t attention_output_site(int64_t layer) { return static_cast<uint32_t>(2 + 3 * layer); }
+inline uint32_t ffn_output_site(int64_t layer) { return static_cast<uint32_t>(3 + 3 * layer); }
+
+}  // namespace ftune

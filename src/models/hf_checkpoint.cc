@@ -1,0 +1,159 @@
+// HF checkpoint name resolution, head initialisation and saving (see hf_checkpoint.h).
+#include "models/hf_checkpoint.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "core/memory.h"
+#include "io/checkpoint_reader.h"
+#include "io/json_file.h"
+#include "io/safetensors.h"
+
+namespace ftune {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Names under which a checkpoint may store parameter `name`: the exact HF name, the name without
+// the encoder prefix (base models saved on their own), and TF-era LayerNorm gamma/beta spellings.
+std::vector<std::string> candidate_names(const std::string& name, const std::string& prefix) {
+  std::vector<std::string> base{name};
+  if (name.rfind(prefix + ".", 0) == 0) base.push_back(name.substr(prefix.size() + 1));
+  std::vector<std::string> out;
+  for (const std::string& b : base) {
+    out.push_back(b);
+    if (ends_with(b, "LayerNorm.weight")) out.push_back(b.substr(0, b.size() - 6) + "gamma");
+    if (ends_with(b, "LayerNorm.bias")) out.push_back(b.substr(0, b.size() - 4) + "beta");
+  }
+  return out;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+bool shape_matches(const io::SafetensorsEntry& e, const Shape& shape) {
+  if (static_cast<int>(e.shape.size()) != shape.rank()) return false;
+  for (int i = 0; i < shape.rank(); ++i)
+    if (e.shape[i] != shape[i]) return false;
+  return true;
+}
+
+bool is_float_storage(io::SafetensorsDtype d) {
+  return d == io::SafetensorsDtype::F32 || d == io::SafetensorsDtype::F16 || d == io::SafetensorsDtype::BF16 ||
+         d == io::SafetensorsDtype::F64;
+}
+
+// HF's _init_weights for a Linear layer of the head: weight ~ normal(0, initializer_range), bias 0.
+void init_head_param(const ParamSpec& spec, TensorView dst, float std_dev, std::mt19937_64& rng) {
+  HostTensor host(DType::F32, spec.shape);
+  float* p = host.data<float>();
+  if (!ends_with(spec.name, ".bias")) {
+    std::normal_distribution<float> normal(0.0f, std_dev);
+    for (int64_t i = 0; i < host.numel(); ++i) p[i] = normal(rng);
+  }
+  copy(dst, host.view());
+}
+
+}  // namespace
+
+EncoderConfig load_model_config(const std::string& dir, const LoadOptions& options) {
+  const std::string path = (std::filesystem::path(dir) / "config.json").string();
+  if (!std::filesystem::is_directory(dir))
+    throw InputError(fmt::format("model directory '{}' does not exist", dir));
+  if (!std::filesystem::exists(path))
+    throw InputError(fmt::format("{}: missing (a Hugging Face model directory needs config.json)", path));
+  EncoderConfig config = EncoderConfig::from_file(path);
+  if (options.labels) config.set_labels(*options.labels);
+  else if (options.num_labels) config.set_num_labels(*options.num_labels);
+  return config;
+}
+
+LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir, const LoadOptions& options) {
+  const EncoderConfig& config = model.config();
+  const io::CheckpointReader ckpt = io::CheckpointReader::open(dir);
+  LoadReport report;
+  report.weights_path = ckpt.weights_path();
+  const std::vector<std::string> head_names = head_param_names(config);
+  const std::set<std::string> head(head_names.begin(), head_names.end());
+  std::set<std::string> used, dtypes;
+  std::vector<std::string> missing_encoder;
+  std::mt19937_64 rng(options.init_seed);
+
+  for (const ParamSpec& spec : model.params().specs()) {
+    const io::SafetensorsEntry* entry = nullptr;
+    for (const std::string& name : candidate_names(spec.name, config.weight_prefix()))
+      if ((entry = ckpt.find(name))) break;
+    const bool is_head = head.count(spec.name) > 0;
+    const TensorView dst = model.param(spec.name);
+    if (entry && !shape_matches(*entry, spec.shape)) {
+      if (is_head && options.reinit_mismatched_head) {
+        used.insert(entry->name);
+        entry = nullptr;  // replaced by a fresh head below
+      } else {
+        throw InputError(fmt::format(
+            "{}: tensor '{}' has shape {}, but the model expects {}{}", ckpt.file_of(entry->name), entry->name,
+            shape_str(entry->shape), spec.shape.str(),
+            is_head ? fmt::format(" ({} labels); set num_labels to match the checkpoint or allow "
+                                  "reinitialising the classification head",
+                                  config.num_labels())
+                    : ""));
+      }
+    }
+    if (!entry) {
+      if (!is_head) {
+        missing_encoder.push_back(spec.name);
+        continue;
+      }
+      init_head_param(spec, dst, config.initializer_range, rng);
+      report.initialised.push_back(spec.name);
+      continue;
+    }
+    if (!is_float_storage(entry->dtype))
+      throw InputError(fmt::format("{}: tensor '{}' is stored as {}, expected a float type (F32, F16, BF16)",
+                                   ckpt.file_of(entry->name), entry->name,
+                                   io::safetensors_dtype_name(entry->dtype)));
+    ckpt.read_into(entry->name, dst);
+    used.insert(entry->name);
+    dtypes.insert(std::string(io::safetensors_dtype_name(entry->dtype)));
+  }
+  if (!missing_encoder.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing_encoder.size() && i < 5; ++i) list += "\n  " + missing_encoder[i];
+    throw InputError(fmt::format("{}: {} encoder weights of this {} model are missing, e.g.:{}{}",
+                                 ckpt.weights_path(), missing_encoder.size(), config.model_type(), list,
+                                 missing_encoder.size() > 5 ? "\n  ..." : ""));
+  }
+  for (const std::string& name : ckpt.names())
+    if (!used.count(name)) report.unexpected.push_back(name);
+  report.stored_dtypes.assign(dtypes.begin(), dtypes.end());
+  if (!report.initialised.empty())
+    spdlog::warn("{}: newly initialised (not in the checkpoint): {}", dir, fmt::join(report.initialised, ", "));
+  if (!report.unexpected.empty())
+    spdlog::info("{}: {} checkpoint tensors not used by {} (e.g. {})", dir, report.unexpected.size(),
+                 config.architecture(), report.unexpected.front());
+  return report;
+}
+
+void save_model(const SequenceClassifier& model, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError(fmt::format("cannot create model directory '{}': {}", dir, ec.message()));
+  std::vector<io::SafetensorsTensor> tensors;
+  for (const ParamSpec& spec : model.params().specs()) tensors.push_back({spec.name, model.param(spec.name), {}});
+  io::write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors);
+  nlohmann::json config = model.config().to_json();
+  if (config.contains("torch_dtype")) config["torch_dtype"] = "float32";
+  config["dtype"] = "float32";
+  io::write_json_atomic((std::filesystem::path(dir) / "config.json").string(), config);
+}
+
+}  // namespace ftune

@@ -1,0 +1,50 @@
+// Loading and saving Hugging Face model directories for SequenceClassifier.
+//
+// Loading accepts what users bring: a *ForSequenceClassification checkpoint, or a base encoder
+// (BertModel / RobertaModel / XLMRobertaModel, whose weights have no "bert." / "roberta." prefix
+// as sentence-transformers saves them), single-file or sharded, stored in f32, f16 or bf16, with
+// legacy LayerNorm gamma/beta names. A missing head (or BERT pooler) is freshly initialised as HF
+// does — normal(0, initializer_range) weights, zero biases — and reported. A missing encoder
+// weight, a shape or dtype mismatch, or a corrupt file is an InputError naming the file, the
+// tensor and what was expected. Keys the model does not use (MLM heads, position_ids buffers,
+// a RoBERTa pooler) are reported as unexpected and ignored.
+//
+// Saving writes config.json and model.safetensors with HF's names, so
+// AutoModelForSequenceClassification.from_pretrained(dir) loads it and gives the same logits.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "models/sequence_classifier.h"
+
+namespace ftune {
+
+struct LoadOptions {
+  // Overrides the checkpoint's labels (names) or just their count (LABEL_i names).
+  std::optional<std::vector<std::string>> labels;
+  std::optional<int64_t> num_labels;
+  // A checkpoint head whose label count differs from the model's is replaced by a fresh one
+  // (HF's ignore_mismatched_sizes); otherwise that mismatch is an error.
+  bool reinit_mismatched_head = false;
+  uint64_t init_seed = 42;  // for freshly initialised head weights
+};
+
+struct LoadReport {
+  std::string weights_path;
+  std::vector<std::string> initialised;  // model parameters not found in the checkpoint
+  std::vector<std::string> unexpected;   // checkpoint tensors the model does not use
+  std::vector<std::string> stored_dtypes;  // distinct dtypes of the loaded tensors ("F32", "BF16")
+};
+
+// Reads DIR/config.json and applies the label overrides.
+EncoderConfig load_model_config(const std::string& dir, const LoadOptions& options = {});
+
+// Fills model.param_values() from DIR's weights (the model must be bound).
+LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir, const LoadOptions& options = {});
+
+// Writes DIR/config.json and DIR/model.safetensors (each atomically; DIR is created if needed).
+void save_model(const SequenceClassifier& model, const std::string& dir);
+
+}  // namespace ftune

@@ -1,0 +1,47 @@
+// Flat parameter layout bookkeeping.
+#include "models/param_table.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ftune {
+
+bool ParamTable::default_decay(const std::string& name) {
+  const bool bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+  return !bias && name.find("LayerNorm") == std::string::npos;
+}
+
+const ParamSpec& ParamTable::add(std::string name, Shape shape) {
+  FTUNE_ASSERT(!index_.count(name), "duplicate parameter {}", name);
+  ParamSpec spec;
+  spec.decay = default_decay(name);
+  spec.name = std::move(name);
+  spec.shape = shape;
+  spec.offset = total_;
+  total_ += shape.numel();
+  index_.emplace(spec.name, specs_.size());
+  specs_.push_back(std::move(spec));
+  return specs_.back();
+}
+
+const ParamSpec* ParamTable::find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &specs_[it->second];
+}
+
+const ParamSpec& ParamTable::at(const std::string& name) const {
+  const ParamSpec* s = find(name);
+  FTUNE_ASSERT(s != nullptr, "no parameter named {}", name);
+  return *s;
+}
+
+TensorView ParamTable::slice(TensorView flat, const ParamSpec& spec) {
+  return flat.flat_range(spec.offset, spec.shape.numel()).reshape(spec.shape);
+}
+
+TensorView ParamTable::span(TensorView flat, const std::string& first, Shape shape) const {
+  return flat.flat_range(at(first).offset, shape.numel()).reshape(shape);
+}
+
+}  // namespace ftune

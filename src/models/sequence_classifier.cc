@@ -1,0 +1,129 @@
+// SequenceClassifier: planning, binding, inputs, and the forward / loss / backward sequence.
+#include "models/sequence_classifier.h"
+
+#include <fmt/format.h>
+
+#include "core/memory.h"
+#include "ops/cross_entropy.h"
+
+namespace ftune {
+namespace {
+
+void copy_i32(TensorView dst, const std::vector<int32_t>& src) {
+  TensorView host(const_cast<int32_t*>(src.data()), DType::I32, Device::cpu(),
+                  Shape{static_cast<int64_t>(src.size())});
+  copy(dst.prefix(host.shape), host);
+}
+
+}  // namespace
+
+SequenceClassifier::SequenceClassifier(EncoderConfig config, ClassifierOptions options)
+    : config_(std::move(config)), options_(options) {
+  if (options_.max_batch <= 0 || options_.max_seq <= 0)
+    throw InputError(fmt::format("batch shape must be positive, got {} x {}", options_.max_batch, options_.max_seq));
+  add_encoder_params(config_, params_);
+  add_head_params(config_, params_);
+}
+
+void SequenceClassifier::add_to_plan(ArenaPlan& plan) const {
+  const int64_t N = options_.max_batch * options_.max_seq, K = config_.num_labels();
+  plan.add_flat("param/values", DType::F32, params_.total());
+  if (options_.training) plan.add_flat("grad/values", DType::F32, params_.total());
+  for (const char* name : {"input/ids", "input/type_ids", "input/pos_ids", "input/mask"})
+    plan.add(name, DType::I32, {N});
+  plan.add("input/labels", DType::I32, {options_.max_batch});
+  plan.add("input/class_weights", DType::F32, {K});
+  plan_encoder_activations(config_, options_.max_batch, options_.max_seq, options_.training, plan);
+  plan_head_activations(config_, options_.max_batch, options_.training, plan);
+  plan.add("act/loss/probs", DType::F32, {options_.max_batch, K});
+  plan.add("act/loss/value", DType::F32, {1});
+  if (options_.training) plan.add("gradact/logits", DType::F32, {options_.max_batch, K});
+}
+
+void SequenceClassifier::bind(const Arena& arena) {
+  values_ = arena.view("param/values");
+  enc_w_ = bind_encoder_weights(config_, params_, values_);
+  head_w_ = bind_head_weights(config_, params_, values_);
+  if (options_.training) {
+    grads_ = arena.view("grad/values");
+    enc_g_ = bind_encoder_weights(config_, params_, grads_);
+    head_g_ = bind_head_weights(config_, params_, grads_);
+    dlogits_ = arena.view("gradact/logits");
+    zero_grad();
+  }
+  inputs_.ids = arena.view("input/ids");
+  inputs_.type_ids = arena.view("input/type_ids");
+  inputs_.pos_ids = arena.view("input/pos_ids");
+  inputs_.mask = arena.view("input/mask");
+  labels_ = arena.view("input/labels");
+  class_weights_ = arena.view("input/class_weights");
+  enc_acts_ = bind_encoder_activations(config_, arena, options_.training);
+  head_acts_ = bind_head_activations(arena, options_.training);
+  probs_ = arena.view("act/loss/probs");
+  loss_ = arena.view("act/loss/value");
+}
+
+void SequenceClassifier::set_batch(const Batch& b) {
+  FTUNE_ASSERT(values_.defined(), "set_batch before bind");
+  if (b.size > options_.max_batch || b.seq_len > options_.max_seq)
+    throw InputError(fmt::format("batch of {} x {} tokens exceeds the planned {} x {}", b.size, b.seq_len,
+                                 options_.max_batch, options_.max_seq));
+  validate_batch(config_, b);
+  const int64_t n = b.size * b.seq_len;
+  inputs_.B = b.size;
+  inputs_.T = b.seq_len;
+  copy_i32(inputs_.ids, b.input_ids);
+  copy_i32(inputs_.type_ids, b.token_type_ids.empty() ? std::vector<int32_t>(n, 0) : b.token_type_ids);
+  copy_i32(inputs_.pos_ids, position_ids(config_, b));
+  copy_i32(inputs_.mask, b.attention_mask);
+  has_labels_ = !b.labels.empty();
+  if (has_labels_) copy_i32(labels_, b.labels);
+}
+
+EncoderInputs SequenceClassifier::current_inputs() const {
+  const Shape n{inputs_.B * inputs_.T};
+  return EncoderInputs{inputs_.B, inputs_.T, inputs_.ids.prefix(n), inputs_.type_ids.prefix(n),
+                       inputs_.pos_ids.prefix(n), inputs_.mask.prefix(n)};
+}
+
+TensorView SequenceClassifier::forward(const DropoutPlan& dropout) {
+  FTUNE_ASSERT(inputs_.B > 0, "forward without a batch");
+  if (dropout.training && !options_.training)
+    throw InternalError("training forward on a classifier planned for inference");
+  hidden_ = encoder_forward(config_, enc_w_, enc_acts_, current_inputs(), dropout);
+  logits_ = head_forward(config_, head_w_, head_acts_, hidden_, dropout);
+  return logits_;
+}
+
+TensorView SequenceClassifier::loss(const LossOptions& options) {
+  if (!has_labels_) throw InputError("loss requested for a batch without labels");
+  const int64_t B = inputs_.B, K = config_.num_labels();
+  if (!options.class_weights.empty() && static_cast<int64_t>(options.class_weights.size()) != K)
+    throw InputError(fmt::format("{} class weights given for {} labels", options.class_weights.size(), K));
+  loss_options_ = options;
+  CrossEntropyOptions ce{options.label_smoothing, TensorView()};
+  if (!options.class_weights.empty()) {
+    TensorView host(const_cast<float*>(options.class_weights.data()), DType::F32, Device::cpu(), Shape{K});
+    copy(class_weights_, host);
+    ce.class_weights = class_weights_;
+  }
+  cross_entropy_forward(loss_, probs_.prefix({B, K}), logits_, labels_.prefix({B}), ce);
+  return loss_;
+}
+
+void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale) {
+  FTUNE_ASSERT(options_.training, "backward on a classifier planned for inference");
+  const int64_t B = inputs_.B, T = inputs_.T, K = config_.num_labels(), C = config_.hidden_size;
+  CrossEntropyOptions ce{loss_options_.label_smoothing,
+                         loss_options_.class_weights.empty() ? TensorView() : class_weights_};
+  TensorView dlogits = dlogits_.prefix({B, K});
+  cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale);
+  head_backward(config_, head_w_, head_g_, head_acts_, dlogits, enc_acts_.grad_out.prefix({B, T, C}), dropout);
+  encoder_backward(config_, enc_w_, enc_g_, enc_acts_, current_inputs(), dropout);
+}
+
+void SequenceClassifier::zero_grad() {
+  if (grads_.defined()) fill_zero(grads_);
+}
+
+}  // namespace ftune

@@ -1,0 +1,88 @@
+// A BERT-family sequence classifier over planned memory: encoder + HF classification head +
+// cross-entropy, with explicit forward and backward passes.
+//
+// Memory is planned, then bound: the classifier first adds every buffer it needs (parameters,
+// gradients, activations for the largest batch, inputs, workspace) to an ArenaPlan; the caller
+// allocates one Arena (with the optimizer's state in the same plan) and binds. Nothing is
+// allocated afterwards. Usage:
+//   SequenceClassifier model(config, {.max_batch = 32, .max_seq = 128, .training = true});
+//   ArenaPlan plan; model.add_to_plan(plan); optimizer.add_to_plan(plan, model.params());
+//   Arena arena(device, std::move(plan)); model.bind(arena); optimizer.bind(arena);
+//   model.set_batch(batch); model.forward(dropout); model.loss(); model.backward(dropout);
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "core/arena.h"
+#include "models/batch.h"
+#include "models/classification_head.h"
+#include "models/encoder.h"
+
+namespace ftune {
+
+struct ClassifierOptions {
+  int64_t max_batch = 32;
+  int64_t max_seq = 128;
+  bool training = true;  // plan gradients and the activations the backward pass needs
+};
+
+struct LossOptions {
+  float label_smoothing = 0.0f;
+  std::vector<float> class_weights;  // empty: unweighted
+};
+
+class SequenceClassifier {
+ public:
+  SequenceClassifier(EncoderConfig config, ClassifierOptions options);
+
+  const EncoderConfig& config() const { return config_; }
+  const ClassifierOptions& options() const { return options_; }
+  const ParamTable& params() const { return params_; }
+
+  void add_to_plan(ArenaPlan& plan) const;
+  void bind(const Arena& arena);
+  Device device() const { return values_.device; }
+
+  TensorView param_values() const { return values_; }  // flat (P) f32
+  TensorView param_grads() const { return grads_; }    // flat (P) f32; undefined for inference
+  TensorView param(const std::string& name) const { return ParamTable::slice(values_, params_.at(name)); }
+  TensorView grad(const std::string& name) const { return ParamTable::slice(grads_, params_.at(name)); }
+
+  // Validates the batch against the model and the planned size, computes position ids and copies
+  // the inputs into the arena.
+  void set_batch(const Batch& batch);
+  int64_t batch_size() const { return inputs_.B; }
+  int64_t seq_len() const { return inputs_.T; }
+
+  // Forward pass over the current batch; returns the logits (B, K).
+  TensorView forward(const DropoutPlan& dropout);
+  TensorView hidden() const { return hidden_; }  // last hidden state (B, T, C) of the last forward
+  TensorView logits() const { return logits_; }
+
+  // Mean cross-entropy of the last forward against the batch labels: a 1-element device tensor.
+  TensorView loss(const LossOptions& options);
+  // Backward from the loss, scaled by loss_scale (1 / accumulation steps for gradient
+  // accumulation); parameter gradients accumulate into param_grads().
+  void backward(const DropoutPlan& dropout, float loss_scale = 1.0f);
+  void zero_grad();
+
+ private:
+  EncoderInputs current_inputs() const;  // the input buffers cut to the current batch
+
+  EncoderConfig config_;
+  ClassifierOptions options_;
+  ParamTable params_;
+  TensorView values_, grads_;
+  EncoderWeights enc_w_, enc_g_;
+  HeadWeights head_w_, head_g_;
+  EncoderActivations enc_acts_;
+  HeadActivations head_acts_;
+  EncoderInputs inputs_;
+  TensorView labels_, class_weights_, probs_, loss_, dlogits_;
+  TensorView hidden_, logits_;
+  LossOptions loss_options_;
+  bool has_labels_ = false;
+};
+
+}  // namespace ftune

@@ -1,0 +1,34 @@
+// Gradient norm and clipping: checks and dispatch.
+#include "train/grad_clip.h"
+
+#include <cmath>
+
+#include "ops/dispatch.h"
+
+namespace ftune {
+
+double grad_sum_of_squares(TensorView grads) {
+  const char* op = "grad_sum_of_squares";
+  check_f32(op, "grads", grads, grads.shape);
+  double s = 0.0;
+  FTUNE_DISPATCH(op, grads.device, s = cpu::sum_of_squares(grads.data_as<float>(), grads.numel()),
+                 cuda_kernel_missing(op));
+  return s;
+}
+
+void scale_in_place(TensorView values, float factor) {
+  const char* op = "scale_in_place";
+  check_f32(op, "values", values, values.shape);
+  FTUNE_DISPATCH(op, values.device, cpu::scale(values.data_as<float>(), values.numel(), factor),
+                 cuda_kernel_missing(op));
+}
+
+double clip_grad_norm(TensorView grads, double max_norm) {
+  const double norm = std::sqrt(grad_sum_of_squares(grads));
+  // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.0, applied in the grads' dtype.
+  const double coef = max_norm / (norm + 1e-6);
+  if (std::isfinite(norm) && coef < 1.0) scale_in_place(grads, static_cast<float>(coef));
+  return norm;
+}
+
+}  // namespace ftune

@@ -1,0 +1,23 @@
+// Global-norm gradient clipping with torch.nn.utils.clip_grad_norm_'s semantics:
+//   norm = sqrt(sum of squares of every gradient); if max_norm / (norm + 1e-6) < 1, every
+//   gradient is scaled by that factor. The norm is also what NaN/Inf detection reads.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace ftune {
+
+// Sum of squares of a flat f32 gradient buffer, accumulated in double (deterministic for a given
+// thread count).
+double grad_sum_of_squares(TensorView grads);
+// Clips in place; returns the norm before clipping (may be NaN/Inf: the caller decides).
+double clip_grad_norm(TensorView grads, double max_norm);
+// Multiplies every element by `factor`.
+void scale_in_place(TensorView values, float factor);
+
+namespace cpu {
+double sum_of_squares(const float* x, int64_t n);
+void scale(float* x, int64_t n, float factor);
+}  // namespace cpu
+
+}  // namespace ftune

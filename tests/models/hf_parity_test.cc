@@ -1,0 +1,178 @@
+// End-to-end parity with Hugging Face transformers on golden fixtures (tools/make_engine_fixtures.py):
+// logits, encoder output, loss and every parameter gradient of BERT, RoBERTa and XLM-R
+// classifiers on a padded text-pair batch (class weights and label smoothing on), then three
+// AdamW steps with clipping and an LR schedule. Tolerance: max relative error 1e-4 per tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "golden_fixture.h"
+#include "models/hf_checkpoint.h"
+#include "train/adamw.h"
+#include "train/grad_clip.h"
+#include "train/lr_schedule.h"
+
+namespace ftune::test {
+namespace {
+
+constexpr double kTol = 1e-4;
+
+struct Loaded {
+  std::unique_ptr<SequenceClassifier> model;
+  std::unique_ptr<AdamW> adamw;
+  Arena arena;
+  LoadReport report;
+};
+
+Loaded load(const GoldenCase& c, bool training, const AdamWOptions& adam = {}, const LoadOptions& lo = {}) {
+  Loaded l;
+  l.model = std::make_unique<SequenceClassifier>(load_model_config(c.model_dir, lo),
+                                                 ClassifierOptions{c.batch.size, c.batch.seq_len, training});
+  ArenaPlan plan;
+  l.model->add_to_plan(plan);
+  if (training) {
+    l.adamw = std::make_unique<AdamW>(l.model->params(), adam);
+    l.adamw->add_to_plan(plan);
+  }
+  l.arena = Arena(Device::cpu(), std::move(plan));
+  l.model->bind(l.arena);
+  if (l.adamw) l.adamw->bind(l.arena);
+  l.report = load_model_weights(*l.model, c.model_dir, lo);
+  return l;
+}
+
+LossOptions loss_options(const GoldenCase& c) {
+  LossOptions o;
+  const auto& loss = c.meta["loss"];
+  o.label_smoothing = loss["label_smoothing"].get<float>();
+  if (!loss["class_weights"].is_null()) o.class_weights = loss["class_weights"].get<std::vector<float>>();
+  return o;
+}
+
+DropoutPlan no_dropout() { return DropoutPlan{true, 0, 0}; }  // the fixtures' configs have p = 0
+
+class HfParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfParity, LogitsLossAndEveryGradient) {
+  const GoldenCase c = GoldenCase::load(GetParam());
+  Loaded l = load(c, true);
+  EXPECT_TRUE(l.report.initialised.empty());
+  l.model->set_batch(c.batch);
+  const TensorView logits = l.model->forward(no_dropout());
+  EXPECT_LT(max_rel_error(logits, c.tensor("logits").view()), kTol);
+  EXPECT_LT(max_rel_error(l.model->hidden(), c.tensor("hidden").view()), kTol);
+  const TensorView loss = l.model->loss(loss_options(c));
+  EXPECT_LT(max_rel_error(loss, c.tensor("loss").view()), kTol);
+  l.model->backward(no_dropout());
+
+  std::set<std::string> zero_grads;
+  if (c.meta.contains("analytically_zero_grads"))
+    for (const auto& n : c.meta["analytically_zero_grads"]["names"]) zero_grads.insert(n.get<std::string>());
+  int checked = 0;
+  for (const ParamSpec& spec : l.model->params().specs()) {
+    const HostTensor want = c.tensor("grad." + spec.name);
+    if (zero_grads.count(spec.name)) {
+      for (float g : to_vector(l.model->grad(spec.name))) EXPECT_LE(std::fabs(g), 1e-6) << spec.name;
+    } else {
+      EXPECT_LT(max_rel_error(l.model->grad(spec.name), want.view()), kTol) << spec.name;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(c.meta["param_names"].size()));
+}
+
+TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
+  const GoldenCase c = GoldenCase::load(GetParam());
+  const auto& opt = c.meta["optimizer"];
+  AdamWOptions adam;
+  adam.lr = opt["lr"].get<float>();
+  adam.beta1 = opt["betas"][0].get<float>();
+  adam.beta2 = opt["betas"][1].get<float>();
+  adam.eps = opt["eps"].get<float>();
+  adam.weight_decay = opt["weight_decay"].get<float>();
+  Loaded l = load(c, true, adam);
+  // The decay split must be HF Trainer's.
+  std::set<std::string> no_decay;
+  for (const auto& n : opt["no_decay"]) no_decay.insert(n.get<std::string>());
+  for (const ParamSpec& spec : l.model->params().specs()) EXPECT_EQ(spec.decay, !no_decay.count(spec.name)) << spec.name;
+
+  const auto& sched = c.meta["schedule"];
+  LrSchedule schedule{parse_schedule_kind(sched["type"].get<std::string>(), "schedule.type"), adam.lr,
+                      sched["warmup_steps"].get<int64_t>(), sched.value("total_steps", int64_t{1})};
+  const auto losses = to_vector(c.tensor("losses").view());
+  const auto norms = to_vector(c.tensor("grad_norms").view());
+  const auto lrs = to_vector(c.tensor("lrs").view());
+  const double max_norm = c.meta["max_grad_norm"].get<double>();
+  l.model->set_batch(c.batch);
+  for (int step = 0; step < c.meta["steps"].get<int>(); ++step) {
+    l.model->zero_grad();
+    l.model->forward(no_dropout());
+    const float loss = to_vector(l.model->loss(loss_options(c)))[0];
+    EXPECT_NEAR(loss, losses[step], kTol * std::fabs(losses[step])) << "step " << step;
+    l.model->backward(no_dropout());
+    const double norm = clip_grad_norm(l.model->param_grads(), max_norm);
+    EXPECT_NEAR(norm, norms[step], kTol * norms[step]) << "step " << step;
+    EXPECT_NEAR(schedule.lr(step), lrs[step], 1e-9) << "step " << step;
+    l.adamw->step(l.model->param_values(), l.model->param_grads(), static_cast<float>(schedule.lr(step)));
+  }
+  double lr_sum = 0;
+  for (float lr : lrs) lr_sum += lr;
+  std::set<std::string> zero_grads;
+  if (c.meta.contains("analytically_zero_grads"))
+    for (const auto& n : c.meta["analytically_zero_grads"]["names"]) zero_grads.insert(n.get<std::string>());
+  for (const ParamSpec& spec : l.model->params().specs()) {
+    const HostTensor want = c.tensor("step3." + spec.name);
+    if (zero_grads.count(spec.name)) {
+      // Adam normalises round-off noise of an exactly-zero gradient into steps of up to lr.
+      const auto got = to_vector(l.model->param(spec.name)), w = to_vector(want.view());
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], w[i], 2 * lr_sum) << spec.name;
+    } else {
+      EXPECT_LT(max_rel_error(l.model->param(spec.name), want.view()), kTol) << spec.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, HfParity, ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair"));
+
+// Checkpoints stored in bf16 / f16, sharded, or as base encoders without a head.
+class HfLoading : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfLoading, EncoderOutputMatchesAndHeadIsReportedAsHfDoes) {
+  const GoldenCase c = GoldenCase::load(GetParam());
+  Loaded l = load(c, false);
+  l.model->set_batch(c.batch);
+  const TensorView logits = l.model->forward(DropoutPlan{});
+  EXPECT_LT(max_rel_error(l.model->hidden(), c.tensor("hidden").view()), kTol);
+  if (c.expected.find("logits")) EXPECT_LT(max_rel_error(logits, c.tensor("logits").view()), kTol);
+
+  std::vector<std::string> missing;
+  if (c.meta.contains("missing_keys")) missing = c.meta["missing_keys"].get<std::vector<std::string>>();
+  else if (c.meta.contains("as_BertForSequenceClassification"))
+    missing = c.meta["as_BertForSequenceClassification"]["missing_keys"].get<std::vector<std::string>>();
+  std::sort(missing.begin(), missing.end());
+  std::vector<std::string> initialised = l.report.initialised;
+  std::sort(initialised.begin(), initialised.end());
+  EXPECT_EQ(initialised, missing);
+  if (c.meta.contains("unexpected_keys"))
+    for (const auto& u : c.meta["unexpected_keys"])
+      EXPECT_NE(std::find(l.report.unexpected.begin(), l.report.unexpected.end(), u.get<std::string>()),
+                l.report.unexpected.end())
+          << u;
+  // A fresh head is normal(0, initializer_range) with zero bias, as HF initialises it.
+  for (const std::string& name : initialised) {
+    const auto v = to_vector(l.model->param(name));
+    double sq = 0;
+    for (float x : v) sq += double(x) * x;
+    const double std_dev = std::sqrt(sq / v.size());
+    if (name.size() > 5 && name.substr(name.size() - 5) == ".bias") EXPECT_EQ(sq, 0.0) << name;
+    else if (v.size() > 50) EXPECT_NEAR(std_dev, c.meta.contains("init") ? 0.2 : 0.02, 0.05) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Checkpoints, HfLoading,
+                         ::testing::Values("bert_bf16", "bert_f16", "bert_sharded", "bert_base_encoder",
+                                           "roberta_base_encoder", "bert_prefixless"));
+
+}  // namespace
+}  // namespace ftune::test
