@@ -31,7 +31,7 @@ std::string show_value(const json& j) {
   if (j.is_null()) return "null";
   if (j.is_array() || j.is_object()) return std::string(json_type_name(j));
   std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  if (s.size() > 60) s.replace(57, std::string::npos, "...");
   return fmt::format("{} {}", json_type_name(j), s);
 }
 

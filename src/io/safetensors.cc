@@ -60,22 +60,24 @@ std::string format_shape(const std::vector<int64_t>& shape) {
 // A short description of a JSON value for error messages. Never recurses into containers (a
 // hostile header may nest millions of levels), and cuts long scalars.
 std::string describe(const json& j) {
+  const auto cut = [](std::string s) {
+    if (s.size() > 80) s.replace(77, std::string::npos, "...");
+    return s;
+  };
   if (j.is_array() || j.is_object()) {
     if (j.size() <= 8 &&
         std::all_of(j.begin(), j.end(), [](const json& e) { return e.is_primitive(); })) {
-      return j.dump();
+      return cut(j.dump(-1, ' ', false, json::error_handler_t::replace));
     }
     return fmt::format("{} of {} elements", j.type_name(), j.size());
   }
-  std::string s = j.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return fmt::format("{} {}", j.type_name(), s);
+  return fmt::format("{} {}", j.type_name(), cut(j.dump(-1, ' ', false, json::error_handler_t::replace)));
 }
 
 // Printable form of a tensor name read from a file (which may hold any bytes).
 std::string show_name(std::string_view name) {
   std::string s = json(std::string(name)).dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 200) s = s.substr(0, 197) + "...";
+  if (s.size() > 200) s.replace(197, std::string::npos, "...");
   return s;
 }
 
