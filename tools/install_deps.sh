@@ -13,6 +13,8 @@ DEBIAN_PACKAGES=(
   libcli11-dev           # command line
   libspdlog-dev libfmt-dev  # logging and formatting
   libutf8proc-dev        # Unicode normalisation and categories for the tokenizers
+  libicu-dev             # tokenizers: Unicode properties by version, NFC/NFD/NFKC/NFKD
+  libpcre2-dev           # tokenizers: JIT regex for tokenizer.json Split/Replace patterns
   libgtest-dev libgmock-dev  # tests
   wordnet-base           # real sentence-pair data for the main job
 )

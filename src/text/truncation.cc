@@ -1,0 +1,87 @@
+// Truncation (HF utils/truncation.rs) and padding (utils/padding.rs) of encodings.
+#include "text/truncation.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/error.h"
+
+namespace ftune::text {
+
+namespace {
+
+template <class T>
+void keep(std::vector<T>& v, size_t n, Side direction) {
+  if (v.size() <= n) return;
+  if (direction == Side::kRight)
+    v.resize(n);
+  else
+    v.erase(v.begin(), v.end() - static_cast<std::ptrdiff_t>(n));
+}
+
+}  // namespace
+
+void truncate_encoding(Encoding& e, size_t max_length, Side direction) {
+  keep(e.ids, max_length, direction);
+  keep(e.type_ids, max_length, direction);
+  keep(e.attention_mask, max_length, direction);
+  keep(e.special_tokens_mask, max_length, direction);
+}
+
+void truncate_encodings(Encoding& first, Encoding* pair, size_t max_length, Truncation strategy, Side direction) {
+  if (strategy == Truncation::kNone) return;
+  if (max_length == 0) {
+    truncate_encoding(first, 0, direction);
+    if (pair) truncate_encoding(*pair, 0, direction);
+    return;
+  }
+  const size_t total = first.size() + (pair ? pair->size() : 0);
+  if (total <= max_length) return;
+  const size_t to_remove = total - max_length;
+  if (strategy == Truncation::kLongestFirst) {
+    if (!pair) {
+      truncate_encoding(first, total - to_remove, direction);
+      return;
+    }
+    size_t n1 = first.size(), n2 = pair->size();
+    const bool swap = n1 > n2;
+    if (swap) std::swap(n1, n2);
+    if (n1 > max_length)
+      n2 = n1;
+    else
+      n2 = std::max(n1, max_length - n1);
+    if (n1 + n2 > max_length) {
+      n1 = max_length / 2;
+      n2 = n1 + max_length % 2;
+    }
+    if (swap) std::swap(n1, n2);
+    truncate_encoding(first, n1, direction);
+    truncate_encoding(*pair, n2, direction);
+    return;
+  }
+  Encoding* target = strategy == Truncation::kOnlyFirst ? &first : pair;
+  if (!target) throw InputError("truncation only_second: the input has no second sequence");
+  if (target->size() <= to_remove)
+    throw InputError("truncation " + std::string(strategy == Truncation::kOnlyFirst ? "only_first" : "only_second") +
+                     ": the sequence to truncate is too short to respect max_length " +
+                     std::to_string(max_length));
+  truncate_encoding(*target, target->size() - to_remove, direction);
+}
+
+void pad_encoding(Encoding& e, size_t length, uint32_t pad_id, uint32_t pad_type_id, Side side) {
+  if (e.size() >= length) return;
+  const size_t n = length - e.size();
+  auto pad = [&](auto& v, auto value) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    if (side == Side::kRight)
+      v.insert(v.end(), n, static_cast<T>(value));
+    else
+      v.insert(v.begin(), n, static_cast<T>(value));
+  };
+  pad(e.ids, pad_id);
+  pad(e.type_ids, pad_type_id);
+  pad(e.attention_mask, 0);
+  pad(e.special_tokens_mask, 1);
+}
+
+}  // namespace ftune::text
