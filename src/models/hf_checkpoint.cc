@@ -5,13 +5,13 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
-#include <random>
 #include <set>
 
 #include "core/memory.h"
 #include "io/checkpoint_reader.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "models/param_init.h"
 
 namespace ftune {
 namespace {
@@ -50,17 +50,6 @@ bool shape_matches(const io::SafetensorsEntry& e, const Shape& shape) {
 bool is_float_storage(io::SafetensorsDtype d) {
   return d == io::SafetensorsDtype::F32 || d == io::SafetensorsDtype::F16 || d == io::SafetensorsDtype::BF16 ||
          d == io::SafetensorsDtype::F64;
-}
-
-// HF's _init_weights for a Linear layer of the head: weight ~ normal(0, initializer_range), bias 0.
-void init_head_param(const ParamSpec& spec, TensorView dst, float std_dev, std::mt19937_64& rng) {
-  HostTensor host(DType::F32, spec.shape);
-  float* p = host.data<float>();
-  if (!ends_with(spec.name, ".bias")) {
-    std::normal_distribution<float> normal(0.0f, std_dev);
-    for (int64_t i = 0; i < host.numel(); ++i) p[i] = normal(rng);
-  }
-  copy(dst, host.view());
 }
 
 }  // namespace
@@ -113,7 +102,7 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
         missing_encoder.push_back(spec.name);
         continue;
       }
-      init_head_param(spec, dst, config.initializer_range, rng);
+      init_param_like_hf(spec, dst, config, rng);
       report.initialised.push_back(spec.name);
       continue;
     }

@@ -1,0 +1,116 @@
+// Times a full training step — forward, cross-entropy, backward, gradient clipping and AdamW — of
+// an all-MiniLM-L6-v2-sized or BERT-base-sized classifier at batch 32 x 128 tokens (random
+// weights and tokens, no padding, dropout 0.1 on, as in training). bench/compare_train_step.sh
+// runs it next to the PyTorch peer (bench/torch_train_step.py) with the same thread count.
+//
+//   train_step_bench --model minilm|bert-base [--batch 32] [--seq 128] [--threads N]
+//                    [--steps 10] [--warmup 2] [--json]
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "models/param_init.h"
+#include "train/adamw.h"
+#include "train/grad_clip.h"
+
+using namespace ftune;
+
+namespace {
+
+EncoderConfig bench_config(const std::string& model) {
+  nlohmann::json j = {{"model_type", "bert"},
+                      {"vocab_size", 30522},
+                      {"max_position_embeddings", 512},
+                      {"type_vocab_size", 2},
+                      {"hidden_act", "gelu"},
+                      {"num_labels", 2}};
+  if (model == "minilm") {
+    j.update({{"hidden_size", 384}, {"num_hidden_layers", 6}, {"num_attention_heads", 12}, {"intermediate_size", 1536}});
+  } else if (model == "bert-base") {
+    j.update({{"hidden_size", 768}, {"num_hidden_layers", 12}, {"num_attention_heads", 12}, {"intermediate_size", 3072}});
+  } else {
+    throw InputError("--model must be minilm or bert-base, got '" + model + "'");
+  }
+  return EncoderConfig::from_json(j, "<" + model + " benchmark config>");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ftune training-step benchmark"};
+  std::string model = "minilm";
+  int64_t batch = 32, seq = 128;
+  int threads = 0, steps = 10, warmup = 2;
+  bool json = false;
+  app.add_option("--model", model, "minilm or bert-base");
+  app.add_option("--batch", batch);
+  app.add_option("--seq", seq);
+  app.add_option("--threads", threads, "compute threads (default: all cores)");
+  app.add_option("--steps", steps, "timed steps");
+  app.add_option("--warmup", warmup, "untimed steps first");
+  app.add_flag("--json", json, "print one JSON line");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    set_compute_threads(threads);
+    const EncoderConfig config = bench_config(model);
+    SequenceClassifier clf(config, {batch, seq, true});
+    AdamW adamw(clf.params(), AdamWOptions{2e-5f, 0.9f, 0.999f, 1e-8f, 0.01f});
+    ArenaPlan plan;
+    clf.add_to_plan(plan);
+    adamw.add_to_plan(plan);
+    Arena arena(Device::cpu(), std::move(plan));
+    clf.bind(arena);
+    adamw.bind(arena);
+    init_all_params_like_hf(clf, 1);
+
+    std::mt19937_64 rng(7);
+    Batch b;
+    b.size = batch;
+    b.seq_len = seq;
+    for (int64_t i = 0; i < batch * seq; ++i) {
+      b.input_ids.push_back(static_cast<int32_t>(rng() % config.vocab_size));
+      b.token_type_ids.push_back(i % seq < seq / 2 ? 0 : 1);
+      b.attention_mask.push_back(1);
+    }
+    for (int64_t i = 0; i < batch; ++i) b.labels.push_back(static_cast<int32_t>(rng() % 2));
+
+    std::vector<double> ms;
+    for (int s = 0; s < warmup + steps; ++s) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const DropoutPlan dropout{true, 1234, static_cast<uint32_t>(s)};
+      clf.set_batch(b);
+      clf.zero_grad();
+      clf.forward(dropout);
+      clf.loss({});
+      clf.backward(dropout);
+      clip_grad_norm(clf.param_grads(), 1.0);
+      adamw.step(clf.param_values(), clf.param_grads(), 2e-5f);
+      const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (s >= warmup) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    const double samples = batch * 1000.0 / median;
+    if (json) {
+      fmt::print("{{\"impl\": \"ftune\", \"model\": \"{}\", \"batch\": {}, \"seq\": {}, \"threads\": {}, "
+                 "\"ms_per_step\": {:.1f}, \"min_ms\": {:.1f}, \"samples_per_s\": {:.2f}, \"arena_mib\": {:.1f}}}\n",
+                 model, batch, seq, compute_threads(), median, ms.front(), samples,
+                 arena.capacity() / double(1 << 20));
+    } else {
+      fmt::print("ftune {} {}x{} threads={} params={:.1f}M arena={:.0f} MiB: {:.1f} ms/step (min {:.1f}), "
+                 "{:.2f} samples/s\n",
+                 model, batch, seq, compute_threads(), clf.params().total() / 1e6, arena.capacity() / double(1 << 20),
+                 median, ms.front(), samples);
+    }
+  } catch (const Error& e) {
+    fmt::print(stderr, "train_step_bench: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}

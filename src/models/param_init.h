@@ -1,0 +1,19 @@
+// Fresh parameters as Hugging Face's _init_weights makes them for BERT-family models: Linear and
+// Embedding weights ~ normal(0, initializer_range), biases 0, LayerNorm weight 1 and bias 0, the
+// padding row of the word embeddings 0. Used for a head missing from a checkpoint and for
+// randomly initialised models (benchmarks, tests). Values come from a seeded std::mt19937_64, so
+// they are reproducible in ftune but not equal to torch's.
+#pragma once
+
+#include <cstdint>
+#include <random>
+
+#include "models/param_table.h"
+#include "models/sequence_classifier.h"
+
+namespace ftune {
+
+void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config, std::mt19937_64& rng);
+void init_all_params_like_hf(SequenceClassifier& model, uint64_t seed);
+
+}  // namespace ftune
