@@ -17,7 +17,9 @@
 namespace ftune::io {
 namespace {
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 std::string dir_of(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -42,7 +44,9 @@ std::string temp_name_for(const std::string& path) {
 
 void fsync_directory(const std::string& dir, const std::string& path) {
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) throw InputError(fmt::format("cannot open directory of {} to sync it: {}", path, errno_text(errno)));
+  if (dfd < 0)
+    throw InputError(
+        fmt::format("cannot open directory of {} to sync it: {}", path, errno_text(errno)));
   const int rc = ::fsync(dfd);
   const int err = errno;
   ::close(dfd);
@@ -69,7 +73,9 @@ AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
                                dir_of(path_), errno_text(err)));
 }
 
-AtomicFileWriter::~AtomicFileWriter() { abort(); }
+AtomicFileWriter::~AtomicFileWriter() {
+  abort();
+}
 
 void AtomicFileWriter::write(const void* data, size_t size) {
   if (fd_ < 0) throw InputError(fmt::format("cannot write {}: writer is already finished", path_));
@@ -135,8 +141,9 @@ std::string read_file(const std::string& path) {
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     const bool is_dir = S_ISDIR(st.st_mode);
     ::close(fd);
-    throw InputError(fmt::format("cannot read {}: {}", path,
-                                 is_dir ? "is a directory, expected a file" : "not a regular file"));
+    throw InputError(
+        fmt::format("cannot read {}: {}", path,
+                    is_dir ? "is a directory, expected a file" : "not a regular file"));
   }
   std::string out;
   out.reserve(static_cast<size_t>(st.st_size));

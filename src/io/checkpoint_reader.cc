@@ -34,7 +34,8 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("pytorch_model", 0) == 0 && (ends_with(name, ".bin") || ends_with(name, ".bin.index.json")))
+    if (name.rfind("pytorch_model", 0) == 0 &&
+        (ends_with(name, ".bin") || ends_with(name, ".bin.index.json")))
       bins.push_back(name);
     else if (ends_with(name, ".safetensors") || ends_with(name, ".safetensors.index.json"))
       safetensors.push_back(name);
@@ -46,10 +47,10 @@ bool ends_with(std::string_view s, std::string_view suffix) {
   std::sort(safetensors.begin(), safetensors.end());
   if (!bins.empty()) {
     const bool single = std::find(bins.begin(), bins.end(), "pytorch_model.bin") != bins.end();
-    std::string how =
-        fmt::format("  python -c \"from transformers import AutoModelForSequenceClassification as M; "
-                    "M.from_pretrained('{0}').save_pretrained('{0}', safe_serialization=True)\"",
-                    dir);
+    std::string how = fmt::format(
+        "  python -c \"from transformers import AutoModelForSequenceClassification as M; "
+        "M.from_pretrained('{0}').save_pretrained('{0}', safe_serialization=True)\"",
+        dir);
     if (single) {
       how = fmt::format(
                 "  python -c \"import torch; from safetensors.torch import save_file; "
@@ -90,8 +91,7 @@ bool is_plain_relative(const std::string& name) {
 CheckpointReader CheckpointReader::open(const std::string& path) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st))
-    throw InputError(fmt::format("model directory {} does not exist", path));
+  if (!fs::exists(st)) throw InputError(fmt::format("model directory {} does not exist", path));
 
   CheckpointReader r;
   std::string index_path;
@@ -131,9 +131,10 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
                                    index_path, json_type_name(index)));
     const auto wm = index.find("weight_map");
     if (wm == index.end() || !wm->is_object())
-      throw InputError(fmt::format("{}: 'weight_map' must be an object mapping tensor names to "
-                                   "shard files, got {}",
-                                   index_path, wm == index.end() ? "nothing" : json_type_name(*wm)));
+      throw InputError(
+          fmt::format("{}: 'weight_map' must be an object mapping tensor names to "
+                      "shard files, got {}",
+                      index_path, wm == index.end() ? "nothing" : json_type_name(*wm)));
     if (wm->empty()) throw InputError(fmt::format("{}: 'weight_map' lists no tensors", index_path));
 
     // Every shard once, each validated; the first tensor mapped to a shard names it in errors.
@@ -154,7 +155,8 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
       if (!is_file(shard_path))
         throw InputError(fmt::format("{}: tensor '{}' is in shard '{}', but {} does not exist",
                                      index_path, tensor, shard, shard_path.string()));
-      r.files_.push_back(std::make_unique<SafetensorsFile>(SafetensorsFile::open(shard_path.string())));
+      r.files_.push_back(
+          std::make_unique<SafetensorsFile>(SafetensorsFile::open(shard_path.string())));
       shard_files.emplace(shard, r.files_.back().get());
     }
     for (auto it = wm->begin(); it != wm->end(); ++it) {
@@ -162,9 +164,10 @@ CheckpointReader CheckpointReader::open(const std::string& path) {
       const SafetensorsFile* file = shard_files.at(shard);
       const SafetensorsEntry* e = file->find(it.key());
       if (!e)
-        throw InputError(fmt::format("{}: tensor '{}' is mapped to shard '{}', but {} does not "
-                                     "contain it",
-                                     index_path, it.key(), shard, file->path()));
+        throw InputError(
+            fmt::format("{}: tensor '{}' is mapped to shard '{}', but {} does not "
+                        "contain it",
+                        index_path, it.key(), shard, file->path()));
       r.slots_.emplace(it.key(), Slot{file, e});
     }
   }
@@ -192,7 +195,9 @@ const CheckpointReader::Slot& CheckpointReader::slot(std::string_view name) cons
   return it->second;
 }
 
-const SafetensorsEntry& CheckpointReader::at(std::string_view name) const { return *slot(name).entry; }
+const SafetensorsEntry& CheckpointReader::at(std::string_view name) const {
+  return *slot(name).entry;
+}
 
 const std::string& CheckpointReader::file_of(std::string_view name) const {
   return slot(name).file->path();

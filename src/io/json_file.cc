@@ -45,7 +45,8 @@ const json* lookup(const json& j, std::string_view key, const std::string& path)
 
 [[noreturn]] void wrong_type(const json& v, std::string_view key, const std::string& path,
                              const char* expected) {
-  throw InputError(fmt::format("{}: key '{}' must be {}, got {}", path, key, expected, show_value(v)));
+  throw InputError(
+      fmt::format("{}: key '{}' must be {}, got {}", path, key, expected, show_value(v)));
 }
 
 const json& require(const json& j, std::string_view key, const std::string& path,
@@ -98,14 +99,16 @@ json parse_json(std::string_view text, const std::string& path) {
     return json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     const auto [line, column] = line_column(text, e.byte);
-    throw InputError(fmt::format("{}:{}:{}: invalid JSON: {}", path, line, column,
-                                 parse_error_detail(e)));
+    throw InputError(
+        fmt::format("{}:{}:{}: invalid JSON: {}", path, line, column, parse_error_detail(e)));
   } catch (const json::exception& e) {
     throw InputError(fmt::format("{}: invalid JSON: {}", path, e.what()));
   }
 }
 
-json read_json_file(const std::string& path) { return parse_json(read_file(path), path); }
+json read_json_file(const std::string& path) {
+  return parse_json(read_file(path), path);
+}
 
 void write_json_atomic(const std::string& path, const json& j) {
   std::string text;
@@ -120,15 +123,23 @@ void write_json_atomic(const std::string& path, const json& j) {
 
 std::string_view json_type_name(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "boolean";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "integer";
-    case json::value_t::number_float: return "float";
-    case json::value_t::string: return "string";
-    case json::value_t::array: return "array";
-    case json::value_t::object: return "object";
-    default: return "binary";
+    case json::value_t::number_unsigned:
+      return "integer";
+    case json::value_t::number_float:
+      return "float";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::object:
+      return "object";
+    default:
+      return "binary";
   }
 }
 
@@ -145,11 +156,13 @@ bool get_bool(const json& j, std::string_view key, const std::string& path) {
   return as_bool(require(j, key, path, "true or false"), key, path);
 }
 
-std::optional<int64_t> get_optional_int(const json& j, std::string_view key, const std::string& path) {
+std::optional<int64_t> get_optional_int(const json& j, std::string_view key,
+                                        const std::string& path) {
   const json* v = lookup(j, key, path);
   return v ? std::optional(as_int(*v, key, path)) : std::nullopt;
 }
-std::optional<double> get_optional_float(const json& j, std::string_view key, const std::string& path) {
+std::optional<double> get_optional_float(const json& j, std::string_view key,
+                                         const std::string& path) {
   const json* v = lookup(j, key, path);
   return v ? std::optional(as_float(*v, key, path)) : std::nullopt;
 }
@@ -158,7 +171,8 @@ std::optional<std::string> get_optional_string(const json& j, std::string_view k
   const json* v = lookup(j, key, path);
   return v ? std::optional(as_string(*v, key, path)) : std::nullopt;
 }
-std::optional<bool> get_optional_bool(const json& j, std::string_view key, const std::string& path) {
+std::optional<bool> get_optional_bool(const json& j, std::string_view key,
+                                      const std::string& path) {
   const json* v = lookup(j, key, path);
   return v ? std::optional(as_bool(*v, key, path)) : std::nullopt;
 }

@@ -27,9 +27,9 @@ MappedFile MappedFile::open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw InputError(fmt::format("cannot open {}: {}", path,
-                                 S_ISDIR(st.st_mode) ? "is a directory, expected a file"
-                                                     : "not a regular file"));
+    throw InputError(fmt::format(
+        "cannot open {}: {}", path,
+        S_ISDIR(st.st_mode) ? "is a directory, expected a file" : "not a regular file"));
   }
   MappedFile file;
   file.path_ = path;
@@ -48,7 +48,9 @@ MappedFile MappedFile::open(const std::string& path) {
   return file;
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),

@@ -71,7 +71,8 @@ std::string describe(const json& j) {
     }
     return fmt::format("{} of {} elements", j.type_name(), j.size());
   }
-  return fmt::format("{} {}", j.type_name(), cut(j.dump(-1, ' ', false, json::error_handler_t::replace)));
+  return fmt::format("{} {}", j.type_name(),
+                     cut(j.dump(-1, ' ', false, json::error_handler_t::replace)));
 }
 
 // Printable form of a tensor name read from a file (which may hold any bytes).
@@ -95,31 +96,35 @@ json parse_header(const std::string& path, const char* begin, const char* end) {
   std::string duplicate;
   json header;
   try {
-    header = json::parse(
-        begin, end,
-        [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-          switch (event) {
-            case json::parse_event_t::object_start: keys.emplace_back(); break;
-            case json::parse_event_t::object_end: keys.pop_back(); break;
-            case json::parse_event_t::key: {
-              const std::string& key = parsed.get_ref<const std::string&>();
-              if (keys.size() == 1) top_key = key;
-              if (!keys.back().insert(key).second && duplicate.empty()) {
-                duplicate = keys.size() == 1
-                                ? fmt::format("tensor {} appears twice in the header", show_name(key))
-                                : fmt::format("key {} appears twice in the entry of {}",
-                                              show_name(key), show_name(top_key));
-              }
-              break;
-            }
-            default: break;
+    header = json::parse(begin, end, [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+      switch (event) {
+        case json::parse_event_t::object_start:
+          keys.emplace_back();
+          break;
+        case json::parse_event_t::object_end:
+          keys.pop_back();
+          break;
+        case json::parse_event_t::key: {
+          const std::string& key = parsed.get_ref<const std::string&>();
+          if (keys.size() == 1) top_key = key;
+          if (!keys.back().insert(key).second && duplicate.empty()) {
+            duplicate = keys.size() == 1
+                            ? fmt::format("tensor {} appears twice in the header", show_name(key))
+                            : fmt::format("key {} appears twice in the entry of {}", show_name(key),
+                                          show_name(top_key));
           }
-          return true;
-        });
+          break;
+        }
+        default:
+          break;
+      }
+      return true;
+    });
   } catch (const json::parse_error& e) {
-    throw InputError(fmt::format("{}: the safetensors header is not valid JSON (at byte {} of "
-                                 "the header): {}",
-                                 path, e.byte, parse_error_detail(e)));
+    throw InputError(
+        fmt::format("{}: the safetensors header is not valid JSON (at byte {} of "
+                    "the header): {}",
+                    path, e.byte, parse_error_detail(e)));
   } catch (const json::exception& e) {
     throw InputError(fmt::format("{}: the safetensors header is not valid JSON: {}", path,
                                  parse_error_detail(e)));
@@ -132,8 +137,8 @@ std::map<std::string, std::string> parse_metadata(const std::string& path, const
   std::map<std::string, std::string> out;
   if (j.is_null()) return out;
   if (!j.is_object())
-    throw InputError(fmt::format("{}: __metadata__ must be an object of strings, got {}", path,
-                                 describe(j)));
+    throw InputError(
+        fmt::format("{}: __metadata__ must be an object of strings, got {}", path, describe(j)));
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (!it.value().is_string())
       throw InputError(fmt::format("{}: __metadata__ key {} must hold a string, got {}", path,
@@ -158,9 +163,9 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
                              const unsigned char* buffer, uint64_t buffer_size) {
   const std::string t = show_name(name);
   if (!j.is_object())
-    throw InputError(fmt::format(
-        "{}: tensor {}: expected an object with dtype, shape and data_offsets, got {}", path, t,
-        describe(j)));
+    throw InputError(
+        fmt::format("{}: tensor {}: expected an object with dtype, shape and data_offsets, got {}",
+                    path, t, describe(j)));
   SafetensorsEntry e;
   e.name = name;
 
@@ -171,16 +176,17 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   const std::string& dtype_name = dtype_it->get_ref<const std::string&>();
   const auto dtype = parse_safetensors_dtype(dtype_name);
   if (!dtype)
-    throw InputError(fmt::format("{}: tensor {} has unknown dtype {} (expected one of {})", path,
-                                 t, show_name(dtype_name), known_dtype_list()));
+    throw InputError(fmt::format("{}: tensor {} has unknown dtype {} (expected one of {})", path, t,
+                                 show_name(dtype_name), known_dtype_list()));
   e.dtype = *dtype;
 
   std::vector<uint64_t> dims;
   const auto shape_it = j.find("shape");
   if (shape_it == j.end() || !to_uints(*shape_it, dims))
-    throw InputError(fmt::format("{}: tensor {}: 'shape' must be an array of non-negative "
-                                 "integers, got {}",
-                                 path, t, shape_it == j.end() ? "nothing" : describe(*shape_it)));
+    throw InputError(
+        fmt::format("{}: tensor {}: 'shape' must be an array of non-negative "
+                    "integers, got {}",
+                    path, t, shape_it == j.end() ? "nothing" : describe(*shape_it)));
   uint64_t numel = 1;
   bool overflow = false;
   for (uint64_t d : dims) {
@@ -191,9 +197,10 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   std::vector<uint64_t> offsets;
   const auto off_it = j.find("data_offsets");
   if (off_it == j.end() || !to_uints(*off_it, offsets) || offsets.size() != 2)
-    throw InputError(fmt::format("{}: tensor {}: 'data_offsets' must be [begin, end] with "
-                                 "non-negative integers, got {}",
-                                 path, t, off_it == j.end() ? "nothing" : describe(*off_it)));
+    throw InputError(
+        fmt::format("{}: tensor {}: 'data_offsets' must be [begin, end] with "
+                    "non-negative integers, got {}",
+                    path, t, off_it == j.end() ? "nothing" : describe(*off_it)));
   e.begin = offsets[0];
   e.end = offsets[1];
   if (e.begin > e.end)
@@ -204,7 +211,7 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
   uint64_t bits = 0;
   overflow |= __builtin_mul_overflow(numel, safetensors_dtype_bits(e.dtype), &bits);
   if (overflow || bits % 8 != 0 || bits / 8 != e.end - e.begin) {
-    const std::string need = overflow ? std::string("more bytes than any file holds")
+    const std::string need = overflow   ? std::string("more bytes than any file holds")
                              : bits % 8 ? fmt::format("{} bits, not a whole number of bytes", bits)
                                         : fmt::format("{} bytes", bits / 8);
     throw InputError(fmt::format(
@@ -233,18 +240,20 @@ void check_overlaps(const std::string& path, const std::vector<SafetensorsEntry>
     const SafetensorsEntry& a = *by_offset[i - 1];
     const SafetensorsEntry& b = *by_offset[i];
     if (b.begin < a.end)
-      throw InputError(fmt::format("{}: tensors {} (bytes [{}, {})) and {} (bytes [{}, {})) overlap",
-                                   path, show_name(a.name), a.begin, a.end, show_name(b.name), b.begin,
-                                   b.end));
+      throw InputError(
+          fmt::format("{}: tensors {} (bytes [{}, {})) and {} (bytes [{}, {})) overlap", path,
+                      show_name(a.name), a.begin, a.end, show_name(b.name), b.begin, b.end));
   }
 }
 
 bool is_float_storage(SafetensorsDtype d) {
-  return d == SafetensorsDtype::F32 || d == SafetensorsDtype::BF16 ||
-         d == SafetensorsDtype::F16 || d == SafetensorsDtype::F64;
+  return d == SafetensorsDtype::F32 || d == SafetensorsDtype::BF16 || d == SafetensorsDtype::F16 ||
+         d == SafetensorsDtype::F64;
 }
 
-bool is_float_dtype(DType d) { return d == DType::F32 || d == DType::BF16 || d == DType::F16; }
+bool is_float_dtype(DType d) {
+  return d == DType::F32 || d == DType::BF16 || d == DType::F16;
+}
 
 // Converts a host, contiguous dst from the entry's bytes, a chunk at a time through an aligned
 // staging buffer (the mapped bytes may be unaligned; the chunk keeps the staging buffer small).
@@ -269,7 +278,8 @@ void convert_host(const SafetensorsEntry& e, TensorView dst) {
   for (int64_t off = 0; off < n; off += kChunk) {
     const int64_t count = std::min(kChunk, n - off);
     std::memcpy(stage.data(), e.data + off * esize, static_cast<size_t>(count) * esize);
-    convert(dst.flat_range(off, count), TensorView(stage.data(), src_dtype, Device::cpu(), Shape{count}));
+    convert(dst.flat_range(off, count),
+            TensorView(stage.data(), src_dtype, Device::cpu(), Shape{count}));
   }
 }
 
@@ -295,24 +305,37 @@ size_t safetensors_dtype_bits(SafetensorsDtype dtype) {
 
 std::optional<DType> ftune_dtype(SafetensorsDtype dtype) {
   switch (dtype) {
-    case SafetensorsDtype::F32: return DType::F32;
-    case SafetensorsDtype::BF16: return DType::BF16;
-    case SafetensorsDtype::F16: return DType::F16;
-    case SafetensorsDtype::I32: return DType::I32;
-    case SafetensorsDtype::I64: return DType::I64;
-    case SafetensorsDtype::U8: return DType::U8;
-    default: return std::nullopt;
+    case SafetensorsDtype::F32:
+      return DType::F32;
+    case SafetensorsDtype::BF16:
+      return DType::BF16;
+    case SafetensorsDtype::F16:
+      return DType::F16;
+    case SafetensorsDtype::I32:
+      return DType::I32;
+    case SafetensorsDtype::I64:
+      return DType::I64;
+    case SafetensorsDtype::U8:
+      return DType::U8;
+    default:
+      return std::nullopt;
   }
 }
 
 SafetensorsDtype safetensors_dtype(DType dtype) {
   switch (dtype) {
-    case DType::F32: return SafetensorsDtype::F32;
-    case DType::BF16: return SafetensorsDtype::BF16;
-    case DType::F16: return SafetensorsDtype::F16;
-    case DType::I32: return SafetensorsDtype::I32;
-    case DType::I64: return SafetensorsDtype::I64;
-    case DType::U8: return SafetensorsDtype::U8;
+    case DType::F32:
+      return SafetensorsDtype::F32;
+    case DType::BF16:
+      return SafetensorsDtype::BF16;
+    case DType::F16:
+      return SafetensorsDtype::F16;
+    case DType::I32:
+      return SafetensorsDtype::I32;
+    case DType::I64:
+      return SafetensorsDtype::I64;
+    case DType::U8:
+      return SafetensorsDtype::U8;
   }
   FTUNE_ASSERT(false, "unknown DType {}", static_cast<int>(dtype));
   return SafetensorsDtype::F32;
@@ -324,7 +347,9 @@ int64_t SafetensorsEntry::numel() const {
   return n;
 }
 
-std::string SafetensorsEntry::shape_str() const { return format_shape(shape); }
+std::string SafetensorsEntry::shape_str() const {
+  return format_shape(shape);
+}
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
@@ -332,18 +357,21 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const unsigned char* bytes = f.file_.data();
   const uint64_t size = f.file_.size();
   if (size < 8)
-    throw InputError(fmt::format("{}: not a safetensors file: {} bytes long, expected at least 8 "
-                                 "(the header length)",
-                                 path, size));
+    throw InputError(
+        fmt::format("{}: not a safetensors file: {} bytes long, expected at least 8 "
+                    "(the header length)",
+                    path, size));
   const uint64_t header_len = read_le64(bytes);
   if (header_len > kMaxHeaderBytes)
-    throw InputError(fmt::format("{}: not a safetensors file or corrupt: header length {} exceeds "
-                                 "the {}-byte limit",
-                                 path, header_len, kMaxHeaderBytes));
+    throw InputError(
+        fmt::format("{}: not a safetensors file or corrupt: header length {} exceeds "
+                    "the {}-byte limit",
+                    path, header_len, kMaxHeaderBytes));
   if (header_len > size - 8)
-    throw InputError(fmt::format("{}: truncated or corrupt: header length {} exceeds the {} bytes "
-                                 "that follow it",
-                                 path, header_len, size - 8));
+    throw InputError(
+        fmt::format("{}: truncated or corrupt: header length {} exceeds the {} bytes "
+                    "that follow it",
+                    path, header_len, size - 8));
   const char* header_begin = reinterpret_cast<const char*>(bytes + 8);
   const json header = parse_header(path, header_begin, header_begin + header_len);
   if (!header.is_object())
@@ -364,8 +392,9 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
 }
 
 const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const {
-  const auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
-                                   [](const SafetensorsEntry& e, std::string_view n) { return e.name < n; });
+  const auto it =
+      std::lower_bound(entries_.begin(), entries_.end(), name,
+                       [](const SafetensorsEntry& e, std::string_view n) { return e.name < n; });
   return it != entries_.end() && it->name == name ? &*it : nullptr;
 }
 
@@ -385,8 +414,8 @@ HostTensor SafetensorsFile::read(std::string_view name, std::optional<DType> as)
   const SafetensorsEntry& e = at(name);
   if (!as) as = ftune_dtype(e.dtype);
   if (!as)
-    throw InputError(fmt::format("{}: tensor {} is stored as {}, which ftune has no dtype for", path(),
-                                 show_name(name), safetensors_dtype_name(e.dtype)));
+    throw InputError(fmt::format("{}: tensor {} is stored as {}, which ftune has no dtype for",
+                                 path(), show_name(name), safetensors_dtype_name(e.dtype)));
   if (e.shape.size() > static_cast<size_t>(kMaxRank))
     throw InputError(fmt::format("{}: tensor {} has rank {} (shape {}), ftune supports at most {}",
                                  path(), show_name(name), e.shape.size(), e.shape_str(), kMaxRank));
@@ -401,8 +430,8 @@ void read_entry_into(const SafetensorsEntry& e, const std::string& file, TensorV
   const bool same_shape = static_cast<size_t>(s.rank()) == e.shape.size() &&
                           std::equal(e.shape.begin(), e.shape.end(), s.begin());
   if (!same_shape)
-    throw InputError(fmt::format("tensor {} in {} has shape {}, expected {}", t, file,
-                                 e.shape_str(), s.str()));
+    throw InputError(
+        fmt::format("tensor {} in {} has shape {}, expected {}", t, file, e.shape_str(), s.str()));
   const bool float_pair = is_float_storage(e.dtype) && is_float_dtype(dst.dtype);
   const bool exact_pair = ftune_dtype(e.dtype) == dst.dtype ||
                           (e.dtype == SafetensorsDtype::BOOL && dst.dtype == DType::U8);
@@ -411,9 +440,11 @@ void read_entry_into(const SafetensorsEntry& e, const std::string& file, TensorV
         "tensor {} in {} is stored as {}, which cannot be read into {} (floats F32/F16/BF16/F64 "
         "convert to f32/bf16/f16; I32, I64 and U8 read as themselves, BOOL as u8)",
         t, file, safetensors_dtype_name(e.dtype), dtype_name(dst.dtype)));
-  if (!dst.is_contiguous()) throw ShapeError("read_into: destination " + dst.describe() + " must be contiguous");
+  if (!dst.is_contiguous())
+    throw ShapeError("read_into: destination " + dst.describe() + " must be contiguous");
   if (e.numel() == 0) return;
-  if (!dst.defined()) throw ShapeError("read_into: destination " + dst.describe() + " has no memory");
+  if (!dst.defined())
+    throw ShapeError("read_into: destination " + dst.describe() + " has no memory");
 
   if (!dst.device.is_cpu()) {  // stage on the host, then one transfer
     HostTensor staging(dst.dtype, dst.shape);

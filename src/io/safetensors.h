@@ -27,8 +27,26 @@ namespace ftune::io {
 // Every element type the format names, in the order of the reference implementation's Dtype enum
 // (its writer sorts tensors by this order, descending, then by name).
 enum class SafetensorsDtype : uint8_t {
-  BOOL, F4, F6_E2M3, F6_E3M2, U8, I8, F8_E5M2, F8_E4M3, F8_E8M0,
-  I16, U16, F16, BF16, I32, U32, F32, C64, F64, I64, U64,
+  BOOL,
+  F4,
+  F6_E2M3,
+  F6_E3M2,
+  U8,
+  I8,
+  F8_E5M2,
+  F8_E4M3,
+  F8_E8M0,
+  I16,
+  U16,
+  F16,
+  BF16,
+  I32,
+  U32,
+  F32,
+  C64,
+  F64,
+  I64,
+  U64,
 };
 
 std::string_view safetensors_dtype_name(SafetensorsDtype dtype);  // "F32", "BF16", ...
@@ -60,8 +78,8 @@ class SafetensorsFile {
 
   const std::string& path() const { return file_.path(); }
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }  // sorted by name
-  const SafetensorsEntry* find(std::string_view name) const;  // nullptr when absent
-  const SafetensorsEntry& at(std::string_view name) const;    // InputError when absent
+  const SafetensorsEntry* find(std::string_view name) const;                 // nullptr when absent
+  const SafetensorsEntry& at(std::string_view name) const;  // InputError when absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
   // Reads tensor `name` into dst (contiguous, any device): the shapes must match exactly; F32,

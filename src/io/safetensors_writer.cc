@@ -44,16 +44,18 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   std::set<std::string_view> names;
   for (const SafetensorsTensor& t : tensors) {
     if (t.name == "__metadata__")
-      throw InputError(fmt::format("cannot write {}: \"__metadata__\" is reserved, not a tensor name", path));
+      throw InputError(
+          fmt::format("cannot write {}: \"__metadata__\" is reserved, not a tensor name", path));
     if (!names.insert(t.name).second)
       throw InputError(fmt::format("cannot write {}: tensor '{}' is given twice", path, t.name));
     const DType stored = t.store_as.value_or(t.view.dtype);
-    const bool float_pair = (stored == DType::F32 || stored == DType::BF16 || stored == DType::F16) &&
-                            (t.view.dtype == DType::F32 || t.view.dtype == DType::BF16 ||
-                             t.view.dtype == DType::F16);
+    const bool float_pair =
+        (stored == DType::F32 || stored == DType::BF16 || stored == DType::F16) &&
+        (t.view.dtype == DType::F32 || t.view.dtype == DType::BF16 || t.view.dtype == DType::F16);
     if (stored != t.view.dtype && !float_pair)
-      throw InputError(fmt::format("cannot write {}: tensor '{}' holds {} and cannot be stored as {}",
-                                   path, t.name, dtype_name(t.view.dtype), dtype_name(stored)));
+      throw InputError(
+          fmt::format("cannot write {}: tensor '{}' holds {} and cannot be stored as {}", path,
+                      t.name, dtype_name(t.view.dtype), dtype_name(stored)));
     if (!t.view.is_contiguous())
       throw ShapeError(fmt::format("write_safetensors: tensor '{}' ({}) must be contiguous", t.name,
                                    t.view.describe()));
@@ -93,9 +95,10 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
       if (i) shape += ',';
       shape += std::to_string(p.tensor->view.shape[i]);
     }
-    header += fmt::format(",{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
-                          json_string(path, p.tensor->name, "tensor name"),
-                          safetensors_dtype_name(safetensors_dtype(p.stored)), shape, p.begin, p.end);
+    header +=
+        fmt::format(",{}:{{\"dtype\":\"{}\",\"shape\":[{}],\"data_offsets\":[{},{}]}}",
+                    json_string(path, p.tensor->name, "tensor name"),
+                    safetensors_dtype_name(safetensors_dtype(p.stored)), shape, p.begin, p.end);
   }
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');
@@ -106,7 +109,7 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsTen
   out.write(len, sizeof(len));
   out.write(header);
 
-  constexpr int64_t kChunk = 1 << 16;           // elements per transfer / conversion
+  constexpr int64_t kChunk = 1 << 16;          // elements per transfer / conversion
   std::vector<uint32_t> src_stage, dst_stage;  // 4-byte aligned host staging
   auto stage = [](std::vector<uint32_t>& v, int64_t count, DType dtype) {
     v.resize((static_cast<size_t>(count) * dtype_size(dtype) + 3) / 4);

@@ -19,10 +19,13 @@ using test::TempDir;
 class Checkpoint : public ::testing::Test {
  protected:
   Checkpoint() : rng_(test::test_seed()) {
-    for (const char* name : {"embeddings.weight", "layer.0.weight", "layer.0.bias", "classifier.weight"})
+    for (const char* name :
+         {"embeddings.weight", "layer.0.weight", "layer.0.bias", "classifier.weight"})
       tensors_.emplace(name, test::random_tensor(Shape{4, 3}, rng_));
   }
-  SafetensorsTensor entry(const std::string& name) { return {name, tensors_.at(name).view(), std::nullopt}; }
+  SafetensorsTensor entry(const std::string& name) {
+    return {name, tensors_.at(name).view(), std::nullopt};
+  }
 
   // Two shards and the index transformers writes for them.
   void write_sharded(const std::string& dir) {
@@ -99,8 +102,8 @@ TEST_F(Checkpoint, MissingShard) {
   write_sharded(dir_.path());
   std::filesystem::remove(dir_.path() + "/model-00002-of-00002.safetensors");
   expect_input_error([&] { CheckpointReader::open(dir_.path()); },
-                     {"model.safetensors.index.json", "model-00002-of-00002.safetensors", "does not exist",
-                      "'classifier.weight'"});
+                     {"model.safetensors.index.json", "model-00002-of-00002.safetensors",
+                      "does not exist", "'classifier.weight'"});
 }
 
 TEST_F(Checkpoint, TensorMappedToShardThatLacksIt) {
@@ -109,8 +112,8 @@ TEST_F(Checkpoint, TensorMappedToShardThatLacksIt) {
   index["weight_map"]["layer.0.bias"] = "model-00001-of-00002.safetensors";
   write_json_atomic(dir_.path() + "/model.safetensors.index.json", index);
   expect_input_error([&] { CheckpointReader::open(dir_.path()); },
-                     {"model.safetensors.index.json", "'layer.0.bias'", "model-00001-of-00002.safetensors",
-                      "does not contain it"});
+                     {"model.safetensors.index.json", "'layer.0.bias'",
+                      "model-00001-of-00002.safetensors", "does not contain it"});
 }
 
 TEST_F(Checkpoint, InvalidIndexJson) {
@@ -119,15 +122,18 @@ TEST_F(Checkpoint, InvalidIndexJson) {
   test::write_bytes(index, "{\n  \"weight_map\": {\n    \"a\": \"x.safetensors\",\n  }\n}\n");
   expect_input_error([&] { CheckpointReader::open(dir_.path()); }, {index + ":4:3: invalid JSON"});
   test::write_bytes(index, R"({"metadata": {}})");
-  expect_input_error([&] { CheckpointReader::open(dir_.path()); }, {index, "'weight_map'", "nothing"});
+  expect_input_error([&] { CheckpointReader::open(dir_.path()); },
+                     {index, "'weight_map'", "nothing"});
   test::write_bytes(index, R"({"weight_map": []})");
-  expect_input_error([&] { CheckpointReader::open(dir_.path()); }, {index, "'weight_map'", "array"});
+  expect_input_error([&] { CheckpointReader::open(dir_.path()); },
+                     {index, "'weight_map'", "array"});
   test::write_bytes(index, R"({"weight_map": {}})");
   expect_input_error([&] { CheckpointReader::open(dir_.path()); }, {index, "no tensors"});
   test::write_bytes(index, R"({"weight_map": {"a": 3}})");
   expect_input_error([&] { CheckpointReader::open(dir_.path()); }, {index, "'a'", "integer"});
   test::write_bytes(index, R"({"weight_map": {"a": "../model-00001-of-00002.safetensors"}})");
-  expect_input_error([&] { CheckpointReader::open(dir_.path()); }, {index, "'a'", "not a file inside"});
+  expect_input_error([&] { CheckpointReader::open(dir_.path()); },
+                     {index, "'a'", "not a file inside"});
   test::write_bytes(index, R"(["weight_map"])");
   expect_input_error([&] { CheckpointReader::open(dir_.path()); }, {index, "JSON object"});
 }
@@ -142,22 +148,25 @@ TEST_F(Checkpoint, CorruptShardIsNamed) {
 TEST_F(Checkpoint, PickleCheckpointsAreRefusedWithAConversionCommand) {
   test::write_bytes(dir_.path() + "/pytorch_model.bin", "PK\x03\x04 not really");
   test::write_bytes(dir_.path() + "/config.json", "{}");
-  const std::string msg = expect_input_error([&] { CheckpointReader::open(dir_.path()); },
-                                             {dir_.path(), "pytorch_model.bin", "pickle", "safetensors",
-                                              "save_file", "safe_serialization=True"});
+  const std::string msg =
+      expect_input_error([&] { CheckpointReader::open(dir_.path()); },
+                         {dir_.path(), "pytorch_model.bin", "pickle", "safetensors", "save_file",
+                          "safe_serialization=True"});
   TempDir sharded;
   test::write_bytes(sharded.path() + "/pytorch_model-00001-of-00002.bin", "x");
   test::write_bytes(sharded.path() + "/pytorch_model-00002-of-00002.bin", "x");
   test::write_bytes(sharded.path() + "/pytorch_model.bin.index.json", "{}");
-  expect_input_error([&] { CheckpointReader::open(sharded.path()); },
-                     {"pytorch_model-00001-of-00002.bin", "pytorch_model.bin.index.json", "save_pretrained"});
+  expect_input_error(
+      [&] { CheckpointReader::open(sharded.path()); },
+      {"pytorch_model-00001-of-00002.bin", "pytorch_model.bin.index.json", "save_pretrained"});
 }
 
 TEST_F(Checkpoint, MissingDirectoryOrWeights) {
   expect_input_error([&] { CheckpointReader::open(dir_.path() + "/nope"); },
                      {dir_.path() + "/nope", "does not exist"});
-  expect_input_error([&] { CheckpointReader::open(dir_.path()); },
-                     {"no model weights in " + dir_.path(), "model.safetensors", "model.safetensors.index.json"});
+  expect_input_error(
+      [&] { CheckpointReader::open(dir_.path()); },
+      {"no model weights in " + dir_.path(), "model.safetensors", "model.safetensors.index.json"});
   test::write_bytes(dir_.path() + "/adapter_model.safetensors", "x");
   expect_input_error([&] { CheckpointReader::open(dir_.path()); }, {"adapter_model.safetensors"});
   test::write_bytes(dir_.path() + "/config.json", "{}");

@@ -15,8 +15,8 @@ using test::expect_input_error;
 
 TEST(JsonFile, ParseErrorNamesFileLineAndColumn) {
   // The second ',' on line 2 is the offending character: line 2, column 4.
-  const std::string msg =
-      expect_input_error([] { parse_json("[1,\n 2,,]", "cfg.json"); }, {"cfg.json:2:4: invalid JSON"});
+  const std::string msg = expect_input_error([] { parse_json("[1,\n 2,,]", "cfg.json"); },
+                                             {"cfg.json:2:4: invalid JSON"});
   EXPECT_EQ(msg.find("[json.exception"), std::string::npos) << msg;
   expect_input_error([] { parse_json("{\"a\": 1", "x.json"); }, {"x.json:1:8: invalid JSON"});
   expect_input_error([] { parse_json("", "empty.json"); }, {"empty.json:1:1: invalid JSON"});
@@ -29,7 +29,8 @@ TEST(JsonFile, ReadsFilesAndNamesMissingOnes) {
   const std::string path = dir.path() + "/config.json";
   test::write_bytes(path, "{\"hidden_size\": 768}");
   EXPECT_EQ(read_json_file(path).at("hidden_size"), 768);
-  expect_input_error([&] { read_json_file(dir.path() + "/nope.json"); }, {dir.path() + "/nope.json"});
+  expect_input_error([&] { read_json_file(dir.path() + "/nope.json"); },
+                     {dir.path() + "/nope.json"});
   test::write_bytes(path, "{\"hidden_size\": 768,}");
   expect_input_error([&] { read_json_file(path); }, {path + ":1:"});
 }
@@ -56,10 +57,12 @@ TEST(JsonFile, TypedGetters) {
             "config.json: key 'drop' must be an integer, got null");
   expect_input_error([&] { get_int(j, "big", p); }, {"'big'", "64-bit"});
   expect_input_error([&] { get_float(j, "act", p); }, {"'act'", "a number", "string"});
-  expect_input_error([&] { get_string(j, "hidden_size", p); }, {"'hidden_size'", "a string", "integer 768"});
+  expect_input_error([&] { get_string(j, "hidden_size", p); },
+                     {"'hidden_size'", "a string", "integer 768"});
   expect_input_error([&] { get_bool(j, "one", p); }, {"'one'", "true or false", "integer"});
   expect_input_error([&] { get_string(j, "arr", p); }, {"got array"});
-  expect_input_error([&] { get_int(json::array(), "x", p); }, {"config.json", "expected a JSON object"});
+  expect_input_error([&] { get_int(json::array(), "x", p); },
+                     {"config.json", "expected a JSON object"});
 
   EXPECT_EQ(get_optional_int(j, "missing", p), std::nullopt);
   EXPECT_EQ(get_optional_float(j, "drop", p), std::nullopt);  // null counts as absent

@@ -19,7 +19,8 @@ using test::TempDir;
 class SafetensorsCorrupt : public ::testing::Test {
  protected:
   // Writes the bytes to a file and expects open() to fail with every fragment (and the path).
-  std::string expect_open_error(const std::string& bytes, std::initializer_list<std::string> fragments) {
+  std::string expect_open_error(const std::string& bytes,
+                                std::initializer_list<std::string> fragments) {
     test::write_bytes(path_, bytes);
     std::vector<std::string> all(fragments);
     all.push_back(path_);
@@ -52,11 +53,13 @@ TEST_F(SafetensorsCorrupt, FileShorterThanTheLengthField) {
 
 TEST_F(SafetensorsCorrupt, TruncatedHeader) {
   const std::string header = R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})";
-  expect_open_error(safetensors_bytes(header, "").substr(0, 30), {"header length 57", "22 bytes", "truncated"});
+  expect_open_error(safetensors_bytes(header, "").substr(0, 30),
+                    {"header length 57", "22 bytes", "truncated"});
 }
 
 TEST_F(SafetensorsCorrupt, AbsurdHeaderLength) {
-  expect_open_error(safetensors_bytes("{}", "", uint64_t{1} << 60), {"1152921504606846976", "limit"});
+  expect_open_error(safetensors_bytes("{}", "", uint64_t{1} << 60),
+                    {"1152921504606846976", "limit"});
   expect_open_error(safetensors_bytes("{}", "", UINT64_MAX - 1), {"limit"});
 }
 
@@ -78,21 +81,28 @@ TEST_F(SafetensorsCorrupt, UnknownOrMissingDtype) {
                       {"\"w\"", "unknown dtype \"F33\"", "BF16"});
   expect_header_error(R"({"w":{"dtype":"f32","shape":[2,3],"data_offsets":[0,24]}})", kData24,
                       {"\"w\"", "\"f32\""});
-  expect_header_error(R"({"w":{"shape":[2,3],"data_offsets":[0,24]}})", kData24, {"\"w\"", "'dtype'", "nothing"});
-  expect_header_error(R"({"w":{"dtype":4,"shape":[2,3],"data_offsets":[0,24]}})", kData24, {"\"w\"", "'dtype'"});
+  expect_header_error(R"({"w":{"shape":[2,3],"data_offsets":[0,24]}})", kData24,
+                      {"\"w\"", "'dtype'", "nothing"});
+  expect_header_error(R"({"w":{"dtype":4,"shape":[2,3],"data_offsets":[0,24]}})", kData24,
+                      {"\"w\"", "'dtype'"});
 }
 
 TEST_F(SafetensorsCorrupt, BadShapes) {
-  expect_header_error(R"({"w":{"dtype":"F32","data_offsets":[0,24]}})", kData24, {"\"w\"", "'shape'"});
+  expect_header_error(R"({"w":{"dtype":"F32","data_offsets":[0,24]}})", kData24,
+                      {"\"w\"", "'shape'"});
   expect_header_error(R"({"w":{"dtype":"F32","shape":[2,-3],"data_offsets":[0,24]}})", kData24,
                       {"\"w\"", "non-negative", "[2,-3]"});
-  expect_header_error(R"({"w":{"dtype":"F32","shape":[2,3.0],"data_offsets":[0,24]}})", kData24, {"\"w\"", "'shape'"});
-  expect_header_error(R"({"w":{"dtype":"F32","shape":"2x3","data_offsets":[0,24]}})", kData24, {"\"w\"", "'shape'"});
+  expect_header_error(R"({"w":{"dtype":"F32","shape":[2,3.0],"data_offsets":[0,24]}})", kData24,
+                      {"\"w\"", "'shape'"});
+  expect_header_error(R"({"w":{"dtype":"F32","shape":"2x3","data_offsets":[0,24]}})", kData24,
+                      {"\"w\"", "'shape'"});
   // Products that overflow 64 bits must not wrap around to a small size.
-  expect_header_error(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,0]}})", "",
-                      {"\"w\"", "more bytes than any file holds"});
-  expect_header_error(R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,0]}})", "",
-                      {"\"w\""});
+  expect_header_error(
+      R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,0]}})", "",
+      {"\"w\"", "more bytes than any file holds"});
+  expect_header_error(
+      R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,0]}})", "",
+      {"\"w\""});
 }
 
 TEST_F(SafetensorsCorrupt, ShapeAndSizeDisagree) {
@@ -105,17 +115,20 @@ TEST_F(SafetensorsCorrupt, ShapeAndSizeDisagree) {
 }
 
 TEST_F(SafetensorsCorrupt, BadOffsets) {
-  expect_header_error(R"({"w":{"dtype":"F32","shape":[2,3]}})", kData24, {"\"w\"", "'data_offsets'"});
+  expect_header_error(R"({"w":{"dtype":"F32","shape":[2,3]}})", kData24,
+                      {"\"w\"", "'data_offsets'"});
   expect_header_error(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24,48]}})", kData24,
                       {"\"w\"", "'data_offsets'"});
   expect_header_error(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[-24,0]}})", kData24,
                       {"\"w\"", "'data_offsets'"});
   expect_header_error(R"({"w":{"dtype":"U8","shape":[0],"data_offsets":[8,4]}})", kData24,
                       {"\"w\"", "[8, 4]", "begin after"});
-  expect_header_error(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})", std::string(8, '\0'),
+  expect_header_error(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}})",
+                      std::string(8, '\0'),
                       {"\"w\"", "[0, 24]", "outside the data buffer of 8 bytes"});
-  expect_header_error(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551608,0]}})",
-                      kData24, {"\"w\"", "begin after"});
+  expect_header_error(
+      R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[18446744073709551608,0]}})", kData24,
+      {"\"w\"", "begin after"});
 }
 
 TEST_F(SafetensorsCorrupt, OverlappingTensors) {
@@ -126,10 +139,11 @@ TEST_F(SafetensorsCorrupt, OverlappingTensors) {
                       R"("b":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})",
                       kData24, {"\"a\"", "\"b\"", "overlap"});
   // Zero-size tensors hold no bytes and may sit anywhere; adjacent tensors are fine.
-  test::write_bytes(path_, safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
-                                             R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
-                                             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})",
-                                             kData24));
+  test::write_bytes(path_,
+                    safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                                      R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                                      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[16,24]}})",
+                                      kData24));
   EXPECT_EQ(SafetensorsFile::open(path_).entries().size(), 3u);
 }
 
@@ -137,12 +151,13 @@ TEST_F(SafetensorsCorrupt, DuplicateNames) {
   expect_header_error(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
                       R"("w":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
                       kData24, {"\"w\"", "appears twice"});
-  expect_header_error(R"({"w":{"dtype":"U8","dtype":"F32","shape":[1],"data_offsets":[0,1]}})", kData24,
-                      {"\"dtype\"", "\"w\"", "twice"});
+  expect_header_error(R"({"w":{"dtype":"U8","dtype":"F32","shape":[1],"data_offsets":[0,1]}})",
+                      kData24, {"\"dtype\"", "\"w\"", "twice"});
 }
 
 TEST_F(SafetensorsCorrupt, BadMetadata) {
-  expect_header_error(R"({"__metadata__":{"format":1}})", "", {"__metadata__", "\"format\"", "string"});
+  expect_header_error(R"({"__metadata__":{"format":1}})", "",
+                      {"__metadata__", "\"format\"", "string"});
   expect_header_error(R"({"__metadata__":["pt"]})", "", {"__metadata__", "object of strings"});
   test::write_bytes(path_, safetensors_bytes(R"({"__metadata__":null})", ""));
   EXPECT_TRUE(SafetensorsFile::open(path_).metadata().empty());
@@ -176,8 +191,11 @@ std::string valid_file(const std::string& dir) {
   HostTensor w = test::random_tensor(Shape{3, 4}, rng);
   HostTensor ids(DType::I64, Shape{2});
   fill_zero(ids.view());
-  write_safetensors(path, {{"w", w.view(), std::nullopt}, {"w.bf16", w.view(), DType::BF16},
-                           {"ids", ids.view(), std::nullopt}, {"empty", w.view().slice0(0, 0), std::nullopt}},
+  write_safetensors(path,
+                    {{"w", w.view(), std::nullopt},
+                     {"w.bf16", w.view(), DType::BF16},
+                     {"ids", ids.view(), std::nullopt},
+                     {"empty", w.view().slice0(0, 0), std::nullopt}},
                     {{"k", "v"}});
   return read_file(path);
 }
@@ -205,9 +223,15 @@ TEST_F(SafetensorsCorrupt, RandomHeaderByteFlipsNeverCrash) {
     for (int k = 0; k < flips; ++k) {
       const size_t pos = rng() % (8 + n);
       switch (rng() % 3) {
-        case 0: mutated[pos] = static_cast<char>(rng()); break;
-        case 1: mutated[pos] = static_cast<char>(mutated[pos] ^ (1 << (rng() % 8))); break;
-        default: mutated[pos] = interesting[rng() % (sizeof(interesting) - 1)]; break;
+        case 0:
+          mutated[pos] = static_cast<char>(rng());
+          break;
+        case 1:
+          mutated[pos] = static_cast<char>(mutated[pos] ^ (1 << (rng() % 8)));
+          break;
+        default:
+          mutated[pos] = interesting[rng() % (sizeof(interesting) - 1)];
+          break;
       }
     }
     test::write_bytes(path_, mutated);

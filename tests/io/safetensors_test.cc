@@ -18,7 +18,9 @@ namespace {
 using test::expect_input_error;
 using test::TempDir;
 
-std::string fixture(const std::string& name) { return test::fixtures_dir() + "/io/" + name; }
+std::string fixture(const std::string& name) {
+  return test::fixtures_dir() + "/io/" + name;
+}
 
 // A tensor of random bytes in every dtype, random floats where bytes could make NaN.
 HostTensor random_of(DType dtype, Shape shape, std::mt19937_64& rng) {
@@ -73,7 +75,8 @@ TEST(Safetensors, StoresF32AsBf16AndF16WithNearestEven) {
   const std::string path = dir.path() + "/half.safetensors";
   // More elements than one conversion chunk, so chunk boundaries are exercised.
   HostTensor w = test::random_tensor(Shape{70001}, rng, -3.0f, 3.0f);
-  write_safetensors(path, {{"w_bf16", w.view(), DType::BF16}, {"w_f16", w.view(), DType::F16},
+  write_safetensors(path, {{"w_bf16", w.view(), DType::BF16},
+                           {"w_f16", w.view(), DType::F16},
                            {"w", w.view(), std::nullopt}});
   const SafetensorsFile f = SafetensorsFile::open(path);
   EXPECT_EQ(f.at("w_bf16").dtype, SafetensorsDtype::BF16);
@@ -108,7 +111,8 @@ TEST(Safetensors, ReadIntoChecksShapeAndDtype) {
   HostTensor ids(DType::I64, Shape{4});
   fill(w.view(), 1.0f);
   fill_zero(ids.view());
-  write_safetensors(path, {{"encoder.w", w.view(), std::nullopt}, {"ids", ids.view(), std::nullopt}});
+  write_safetensors(path,
+                    {{"encoder.w", w.view(), std::nullopt}, {"ids", ids.view(), std::nullopt}});
   const SafetensorsFile f = SafetensorsFile::open(path);
   HostTensor wrong(DType::F32, Shape{3, 2});
   EXPECT_EQ(expect_input_error([&] { f.read_into("encoder.w", wrong.view()); }, {}),
@@ -141,7 +145,8 @@ TEST(Safetensors, EmptyFilesZeroSizeTensorsAndScalars) {
   HostTensor scalar(DType::F32, Shape{});
   fill(scalar.view(), -2.5f);
   write_safetensors(path, {{"none", none.view(), std::nullopt},
-                           {"none_f32", TensorView(nullptr, DType::F32, Device::cpu(), Shape{4, 0}), std::nullopt},
+                           {"none_f32", TensorView(nullptr, DType::F32, Device::cpu(), Shape{4, 0}),
+                            std::nullopt},
                            {"scalar", scalar.view(), DType::F16}});
   const SafetensorsFile f = SafetensorsFile::open(path);
   EXPECT_EQ(f.at("none").shape, (std::vector<int64_t>{0, 4}));
@@ -160,8 +165,10 @@ TEST(Safetensors, MetadataAndLayoutFollowTheReferenceWriter) {
   fill_zero(b.view());
   fill_zero(c.view());
   write_safetensors(path,
-                    {{"z", c.view(), std::nullopt}, {"b", a.view(), std::nullopt},
-                     {"a", a.view(), DType::BF16}, {"y", b.view(), std::nullopt}},
+                    {{"z", c.view(), std::nullopt},
+                     {"b", a.view(), std::nullopt},
+                     {"a", a.view(), DType::BF16},
+                     {"y", b.view(), std::nullopt}},
                     {{"step", "100"}, {"note", "quote \" and é"}});
   const std::string bytes = read_file(path);
   uint64_t n = 0;
@@ -188,15 +195,26 @@ TEST(Safetensors, WriterRejectsBadRequests) {
   TempDir dir;
   const std::string path = dir.path() + "/bad.safetensors";
   HostTensor a(DType::F32, Shape{2}), ids(DType::I64, Shape{2});
-  expect_input_error([&] {
-    write_safetensors(path, {{"a", a.view(), std::nullopt}, {"a", a.view(), std::nullopt}});
-  }, {path, "'a'", "twice"});
-  expect_input_error([&] { write_safetensors(path, {{"__metadata__", a.view(), std::nullopt}}); },
-                     {path, "reserved"});
-  expect_input_error([&] { write_safetensors(path, {{"ids", ids.view(), DType::F32}}); },
-                     {path, "'ids'", "i64", "f32"});
-  expect_input_error([&] { write_safetensors(path, {{"\xff", a.view(), std::nullopt}}); },
-                     {path, "UTF-8"});
+  expect_input_error(
+      [&] {
+        write_safetensors(path, {{"a", a.view(), std::nullopt}, {"a", a.view(), std::nullopt}});
+      },
+      {path, "'a'", "twice"});
+  expect_input_error(
+      [&] {
+        write_safetensors(path, {{"__metadata__", a.view(), std::nullopt}});
+      },
+      {path, "reserved"});
+  expect_input_error(
+      [&] {
+        write_safetensors(path, {{"ids", ids.view(), DType::F32}});
+      },
+      {path, "'ids'", "i64", "f32"});
+  expect_input_error(
+      [&] {
+        write_safetensors(path, {{"\xff", a.view(), std::nullopt}});
+      },
+      {path, "UTF-8"});
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_TRUE(test::list_dir(dir.path()).empty());
 }
@@ -228,7 +246,8 @@ TEST(Safetensors, ByteExactWithPythonSafetensors) {
   write_safetensors(path, tensors, {{"format", "pt"}});
   const std::string ours = read_file(path), theirs = read_file(ref_path);
   ASSERT_EQ(ours.size(), theirs.size());
-  for (size_t i = 0; i < ours.size(); ++i) ASSERT_EQ(ours[i], theirs[i]) << "first difference at byte " << i;
+  for (size_t i = 0; i < ours.size(); ++i)
+    ASSERT_EQ(ours[i], theirs[i]) << "first difference at byte " << i;
 }
 
 TEST(Safetensors, ReadsPythonFileWithMixedDtypes) {
@@ -261,8 +280,9 @@ TEST(Safetensors, ReadsPythonFileWithMixedDtypes) {
       // Known to the format but not to ftune: listed with its bytes, refused on conversion.
       EXPECT_GT(e.nbytes(), 0u);
       HostTensor dst(DType::F32, Shape(e.shape.begin(), e.shape.end()));
-      expect_input_error([&] { f.read_into(e.name, dst.view()); },
-                         {"\"" + e.name + "\"", std::string(safetensors_dtype_name(e.dtype)), "cannot be read"});
+      expect_input_error(
+          [&] { f.read_into(e.name, dst.view()); },
+          {"\"" + e.name + "\"", std::string(safetensors_dtype_name(e.dtype)), "cannot be read"});
       expect_input_error([&] { f.read(e.name); }, {"no dtype"});
     }
   }
@@ -272,7 +292,8 @@ TEST(Safetensors, ReadsUnalignedDataFromForeignWriters) {
   // A header of 13 bytes (no padding) puts the f32 data at file offset 21: misaligned.
   TempDir dir;
   const std::string path = dir.path() + "/unaligned.safetensors";
-  const std::string header = R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[1,13]},"d":{"dtype":"F64","shape":[1],"data_offsets":[13,21]}})";
+  const std::string header =
+      R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[1,13]},"d":{"dtype":"F64","shape":[1],"data_offsets":[13,21]}})";
   std::string data(21, '\0');
   const float vals[3] = {1.5f, -2.0f, 3.25f};
   std::memcpy(&data[1], vals, 12);
