@@ -1,35 +1,35 @@
-// Attention on the CPU. Work is split over (batch, head) pairs; each thread copies its head's K
-// and V into its slice of the workspace in the layouts the inner loops want (K^T for scores, V^T
-// for the backward's dP), so every inner loop runs over contiguous memory and vectorises:
-//   scores:  s[j]  += q[d] * Kt[d][j]           (over j)
-//   context: o[:]  += p'[j] * V[j][:]            (over d)
-//   dP':     dp[j] += do[d] * Vt[d][j]           (over j)
-//   dV, dK, dQ: rank-1 updates over d.
+// Attention on the CPU. Work is split over (batch, head) pairs across the compute threads; each
+// pair's matrix products are single-threaded OpenBLAS GEMMs reading Q, K, V and writing dQ, dK, dV
+// in place through row strides (no gathering), so the inner work runs at BLAS speed:
+//   forward:  S = scale Q K^T -> probs (masked softmax, in place);  P' = dropout(P);  O = P' V
+//   backward: dP' = dO V^T;  dV = P'^T dO;  dS = P (dP - rowsum(P dP)) with dP = dP' * mask;
+//             dQ = scale dS K;  dK = scale dS^T Q
+// Keys after the last real token of a sequence are padding and have probability 0, so the GEMMs
+// stop at that key (right-padded batches cost what their real lengths cost).
 #include <cmath>
 #include <limits>
 
 #include "core/thread_pool.h"
 #include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/primitives_cpu.h"
 
 namespace ftune::cpu {
 namespace {
 
-// Dropout multipliers for probs elements [base, base + n): keep / (1 - p) or 0. Drawn a Philox
-// block (four elements) at a time, exactly as ops/dropout does for a flat tensor.
-void dropout_row(float* m, RngKey rng, uint64_t base, int64_t n, float p) {
-  const float scale = 1.0f / (1.0f - p);
-  int64_t j = 0;
-  while (j < n) {
-    const uint64_t e = base + static_cast<uint64_t>(j);
-    const Philox4 r = philox_block(rng, e >> 2);
-    for (uint64_t k = e & 3; k < 4 && j < n; ++k, ++j) m[j] = philox_uniform(r.v[k]) >= p ? scale : 0.0f;
-  }
+// Keys [0, L) hold every real token of sequence b; L = 0 when the sequence is all padding.
+int64_t attended_keys(const int32_t* mask, int64_t T) {
+  int64_t L = T;
+  while (L > 0 && mask[L - 1] == 0) --L;
+  return L;
 }
 
-// Runs fn(unit, thread_workspace) for every (batch, head) unit, one static block per thread.
+// Runs fn(unit, thread_workspace) for every (batch, head) unit, one static block per thread, with
+// OpenBLAS single-threaded inside.
 template <typename Fn>
 void for_each_head(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
   const int threads = compute_threads();
+  SingleThreadedBlas single;
   compute_pool().parallel_for(threads, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* ws = workspace + t * per_thread;
@@ -40,7 +40,7 @@ void for_each_head(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
 
 }  // namespace
 
-int64_t attention_workspace_per_thread(int64_t T, int64_t D) { return 4 * T * D + 3 * T; }
+int64_t attention_workspace_per_thread(int64_t T, int64_t D) { return 2 * T * T + T; }
 
 void attention_forward(float* out, float* probs, const float* qkv, const int32_t* key_mask,
                        AttentionDims dims, float dropout_p, RngKey rng, float* workspace) {
@@ -48,134 +48,84 @@ void attention_forward(float* out, float* probs, const float* qkv, const int32_t
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   for_each_head(B * H, workspace, attention_workspace_per_thread(T, D), [&](int64_t u, float* ws) {
     const int64_t b = u / H, h = u % H;
-    float* kt = ws;             // (D, T)
-    float* v = kt + D * T;      // (T, D)
-    float* s = v + T * D;       // (T)
-    float* m = s + T;           // (T) dropout multipliers
-    const float* base = qkv + b * T * C3;
-    for (int64_t j = 0; j < T; ++j) {
-      const float* kj = base + j * C3 + C + h * D;
-      const float* vj = base + j * C3 + 2 * C + h * D;
-      for (int64_t d = 0; d < D; ++d) {
-        kt[d * T + j] = kj[d];
-        v[j * D + d] = vj[d];
-      }
-    }
     const int32_t* mask = key_mask + b * T;
-    bool any_key = false;
-    for (int64_t j = 0; j < T; ++j) any_key |= mask[j] != 0;
+    const int64_t L = attended_keys(mask, T);
+    const int64_t keys = L > 0 ? L : T;  // an all-padding row attends uniformly to all keys (HF)
+    const float* q = qkv + b * T * C3 + h * D;
+    const float* k = q + C;
+    const float* v = q + 2 * C;
+    float* P = probs + u * T * T;  // (T, T), row stride T; columns >= keys stay 0
+    float* Pd = ws;                // (T, keys) dropped probabilities
+    float* m = ws + T * T;         // (keys) dropout multipliers of one row
 
+    gemm(false, true, T, keys, D, scale, q, C3, k, C3, 0.0f, P, T);
     for (int64_t i = 0; i < T; ++i) {
-      const float* q = base + i * C3 + h * D;
-      for (int64_t j = 0; j < T; ++j) s[j] = 0.0f;
-      for (int64_t d = 0; d < D; ++d) {
-        const float qd = q[d];
-        const float* ktd = kt + d * T;
-        for (int64_t j = 0; j < T; ++j) s[j] += qd * ktd[j];
+      float* row = P + i * T;
+      if (L > 0) {
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < keys; ++j)
+          if (mask[j]) mx = std::max(mx, row[j]);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < keys; ++j) sum += (row[j] = mask[j] ? std::exp(row[j] - mx) : 0.0f);
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < keys; ++j) row[j] *= inv;
+      } else {
+        for (int64_t j = 0; j < T; ++j) row[j] = 1.0f / static_cast<float>(T);
       }
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < T; ++j) {
-        const bool attend = !any_key || mask[j] != 0;
-        s[j] = attend ? s[j] * scale : -std::numeric_limits<float>::infinity();
-        mx = std::max(mx, s[j]);
-      }
-      float sum = 0.0f;
-      for (int64_t j = 0; j < T; ++j) {
-        const float e = any_key ? std::exp(s[j] - mx) : 1.0f;  // exp(-inf) = 0 for padding keys
-        s[j] = e;
-        sum += e;
-      }
-      const float inv = 1.0f / sum;
-      float* prow = probs + (u * T + i) * T;
-      for (int64_t j = 0; j < T; ++j) prow[j] = s[j] * inv;
-
-      if (dropout_p > 0.0f) dropout_row(m, rng, static_cast<uint64_t>((u * T + i) * T), T, dropout_p);
-      float* o = out + (b * T + i) * C + h * D;
-      for (int64_t d = 0; d < D; ++d) o[d] = 0.0f;
-      for (int64_t j = 0; j < T; ++j) {
-        const float pj = dropout_p > 0.0f ? prow[j] * m[j] : prow[j];
-        if (pj == 0.0f) continue;
-        const float* vj = v + j * D;
-        for (int64_t d = 0; d < D; ++d) o[d] += pj * vj[d];
+      for (int64_t j = keys; j < T; ++j) row[j] = 0.0f;
+      if (dropout_p > 0.0f) {
+        dropout_multipliers(m, rng, static_cast<uint64_t>((u * T + i) * T), keys, dropout_p);
+        for (int64_t j = 0; j < keys; ++j) Pd[i * keys + j] = row[j] * m[j];
       }
     }
+    const float* Pv = dropout_p > 0.0f ? Pd : P;
+    gemm(false, false, T, D, keys, 1.0f, Pv, dropout_p > 0.0f ? keys : T, v, C3, 0.0f, out + b * T * C + h * D, C);
   });
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const int32_t* key_mask, AttentionDims dims, float dropout_p, RngKey rng,
                         float* workspace) {
-  (void)key_mask;  // padding keys have probability 0, so they receive no gradient through P
   const int64_t B = dims.B, T = dims.T, H = dims.H, D = dims.D, C = H * D, C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+  const bool drop = dropout_p > 0.0f;
   for_each_head(B * H, workspace, attention_workspace_per_thread(T, D), [&](int64_t u, float* ws) {
     const int64_t b = u / H, h = u % H;
-    float* vt = ws;             // (D, T)
-    float* dk = vt + D * T;     // (T, D)
-    float* dv = dk + T * D;     // (T, D)
-    float* k = dv + T * D;      // (T, D)
-    float* dp = k + T * D;      // (T)
-    float* m = dp + T;          // (T)
-    const float* base = qkv + b * T * C3;
-    for (int64_t j = 0; j < T; ++j) {
-      const float* kj = base + j * C3 + C + h * D;
-      const float* vj = base + j * C3 + 2 * C + h * D;
-      for (int64_t d = 0; d < D; ++d) {
-        k[j * D + d] = kj[d];
-        vt[d * T + j] = vj[d];
-        dk[j * D + d] = 0.0f;
-        dv[j * D + d] = 0.0f;
-      }
-    }
+    const int64_t L = attended_keys(key_mask + b * T, T);
+    const int64_t keys = L > 0 ? L : T;
+    const float* q = qkv + b * T * C3 + h * D;
+    const float* k = q + C;
+    const float* v = q + 2 * C;
+    const float* dO = dout + b * T * C + h * D;
+    float* dq = dqkv + b * T * C3 + h * D;
+    float* dk = dq + C;
+    float* dv = dq + 2 * C;
+    const float* P = probs + u * T * T;
+    float* dS = ws;           // (T, keys): dP' = dO V^T, turned into dS in place
+    float* Pd = ws + T * T;   // (T, keys): dropped probabilities P'
+    float* m = ws + 2 * T * T;  // (keys): dropout multipliers of one row
+
+    gemm(false, true, T, keys, D, 1.0f, dO, C, v, C3, 0.0f, dS, keys);
     for (int64_t i = 0; i < T; ++i) {
-      const float* q = base + i * C3 + h * D;
-      const float* dov = dout + (b * T + i) * C + h * D;
-      const float* prow = probs + (u * T + i) * T;
-      if (dropout_p > 0.0f) dropout_row(m, rng, static_cast<uint64_t>((u * T + i) * T), T, dropout_p);
-      // dP'[j] = dO . V[j]
-      for (int64_t j = 0; j < T; ++j) dp[j] = 0.0f;
-      for (int64_t d = 0; d < D; ++d) {
-        const float g = dov[d];
-        const float* vtd = vt + d * T;
-        for (int64_t j = 0; j < T; ++j) dp[j] += g * vtd[j];
+      const float* prow = P + i * T;
+      float* drow = dS + i * keys;
+      if (drop) {
+        dropout_multipliers(m, rng, static_cast<uint64_t>((u * T + i) * T), keys, dropout_p);
+        for (int64_t j = 0; j < keys; ++j) {
+          Pd[i * keys + j] = prow[j] * m[j];
+          drow[j] *= m[j];
+        }
       }
-      // dV[j] += P'[j] dO;  dP = dP' * mask;  softmax backward needs sum_j P[j] dP[j]
       float dot = 0.0f;
-      for (int64_t j = 0; j < T; ++j) {
-        const float pj = prow[j];
-        if (pj == 0.0f) continue;
-        const float mj = dropout_p > 0.0f ? m[j] : 1.0f;
-        const float pdrop = pj * mj;
-        if (pdrop != 0.0f) {
-          float* dvj = dv + j * D;
-          for (int64_t d = 0; d < D; ++d) dvj[d] += pdrop * dov[d];
-        }
-        dp[j] *= mj;
-        dot += pj * dp[j];
-      }
-      // dS[j] = P[j] (dP[j] - dot); dQ = scale * dS K; dK[j] += scale * dS[j] q
-      float* dq = dqkv + (b * T + i) * C3 + h * D;
-      for (int64_t d = 0; d < D; ++d) dq[d] = 0.0f;
-      for (int64_t j = 0; j < T; ++j) {
-        const float pj = prow[j];
-        if (pj == 0.0f) continue;
-        const float ds = pj * (dp[j] - dot) * scale;
-        const float* kj = k + j * D;
-        float* dkj = dk + j * D;
-        for (int64_t d = 0; d < D; ++d) {
-          dq[d] += ds * kj[d];
-          dkj[d] += ds * q[d];
-        }
-      }
+      for (int64_t j = 0; j < keys; ++j) dot += prow[j] * drow[j];
+      for (int64_t j = 0; j < keys; ++j) drow[j] = prow[j] * (drow[j] - dot);
     }
-    for (int64_t j = 0; j < T; ++j) {
-      float* dkj = dqkv + (b * T + j) * C3 + C + h * D;
-      float* dvj = dqkv + (b * T + j) * C3 + 2 * C + h * D;
-      for (int64_t d = 0; d < D; ++d) {
-        dkj[d] = dk[j * D + d];
-        dvj[d] = dv[j * D + d];
-      }
-    }
+    // dV = P'^T dO, dQ = scale dS K, dK = scale dS^T Q; keys past `keys` are padding: zero.
+    gemm(true, false, keys, D, T, 1.0f, drop ? Pd : P, drop ? keys : T, dO, C, 0.0f, dv, C3);
+    gemm(false, false, T, D, keys, scale, dS, keys, k, C3, 0.0f, dq, C3);
+    gemm(true, false, keys, D, T, scale, dS, keys, q, C3, 0.0f, dk, C3);
+    for (int64_t j = keys; j < T; ++j)
+      for (int64_t d = 0; d < D; ++d) dk[j * C3 + d] = dv[j * C3 + d] = 0.0f;
   });
 }
 

@@ -16,6 +16,9 @@ void dropout_backward(TensorView dinp, TensorView dout, float p, RngKey rng);
 
 namespace cpu {
 void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng);
+// m[i] = keep(first + i) ? 1 / (1 - p) : 0 for i in [0, n): the multipliers of elements
+// [first, first + n) of the stream (attention's probabilities use it row by row).
+void dropout_multipliers(float* m, RngKey rng, uint64_t first, int64_t n, float p);
 }  // namespace cpu
 
 namespace cuda {

@@ -5,7 +5,12 @@
 
 #include "core/thread_pool.h"
 
+extern "C" void openblas_set_num_threads(int num_threads);
+
 namespace ftune::cpu {
+
+SingleThreadedBlas::SingleThreadedBlas() { openblas_set_num_threads(1); }
+SingleThreadedBlas::~SingleThreadedBlas() { openblas_set_num_threads(compute_threads()); }
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
