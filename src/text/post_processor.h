@@ -26,11 +26,6 @@ class PostProcessor {
 
 std::unique_ptr<PostProcessor> make_post_processor(const JsonNode& node);
 
-// A TemplateProcessing equivalent to transformers' update_post_processor():
-// "[bos:0] $A:0 [eos:0]" and "... [bos:1] $B:1 [eos:1]" with the given tokens (empty = absent).
-std::unique_ptr<PostProcessor> make_bos_eos_template(const std::string& bos, std::optional<uint32_t> bos_id,
-                                                     const std::string& eos, std::optional<uint32_t> eos_id);
-
 // HF PostProcessor::process / TokenizerImpl::post_process without truncation and padding: sets
 // type ids 0 / 1, runs `processor` (or concatenates when null) and merges into one encoding.
 Encoding post_process(const PostProcessor* processor, Encoding first, std::optional<Encoding> pair,

@@ -201,31 +201,6 @@ std::unique_ptr<PostProcessor> make_post_processor(const JsonNode& node) {
                            "\" (known: TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence)");
 }
 
-std::unique_ptr<PostProcessor> make_bos_eos_template(const std::string& bos, std::optional<uint32_t> bos_id,
-                                                     const std::string& eos, std::optional<uint32_t> eos_id) {
-  std::map<std::string, TemplateProcessing::Special> specials;
-  std::vector<TemplateProcessing::Piece> single, pair;
-  const bool add_bos = !bos.empty(), add_eos = !eos.empty();
-  // transformers registers (token, token_id) even when the id is None; a missing id would make
-  // the backend fail, so it is an error here.
-  if (add_bos) {
-    if (!bos_id) throw InputError("tokenizer_config.json: add_bos_token is set but bos_token \"" + bos + "\" has no id");
-    specials[bos] = {{*bos_id}};
-  }
-  if (add_eos) {
-    if (!eos_id) throw InputError("tokenizer_config.json: add_eos_token is set but eos_token \"" + eos + "\" has no id");
-    specials[eos] = {{*eos_id}};
-  }
-  if (add_bos) single.push_back({false, 0, bos, 0});
-  single.push_back({true, 0, {}, 0});
-  if (add_eos) single.push_back({false, 0, eos, 0});
-  pair = single;
-  if (add_bos) pair.push_back({false, 0, bos, 1});
-  pair.push_back({true, 1, {}, 1});
-  if (add_eos) pair.push_back({false, 0, eos, 1});
-  return std::make_unique<TemplateProcessing>(std::move(single), std::move(pair), std::move(specials));
-}
-
 Encoding post_process(const PostProcessor* processor, Encoding first, std::optional<Encoding> pair,
                       bool add_special_tokens) {
   std::vector<Encoding> encs;

@@ -50,7 +50,7 @@ void split_segments(std::string_view piece, const Span& parent, std::vector<Segm
       break;
     case SplitBehavior::kContiguous: {
       bool previous_match = false;
-      for (const Segment& s : segs) {
+      for (const Segment s : segs) {  // by value: segs is rewritten in place
         if (s.is_match == previous_match && k > 0) {
           segs[k - 1].end = s.end;
         } else {
@@ -62,7 +62,7 @@ void split_segments(std::string_view piece, const Span& parent, std::vector<Segm
     }
     case SplitBehavior::kMergedWithPrevious: {
       bool previous_match = false;
-      for (const Segment& s : segs) {
+      for (const Segment s : segs) {  // by value: segs is rewritten in place
         if (s.is_match && !previous_match && k > 0) {
           segs[k - 1].end = s.end;
         } else {

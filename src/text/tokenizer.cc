@@ -116,13 +116,17 @@ Encoding Tokenizer::Impl::encode(std::string_view text, std::optional<std::strin
   if (options.truncation != Truncation::kNone) {
     size_t max_length = resolve_max_length("truncation");
     const size_t added_tokens = post_processor ? post_processor->added_tokens(pair.has_value()) : 0;
+    bool truncate = true;
     if (options.add_special_tokens && added_tokens > 0) {
+      // HF computes max_length - added_tokens in unsigned arithmetic: when max_length is smaller
+      // than the special tokens the limit wraps around and nothing is truncated. Same here.
       if (max_length < added_tokens)
-        throw InputError("max_length " + std::to_string(max_length) + " is smaller than the " +
-                         std::to_string(added_tokens) + " special tokens this tokenizer adds");
-      max_length -= added_tokens;
+        truncate = false;
+      else
+        max_length -= added_tokens;
     }
-    truncate_encodings(first, second ? &*second : nullptr, max_length, options.truncation, options.truncation_side);
+    if (truncate)
+      truncate_encodings(first, second ? &*second : nullptr, max_length, options.truncation, options.truncation_side);
   }
 
   Encoding out = post_process(post_processor.get(), std::move(first), std::move(second), options.add_special_tokens);

@@ -9,9 +9,9 @@
 // tokens added, no truncation, no padding. transformers ignores the "truncation" and "padding"
 // blocks stored in tokenizer.json for that call; `tokenizers_options()` returns them for callers
 // that want `tokenizers.Tokenizer.encode` behaviour instead. From tokenizer_config.json ftune
-// reads exactly what changes ids for that call (see tokenizer_config.h): add_bos_token /
-// add_eos_token (rebuild the template as transformers does), split_special_tokens,
-// model_max_length, padding_side, truncation_side and pad_token.
+// reads exactly what changes ids for that call (see tokenizer_config.h): special tokens missing
+// from tokenizer.json, split_special_tokens, model_max_length, padding_side, truncation_side and
+// pad_token.
 //
 // Invalid UTF-8 input is repaired, never rejected: each maximal invalid subsequence becomes
 // U+FFFD (see utf8.h). Encoding is thread-safe: one Tokenizer may serve many threads.

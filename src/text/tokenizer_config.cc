@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "text/post_processor.h"
 #include "text/tokenizer_impl.h"
 
 namespace ftune::text {
@@ -86,16 +85,6 @@ void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text, c
   }
   if (!to_add.empty()) impl.added.add_tokens(to_add, *impl.model, impl.normalizer.get());
 
-  if (root.has("add_bos_token") || root.has("add_eos_token")) {
-    const bool add_bos = root.bool_or("add_bos_token", false) && named[0];
-    const bool add_eos = root.bool_or("add_eos_token", false) && named[1];
-    auto id_of = [&](const std::optional<AddedToken>& t) -> std::optional<uint32_t> {
-      const uint32_t id = impl.token_to_id(t->content);
-      return id == StringIdMap::kMissing ? std::nullopt : std::optional<uint32_t>(id);
-    };
-    impl.post_processor = make_bos_eos_template(add_bos ? named[0]->content : "", add_bos ? id_of(named[0]) : std::nullopt,
-                                                add_eos ? named[1]->content : "", add_eos ? id_of(named[1]) : std::nullopt);
-  }
   if (root.has("split_special_tokens")) impl.added.set_encode_special_tokens(root.at("split_special_tokens").as_bool());
   if (auto m = root.get("model_max_length")) {
     const double v = m->as_number();

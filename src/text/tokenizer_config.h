@@ -1,9 +1,6 @@
 // tokenizer_config.json: the transformers settings that change what `tokenizer(text, pair)`
-// returns for a fast tokenizer, and nothing else:
-//   add_bos_token / add_eos_token   when either key is present, the post-processor becomes
-//                                   "[bos] $A [eos]" / "[bos] $A [eos] [bos] $B:1 [eos]:1" built
-//                                   from bos_token / eos_token (transformers'
-//                                   update_post_processor)
+// returns for a fast tokenizer loaded from tokenizer.json (transformers 5: TokenizersBackend /
+// PreTrainedTokenizerFast), and nothing else:
 //   bos/eos/unk/sep/pad/cls/mask_token, additional_special_tokens, extra_special_tokens,
 //   added_tokens_decoder            special tokens missing from tokenizer.json's added tokens are
 //                                   added, as transformers does at load
@@ -12,8 +9,10 @@
 //                                   without one (ignored when >= 1e30, transformers' "no limit")
 //   padding_side, truncation_side   default sides
 //   pad_token                       the id used for padding
-// Model-class specific rewrites transformers may apply on top (e.g. BertTokenizer rebuilding the
-// same [CLS]/[SEP] template) are not reproduced; they are identical for standard files.
+// add_bos_token / add_eos_token are ignored, as transformers 5 ignores them when a tokenizer.json
+// exists (the post-processor in the file decides). tokenizer.json is authoritative: transformers
+// 5's model-specific classes named by "tokenizer_class" (e.g. LlamaTokenizer) may rebuild their
+// pipeline from the vocabulary instead; ftune does not imitate such rebuilds.
 #pragma once
 
 namespace ftune::text {}
