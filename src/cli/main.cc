@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "ftune 0.1.0");
   ftune::cli::add_predict_command(app);
   ftune::cli::add_doctor_command(app);
+  ftune::cli::add_tokenize_command(app);
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {
     app.parse(argc, argv);
