@@ -9,5 +9,6 @@ namespace ftune::cli {
 void add_predict_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_train_command(CLI::App& app);
 
 }  // namespace ftune::cli

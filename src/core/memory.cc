@@ -153,6 +153,14 @@ void convert(TensorView dst, TensorView src) {
   }
 }
 
+float to_host_scalar(TensorView src) {
+  if (src.numel() != 1 || src.dtype != DType::F32)
+    throw ShapeError("to_host_scalar: expected one f32 element, got " + src.describe());
+  float value = 0.0f;
+  copy(TensorView(&value, DType::F32, Device::cpu(), src.shape), src);
+  return value;
+}
+
 void fill_zero(TensorView dst) {
   if (!dst.is_contiguous()) throw ShapeError("fill_zero: view must be contiguous");
   if (dst.device.is_cpu()) {

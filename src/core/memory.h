@@ -31,6 +31,9 @@ void set_device_memory_limit(DeviceKind kind, std::optional<size_t> bytes);
 void copy(TensorView dst, TensorView src);
 // Copies with dtype conversion between f32, bf16 and f16 (CPU views only).
 void convert(TensorView dst, TensorView src);
+// Reads a 1-element f32 tensor from any device (a synchronisation point on accelerators: call
+// it once per logging interval, not per kernel).
+float to_host_scalar(TensorView src);
 // Sets every byte of dst to zero.
 void fill_zero(TensorView dst);
 // Sets every element of an f32 view to value.

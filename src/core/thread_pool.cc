@@ -6,7 +6,7 @@
 
 #include "core/float_env.h"
 
-// OpenBLAS threads its own GEMMs; it gets the same thread count as the pool.
+// OpenBLAS runs single-threaded: ops/primitives_cpu.cc splits large GEMMs over this pool.
 extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace ftune {
@@ -15,6 +15,8 @@ namespace {
 thread_local bool t_inside_region = false;
 
 }  // namespace
+
+bool in_parallel_region() { return t_inside_region; }
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads < 1) num_threads = 1;
@@ -130,7 +132,7 @@ ThreadPool& compute_pool() {
   if (!g_pool) {
     enable_flush_to_zero();
     g_pool = std::make_unique<ThreadPool>(resolved_threads());
-    openblas_set_num_threads(resolved_threads());
+    openblas_set_num_threads(1);
   }
   return *g_pool;
 }
@@ -140,7 +142,7 @@ void set_compute_threads(int num_threads) {
   g_threads = num_threads < 0 ? 0 : num_threads;
   enable_flush_to_zero();
   g_pool = std::make_unique<ThreadPool>(resolved_threads());
-  openblas_set_num_threads(resolved_threads());
+  openblas_set_num_threads(1);
 }
 
 int compute_threads() { return compute_pool().num_threads(); }

@@ -50,6 +50,10 @@ class ThreadPool {
   std::mutex call_mu_;  // one parallel region at a time
 };
 
+// True on a pool worker, and on a caller while it runs its own chunk of a parallel region: work
+// started there runs serially on this thread.
+bool in_parallel_region();
+
 // The process-wide compute pool (created on first use with the configured thread count).
 ThreadPool& compute_pool();
 // Sets the compute thread count (ops and OpenBLAS); 0 means all hardware threads.

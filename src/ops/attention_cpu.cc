@@ -24,12 +24,11 @@ int64_t attended_keys(const int32_t* mask, int64_t T) {
   return L;
 }
 
-// Runs fn(unit, thread_workspace) for every (batch, head) unit, one static block per thread, with
-// OpenBLAS single-threaded inside.
+// Runs fn(unit, thread_workspace) for every (batch, head) unit, one static block per thread (the
+// GEMMs inside run on the calling thread).
 template <typename Fn>
 void for_each_head(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
   const int threads = compute_threads();
-  SingleThreadedBlas single;
   compute_pool().parallel_for(threads, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* ws = workspace + t * per_thread;
