@@ -58,7 +58,7 @@ text::TextPair parse_line(std::string& raw, size_t number, const TokenizeArgs& a
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(raw);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax errors, numbers out of range
     throw InputError(fmt::format("{}: invalid JSON: {}", where, e.what()));
   }
   if (!j.is_object()) throw InputError(where + ": expected a JSON object {\"text\": ..., \"text_pair\": ...}");

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "text/json_node.h"
@@ -23,9 +24,7 @@ class Model {
 
   // The vocabulary (HF Model::token_to_id / id_to_token / get_vocab_size).
   uint32_t token_to_id(std::string_view token) const { return vocab_.find(token); }  // kMissing if absent
-  const std::string* id_to_token(uint32_t id) const {
-    return id < tokens_.size() && has_token_[id] ? &tokens_[id] : nullptr;
-  }
+  const std::string* id_to_token(uint32_t id) const;
   virtual size_t vocab_size() const { return vocab_.size(); }
   const StringIdMap& vocab() const { return vocab_; }
 
@@ -36,8 +35,12 @@ class Model {
   void read_vocab_object(const JsonNode& vocab);
 
   StringIdMap vocab_;
+  // id -> token: dense for ids below kDenseIds, a hash map above (vocabularies with holes or
+  // huge ids stay cheap).
+  static constexpr uint32_t kDenseIds = 1u << 22;
   std::vector<std::string> tokens_;
   std::vector<bool> has_token_;
+  std::unordered_map<uint32_t, std::string> sparse_tokens_;
 };
 
 // Builds the model from its tokenizer.json description (model_factory.cc).

@@ -6,6 +6,10 @@ namespace ftune::text {
 
 void Model::add_token(std::string_view token, uint32_t id) {
   vocab_.set(token, id);
+  if (id >= kDenseIds) {
+    sparse_tokens_[id] = std::string(token);
+    return;
+  }
   if (id >= tokens_.size()) {
     tokens_.resize(size_t(id) + 1);
     has_token_.resize(size_t(id) + 1, false);
@@ -22,8 +26,14 @@ void Model::read_vocab_object(const JsonNode& vocab) {
       JsonNode(*it, vocab.path() + "[\"" + it.key() + "\"]").fail("a non-negative integer id");
     max_id = std::max<size_t>(max_id, it->get<uint64_t>());
   }
-  tokens_.reserve(max_id + 1);
+  tokens_.reserve(std::min<size_t>(max_id + 1, kDenseIds));
   for (auto it = vocab.raw().begin(); it != vocab.raw().end(); ++it) add_token(it.key(), it->get<uint32_t>());
+}
+
+const std::string* Model::id_to_token(uint32_t id) const {
+  if (id < tokens_.size()) return has_token_[id] ? &tokens_[id] : nullptr;
+  auto it = sparse_tokens_.find(id);
+  return it == sparse_tokens_.end() ? nullptr : &it->second;
 }
 
 std::unique_ptr<Model> make_model(const JsonNode& node) {

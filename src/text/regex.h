@@ -10,7 +10,8 @@
 //   (?m)   -> (?s)   (Ruby's m flag is "dot matches newline"); ^ and $ are always line anchors
 // Iteration over matches follows the onig crate's find_iter: after a non-empty match, the next
 // empty match is skipped, and an empty match advances the search by one character.
-// \W inside a character class has no PCRE2 equivalent and is rejected with an InputError.
+// \W inside a character class has no PCRE2 equivalent and is rejected with an InputError, as is
+// \C (one byte, which would cut UTF-8 characters).
 //
 // Unicode classes (\p{L}, \p{N}, ...) come from PCRE2's tables (Unicode 14.0 for PCRE2 10.42);
 // HF's Oniguruma has Unicode 16.0, so characters assigned after 14.0 may be classed differently.

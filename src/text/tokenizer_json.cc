@@ -57,7 +57,7 @@ void load_tokenizer_json(Tokenizer::Impl& impl, std::string_view json_text, cons
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax errors, numbers out of range
     throw InputError(name + ": invalid JSON: " + e.what());
   }
   const JsonNode root(j, name);

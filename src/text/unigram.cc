@@ -134,7 +134,7 @@ class Unigram final : public Model {
     uint32_t token = 0;  // index of a token ending here (for the final id lookup)
   };
 
-  std::string_view tokens_at(const Node& nd) const { return tokens_[nd.token]; }
+  std::string_view tokens_at(const Node& nd) const { return *id_to_token(nd.token); }
 
   void insert_trie(const std::string& token) {
     uint32_t node = 0;

@@ -73,6 +73,8 @@ TEST(OnigurumaSemantics, SyntaxDifferencesAreTranslated) {
   EXPECT_EQ(m, (std::vector<Match>{{0, 2}}));
   EXPECT_THROW(Regex("[\\W]", "t"), InputError);
   EXPECT_THROW(Regex("(unclosed", "t"), InputError);
+  // Found by fuzz/fuzz_regex: PCRE2's \C matches one byte and cut UTF-8 characters.
+  EXPECT_THROW(Regex("\\C'", "t"), InputError);
 }
 
 TEST(OnigurumaSemantics, Llama3AndGpt2Patterns) {
