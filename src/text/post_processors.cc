@@ -28,6 +28,31 @@ void push_special(Encoding& e, uint32_t id, uint32_t type_id) {
 
 void set_type_ids(Encoding& e, uint32_t type_id) { e.type_ids.assign(e.ids.size(), type_id); }
 
+// Appends the tokens of one input sequence with the given type id.
+void push_sequence(Encoding& e, const std::vector<uint32_t>& ids, uint32_t type_id) {
+  e.ids.insert(e.ids.end(), ids.begin(), ids.end());
+  e.type_ids.insert(e.type_ids.end(), ids.size(), type_id);
+  e.attention_mask.insert(e.attention_mask.end(), ids.size(), 1);
+  e.special_tokens_mask.insert(e.special_tokens_mask.end(), ids.size(), 0);
+}
+
+void clear(Encoding& e, size_t reserve) {
+  e.ids.clear();
+  e.type_ids.clear();
+  e.attention_mask.clear();
+  e.special_tokens_mask.clear();
+  e.ids.reserve(reserve);
+  e.type_ids.reserve(reserve);
+  e.attention_mask.reserve(reserve);
+  e.special_tokens_mask.reserve(reserve);
+}
+
+Encoding from_ids(const std::vector<uint32_t>& ids, uint32_t type_id) {
+  Encoding e;
+  push_sequence(e, ids, type_id);
+  return e;
+}
+
 class TemplateProcessing final : public PostProcessor {
  public:
   struct Piece {
@@ -47,6 +72,19 @@ class TemplateProcessing final : public PostProcessor {
   }
 
   size_t added_tokens(bool is_pair) const override { return is_pair ? added_pair_ : added_single_; }
+
+  void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b, bool add_special_tokens,
+               Encoding& out) const override {
+    const auto& tmpl = b ? pair_ : single_;
+    clear(out, a.size() + (b ? b->size() : 0) + (b ? added_pair_ : added_single_));
+    for (const Piece& p : tmpl) {
+      if (p.is_sequence) {
+        push_sequence(out, p.sequence == 0 ? a : *b, p.type_id);
+      } else if (add_special_tokens) {
+        for (uint32_t id : specials_.at(p.special).ids) push_special(out, id, p.type_id);
+      }
+    }
+  }
 
   void process_encodings(std::vector<Encoding>& encodings, bool add_special_tokens) const override {
     if (encodings.size() != 1 && encodings.size() != 2)
@@ -90,6 +128,19 @@ class BertLikeProcessing final : public PostProcessor {
 
   size_t added_tokens(bool is_pair) const override { return is_pair ? (roberta_ ? 4 : 3) : 2; }
 
+  void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b, bool add_special_tokens,
+               Encoding& out) const override {
+    clear(out, a.size() + (b ? b->size() : 0) + 4);
+    const uint32_t pair_type = roberta_ ? 0 : 1;
+    if (add_special_tokens) push_special(out, cls_, 0);
+    push_sequence(out, a, 0);
+    if (add_special_tokens) push_special(out, sep_, 0);
+    if (!b) return;
+    if (add_special_tokens && roberta_) push_special(out, sep_, 0);
+    push_sequence(out, *b, pair_type);
+    if (add_special_tokens) push_special(out, sep_, pair_type);
+  }
+
   void process_encodings(std::vector<Encoding>& encodings, bool add_special_tokens) const override {
     if (roberta_)
       for (Encoding& e : encodings) set_type_ids(e, 0);
@@ -117,6 +168,10 @@ class ByteLevelProcessing final : public PostProcessor {
  public:
   size_t added_tokens(bool) const override { return 0; }
   void process_encodings(std::vector<Encoding>&, bool) const override {}  // offsets only in HF
+  void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b, bool add_special_tokens,
+               Encoding& out) const override {
+    post_process(nullptr, a, b, add_special_tokens, out);
+  }
 };
 
 class SequenceProcessing final : public PostProcessor {
@@ -201,19 +256,25 @@ std::unique_ptr<PostProcessor> make_post_processor(const JsonNode& node) {
                            "\" (known: TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence)");
 }
 
-Encoding post_process(const PostProcessor* processor, Encoding first, std::optional<Encoding> pair,
-                      bool add_special_tokens) {
+void PostProcessor::process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b, bool add_special_tokens,
+                            Encoding& out) const {
   std::vector<Encoding> encs;
-  encs.push_back(std::move(first));
-  if (pair) encs.push_back(std::move(*pair));
-  if (processor) {
-    for (size_t i = 0; i < encs.size(); ++i) set_type_ids(encs[i], static_cast<uint32_t>(i));
-    processor->process_encodings(encs, add_special_tokens);
-  }
-  if (encs.size() == 1) return std::move(encs[0]);
-  Encoding out;
+  encs.push_back(from_ids(a, 0));
+  if (b) encs.push_back(from_ids(*b, 1));
+  process_encodings(encs, add_special_tokens);
+  clear(out, 0);
   for (const Encoding& e : encs) append(out, e);
-  return out;
+}
+
+void post_process(const PostProcessor* processor, const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,
+                  bool add_special_tokens, Encoding& out) {
+  if (processor) {
+    processor->process(a, b, add_special_tokens, out);
+    return;
+  }
+  clear(out, a.size() + (b ? b->size() : 0));
+  push_sequence(out, a, 0);
+  if (b) push_sequence(out, *b, 1);
 }
 
 }  // namespace ftune::text

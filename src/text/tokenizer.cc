@@ -74,7 +74,7 @@ uint32_t Tokenizer::Impl::token_to_id(std::string_view token) const {
   return id != StringIdMap::kMissing ? id : model->token_to_id(token);
 }
 
-void Tokenizer::Impl::encode_sequence(std::string_view text, uint32_t type_id, Encoding& out) const {
+void Tokenizer::Impl::encode_sequence(std::string_view text, std::vector<uint32_t>& ids) const {
   thread_local PreTokenized pt;
   thread_local std::string repaired;
   if (utf8_find_invalid(text) != std::string_view::npos) {
@@ -83,27 +83,20 @@ void Tokenizer::Impl::encode_sequence(std::string_view text, uint32_t type_id, E
   }
   added.extract_and_normalize(text, normalizer.get(), pt);
   if (pre_tokenizer) pre_tokenizer->pre_tokenize(pt);
-  out.ids.clear();
+  ids.clear();
   for (const Span& s : pt.spans) {
     if (s.id >= 0)
-      out.ids.push_back(static_cast<uint32_t>(s.id));
+      ids.push_back(static_cast<uint32_t>(s.id));
     else
-      model->tokenize(pt.view(s), out.ids);
+      model->tokenize(pt.view(s), ids);
   }
-  out.type_ids.assign(out.ids.size(), type_id);
-  out.attention_mask.assign(out.ids.size(), 1);
-  out.special_tokens_mask.assign(out.ids.size(), 0);
 }
 
 Encoding Tokenizer::Impl::encode(std::string_view text, std::optional<std::string_view> pair,
                                  const EncodeOptions& options) const {
-  Encoding first;
-  encode_sequence(text, 0, first);
-  std::optional<Encoding> second;
-  if (pair) {
-    second.emplace();
-    encode_sequence(*pair, 1, *second);
-  }
+  thread_local std::vector<uint32_t> first, second;
+  encode_sequence(text, first);
+  if (pair) encode_sequence(*pair, second);
 
   auto resolve_max_length = [&](const char* what) -> size_t {
     if (options.max_length > 0) return static_cast<size_t>(options.max_length);
@@ -126,10 +119,11 @@ Encoding Tokenizer::Impl::encode(std::string_view text, std::optional<std::strin
         max_length -= added_tokens;
     }
     if (truncate)
-      truncate_encodings(first, second ? &*second : nullptr, max_length, options.truncation, options.truncation_side);
+      truncate_sequences(first, pair ? &second : nullptr, max_length, options.truncation, options.truncation_side);
   }
 
-  Encoding out = post_process(post_processor.get(), std::move(first), std::move(second), options.add_special_tokens);
+  Encoding out;
+  post_process(post_processor.get(), first, pair ? &second : nullptr, options.add_special_tokens, out);
 
   if (options.padding != Padding::kNone) {
     size_t length = options.padding == Padding::kMaxLength ? resolve_max_length("padding to max_length") : out.size();

@@ -31,7 +31,7 @@ struct Tokenizer::Impl {
   // HF TokenizerImpl::encode_single_sequence + post_process.
   Encoding encode(std::string_view text, std::optional<std::string_view> pair, const EncodeOptions& options) const;
   // Tokens of one sequence, before post-processing.
-  void encode_sequence(std::string_view text, uint32_t type_id, Encoding& out) const;
+  void encode_sequence(std::string_view text, std::vector<uint32_t>& ids) const;
   uint32_t token_to_id(std::string_view token) const;
 };
 

@@ -21,18 +21,12 @@ void keep(std::vector<T>& v, size_t n, Side direction) {
 
 }  // namespace
 
-void truncate_encoding(Encoding& e, size_t max_length, Side direction) {
-  keep(e.ids, max_length, direction);
-  keep(e.type_ids, max_length, direction);
-  keep(e.attention_mask, max_length, direction);
-  keep(e.special_tokens_mask, max_length, direction);
-}
-
-void truncate_encodings(Encoding& first, Encoding* pair, size_t max_length, Truncation strategy, Side direction) {
+void truncate_sequences(std::vector<uint32_t>& first, std::vector<uint32_t>* pair, size_t max_length,
+                        Truncation strategy, Side direction) {
   if (strategy == Truncation::kNone) return;
   if (max_length == 0) {
-    truncate_encoding(first, 0, direction);
-    if (pair) truncate_encoding(*pair, 0, direction);
+    first.clear();
+    if (pair) pair->clear();
     return;
   }
   const size_t total = first.size() + (pair ? pair->size() : 0);
@@ -40,7 +34,7 @@ void truncate_encodings(Encoding& first, Encoding* pair, size_t max_length, Trun
   const size_t to_remove = total - max_length;
   if (strategy == Truncation::kLongestFirst) {
     if (!pair) {
-      truncate_encoding(first, total - to_remove, direction);
+      keep(first, total - to_remove, direction);
       return;
     }
     size_t n1 = first.size(), n2 = pair->size();
@@ -55,17 +49,17 @@ void truncate_encodings(Encoding& first, Encoding* pair, size_t max_length, Trun
       n2 = n1 + max_length % 2;
     }
     if (swap) std::swap(n1, n2);
-    truncate_encoding(first, n1, direction);
-    truncate_encoding(*pair, n2, direction);
+    keep(first, n1, direction);
+    keep(*pair, n2, direction);
     return;
   }
-  Encoding* target = strategy == Truncation::kOnlyFirst ? &first : pair;
+  std::vector<uint32_t>* target = strategy == Truncation::kOnlyFirst ? &first : pair;
   if (!target) throw InputError("truncation only_second: the input has no second sequence");
   if (target->size() <= to_remove)
     throw InputError("truncation " + std::string(strategy == Truncation::kOnlyFirst ? "only_first" : "only_second") +
                      ": the sequence to truncate is too short to respect max_length " +
                      std::to_string(max_length));
-  truncate_encoding(*target, target->size() - to_remove, direction);
+  keep(*target, target->size() - to_remove, direction);
 }
 
 void pad_encoding(Encoding& e, size_t length, uint32_t pad_id, uint32_t pad_type_id, Side side) {

@@ -73,6 +73,7 @@ uint16_t compute_flags(UChar32 c) {
 struct Table {
   std::vector<uint16_t> stage1;
   std::vector<uint16_t> stage2;
+  detail::FlagTable view;
 };
 
 const Table& table() {
@@ -88,6 +89,7 @@ const Table& table() {
       if (inserted) tab.stage2.insert(tab.stage2.end(), block.begin(), block.end());
       tab.stage1[hi] = it->second;
     }
+    tab.view = {tab.stage1.data(), tab.stage2.data()};
     return tab;
   }();
   return t;
@@ -95,11 +97,17 @@ const Table& table() {
 
 }  // namespace
 
-uint16_t flags(char32_t c) {
-  if (c >= 0x110000) return 0;
-  const Table& t = table();
-  return t.stage2[size_t(t.stage1[c >> 8]) * 256 + (c & 0xFF)];
+namespace detail {
+
+std::atomic<const FlagTable*> g_flag_table{nullptr};
+
+const FlagTable* build_flag_table() {
+  const FlagTable* t = &table().view;
+  g_flag_table.store(t, std::memory_order_release);
+  return t;
 }
+
+}  // namespace detail
 
 void append_lowercase(std::string& out, char32_t c) {
   if (c < 0x80) {

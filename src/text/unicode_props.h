@@ -15,6 +15,7 @@
 // divergence: HF (Unicode 16) knows their case and class, we do not.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -30,8 +31,23 @@ enum Flag : uint16_t {
   kWord = 1 << 6,              // Rust regex \w: Alphabetic, M*, Nd, Pc, Join_Control
 };
 
-// Flags of code point c (0 for c > U+10FFFF). The table is built from ICU on first use.
-uint16_t flags(char32_t c);
+namespace detail {
+// Two-stage flag table (see unicode_props.cc), built from ICU at start-up or on first use.
+struct FlagTable {
+  const uint16_t* stage1;  // code point >> 8 -> block
+  const uint16_t* stage2;  // block * 256 + (code point & 0xFF) -> flags
+};
+extern std::atomic<const FlagTable*> g_flag_table;
+const FlagTable* build_flag_table();
+}  // namespace detail
+
+// Flags of code point c (0 for c > U+10FFFF).
+inline uint16_t flags(char32_t c) {
+  if (c >= 0x110000) return 0;
+  const detail::FlagTable* t = detail::g_flag_table.load(std::memory_order_acquire);
+  if (!t) t = detail::build_flag_table();
+  return t->stage2[size_t(t->stage1[c >> 8]) * 256 + (c & 0xFF)];
+}
 
 inline bool is_whitespace(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);

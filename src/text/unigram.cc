@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "text/model.h"
-#include "text/u64_map.h"
+#include "text/byte_trie.h"
 #include "text/utf8.h"
 
 namespace ftune::text {
@@ -24,7 +24,6 @@ class Unigram final : public Model {
     const JsonNode vocab = node.at("vocab");
     const size_t n = vocab.size();
     scores_.reserve(n);
-    nodes_.push_back(Node{});
     for (size_t i = 0; i < n; ++i) {
       const JsonNode entry = vocab[i];
       if (!entry.is_array() || entry.size() != 2) entry.fail("a pair [token, score]");
@@ -33,11 +32,9 @@ class Unigram final : public Model {
       add_token(token, static_cast<uint32_t>(i));
       scores_.push_back(score);
       if (score < min_score_) min_score_ = score;
-      insert_trie(token);
+      // A later duplicate overwrites: the trie holds the id of HF's token_to_ids map.
+      if (!token.empty()) trie_.insert(token, static_cast<uint32_t>(i));
     }
-    // Leaves resolve to the id HF's token_to_ids map holds (the last duplicate).
-    for (Node& nd : nodes_)
-      if (nd.leaf) nd.id = vocab_.find(tokens_at(nd));
     if (auto u = node.get("unk_id")) {
       if (n == 0) u->fail_msg("the vocabulary is empty but unk_id is set");
       const int64_t id = u->as_int();
@@ -65,23 +62,17 @@ class Unigram final : public Model {
       const double till_here = best[start].score;
       const size_t mblen = utf8_len(static_cast<unsigned char>(s[start]));
       bool has_single = false;
-      uint32_t node = 0;
-      for (size_t k = start; k < size; ++k) {
-        const uint64_t child = edges_.find((uint64_t(node) << 8) | static_cast<unsigned char>(s[k]));
-        if (child == U64Map::kMissing) break;
-        node = static_cast<uint32_t>(child);
-        const Node& nd = nodes_[node];
-        if (!nd.leaf) continue;
-        const size_t key_pos = k + 1;
-        const double cand = scores_[nd.id] + till_here;
+      trie_.for_each_prefix(s.substr(start), [&](size_t length, uint32_t id) {
+        const size_t key_pos = start + length;
+        const double cand = scores_[id] + till_here;
         Best& target = best[key_pos];
         if (target.starts_at < 0 || cand > target.score) {
           target.score = cand;
           target.starts_at = static_cast<int64_t>(start);
-          target.id = nd.id;
+          target.id = id;
         }
-        if (key_pos - start == mblen) has_single = true;
-      }
+        if (length == mblen) has_single = true;
+      });
       if (!has_single) {
         Best& target = best[start + mblen];
         const double cand = unk_score + till_here;
@@ -128,32 +119,6 @@ class Unigram final : public Model {
   }
 
  private:
-  struct Node {
-    bool leaf = false;
-    uint32_t id = 0;
-    uint32_t token = 0;  // index of a token ending here (for the final id lookup)
-  };
-
-  std::string_view tokens_at(const Node& nd) const { return *id_to_token(nd.token); }
-
-  void insert_trie(const std::string& token) {
-    uint32_t node = 0;
-    for (unsigned char c : token) {
-      const uint64_t key = (uint64_t(node) << 8) | c;
-      const uint64_t child = edges_.find(key);
-      if (child != U64Map::kMissing) {
-        node = static_cast<uint32_t>(child);
-      } else {
-        nodes_.push_back(Node{});
-        const auto id = static_cast<uint32_t>(nodes_.size() - 1);
-        edges_.set(key, id);
-        node = id;
-      }
-    }
-    nodes_[node].leaf = true;
-    nodes_[node].token = static_cast<uint32_t>(scores_.size() - 1);
-  }
-
   bool spell_bytes(std::string_view piece, std::vector<uint32_t>& ids) const {
     const size_t first = ids.size();
     for (unsigned char b : piece) {
@@ -170,8 +135,7 @@ class Unigram final : public Model {
   }
 
   std::vector<double> scores_;
-  std::vector<Node> nodes_;  // node 0 is the root
-  U64Map edges_;             // (node << 8 | byte) -> child node
+  ByteTrie trie_;  // token -> id
   double min_score_ = std::numeric_limits<double>::infinity();
   uint32_t unk_id_ = 0;
   bool has_unk_ = false, byte_fallback_ = false;

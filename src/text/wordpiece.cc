@@ -2,10 +2,13 @@
 // vocabulary entry that matches; every later piece is looked up with the continuing-subword
 // prefix ("##"). If some position matches nothing, or the word has more than
 // max_input_chars_per_word characters, the whole word becomes the unknown token.
+// HF tries every end position from the longest down; two tries (all entries, and the entries
+// that start with the prefix, stored without it) give the same longest match in one walk.
 #include <memory>
 #include <string>
 
 #include "core/error.h"
+#include "text/byte_trie.h"
 #include "text/model.h"
 #include "text/utf8.h"
 
@@ -20,7 +23,12 @@ class WordPiece final : public Model {
     unk_token_ = node.string_or("unk_token", "[UNK]");
     prefix_ = node.string_or("continuing_subword_prefix", "##");
     max_chars_ = static_cast<size_t>(node.int_or("max_input_chars_per_word", 100));
-    vocab_.for_each([&](std::string_view key, uint32_t) { max_key_len_ = std::max(max_key_len_, key.size()); });
+    vocab_.for_each([&](std::string_view key, uint32_t id) {
+      if (key.empty()) return;
+      first_.insert(key, id);
+      if (key.size() > prefix_.size() && key.compare(0, prefix_.size(), prefix_) == 0)
+        continuing_.insert(key.substr(prefix_.size()), id);
+    });
   }
 
   void tokenize(std::string_view word, std::vector<uint32_t>& ids) const override {
@@ -29,35 +37,17 @@ class WordPiece final : public Model {
       return;
     }
     const size_t first = ids.size();
-    thread_local std::string key;
     size_t start = 0;
     while (start < word.size()) {
-      // Longer candidates than the longest vocabulary entry cannot match: start below it.
-      const size_t budget = start == 0 ? max_key_len_ : (max_key_len_ > prefix_.size() ? max_key_len_ - prefix_.size() : 0);
-      size_t end = std::min(word.size(), start + budget);
-      while (end < word.size() && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80) --end;  // char boundary
-      uint32_t found = StringIdMap::kMissing;
-      while (end > start) {
-        const std::string_view piece = word.substr(start, end - start);
-        if (start == 0) {
-          found = vocab_.find(piece);
-        } else {
-          key.assign(prefix_);
-          key.append(piece);
-          found = vocab_.find(key);
-        }
-        if (found != StringIdMap::kMissing) break;
-        size_t e = end;
-        utf8_prev(word, e);
-        end = e;
-      }
-      if (found == StringIdMap::kMissing) {
+      uint32_t id = 0;
+      const size_t len = (start == 0 ? first_ : continuing_).longest_prefix(word.substr(start), id);
+      if (len == 0) {
         ids.resize(first);
         ids.push_back(unk_id());
         return;
       }
-      ids.push_back(found);
-      start = end;
+      ids.push_back(id);
+      start += len;
     }
   }
 
@@ -71,7 +61,8 @@ class WordPiece final : public Model {
 
   std::string unk_token_, prefix_;
   size_t max_chars_ = 100;
-  size_t max_key_len_ = 0;
+  ByteTrie first_;       // every entry
+  ByteTrie continuing_;  // entries that start with the prefix, without it
 };
 
 }  // namespace
