@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 
 #include "core/memory.h"
@@ -89,8 +90,8 @@ int main(int argc, char** argv) {
       clf.forward(dropout);
       clf.loss({});
       clf.backward(dropout);
-      clip_grad_norm(clf.param_grads(), 1.0);
-      adamw.step(clf.param_values(), clf.param_grads(), 2e-5f);
+      const double norm = std::sqrt(grad_sum_of_squares(clf.param_grads()));
+      adamw.step(clf.param_values(), clf.param_grads(), 2e-5f, clip_coefficient(norm, 1.0));
       const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (s >= warmup) ms.push_back(t);
     }

@@ -68,7 +68,8 @@ import time
 POS_FILES = {"n": "noun", "v": "verb", "a": "adj", "r": "adv"}
 SPLITS = ("train", "validation", "test")
 # Defaults sized for the README's CPU job: ~4k training pairs and ~1k pairs per evaluation split.
-DEFAULT_MAX_TRAIN_GROUPS = 600
+DEFAULT_MAX_TRAIN_GROUPS = 1500
+DEFAULT_MAX_TRAIN_NEGATIVES = 2
 DEFAULT_MAX_EVAL_GROUPS = 150
 
 
@@ -239,12 +240,20 @@ def build_groups(index, synsets, exceptions):
             if not polysemous:
                 drops["no_polysemous_lemma_in_synset"] += 1
                 continue
-            target = next((w for w in polysemous
-                           if lemma_pattern(w, pos, exceptions).search(sentence)), None)
+            match, target = None, None
+            for w in polysemous:
+                match = lemma_pattern(w, pos, exceptions).search(sentence)
+                if match:
+                    target = w
+                    break
             if target is None:
                 drops["lemma_not_in_sentence"] += 1
                 continue
-            raw.append({"pos": pos, "lemma": target, "synset": offset, "text": sentence,
+            # GlossBERT's weak supervision: the target occurrence is put in quotation marks, so
+            # the model knows which word of the sentence the candidate definitions are about.
+            marked = (sentence[:match.start()] + '"' + sentence[match.start():match.end()] + '"'
+                      + sentence[match.end():])
+            raw.append({"pos": pos, "lemma": target, "synset": offset, "text": marked,
                         "group": f"{pos}{offset}.{k + 1}"})
     # The same sentence for the same lemma under two different senses would be the same input
     # with two labels: drop all of its copies. Exact repeats under one sense keep one copy.
@@ -296,8 +305,16 @@ def subsample(groups, limit, seed, split):
     return groups
 
 
-def pairs_of(group):
-    for rank, (offset, definition) in enumerate(group["candidates"]):
+def pairs_of(group, max_negatives=0):
+    """The candidate pairs of a group in sense order; with max_negatives > 0, the gold sense and
+    at most that many other senses, chosen by a generator seeded with the group id."""
+    ranks = list(range(len(group["candidates"])))
+    if max_negatives and len(ranks) - 1 > max_negatives:
+        others = [r for r in ranks if r != group["gold"]]
+        keep = set(random.Random(f"negatives:{group['group']}").sample(others, max_negatives))
+        ranks = [r for r in ranks if r == group["gold"] or r in keep]
+    for rank in ranks:
+        offset, definition = group["candidates"][rank]
         yield {"text": group["text"], "text_pair": f"{group['lemma']}: {definition}",
                "label": int(rank == group["gold"]), "lemma": group["lemma"], "pos": group["pos"],
                "synset": offset, "sense": rank + 1, "group": group["group"]}
@@ -433,8 +450,9 @@ def write_atomic(path, text):
         raise
 
 
-def jsonl(groups):
-    return "".join(json.dumps(p, ensure_ascii=False) + "\n" for g in groups for p in pairs_of(g))
+def jsonl(groups, max_negatives=0):
+    return "".join(json.dumps(p, ensure_ascii=False) + "\n"
+                   for g in groups for p in pairs_of(g, max_negatives))
 
 
 def build(args):
@@ -450,13 +468,15 @@ def build(args):
               "test": args.max_eval_groups}
     chosen = {s: subsample(pools[s], None if args.full else limits[s], args.seed, s)
               for s in SPLITS}
-    files = {f"{s}.jsonl": jsonl(chosen[s]) for s in SPLITS}
+    files = {f"{s}.jsonl": jsonl(chosen[s], args.max_train_negatives if s == "train" else 0)
+             for s in SPLITS}
     stats = {
         "source": {"wordnet_dir": args.wordnet_dir, "synsets": len(synsets),
                    "examples": drops["examples"]},
         "options": {"seed": args.seed, "full": args.full,
                     "max_train_groups": args.max_train_groups,
                     "max_eval_groups": args.max_eval_groups, "max_senses": args.max_senses,
+                    "max_train_negatives": args.max_train_negatives,
                     "val_frac": args.val_frac, "test_frac": args.test_frac},
         "examples_dropped": {k: v for k, v in drops.items() if k not in ("examples", "kept")},
         "groups_built": drops["kept"],
@@ -504,7 +524,11 @@ def check(args, out_dir):
                 failures.append(f"{path}: group {gid} has {positives} positives")
             if len(rows) < 2 or len({(r["text"], r["lemma"], r["pos"]) for r in rows}) != 1:
                 failures.append(f"{path}: group {gid} is not one sentence with >= 2 candidates")
-            if [r["sense"] for r in rows] != list(range(1, len(rows) + 1)):
+            senses = [r["sense"] for r in rows]
+            if split == "train" and args.max_train_negatives:
+                if senses != sorted(set(senses)) or len(rows) > args.max_train_negatives + 1:
+                    failures.append(f"{path}: group {gid} senses {senses} are not a capped subset")
+            elif senses != list(range(1, len(rows) + 1)):
                 failures.append(f"{path}: group {gid} candidates are not senses 1..{len(rows)}")
             if len({r["text_pair"] for r in rows}) != len(rows):
                 failures.append(f"{path}: group {gid} has repeated candidates")
@@ -515,6 +539,7 @@ def check(args, out_dir):
                "--max-train-groups", str(args.max_train_groups),
                "--max-eval-groups", str(args.max_eval_groups),
                "--max-senses", str(args.max_senses),
+               "--max-train-negatives", str(args.max_train_negatives),
                "--val-frac", repr(args.val_frac), "--test-frac", repr(args.test_frac)]
         if args.full:
             cmd.append("--full")
@@ -544,6 +569,8 @@ def main(argv=None):
                    help="validation and test examples (groups) kept, each")
     p.add_argument("--max-senses", type=int, default=0,
                    help="drop groups whose lemma has more senses than this (0: keep all)")
+    p.add_argument("--max-train-negatives", type=int, default=DEFAULT_MAX_TRAIN_NEGATIVES,
+                   help="training groups keep the gold sense and at most this many others (0: all)")
     p.add_argument("--full", action="store_true", help="no subsampling: every group of the pool")
     p.add_argument("--val-frac", type=float, default=0.1, help="share of lemmas for validation")
     p.add_argument("--test-frac", type=float, default=0.1, help="share of lemmas for test")

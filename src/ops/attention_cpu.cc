@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
+#include "ops/fast_math.h"
 #include "ops/primitives_cpu.h"
 
 namespace ftune::cpu {
@@ -65,7 +66,7 @@ void attention_forward(float* out, float* probs, const float* qkv, const int32_t
         for (int64_t j = 0; j < keys; ++j)
           if (mask[j]) mx = std::max(mx, row[j]);
         float sum = 0.0f;
-        for (int64_t j = 0; j < keys; ++j) sum += (row[j] = mask[j] ? std::exp(row[j] - mx) : 0.0f);
+        for (int64_t j = 0; j < keys; ++j) sum += (row[j] = mask[j] ? fast_exp(row[j] - mx) : 0.0f);
         const float inv = 1.0f / sum;
         for (int64_t j = 0; j < keys; ++j) row[j] *= inv;
       } else {

@@ -31,7 +31,7 @@ void AdamW::set_lr_scale(const std::string& param, float scale) {
     if (s.offset == spec.offset) s.lr_scale = scale;
 }
 
-void AdamW::step(TensorView values, TensorView grads, float lr) {
+void AdamW::step(TensorView values, TensorView grads, float lr, float grad_scale) {
   const char* op = "adamw_step";
   check_f32(op, "values", values, Shape{params_.total()});
   check_f32(op, "grads", grads, Shape{params_.total()});
@@ -53,7 +53,7 @@ void AdamW::step(TensorView values, TensorView grads, float lr) {
                    cpu::adamw_update(p + s.offset, g + s.offset, m + s.offset, v + s.offset, s.count, seg_lr, wd,
                                      options_.beta1, options_.beta2, options_.eps,
                                      static_cast<float>(double(seg_lr) / bc1),
-                                     static_cast<float>(std::sqrt(bc2))),
+                                     static_cast<float>(std::sqrt(bc2)), grad_scale),
                    cuda_kernel_missing(op));
   }
 }

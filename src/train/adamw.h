@@ -31,7 +31,9 @@ class AdamW {
   void bind(const Arena& arena);  // zeroes the moments
 
   // One update of every parameter with learning rate `lr` (the scheduled value for this step).
-  void step(TensorView values, TensorView grads, float lr);
+  // The gradients are multiplied by grad_scale as they are read (gradient clipping's factor, so
+  // clipping costs no extra pass over the gradients).
+  void step(TensorView values, TensorView grads, float lr, float grad_scale = 1.0f);
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t t) { step_ = t; }  // resuming
   void set_lr_scale(const std::string& param, float scale);
@@ -55,7 +57,8 @@ class AdamW {
 
 namespace cpu {
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float weight_decay,
-                  float beta1, float beta2, float eps, float step_size, float bias_correction2_sqrt);
+                  float beta1, float beta2, float eps, float step_size, float bias_correction2_sqrt,
+                  float grad_scale);
 }  // namespace cpu
 
 }  // namespace ftune

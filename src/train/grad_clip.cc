@@ -23,11 +23,16 @@ void scale_in_place(TensorView values, float factor) {
                  cuda_kernel_missing(op));
 }
 
-double clip_grad_norm(TensorView grads, double max_norm) {
-  const double norm = std::sqrt(grad_sum_of_squares(grads));
+float clip_coefficient(double norm, double max_norm) {
   // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.0, applied in the grads' dtype.
   const double coef = max_norm / (norm + 1e-6);
-  if (std::isfinite(norm) && coef < 1.0) scale_in_place(grads, static_cast<float>(coef));
+  return std::isfinite(norm) && coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+}
+
+double clip_grad_norm(TensorView grads, double max_norm) {
+  const double norm = std::sqrt(grad_sum_of_squares(grads));
+  const float coef = clip_coefficient(norm, max_norm);
+  if (coef < 1.0f) scale_in_place(grads, coef);
   return norm;
 }
 

@@ -12,6 +12,9 @@ namespace ftune {
 double grad_sum_of_squares(TensorView grads);
 // Clips in place; returns the norm before clipping (may be NaN/Inf: the caller decides).
 double clip_grad_norm(TensorView grads, double max_norm);
+// The factor clip_grad_norm would scale by: min(1, max_norm / (norm + 1e-6)). The trainer hands it
+// to the optimizer, which applies it while reading the gradients.
+float clip_coefficient(double norm, double max_norm);
 // Multiplies every element by `factor`.
 void scale_in_place(TensorView values, float factor);
 

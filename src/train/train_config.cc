@@ -90,13 +90,20 @@ std::vector<Field> schema(TrainConfig& c) {
   };
 }
 
-// Collects every leaf key path of a YAML mapping ("a.b.c").
-void leaf_keys(const YAML::Node& n, const std::string& prefix, std::vector<std::string>& out) {
+// Collects every leaf key path of a YAML mapping ("a.b.c"); a key given twice in one mapping is
+// an error (YAML parsers silently keep one of them).
+void leaf_keys(const YAML::Node& n, const std::string& prefix, std::vector<std::string>& out, const std::string& name) {
   if (!n.IsMap()) {
     out.push_back(prefix);
     return;
   }
-  for (const auto& kv : n) leaf_keys(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out);
+  std::set<std::string> seen;
+  for (const auto& kv : n) {
+    const std::string key = prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>();
+    if (!seen.insert(key).second)
+      throw InputError(fmt::format("{}:{}: key '{}' is given twice", name, kv.first.Mark().line + 1, key));
+    leaf_keys(kv.second, key, out, name);
+  }
 }
 
 YAML::Node find(const YAML::Node& root, const std::string& dotted) {
@@ -136,7 +143,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   std::set<std::string> known;
   for (const Field& f : fields) known.insert(f.key);
   std::vector<std::string> keys;
-  leaf_keys(root, "", keys);
+  leaf_keys(root, "", keys, name);
   for (const std::string& k : keys) {
     if (known.count(k)) continue;
     std::string best;

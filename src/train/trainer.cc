@@ -185,10 +185,11 @@ nlohmann::json run_training(const TrainConfig& cfg) {
       model.forward(dropout);
       const float loss = to_host_scalar(model.loss(loss_options));
       model.backward(dropout);
-      const double norm = clip_grad_norm(model.param_grads(), tc.max_grad_norm);
+      const double norm = std::sqrt(grad_sum_of_squares(model.param_grads()));
       const double lr = schedule.lr(step);
       if (std::isfinite(loss) && std::isfinite(norm)) {
-        adamw.step(model.param_values(), model.param_grads(), static_cast<float>(lr));
+        adamw.step(model.param_values(), model.param_grads(), static_cast<float>(lr),
+                   clip_coefficient(norm, tc.max_grad_norm));
       } else {
         ++skipped;
         spdlog::warn("step {}: non-finite loss or gradient norm ({} / {}); update skipped", step, loss, norm);

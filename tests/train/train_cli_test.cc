@@ -1,0 +1,143 @@
+// `ftune train` end to end through the command line on a tiny model and a synthetic pair task:
+// the loss falls, validation accuracy rises, the run directory holds the resolved config,
+// metrics.jsonl, summary.json and a model that `ftune predict` loads; bad configs and bad data
+// rows fail with exit code 2 and a message naming the key or the file and line.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "run_cli.h"
+#include "test_util.h"
+#include "tiny_model.h"
+
+namespace ftune::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Label 1 when the second text says "good", 0 when it says "bad", among distractor words: a
+// tiny model learns it within a few dozen steps from a random start.
+void write_task(const std::string& path, int n, uint64_t seed) {
+  const char* words[] = {"red", "green", "car", "house", "bird", "apple", "river", "chair", "book", "cloud"};
+  std::mt19937_64 rng(seed);
+  std::ofstream out(path);
+  for (int i = 0; i < n; ++i) {
+    const bool good = rng() % 2 == 0;
+    std::string text = "the", pair = good ? "good" : "bad";
+    for (int w = 0, k = 1 + static_cast<int>(rng() % 5); w < k; ++w) text += std::string(" ") + words[rng() % 10];
+    for (int w = 0, k = static_cast<int>(rng() % 4); w < k; ++w) pair += std::string(" ") + words[rng() % 10];
+    out << nlohmann::json{{"text", text}, {"text_pair", pair}, {"label", good ? 1 : 0}}.dump() << "\n";
+  }
+}
+
+class TrainCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = tmp_.path() + "/tiny";
+    write_tiny_bert(model_);
+    write_task(tmp_.path() + "/train.jsonl", 256, 1);
+    write_task(tmp_.path() + "/val.jsonl", 64, 2);
+  }
+  std::string config(const std::string& extra = "") {
+    const std::string path = tmp_.path() + "/config.yaml";
+    std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
+                        << "/train.jsonl\n  validation: " << tmp_.path() << "/val.jsonl\n  max_length: 24\n"
+                        << "training:\n  epochs: 6\n  batch_size: 16\n  learning_rate: 3.0e-3\n"
+                        << "  warmup_ratio: 0.05\n  log_every: 8\n  threads: 2\n" << extra
+                        << "output:\n  dir: " << tmp_.path() << "/run\n";
+    return path;
+  }
+  TempDir tmp_;
+  std::string model_;
+};
+
+TEST_F(TrainCli, LearnsTheTaskAndWritesARunDirectory) {
+  const CliResult r = run_ftune("train --config " + config());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string run = tmp_.path() + "/run";
+  for (const char* f : {"config.yaml", "metrics.jsonl", "summary.json", "model/config.json",
+                        "model/model.safetensors", "model/tokenizer.json"})
+    EXPECT_TRUE(fs::exists(run + "/" + f)) << f;
+  std::vector<double> train_losses;
+  std::ifstream metrics(run + "/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["split"] == "train") train_losses.push_back(j["loss"].get<double>());
+  }
+  ASSERT_GE(train_losses.size(), 4u);
+  EXPECT_LT(train_losses.back(), 0.5 * train_losses.front());
+  const auto summary = nlohmann::json::parse(std::ifstream(run + "/summary.json"));
+  EXPECT_EQ(summary["steps"], 96);
+  EXPECT_GT(summary["final_eval"]["accuracy"].get<double>(), 0.9);
+  EXPECT_GT(summary["train_samples_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(summary["labels"], nlohmann::json::array({"0", "1"}));
+
+  const CliResult p = run_ftune("predict --model " + run + "/model --data " + tmp_.path() + "/val.jsonl --output " +
+                                tmp_.path() + "/pred.jsonl");
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  std::ifstream preds(tmp_.path() + "/pred.jsonl"), val(tmp_.path() + "/val.jsonl");
+  int right = 0, total = 0;
+  for (std::string pl, vl; std::getline(preds, pl) && std::getline(val, vl); ++total)
+    right += nlohmann::json::parse(pl)["label"] == std::to_string(nlohmann::json::parse(vl)["label"].get<int>());
+  EXPECT_EQ(total, 64);
+  EXPECT_GT(right, 57);
+}
+
+TEST_F(TrainCli, OverridesApplyAndAreSavedInTheResolvedConfig) {
+  const CliResult r = run_ftune("train --config " + config() + " training.max_steps=3 training.log_every=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto summary = nlohmann::json::parse(std::ifstream(tmp_.path() + "/run/summary.json"));
+  EXPECT_EQ(summary["steps"], 3);
+  std::ifstream saved(tmp_.path() + "/run/config.yaml");
+  const std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("max_steps: 3"), std::string::npos) << text;
+}
+
+TEST_F(TrainCli, BadConfigsNameTheKey) {
+  struct Case {
+    std::string extra, args, message;
+  } cases[] = {
+      {"  learnin_rate: 1.0e-3\n", "", "unknown key 'training.learnin_rate' (did you mean 'training.learning_rate'?)"},
+      {"", "training.batch_size=many", "key 'training.batch_size' must be an integer, got 'many'"},
+      {"  batch_size: 8\n", "", "key 'training.batch_size' is given twice"},
+      {"  schedule: exponential\n", "", "training.schedule"},
+      {"", "training.epochs=0", "training.epochs"},
+  };
+  for (const Case& c : cases) {
+    const CliResult r = run_ftune("train --config " + config(c.extra) + " " + c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.message << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.message), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("config.yaml"), std::string::npos) << r.output;
+  }
+  const CliResult bare = run_ftune("train --config " + config() + " training.max_steps");
+  EXPECT_EQ(bare.exit_code, 2);
+  EXPECT_NE(bare.output.find("override 'training.max_steps' must look like section.key=value"), std::string::npos)
+      << bare.output;
+  const CliResult missing = run_ftune("train --config " + tmp_.path() + "/nope.yaml");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("nope.yaml"), std::string::npos);
+  std::ofstream(tmp_.path() + "/broken.yaml") << "model:\n  path: [unclosed\n";
+  const CliResult broken = run_ftune("train --config " + tmp_.path() + "/broken.yaml");
+  EXPECT_EQ(broken.exit_code, 2);
+  EXPECT_NE(broken.output.find("broken.yaml:"), std::string::npos) << broken.output;
+}
+
+TEST_F(TrainCli, BadDataRowsNameFileAndLine) {
+  std::ofstream(tmp_.path() + "/train.jsonl", std::ios::app) << "{\"text\": \"\", \"label\": 1}\n";
+  const CliResult empty = run_ftune("train --config " + config());
+  EXPECT_EQ(empty.exit_code, 2);
+  EXPECT_NE(empty.output.find("train.jsonl:257: 'text' is empty"), std::string::npos) << empty.output;
+
+  write_task(tmp_.path() + "/train.jsonl", 16, 1);
+  std::ofstream(tmp_.path() + "/val.jsonl", std::ios::app) << "{\"text\": \"a\", \"text_pair\": \"b\", \"label\": 7}\n";
+  const CliResult label = run_ftune("train --config " + config());
+  EXPECT_EQ(label.exit_code, 2);
+  EXPECT_NE(label.output.find("val.jsonl:65: label '7' is not one of the 2 labels"), std::string::npos)
+      << label.output;
+}
+
+}  // namespace
+}  // namespace ftune::test
