@@ -31,7 +31,8 @@ std::vector<std::string> wordnet_corpus() {
   std::vector<std::string> out;
   for (const char* pos : {"noun", "verb", "adj", "adv"}) {
     std::ifstream in(std::string("/usr/share/wordnet/data.") + pos);
-    if (!in) throw ftune::InputError("/usr/share/wordnet missing: install wordnet-base or pass --corpus");
+    if (!in)
+      throw ftune::InputError("/usr/share/wordnet missing: install wordnet-base or pass --corpus");
     std::string line;
     while (std::getline(in, line)) {
       if (line.rfind("  ", 0) == 0) continue;  // license header
@@ -58,7 +59,9 @@ std::vector<std::string> wordnet_corpus() {
 }
 
 // The repository root (this file is bench/tokenizer_bench.cc; CMake compiles it by absolute path).
-std::string source_dir() { return std::filesystem::path(__FILE__).parent_path().parent_path().string(); }
+std::string source_dir() {
+  return std::filesystem::path(__FILE__).parent_path().parent_path().string();
+}
 
 struct Result {
   std::string name;
@@ -95,7 +98,10 @@ int main(int argc, char** argv) {
     else if (a.find('=') != std::string::npos)
       specs.emplace_back(a.substr(0, a.find('=')), a.substr(a.find('=') + 1));
     else {
-      std::fprintf(stderr, "usage: %s [--corpus FILE] [--write-corpus FILE] [--json OUT] [--threads N] [--seconds S] [name=PATH ...]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--corpus FILE] [--write-corpus FILE] [--json OUT] [--threads N] "
+                   "[--seconds S] [name=PATH ...]\n",
+                   argv[0]);
       return 1;
     }
   }
@@ -117,9 +123,10 @@ int main(int argc, char** argv) {
 
     if (specs.empty()) {
       const std::string fx = source_dir() + "/tests/fixtures/tokenizers";
-      for (const char* n : {"minilm", "wordpiece_cased", "roberta_bpe", "unigram_precompiled"}) specs.emplace_back(n, fx + "/" + n);
+      for (const char* n : {"minilm", "wordpiece_cased", "roberta_bpe", "unigram_precompiled"})
+        specs.emplace_back(n, fx + "/" + n);
       std::string shared = std::getenv("FTUNE_SHARED_DIR") ? std::getenv("FTUNE_SHARED_DIR")
-                                                            : source_dir() + "/../shared";
+                                                           : source_dir() + "/../shared";
       for (const char* n : {"llama2", "llama3", "gemma3"}) {
         const std::string p = shared + "/fixtures/tokenizers/" + n + ".tokenizer.json";
         if (std::filesystem::exists(p)) specs.emplace_back(n, p);
@@ -127,7 +134,8 @@ int main(int argc, char** argv) {
     }
     if (threads > 0) ftune::set_compute_threads(threads);
     const int n_threads = ftune::compute_pool().num_threads();
-    std::printf("corpus: %zu sentences, %.2f MB; threads: %d\n", corpus.size(), bytes / 1e6, n_threads);
+    std::printf("corpus: %zu sentences, %.2f MB; threads: %d\n", corpus.size(), bytes / 1e6,
+                n_threads);
 
     std::vector<ftune::text::TextPair> batch;
     batch.reserve(corpus.size());
@@ -166,20 +174,22 @@ int main(int argc, char** argv) {
         r.mb_s_n = bytes * passes / elapsed / 1e6;
         r.sent_s_n = corpus.size() * passes / elapsed;
       }
-      std::printf("  %-20s 1 thread %7.2f MB/s %9.0f sent/s | %2d threads %7.2f MB/s %9.0f sent/s | %zu tokens\n",
-                  name.c_str(), r.mb_s_1, r.sent_s_1, n_threads, r.mb_s_n, r.sent_s_n, r.tokens);
+      std::printf(
+          "  %-20s 1 thread %7.2f MB/s %9.0f sent/s | %2d threads %7.2f MB/s %9.0f sent/s | %zu "
+          "tokens\n",
+          name.c_str(), r.mb_s_1, r.sent_s_1, n_threads, r.mb_s_n, r.sent_s_n, r.tokens);
       std::fflush(stdout);
       results.push_back(r);
     }
     if (!json_out.empty()) {
       std::ofstream out(json_out);
-      out << "{\"threads\": " << n_threads << ", \"sentences\": " << corpus.size() << ", \"bytes\": " << bytes
-          << ", \"results\": [";
+      out << "{\"threads\": " << n_threads << ", \"sentences\": " << corpus.size()
+          << ", \"bytes\": " << bytes << ", \"results\": [";
       for (size_t i = 0; i < results.size(); ++i) {
         const Result& r = results[i];
         out << (i ? ", " : "") << "{\"name\": \"" << r.name << "\", \"mb_s_1\": " << r.mb_s_1
-            << ", \"sent_s_1\": " << r.sent_s_1 << ", \"mb_s_n\": " << r.mb_s_n << ", \"sent_s_n\": " << r.sent_s_n
-            << ", \"tokens\": " << r.tokens << "}";
+            << ", \"sent_s_1\": " << r.sent_s_1 << ", \"mb_s_n\": " << r.mb_s_n
+            << ", \"sent_s_n\": " << r.sent_s_n << ", \"tokens\": " << r.tokens << "}";
       }
       out << "]}\n";
     }

@@ -30,9 +30,10 @@ void check(bool ok, const char* what) {
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   const std::string fx = std::string(FTUNE_SOURCE_DIR) + "/tests/fixtures/tokenizers/";
-  for (const char* name : {"minilm", "roberta_bpe", "unigram_precompiled", "wordpiece_cased", "pipeline_a",
-                           "pipeline_b", "pipeline_c"})
-    tokenizers().push_back(std::make_unique<ftune::text::Tokenizer>(ftune::text::Tokenizer::from_path(fx + name)));
+  for (const char* name : {"minilm", "roberta_bpe", "unigram_precompiled", "wordpiece_cased",
+                           "pipeline_a", "pipeline_b", "pipeline_c"})
+    tokenizers().push_back(
+        std::make_unique<ftune::text::Tokenizer>(ftune::text::Tokenizer::from_path(fx + name)));
   return 0;
 }
 
@@ -52,8 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace ftune::text;
   EncodeOptions o = tok.default_options();
   o.add_special_tokens = !(flags & 2);
-  static const Truncation strategies[] = {Truncation::kNone, Truncation::kLongestFirst, Truncation::kOnlyFirst,
-                                          Truncation::kOnlySecond};
+  static const Truncation strategies[] = {Truncation::kNone, Truncation::kLongestFirst,
+                                          Truncation::kOnlyFirst, Truncation::kOnlySecond};
   o.truncation = strategies[(flags >> 2) & 3];
   o.truncation_side = (flags & 16) ? Side::kLeft : Side::kRight;
   o.max_length = length % 64 + 1;

@@ -25,7 +25,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint32_t last_end = 0;
     bool first = true;
     for (const auto& [b, e] : matches) {
-      auto boundary = [&](uint32_t i) { return i == text.size() || (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80; };
+      auto boundary = [&](uint32_t i) {
+        return i == text.size() || (static_cast<unsigned char>(text[i]) & 0xC0) != 0x80;
+      };
       if (b > e || e > text.size() || (!first && b < last_end) || !boundary(b) || !boundary(e)) {
         std::fprintf(stderr, "bad match [%u, %u) of %zu bytes\n", b, e, text.size());
         std::abort();

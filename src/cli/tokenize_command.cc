@@ -1,6 +1,7 @@
 // `ftune tokenize`: JSONL text (and text pairs) to token ids with a Hugging Face tokenizer.
 //
-//   ftune tokenize --tokenizer DIR|tokenizer.json --input in.jsonl --output out.jsonl [--max-length N]
+//   ftune tokenize --tokenizer DIR|tokenizer.json --input in.jsonl --output out.jsonl [--max-length
+//   N]
 //
 // Each input line is {"text": ..., "text_pair": ...?}; each output line is
 // {"input_ids": [...], "token_type_ids": [...]}, equal to transformers' tokenizer(text, text_pair)
@@ -50,9 +51,10 @@ text::TextPair parse_line(std::string& raw, size_t number, const TokenizeArgs& a
   const size_t bad = text::utf8_find_invalid(raw);
   if (bad != std::string::npos) {
     if (a.invalid_utf8 != "replace")
-      throw InputError(fmt::format("{}: invalid UTF-8 at byte {} of the line (use --invalid-utf8 replace to "
-                                   "substitute U+FFFD)",
-                                   where, bad + 1));
+      throw InputError(
+          fmt::format("{}: invalid UTF-8 at byte {} of the line (use --invalid-utf8 replace to "
+                      "substitute U+FFFD)",
+                      where, bad + 1));
     raw = text::utf8_sanitize(raw);
   }
   nlohmann::json j;
@@ -61,14 +63,16 @@ text::TextPair parse_line(std::string& raw, size_t number, const TokenizeArgs& a
   } catch (const nlohmann::json::exception& e) {  // syntax errors, numbers out of range
     throw InputError(fmt::format("{}: invalid JSON: {}", where, e.what()));
   }
-  if (!j.is_object()) throw InputError(where + ": expected a JSON object {\"text\": ..., \"text_pair\": ...}");
+  if (!j.is_object())
+    throw InputError(where + ": expected a JSON object {\"text\": ..., \"text_pair\": ...}");
   auto t = j.find("text");
   if (t == j.end()) throw InputError(where + ": missing key \"text\"");
   if (!t->is_string()) throw InputError(where + ": key \"text\" must be a string");
   text::TextPair p{t->get<std::string>(), std::nullopt};
   auto pair = j.find("text_pair");
   if (pair != j.end() && !pair->is_null()) {
-    if (!pair->is_string()) throw InputError(where + ": key \"text_pair\" must be a string or null");
+    if (!pair->is_string())
+      throw InputError(where + ": key \"text_pair\" must be a string or null");
     p.pair = pair->get<std::string>();
   }
   return p;
@@ -132,7 +136,8 @@ void run_tokenize(const TokenizeArgs& a) {
       while (std::getline(in, rest)) {
         ++number;
         if (rest.find_first_not_of(" \t\r") != std::string::npos)
-          throw InputError(fmt::format("{}:{}: empty line, expected a JSON object", a.input, blank_at));
+          throw InputError(
+              fmt::format("{}:{}: empty line, expected a JSON object", a.input, blank_at));
       }
       break;
     }
@@ -149,17 +154,26 @@ void run_tokenize(const TokenizeArgs& a) {
 
 void add_tokenize_command(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
-  CLI::App* cmd = app.add_subcommand("tokenize", "Tokenize JSONL texts with a Hugging Face tokenizer.json");
-  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json or a model directory holding one")->required();
-  cmd->add_option("--input", args->input, "JSONL input: {\"text\": ..., \"text_pair\": ...?} per line")->required();
-  cmd->add_option("--output", args->output, "JSONL output: {\"input_ids\": [...], \"token_type_ids\": [...]}")
+  CLI::App* cmd =
+      app.add_subcommand("tokenize", "Tokenize JSONL texts with a Hugging Face tokenizer.json");
+  cmd->add_option("--tokenizer", args->tokenizer, "tokenizer.json or a model directory holding one")
       ->required();
-  cmd->add_option("--max-length", args->max_length, "truncate to N tokens (longest_first), as max_length=N")
+  cmd->add_option("--input", args->input,
+                  "JSONL input: {\"text\": ..., \"text_pair\": ...?} per line")
+      ->required();
+  cmd->add_option("--output", args->output,
+                  "JSONL output: {\"input_ids\": [...], \"token_type_ids\": [...]}")
+      ->required();
+  cmd->add_option("--max-length", args->max_length,
+                  "truncate to N tokens (longest_first), as max_length=N")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", args->threads, "worker threads (default: all)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--invalid-utf8", args->invalid_utf8, "what to do with invalid UTF-8: error or replace (U+FFFD)")
+  cmd->add_option("--threads", args->threads, "worker threads (default: all)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--invalid-utf8", args->invalid_utf8,
+                  "what to do with invalid UTF-8: error or replace (U+FFFD)")
       ->check(CLI::IsMember({"error", "replace"}));
-  cmd->add_flag("--no-special-tokens", args->no_special_tokens, "do not add [CLS]/[SEP]-style special tokens");
+  cmd->add_flag("--no-special-tokens", args->no_special_tokens,
+                "do not add [CLS]/[SEP]-style special tokens");
   cmd->callback([args] { run_tokenize(*args); });
 }
 

@@ -45,7 +45,8 @@ void AddedVocabulary::Trie::insert(std::string_view pattern, uint32_t id) {
   leaf[node] = id;  // a later token with the same pattern wins
 }
 
-bool AddedVocabulary::Trie::find(std::string_view s, size_t from, size_t& start, size_t& end, uint32_t& id) const {
+bool AddedVocabulary::Trie::find(std::string_view s, size_t from, size_t& start, size_t& end,
+                                 uint32_t& id) const {
   for (size_t st = from; st < s.size(); ++st) {
     if (!first_byte[static_cast<unsigned char>(s[st])]) continue;
     uint64_t node = 0;
@@ -82,7 +83,9 @@ const AddedToken* AddedVocabulary::token(uint32_t id) const {
 
 size_t AddedVocabulary::count_not_in(const Model& model) const {
   size_t n = 0;
-  map_.for_each([&](std::string_view content, uint32_t) { n += model.token_to_id(content) == StringIdMap::kMissing; });
+  map_.for_each([&](std::string_view content, uint32_t) {
+    n += model.token_to_id(content) == StringIdMap::kMissing;
+  });
   return n;
 }
 
@@ -137,8 +140,9 @@ void AddedVocabulary::rebuild_tries() {
   has_raw_ = has_normalized_ = false;
   for (const Entry& e : entries_) {
     if (e.token.normalized) {
-      normalized_trie_.insert(e.has_normalized ? std::string_view(e.normalized) : std::string_view(e.token.content),
-                              e.id);
+      normalized_trie_.insert(
+          e.has_normalized ? std::string_view(e.normalized) : std::string_view(e.token.content),
+          e.id);
       has_normalized_ = true;
     } else {
       raw_trie_.insert(e.token.content, e.id);
@@ -163,8 +167,8 @@ bool starts_with_word(std::string_view s, size_t at) {
 
 }  // namespace
 
-void AddedVocabulary::split_piece(std::string_view piece, const Span& parent, const Trie& trie, bool has_patterns,
-                                  SpanWriter& out) const {
+void AddedVocabulary::split_piece(std::string_view piece, const Span& parent, const Trie& trie,
+                                  bool has_patterns, SpanWriter& out) const {
   if (piece.empty()) return;
   size_t start_offset = 0, pos = 0;
   size_t s = 0, e = 0;

@@ -42,10 +42,12 @@ AddedToken parse_added_token(const JsonNode& node);
 class AddedVocabulary {
  public:
   // HF's AddedVocabulary::add_tokens.
-  void add_tokens(const std::vector<AddedToken>& tokens, const Model& model, const Normalizer* normalizer);
+  void add_tokens(const std::vector<AddedToken>& tokens, const Model& model,
+                  const Normalizer* normalizer);
 
   // Cuts the added tokens out of `text` and normalizes the rest, leaving the result in `pt`.
-  void extract_and_normalize(std::string_view text, const Normalizer* normalizer, PreTokenized& pt) const;
+  void extract_and_normalize(std::string_view text, const Normalizer* normalizer,
+                             PreTokenized& pt) const;
 
   // When true, special tokens are not matched in the text (transformers' split_special_tokens).
   void set_encode_special_tokens(bool v) { encode_special_tokens_ = v; }
@@ -81,11 +83,12 @@ class AddedVocabulary {
   void rebuild_tries();
   const Entry* entry(uint32_t id) const;
   // HF find_matches + split_with_indices over one piece.
-  void split_piece(std::string_view piece, const Span& parent, const Trie& trie, bool original, SpanWriter& out) const;
+  void split_piece(std::string_view piece, const Span& parent, const Trie& trie, bool original,
+                   SpanWriter& out) const;
 
-  StringIdMap map_;                // content -> id
-  std::vector<Entry> entries_;     // in insertion order
-  U64Map by_id_;                   // id -> index in entries_
+  StringIdMap map_;             // content -> id
+  std::vector<Entry> entries_;  // in insertion order
+  U64Map by_id_;                // id -> index in entries_
   std::unordered_set<std::string> special_;
   Trie raw_trie_, normalized_trie_;
   bool has_raw_ = false, has_normalized_ = false;

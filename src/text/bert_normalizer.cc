@@ -4,7 +4,8 @@
 //                         except \t \n \r), then map every whitespace character to ' '
 //   handle_chinese_chars  surround each CJK ideograph with spaces
 //   strip_accents         NFD, then drop nonspacing marks (Mn as of Unicode 8.0). Spacing marks
-//                         (Mc, e.g. Devanagari vowel signs) stay. Defaults to `lowercase` when null.
+//                         (Mc, e.g. Devanagari vowel signs) stay. Defaults to `lowercase` when
+//                         null.
 //   lowercase             Rust char::to_lowercase, character by character
 #include <memory>
 
@@ -20,7 +21,10 @@ namespace {
 class BertNormalizer final : public Normalizer {
  public:
   BertNormalizer(bool clean_text, bool chinese, bool strip_accents, bool lowercase)
-      : clean_text_(clean_text), chinese_(chinese), strip_accents_(strip_accents), lowercase_(lowercase) {}
+      : clean_text_(clean_text),
+        chinese_(chinese),
+        strip_accents_(strip_accents),
+        lowercase_(lowercase) {}
 
   void normalize(std::string_view in, uint32_t& origin_prefix, std::string& out) const override {
     if (is_ascii(in)) {
@@ -109,8 +113,9 @@ std::unique_ptr<Normalizer> make_bert_normalizer(const JsonNode& node) {
   const bool lowercase = node.bool_or("lowercase", true);
   bool strip_accents = lowercase;
   if (auto sa = node.get("strip_accents")) strip_accents = sa->as_bool();
-  return std::make_unique<BertNormalizer>(node.bool_or("clean_text", true), node.bool_or("handle_chinese_chars", true),
-                                          strip_accents, lowercase);
+  return std::make_unique<BertNormalizer>(node.bool_or("clean_text", true),
+                                          node.bool_or("handle_chinese_chars", true), strip_accents,
+                                          lowercase);
 }
 
 }  // namespace ftune::text

@@ -25,12 +25,12 @@ std::atomic<uint64_t> g_next_model_id{1};
 // A per-thread word -> ids cache for one BPE model.
 struct WordCache {
   uint64_t model_id = 0;
-  StringIdMap index;                              // word -> entry
+  StringIdMap index;                                   // word -> entry
   std::vector<std::pair<uint32_t, uint32_t>> entries;  // (offset in ids, count)
   std::vector<uint32_t> ids;
 };
 
-constexpr size_t kCacheCapacity = 1 << 16;  // words per thread and model, then the cache restarts
+constexpr size_t kCacheCapacity = 1 << 16;   // words per thread and model, then the cache restarts
 constexpr size_t kMaxCachedWordBytes = 256;  // as HF
 
 class Bpe final : public Model {
@@ -80,7 +80,8 @@ class Bpe final : public Model {
       cache.ids.clear();
     }
     cache.index.set(word, static_cast<uint32_t>(cache.entries.size()));
-    cache.entries.emplace_back(static_cast<uint32_t>(cache.ids.size()), static_cast<uint32_t>(ids.size() - first));
+    cache.entries.emplace_back(static_cast<uint32_t>(cache.ids.size()),
+                               static_cast<uint32_t>(ids.size() - first));
     cache.ids.insert(cache.ids.end(), ids.begin() + first, ids.end());
   }
 
@@ -94,7 +95,9 @@ class Bpe final : public Model {
     uint32_t rank, pos, new_id;
   };
   // Heap order: the smallest (rank, pos) on top.
-  static bool later(const Merge& a, const Merge& b) { return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos; }
+  static bool later(const Merge& a, const Merge& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  }
 
   void read_merges(const JsonNode& merges) {
     const size_t n = merges.size();
@@ -116,16 +119,21 @@ class Bpe final : public Model {
         m.fail("a pair [left, right] or a string \"left right\"");
       }
       const uint32_t a_id = vocab_.find(a), b_id = vocab_.find(b);
-      if (a_id == StringIdMap::kMissing) m.fail_msg("merge token \"" + a + "\" is not in the vocabulary");
-      if (b_id == StringIdMap::kMissing) m.fail_msg("merge token \"" + b + "\" is not in the vocabulary");
+      if (a_id == StringIdMap::kMissing)
+        m.fail_msg("merge token \"" + a + "\" is not in the vocabulary");
+      if (b_id == StringIdMap::kMissing)
+        m.fail_msg("merge token \"" + b + "\" is not in the vocabulary");
       // HF drops len(continuing_subword_prefix) bytes from the right token, whatever they are.
       if (b.size() < prefix_.size() ||
-          (prefix_.size() < b.size() && (static_cast<unsigned char>(b[prefix_.size()]) & 0xC0) == 0x80))
+          (prefix_.size() < b.size() &&
+           (static_cast<unsigned char>(b[prefix_.size()]) & 0xC0) == 0x80))
         m.fail_msg("merge token \"" + b + "\" does not start with the continuing subword prefix");
       const std::string merged = a + b.substr(prefix_.size());
       const uint32_t new_id = vocab_.find(merged);
-      if (new_id == StringIdMap::kMissing) m.fail_msg("merged token \"" + merged + "\" is not in the vocabulary");
-      merges_.set((uint64_t(a_id) << 32) | b_id, (uint64_t(i) << 32) | new_id);  // later duplicates win
+      if (new_id == StringIdMap::kMissing)
+        m.fail_msg("merged token \"" + merged + "\" is not in the vocabulary");
+      merges_.set((uint64_t(a_id) << 32) | b_id,
+                  (uint64_t(i) << 32) | new_id);  // later duplicates win
     }
   }
 
@@ -205,7 +213,8 @@ class Bpe final : public Model {
     queue.clear();
     for (size_t i = 0; i + 1 < symbols.size(); ++i) {
       const uint64_t m = merges_.find((uint64_t(symbols[i].c) << 32) | symbols[i + 1].c);
-      if (m != U64Map::kMissing) queue.push_back(Merge{uint32_t(m >> 32), uint32_t(i), uint32_t(m)});
+      if (m != U64Map::kMissing)
+        queue.push_back(Merge{uint32_t(m >> 32), uint32_t(i), uint32_t(m)});
     }
     std::make_heap(queue.begin(), queue.end(), later);
     while (!queue.empty()) {
@@ -255,6 +264,8 @@ class Bpe final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_bpe_model(const JsonNode& node) { return std::make_unique<Bpe>(node); }
+std::unique_ptr<Model> make_bpe_model(const JsonNode& node) {
+  return std::make_unique<Bpe>(node);
+}
 
 }  // namespace ftune::text

@@ -14,7 +14,8 @@ struct Alphabet {
     byte_of.fill(-1);
     int n = 0;
     for (int b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      const bool printable =
+          (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       const char32_t c = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + n++);
       chars[b] = utf8_encode(c);
       byte_of[c] = static_cast<int16_t>(b);
@@ -29,8 +30,12 @@ const Alphabet& alphabet() {
 
 }  // namespace
 
-const std::array<std::string, 256>& byte_level_chars() { return alphabet().chars; }
+const std::array<std::string, 256>& byte_level_chars() {
+  return alphabet().chars;
+}
 
-int byte_level_byte(char32_t c) { return c < 324 ? alphabet().byte_of[c] : -1; }
+int byte_level_byte(char32_t c) {
+  return c < 324 ? alphabet().byte_of[c] : -1;
+}
 
 }  // namespace ftune::text

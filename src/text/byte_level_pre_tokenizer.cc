@@ -13,12 +13,15 @@ namespace ftune::text {
 
 namespace {
 
-constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 class ByteLevelPreTokenizer final : public PreTokenizer {
  public:
   ByteLevelPreTokenizer(bool add_prefix_space, bool use_regex)
-      : add_prefix_space_(add_prefix_space), use_regex_(use_regex), regex_(kGpt2Pattern, "ByteLevel regex") {}
+      : add_prefix_space_(add_prefix_space),
+        use_regex_(use_regex),
+        regex_(kGpt2Pattern, "ByteLevel regex") {}
 
   void pre_tokenize(PreTokenized& pt) const override {
     thread_local std::vector<Match> matches;
@@ -34,7 +37,8 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
         prefixed.push_back(' ');
         prefixed.append(s);
         text = prefixed;
-        if (span.origin_prefix > 0) span.origin_prefix += 1;  // the space aligns with the first char
+        if (span.origin_prefix > 0)
+          span.origin_prefix += 1;  // the space aligns with the first char
       }
       auto emit_mapped = [&](size_t b, size_t e, bool at_origin, uint32_t origin_prefix) {
         if (e <= b) return;
@@ -72,7 +76,8 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
 }  // namespace
 
 std::unique_ptr<PreTokenizer> make_byte_level_pre_tokenizer(const JsonNode& node) {
-  return std::make_unique<ByteLevelPreTokenizer>(node.bool_or("add_prefix_space", true), node.bool_or("use_regex", true));
+  return std::make_unique<ByteLevelPreTokenizer>(node.bool_or("add_prefix_space", true),
+                                                 node.bool_or("use_regex", true));
 }
 
 }  // namespace ftune::text

@@ -116,15 +116,18 @@ class FixedLength final : public PreTokenizer {
 
 }  // namespace
 
-std::unique_ptr<PreTokenizer> make_char_pre_tokenizer(const std::string& type, const JsonNode& node) {
+std::unique_ptr<PreTokenizer> make_char_pre_tokenizer(const std::string& type,
+                                                      const JsonNode& node) {
   if (type == "BertPreTokenizer") return std::make_unique<BertPreTokenizer>();
   if (type == "Whitespace") return std::make_unique<Whitespace>();
   if (type == "WhitespaceSplit")
-    return predicate_split([](char32_t c) { return unicode::is_whitespace(c); }, SplitBehavior::kRemoved);
+    return predicate_split([](char32_t c) { return unicode::is_whitespace(c); },
+                           SplitBehavior::kRemoved);
   if (type == "Punctuation") {
-    const auto behavior = node.has("behavior")
-                              ? parse_split_behavior(node.at("behavior").as_string(), node.at("behavior").path())
-                              : SplitBehavior::kIsolated;
+    const auto behavior =
+        node.has("behavior")
+            ? parse_split_behavior(node.at("behavior").as_string(), node.at("behavior").path())
+            : SplitBehavior::kIsolated;
     return predicate_split([](char32_t c) { return unicode::is_punctuation(c); }, behavior);
   }
   if (type == "Digits") {

@@ -69,7 +69,8 @@ class ByteLevelDecoder final : public Decoder {
 
 class WordPieceDecoder final : public Decoder {
  public:
-  WordPieceDecoder(std::string prefix, bool cleanup) : prefix_(std::move(prefix)), cleanup_(cleanup) {}
+  WordPieceDecoder(std::string prefix, bool cleanup)
+      : prefix_(std::move(prefix)), cleanup_(cleanup) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string& t = tokens[i];
@@ -90,7 +91,8 @@ class WordPieceDecoder final : public Decoder {
 
 class MetaspaceDecoder final : public Decoder {
  public:
-  MetaspaceDecoder(char32_t replacement, bool prepend) : replacement_(replacement), prepend_(prepend) {}
+  MetaspaceDecoder(char32_t replacement, bool prepend)
+      : replacement_(replacement), prepend_(prepend) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::string out;
@@ -116,7 +118,8 @@ class BpeDecoder final : public Decoder {
  public:
   explicit BpeDecoder(std::string suffix) : suffix_(std::move(suffix)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    for (size_t i = 0; i < tokens.size(); ++i) replace_all(tokens[i], suffix_, i + 1 == tokens.size() ? "" : " ");
+    for (size_t i = 0; i < tokens.size(); ++i)
+      replace_all(tokens[i], suffix_, i + 1 == tokens.size() ? "" : " ");
   }
 
  private:
@@ -139,7 +142,8 @@ class ByteFallbackDecoder final : public Decoder {
     };
     for (std::string& t : tokens) {
       int byte = -1;
-      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>') byte = parse_hex_byte(t.substr(3, 2));
+      if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>')
+        byte = parse_hex_byte(t.substr(3, 2));
       if (byte >= 0) {
         pending.push_back(static_cast<char>(byte));
       } else {
@@ -186,7 +190,8 @@ class FuseDecoder final : public Decoder {
 
 class StripDecoder final : public Decoder {
  public:
-  StripDecoder(char32_t content, size_t start, size_t stop) : content_(content), start_(start), stop_(stop) {}
+  StripDecoder(char32_t content, size_t start, size_t stop)
+      : content_(content), start_(start), stop_(stop) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (std::string& t : tokens) {
       std::vector<char32_t> chars;
@@ -215,7 +220,8 @@ class StripDecoder final : public Decoder {
 
 class ReplaceDecoder final : public Decoder {
  public:
-  ReplaceDecoder(Regex pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceDecoder(Regex pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     std::vector<Match> matches;
     for (std::string& t : tokens) {
@@ -265,7 +271,8 @@ class CtcDecoder final : public Decoder {
 
 class SequenceDecoder final : public Decoder {
  public:
-  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> members) : members_(std::move(members)) {}
+  explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> members)
+      : members_(std::move(members)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& m : members_) m->decode_chain(tokens);
   }
@@ -288,7 +295,8 @@ std::unique_ptr<Decoder> make_decoder(const JsonNode& node) {
   const std::string type = node.at("type").as_string();
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "WordPiece")
-    return std::make_unique<WordPieceDecoder>(node.string_or("prefix", "##"), node.bool_or("cleanup", true));
+    return std::make_unique<WordPieceDecoder>(node.string_or("prefix", "##"),
+                                              node.bool_or("cleanup", true));
   if (type == "Metaspace") {
     bool prepend = node.string_or("prepend_scheme", "always") != "never";
     if (auto a = node.get("add_prefix_space"); a && !a->as_bool()) prepend = false;
@@ -300,12 +308,15 @@ std::unique_ptr<Decoder> make_decoder(const JsonNode& node) {
   if (type == "Strip") {
     const int64_t start = node.int_or("start", 0), stop = node.int_or("stop", 0);
     if (start < 0 || stop < 0) node.fail_msg("start and stop must be non-negative");
-    return std::make_unique<StripDecoder>(single_char(node.at("content")), static_cast<size_t>(start),
-                                          static_cast<size_t>(stop));
+    return std::make_unique<StripDecoder>(single_char(node.at("content")),
+                                          static_cast<size_t>(start), static_cast<size_t>(stop));
   }
-  if (type == "Replace") return std::make_unique<ReplaceDecoder>(make_pattern(node.at("pattern")), node.at("content").as_string());
+  if (type == "Replace")
+    return std::make_unique<ReplaceDecoder>(make_pattern(node.at("pattern")),
+                                            node.at("content").as_string());
   if (type == "CTC")
-    return std::make_unique<CtcDecoder>(node.string_or("pad_token", "<pad>"), node.string_or("word_delimiter_token", "|"),
+    return std::make_unique<CtcDecoder>(node.string_or("pad_token", "<pad>"),
+                                        node.string_or("word_delimiter_token", "|"),
                                         node.bool_or("cleanup", true));
   if (type == "Sequence") {
     const JsonNode list = node.at("decoders");

@@ -9,19 +9,28 @@ namespace {
 
 std::string type_name(const nlohmann::json& j) {
   switch (j.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::boolean: return "a boolean";
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
     case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return "an integer";
-    case nlohmann::json::value_t::number_float: return "a number";
-    case nlohmann::json::value_t::string: return "a string";
-    case nlohmann::json::value_t::array: return "an array";
-    case nlohmann::json::value_t::object: return "an object";
-    default: return "an unsupported value";
+    case nlohmann::json::value_t::number_unsigned:
+      return "an integer";
+    case nlohmann::json::value_t::number_float:
+      return "a number";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    default:
+      return "an unsupported value";
   }
 }
 
-// "file.json" + "model" -> "file.json: model"; "file.json: model" + "vocab" -> "file.json: model.vocab".
+// "file.json" + "model" -> "file.json: model"; "file.json: model" + "vocab" -> "file.json:
+// model.vocab".
 std::string child_path(const std::string& parent, std::string_view key) {
   if (parent.find(": ") == std::string::npos) return parent + ": " + std::string(key);
   return parent + "." + std::string(key);
@@ -33,7 +42,9 @@ void JsonNode::fail(std::string_view expected) const {
   throw InputError(path_ + ": expected " + std::string(expected) + ", got " + type_name(*v_));
 }
 
-void JsonNode::fail_msg(std::string_view message) const { throw InputError(path_ + ": " + std::string(message)); }
+void JsonNode::fail_msg(std::string_view message) const {
+  throw InputError(path_ + ": " + std::string(message));
+}
 
 bool JsonNode::has(std::string_view key) const {
   if (!v_->is_object()) return false;

@@ -29,7 +29,7 @@ class JsonNode {
   JsonNode at(std::string_view key) const;
   // Member, or nullopt when missing or null.
   std::optional<JsonNode> get(std::string_view key) const;
-  size_t size() const;                // array length (InputError when not an array)
+  size_t size() const;                  // array length (InputError when not an array)
   JsonNode operator[](size_t i) const;  // array element
 
   std::string as_string() const;

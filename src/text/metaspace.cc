@@ -35,8 +35,9 @@ class Metaspace final : public PreTokenizer {
         if (i < span.origin_prefix) prefix = static_cast<uint32_t>(buf.size());
       }
       const bool starts_with_rep = buf.compare(0, rep_.size(), rep_) == 0;
-      const bool prepend = !buf.empty() && !starts_with_rep &&
-                           (scheme_ == Prepend::kAlways || (scheme_ == Prepend::kFirst && span.at_origin));
+      const bool prepend =
+          !buf.empty() && !starts_with_rep &&
+          (scheme_ == Prepend::kAlways || (scheme_ == Prepend::kFirst && span.at_origin));
       if (prepend) {
         buf.insert(0, rep_);
         if (prefix > 0) prefix += static_cast<uint32_t>(rep_.size());
@@ -46,7 +47,8 @@ class Metaspace final : public PreTokenizer {
         out.emit(buf, piece.at_origin, piece.origin_prefix);
         return;
       }
-      segments_from_predicate(buf, [&](char32_t c) { return c == replacement_; }, segments);
+      segments_from_predicate(
+          buf, [&](char32_t c) { return c == replacement_; }, segments);
       split_segments(buf, piece, segments, false, SplitBehavior::kMergedWithNext, out);
     });
   }

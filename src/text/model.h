@@ -23,7 +23,9 @@ class Model {
   virtual void tokenize(std::string_view word, std::vector<uint32_t>& ids) const = 0;
 
   // The vocabulary (HF Model::token_to_id / id_to_token / get_vocab_size).
-  uint32_t token_to_id(std::string_view token) const { return vocab_.find(token); }  // kMissing if absent
+  uint32_t token_to_id(std::string_view token) const {
+    return vocab_.find(token);
+  }  // kMissing if absent
   const std::string* id_to_token(uint32_t id) const;
   virtual size_t vocab_size() const { return vocab_.size(); }
   const StringIdMap& vocab() const { return vocab_; }

@@ -27,7 +27,8 @@ void Model::read_vocab_object(const JsonNode& vocab) {
     max_id = std::max<size_t>(max_id, it->get<uint64_t>());
   }
   tokens_.reserve(std::min<size_t>(max_id + 1, kDenseIds));
-  for (auto it = vocab.raw().begin(); it != vocab.raw().end(); ++it) add_token(it.key(), it->get<uint32_t>());
+  for (auto it = vocab.raw().begin(); it != vocab.raw().end(); ++it)
+    add_token(it.key(), it->get<uint32_t>());
 }
 
 const std::string* Model::id_to_token(uint32_t id) const {
@@ -55,7 +56,8 @@ std::unique_ptr<Model> make_model(const JsonNode& node) {
   if (type == "BPE") return make_bpe_model(node);
   if (type == "Unigram") return make_unigram_model(node);
   if (type == "WordLevel") return make_wordlevel_model(node);
-  node.at("type").fail_msg("unknown model type \"" + type + "\" (known: WordPiece, BPE, Unigram, WordLevel)");
+  node.at("type").fail_msg("unknown model type \"" + type +
+                           "\" (known: WordPiece, BPE, Unigram, WordLevel)");
 }
 
 }  // namespace ftune::text

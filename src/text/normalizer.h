@@ -24,20 +24,23 @@ class Normalizer {
 std::unique_ptr<Normalizer> make_normalizer(const JsonNode& node);
 
 // One builder per file; `node` is the normalizer's JSON object.
-std::unique_ptr<Normalizer> make_bert_normalizer(const JsonNode& node);        // bert_normalizer.cc
-std::unique_ptr<Normalizer> make_unicode_normalizer(const std::string& type);  // unicode_normalizers.cc
-std::unique_ptr<Normalizer> make_replace_normalizer(const JsonNode& node);     // text_normalizers.cc
-std::unique_ptr<Normalizer> make_prepend_normalizer(const JsonNode& node);     // text_normalizers.cc
-std::unique_ptr<Normalizer> make_strip_normalizer(const JsonNode& node);       // text_normalizers.cc
-std::unique_ptr<Normalizer> make_byte_level_normalizer();                      // text_normalizers.cc
-std::unique_ptr<Normalizer> make_precompiled_normalizer(const JsonNode& node);  // precompiled_normalizer.cc
+std::unique_ptr<Normalizer> make_bert_normalizer(const JsonNode& node);  // bert_normalizer.cc
+std::unique_ptr<Normalizer> make_unicode_normalizer(
+    const std::string& type);  // unicode_normalizers.cc
+std::unique_ptr<Normalizer> make_replace_normalizer(const JsonNode& node);  // text_normalizers.cc
+std::unique_ptr<Normalizer> make_prepend_normalizer(const JsonNode& node);  // text_normalizers.cc
+std::unique_ptr<Normalizer> make_strip_normalizer(const JsonNode& node);    // text_normalizers.cc
+std::unique_ptr<Normalizer> make_byte_level_normalizer();                   // text_normalizers.cc
+std::unique_ptr<Normalizer> make_precompiled_normalizer(
+    const JsonNode& node);  // precompiled_normalizer.cc
 
 // Follows the origin prefix while a normalizer emits output input character by input character:
 // the output emitted for an input character that starts inside the input prefix is inside the
 // output prefix; the prefix ends at the first output produced from outside it.
 class PrefixTracker {
  public:
-  PrefixTracker(uint32_t in_prefix, const std::string& out) : in_prefix_(in_prefix), out_(out), base_(out.size()) {}
+  PrefixTracker(uint32_t in_prefix, const std::string& out)
+      : in_prefix_(in_prefix), out_(out), base_(out.size()) {}
   // Call after emitting the output (possibly none) of the input character starting at in_pos.
   void after(size_t in_pos) {
     if (!open_) return;

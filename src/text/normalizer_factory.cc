@@ -12,7 +12,8 @@ namespace {
 
 class Sequence final : public Normalizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> members) : members_(std::move(members)) {}
+  explicit Sequence(std::vector<std::unique_ptr<Normalizer>> members)
+      : members_(std::move(members)) {}
 
   void normalize(std::string_view in, uint32_t& origin_prefix, std::string& out) const override {
     if (members_.empty()) {
@@ -65,9 +66,10 @@ std::unique_ptr<Normalizer> make_normalizer(const JsonNode& node) {
   if (type == "Strip") return make_strip_normalizer(node);
   if (type == "ByteLevel") return make_byte_level_normalizer();
   if (type == "Precompiled") return make_precompiled_normalizer(node);
-  node.at("type").fail_msg("unknown normalizer type \"" + type +
-                           "\" (known: BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Nmt, "
-                           "Replace, Prepend, Strip, ByteLevel, Precompiled, Sequence)");
+  node.at("type").fail_msg(
+      "unknown normalizer type \"" + type +
+      "\" (known: BertNormalizer, NFC, NFD, NFKC, NFKD, Lowercase, StripAccents, Nmt, "
+      "Replace, Prepend, Strip, ByteLevel, Precompiled, Sequence)");
 }
 
 }  // namespace ftune::text

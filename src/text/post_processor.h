@@ -21,19 +21,20 @@ class PostProcessor {
   virtual size_t added_tokens(bool is_pair) const = 0;
   // HF process_encodings: rewrites the list of encodings (1 or 2 on entry; a template may return
   // more pieces, which are concatenated afterwards). Used by Sequence chains.
-  virtual void process_encodings(std::vector<Encoding>& encodings, bool add_special_tokens) const = 0;
+  virtual void process_encodings(std::vector<Encoding>& encodings,
+                                 bool add_special_tokens) const = 0;
   // HF PostProcessor::process for the tokens `a` and, for a pair, `b`: writes the final encoding
   // to `out`. The default goes through process_encodings; the common processors override it to
   // build `out` directly.
-  virtual void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b, bool add_special_tokens,
-                       Encoding& out) const;
+  virtual void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,
+                       bool add_special_tokens, Encoding& out) const;
 };
 
 std::unique_ptr<PostProcessor> make_post_processor(const JsonNode& node);
 
 // TokenizerImpl::post_process without truncation and padding: `processor` when there is one,
 // else the tokens of `a` (type 0) followed by those of `b` (type 1).
-void post_process(const PostProcessor* processor, const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,
-                  bool add_special_tokens, Encoding& out);
+void post_process(const PostProcessor* processor, const std::vector<uint32_t>& a,
+                  const std::vector<uint32_t>* b, bool add_special_tokens, Encoding& out);
 
 }  // namespace ftune::text

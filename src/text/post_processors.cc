@@ -14,7 +14,8 @@ namespace {
 void append(Encoding& dst, const Encoding& src) {
   dst.ids.insert(dst.ids.end(), src.ids.begin(), src.ids.end());
   dst.type_ids.insert(dst.type_ids.end(), src.type_ids.begin(), src.type_ids.end());
-  dst.attention_mask.insert(dst.attention_mask.end(), src.attention_mask.begin(), src.attention_mask.end());
+  dst.attention_mask.insert(dst.attention_mask.end(), src.attention_mask.begin(),
+                            src.attention_mask.end());
   dst.special_tokens_mask.insert(dst.special_tokens_mask.end(), src.special_tokens_mask.begin(),
                                  src.special_tokens_mask.end());
 }
@@ -26,7 +27,9 @@ void push_special(Encoding& e, uint32_t id, uint32_t type_id) {
   e.special_tokens_mask.push_back(1);
 }
 
-void set_type_ids(Encoding& e, uint32_t type_id) { e.type_ids.assign(e.ids.size(), type_id); }
+void set_type_ids(Encoding& e, uint32_t type_id) {
+  e.type_ids.assign(e.ids.size(), type_id);
+}
 
 // Appends the tokens of one input sequence with the given type id.
 void push_sequence(Encoding& e, const std::vector<uint32_t>& ids, uint32_t type_id) {
@@ -65,7 +68,8 @@ class TemplateProcessing final : public PostProcessor {
     std::vector<uint32_t> ids;
   };
 
-  TemplateProcessing(std::vector<Piece> single, std::vector<Piece> pair, std::map<std::string, Special> specials)
+  TemplateProcessing(std::vector<Piece> single, std::vector<Piece> pair,
+                     std::map<std::string, Special> specials)
       : single_(std::move(single)), pair_(std::move(pair)), specials_(std::move(specials)) {
     added_single_ = count_added(single_);
     added_pair_ = count_added(pair_);
@@ -73,8 +77,8 @@ class TemplateProcessing final : public PostProcessor {
 
   size_t added_tokens(bool is_pair) const override { return is_pair ? added_pair_ : added_single_; }
 
-  void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b, bool add_special_tokens,
-               Encoding& out) const override {
+  void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,
+               bool add_special_tokens, Encoding& out) const override {
     const auto& tmpl = b ? pair_ : single_;
     clear(out, a.size() + (b ? b->size() : 0) + (b ? added_pair_ : added_single_));
     for (const Piece& p : tmpl) {
@@ -88,7 +92,8 @@ class TemplateProcessing final : public PostProcessor {
 
   void process_encodings(std::vector<Encoding>& encodings, bool add_special_tokens) const override {
     if (encodings.size() != 1 && encodings.size() != 2)
-      throw Error("TemplateProcessing: expected 1 or 2 encodings, got " + std::to_string(encodings.size()));
+      throw Error("TemplateProcessing: expected 1 or 2 encodings, got " +
+                  std::to_string(encodings.size()));
     const auto& tmpl = encodings.size() == 2 ? pair_ : single_;
     std::vector<Encoding> out;
     out.reserve(tmpl.size());
@@ -124,12 +129,13 @@ class TemplateProcessing final : public PostProcessor {
 // BERT: [CLS] A [SEP] / B [SEP]; RoBERTa: <s> A </s> / </s> B </s> with every type id 0.
 class BertLikeProcessing final : public PostProcessor {
  public:
-  BertLikeProcessing(uint32_t cls, uint32_t sep, bool roberta) : cls_(cls), sep_(sep), roberta_(roberta) {}
+  BertLikeProcessing(uint32_t cls, uint32_t sep, bool roberta)
+      : cls_(cls), sep_(sep), roberta_(roberta) {}
 
   size_t added_tokens(bool is_pair) const override { return is_pair ? (roberta_ ? 4 : 3) : 2; }
 
-  void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b, bool add_special_tokens,
-               Encoding& out) const override {
+  void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,
+               bool add_special_tokens, Encoding& out) const override {
     clear(out, a.size() + (b ? b->size() : 0) + 4);
     const uint32_t pair_type = roberta_ ? 0 : 1;
     if (add_special_tokens) push_special(out, cls_, 0);
@@ -168,15 +174,16 @@ class ByteLevelProcessing final : public PostProcessor {
  public:
   size_t added_tokens(bool) const override { return 0; }
   void process_encodings(std::vector<Encoding>&, bool) const override {}  // offsets only in HF
-  void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b, bool add_special_tokens,
-               Encoding& out) const override {
+  void process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,
+               bool add_special_tokens, Encoding& out) const override {
     post_process(nullptr, a, b, add_special_tokens, out);
   }
 };
 
 class SequenceProcessing final : public PostProcessor {
  public:
-  explicit SequenceProcessing(std::vector<std::unique_ptr<PostProcessor>> members) : members_(std::move(members)) {}
+  explicit SequenceProcessing(std::vector<std::unique_ptr<PostProcessor>> members)
+      : members_(std::move(members)) {}
   size_t added_tokens(bool is_pair) const override {
     size_t n = 0;
     for (const auto& m : members_) n += m->added_tokens(is_pair);
@@ -235,15 +242,19 @@ std::unique_ptr<PostProcessor> make_post_processor(const JsonNode& node) {
     for (const auto* t : {&single, &pair})
       for (const auto& p : *t)
         if (!p.is_sequence && !specials.count(p.special))
-          node.fail_msg("template uses special token \"" + p.special + "\" missing from special_tokens");
+          node.fail_msg("template uses special token \"" + p.special +
+                        "\" missing from special_tokens");
     for (const auto& p : single)
-      if (p.is_sequence && p.sequence == 1) node.at("single").fail_msg("the single-sequence template refers to $B");
-    return std::make_unique<TemplateProcessing>(std::move(single), std::move(pair), std::move(specials));
+      if (p.is_sequence && p.sequence == 1)
+        node.at("single").fail_msg("the single-sequence template refers to $B");
+    return std::make_unique<TemplateProcessing>(std::move(single), std::move(pair),
+                                                std::move(specials));
   }
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     const auto sep = parse_token_pair(node.at("sep"));
     const auto cls = parse_token_pair(node.at("cls"));
-    return std::make_unique<BertLikeProcessing>(cls.second, sep.second, type == "RobertaProcessing");
+    return std::make_unique<BertLikeProcessing>(cls.second, sep.second,
+                                                type == "RobertaProcessing");
   }
   if (type == "ByteLevel") return std::make_unique<ByteLevelProcessing>();
   if (type == "Sequence") {
@@ -252,12 +263,13 @@ std::unique_ptr<PostProcessor> make_post_processor(const JsonNode& node) {
     for (size_t i = 0; i < list.size(); ++i) members.push_back(make_post_processor(list[i]));
     return std::make_unique<SequenceProcessing>(std::move(members));
   }
-  node.at("type").fail_msg("unknown post-processor type \"" + type +
-                           "\" (known: TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence)");
+  node.at("type").fail_msg(
+      "unknown post-processor type \"" + type +
+      "\" (known: TemplateProcessing, BertProcessing, RobertaProcessing, ByteLevel, Sequence)");
 }
 
-void PostProcessor::process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b, bool add_special_tokens,
-                            Encoding& out) const {
+void PostProcessor::process(const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,
+                            bool add_special_tokens, Encoding& out) const {
   std::vector<Encoding> encs;
   encs.push_back(from_ids(a, 0));
   if (b) encs.push_back(from_ids(*b, 1));
@@ -266,8 +278,8 @@ void PostProcessor::process(const std::vector<uint32_t>& a, const std::vector<ui
   for (const Encoding& e : encs) append(out, e);
 }
 
-void post_process(const PostProcessor* processor, const std::vector<uint32_t>& a, const std::vector<uint32_t>* b,
-                  bool add_special_tokens, Encoding& out) {
+void post_process(const PostProcessor* processor, const std::vector<uint32_t>& a,
+                  const std::vector<uint32_t>* b, bool add_special_tokens, Encoding& out) {
   if (processor) {
     processor->process(a, b, add_special_tokens, out);
     return;

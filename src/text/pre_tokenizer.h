@@ -21,9 +21,12 @@ class PreTokenizer {
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonNode& node);
 
 // One builder per file; `node` is the pre-tokenizer's JSON object, `type` its "type".
-std::unique_ptr<PreTokenizer> make_char_pre_tokenizer(const std::string& type, const JsonNode& node);  // char_pre_tokenizers.cc
-std::unique_ptr<PreTokenizer> make_byte_level_pre_tokenizer(const JsonNode& node);  // byte_level_pre_tokenizer.cc
-std::unique_ptr<PreTokenizer> make_metaspace_pre_tokenizer(const JsonNode& node);   // metaspace.cc
-std::unique_ptr<PreTokenizer> make_split_pre_tokenizer(const JsonNode& node);       // split_pre_tokenizer.cc
+std::unique_ptr<PreTokenizer> make_char_pre_tokenizer(
+    const std::string& type, const JsonNode& node);  // char_pre_tokenizers.cc
+std::unique_ptr<PreTokenizer> make_byte_level_pre_tokenizer(
+    const JsonNode& node);  // byte_level_pre_tokenizer.cc
+std::unique_ptr<PreTokenizer> make_metaspace_pre_tokenizer(const JsonNode& node);  // metaspace.cc
+std::unique_ptr<PreTokenizer> make_split_pre_tokenizer(
+    const JsonNode& node);  // split_pre_tokenizer.cc
 
 }  // namespace ftune::text

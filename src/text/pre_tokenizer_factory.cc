@@ -12,7 +12,8 @@ namespace {
 
 class Sequence final : public PreTokenizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> members) : members_(std::move(members)) {}
+  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> members)
+      : members_(std::move(members)) {}
   void pre_tokenize(PreTokenized& pt) const override {
     for (const auto& m : members_) m->pre_tokenize(pt);
   }
@@ -36,9 +37,10 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const JsonNode& node) {
   if (type == "ByteLevel") return make_byte_level_pre_tokenizer(node);
   if (type == "Metaspace") return make_metaspace_pre_tokenizer(node);
   if (type == "Split") return make_split_pre_tokenizer(node);
-  node.at("type").fail_msg("unsupported pre-tokenizer type \"" + type +
-                           "\" (supported: BertPreTokenizer, Whitespace, WhitespaceSplit, ByteLevel, Metaspace, "
-                           "Split, Digits, Punctuation, CharDelimiterSplit, FixedLength, Sequence)");
+  node.at("type").fail_msg(
+      "unsupported pre-tokenizer type \"" + type +
+      "\" (supported: BertPreTokenizer, Whitespace, WhitespaceSplit, ByteLevel, Metaspace, "
+      "Split, Digits, Punctuation, CharDelimiterSplit, FixedLength, Sequence)");
 }
 
 }  // namespace ftune::text

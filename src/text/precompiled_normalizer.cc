@@ -32,7 +32,8 @@ std::vector<uint8_t> base64_decode(const std::string& s, const JsonNode& where) 
     if (c == '/') return 63;
     return -1;
   };
-  if (s.size() % 4 != 0) where.fail_msg("precompiled_charsmap is not valid base64 (length not a multiple of 4)");
+  if (s.size() % 4 != 0)
+    where.fail_msg("precompiled_charsmap is not valid base64 (length not a multiple of 4)");
   std::vector<uint8_t> out;
   out.reserve(s.size() / 4 * 3);
   for (size_t i = 0; i < s.size(); i += 4) {
@@ -66,10 +67,12 @@ class Precompiled final : public Normalizer {
     std::memcpy(&trie_size, bytes.data(), 4);  // little-endian (x86 and ARM hosts)
     const size_t units = trie_size / 4;
     if (units > (bytes.size() - 4) / 4)
-      map.fail_msg("precompiled_charsmap: trie size " + std::to_string(trie_size) + " exceeds the data");
+      map.fail_msg("precompiled_charsmap: trie size " + std::to_string(trie_size) +
+                   " exceeds the data");
     array_.resize(units);
     std::memcpy(array_.data(), bytes.data() + 4, units * 4);
-    normalized_.assign(reinterpret_cast<const char*>(bytes.data()) + 4 + units * 4, bytes.size() - 4 - units * 4);
+    normalized_.assign(reinterpret_cast<const char*>(bytes.data()) + 4 + units * 4,
+                       bytes.size() - 4 - units * 4);
     if (utf8_find_invalid(normalized_) != std::string::npos)
       map.fail_msg("precompiled_charsmap: replacement strings are not valid UTF-8");
   }
@@ -89,8 +92,8 @@ class Precompiled final : public Normalizer {
       while (e < in.size()) {
         size_t k = e;
         const char32_t c = utf8_next(in, k);
-        if (utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(prev), static_cast<utf8proc_int32_t>(c),
-                                             &state))
+        if (utf8proc_grapheme_break_stateful(static_cast<utf8proc_int32_t>(prev),
+                                             static_cast<utf8proc_int32_t>(c), &state))
           break;
         prev = c;
         e = k;
@@ -153,7 +156,8 @@ class Precompiled final : public Normalizer {
 
   std::optional<std::string_view> normalized_at(size_t index) const {
     if (index > normalized_.size()) return std::nullopt;
-    if (index < normalized_.size() && (static_cast<unsigned char>(normalized_[index]) & 0xC0) == 0x80)
+    if (index < normalized_.size() &&
+        (static_cast<unsigned char>(normalized_[index]) & 0xC0) == 0x80)
       return std::nullopt;
     size_t end = normalized_.find('\0', index);
     if (end == std::string::npos) end = normalized_.size();
@@ -178,7 +182,8 @@ class Precompiled final : public Normalizer {
 
   // Replays HF's NormalizedString::transform over the input characters to find how many output
   // bytes stay aligned to original offset 0 (characters consume input characters in order).
-  static uint32_t simulate_prefix(std::string_view in, uint32_t in_prefix, size_t base, const std::string& out) {
+  static uint32_t simulate_prefix(std::string_view in, uint32_t in_prefix, size_t base,
+                                  const std::string& out) {
     if (in_prefix == 0) return 0;
     const auto& trans = transformations();
     size_t offset = 0;  // bytes of input consumed

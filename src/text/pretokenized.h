@@ -46,7 +46,8 @@ class SpanWriter {
   void emit_slice(std::string_view parent_text, const Span& parent, size_t b, size_t e) {
     if (e <= b) return;
     const bool at_origin = b < parent.origin_prefix;
-    const auto prefix = at_origin ? static_cast<uint32_t>(std::min<size_t>(e, parent.origin_prefix) - b) : 0u;
+    const auto prefix =
+        at_origin ? static_cast<uint32_t>(std::min<size_t>(e, parent.origin_prefix) - b) : 0u;
     emit(parent_text.substr(b, e - b), at_origin, prefix);
   }
 
@@ -55,12 +56,14 @@ class SpanWriter {
   size_t mark() const { return text_.size(); }
   void end_span(size_t mark, bool at_origin, uint32_t origin_prefix) {
     if (text_.size() == mark) return;
-    spans_.push_back(Span{static_cast<uint32_t>(mark), static_cast<uint32_t>(text_.size()), -1, origin_prefix,
-                          at_origin});
+    spans_.push_back(Span{static_cast<uint32_t>(mark), static_cast<uint32_t>(text_.size()), -1,
+                          origin_prefix, at_origin});
   }
 
-  void emit_token(int32_t id) { spans_.push_back(Span{static_cast<uint32_t>(text_.size()),
-                                                      static_cast<uint32_t>(text_.size()), id, 0, false}); }
+  void emit_token(int32_t id) {
+    spans_.push_back(Span{static_cast<uint32_t>(text_.size()), static_cast<uint32_t>(text_.size()),
+                          id, 0, false});
+  }
 
  private:
   std::string& text_;

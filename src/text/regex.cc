@@ -16,7 +16,8 @@ namespace {
 
 // Oniguruma's \w (probed from HF's build): Alphabetic, Mark, Nd, Pc and the Latin-1 superscript
 // digits and vulgar fractions.
-constexpr const char* kOnigWordBody = R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})";
+constexpr const char* kOnigWordBody =
+    R"(\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\x{B2}\x{B3}\x{B9}\x{BC}-\x{BE})";
 
 bool is_hex(char c) {
   return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
@@ -74,7 +75,8 @@ std::string onig_to_pcre2(std::string_view p, const std::string& where) {
           break;
         case 'W':
           if (in_class)
-            throw InputError(where + ": regex construct \\W inside a character class is not supported");
+            throw InputError(where +
+                             ": regex construct \\W inside a character class is not supported");
           out += "[^" + std::string(kOnigWordBody) + "]";
           break;
         case 'h':
@@ -82,7 +84,8 @@ std::string onig_to_pcre2(std::string_view p, const std::string& where) {
           break;
         case 'H':
           if (in_class)
-            throw InputError(where + ": regex construct \\H inside a character class is not supported");
+            throw InputError(where +
+                             ": regex construct \\H inside a character class is not supported");
           out += "[^0-9a-fA-F]";
           break;
         case 'u':
@@ -151,15 +154,15 @@ Regex::Regex(std::string_view onig_pattern, const std::string& where) {
   translated_ = onig_to_pcre2(onig_pattern, where);
   int error = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated_.data()), translated_.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C, &error, &offset,
-                                   nullptr);
+  pcre2_code* code = pcre2_compile(
+      reinterpret_cast<PCRE2_SPTR>(translated_.data()), translated_.size(),
+      PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C, &error, &offset, nullptr);
   if (!code) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    throw InputError(fmt::format("{}: invalid regex \"{}\": {} (at offset {} of the translated pattern \"{}\")",
-                                 where, onig_pattern, reinterpret_cast<const char*>(message), offset,
-                                 translated_));
+    throw InputError(fmt::format(
+        "{}: invalid regex \"{}\": {} (at offset {} of the translated pattern \"{}\")", where,
+        onig_pattern, reinterpret_cast<const char*>(message), offset, translated_));
   }
   compiled_ = std::make_unique<Compiled>();
   compiled_->code = code;
@@ -200,8 +203,8 @@ void Regex::find_all(std::string_view text, std::vector<Match>& out) const {
     if (compiled_->jit) {
       rc = pcre2_jit_match(compiled_->code, subject, n, last_end, 0, s.data, s.context);
       if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // fall back to the interpreter
-        rc = pcre2_match(compiled_->code, subject, n, last_end, PCRE2_NO_JIT | PCRE2_NO_UTF_CHECK, s.data,
-                         nullptr);
+        rc = pcre2_match(compiled_->code, subject, n, last_end, PCRE2_NO_JIT | PCRE2_NO_UTF_CHECK,
+                         s.data, nullptr);
     } else {
       rc = pcre2_match(compiled_->code, subject, n, last_end, PCRE2_NO_UTF_CHECK, s.data, nullptr);
     }

@@ -13,8 +13,9 @@ SplitBehavior parse_split_behavior(const std::string& name, const std::string& w
   if (name == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (name == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (name == "Contiguous") return SplitBehavior::kContiguous;
-  throw InputError(where + ": unknown split behavior \"" + name +
-                   "\" (expected Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous)");
+  throw InputError(
+      where + ": unknown split behavior \"" + name +
+      "\" (expected Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous)");
 }
 
 void segments_from_matches(const std::vector<Match>& matches, size_t n, std::vector<Segment>& out) {
@@ -32,8 +33,8 @@ void segments_from_matches(const std::vector<Match>& matches, size_t n, std::vec
   if (prev != n) out.push_back({prev, static_cast<uint32_t>(n), false});
 }
 
-void split_segments(std::string_view piece, const Span& parent, std::vector<Segment>& segs, bool invert,
-                    SplitBehavior behavior, SpanWriter& out) {
+void split_segments(std::string_view piece, const Span& parent, std::vector<Segment>& segs,
+                    bool invert, SplitBehavior behavior, SpanWriter& out) {
   if (invert)
     for (Segment& s : segs) s.is_match = !s.is_match;
 

@@ -67,7 +67,8 @@ void segments_from_predicate(std::string_view s, Pred&& pred, std::vector<Segmen
       last = i;
     }
   }
-  if (last < s.size()) out.push_back({static_cast<uint32_t>(last), static_cast<uint32_t>(s.size()), false});
+  if (last < s.size())
+    out.push_back({static_cast<uint32_t>(last), static_cast<uint32_t>(s.size()), false});
 }
 
 }  // namespace ftune::text

@@ -37,9 +37,9 @@ class SplitPreTokenizer final : public PreTokenizer {
 
 std::unique_ptr<PreTokenizer> make_split_pre_tokenizer(const JsonNode& node) {
   const JsonNode behavior = node.at("behavior");
-  return std::make_unique<SplitPreTokenizer>(make_pattern(node.at("pattern")),
-                                             parse_split_behavior(behavior.as_string(), behavior.path()),
-                                             node.bool_or("invert", false));
+  return std::make_unique<SplitPreTokenizer>(
+      make_pattern(node.at("pattern")), parse_split_behavior(behavior.as_string(), behavior.path()),
+      node.bool_or("invert", false));
 }
 
 }  // namespace ftune::text

@@ -24,7 +24,7 @@ void StringIdMap::set(std::string_view key, uint32_t id) {
   while (slots_[i].len != kEmpty) {
     Slot& s = slots_[i];
     if (s.hash == h && s.len == key.size() &&
-          (key.empty() || std::memcmp(pool_.data() + s.offset, key.data(), key.size()) == 0)) {
+        (key.empty() || std::memcmp(pool_.data() + s.offset, key.data(), key.size()) == 0)) {
       s.id = id;
       return;
     }

@@ -17,7 +17,8 @@ namespace {
 
 class Replace final : public Normalizer {
  public:
-  Replace(Regex pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  Replace(Regex pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
 
   void normalize(std::string_view in, uint32_t& origin_prefix, std::string& out) const override {
     thread_local std::vector<Match> matches;
@@ -125,7 +126,8 @@ class ByteLevelNormalizer final : public Normalizer {
 }  // namespace
 
 std::unique_ptr<Normalizer> make_replace_normalizer(const JsonNode& node) {
-  return std::make_unique<Replace>(make_pattern(node.at("pattern")), node.at("content").as_string());
+  return std::make_unique<Replace>(make_pattern(node.at("pattern")),
+                                   node.at("content").as_string());
 }
 
 std::unique_ptr<Normalizer> make_prepend_normalizer(const JsonNode& node) {
@@ -133,9 +135,12 @@ std::unique_ptr<Normalizer> make_prepend_normalizer(const JsonNode& node) {
 }
 
 std::unique_ptr<Normalizer> make_strip_normalizer(const JsonNode& node) {
-  return std::make_unique<Strip>(node.bool_or("strip_left", false), node.bool_or("strip_right", false));
+  return std::make_unique<Strip>(node.bool_or("strip_left", false),
+                                 node.bool_or("strip_right", false));
 }
 
-std::unique_ptr<Normalizer> make_byte_level_normalizer() { return std::make_unique<ByteLevelNormalizer>(); }
+std::unique_ptr<Normalizer> make_byte_level_normalizer() {
+  return std::make_unique<ByteLevelNormalizer>();
+}
 
 }  // namespace ftune::text

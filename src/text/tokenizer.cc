@@ -36,7 +36,8 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view config_json, const std::string& name) {
+Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view config_json,
+                               const std::string& name) {
   auto impl = std::make_unique<Impl>();
   load_tokenizer_json(*impl, tokenizer_json, name);
   if (!config_json.empty()) {
@@ -54,7 +55,8 @@ Tokenizer Tokenizer::from_file(const std::string& tokenizer_json) {
 Tokenizer Tokenizer::from_dir(const std::string& dir) {
   const std::filesystem::path d(dir);
   const std::string tok = (d / "tokenizer.json").string();
-  if (!std::filesystem::exists(tok)) throw InputError(dir + ": no tokenizer.json in this directory");
+  if (!std::filesystem::exists(tok))
+    throw InputError(dir + ": no tokenizer.json in this directory");
   const std::string cfg = (d / "tokenizer_config.json").string();
   const std::string config = std::filesystem::exists(cfg) ? read_text_file(cfg) : std::string();
   return from_json(read_text_file(tok), config, tok);
@@ -100,9 +102,11 @@ Encoding Tokenizer::Impl::encode(std::string_view text, std::optional<std::strin
 
   auto resolve_max_length = [&](const char* what) -> size_t {
     if (options.max_length > 0) return static_cast<size_t>(options.max_length);
-    if (options.max_length < 0) throw InputError(std::string(what) + ": max_length must not be negative");
+    if (options.max_length < 0)
+      throw InputError(std::string(what) + ": max_length must not be negative");
     if (!model_max_length)
-      throw InputError(std::string(what) + " needs max_length: the tokenizer has no model_max_length");
+      throw InputError(std::string(what) +
+                       " needs max_length: the tokenizer has no model_max_length");
     return static_cast<size_t>(*model_max_length);
   };
 
@@ -119,20 +123,25 @@ Encoding Tokenizer::Impl::encode(std::string_view text, std::optional<std::strin
         max_length -= added_tokens;
     }
     if (truncate)
-      truncate_sequences(first, pair ? &second : nullptr, max_length, options.truncation, options.truncation_side);
+      truncate_sequences(first, pair ? &second : nullptr, max_length, options.truncation,
+                         options.truncation_side);
   }
 
   Encoding out;
-  post_process(post_processor.get(), first, pair ? &second : nullptr, options.add_special_tokens, out);
+  post_process(post_processor.get(), first, pair ? &second : nullptr, options.add_special_tokens,
+               out);
 
   if (options.padding != Padding::kNone) {
-    size_t length = options.padding == Padding::kMaxLength ? resolve_max_length("padding to max_length") : out.size();
+    size_t length = options.padding == Padding::kMaxLength
+                        ? resolve_max_length("padding to max_length")
+                        : out.size();
     if (options.pad_to_multiple_of > 0) {
       const auto m = static_cast<size_t>(options.pad_to_multiple_of);
       if (length % m) length += m - length % m;
     }
     const std::optional<uint32_t> pid = options.pad_id ? options.pad_id : pad_id;
-    if (out.size() < length && !pid) throw InputError("padding requested but the tokenizer has no pad token");
+    if (out.size() < length && !pid)
+      throw InputError("padding requested but the tokenizer has no pad token");
     if (pid) pad_encoding(out, length, *pid, options.pad_type_id, options.padding_side);
   }
   return out;
@@ -147,7 +156,8 @@ Encoding Tokenizer::encode(std::string_view text, std::optional<std::string_view
   return impl_->encode(text, pair, options);
 }
 
-std::vector<Encoding> Tokenizer::encode_batch(const std::vector<TextPair>& inputs, const EncodeOptions& options,
+std::vector<Encoding> Tokenizer::encode_batch(const std::vector<TextPair>& inputs,
+                                              const EncodeOptions& options,
                                               ThreadPool* pool) const {
   std::vector<Encoding> out(inputs.size());
   ThreadPool& p = pool ? *pool : compute_pool();
@@ -170,7 +180,8 @@ std::vector<Encoding> Tokenizer::encode_batch(const std::vector<TextPair>& input
     for (const Encoding& e : out) longest = std::max(longest, e.size());
     const std::optional<uint32_t> pid = options.pad_id ? options.pad_id : impl_->pad_id;
     for (Encoding& e : out) {
-      if (e.size() < longest && !pid) throw InputError("padding requested but the tokenizer has no pad token");
+      if (e.size() < longest && !pid)
+        throw InputError("padding requested but the tokenizer has no pad token");
       if (pid) pad_encoding(e, longest, *pid, options.pad_type_id, options.padding_side);
     }
   }
@@ -204,8 +215,12 @@ std::string Tokenizer::decode(const std::vector<uint32_t>& ids, bool skip_specia
   return out;
 }
 
-EncodeOptions Tokenizer::default_options() const { return impl_->defaults; }
-EncodeOptions Tokenizer::tokenizers_options() const { return impl_->json_options; }
+EncodeOptions Tokenizer::default_options() const {
+  return impl_->defaults;
+}
+EncodeOptions Tokenizer::tokenizers_options() const {
+  return impl_->json_options;
+}
 
 std::optional<uint32_t> Tokenizer::token_to_id(std::string_view token) const {
   const uint32_t id = impl_->token_to_id(token);
@@ -222,8 +237,12 @@ size_t Tokenizer::vocab_size() const {
   return impl_->model->vocab_size() + impl_->added.count_not_in(*impl_->model);
 }
 
-std::optional<uint32_t> Tokenizer::pad_id() const { return impl_->pad_id; }
-std::optional<int64_t> Tokenizer::model_max_length() const { return impl_->model_max_length; }
+std::optional<uint32_t> Tokenizer::pad_id() const {
+  return impl_->pad_id;
+}
+std::optional<int64_t> Tokenizer::model_max_length() const {
+  return impl_->model_max_length;
+}
 size_t Tokenizer::num_special_tokens(bool pair) const {
   return impl_->post_processor ? impl_->post_processor->added_tokens(pair) : 0;
 }

@@ -90,11 +90,13 @@ class Tokenizer {
 
   // HF `tokenizer(text, text_pair)`.
   Encoding encode(std::string_view text, std::optional<std::string_view> pair = std::nullopt) const;
-  Encoding encode(std::string_view text, std::optional<std::string_view> pair, const EncodeOptions& options) const;
+  Encoding encode(std::string_view text, std::optional<std::string_view> pair,
+                  const EncodeOptions& options) const;
   // Encodes every input, in parallel on `pool` (default: ftune::compute_pool()); results are in
   // input order and identical to encode() one by one, apart from Padding::kLongest, which pads to
   // the longest of the batch.
-  std::vector<Encoding> encode_batch(const std::vector<TextPair>& inputs, const EncodeOptions& options,
+  std::vector<Encoding> encode_batch(const std::vector<TextPair>& inputs,
+                                     const EncodeOptions& options,
                                      ThreadPool* pool = nullptr) const;
 
   // HF `tokenizer.decode(ids, skip_special_tokens)` as the tokenizers library does it (the decoder

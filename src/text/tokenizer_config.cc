@@ -37,7 +37,8 @@ Side parse_side(const JsonNode& n) {
 
 }  // namespace
 
-void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text, const std::string& name) {
+void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text,
+                            const std::string& name) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
@@ -68,11 +69,13 @@ void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text, c
       }
       sorted.emplace_back(id, parse_added_token(tok));
     }
-    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::sort(sorted.begin(), sorted.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [id, t] : sorted) consider(t);
   }
   std::optional<AddedToken> named[7];
-  const char* keys[7] = {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"};
+  const char* keys[7] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                         "pad_token", "cls_token", "mask_token"};
   for (int i = 0; i < 7; ++i) {
     if (auto n = root.get(keys[i])) named[i] = special_token(*n);
     if (named[i]) consider(*named[i]);
@@ -85,7 +88,8 @@ void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text, c
   }
   if (!to_add.empty()) impl.added.add_tokens(to_add, *impl.model, impl.normalizer.get());
 
-  if (root.has("split_special_tokens")) impl.added.set_encode_special_tokens(root.at("split_special_tokens").as_bool());
+  if (root.has("split_special_tokens"))
+    impl.added.set_encode_special_tokens(root.at("split_special_tokens").as_bool());
   if (auto m = root.get("model_max_length")) {
     const double v = m->as_number();
     if (v > 0 && v < 1e30) impl.model_max_length = static_cast<int64_t>(v);

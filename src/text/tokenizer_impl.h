@@ -29,15 +29,18 @@ struct Tokenizer::Impl {
   std::optional<int64_t> model_max_length;
 
   // HF TokenizerImpl::encode_single_sequence + post_process.
-  Encoding encode(std::string_view text, std::optional<std::string_view> pair, const EncodeOptions& options) const;
+  Encoding encode(std::string_view text, std::optional<std::string_view> pair,
+                  const EncodeOptions& options) const;
   // Tokens of one sequence, before post-processing.
   void encode_sequence(std::string_view text, std::vector<uint32_t>& ids) const;
   uint32_t token_to_id(std::string_view token) const;
 };
 
 // Reads tokenizer.json into `impl` (tokenizer_json.cc).
-void load_tokenizer_json(Tokenizer::Impl& impl, std::string_view json_text, const std::string& name);
+void load_tokenizer_json(Tokenizer::Impl& impl, std::string_view json_text,
+                         const std::string& name);
 // Applies tokenizer_config.json (tokenizer_config.cc).
-void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text, const std::string& name);
+void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text,
+                            const std::string& name);
 
 }  // namespace ftune::text

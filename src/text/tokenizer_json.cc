@@ -51,9 +51,11 @@ void read_padding(const JsonNode& p, EncodeOptions& o) {
 
 }  // namespace
 
-void load_tokenizer_json(Tokenizer::Impl& impl, std::string_view json_text, const std::string& name) {
+void load_tokenizer_json(Tokenizer::Impl& impl, std::string_view json_text,
+                         const std::string& name) {
   if (utf8_find_invalid(json_text) != std::string_view::npos)
-    throw InputError(name + ": not valid UTF-8 (at byte " + std::to_string(utf8_find_invalid(json_text)) + ")");
+    throw InputError(name + ": not valid UTF-8 (at byte " +
+                     std::to_string(utf8_find_invalid(json_text)) + ")");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);

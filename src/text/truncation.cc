@@ -21,8 +21,8 @@ void keep(std::vector<T>& v, size_t n, Side direction) {
 
 }  // namespace
 
-void truncate_sequences(std::vector<uint32_t>& first, std::vector<uint32_t>* pair, size_t max_length,
-                        Truncation strategy, Side direction) {
+void truncate_sequences(std::vector<uint32_t>& first, std::vector<uint32_t>* pair,
+                        size_t max_length, Truncation strategy, Side direction) {
   if (strategy == Truncation::kNone) return;
   if (max_length == 0) {
     first.clear();
@@ -56,9 +56,11 @@ void truncate_sequences(std::vector<uint32_t>& first, std::vector<uint32_t>* pai
   std::vector<uint32_t>* target = strategy == Truncation::kOnlyFirst ? &first : pair;
   if (!target) throw InputError("truncation only_second: the input has no second sequence");
   if (target->size() <= to_remove)
-    throw InputError("truncation " + std::string(strategy == Truncation::kOnlyFirst ? "only_first" : "only_second") +
-                     ": the sequence to truncate is too short to respect max_length " +
-                     std::to_string(max_length));
+    throw InputError(
+        "truncation " +
+        std::string(strategy == Truncation::kOnlyFirst ? "only_first" : "only_second") +
+        ": the sequence to truncate is too short to respect max_length " +
+        std::to_string(max_length));
   keep(*target, target->size() - to_remove, direction);
 }
 

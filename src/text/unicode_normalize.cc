@@ -58,7 +58,8 @@ void normalize_unicode(NormForm form, std::string_view in, std::string& out) {
 
 namespace ftune::text {
 
-uint32_t normalized_origin_prefix(NormForm form, std::string_view in, uint32_t in_prefix, std::string_view out) {
+uint32_t normalized_origin_prefix(NormForm form, std::string_view in, uint32_t in_prefix,
+                                  std::string_view out) {
   if (in_prefix == 0) return 0;
   if (in_prefix >= in.size()) return static_cast<uint32_t>(out.size());
   std::string head;

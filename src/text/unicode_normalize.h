@@ -7,8 +7,8 @@
 // mappings of older characters never changed).
 #pragma once
 
-#include <string>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace ftune::text {
@@ -25,6 +25,7 @@ namespace ftune::text {
 // The origin prefix (see pretokenized.h) after normalizing `in` to `out` with `form`, given the
 // prefix `in_prefix` of `in`: the normalized length of that prefix, moved forward to a character
 // boundary of `out`. Exact unless normalization reorders or composes across the prefix end.
-uint32_t normalized_origin_prefix(NormForm form, std::string_view in, uint32_t in_prefix, std::string_view out);
+uint32_t normalized_origin_prefix(NormForm form, std::string_view in, uint32_t in_prefix,
+                                  std::string_view out);
 
 }  // namespace ftune::text

@@ -20,7 +20,8 @@ class UnicodeForm final : public Normalizer {
   void normalize(std::string_view in, uint32_t& origin_prefix, std::string& out) const override {
     const size_t base = out.size();
     normalize_unicode(form_, in, out);
-    origin_prefix = normalized_origin_prefix(form_, in, origin_prefix, std::string_view(out).substr(base));
+    origin_prefix =
+        normalized_origin_prefix(form_, in, origin_prefix, std::string_view(out).substr(base));
   }
 
  private:
@@ -61,11 +62,12 @@ class Nmt final : public Normalizer {
     for (size_t i = 0; i < in.size();) {
       const size_t at = i;
       char32_t c = utf8_next(in, i);
-      const bool drop = (c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F ||
-                        c == 0x8F || c == 0x9F;
+      const bool drop = (c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) ||
+                        c == 0x7F || c == 0x8F || c == 0x9F;
       if (!drop) {
-        if (c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 || (c >= 0x200B && c <= 0x200F) ||
-            c == 0x2028 || c == 0x2029 || c == 0x2581 || c == 0xFEFF || c == 0xFFFD)
+        if (c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 ||
+            (c >= 0x200B && c <= 0x200F) || c == 0x2028 || c == 0x2029 || c == 0x2581 ||
+            c == 0xFEFF || c == 0xFFFD)
           c = ' ';
         utf8_append(out, c);
       }

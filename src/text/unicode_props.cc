@@ -45,7 +45,9 @@ uint16_t compute_flags(UChar32 c) {
   if (u_hasBinaryProperty(c, UCHAR_WHITE_SPACE)) f |= kWhiteSpace;
 
   bool punct = by_8_0 && (gc & U_GC_P_MASK);
-  if (c < 0x80) punct = c > 0x20 && c < 0x7F && !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
+  if (c < 0x80)
+    punct = c > 0x20 && c < 0x7F &&
+            !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
   if (contains({0x166D, 0x111C9}, c)) punct = true;
   if (punct) f |= kPunctuation;
 
@@ -62,7 +64,8 @@ uint16_t compute_flags(UChar32 c) {
   if (mark) f |= kCombiningMark;
 
   if (gc & U_GC_N_MASK) f |= kNumeric;
-  if (u_hasBinaryProperty(c, UCHAR_ALPHABETIC) || (gc & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) ||
+  if (u_hasBinaryProperty(c, UCHAR_ALPHABETIC) ||
+      (gc & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) ||
       u_hasBinaryProperty(c, UCHAR_JOIN_CONTROL))
     f |= kWord;
   return f;
@@ -85,7 +88,8 @@ const Table& table() {
     for (UChar32 hi = 0; hi < (0x110000 >> 8); ++hi) {
       for (int lo = 0; lo < 256; ++lo) block[lo] = compute_flags((hi << 8) | lo);
       std::string key(reinterpret_cast<const char*>(block.data()), 256 * sizeof(uint16_t));
-      auto [it, inserted] = seen.emplace(std::move(key), static_cast<uint16_t>(tab.stage2.size() / 256));
+      auto [it, inserted] =
+          seen.emplace(std::move(key), static_cast<uint16_t>(tab.stage2.size() / 256));
       if (inserted) tab.stage2.insert(tab.stage2.end(), block.begin(), block.end());
       tab.stage1[hi] = it->second;
     }

@@ -22,13 +22,13 @@
 namespace ftune::text::unicode {
 
 enum Flag : uint16_t {
-  kWhiteSpace = 1 << 0,        // White_Space (Rust char::is_whitespace, regex \s)
-  kPunctuation = 1 << 1,       // ASCII punctuation or General_Category P* as of Unicode 8.0
-  kOther = 1 << 2,             // Cc, Cf, Co, Cs as of Unicode 8.0 (unicode_categories::is_other)
-  kMarkNonspacing = 1 << 3,    // Mn as of Unicode 8.0 (BertNormalizer strip_accents)
-  kCombiningMark = 1 << 4,     // M* as of Unicode 9.0 (StripAccents normalizer)
-  kNumeric = 1 << 5,           // N* (Rust char::is_numeric; Digits pre-tokenizer)
-  kWord = 1 << 6,              // Rust regex \w: Alphabetic, M*, Nd, Pc, Join_Control
+  kWhiteSpace = 1 << 0,      // White_Space (Rust char::is_whitespace, regex \s)
+  kPunctuation = 1 << 1,     // ASCII punctuation or General_Category P* as of Unicode 8.0
+  kOther = 1 << 2,           // Cc, Cf, Co, Cs as of Unicode 8.0 (unicode_categories::is_other)
+  kMarkNonspacing = 1 << 3,  // Mn as of Unicode 8.0 (BertNormalizer strip_accents)
+  kCombiningMark = 1 << 4,   // M* as of Unicode 9.0 (StripAccents normalizer)
+  kNumeric = 1 << 5,         // N* (Rust char::is_numeric; Digits pre-tokenizer)
+  kWord = 1 << 6,            // Rust regex \w: Alphabetic, M*, Nd, Pc, Join_Control
 };
 
 namespace detail {
@@ -53,18 +53,23 @@ inline bool is_whitespace(char32_t c) {
   if (c < 0x80) return c == ' ' || (c >= 0x09 && c <= 0x0D);
   return flags(c) & kWhiteSpace;
 }
-inline bool is_punctuation(char32_t c) { return flags(c) & kPunctuation; }
+inline bool is_punctuation(char32_t c) {
+  return flags(c) & kPunctuation;
+}
 inline bool is_numeric(char32_t c) {
   if (c < 0x80) return c >= '0' && c <= '9';
   return flags(c) & kNumeric;
 }
 inline bool is_word(char32_t c) {
-  if (c < 0x80) return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  if (c < 0x80)
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
   return flags(c) & kWord;
 }
 
 // BertNormalizer's classes (crate tokenizers, normalizers/bert.rs).
-inline bool is_bert_whitespace(char32_t c) { return c == '\t' || c == '\n' || c == '\r' || is_whitespace(c); }
+inline bool is_bert_whitespace(char32_t c) {
+  return c == '\t' || c == '\n' || c == '\r' || is_whitespace(c);
+}
 inline bool is_bert_control(char32_t c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   return flags(c) & kOther;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "text/model.h"
 #include "text/byte_trie.h"
+#include "text/model.h"
 #include "text/utf8.h"
 
 namespace ftune::text {
@@ -77,7 +77,9 @@ class Unigram final : public Model {
         Best& target = best[start + mblen];
         const double cand = unk_score + till_here;
         if (target.starts_at < 0 || cand > target.score) {
-          if (!has_unk_) throw InputError("Unigram: a piece needs the unknown token but the model has no unk_id");
+          if (!has_unk_)
+            throw InputError(
+                "Unigram: a piece needs the unknown token but the model has no unk_id");
           target.score = cand;
           target.starts_at = static_cast<int64_t>(start);
           target.id = unk_id_;
@@ -113,7 +115,8 @@ class Unigram final : public Model {
         continue;
       }
       if (byte_fallback_ && spell_bytes(piece, ids)) continue;
-      if (!has_unk_) throw InputError("Unigram: a piece needs the unknown token but the model has no unk_id");
+      if (!has_unk_)
+        throw InputError("Unigram: a piece needs the unknown token but the model has no unk_id");
       ids.push_back(unk_id_);
     }
   }
@@ -143,6 +146,8 @@ class Unigram final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_unigram_model(const JsonNode& node) { return std::make_unique<Unigram>(node); }
+std::unique_ptr<Model> make_unigram_model(const JsonNode& node) {
+  return std::make_unique<Unigram>(node);
+}
 
 }  // namespace ftune::text

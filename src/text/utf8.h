@@ -53,7 +53,9 @@ inline char32_t utf8_prev(std::string_view s, size_t& i) {
   return c;
 }
 
-inline int utf8_encoded_len(char32_t c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
+inline int utf8_encoded_len(char32_t c) {
+  return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+}
 
 inline void utf8_append(std::string& out, char32_t c) {
   if (c < 0x80) {

@@ -19,7 +19,8 @@ class WordLevel final : public Model {
     uint32_t id = vocab_.find(word);
     if (id == StringIdMap::kMissing) id = vocab_.find(unk_token_);
     if (id == StringIdMap::kMissing)
-      throw InputError("WordLevel: the unknown token \"" + unk_token_ + "\" is not in the vocabulary");
+      throw InputError("WordLevel: the unknown token \"" + unk_token_ +
+                       "\" is not in the vocabulary");
     ids.push_back(id);
   }
 
@@ -29,6 +30,8 @@ class WordLevel final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_wordlevel_model(const JsonNode& node) { return std::make_unique<WordLevel>(node); }
+std::unique_ptr<Model> make_wordlevel_model(const JsonNode& node) {
+  return std::make_unique<WordLevel>(node);
+}
 
 }  // namespace ftune::text

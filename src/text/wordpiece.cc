@@ -55,7 +55,8 @@ class WordPiece final : public Model {
   uint32_t unk_id() const {
     const uint32_t id = vocab_.find(unk_token_);
     if (id == StringIdMap::kMissing)
-      throw InputError("WordPiece: the unknown token \"" + unk_token_ + "\" is not in the vocabulary");
+      throw InputError("WordPiece: the unknown token \"" + unk_token_ +
+                       "\" is not in the vocabulary");
     return id;
   }
 
@@ -67,6 +68,8 @@ class WordPiece final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_wordpiece_model(const JsonNode& node) { return std::make_unique<WordPiece>(node); }
+std::unique_ptr<Model> make_wordpiece_model(const JsonNode& node) {
+  return std::make_unique<WordPiece>(node);
+}
 
 }  // namespace ftune::text

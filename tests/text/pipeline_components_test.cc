@@ -35,7 +35,8 @@ std::string normalize(const std::string& json_text, const std::string& input) {
   return out;
 }
 
-std::string split(const std::string& pattern_json, const std::string& behavior, bool invert = false) {
+std::string split(const std::string& pattern_json, const std::string& behavior,
+                  bool invert = false) {
   return R"({"type":"Split","pattern":)" + pattern_json + R"(,"behavior":")" + behavior +
          R"(","invert":)" + (invert ? "true" : "false") + "}";
 }
@@ -44,27 +45,36 @@ TEST(SplitBehavior, AllFiveOnTheFinalCountdown) {
   const std::string s = "the-final--countdown";
   const std::string dash = R"({"String":"-"})";
   EXPECT_EQ(pre_tokenize(split(dash, "Removed"), s), (Words{"the", "final", "countdown"}));
-  EXPECT_EQ(pre_tokenize(split(dash, "Isolated"), s), (Words{"the", "-", "final", "-", "-", "countdown"}));
-  EXPECT_EQ(pre_tokenize(split(dash, "MergedWithPrevious"), s), (Words{"the-", "final-", "-", "countdown"}));
-  EXPECT_EQ(pre_tokenize(split(dash, "MergedWithNext"), s), (Words{"the", "-final", "-", "-countdown"}));
-  EXPECT_EQ(pre_tokenize(split(dash, "Contiguous"), s), (Words{"the", "-", "final", "--", "countdown"}));
-  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"\\d+"})", "Removed", true), "ab12cd345e"), (Words{"12", "345"}));
+  EXPECT_EQ(pre_tokenize(split(dash, "Isolated"), s),
+            (Words{"the", "-", "final", "-", "-", "countdown"}));
+  EXPECT_EQ(pre_tokenize(split(dash, "MergedWithPrevious"), s),
+            (Words{"the-", "final-", "-", "countdown"}));
+  EXPECT_EQ(pre_tokenize(split(dash, "MergedWithNext"), s),
+            (Words{"the", "-final", "-", "-countdown"}));
+  EXPECT_EQ(pre_tokenize(split(dash, "Contiguous"), s),
+            (Words{"the", "-", "final", "--", "countdown"}));
+  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"\\d+"})", "Removed", true), "ab12cd345e"),
+            (Words{"12", "345"}));
   EXPECT_THROW(pre_tokenize(split(dash, "Sideways"), s), InputError);
 }
 
 TEST(OnigurumaSemantics, EmptyMatchesIterateLikeTheOnigCrate) {
-  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"a*"})", "Isolated"), "baaac"), (Words{"b", "aaa", "c"}));
+  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"a*"})", "Isolated"), "baaac"),
+            (Words{"b", "aaa", "c"}));
   EXPECT_EQ(pre_tokenize(split(R"({"Regex":""})", "Isolated"), "abc"), (Words{"a", "b", "c"}));
-  EXPECT_EQ(normalize(R"({"type":"Replace","pattern":{"Regex":""},"content":"-"})", "abc"), "-a-b-c-");
+  EXPECT_EQ(normalize(R"({"type":"Replace","pattern":{"Regex":""},"content":"-"})", "abc"),
+            "-a-b-c-");
 }
 
 TEST(OnigurumaSemantics, SyntaxDifferencesAreTranslated) {
   // \h is a hex digit in Ruby syntax, \uHHHH an escape, (?m) makes '.' match newlines, and ^ $
   // are line anchors.
-  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"\\h+"})", "Isolated"), "xx0aF9yy"), (Words{"xx", "0aF9", "yy"}));
+  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"\\h+"})", "Isolated"), "xx0aF9yy"),
+            (Words{"xx", "0aF9", "yy"}));
   EXPECT_EQ(pre_tokenize(split(R"({"Regex":"\\u00e9+"})", "Isolated"), "caf\xC3\xA9\xC3\xA9!"),
             (Words{"caf", "\xC3\xA9\xC3\xA9", "!"}));
-  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"(?m)a.b"})", "Isolated"), "a\nb acb"), (Words{"a\nb", " ", "acb"}));
+  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"(?m)a.b"})", "Isolated"), "a\nb acb"),
+            (Words{"a\nb", " ", "acb"}));
   EXPECT_EQ(pre_tokenize(split(R"({"Regex":"^x|y$"})", "Isolated"), "xay\nxby"),
             (Words{"x", "a", "y", "\n", "x", "b", "y"}));
   // \s is White_Space (U+0085 included, U+180E not); \w is Oniguruma's word class.
@@ -78,49 +88,76 @@ TEST(OnigurumaSemantics, SyntaxDifferencesAreTranslated) {
 }
 
 TEST(OnigurumaSemantics, Llama3AndGpt2Patterns) {
-  const std::string llama3 = R"({"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"})";
+  const std::string llama3 =
+      R"({"Regex":"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"})";
   EXPECT_EQ(pre_tokenize(split(llama3, "Isolated"), "I'M  2024 it'S\r\n\n  ok?!"),
             (Words{"I", "'M", " ", " ", "202", "4", " it", "'S", "\r\n\n", " ", " ok", "?!"}));
-  EXPECT_EQ(pre_tokenize(R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true})",
-                         "Hello  world's 123 !!\n\n x"),
-            (Words{"Hello", "\xC4\xA0", "\xC4\xA0world", "'s", "\xC4\xA0" "123", "\xC4\xA0!!", "\xC4\x8A\xC4\x8A",
-                   "\xC4\xA0x"}));
+  EXPECT_EQ(
+      pre_tokenize(
+          R"({"type":"ByteLevel","add_prefix_space":false,"trim_offsets":true,"use_regex":true})",
+          "Hello  world's 123 !!\n\n x"),
+      (Words{"Hello", "\xC4\xA0", "\xC4\xA0world", "'s",
+             "\xC4\xA0"
+             "123",
+             "\xC4\xA0!!", "\xC4\x8A\xC4\x8A", "\xC4\xA0x"}));
 }
 
 TEST(PreTokenizers, CharacterClassSplitters) {
-  EXPECT_EQ(pre_tokenize(R"({"type":"BertPreTokenizer"})", "Hello,world! \xE4\xBD\xA0\xE5\xA5\xBD a\xC2\xA0" "b"),
+  EXPECT_EQ(pre_tokenize(R"({"type":"BertPreTokenizer"})",
+                         "Hello,world! \xE4\xBD\xA0\xE5\xA5\xBD a\xC2\xA0"
+                         "b"),
             (Words{"Hello", ",", "world", "!", "\xE4\xBD\xA0\xE5\xA5\xBD", "a", "b"}));
   EXPECT_EQ(pre_tokenize(R"({"type":"Whitespace"})", "Hello, w\xC3\xB6rld!!  x_y 3.14"),
             (Words{"Hello", ",", "w\xC3\xB6rld", "!!", "x_y", "3", ".", "14"}));
-  EXPECT_EQ(pre_tokenize(R"({"type":"Digits","individual_digits":false})", "a123b45"), (Words{"a", "123", "b", "45"}));
-  EXPECT_EQ(pre_tokenize(R"({"type":"Punctuation","behavior":"MergedWithNext"})", "a,b.c"), (Words{"a", ",b", ".c"}));
-  EXPECT_EQ(pre_tokenize(R"({"type":"FixedLength","length":3})", "abcdefgh"), (Words{"abc", "def", "gh"}));
-  EXPECT_EQ(pre_tokenize(R"({"type":"CharDelimiterSplit","delimiter":"x"})", "axbxxc"), (Words{"a", "b", "c"}));
+  EXPECT_EQ(pre_tokenize(R"({"type":"Digits","individual_digits":false})", "a123b45"),
+            (Words{"a", "123", "b", "45"}));
+  EXPECT_EQ(pre_tokenize(R"({"type":"Punctuation","behavior":"MergedWithNext"})", "a,b.c"),
+            (Words{"a", ",b", ".c"}));
+  EXPECT_EQ(pre_tokenize(R"({"type":"FixedLength","length":3})", "abcdefgh"),
+            (Words{"abc", "def", "gh"}));
+  EXPECT_EQ(pre_tokenize(R"({"type":"CharDelimiterSplit","delimiter":"x"})", "axbxxc"),
+            (Words{"a", "b", "c"}));
 }
 
 TEST(PreTokenizers, Metaspace) {
   const std::string bar = "\xE2\x96\x81";  // U+2581
-  EXPECT_EQ(pre_tokenize(R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"first","split":true})",
-                         "hello  world"),
-            (Words{bar + "hello", bar, bar + "world"}));
-  EXPECT_EQ(pre_tokenize(R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"never","split":false})",
-                         " hello world"),
-            (Words{bar + "hello" + bar + "world"}));
+  EXPECT_EQ(
+      pre_tokenize(
+          R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"first","split":true})",
+          "hello  world"),
+      (Words{bar + "hello", bar, bar + "world"}));
+  EXPECT_EQ(
+      pre_tokenize(
+          R"({"type":"Metaspace","replacement":"\u2581","prepend_scheme":"never","split":false})",
+          " hello world"),
+      (Words{bar + "hello" + bar + "world"}));
   EXPECT_THROW(pre_tokenize(R"({"type":"Metaspace","replacement":"ab"})", "x"), InputError);
 }
 
 TEST(Normalizers, TextEdits) {
-  EXPECT_EQ(normalize(R"({"type":"Replace","pattern":{"Regex":"\\s+"},"content":" "})", "a  b\t\nc"), "a b c");
-  EXPECT_EQ(normalize(R"({"type":"Strip","strip_left":true,"strip_right":true})", "  a b  "), "a b");
-  EXPECT_EQ(normalize(R"({"type":"Nmt"})", "a\x01" "b\xE2\x80\x8B" "c"), "ab c");
+  EXPECT_EQ(
+      normalize(R"({"type":"Replace","pattern":{"Regex":"\\s+"},"content":" "})", "a  b\t\nc"),
+      "a b c");
+  EXPECT_EQ(normalize(R"({"type":"Strip","strip_left":true,"strip_right":true})", "  a b  "),
+            "a b");
+  EXPECT_EQ(normalize(R"({"type":"Nmt"})",
+                      "a\x01"
+                      "b\xE2\x80\x8B"
+                      "c"),
+            "ab c");
   EXPECT_EQ(normalize(R"({"type":"Prepend","prepend":"_"})", "ab"), "_ab");
-  EXPECT_EQ(normalize(R"({"type":"ByteLevel"})", "\xC3\xA9 a"), "\xC3\x83\xC2\xA9\xC4\xA0" "a");
-  EXPECT_EQ(normalize(R"({"type":"Sequence","normalizers":[{"type":"NFD"},{"type":"StripAccents"},{"type":"Lowercase"}]})",
-                      "\xC3\x89T\xC3\x89"),
-            "ete");
+  EXPECT_EQ(normalize(R"({"type":"ByteLevel"})", "\xC3\xA9 a"),
+            "\xC3\x83\xC2\xA9\xC4\xA0"
+            "a");
+  EXPECT_EQ(
+      normalize(
+          R"({"type":"Sequence","normalizers":[{"type":"NFD"},{"type":"StripAccents"},{"type":"Lowercase"}]})",
+          "\xC3\x89T\xC3\x89"),
+      "ete");
   // Lowercase of U+0130 is "i" + U+0307, as Rust's char::to_lowercase.
   EXPECT_EQ(normalize(R"({"type":"Lowercase"})", "\xC4\xB0"), "i\xCC\x87");
-  EXPECT_THROW(normalize(R"({"type":"Precompiled","precompiled_charsmap":"!!!"})", "x"), InputError);
+  EXPECT_THROW(normalize(R"({"type":"Precompiled","precompiled_charsmap":"!!!"})", "x"),
+               InputError);
   EXPECT_THROW(normalize(R"({"type":"Unknown"})", "x"), InputError);
 }
 

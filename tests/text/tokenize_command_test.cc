@@ -25,7 +25,8 @@ struct CommandResult {
 
 CommandResult run_tokenize(const std::string& args, const test::TempDir& dir) {
   const std::string err = dir.path() + "/stderr.txt";
-  const std::string cmd = test::ftune_binary() + " tokenize " + args + " 2> " + err + " > /dev/null";
+  const std::string cmd =
+      test::ftune_binary() + " tokenize " + args + " 2> " + err + " > /dev/null";
   const int status = std::system(cmd.c_str());
   std::ifstream in(err);
   std::stringstream ss;
@@ -33,7 +34,9 @@ CommandResult run_tokenize(const std::string& args, const test::TempDir& dir) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ss.str()};
 }
 
-void write(const std::string& path, const std::string& content) { std::ofstream(path, std::ios::binary) << content; }
+void write(const std::string& path, const std::string& content) {
+  std::ofstream(path, std::ios::binary) << content;
+}
 
 std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::ifstream in(path);
@@ -62,9 +65,10 @@ TEST(TokenizeCommand, MatchesTheLibraryForTextsAndPairs) {
   }
   write(dir.path() + "/in.jsonl", input);
   for (const std::string extra : {"", " --max-length 24 --threads 3"}) {
-    const CommandResult r = run_tokenize("--tokenizer " + kMiniLm + " --input " + dir.path() + "/in.jsonl --output " + dir.path() +
-                                   "/out.jsonl" + extra,
-                               dir);
+    const CommandResult r =
+        run_tokenize("--tokenizer " + kMiniLm + " --input " + dir.path() + "/in.jsonl --output " +
+                         dir.path() + "/out.jsonl" + extra,
+                     dir);
     ASSERT_EQ(r.code, 0) << r.stderr_text;
     const auto out = read_jsonl(dir.path() + "/out.jsonl");
     ASSERT_EQ(out.size(), rows.size());
@@ -79,7 +83,8 @@ TEST(TokenizeCommand, MatchesTheLibraryForTextsAndPairs) {
       if (rows[i].second) pair = *rows[i].second;
       const Encoding e = tok.encode(rows[i].first, pair, o);
       EXPECT_EQ(out[i].at("input_ids").get<std::vector<uint32_t>>(), e.ids) << "line " << i + 1;
-      EXPECT_EQ(out[i].at("token_type_ids").get<std::vector<uint32_t>>(), e.type_ids) << "line " << i + 1;
+      EXPECT_EQ(out[i].at("token_type_ids").get<std::vector<uint32_t>>(), e.type_ids)
+          << "line " << i + 1;
       EXPECT_EQ(out[i].size(), 2u);
     }
   }
@@ -97,7 +102,8 @@ TEST(TokenizeCommand, BadLinesAreReportedWithFileAndLineAndLeaveNoOutput) {
       {"{\"text\": \"ok\"}\nnot json\n", "in.jsonl:2: invalid JSON"},
       {"{\"text\": 5}\n", "in.jsonl:1: key \"text\" must be a string"},
       {"[1, 2]\n", "in.jsonl:1: expected a JSON object"},
-      {"{\"text\": \"a\", \"text_pair\": [1]}\n", "in.jsonl:1: key \"text_pair\" must be a string or null"},
+      {"{\"text\": \"a\", \"text_pair\": [1]}\n",
+       "in.jsonl:1: key \"text_pair\" must be a string or null"},
       {"{\"text\": \"bad \xff byte\"}\n", "in.jsonl:1: invalid UTF-8 at byte"},
       {"{\"text\": \"a\"}\n\n{\"text\": \"b\"}\n", "in.jsonl:2: empty line"},
       {"{\"text\": \"\\ud800\"}\n", "in.jsonl:1: invalid JSON"},
@@ -113,7 +119,8 @@ TEST(TokenizeCommand, BadLinesAreReportedWithFileAndLineAndLeaveNoOutput) {
       leftovers += entry.path().filename().string().find("out.jsonl") != std::string::npos;
     EXPECT_EQ(leftovers, 0u) << "temporary output left behind";
   }
-  const CommandResult missing = run_tokenize("--tokenizer " + dir.path() + "/nope --input " + in + " --output " + out, dir);
+  const CommandResult missing =
+      run_tokenize("--tokenizer " + dir.path() + "/nope --input " + in + " --output " + out, dir);
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.stderr_text.find("/nope"), std::string::npos);
 }
@@ -122,12 +129,15 @@ TEST(TokenizeCommand, InvalidUtf8CanBeReplacedAndTrailingBlankLinesAreFine) {
   test::TempDir dir;
   const std::string in = dir.path() + "/in.jsonl", out = dir.path() + "/out.jsonl";
   write(in, "{\"text\": \"caf\xc3\xa9 \xff!\"}\r\n{\"text\": \"x\"}\n\n\n");
-  const CommandResult r = run_tokenize("--tokenizer " + kMiniLm + " --input " + in + " --output " + out + " --invalid-utf8 replace", dir);
+  const CommandResult r = run_tokenize(
+      "--tokenizer " + kMiniLm + " --input " + in + " --output " + out + " --invalid-utf8 replace",
+      dir);
   ASSERT_EQ(r.code, 0) << r.stderr_text;
   const auto lines = read_jsonl(out);
   ASSERT_EQ(lines.size(), 2u);
   const Tokenizer tok = Tokenizer::from_path(kMiniLm);
-  EXPECT_EQ(lines[0].at("input_ids").get<std::vector<uint32_t>>(), tok.encode("caf\xc3\xa9 \xef\xbf\xbd!").ids);
+  EXPECT_EQ(lines[0].at("input_ids").get<std::vector<uint32_t>>(),
+            tok.encode("caf\xc3\xa9 \xef\xbf\xbd!").ids);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "core/error.h"
@@ -15,7 +16,9 @@
 namespace ftune::text {
 namespace {
 
-std::string fixture(const std::string& name) { return test::tokenizer_fixtures_dir() + "/" + name; }
+std::string fixture(const std::string& name) {
+  return test::tokenizer_fixtures_dir() + "/" + name;
+}
 
 // The message of the InputError `f` raises (empty when it does not raise).
 template <class F>
@@ -38,23 +41,35 @@ std::string word_level(const std::string& extra = "") {
 TEST(TokenizerLoad, FileDirectoryAndErrors) {
   EXPECT_NO_THROW(Tokenizer::from_path(fixture("minilm")));
   EXPECT_NO_THROW(Tokenizer::from_path(fixture("minilm") + "/tokenizer.json"));
-  EXPECT_NE(error_of([] { Tokenizer::from_path("/nonexistent/dir"); }).find("/nonexistent/dir"), std::string::npos);
+  EXPECT_NE(error_of([] { Tokenizer::from_path("/nonexistent/dir"); }).find("/nonexistent/dir"),
+            std::string::npos);
   test::TempDir dir;
-  EXPECT_NE(error_of([&] { Tokenizer::from_dir(dir.path()); }).find("no tokenizer.json"), std::string::npos);
+  EXPECT_NE(error_of([&] { Tokenizer::from_dir(dir.path()); }).find("no tokenizer.json"),
+            std::string::npos);
 }
 
 TEST(TokenizerLoad, MalformedJsonNamesTheKeyAndWhatWasExpected) {
-  EXPECT_NE(error_of([] { Tokenizer::from_json("{not json", {}, "t.json"); }).find("t.json: invalid JSON"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { Tokenizer::from_json("[]", {}, "t.json"); }).find("expected an object"), std::string::npos);
-  EXPECT_NE(error_of([] { Tokenizer::from_json("{}", {}, "t.json"); }).find("missing key \"model\""), std::string::npos);
   EXPECT_NE(error_of([] {
-              Tokenizer::from_json(word_level(R"(,"normalizer":{"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Bogus"}]})"),
-                                   {}, "t.json");
-            }).find("t.json: normalizer.normalizers[1].type: unknown normalizer type \"Bogus\""),
+              Tokenizer::from_json("{not json", {}, "t.json");
+            }).find("t.json: invalid JSON"),
             std::string::npos);
+  EXPECT_NE(error_of([] { Tokenizer::from_json("[]", {}, "t.json"); }).find("expected an object"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of([] { Tokenizer::from_json("{}", {}, "t.json"); }).find("missing key \"model\""),
+      std::string::npos);
+  EXPECT_NE(
+      error_of([] {
+        Tokenizer::from_json(
+            word_level(
+                R"(,"normalizer":{"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"Bogus"}]})"),
+            {}, "t.json");
+      }).find("t.json: normalizer.normalizers[1].type: unknown normalizer type \"Bogus\""),
+      std::string::npos);
   EXPECT_NE(error_of([] {
-              Tokenizer::from_json(R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[["a","c"]]}})", {}, "t.json");
+              Tokenizer::from_json(
+                  R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":[["a","c"]]}})", {},
+                  "t.json");
             }).find("t.json: model.merges[0]: merge token \"c\" is not in the vocabulary"),
             std::string::npos);
   EXPECT_NE(error_of([] {
@@ -64,24 +79,33 @@ TEST(TokenizerLoad, MalformedJsonNamesTheKeyAndWhatWasExpected) {
                                    {}, "t.json");
             }).find("special token \"[X]\" missing from special_tokens"),
             std::string::npos);
+  EXPECT_NE(
+      error_of([] {
+        Tokenizer::from_json(
+            word_level(
+                R"(,"pre_tokenizer":{"type":"Split","pattern":{"Regex":"(a"},"behavior":"Isolated","invert":false})"),
+            {}, "t.json");
+      }).find("t.json: pre_tokenizer.pattern.Regex: invalid regex"),
+      std::string::npos);
   EXPECT_NE(error_of([] {
-              Tokenizer::from_json(word_level(R"(,"pre_tokenizer":{"type":"Split","pattern":{"Regex":"(a"},"behavior":"Isolated","invert":false})"),
-                                   {}, "t.json");
-            }).find("t.json: pre_tokenizer.pattern.Regex: invalid regex"),
+              Tokenizer::from_json(
+                  R"({"model":{"type":"Unigram","vocab":[["a",-1.0]],"unk_id":3}})", {}, "t.json");
+            }).find("unk_id is not in the vocabulary"),
             std::string::npos);
-  EXPECT_NE(error_of([] { Tokenizer::from_json(R"({"model":{"type":"Unigram","vocab":[["a",-1.0]],"unk_id":3}})", {}, "t.json"); })
-                .find("unk_id is not in the vocabulary"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { Tokenizer::from_json(R"({"model":{"type":"WordPiece","vocab":{"a":"x"}}})", {}, "t.json"); })
-                .find("model.vocab[\"a\"]: expected a non-negative integer id"),
+  EXPECT_NE(error_of([] {
+              Tokenizer::from_json(R"({"model":{"type":"WordPiece","vocab":{"a":"x"}}})", {},
+                                   "t.json");
+            }).find("model.vocab[\"a\"]: expected a non-negative integer id"),
             std::string::npos);
 }
 
 // Found by fuzz/fuzz_tokenizer_json: a number too large for a double escaped as a JSON library
 // exception instead of InputError.
 TEST(TokenizerLoad, FuzzRegressionNumberOutOfRange) {
-  EXPECT_NE(error_of([] { Tokenizer::from_json(R"({"model": {"type": "Unigram", "vocab": [["a", -3.277e597409120332]]}})"); })
-                .find("invalid JSON"),
+  EXPECT_NE(error_of([] {
+              Tokenizer::from_json(
+                  R"({"model": {"type": "Unigram", "vocab": [["a", -3.277e597409120332]]}})");
+            }).find("invalid JSON"),
             std::string::npos);
 }
 
@@ -116,7 +140,26 @@ TEST(TokenizerOptions, DefaultsAreTransformersAndStoredSettingsAreAvailable) {
   EXPECT_EQ(tok.encode(long_text, std::nullopt, o).size(), 512u);
   o.truncation = Truncation::kOnlySecond;
   o.max_length = 16;
-  EXPECT_NE(error_of([&] { tok.encode(long_text, std::nullopt, o); }).find("no second sequence"), std::string::npos);
+  EXPECT_NE(error_of([&] { tok.encode(long_text, std::nullopt, o); }).find("no second sequence"),
+            std::string::npos);
+}
+
+TEST(TokenizerConfig, SplitSpecialTokensMatchesTransformers) {
+  // transformers 5.23, AutoTokenizer with split_special_tokens=True in tokenizer_config.json.
+  std::ifstream json(fixture("minilm") + "/tokenizer.json"),
+      config(fixture("minilm") + "/tokenizer_config.json");
+  std::stringstream j, c;
+  j << json.rdbuf();
+  c << config.rdbuf();
+  std::string cfg = c.str();
+  cfg.insert(cfg.find('{') + 1, "\"split_special_tokens\": true, ");
+  const Tokenizer split = Tokenizer::from_json(j.str(), cfg);
+  EXPECT_EQ(split.encode("[CLS] hello [SEP] [MASK]").ids,
+            (std::vector<uint32_t>{101, 1031, 18856, 2015, 1033, 7592, 1031, 19802, 1033, 1031,
+                                   7308, 1033, 102}));
+  const Tokenizer plain = Tokenizer::from_json(j.str(), c.str());
+  EXPECT_EQ(plain.encode("[CLS] hello [SEP] [MASK]").ids,
+            (std::vector<uint32_t>{101, 101, 7592, 102, 103, 102}));
 }
 
 TEST(TokenizerOptions, ErrorsWhenNothingToPadWithOrNoLimit) {
@@ -124,19 +167,22 @@ TEST(TokenizerOptions, ErrorsWhenNothingToPadWithOrNoLimit) {
   EncodeOptions o;
   o.padding = Padding::kMaxLength;
   o.max_length = 5;
-  EXPECT_NE(error_of([&] { tok.encode("a b", std::nullopt, o); }).find("no pad token"), std::string::npos);
+  EXPECT_NE(error_of([&] { tok.encode("a b", std::nullopt, o); }).find("no pad token"),
+            std::string::npos);
   o.pad_id = 0;
   EXPECT_EQ(tok.encode("a b", std::nullopt, o).ids, (std::vector<uint32_t>{1, 2, 0, 0, 0}));
   EncodeOptions t;
   t.truncation = Truncation::kLongestFirst;
-  EXPECT_NE(error_of([&] { tok.encode("a b", std::nullopt, t); }).find("model_max_length"), std::string::npos);
+  EXPECT_NE(error_of([&] { tok.encode("a b", std::nullopt, t); }).find("model_max_length"),
+            std::string::npos);
 }
 
 TEST(TokenizerBatch, EqualsEncodeOneByOneOnAnyPool) {
   const Tokenizer tok = Tokenizer::from_path(fixture("roberta_bpe"));
   const auto& texts = test::fixture_corpus();
   std::vector<TextPair> batch;
-  for (size_t i = 0; i < 700; ++i) batch.push_back({texts[i], i % 3 ? std::nullopt : std::optional<std::string>(texts[i + 1])});
+  for (size_t i = 0; i < 700; ++i)
+    batch.push_back({texts[i], i % 3 ? std::nullopt : std::optional<std::string>(texts[i + 1])});
   EncodeOptions o = tok.default_options();
   o.truncation = Truncation::kLongestFirst;
   o.max_length = 40;
@@ -147,7 +193,8 @@ TEST(TokenizerBatch, EqualsEncodeOneByOneOnAnyPool) {
     for (size_t i = 0; i < batch.size(); ++i) {
       std::optional<std::string_view> pair;
       if (batch[i].pair) pair = *batch[i].pair;
-      ASSERT_EQ(out[i].ids, tok.encode(batch[i].text, pair, o).ids) << "input " << i << " threads " << threads;
+      ASSERT_EQ(out[i].ids, tok.encode(batch[i].text, pair, o).ids)
+          << "input " << i << " threads " << threads;
     }
   }
   // Padding::kLongest pads every encoding to the longest of the batch.
@@ -179,7 +226,8 @@ TEST(TokenizerDecode, ByteLevelRoundTripAndSpecialTokens) {
   const Tokenizer tok = Tokenizer::from_path(fixture("roberta_bpe"));
   EncodeOptions no_special = tok.default_options();
   no_special.add_special_tokens = false;
-  for (const std::string s : {"Hello world", " leading and trailing ", "\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80 \xE4\xBD\xA0"}) {
+  for (const std::string s : {"Hello world", " leading and trailing ",
+                              "\xC3\xA9t\xC3\xA9 \xF0\x9F\x98\x80 \xE4\xBD\xA0"}) {
     EXPECT_EQ(tok.decode(tok.encode(s, std::nullopt, no_special).ids), s);
     EXPECT_EQ(tok.decode(tok.encode(s).ids, true), s);
   }

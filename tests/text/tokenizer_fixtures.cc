@@ -10,7 +10,9 @@
 
 namespace ftune::test {
 
-std::string tokenizer_fixtures_dir() { return fixtures_dir() + "/tokenizers"; }
+std::string tokenizer_fixtures_dir() {
+  return fixtures_dir() + "/tokenizers";
+}
 
 std::optional<std::string> shared_tokenizers_dir() {
   std::string shared;
@@ -47,7 +49,8 @@ std::vector<nlohmann::json> read_jsonl_gz(const std::string& path) {
 const std::vector<std::string>& fixture_corpus() {
   static const std::vector<std::string> texts = [] {
     std::vector<std::string> t;
-    for (const auto& j : read_jsonl_gz(tokenizer_fixtures_dir() + "/corpus.jsonl.gz")) t.push_back(j.at("t"));
+    for (const auto& j : read_jsonl_gz(tokenizer_fixtures_dir() + "/corpus.jsonl.gz"))
+      t.push_back(j.at("t"));
     return t;
   }();
   return texts;

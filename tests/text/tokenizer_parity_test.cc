@@ -58,14 +58,18 @@ Source locate(const std::string& name, const json& header) {
   }
   const auto shared = test::shared_tokenizers_dir();
   if (!shared) {
-    s.skip = "shared tokenizer fixtures not found: set FTUNE_SHARED_DIR or provide <repo>/../shared/fixtures/tokenizers";
+    s.skip =
+        "shared tokenizer fixtures not found: set FTUNE_SHARED_DIR or provide "
+        "<repo>/../shared/fixtures/tokenizers";
     return s;
   }
   if (name == "llama2_config") {
     // Llama-2's tokenizer.json next to the tokenizer_config.json recorded in the golden header.
     s.temp = std::make_unique<test::TempDir>();
-    std::filesystem::copy_file(*shared + "/llama2.tokenizer.json", s.temp->path() + "/tokenizer.json");
-    std::ofstream(s.temp->path() + "/tokenizer_config.json") << header.at("tokenizer_config").dump();
+    std::filesystem::copy_file(*shared + "/llama2.tokenizer.json",
+                               s.temp->path() + "/tokenizer.json");
+    std::ofstream(s.temp->path() + "/tokenizer_config.json")
+        << header.at("tokenizer_config").dump();
     s.path = s.temp->path();
     return s;
   }
@@ -78,7 +82,8 @@ class TokenizerParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TokenizerParity, MatchesHuggingFace) {
   const std::string name = GetParam();
-  const auto records = test::read_jsonl_gz(test::tokenizer_fixtures_dir() + "/golden/" + name + ".jsonl.gz");
+  const auto records =
+      test::read_jsonl_gz(test::tokenizer_fixtures_dir() + "/golden/" + name + ".jsonl.gz");
   ASSERT_FALSE(records.empty());
   const json& header = records[0];
   Source src = locate(name, header);
@@ -114,9 +119,9 @@ TEST_P(TokenizerParity, MatchesHuggingFace) {
       const auto want = c.at("ids").get<std::vector<uint32_t>>();
       const auto want_tt = expand(c.at("tt"));
       check(k, e.ids == want && e.type_ids == want_tt, [&] {
-        return "text " + quoted(std::string(text)) + (pair ? " pair " + quoted(std::string(*pair)) : "") +
-               "\n  want " + show(want) + " types " + show(want_tt) + "\n  got  " + show(e.ids) + " types " +
-               show(e.type_ids);
+        return "text " + quoted(std::string(text)) +
+               (pair ? " pair " + quoted(std::string(*pair)) : "") + "\n  want " + show(want) +
+               " types " + show(want_tt) + "\n  got  " + show(e.ids) + " types " + show(e.type_ids);
       });
     } else if (k == "t") {
       EncodeOptions o = tok.default_options();
@@ -136,13 +141,16 @@ TEST_P(TokenizerParity, MatchesHuggingFace) {
         error = ex.what();
       }
       if (c.contains("err")) {
-        check("t", !e.has_value(), [&] { return "expected an error for " + c.dump() + ", got " + show(e->ids); });
+        check("t", !e.has_value(),
+              [&] { return "expected an error for " + c.dump() + ", got " + show(e->ids); });
       } else {
         const auto want = c.at("ids").get<std::vector<uint32_t>>();
-        check("t", e && e->ids == want && e->type_ids == expand(c.at("tt")) &&
-                       widen(e->special_tokens_mask) == expand(c.at("stm")),
+        check("t",
+              e && e->ids == want && e->type_ids == expand(c.at("tt")) &&
+                  widen(e->special_tokens_mask) == expand(c.at("stm")),
               [&] {
-                return c.dump().substr(0, 300) + "\n  got " + (e ? show(e->ids) : "error: " + error);
+                return c.dump().substr(0, 300) + "\n  got " +
+                       (e ? show(e->ids) : "error: " + error);
               });
       }
     } else if (k == "pad") {
@@ -158,8 +166,12 @@ TEST_P(TokenizerParity, MatchesHuggingFace) {
       const Encoding e = tok.encode(*text_of(c.at("i")), text_of(c.at("j")), o);
       check("pad",
             e.ids == c.at("ids").get<std::vector<uint32_t>>() && e.type_ids == expand(c.at("tt")) &&
-                widen(e.attention_mask) == expand(c.at("am")) && widen(e.special_tokens_mask) == expand(c.at("stm")),
-            [&] { return c.dump().substr(0, 300) + "\n  got " + show(e.ids) + " am " + show(widen(e.attention_mask)); });
+                widen(e.attention_mask) == expand(c.at("am")) &&
+                widen(e.special_tokens_mask) == expand(c.at("stm")),
+            [&] {
+              return c.dump().substr(0, 300) + "\n  got " + show(e.ids) + " am " +
+                     show(widen(e.attention_mask));
+            });
     } else if (k == "b") {
       std::vector<TextPair> batch;
       for (size_t q = 0; q < c.at("is").size(); ++q) {
@@ -172,13 +184,16 @@ TEST_P(TokenizerParity, MatchesHuggingFace) {
       const auto out = tok.encode_batch(batch, o);
       bool ok = out.size() == c.at("ids").size();
       for (size_t q = 0; ok && q < out.size(); ++q)
-        ok = out[q].ids == c["ids"][q].get<std::vector<uint32_t>>() && widen(out[q].attention_mask) == expand(c["am"][q]);
+        ok = out[q].ids == c["ids"][q].get<std::vector<uint32_t>>() &&
+             widen(out[q].attention_mask) == expand(c["am"][q]);
       check("b", ok, [&] { return c.dump().substr(0, 300); });
     } else if (k == "d") {
       const auto ids = c.at("ids").get<std::vector<uint32_t>>();
       const std::string got = tok.decode(ids, c.at("skip").get<int>() != 0);
       const std::string want = c.at("text");
-      check("d", got == want, [&] { return "decode " + show(ids) + "\n  want " + quoted(want) + "\n  got  " + quoted(got); });
+      check("d", got == want, [&] {
+        return "decode " + show(ids) + "\n  want " + quoted(want) + "\n  got  " + quoted(got);
+      });
     }
   }
   std::string summary = name + ":";
@@ -193,8 +208,9 @@ TEST_P(TokenizerParity, MatchesHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, TokenizerParity,
-                         ::testing::Values("minilm", "roberta_bpe", "wordpiece_cased", "unigram_precompiled",
-                                           "pipeline_a", "pipeline_b", "pipeline_c", "gemma3", "llama2", "llama3",
+                         ::testing::Values("minilm", "roberta_bpe", "wordpiece_cased",
+                                           "unigram_precompiled", "pipeline_a", "pipeline_b",
+                                           "pipeline_c", "gemma3", "llama2", "llama3",
                                            "llama2_config"),
                          [](const auto& info) { return info.param; });
 

@@ -26,10 +26,13 @@ int icu_age(char32_t c) {
   return v[0] * 10 + v[1];
 }
 
-bool is_surrogate(char32_t c) { return c >= 0xD800 && c <= 0xDFFF; }
+bool is_surrogate(char32_t c) {
+  return c >= 0xD800 && c <= 0xDFFF;
+}
 
 const json& probe() {
-  static const json p = test::read_jsonl_gz(test::tokenizer_fixtures_dir() + "/unicode_probe.jsonl.gz").at(0);
+  static const json p =
+      test::read_jsonl_gz(test::tokenizer_fixtures_dir() + "/unicode_probe.jsonl.gz").at(0);
   return p;
 }
 
@@ -54,20 +57,28 @@ void compare_class(const std::string& name, F ours, int max_age) {
       ++tolerated;
       continue;
     }
-    if (failures++ < 10) ADD_FAILURE() << name << ": U+" << std::hex << uint32_t(c) << " ours " << ours(c) << " HF " << hf[c];
+    if (failures++ < 10)
+      ADD_FAILURE() << name << ": U+" << std::hex << uint32_t(c) << " ours " << ours(c) << " HF "
+                    << hf[c];
   }
-  std::printf("[ unicode ] %-14s mismatches on characters newer than the library: %zu\n", name.c_str(), tolerated);
+  std::printf("[ unicode ] %-14s mismatches on characters newer than the library: %zu\n",
+              name.c_str(), tolerated);
   EXPECT_EQ(failures, 0u) << name;
 }
 
 TEST(UnicodeProps, WhitespacePunctuationControlMarksNumericWord) {
   compare_class("whitespace", unicode::is_whitespace, 150);
   compare_class("punctuation", unicode::is_punctuation, 150);
-  compare_class("bert_control", [](char32_t c) { return c == 0 || c == 0xFFFD || unicode::is_bert_control(c); }, 150);
-  compare_class("combining_mark", [](char32_t c) { return (unicode::flags(c) & unicode::kCombiningMark) != 0; }, 150);
+  compare_class(
+      "bert_control",
+      [](char32_t c) { return c == 0 || c == 0xFFFD || unicode::is_bert_control(c); }, 150);
+  compare_class(
+      "combining_mark",
+      [](char32_t c) { return (unicode::flags(c) & unicode::kCombiningMark) != 0; }, 150);
   compare_class("numeric", unicode::is_numeric, 150);
   // The probe of \w runs on "x" + c, so "x" itself was not probed.
-  compare_class("rust_word", [](char32_t c) { return c == 'x' ? false : unicode::is_word(c); }, 150);
+  compare_class(
+      "rust_word", [](char32_t c) { return c == 'x' ? false : unicode::is_word(c); }, 150);
 }
 
 TEST(UnicodeProps, BertNonspacingMarks) {
@@ -95,8 +106,9 @@ TEST(UnicodeProps, OnigurumaClassesOnPcre2) {
     utf8_append(subject, c);
     subject.push_back('\x01');
   }
-  const std::map<std::string, std::string> classes = {{"onig_L", "\\p{L}"}, {"onig_N", "\\p{N}"}, {"onig_M", "\\p{M}"},
-                                                      {"onig_s", "\\s"},    {"onig_w", "\\w"},    {"onig_d", "\\d"}};
+  const std::map<std::string, std::string> classes = {{"onig_L", "\\p{L}"}, {"onig_N", "\\p{N}"},
+                                                      {"onig_M", "\\p{M}"}, {"onig_s", "\\s"},
+                                                      {"onig_w", "\\w"},    {"onig_d", "\\d"}};
   for (const auto& [name, pattern] : classes) {
     const Regex re(pattern, name);
     std::vector<Match> matches;
@@ -107,14 +119,17 @@ TEST(UnicodeProps, OnigurumaClassesOnPcre2) {
       ASSERT_NE(it, start_of.end()) << name << " matched inside a character";
       ours[it->second] = true;
     }
-    compare_class(name, [&](char32_t c) { return c >= 2 && ours[c]; }, 140);
+    compare_class(
+        name, [&](char32_t c) { return c >= 2 && ours[c]; }, 140);
   }
 }
 
 TEST(UnicodeProps, LowercaseAndNormalizationMaps) {
   const json& maps = probe().at("maps");
-  const std::map<std::string, NormForm> forms = {
-      {"nfd", NormForm::kNFD}, {"nfkd", NormForm::kNFKD}, {"nfc", NormForm::kNFC}, {"nfkc", NormForm::kNFKC}};
+  const std::map<std::string, NormForm> forms = {{"nfd", NormForm::kNFD},
+                                                 {"nfkd", NormForm::kNFKD},
+                                                 {"nfc", NormForm::kNFC},
+                                                 {"nfkc", NormForm::kNFKC}};
   for (const std::string name : {"lowercase", "nfd", "nfkd", "nfc", "nfkc"}) {
     const json& m = maps.at(name);
     size_t failures = 0, tolerated = 0;
@@ -135,7 +150,8 @@ TEST(UnicodeProps, LowercaseAndNormalizationMaps) {
       }
       if (failures++ < 10) ADD_FAILURE() << name << ": U+" << std::hex << uint32_t(c);
     }
-    std::printf("[ unicode ] %-14s mismatches on characters newer than the library: %zu\n", name.c_str(), tolerated);
+    std::printf("[ unicode ] %-14s mismatches on characters newer than the library: %zu\n",
+                name.c_str(), tolerated);
     EXPECT_EQ(failures, 0u) << name;
   }
 }

@@ -12,8 +12,9 @@ namespace {
 const std::string kFffd = "\xEF\xBF\xBD";
 
 TEST(Utf8, ValidInputIsUnchanged) {
-  for (const std::string& s : std::vector<std::string>{"", "ascii", "caf\xC3\xA9", "\xE4\xBD\xA0\xE5\xA5\xBD", "\xF0\x9F\x98\x80",
-                              "\xF4\x8F\xBF\xBF", std::string("nul\0byte", 8)}) {
+  for (const std::string& s : std::vector<std::string>{
+           "", "ascii", "caf\xC3\xA9", "\xE4\xBD\xA0\xE5\xA5\xBD", "\xF0\x9F\x98\x80",
+           "\xF4\x8F\xBF\xBF", std::string("nul\0byte", 8)}) {
     EXPECT_EQ(utf8_find_invalid(s), std::string::npos) << s;
     EXPECT_EQ(utf8_sanitize(s), s);
   }
@@ -23,16 +24,18 @@ TEST(Utf8, MaximalSubpartsBecomeOneReplacementEach) {
   // Unicode 15 §3.9, Table 3-8: "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64"
   const std::string in = "\x61\xF1\x80\x80\xE1\x80\xC2\x62\x80\x63\x80\xBF\x64";
   EXPECT_EQ(utf8_find_invalid(in), 1u);
-  EXPECT_EQ(utf8_sanitize(in), "a" + kFffd + kFffd + kFffd + "b" + kFffd + "c" + kFffd + kFffd + "d");
+  EXPECT_EQ(utf8_sanitize(in),
+            "a" + kFffd + kFffd + kFffd + "b" + kFffd + "c" + kFffd + kFffd + "d");
   EXPECT_EQ(utf8_sanitize("\xC0\xAF"), kFffd + kFffd);              // overlong: lead byte invalid
   EXPECT_EQ(utf8_sanitize("\xED\xA0\x80"), kFffd + kFffd + kFffd);  // surrogate U+D800
   EXPECT_EQ(utf8_sanitize("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);  // above U+10FFFF
-  EXPECT_EQ(utf8_sanitize("\xE2\x82"), kFffd);                      // truncated at the end
+  EXPECT_EQ(utf8_sanitize("\xE2\x82"), kFffd);  // truncated at the end
   EXPECT_EQ(utf8_sanitize("\xFF"), kFffd);
 }
 
 TEST(Utf8, DecodeEncodeRoundTrip) {
-  for (char32_t c : {U'\0', U'a', U'\x7F', U'\x80', U'\u07FF', U'\u0800', U'\uFFFF', U'\U00010000', U'\U0010FFFF'}) {
+  for (char32_t c : {U'\0', U'a', U'\x7F', U'\x80', U'\u07FF', U'\u0800', U'\uFFFF', U'\U00010000',
+                     U'\U0010FFFF'}) {
     const std::string s = utf8_encode(c);
     size_t i = 0;
     EXPECT_EQ(utf8_next(s, i), c);
