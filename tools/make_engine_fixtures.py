@@ -34,6 +34,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from transformers import (
     BertConfig,
+    BertForMaskedLM,
     BertForSequenceClassification,
     BertModel,
     RobertaConfig,
@@ -523,6 +524,47 @@ def base_encoder_case(out_root, name, base_model, cls_model_cls, family, inputs,
     write_case_json(case_dir, info)
 
 
+def tied_mlm_case(out_root, name, mlm_model, inputs, labels, lengths):
+    """A masked-LM checkpoint (BertForMaskedLM: no pooler, an MLM head whose decoder weight is
+    tied to the word embeddings, so save_pretrained stores it once) loaded into a classifier: the
+    MLM head is unexpected, the pooler and classifier are missing and initialised."""
+    case_dir = fresh_dir(out_root / name)
+    mlm_model.save_pretrained(str(case_dir / "model"), safe_serialization=True)
+    write_inputs(case_dir, inputs, labels)
+    with safe_open(str(case_dir / "model" / "model.safetensors"), "pt") as st:
+        keys = sorted(st.keys())
+    assert "cls.predictions.decoder.weight" not in keys, "tied decoder weight was stored"
+    mlm_model.eval()
+    with torch.no_grad():
+        hidden = mlm_model.bert(**inputs).last_hidden_state
+    torch.manual_seed(1234)
+    loaded, loading = BertForSequenceClassification.from_pretrained(
+        str(case_dir / "model"), num_labels=2, dtype=torch.float32, attn_implementation="eager", output_loading_info=True
+    )
+    loaded.eval()
+    with torch.no_grad():
+        _, hidden_loaded = forward(loaded, inputs)
+    assert torch.equal(hidden, hidden_loaded), f"{name}: encoder output changed by loading"
+    write_expected(case_dir, {"hidden": hidden})
+    info = {"case": name, **model_common(mlm_model, mlm_model.config)}
+    info.update(
+        {
+            "load_as": "BertForSequenceClassification",
+            "load_num_labels": 2,
+            "batch": batch_info("bert", lengths),
+            "keys_in_file": keys,
+            "tied": {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight (not stored)"},
+            "missing_keys": sorted(loading["missing_keys"]),
+            "unexpected_keys": sorted(loading["unexpected_keys"]),
+            "mismatched_keys": sorted(loading["mismatched_keys"]),
+            "head_initialised": True,
+            "expected": "hidden: encoder last_hidden_state (eval), independent of the new head",
+            "suggested_tolerance": {"rel": 1e-4},
+        }
+    )
+    write_case_json(case_dir, info)
+
+
 def prefixless_case(out_root, name, base_model, inputs, labels, lengths):
     """A sentence-transformers style BertModel checkpoint: keys without 'bert.' and a legacy
     int64 embeddings.position_ids buffer in the file."""
@@ -660,6 +702,11 @@ def main():
     pl_inputs, pl_lengths = pair_batch("bert", BERT_SEGMENTS, seed=16)
     prefixless = build(BertModel, bert_config(num_labels=2, attn_implementation="eager"), seed=6, add_pooling_layer=True)
     prefixless_case(out, "bert_prefixless", prefixless, pl_inputs, torch.tensor([1, 0, 1, 0]), pl_lengths)
+
+    # 8. Masked-LM checkpoint with a tied decoder and no pooler.
+    mlm_inputs, mlm_lengths = pair_batch("bert", BERT_SEGMENTS, seed=17)
+    mlm = build(BertForMaskedLM, bert_config(num_labels=2, attn_implementation="eager"), seed=7)
+    tied_mlm_case(out, "bert_mlm_tied", mlm, mlm_inputs, torch.tensor([0, 1, 0, 1]), mlm_lengths)
 
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"wrote {sorted(p.name for p in out.iterdir() if p.is_dir())} to {out} ({total / 1024:.0f} KiB)")

@@ -172,7 +172,7 @@ TEST_P(HfLoading, EncoderOutputMatchesAndHeadIsReportedAsHfDoes) {
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, HfLoading,
                          ::testing::Values("bert_bf16", "bert_f16", "bert_sharded", "bert_base_encoder",
-                                           "roberta_base_encoder", "bert_prefixless"));
+                                           "roberta_base_encoder", "bert_prefixless", "bert_mlm_tied"));
 
 }  // namespace
 }  // namespace ftune::test
