@@ -44,12 +44,12 @@ std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const st
 void run(const PredictArgs& a) {
   if (a.threads > 0) set_compute_threads(a.threads);
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<TokenRow> rows;
+  std::vector<data::TokenizedExample> rows;
   std::vector<int64_t> lines;
   std::vector<text::TextPair> texts;
   std::vector<size_t> text_rows;  // indices into rows that still need tokenizing
   data::for_each_jsonl_object(a.data, [&](const nlohmann::json& obj, int64_t line) {
-    TokenRow row;
+    data::TokenizedExample row;
     if (obj.contains("input_ids")) {
       row.input_ids = int_list(obj["input_ids"], "input_ids", a.data, line);
       if (obj.contains("token_type_ids")) row.token_type_ids = int_list(obj["token_type_ids"], "token_type_ids", a.data, line);
@@ -84,7 +84,7 @@ void run(const PredictArgs& a) {
     opts.max_length = a.max_length > 0 ? std::min(a.max_length, limit) : limit;
     const std::vector<text::Encoding> enc = tok.encode_batch(texts, opts);
     for (size_t i = 0; i < enc.size(); ++i) {
-      TokenRow& row = rows[text_rows[i]];
+      data::TokenizedExample& row = rows[text_rows[i]];
       row.input_ids.assign(enc[i].ids.begin(), enc[i].ids.end());
       row.token_type_ids.assign(enc[i].type_ids.begin(), enc[i].type_ids.end());
     }

@@ -35,12 +35,16 @@ std::vector<std::vector<int64_t>> LengthBucketedBatcher::epoch(int64_t epoch) co
   return batches;
 }
 
-std::vector<std::vector<int64_t>> sequential_batches(int64_t count, int64_t batch_size) {
+std::vector<std::vector<int64_t>> length_sorted_batches(const std::vector<TokenizedExample>& examples,
+                                                        int64_t batch_size) {
+  std::vector<int64_t> order(examples.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return examples[a].input_ids.size() < examples[b].input_ids.size();
+  });
   std::vector<std::vector<int64_t>> batches;
-  for (int64_t s = 0; s < count; s += batch_size) {
-    batches.emplace_back();
-    for (int64_t i = s; i < std::min(count, s + batch_size); ++i) batches.back().push_back(i);
-  }
+  for (size_t s = 0; s < order.size(); s += batch_size)
+    batches.emplace_back(order.begin() + s, order.begin() + std::min(order.size(), s + batch_size));
   return batches;
 }
 
@@ -55,7 +59,7 @@ Batch make_batch(const std::vector<TokenizedExample>& examples, const std::vecto
     const TokenizedExample& e = examples[indices[r]];
     for (size_t t = 0; t < e.input_ids.size(); ++t) {
       b.input_ids[r * b.seq_len + t] = e.input_ids[t];
-      b.token_type_ids[r * b.seq_len + t] = e.token_type_ids[t];
+      if (!e.token_type_ids.empty()) b.token_type_ids[r * b.seq_len + t] = e.token_type_ids[t];
       b.attention_mask[r * b.seq_len + t] = 1;
     }
     b.labels.push_back(e.label);

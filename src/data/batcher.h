@@ -29,10 +29,13 @@ class LengthBucketedBatcher {
   int64_t pool_batches_;
 };
 
-// In-order batches (evaluation and prediction): consecutive examples, padded per batch.
-std::vector<std::vector<int64_t>> sequential_batches(int64_t count, int64_t batch_size);
+// Batches for evaluation and prediction, where order does not matter: examples sorted by length
+// (stable) and cut into batches, so each is padded only to its own longest example.
+std::vector<std::vector<int64_t>> length_sorted_batches(const std::vector<TokenizedExample>& examples,
+                                                        int64_t batch_size);
 
-// Pads the given examples into a right-padded Batch (pad id for input_ids, 0 mask, 0 types).
+// Pads the given examples into a right-padded Batch (pad id for input_ids, 0 mask, 0 types;
+// empty token_type_ids count as all 0).
 Batch make_batch(const std::vector<TokenizedExample>& examples, const std::vector<int64_t>& indices, int32_t pad_id);
 
 }  // namespace ftune::data

@@ -16,10 +16,6 @@
 namespace ftune {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Names under which a checkpoint may store parameter `name`: the exact HF name, the name without
 // the encoder prefix (base models saved on their own), and TF-era LayerNorm gamma/beta spellings.
 std::vector<std::string> candidate_names(const std::string& name, const std::string& prefix) {
@@ -28,8 +24,8 @@ std::vector<std::string> candidate_names(const std::string& name, const std::str
   std::vector<std::string> out;
   for (const std::string& b : base) {
     out.push_back(b);
-    if (ends_with(b, "LayerNorm.weight")) out.push_back(b.substr(0, b.size() - 6) + "gamma");
-    if (ends_with(b, "LayerNorm.bias")) out.push_back(b.substr(0, b.size() - 4) + "beta");
+    if (b.ends_with("LayerNorm.weight")) out.push_back(b.substr(0, b.size() - 6) + "gamma");
+    if (b.ends_with("LayerNorm.bias")) out.push_back(b.substr(0, b.size() - 4) + "beta");
   }
   return out;
 }

@@ -4,25 +4,17 @@
 #include "core/memory.h"
 
 namespace ftune {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
 void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config, std::mt19937_64& rng) {
   HostTensor host(DType::F32, spec.shape);  // zero-filled
   float* p = host.data<float>();
   const int64_t n = host.numel();
-  if (ends_with(spec.name, "LayerNorm.weight")) {
+  if (spec.name.ends_with("LayerNorm.weight")) {
     for (int64_t i = 0; i < n; ++i) p[i] = 1.0f;
-  } else if (!ends_with(spec.name, ".bias")) {
+  } else if (!spec.name.ends_with(".bias")) {
     std::normal_distribution<float> normal(0.0f, config.initializer_range);
     for (int64_t i = 0; i < n; ++i) p[i] = normal(rng);
-    if (ends_with(spec.name, "word_embeddings.weight") ||
-        (config.roberta_like() && ends_with(spec.name, "position_embeddings.weight"))) {
+    if (spec.name.ends_with("word_embeddings.weight") ||
+        (config.roberta_like() && spec.name.ends_with("position_embeddings.weight"))) {
       const int64_t C = spec.shape[1];
       for (int64_t c = 0; c < C; ++c) p[config.pad_token_id * C + c] = 0.0f;  // nn.Embedding(padding_idx)
     }

@@ -8,8 +8,7 @@
 namespace ftune {
 
 bool ParamTable::default_decay(const std::string& name) {
-  const bool bias = name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
-  return !bias && name.find("LayerNorm") == std::string::npos;
+  return !name.ends_with(".bias") && name.find("LayerNorm") == std::string::npos;
 }
 
 const ParamSpec& ParamTable::add(std::string name, Shape shape) {

@@ -57,7 +57,7 @@ nlohmann::json evaluate(SequenceClassifier& model, const Split& split, int64_t b
   ClassificationMetrics metrics(model.config().num_labels());
   const int64_t K = model.config().num_labels();
   HostTensor logits(DType::F32, {batch_size, K});
-  for (const auto& indices : data::sequential_batches(split.examples.size(), batch_size)) {
+  for (const auto& indices : data::length_sorted_batches(split.examples, batch_size)) {
     const Batch b = data::make_batch(split.examples, indices, pad_id);
     model.set_batch(b);
     const TensorView out = model.forward(DropoutPlan{});
