@@ -24,12 +24,13 @@ class Sequence final : public Normalizer {
       members_[0]->normalize(in, origin_prefix, out);
       return;
     }
-    // Ping-pong between two scratch buffers; the last member writes to `out`.
-    thread_local std::vector<std::string> scratch;
-    thread_local size_t depth = 0;  // Sequences may nest
-    if (scratch.size() < 2 * (depth + 1)) scratch.resize(2 * (depth + 1));
-    std::string& a = scratch[2 * depth];
-    std::string& b = scratch[2 * depth + 1];
+    // Ping-pong between two scratch buffers per nesting depth (Sequences may nest). The buffers
+    // are heap objects so that growing the list never moves the ones an outer level holds.
+    thread_local std::vector<std::unique_ptr<std::string>> scratch;
+    thread_local size_t depth = 0;
+    while (scratch.size() < 2 * (depth + 1)) scratch.push_back(std::make_unique<std::string>());
+    std::string& a = *scratch[2 * depth];
+    std::string& b = *scratch[2 * depth + 1];
     ++depth;
     struct Leave {
       size_t& d;

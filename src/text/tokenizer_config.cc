@@ -50,8 +50,15 @@ void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text,
 
   // Special tokens that transformers adds when tokenizer.json lacks them.
   std::vector<AddedToken> to_add;
-  auto consider = [&](const AddedToken& t) {
-    if (impl.added.token_to_id(t.content) != StringIdMap::kMissing) return;
+  // A token from added_tokens_decoder is (re-)added unless tokenizer.json has it with the same
+  // properties (transformers compares the whole AddedToken); a named special token only when
+  // its content is missing.
+  auto consider = [&](const AddedToken& t, bool compare_properties) {
+    const uint32_t id = impl.added.token_to_id(t.content);
+    if (id != StringIdMap::kMissing) {
+      const AddedToken* existing = impl.added.token(id);
+      if (!compare_properties || (existing && *existing == t)) return;
+    }
     for (const AddedToken& a : to_add)
       if (a.content == t.content) return;
     to_add.push_back(t);
@@ -71,20 +78,20 @@ void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text,
     }
     std::sort(sorted.begin(), sorted.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [id, t] : sorted) consider(t);
+    for (const auto& [id, t] : sorted) consider(t, true);
   }
   std::optional<AddedToken> named[7];
   const char* keys[7] = {"bos_token", "eos_token", "unk_token", "sep_token",
                          "pad_token", "cls_token", "mask_token"};
   for (int i = 0; i < 7; ++i) {
     if (auto n = root.get(keys[i])) named[i] = special_token(*n);
-    if (named[i]) consider(*named[i]);
+    if (named[i]) consider(*named[i], false);
   }
   for (const char* list_key : {"additional_special_tokens", "extra_special_tokens"}) {
     auto list = root.get(list_key);
     if (!list || !list->is_array()) continue;
     for (size_t i = 0; i < list->size(); ++i)
-      if (auto t = special_token((*list)[i])) consider(*t);
+      if (auto t = special_token((*list)[i])) consider(*t, false);
   }
   if (!to_add.empty()) impl.added.add_tokens(to_add, *impl.model, impl.normalizer.get());
 

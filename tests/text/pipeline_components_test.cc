@@ -154,6 +154,15 @@ TEST(Normalizers, TextEdits) {
           R"({"type":"Sequence","normalizers":[{"type":"NFD"},{"type":"StripAccents"},{"type":"Lowercase"}]})",
           "\xC3\x89T\xC3\x89"),
       "ete");
+  // Nested sequences (each nesting level has its own scratch buffers).
+  EXPECT_EQ(normalize(R"({"type":"Sequence","normalizers":[
+                           {"type":"Sequence","normalizers":[{"type":"NFD"},{"type":"Lowercase"}]},
+                           {"type":"Sequence","normalizers":[{"type":"StripAccents"},
+                             {"type":"Sequence","normalizers":[{"type":"Replace","pattern":{"Regex":" +"},"content":"_"},
+                                                               {"type":"Prepend","prepend":">"}]}]}]})",
+                      "\xC3\x89T\xC3\x89  \xC3\x87"
+                      "a"),
+            ">ete_ca");
   // Lowercase of U+0130 is "i" + U+0307, as Rust's char::to_lowercase.
   EXPECT_EQ(normalize(R"({"type":"Lowercase"})", "\xC4\xB0"), "i\xCC\x87");
   EXPECT_THROW(normalize(R"({"type":"Precompiled","precompiled_charsmap":"!!!"})", "x"),
