@@ -6,7 +6,8 @@
 
 For each tokenizer: `Tokenizer.encode_batch_fast` (no offsets, like ftune) and `encode_batch`
 over the whole corpus, on one thread (TOKENIZERS_PARALLELISM=false: the batch runs sequentially)
-and on all threads (rayon, RAYON_NUM_THREADS = the thread count ftune used). Stored truncation
+and on all threads (rayon, RAYON_NUM_THREADS = the thread count ftune used). One-thread numbers
+use the process CPU time (as tokenizer_bench does), all-thread numbers wall time. Stored truncation
 and padding are disabled; special tokens are added, as in ftune's bench. Each measurement runs
 in its own process so the thread settings apply. Prints MB/s and sentences/s, and with
 --ftune-json a side-by-side table with ftune's numbers and the speed-up.
@@ -32,7 +33,7 @@ def default_specs():
     return specs
 
 
-def measure(path, corpus_file, seconds, fast):
+def measure(path, corpus_file, seconds, fast, cpu_time):
     """Runs inside the child process: throughput of one tokenizer with the inherited env."""
     from tokenizers import Tokenizer
 
@@ -46,11 +47,12 @@ def measure(path, corpus_file, seconds, fast):
     tok.no_padding()
     encode = tok.encode_batch_fast if fast else tok.encode_batch
     encode(corpus[:1000], add_special_tokens=True)  # warm-up
-    passes, t0 = 0, time.perf_counter()
+    clock = time.process_time if cpu_time else time.perf_counter
+    passes, t0 = 0, clock()
     while True:
         encode(corpus, add_special_tokens=True)
         passes += 1
-        elapsed = time.perf_counter() - t0
+        elapsed = clock() - t0
         if elapsed >= seconds:
             break
     return {"mb_s": nbytes * passes / elapsed / 1e6, "sent_s": len(corpus) * passes / elapsed}
@@ -65,7 +67,8 @@ def run_child(path, corpus, seconds, fast, threads):
         env["TOKENIZERS_PARALLELISM"] = "true"
         env["RAYON_NUM_THREADS"] = str(threads)
     out = subprocess.run([sys.executable, __file__, "--child", path, "--corpus", corpus, "--seconds", str(seconds)]
-                         + (["--fast"] if fast else []), env=env, check=True, capture_output=True, text=True)
+                         + (["--fast"] if fast else []) + (["--cpu-time"] if threads == 1 else []), env=env, check=True,
+                         capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -77,10 +80,11 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--fast", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--cpu-time", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("specs", nargs="*", help="name=path/to/tokenizer.json (default: the fixtures)")
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(measure(args.child, args.corpus, args.seconds, args.fast)))
+        print(json.dumps(measure(args.child, args.corpus, args.seconds, args.fast, args.cpu_time)))
         return
 
     ftune = None

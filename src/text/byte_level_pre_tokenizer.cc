@@ -46,7 +46,9 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
         std::string& t = out.text();
         uint32_t prefix = 0;
         for (size_t i = b; i < e; ++i) {
-          t.append(chars[static_cast<unsigned char>(text[i])]);
+          const std::string& c = chars[static_cast<unsigned char>(text[i])];  // 1 or 2 bytes
+          t.push_back(c[0]);
+          if (c.size() > 1) t.push_back(c[1]);
           if (i - b < origin_prefix) prefix = static_cast<uint32_t>(t.size() - mark);
         }
         out.end_span(mark, at_origin, prefix);

@@ -32,6 +32,32 @@ inline uint64_t hash_bytes(const char* p, size_t n) {
   return h;
 }
 
+// a[0, n) == b[0, n), inlined for the short keys of vocabularies (memcmp is a library call).
+inline bool bytes_equal(const char* a, const char* b, size_t n) {
+  if (n >= 8) {
+    uint64_t x, y;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+      std::memcpy(&x, a + i, 8);
+      std::memcpy(&y, b + i, 8);
+      if (x != y) return false;
+    }
+    std::memcpy(&x, a + n - 8, 8);  // the last 8 bytes (overlapping the loop's last word)
+    std::memcpy(&y, b + n - 8, 8);
+    return x == y;
+  }
+  if (n >= 4) {
+    uint32_t x0, y0, x1, y1;
+    std::memcpy(&x0, a, 4);
+    std::memcpy(&y0, b, 4);
+    std::memcpy(&x1, a + n - 4, 4);
+    std::memcpy(&y1, b + n - 4, 4);
+    return x0 == y0 && x1 == y1;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
 class StringIdMap {
  public:
   static constexpr uint32_t kMissing = UINT32_MAX;
@@ -46,8 +72,7 @@ class StringIdMap {
     while (true) {
       const Slot& s = slots_[i];
       if (s.len == kEmpty) return kMissing;
-      if (s.hash == h && s.len == key.size() &&
-          (key.empty() || std::memcmp(pool_.data() + s.offset, key.data(), key.size()) == 0))
+      if (s.hash == h && s.len == key.size() && bytes_equal(pool_.data() + s.offset, key.data(), key.size()))
         return s.id;
       i = (i + 1) & mask_;
     }
