@@ -88,6 +88,17 @@ std::string onig_to_pcre2(std::string_view p, const std::string& where) {
                              ": regex construct \\H inside a character class is not supported");
           out += "[^0-9a-fA-F]";
           break;
+        case 'b':
+        case 'B':
+          if (in_class) {  // [\b] is a backspace
+            out += "\\x{08}";
+          } else {
+            // Word boundaries with Oniguruma's word class (PCRE2's differs for marks and digits).
+            const std::string w = "[" + std::string(kOnigWordBody) + "]";
+            out += e == 'b' ? "(?:(?<=" + w + ")(?!" + w + ")|(?<!" + w + ")(?=" + w + "))"
+                            : "(?:(?<=" + w + ")(?=" + w + ")|(?<!" + w + ")(?!" + w + "))";
+          }
+          break;
         case 'u':
           if (i + 5 < p.size() && is_hex(p[i + 2]) && is_hex(p[i + 3]) && is_hex(p[i + 4]) &&
               is_hex(p[i + 5])) {
@@ -105,6 +116,27 @@ std::string onig_to_pcre2(std::string_view p, const std::string& where) {
       }
       ++i;
       continue;
+    }
+    if (c == '[' && class_depth > 0 && i + 1 < p.size() && p[i + 1] == ':') {
+      // POSIX bracket inside a class: Oniguruma's Unicode definitions.
+      static const std::pair<const char*, const char*> kPosix[] = {
+          {"[:alpha:]", "\\p{Alphabetic}"},
+          {"[:digit:]", "\\p{Nd}"},
+          {"[:alnum:]", "\\p{Alphabetic}\\p{Nd}"},
+          {"[:space:]", "\\p{White_Space}"},
+          {"[:upper:]", "\\p{Uppercase}"},
+          {"[:lower:]", "\\p{Lowercase}"},
+          {"[:word:]", kOnigWordBody}};
+      bool replaced = false;
+      for (const auto& [name, body] : kPosix) {
+        if (p.compare(i, std::strlen(name), name) == 0) {
+          out += body;
+          i += std::strlen(name) - 1;
+          replaced = true;
+          break;
+        }
+      }
+      if (replaced) continue;
     }
     if (c == '[') {
       ++class_depth;

@@ -6,6 +6,8 @@
 //   \w \W  -> Oniguruma's word class: Alphabetic, Mark, Nd, Pc and U+00B2 U+00B3 U+00B9 U+00BC-BE
 //   \d \D  -> \p{Nd} / \P{Nd}
 //   \h \H  -> hex digit [0-9a-fA-F] (PCRE2's \h is horizontal space)
+//   \b \B  -> word boundaries over Oniguruma's word class ([\b] stays a backspace)
+//   [:alpha:] [:digit:] [:alnum:] [:space:] [:upper:] [:lower:] [:word:] -> Unicode properties
 //   \uHHHH -> \x{HHHH}
 //   (?m)   -> (?s)   (Ruby's m flag is "dot matches newline"); ^ and $ are always line anchors
 // Iteration over matches follows the onig crate's find_iter: after a non-empty match, the next

@@ -72,7 +72,8 @@ class StringIdMap {
     while (true) {
       const Slot& s = slots_[i];
       if (s.len == kEmpty) return kMissing;
-      if (s.hash == h && s.len == key.size() && bytes_equal(pool_.data() + s.offset, key.data(), key.size()))
+      if (s.hash == h && s.len == key.size() &&
+          bytes_equal(pool_.data() + s.offset, key.data(), key.size()))
         return s.id;
       i = (i + 1) & mask_;
     }

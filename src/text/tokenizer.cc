@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "text/tokenizer_config.h"
 #include "text/tokenizer_impl.h"
 #include "text/truncation.h"
 #include "text/utf8.h"

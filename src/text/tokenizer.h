@@ -118,7 +118,7 @@ class Tokenizer {
   // Number of tokens the post-processor adds to a single input or to a pair.
   size_t num_special_tokens(bool pair) const;
 
-  struct Impl;
+  struct Impl;  // the loaded pipeline (src/text/tokenizer_impl.h; internal)
 
  private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);

@@ -15,4 +15,16 @@
 // pipeline from the vocabulary instead; ftune does not imitate such rebuilds.
 #pragma once
 
-namespace ftune::text {}
+#include <string>
+#include <string_view>
+
+#include "text/tokenizer.h"
+
+namespace ftune::text {
+
+// Applies tokenizer_config.json (the text of the file; `name` labels errors) to a tokenizer
+// loaded from tokenizer.json.
+void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text,
+                            const std::string& name);
+
+}  // namespace ftune::text

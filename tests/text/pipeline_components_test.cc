@@ -77,6 +77,28 @@ TEST(OnigurumaSemantics, SyntaxDifferencesAreTranslated) {
             (Words{"a\nb", " ", "acb"}));
   EXPECT_EQ(pre_tokenize(split(R"({"Regex":"^x|y$"})", "Isolated"), "xay\nxby"),
             (Words{"x", "a", "y", "\n", "x", "b", "y"}));
+  // Word boundaries and POSIX brackets use Oniguruma's Unicode definitions (marks and U+00B2 are
+  // word characters; [:alpha:] is Alphabetic, so U+0345 and U+216B are letters, U+0301 not).
+  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"\\b"})", "Isolated"),
+                         "ab e\xCC\x81"
+                         "f \xC2\xB2x \xE2\x80\xBFw"),
+            (Words{"ab", " ",
+                   "e\xCC\x81"
+                   "f",
+                   " ", "\xC2\xB2x", " ", "\xE2\x80\xBFw"}));
+  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"\\B"})", "Isolated"), "ab c"), (Words{"a", "b c"}));
+  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"[[:alpha:]]+"})", "Isolated"),
+                         "abc\xCC\x81"
+                         "d \xC2\xBD \xE2\x85\xAB \xCD\x85x"),
+            (Words{"abc", "\xCC\x81", "d", " \xC2\xBD ", "\xE2\x85\xAB", " ", "\xCD\x85x"}));
+  EXPECT_EQ(
+      pre_tokenize(split(R"({"Regex":"[[:upper:]]+"})", "Isolated"), "ABcD\xC4\xB2\xE2\x85\xA0x"),
+      (Words{"AB", "c", "D\xC4\xB2\xE2\x85\xA0", "x"}));
+  EXPECT_EQ(
+      pre_tokenize(split(R"({"Regex":"[[:alnum:]_]+"})", "Isolated"), "a1 \xD9\xA5\xC2\xB2 x"),
+      (Words{"a1", " ", "\xD9\xA5", "\xC2\xB2 ", "x"}));
+  EXPECT_EQ(pre_tokenize(split(R"({"Regex":"[\\b]"})", "Isolated"), "a\bb"),
+            (Words{"a", "\b", "b"}));
   // \s is White_Space (U+0085 included, U+180E not); \w is Oniguruma's word class.
   std::vector<Match> m;
   Regex("\\s", "t").find_all("\xC2\x85\xE1\xA0\x8E", m);
