@@ -15,6 +15,11 @@
 //
 // Invalid UTF-8 input is repaired, never rejected: each maximal invalid subsequence becomes
 // U+FFFD (see utf8.h). Encoding is thread-safe: one Tokenizer may serve many threads.
+//
+// Not reproduced: offsets, overflowing tokens (stride), BPE dropout (ftune is deterministic), the
+// UnicodeScripts pre-tokenizer (a load error), and the classes of characters assigned after the
+// Unicode versions of Debian 12's libraries (PCRE2 regex classes: 14.0, ICU: 15.0; HF: 16.0) —
+// see unicode_props.h and regex.h. tests/text/tokenizer_parity_test.cc holds the evidence.
 #pragma once
 
 #include <cstdint>
