@@ -24,16 +24,19 @@ using namespace ftune;
 namespace {
 
 EncoderConfig bench_config(const std::string& model) {
-  nlohmann::json j = {{"model_type", "bert"},
-                      {"vocab_size", 30522},
-                      {"max_position_embeddings", 512},
-                      {"type_vocab_size", 2},
-                      {"hidden_act", "gelu"},
-                      {"num_labels", 2}};
+  nlohmann::json j = {{"model_type", "bert"},           {"vocab_size", 30522},
+                      {"max_position_embeddings", 512}, {"type_vocab_size", 2},
+                      {"hidden_act", "gelu"},           {"num_labels", 2}};
   if (model == "minilm") {
-    j.update({{"hidden_size", 384}, {"num_hidden_layers", 6}, {"num_attention_heads", 12}, {"intermediate_size", 1536}});
+    j.update({{"hidden_size", 384},
+              {"num_hidden_layers", 6},
+              {"num_attention_heads", 12},
+              {"intermediate_size", 1536}});
   } else if (model == "bert-base") {
-    j.update({{"hidden_size", 768}, {"num_hidden_layers", 12}, {"num_attention_heads", 12}, {"intermediate_size", 3072}});
+    j.update({{"hidden_size", 768},
+              {"num_hidden_layers", 12},
+              {"num_attention_heads", 12},
+              {"intermediate_size", 3072}});
   } else {
     throw InputError("--model must be minilm or bert-base, got '" + model + "'");
   }
@@ -92,22 +95,26 @@ int main(int argc, char** argv) {
       clf.backward(dropout);
       const double norm = std::sqrt(grad_sum_of_squares(clf.param_grads()));
       adamw.step(clf.param_values(), clf.param_grads(), 2e-5f, clip_coefficient(norm, 1.0));
-      const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double t =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (s >= warmup) ms.push_back(t);
     }
     std::sort(ms.begin(), ms.end());
     const double median = ms[ms.size() / 2];
     const double samples = batch * 1000.0 / median;
     if (json) {
-      fmt::print("{{\"impl\": \"ftune\", \"model\": \"{}\", \"batch\": {}, \"seq\": {}, \"threads\": {}, "
-                 "\"ms_per_step\": {:.1f}, \"min_ms\": {:.1f}, \"samples_per_s\": {:.2f}, \"arena_mib\": {:.1f}}}\n",
-                 model, batch, seq, compute_threads(), median, ms.front(), samples,
-                 arena.capacity() / double(1 << 20));
+      fmt::print(
+          "{{\"impl\": \"ftune\", \"model\": \"{}\", \"batch\": {}, \"seq\": {}, \"threads\": {}, "
+          "\"ms_per_step\": {:.1f}, \"min_ms\": {:.1f}, \"samples_per_s\": {:.2f}, \"arena_mib\": "
+          "{:.1f}}}\n",
+          model, batch, seq, compute_threads(), median, ms.front(), samples,
+          arena.capacity() / double(1 << 20));
     } else {
-      fmt::print("ftune {} {}x{} threads={} params={:.1f}M arena={:.0f} MiB: {:.1f} ms/step (min {:.1f}), "
-                 "{:.2f} samples/s\n",
-                 model, batch, seq, compute_threads(), clf.params().total() / 1e6, arena.capacity() / double(1 << 20),
-                 median, ms.front(), samples);
+      fmt::print(
+          "ftune {} {}x{} threads={} params={:.1f}M arena={:.0f} MiB: {:.1f} ms/step (min {:.1f}), "
+          "{:.2f} samples/s\n",
+          model, batch, seq, compute_threads(), clf.params().total() / 1e6,
+          arena.capacity() / double(1 << 20), median, ms.front(), samples);
     }
   } catch (const Error& e) {
     fmt::print(stderr, "train_step_bench: {}\n", e.what());

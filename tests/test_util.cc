@@ -61,7 +61,8 @@ double max_elementwise_rel_error(TensorView a, TensorView b, double floor) {
   EXPECT_EQ(x.size(), y.size());
   double worst = 0;
   for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    const double d = std::fabs(double(x[i]) - double(y[i])) / std::max(std::fabs(double(y[i])), floor);
+    const double d =
+        std::fabs(double(x[i]) - double(y[i])) / std::max(std::fabs(double(y[i])), floor);
     worst = std::isnan(d) ? INFINITY : std::max(worst, d);
   }
   return worst;
@@ -93,7 +94,9 @@ DeviceTensor device_i32(const std::vector<int32_t>& values, Shape shape, Device 
   return to_device(h, device);
 }
 
-DeviceTensor poisoned(Shape shape, Device device) { return to_device(poisoned_tensor(shape), device); }
+DeviceTensor poisoned(Shape shape, Device device) {
+  return to_device(poisoned_tensor(shape), device);
+}
 
 DeviceTensor zeros(Shape shape, Device device, DType dtype) {
   DeviceTensor t(device, dtype, shape);
@@ -111,9 +114,15 @@ std::vector<Device> devices_present() {
   return out;
 }
 
-std::string fixtures_dir() { return FTUNE_FIXTURES_DIR; }
-std::string source_dir() { return FTUNE_SOURCE_DIR; }
-std::string ftune_binary() { return FTUNE_BINARY; }
+std::string fixtures_dir() {
+  return FTUNE_FIXTURES_DIR;
+}
+std::string source_dir() {
+  return FTUNE_SOURCE_DIR;
+}
+std::string ftune_binary() {
+  return FTUNE_BINARY;
+}
 
 TempDir::TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "ftune_test_XXXXXX").string();

@@ -33,7 +33,9 @@ class DeviceTensor {
  public:
   DeviceTensor(Device device, DType dtype, Shape shape);
   ~DeviceTensor();
-  DeviceTensor(DeviceTensor&& o) noexcept : view_(o.view_), bytes_(o.bytes_) { o.view_.data = nullptr; }
+  DeviceTensor(DeviceTensor&& o) noexcept : view_(o.view_), bytes_(o.bytes_) {
+    o.view_.data = nullptr;
+  }
   DeviceTensor(const DeviceTensor&) = delete;
   TensorView view() const { return view_; }
 

@@ -29,13 +29,16 @@ struct PredictArgs {
   int threads = 0;
 };
 
-std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const std::string& path, int64_t line) {
-  if (!v.is_array()) throw InputError(fmt::format("{}:{}: '{}' must be a list of integers", path, line, key));
+std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const std::string& path,
+                              int64_t line) {
+  if (!v.is_array())
+    throw InputError(fmt::format("{}:{}: '{}' must be a list of integers", path, line, key));
   std::vector<int32_t> out;
   out.reserve(v.size());
   for (const auto& x : v) {
     if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
-      throw InputError(fmt::format("{}:{}: '{}' must hold non-negative integers, found {}", path, line, key, x.dump()));
+      throw InputError(fmt::format("{}:{}: '{}' must hold non-negative integers, found {}", path,
+                                   line, key, x.dump()));
     out.push_back(x.get<int32_t>());
   }
   return out;
@@ -52,10 +55,12 @@ void run(const PredictArgs& a) {
     data::TokenizedExample row;
     if (obj.contains("input_ids")) {
       row.input_ids = int_list(obj["input_ids"], "input_ids", a.data, line);
-      if (obj.contains("token_type_ids")) row.token_type_ids = int_list(obj["token_type_ids"], "token_type_ids", a.data, line);
+      if (obj.contains("token_type_ids"))
+        row.token_type_ids = int_list(obj["token_type_ids"], "token_type_ids", a.data, line);
     } else if (obj.contains("text")) {
       const auto& text = obj["text"];
-      if (!text.is_string()) throw InputError(fmt::format("{}:{}: 'text' must be a string", a.data, line));
+      if (!text.is_string())
+        throw InputError(fmt::format("{}:{}: 'text' must be a string", a.data, line));
       text::TextPair pair{text.get<std::string>(), std::nullopt};
       if (obj.contains("text_pair") && !obj["text_pair"].is_null()) {
         if (!obj["text_pair"].is_string())
@@ -65,8 +70,9 @@ void run(const PredictArgs& a) {
       texts.push_back(std::move(pair));
       text_rows.push_back(rows.size());
     } else {
-      throw InputError(fmt::format("{}:{}: expected 'input_ids' (tokenized) or 'text' (and optional 'text_pair')",
-                                   a.data, line));
+      throw InputError(fmt::format(
+          "{}:{}: expected 'input_ids' (tokenized) or 'text' (and optional 'text_pair')", a.data,
+          line));
     }
     rows.push_back(std::move(row));
     lines.push_back(line);
@@ -79,7 +85,8 @@ void run(const PredictArgs& a) {
     text::EncodeOptions opts = tok.default_options();
     opts.truncation = text::Truncation::kLongestFirst;
     // The model's positions bound the length (RoBERTa's start after the padding index).
-    int64_t limit = config.max_position_embeddings - (config.roberta_like() ? config.pad_token_id + 1 : 0);
+    int64_t limit =
+        config.max_position_embeddings - (config.roberta_like() ? config.pad_token_id + 1 : 0);
     if (tok.model_max_length()) limit = std::min(limit, *tok.model_max_length());
     opts.max_length = a.max_length > 0 ? std::min(a.max_length, limit) : limit;
     const std::vector<text::Encoding> enc = tok.encode_batch(texts, opts);
@@ -97,7 +104,8 @@ void run(const PredictArgs& a) {
     const std::string what = e.what();
     size_t n = 0;
     if (std::sscanf(what.c_str(), "row %zu:", &n) == 1 && n >= 1 && n <= lines.size())
-      throw InputError(fmt::format("{}:{}:{}", a.data, lines[n - 1], what.substr(what.find(':') + 1)));
+      throw InputError(
+          fmt::format("{}:{}:{}", a.data, lines[n - 1], what.substr(what.find(':') + 1)));
     throw;
   }
   io::AtomicFileWriter out(a.output);
@@ -110,7 +118,8 @@ void run(const PredictArgs& a) {
   }
   out.commit();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("predicted {} rows in {:.2f} s ({:.1f} rows/s) -> {}", rows.size(), secs, rows.size() / secs, a.output);
+  spdlog::info("predicted {} rows in {:.2f} s ({:.1f} rows/s) -> {}", rows.size(), secs,
+               rows.size() / secs, a.output);
 }
 
 }  // namespace
@@ -118,10 +127,16 @@ void run(const PredictArgs& a) {
 void add_predict_command(CLI::App& app) {
   auto args = std::make_shared<PredictArgs>();
   CLI::App* cmd = app.add_subcommand("predict", "Logits and labels for every line of a JSONL file");
-  cmd->add_option("--model", args->model, "Hugging Face model directory")->required()->check(CLI::ExistingDirectory);
-  cmd->add_option("--data", args->data, "JSONL input: input_ids/token_type_ids or text/text_pair")->required();
-  cmd->add_option("--output", args->output, "JSONL output, one {\"logits\", \"label\"} per input line")->required();
-  cmd->add_option("--batch-size", args->batch_size, "Rows per forward pass")->check(CLI::PositiveNumber);
+  cmd->add_option("--model", args->model, "Hugging Face model directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--data", args->data, "JSONL input: input_ids/token_type_ids or text/text_pair")
+      ->required();
+  cmd->add_option("--output", args->output,
+                  "JSONL output, one {\"logits\", \"label\"} per input line")
+      ->required();
+  cmd->add_option("--batch-size", args->batch_size, "Rows per forward pass")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-length", args->max_length, "Truncate text input to this many tokens");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N");
   cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)");

@@ -11,7 +11,8 @@
 namespace ftune {
 
 size_t ArenaPlan::add(std::string name, DType dtype, Shape shape) {
-  if (index_.count(name)) throw InternalError(fmt::format("arena plan: duplicate buffer '{}'", name));
+  if (index_.count(name))
+    throw InternalError(fmt::format("arena plan: duplicate buffer '{}'", name));
   PlannedBuffer b;
   b.name = std::move(name);
   b.dtype = dtype;
@@ -24,7 +25,9 @@ size_t ArenaPlan::add(std::string name, DType dtype, Shape shape) {
   return buffers_.size() - 1;
 }
 
-bool ArenaPlan::contains(std::string_view name) const { return index_.count(std::string(name)) > 0; }
+bool ArenaPlan::contains(std::string_view name) const {
+  return index_.count(std::string(name)) > 0;
+}
 
 const PlannedBuffer& ArenaPlan::buffer(std::string_view name) const {
   auto it = index_.find(std::string(name));
@@ -45,7 +48,9 @@ Arena::Arena(Device device, ArenaPlan plan) : device_(device), plan_(std::move(p
   base_ = static_cast<char*>(device_malloc(device_, std::max<size_t>(plan_.total_bytes(), 1)));
 }
 
-Arena::~Arena() { release(); }
+Arena::~Arena() {
+  release();
+}
 
 void Arena::release() {
   if (base_) device_free(device_, base_, std::max<size_t>(plan_.total_bytes(), 1));

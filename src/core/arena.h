@@ -49,7 +49,8 @@ class ArenaPlan {
 class Arena {
  public:
   Arena() = default;
-  // Allocates plan.total_bytes() on `device` in one call; throws OutOfMemoryError if it does not fit.
+  // Allocates plan.total_bytes() on `device` in one call; throws OutOfMemoryError if it does not
+  // fit.
   Arena(Device device, ArenaPlan plan);
   ~Arena();
   Arena(Arena&& other) noexcept;

@@ -65,7 +65,9 @@ FTUNE_HD float bits_float(uint32_t u) {
   return f;
 }
 
-FTUNE_HD float bf16_to_float(bf16_t h) { return bits_float(static_cast<uint32_t>(h.bits) << 16); }
+FTUNE_HD float bf16_to_float(bf16_t h) {
+  return bits_float(static_cast<uint32_t>(h.bits) << 16);
+}
 
 // Round to nearest even; NaN stays a quiet NaN with its sign.
 FTUNE_HD bf16_t float_to_bf16(float f) {
@@ -99,7 +101,7 @@ FTUNE_HD f16_t float_to_f16(float f) {
   const uint32_t u = float_bits(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return f16_t{static_cast<uint16_t>(sign | 0x7e00u)};  // nan
+  if (abs > 0x7f800000u) return f16_t{static_cast<uint16_t>(sign | 0x7e00u)};   // nan
   if (abs >= 0x477ff000u) return f16_t{static_cast<uint16_t>(sign | 0x7c00u)};  // rounds to inf
   if (abs < 0x38800000u) {
     // Result is subnormal (or zero) in f16: value / 2^-24, rounded to nearest even.

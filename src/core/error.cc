@@ -11,7 +11,8 @@ void throw_internal(const char* file, int line, const char* cond, const std::str
 
 void throw_cuda_error(const char* file, int line, const char* call, const char* name,
                       const char* text) {
-  throw DeviceError(fmt::format("CUDA error at {}:{}: {} returned {} ({})", file, line, call, name, text));
+  throw DeviceError(
+      fmt::format("CUDA error at {}:{}: {} returned {} ({})", file, line, call, name, text));
 }
 
 }  // namespace ftune

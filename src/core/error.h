@@ -50,7 +50,8 @@ class InternalError : public Error {
   using Error::Error;
 };
 
-[[noreturn]] void throw_internal(const char* file, int line, const char* cond, const std::string& msg);
+[[noreturn]] void throw_internal(const char* file, int line, const char* cond,
+                                 const std::string& msg);
 // Raises DeviceError for a failed CUDA call (used by FTUNE_CUDA_CHECK; kept out of line so .cu
 // files need no formatting library).
 [[noreturn]] void throw_cuda_error(const char* file, int line, const char* call, const char* name,
@@ -64,8 +65,8 @@ class InternalError : public Error {
 #include <fmt/format.h>
 
 // Always-on assertion for internal invariants (not for user input: use InputError there).
-#define FTUNE_ASSERT(cond, ...)                                                         \
-  do {                                                                                  \
+#define FTUNE_ASSERT(cond, ...)                                                                \
+  do {                                                                                         \
     if (!(cond)) ::ftune::throw_internal(__FILE__, __LINE__, #cond, fmt::format(__VA_ARGS__)); \
   } while (0)
 #endif

@@ -47,9 +47,9 @@ void* device_malloc(Device device, size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(acc.mu);
     if (acc.limit && acc.in_use + bytes > *acc.limit)
-      throw OutOfMemoryError(fmt::format(
-          "out of memory on {}: requested {}, {} in use, limit {}", device_name(device),
-          human_bytes(bytes), human_bytes(acc.in_use), human_bytes(*acc.limit)));
+      throw OutOfMemoryError(fmt::format("out of memory on {}: requested {}, {} in use, limit {}",
+                                         device_name(device), human_bytes(bytes),
+                                         human_bytes(acc.in_use), human_bytes(*acc.limit)));
     acc.in_use += bytes;
     acc.peak = std::max(acc.peak, acc.in_use);
   }
@@ -134,21 +134,32 @@ void convert(TensorView dst, TensorView src) {
   const int64_t n = src.numel();
   auto load = [&](int64_t i) -> float {
     switch (src.dtype) {
-      case DType::F32: return static_cast<const float*>(src.data)[i];
-      case DType::BF16: return bf16_to_float(static_cast<const bf16_t*>(src.data)[i]);
-      case DType::F16: return f16_to_float(static_cast<const f16_t*>(src.data)[i]);
+      case DType::F32:
+        return static_cast<const float*>(src.data)[i];
+      case DType::BF16:
+        return bf16_to_float(static_cast<const bf16_t*>(src.data)[i]);
+      case DType::F16:
+        return f16_to_float(static_cast<const f16_t*>(src.data)[i]);
       default:
-        throw ShapeError(fmt::format("convert: unsupported source dtype {}", dtype_name(src.dtype)));
+        throw ShapeError(
+            fmt::format("convert: unsupported source dtype {}", dtype_name(src.dtype)));
     }
   };
   for (int64_t i = 0; i < n; ++i) {
     const float v = load(i);
     switch (dst.dtype) {
-      case DType::F32: static_cast<float*>(dst.data)[i] = v; break;
-      case DType::BF16: static_cast<bf16_t*>(dst.data)[i] = float_to_bf16(v); break;
-      case DType::F16: static_cast<f16_t*>(dst.data)[i] = float_to_f16(v); break;
+      case DType::F32:
+        static_cast<float*>(dst.data)[i] = v;
+        break;
+      case DType::BF16:
+        static_cast<bf16_t*>(dst.data)[i] = float_to_bf16(v);
+        break;
+      case DType::F16:
+        static_cast<f16_t*>(dst.data)[i] = float_to_f16(v);
+        break;
       default:
-        throw ShapeError(fmt::format("convert: unsupported target dtype {}", dtype_name(dst.dtype)));
+        throw ShapeError(
+            fmt::format("convert: unsupported target dtype {}", dtype_name(dst.dtype)));
     }
   }
 }
@@ -195,7 +206,9 @@ HostTensor::HostTensor(DType dtype, Shape shape) {
   view_ = TensorView(p, dtype, Device::cpu(), shape);
 }
 
-HostTensor::~HostTensor() { device_free(Device::cpu(), view_.data, std::max<size_t>(bytes_, 1)); }
+HostTensor::~HostTensor() {
+  device_free(Device::cpu(), view_.data, std::max<size_t>(bytes_, 1));
+}
 
 HostTensor::HostTensor(HostTensor&& other) noexcept : view_(other.view_), bytes_(other.bytes_) {
   other.view_ = TensorView();

@@ -14,7 +14,9 @@ namespace ftune {
 // Alignment of every arena buffer: enough for 128-bit vector loads, cache lines and cuBLASLt.
 constexpr size_t kBufferAlignment = 256;
 
-inline size_t align_up(size_t n, size_t a = kBufferAlignment) { return (n + a - 1) / a * a; }
+inline size_t align_up(size_t n, size_t a = kBufferAlignment) {
+  return (n + a - 1) / a * a;
+}
 
 // Allocates `bytes` on `device`; throws OutOfMemoryError naming the request when it cannot.
 void* device_malloc(Device device, size_t bytes);

@@ -50,8 +50,8 @@ struct RngKey {
 
 // Four uniforms for elements [4*group, 4*group + 4) of the stream.
 FTUNE_HD Philox4 philox_block(RngKey key, uint64_t group) {
-  Philox4 c{{static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), key.site,
-             key.offset}};
+  Philox4 c{
+      {static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32), key.site, key.offset}};
   return philox4x32_10(c, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
 }
 

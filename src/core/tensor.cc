@@ -85,15 +85,16 @@ TensorView TensorView::select0(int64_t i) const {
 TensorView TensorView::prefix(Shape new_shape) const {
   if (!is_contiguous()) throw ShapeError("prefix of a non-contiguous view " + describe());
   if (new_shape.numel() > numel())
-    throw ShapeError(fmt::format("buffer planned as {} cannot hold {}", shape.str(), new_shape.str()));
+    throw ShapeError(
+        fmt::format("buffer planned as {} cannot hold {}", shape.str(), new_shape.str()));
   return TensorView(data, dtype, device, new_shape);
 }
 
 TensorView TensorView::flat_range(int64_t offset, int64_t count) const {
   if (!is_contiguous()) throw ShapeError("flat_range of a non-contiguous view " + describe());
   if (offset < 0 || count < 0 || offset + count > numel())
-    throw ShapeError(fmt::format("flat range [{}, {}) out of {} elements", offset, offset + count,
-                                 numel()));
+    throw ShapeError(
+        fmt::format("flat range [{}, {}) out of {} elements", offset, offset + count, numel()));
   return TensorView(static_cast<char*>(data) + offset * static_cast<int64_t>(dtype_size(dtype)),
                     dtype, device, Shape{count});
 }

@@ -16,7 +16,9 @@ thread_local bool t_inside_region = false;
 
 }  // namespace
 
-bool in_parallel_region() { return t_inside_region; }
+bool in_parallel_region() {
+  return t_inside_region;
+}
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads < 1) num_threads = 1;
@@ -145,6 +147,8 @@ void set_compute_threads(int num_threads) {
   openblas_set_num_threads(1);
 }
 
-int compute_threads() { return compute_pool().num_threads(); }
+int compute_threads() {
+  return compute_pool().num_threads();
+}
 
 }  // namespace ftune

@@ -6,12 +6,12 @@
 
 #include "core/error.h"
 
-#define FTUNE_CUDA_CHECK(call)                                                              \
-  do {                                                                                      \
-    const cudaError_t ftune_err_ = (call);                                                  \
-    if (ftune_err_ != cudaSuccess)                                                          \
-      ::ftune::throw_cuda_error(__FILE__, __LINE__, #call, cudaGetErrorName(ftune_err_),    \
-                                cudaGetErrorString(ftune_err_));                            \
+#define FTUNE_CUDA_CHECK(call)                                                           \
+  do {                                                                                   \
+    const cudaError_t ftune_err_ = (call);                                               \
+    if (ftune_err_ != cudaSuccess)                                                       \
+      ::ftune::throw_cuda_error(__FILE__, __LINE__, #call, cudaGetErrorName(ftune_err_), \
+                                cudaGetErrorString(ftune_err_));                         \
   } while (0)
 
 // Checks the last kernel launch (launch configuration errors surface here, not at sync).

@@ -7,7 +7,9 @@
 namespace ftune::cuda {
 namespace {
 
-void set_device(Device device) { FTUNE_CUDA_CHECK(cudaSetDevice(device.index)); }
+void set_device(Device device) {
+  FTUNE_CUDA_CHECK(cudaSetDevice(device.index));
+}
 
 __global__ void fill_f32_kernel(float* dst, int64_t n, float value) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -38,9 +40,9 @@ void* malloc(Device device, size_t bytes) {
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    throw OutOfMemoryError("out of memory on cuda:" + std::to_string(device.index) + ": requested " +
-                           std::to_string(bytes) + " bytes, " + std::to_string(free_b) +
-                           " free of " + std::to_string(total_b));
+    throw OutOfMemoryError("out of memory on cuda:" + std::to_string(device.index) +
+                           ": requested " + std::to_string(bytes) + " bytes, " +
+                           std::to_string(free_b) + " free of " + std::to_string(total_b));
   }
   FTUNE_CUDA_CHECK(err);
   return p;
@@ -52,8 +54,10 @@ void free(Device device, void* ptr) {
 }
 
 void memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
-  if (!dst_device.is_cpu()) set_device(dst_device);
-  else if (!src_device.is_cpu()) set_device(src_device);
+  if (!dst_device.is_cpu())
+    set_device(dst_device);
+  else if (!src_device.is_cpu())
+    set_device(src_device);
   FTUNE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)));
 }
 

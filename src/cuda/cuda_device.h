@@ -10,7 +10,7 @@
 
 namespace ftune::cuda {
 
-int device_count();  // 0 when the driver or a GPU is missing (never throws)
+int device_count();                         // 0 when the driver or a GPU is missing (never throws)
 void* malloc(Device device, size_t bytes);  // throws OutOfMemoryError / DeviceError
 void free(Device device, void* ptr);
 void memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);

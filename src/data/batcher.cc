@@ -7,8 +7,9 @@
 
 namespace ftune::data {
 
-LengthBucketedBatcher::LengthBucketedBatcher(const std::vector<TokenizedExample>* examples, int64_t batch_size,
-                                             uint64_t seed, int64_t pool_batches)
+LengthBucketedBatcher::LengthBucketedBatcher(const std::vector<TokenizedExample>* examples,
+                                             int64_t batch_size, uint64_t seed,
+                                             int64_t pool_batches)
     : examples_(examples), batch_size_(batch_size), seed_(seed), pool_batches_(pool_batches) {}
 
 std::vector<std::vector<int64_t>> LengthBucketedBatcher::epoch(int64_t epoch) const {
@@ -18,7 +19,8 @@ std::vector<std::vector<int64_t>> LengthBucketedBatcher::epoch(int64_t epoch) co
   // std::shuffle's algorithm is implementation-defined; a Fisher-Yates over mt19937_64 is not.
   std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 1);
   auto fisher_yates = [&](auto& v) {
-    for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i) std::swap(v[i], v[rng() % (i + 1)]);
+    for (int64_t i = static_cast<int64_t>(v.size()) - 1; i > 0; --i)
+      std::swap(v[i], v[rng() % (i + 1)]);
   };
   fisher_yates(order);
   const int64_t pool = batch_size_ * pool_batches_;
@@ -35,8 +37,8 @@ std::vector<std::vector<int64_t>> LengthBucketedBatcher::epoch(int64_t epoch) co
   return batches;
 }
 
-std::vector<std::vector<int64_t>> length_sorted_batches(const std::vector<TokenizedExample>& examples,
-                                                        int64_t batch_size) {
+std::vector<std::vector<int64_t>> length_sorted_batches(
+    const std::vector<TokenizedExample>& examples, int64_t batch_size) {
   std::vector<int64_t> order(examples.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
@@ -48,7 +50,8 @@ std::vector<std::vector<int64_t>> length_sorted_batches(const std::vector<Tokeni
   return batches;
 }
 
-Batch make_batch(const std::vector<TokenizedExample>& examples, const std::vector<int64_t>& indices, int32_t pad_id) {
+Batch make_batch(const std::vector<TokenizedExample>& examples, const std::vector<int64_t>& indices,
+                 int32_t pad_id) {
   Batch b;
   b.size = static_cast<int64_t>(indices.size());
   for (int64_t i : indices) b.seq_len = std::max<int64_t>(b.seq_len, examples[i].input_ids.size());

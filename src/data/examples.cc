@@ -12,9 +12,12 @@
 namespace ftune::data {
 namespace {
 
-std::string string_field(const nlohmann::json& obj, const std::string& key, const std::string& path, int64_t line) {
+std::string string_field(const nlohmann::json& obj, const std::string& key, const std::string& path,
+                         int64_t line) {
   const nlohmann::json& v = jsonl_field(obj, key.c_str(), path, line);
-  if (!v.is_string()) throw InputError(fmt::format("{}:{}: '{}' must be a string, got {}", path, line, key, v.type_name()));
+  if (!v.is_string())
+    throw InputError(
+        fmt::format("{}:{}: '{}' must be a string, got {}", path, line, key, v.type_name()));
   std::string s = v.get<std::string>();
   if (s.find_first_not_of(" \t\r\n") == std::string::npos)
     throw InputError(fmt::format("{}:{}: '{}' is empty", path, line, key));
@@ -29,11 +32,16 @@ std::vector<RawExample> read_examples(const std::string& path, const ExampleFiel
     RawExample e;
     e.line = line;
     e.text = string_field(obj, f.text, path, line);
-    if (obj.contains(f.text_pair) && !obj[f.text_pair].is_null()) e.text_pair = string_field(obj, f.text_pair, path, line);
+    if (obj.contains(f.text_pair) && !obj[f.text_pair].is_null())
+      e.text_pair = string_field(obj, f.text_pair, path, line);
     const nlohmann::json& label = jsonl_field(obj, f.label.c_str(), path, line);
-    if (label.is_number_integer()) e.label = std::to_string(label.get<int64_t>());
-    else if (label.is_string() && !label.get<std::string>().empty()) e.label = label.get<std::string>();
-    else throw InputError(fmt::format("{}:{}: '{}' must be an integer or a non-empty string", path, line, f.label));
+    if (label.is_number_integer())
+      e.label = std::to_string(label.get<int64_t>());
+    else if (label.is_string() && !label.get<std::string>().empty())
+      e.label = label.get<std::string>();
+    else
+      throw InputError(
+          fmt::format("{}:{}: '{}' must be an integer or a non-empty string", path, line, f.label));
     out.push_back(std::move(e));
   });
   if (out.empty()) throw InputError(fmt::format("{}: no examples", path));
@@ -46,14 +54,17 @@ LabelSet LabelSet::from_examples(const std::vector<RawExample>& examples) {
   int64_t max_int = -1;
   for (const RawExample& e : examples) {
     names.insert(e.label);
-    const bool is_int = !e.label.empty() && e.label.find_first_not_of("0123456789") == std::string::npos && e.label.size() < 9;
+    const bool is_int = !e.label.empty() &&
+                        e.label.find_first_not_of("0123456789") == std::string::npos &&
+                        e.label.size() < 9;
     all_int = all_int && is_int;
     if (is_int) max_int = std::max<int64_t>(max_int, std::stoll(e.label));
   }
   LabelSet s;
   s.integer = all_int;
   if (all_int) {
-    for (int64_t i = 0; i <= std::max<int64_t>(max_int, 1); ++i) s.names.push_back(std::to_string(i));
+    for (int64_t i = 0; i <= std::max<int64_t>(max_int, 1); ++i)
+      s.names.push_back(std::to_string(i));
   } else {
     s.names.assign(names.begin(), names.end());
   }
@@ -75,14 +86,16 @@ LabelSet LabelSet::from_names(const std::vector<std::string>& names) {
 int32_t LabelSet::id(const RawExample& e, const std::string& path) const {
   auto it = ids.find(e.label);
   if (it == ids.end())
-    throw InputError(fmt::format("{}:{}: label '{}' is not one of the {} labels ({}{})", path, e.line, e.label,
-                                 names.size(), names.front(), names.size() > 1 ? ", ..." : ""));
+    throw InputError(fmt::format("{}:{}: label '{}' is not one of the {} labels ({}{})", path,
+                                 e.line, e.label, names.size(), names.front(),
+                                 names.size() > 1 ? ", ..." : ""));
   return it->second;
 }
 
-std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer, const std::vector<RawExample>& raw,
-                                                const LabelSet& labels, const std::string& path, int64_t max_length,
-                                                TokenizeStats* stats) {
+std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer,
+                                                const std::vector<RawExample>& raw,
+                                                const LabelSet& labels, const std::string& path,
+                                                int64_t max_length, TokenizeStats* stats) {
   std::vector<text::TextPair> pairs;
   pairs.reserve(raw.size());
   std::vector<TokenizedExample> out(raw.size());
@@ -103,7 +116,9 @@ std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer
     s.longest = std::max<int64_t>(s.longest, enc[i].size());
     if (static_cast<int64_t>(enc[i].size()) == max_length) {
       // At the limit: count it as truncated if the untruncated encoding is longer.
-      if (static_cast<int64_t>(tokenizer.encode(pairs[i].text, pairs[i].pair, full).size()) > max_length) ++s.truncated;
+      if (static_cast<int64_t>(tokenizer.encode(pairs[i].text, pairs[i].pair, full).size()) >
+          max_length)
+        ++s.truncated;
     }
   }
   if (stats) *stats = s;

@@ -50,8 +50,9 @@ struct TokenizeStats {
 
 // Tokenizes every example with HF's `tokenizer(text, text_pair, truncation="longest_first",
 // max_length=max_length)`, in parallel.
-std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer, const std::vector<RawExample>& raw,
-                                                const LabelSet& labels, const std::string& path, int64_t max_length,
-                                                TokenizeStats* stats);
+std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer,
+                                                const std::vector<RawExample>& raw,
+                                                const LabelSet& labels, const std::string& path,
+                                                int64_t max_length, TokenizeStats* stats);
 
 }  // namespace ftune::data

@@ -9,7 +9,8 @@
 
 namespace ftune::data {
 
-void for_each_jsonl_object(const std::string& path, const std::function<void(const nlohmann::json&, int64_t)>& fn) {
+void for_each_jsonl_object(const std::string& path,
+                           const std::function<void(const nlohmann::json&, int64_t)>& fn) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open for reading", path));
   std::string line;
@@ -22,17 +23,19 @@ void for_each_jsonl_object(const std::string& path, const std::function<void(con
     try {
       object = nlohmann::json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
-      throw InputError(fmt::format("{}:{}: invalid JSON at column {}: {}", path, number, e.byte,
-                                   std::string(e.what()).substr(std::string(e.what()).find(':') + 2)));
+      throw InputError(
+          fmt::format("{}:{}: invalid JSON at column {}: {}", path, number, e.byte,
+                      std::string(e.what()).substr(std::string(e.what()).find(':') + 2)));
     }
     if (!object.is_object())
-      throw InputError(fmt::format("{}:{}: expected a JSON object, got {}", path, number, object.type_name()));
+      throw InputError(
+          fmt::format("{}:{}: expected a JSON object, got {}", path, number, object.type_name()));
     fn(object, number);
   }
 }
 
-const nlohmann::json& jsonl_field(const nlohmann::json& object, const char* key, const std::string& path,
-                                  int64_t line) {
+const nlohmann::json& jsonl_field(const nlohmann::json& object, const char* key,
+                                  const std::string& path, int64_t line) {
   auto it = object.find(key);
   if (it == object.end()) throw InputError(fmt::format("{}:{}: missing key '{}'", path, line, key));
   return *it;

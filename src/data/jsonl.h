@@ -10,10 +10,11 @@ namespace ftune::data {
 
 // Calls fn(object, line_number) for each non-blank line of `path` (1-based line numbers). A line
 // that is not a JSON object raises InputError "PATH:LINE: ...".
-void for_each_jsonl_object(const std::string& path, const std::function<void(const nlohmann::json&, int64_t)>& fn);
+void for_each_jsonl_object(const std::string& path,
+                           const std::function<void(const nlohmann::json&, int64_t)>& fn);
 
 // Field access with errors that name the file and line: "PATH:LINE: key 'text' must be a string".
-const nlohmann::json& jsonl_field(const nlohmann::json& object, const char* key, const std::string& path,
-                                  int64_t line);
+const nlohmann::json& jsonl_field(const nlohmann::json& object, const char* key,
+                                  const std::string& path, int64_t line);
 
 }  // namespace ftune::data

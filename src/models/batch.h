@@ -10,8 +10,8 @@
 namespace ftune {
 
 struct Batch {
-  int64_t size = 0;     // B
-  int64_t seq_len = 0;  // T
+  int64_t size = 0;                     // B
+  int64_t seq_len = 0;                  // T
   std::vector<int32_t> input_ids;       // (B*T)
   std::vector<int32_t> token_type_ids;  // (B*T); empty means all zeros
   std::vector<int32_t> attention_mask;  // (B*T) 1 = real token, 0 = padding

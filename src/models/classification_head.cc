@@ -9,13 +9,16 @@
 namespace ftune {
 namespace {
 
-float head_p(const EncoderConfig& c, const DropoutPlan& d) { return d.training ? c.classifier_dropout : 0.0f; }
+float head_p(const EncoderConfig& c, const DropoutPlan& d) {
+  return d.training ? c.classifier_dropout : 0.0f;
+}
 
 }  // namespace
 
 std::vector<std::string> head_param_names(const EncoderConfig& c) {
   if (c.family == ModelFamily::Bert)
-    return {"bert.pooler.dense.weight", "bert.pooler.dense.bias", "classifier.weight", "classifier.bias"};
+    return {"bert.pooler.dense.weight", "bert.pooler.dense.bias", "classifier.weight",
+            "classifier.bias"};
   return {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight",
           "classifier.out_proj.bias"};
 }
@@ -31,11 +34,13 @@ void add_head_params(const EncoderConfig& c, ParamTable& t) {
 
 HeadWeights bind_head_weights(const EncoderConfig& c, const ParamTable& t, TensorView flat) {
   const auto names = head_param_names(c);
-  return HeadWeights{ParamTable::slice(flat, t.at(names[0])), ParamTable::slice(flat, t.at(names[1])),
-                     ParamTable::slice(flat, t.at(names[2])), ParamTable::slice(flat, t.at(names[3]))};
+  return HeadWeights{
+      ParamTable::slice(flat, t.at(names[0])), ParamTable::slice(flat, t.at(names[1])),
+      ParamTable::slice(flat, t.at(names[2])), ParamTable::slice(flat, t.at(names[3]))};
 }
 
-void plan_head_activations(const EncoderConfig& c, int64_t max_batch, bool training, ArenaPlan& plan) {
+void plan_head_activations(const EncoderConfig& c, int64_t max_batch, bool training,
+                           ArenaPlan& plan) {
   const int64_t C = c.hidden_size, K = c.num_labels();
   for (const char* name : {"act/head/cls", "act/head/x", "act/head/pooled", "act/head/pooled_drop"})
     plan.add(name, DType::F32, {max_batch, C});
@@ -60,15 +65,16 @@ HeadActivations bind_head_activations(const Arena& arena, bool training) {
   return a;
 }
 
-TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActivations& a, TensorView hidden,
-                        const DropoutPlan& d) {
+TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActivations& a,
+                        TensorView hidden, const DropoutPlan& d) {
   const int64_t B = hidden.dim(0), C = c.hidden_size, K = c.num_labels();
   const Shape BC{B, C};
   const float p = head_p(c, d);
   TensorView cls = a.cls.prefix(BC), x = a.x.prefix(BC), pooled = a.pooled.prefix(BC);
   TensorView pooled_drop = a.pooled_drop.prefix(BC), logits = a.logits.prefix({B, K});
   first_token_forward(cls, hidden);
-  if (c.roberta_like()) dropout_forward(x, cls, p, RngKey{d.seed, head_input_dropout_site(), d.offset});
+  if (c.roberta_like())
+    dropout_forward(x, cls, p, RngKey{d.seed, head_input_dropout_site(), d.offset});
   const TensorView pooler_in = c.roberta_like() ? x : cls;
   tanh_pooler_forward(pooled, pooler_in, w.dense_w, w.dense_b);
   dropout_forward(pooled_drop, pooled, p, RngKey{d.seed, head_pooled_dropout_site(), d.offset});
@@ -76,8 +82,9 @@ TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActiva
   return logits;
 }
 
-void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeights& g, HeadActivations& a,
-                   TensorView dlogits, TensorView dhidden, const DropoutPlan& d) {
+void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeights& g,
+                   HeadActivations& a, TensorView dlogits, TensorView dhidden,
+                   const DropoutPlan& d) {
   const int64_t B = dlogits.dim(0), C = c.hidden_size;
   const Shape BC{B, C};
   const float p = head_p(c, d);
@@ -87,7 +94,8 @@ void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeigh
   const TensorView pooler_in = c.roberta_like() ? a.x.prefix(BC) : a.cls.prefix(BC);
   tanh_pooler_backward(dx, g.dense_w, g.dense_b, dpooled, pooler_in, a.pooled.prefix(BC), w.dense_w,
                        a.grad_scratch.prefix(BC));
-  if (c.roberta_like()) dropout_backward(dx, dx, p, RngKey{d.seed, head_input_dropout_site(), d.offset});
+  if (c.roberta_like())
+    dropout_backward(dx, dx, p, RngKey{d.seed, head_input_dropout_site(), d.offset});
   first_token_backward(dhidden, dx);
 }
 

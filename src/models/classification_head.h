@@ -25,9 +25,11 @@ struct HeadActivations {
 // HF names of the head parameters (added in this order).
 std::vector<std::string> head_param_names(const EncoderConfig& config);
 void add_head_params(const EncoderConfig& config, ParamTable& table);
-HeadWeights bind_head_weights(const EncoderConfig& config, const ParamTable& table, TensorView flat);
+HeadWeights bind_head_weights(const EncoderConfig& config, const ParamTable& table,
+                              TensorView flat);
 
-void plan_head_activations(const EncoderConfig& config, int64_t max_batch, bool training, ArenaPlan& plan);
+void plan_head_activations(const EncoderConfig& config, int64_t max_batch, bool training,
+                           ArenaPlan& plan);
 HeadActivations bind_head_activations(const Arena& arena, bool training);
 
 // hidden (B, T, C) -> logits (B, K), returned as a view of acts.logits.
@@ -35,9 +37,14 @@ TensorView head_forward(const EncoderConfig& config, const HeadWeights& w, HeadA
                         TensorView hidden, const DropoutPlan& dropout);
 // dlogits (B, K) -> parameter gradients (+=) and dhidden (B, T, C) (overwritten).
 void head_backward(const EncoderConfig& config, const HeadWeights& w, const HeadWeights& grads,
-                   HeadActivations& acts, TensorView dlogits, TensorView dhidden, const DropoutPlan& dropout);
+                   HeadActivations& acts, TensorView dlogits, TensorView dhidden,
+                   const DropoutPlan& dropout);
 
-inline uint32_t head_input_dropout_site() { return 0x10000; }
-inline uint32_t head_pooled_dropout_site() { return 0x10001; }
+inline uint32_t head_input_dropout_site() {
+  return 0x10000;
+}
+inline uint32_t head_pooled_dropout_site() {
+  return 0x10001;
+}
 
 }  // namespace ftune

@@ -16,11 +16,17 @@ std::string layer_prefix(const EncoderConfig& c, int64_t l) {
   return fmt::format("{}.encoder.layer.{}.", c.weight_prefix(), l);
 }
 
-std::string act_name(int64_t slot, const char* what) { return fmt::format("act/layer{}/{}", slot, what); }
+std::string act_name(int64_t slot, const char* what) {
+  return fmt::format("act/layer{}/{}", slot, what);
+}
 
-float dropout_p(const DropoutPlan& d, float p) { return d.training ? p : 0.0f; }
+float dropout_p(const DropoutPlan& d, float p) {
+  return d.training ? p : 0.0f;
+}
 
-RngKey key(const DropoutPlan& d, uint32_t site) { return RngKey{d.seed, site, d.offset}; }
+RngKey key(const DropoutPlan& d, uint32_t site) {
+  return RngKey{d.seed, site, d.offset};
+}
 
 }  // namespace
 
@@ -84,9 +90,10 @@ EncoderWeights bind_encoder_weights(const EncoderConfig& c, const ParamTable& t,
   return w;
 }
 
-void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t max_seq, bool training,
-                              ArenaPlan& plan) {
-  const int64_t N = max_batch * max_seq, C = c.hidden_size, F = c.intermediate_size, H = c.num_heads;
+void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t max_seq,
+                              bool training, ArenaPlan& plan) {
+  const int64_t N = max_batch * max_seq, C = c.hidden_size, F = c.intermediate_size,
+                H = c.num_heads;
   const DType f32 = DType::F32;
   plan.add("act/emb/sum", f32, {N, C});
   plan.add("act/emb/mean", f32, {N});
@@ -119,11 +126,13 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
     plan.add("gradact/ffn", f32, {N, F});
     plan.add("gradact/qkv", f32, {N, 3 * C});
   }
-  const int64_t ws = std::max(attention_workspace(max_seq, c.head_dim()), layer_norm_backward_workspace(C));
+  const int64_t ws =
+      std::max(attention_workspace(max_seq, c.head_dim()), layer_norm_backward_workspace(C));
   plan.add("work/encoder", f32, {ws});
 }
 
-EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena& arena, bool training) {
+EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena& arena,
+                                            bool training) {
   EncoderActivations a;
   a.emb_sum = arena.view("act/emb/sum");
   a.emb_mean = arena.view("act/emb/mean");
@@ -174,8 +183,10 @@ TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, Enco
   embedding_forward(emb_sum, in.ids, w.word, false);
   embedding_forward(emb_sum, in.type_ids, w.token_type, true);
   embedding_forward(emb_sum, in.pos_ids, w.position, true);
-  layer_norm_forward(emb_out, a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1), emb_sum, w.emb_ln_w, w.emb_ln_b, eps);
-  dropout_forward(emb_out, emb_out, dropout_p(d, c.hidden_dropout), key(d, embedding_dropout_site()));
+  layer_norm_forward(emb_out, a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1), emb_sum, w.emb_ln_w,
+                     w.emb_ln_b, eps);
+  dropout_forward(emb_out, emb_out, dropout_p(d, c.hidden_dropout),
+                  key(d, embedding_dropout_site()));
 
   TensorView mask = in.mask.prefix(Shape{B, T});
   TensorView x = emb_out;
@@ -183,22 +194,24 @@ TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, Enco
     const LayerWeights& lw = w.layers[l];
     LayerActivations& la = a.layers[l];
     TensorView qkv = la.qkv.prefix({N, 3 * C}), ctx = la.ctx.prefix(NC), attn = la.attn.prefix(NC);
-    TensorView ln1 = la.ln1.prefix(NC), ffn_pre = la.ffn_pre.prefix({N, F}), ffn_act = la.ffn_act.prefix({N, F});
+    TensorView ln1 = la.ln1.prefix(NC), ffn_pre = la.ffn_pre.prefix({N, F}),
+               ffn_act = la.ffn_act.prefix({N, F});
     TensorView ffn_out = la.ffn_out.prefix(NC), out = la.out.prefix(NC);
 
     linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
-    attention_forward(ctx.reshape({B, T, C}), la.probs.prefix({B, H, T, T}), qkv.reshape({B, T, 3 * C}), mask, H,
-                      dropout_p(d, c.attention_dropout), key(d, attention_probs_site(l)), a.workspace);
+    attention_forward(ctx.reshape({B, T, C}), la.probs.prefix({B, H, T, T}),
+                      qkv.reshape({B, T, 3 * C}), mask, H, dropout_p(d, c.attention_dropout),
+                      key(d, attention_probs_site(l)), a.workspace);
     linear_forward(attn, ctx, lw.attn_out_w, lw.attn_out_b);
     dropout_forward(attn, attn, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)));
-    add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), attn, x,
-                           lw.ln1_w, lw.ln1_b, eps);
+    add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
+                           attn, x, lw.ln1_w, lw.ln1_b, eps);
     linear_forward(ffn_pre, ln1, lw.ffn_in_w, lw.ffn_in_b);
     gelu_forward(ffn_act, ffn_pre, c.activation);
     linear_forward(ffn_out, ffn_act, lw.ffn_out_w, lw.ffn_out_b);
     dropout_forward(ffn_out, ffn_out, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)));
-    add_layer_norm_forward(out, la.sum2.prefix(NC), la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), ffn_out, ln1,
-                           lw.ln2_w, lw.ln2_b, eps);
+    add_layer_norm_forward(out, la.sum2.prefix(NC), la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1),
+                           ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps);
     x = out;
   }
   return x.reshape({B, T, C});
@@ -210,8 +223,10 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
   const int H = static_cast<int>(c.num_heads);
   const Shape NC{N, C}, N1{N};
   // grad_out holds dL/d(output of the current layer); grad_sum, grad_tmp, grad_ctx are scratch.
-  TensorView dout = a.grad_out.prefix(NC), dsum = a.grad_sum.prefix(NC), dtmp = a.grad_tmp.prefix(NC);
-  TensorView dctx = a.grad_ctx.prefix(NC), dffn = a.grad_ffn.prefix({N, F}), dqkv = a.grad_qkv.prefix({N, 3 * C});
+  TensorView dout = a.grad_out.prefix(NC), dsum = a.grad_sum.prefix(NC),
+             dtmp = a.grad_tmp.prefix(NC);
+  TensorView dctx = a.grad_ctx.prefix(NC), dffn = a.grad_ffn.prefix({N, F}),
+             dqkv = a.grad_qkv.prefix({N, 3 * C});
   TensorView mask = in.mask.prefix(Shape{B, T});
 
   for (int64_t l = c.num_layers - 1; l >= 0; --l) {
@@ -222,20 +237,23 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
     const TensorView ln1 = la.ln1.prefix(NC);
 
     // out = LayerNorm(f + h1): dsum is the gradient of both f and (through the residual) h1.
-    layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w, la.ln2_mean.prefix(N1),
-                        la.ln2_rstd.prefix(N1), a.workspace);
+    layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
+                        la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), a.workspace);
     dropout_backward(dtmp, dsum, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)));
-    linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, la.ffn_act.prefix({N, F}), lw.ffn_out_w);
+    linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, la.ffn_act.prefix({N, F}),
+                    lw.ffn_out_w);
     gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
     // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
-    linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1, lw.ffn_in_w, /*accumulate_dinp=*/true);
+    linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1, lw.ffn_in_w,
+                    /*accumulate_dinp=*/true);
 
     // h1 = LayerNorm(a + x): dout becomes the gradient of both a and (residual) x.
-    layer_norm_backward(dout, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w, la.ln1_mean.prefix(N1),
-                        la.ln1_rstd.prefix(N1), a.workspace);
+    layer_norm_backward(dout, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
+                        la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), a.workspace);
     dropout_backward(dtmp, dout, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)));
     linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, la.ctx.prefix(NC), lw.attn_out_w);
-    attention_backward(dqkv.reshape({B, T, 3 * C}), dctx.reshape({B, T, C}), la.qkv.prefix({N, 3 * C}).reshape({B, T, 3 * C}),
+    attention_backward(dqkv.reshape({B, T, 3 * C}), dctx.reshape({B, T, C}),
+                       la.qkv.prefix({N, 3 * C}).reshape({B, T, 3 * C}),
                        la.probs.prefix({B, H, T, T}), mask, H, dropout_p(d, c.attention_dropout),
                        key(d, attention_probs_site(l)), a.workspace);
     // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
@@ -244,8 +262,8 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
 
   // Embeddings: dropout, LayerNorm, then the three tables' sparse gradients.
   dropout_backward(dout, dout, dropout_p(d, c.hidden_dropout), key(d, embedding_dropout_site()));
-  layer_norm_backward(dsum, g.emb_ln_w, g.emb_ln_b, dout, a.emb_sum.prefix(NC), w.emb_ln_w, a.emb_mean.prefix(N1),
-                      a.emb_rstd.prefix(N1), a.workspace);
+  layer_norm_backward(dsum, g.emb_ln_w, g.emb_ln_b, dout, a.emb_sum.prefix(NC), w.emb_ln_w,
+                      a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1), a.workspace);
   // HF's word embeddings (and RoBERTa's positions) are nn.Embedding(padding_idx=pad_token_id).
   embedding_backward(g.word, dsum, in.ids, c.pad_token_id);
   embedding_backward(g.token_type, dsum, in.type_ids);

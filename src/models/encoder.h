@@ -41,7 +41,8 @@ struct EncoderWeights {
 
 // Adds the encoder's parameters to `table` under their HF names (prefix "bert." / "roberta.").
 void add_encoder_params(const EncoderConfig& config, ParamTable& table);
-EncoderWeights bind_encoder_weights(const EncoderConfig& config, const ParamTable& table, TensorView flat);
+EncoderWeights bind_encoder_weights(const EncoderConfig& config, const ParamTable& table,
+                                    TensorView flat);
 
 // Activation buffers, planned for max_tokens = max_batch * max_seq. Training keeps every
 // layer's activations for the backward pass; inference reuses two sets (ping-pong).
@@ -71,19 +72,30 @@ struct DropoutPlan {
 
 void plan_encoder_activations(const EncoderConfig& config, int64_t max_batch, int64_t max_seq,
                               bool training, ArenaPlan& plan);
-EncoderActivations bind_encoder_activations(const EncoderConfig& config, const Arena& arena, bool training);
+EncoderActivations bind_encoder_activations(const EncoderConfig& config, const Arena& arena,
+                                            bool training);
 
 // Runs the encoder; returns the last hidden state (B, T, C).
-TensorView encoder_forward(const EncoderConfig& config, const EncoderWeights& w, EncoderActivations& acts,
-                           const EncoderInputs& in, const DropoutPlan& dropout);
+TensorView encoder_forward(const EncoderConfig& config, const EncoderWeights& w,
+                           EncoderActivations& acts, const EncoderInputs& in,
+                           const DropoutPlan& dropout);
 // Backpropagates d_hidden (B*T, C), given in acts.grad_out, through the encoder into `grads`.
-void encoder_backward(const EncoderConfig& config, const EncoderWeights& w, const EncoderWeights& grads,
-                      EncoderActivations& acts, const EncoderInputs& in, const DropoutPlan& dropout);
+void encoder_backward(const EncoderConfig& config, const EncoderWeights& w,
+                      const EncoderWeights& grads, EncoderActivations& acts,
+                      const EncoderInputs& in, const DropoutPlan& dropout);
 
 // Philox sites of the encoder's dropouts.
-inline uint32_t embedding_dropout_site() { return 0; }
-inline uint32_t attention_probs_site(int64_t layer) { return static_cast<uint32_t>(1 + 3 * layer); }
-inline uint32_t attention_output_site(int64_t layer) { return static_cast<uint32_t>(2 + 3 * layer); }
-inline uint32_t ffn_output_site(int64_t layer) { return static_cast<uint32_t>(3 + 3 * layer); }
+inline uint32_t embedding_dropout_site() {
+  return 0;
+}
+inline uint32_t attention_probs_site(int64_t layer) {
+  return static_cast<uint32_t>(1 + 3 * layer);
+}
+inline uint32_t attention_output_site(int64_t layer) {
+  return static_cast<uint32_t>(2 + 3 * layer);
+}
+inline uint32_t ffn_output_site(int64_t layer) {
+  return static_cast<uint32_t>(3 + 3 * layer);
+}
 
 }  // namespace ftune

@@ -8,22 +8,30 @@
 
 namespace ftune {
 
-std::string EncoderConfig::weight_prefix() const { return family == ModelFamily::Bert ? "bert" : "roberta"; }
+std::string EncoderConfig::weight_prefix() const {
+  return family == ModelFamily::Bert ? "bert" : "roberta";
+}
 
 std::string EncoderConfig::model_type() const {
   switch (family) {
-    case ModelFamily::Bert: return "bert";
-    case ModelFamily::Roberta: return "roberta";
-    case ModelFamily::XlmRoberta: return "xlm-roberta";
+    case ModelFamily::Bert:
+      return "bert";
+    case ModelFamily::Roberta:
+      return "roberta";
+    case ModelFamily::XlmRoberta:
+      return "xlm-roberta";
   }
   return "?";
 }
 
 std::string EncoderConfig::architecture() const {
   switch (family) {
-    case ModelFamily::Bert: return "BertForSequenceClassification";
-    case ModelFamily::Roberta: return "RobertaForSequenceClassification";
-    case ModelFamily::XlmRoberta: return "XLMRobertaForSequenceClassification";
+    case ModelFamily::Bert:
+      return "BertForSequenceClassification";
+    case ModelFamily::Roberta:
+      return "RobertaForSequenceClassification";
+    case ModelFamily::XlmRoberta:
+      return "XLMRobertaForSequenceClassification";
   }
   return "?";
 }
@@ -33,16 +41,21 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
   EncoderConfig c;
   c.raw = j;
   const std::string type = io::get_string(j, "model_type", path);
-  if (type == "bert") c.family = ModelFamily::Bert;
-  else if (type == "roberta") c.family = ModelFamily::Roberta;
-  else if (type == "xlm-roberta") c.family = ModelFamily::XlmRoberta;
+  if (type == "bert")
+    c.family = ModelFamily::Bert;
+  else if (type == "roberta")
+    c.family = ModelFamily::Roberta;
+  else if (type == "xlm-roberta")
+    c.family = ModelFamily::XlmRoberta;
   else
-    throw InputError(fmt::format("{}: model_type '{}' is not supported; expected bert, roberta or "
-                                 "xlm-roberta (BERT, MiniLM, RoBERTa, XLM-R, BGE rerankers)",
-                                 path, type));
+    throw InputError(
+        fmt::format("{}: model_type '{}' is not supported; expected bert, roberta or "
+                    "xlm-roberta (BERT, MiniLM, RoBERTa, XLM-R, BGE rerankers)",
+                    path, type));
   auto positive = [&](const char* key) {
     const int64_t v = io::get_int(j, key, path);
-    if (v <= 0) throw InputError(fmt::format("{}: key '{}' must be positive, got {}", path, key, v));
+    if (v <= 0)
+      throw InputError(fmt::format("{}: key '{}' must be positive, got {}", path, key, v));
     return v;
   };
   c.vocab_size = positive("vocab_size");
@@ -56,12 +69,14 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
     throw InputError(fmt::format("{}: key 'type_vocab_size' must be positive", path));
   c.pad_token_id = io::get_optional_int(j, "pad_token_id", path).value_or(c.roberta_like() ? 1 : 0);
   if (c.hidden_size % c.num_heads != 0)
-    throw InputError(fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {}", path,
-                                 c.hidden_size, c.num_heads));
-  c.layer_norm_eps = static_cast<float>(io::get_optional_float(j, "layer_norm_eps", path).value_or(1e-12));
-  c.hidden_dropout = static_cast<float>(io::get_optional_float(j, "hidden_dropout_prob", path).value_or(0.1));
-  c.attention_dropout =
-      static_cast<float>(io::get_optional_float(j, "attention_probs_dropout_prob", path).value_or(0.1));
+    throw InputError(fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {}",
+                                 path, c.hidden_size, c.num_heads));
+  c.layer_norm_eps =
+      static_cast<float>(io::get_optional_float(j, "layer_norm_eps", path).value_or(1e-12));
+  c.hidden_dropout =
+      static_cast<float>(io::get_optional_float(j, "hidden_dropout_prob", path).value_or(0.1));
+  c.attention_dropout = static_cast<float>(
+      io::get_optional_float(j, "attention_probs_dropout_prob", path).value_or(0.1));
   c.classifier_dropout = static_cast<float>(
       io::get_optional_float(j, "classifier_dropout", path).value_or(c.hidden_dropout));
   for (auto [key, v] : {std::pair{"hidden_dropout_prob", c.hidden_dropout},
@@ -69,16 +84,18 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
                         std::pair{"classifier_dropout", c.classifier_dropout}})
     if (!(v >= 0.0f && v < 1.0f))
       throw InputError(fmt::format("{}: key '{}' must be in [0, 1), got {}", path, key, v));
-  c.initializer_range = static_cast<float>(io::get_optional_float(j, "initializer_range", path).value_or(0.02));
+  c.initializer_range =
+      static_cast<float>(io::get_optional_float(j, "initializer_range", path).value_or(0.02));
   c.activation = gelu_form_from_hf(io::get_optional_string(j, "hidden_act", path).value_or("gelu"),
                                    path + ": hidden_act");
-  const std::string pos_type = io::get_optional_string(j, "position_embedding_type", path).value_or("absolute");
+  const std::string pos_type =
+      io::get_optional_string(j, "position_embedding_type", path).value_or("absolute");
   if (pos_type != "absolute")
-    throw InputError(fmt::format("{}: position_embedding_type '{}' is not supported (only 'absolute')", path,
-                                 pos_type));
+    throw InputError(fmt::format(
+        "{}: position_embedding_type '{}' is not supported (only 'absolute')", path, pos_type));
   if (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size)
-    throw InputError(fmt::format("{}: pad_token_id {} outside the vocabulary of {}", path, c.pad_token_id,
-                                 c.vocab_size));
+    throw InputError(fmt::format("{}: pad_token_id {} outside the vocabulary of {}", path,
+                                 c.pad_token_id, c.vocab_size));
 
   // Labels: id2label ({"0": "neg", "1": "pos"}) as transformers writes it, else num_labels, else 2.
   if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
@@ -92,8 +109,8 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
         idx = m.size();
       }
       if (idx >= m.size() || !it.value().is_string())
-        throw InputError(fmt::format("{}: id2label must map 0..{} to label names; bad entry '{}'", path,
-                                     m.size() - 1, it.key()));
+        throw InputError(fmt::format("{}: id2label must map 0..{} to label names; bad entry '{}'",
+                                     path, m.size() - 1, it.key()));
       c.id2label[idx] = it.value().get<std::string>();
     }
   } else {

@@ -44,8 +44,8 @@ bool shape_matches(const io::SafetensorsEntry& e, const Shape& shape) {
 }
 
 bool is_float_storage(io::SafetensorsDtype d) {
-  return d == io::SafetensorsDtype::F32 || d == io::SafetensorsDtype::F16 || d == io::SafetensorsDtype::BF16 ||
-         d == io::SafetensorsDtype::F64;
+  return d == io::SafetensorsDtype::F32 || d == io::SafetensorsDtype::F16 ||
+         d == io::SafetensorsDtype::BF16 || d == io::SafetensorsDtype::F64;
 }
 
 }  // namespace
@@ -55,14 +55,18 @@ EncoderConfig load_model_config(const std::string& dir, const LoadOptions& optio
   if (!std::filesystem::is_directory(dir))
     throw InputError(fmt::format("model directory '{}' does not exist", dir));
   if (!std::filesystem::exists(path))
-    throw InputError(fmt::format("{}: missing (a Hugging Face model directory needs config.json)", path));
+    throw InputError(
+        fmt::format("{}: missing (a Hugging Face model directory needs config.json)", path));
   EncoderConfig config = EncoderConfig::from_file(path);
-  if (options.labels) config.set_labels(*options.labels);
-  else if (options.num_labels) config.set_num_labels(*options.num_labels);
+  if (options.labels)
+    config.set_labels(*options.labels);
+  else if (options.num_labels)
+    config.set_num_labels(*options.num_labels);
   return config;
 }
 
-LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir, const LoadOptions& options) {
+LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
+                              const LoadOptions& options) {
   const EncoderConfig& config = model.config();
   const io::CheckpointReader ckpt = io::CheckpointReader::open(dir);
   LoadReport report;
@@ -85,8 +89,8 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
         entry = nullptr;  // replaced by a fresh head below
       } else {
         throw InputError(fmt::format(
-            "{}: tensor '{}' has shape {}, but the model expects {}{}", ckpt.file_of(entry->name), entry->name,
-            shape_str(entry->shape), spec.shape.str(),
+            "{}: tensor '{}' has shape {}, but the model expects {}{}", ckpt.file_of(entry->name),
+            entry->name, shape_str(entry->shape), spec.shape.str(),
             is_head ? fmt::format(" ({} labels); set num_labels to match the checkpoint or allow "
                                   "reinitialising the classification head",
                                   config.num_labels())
@@ -103,37 +107,41 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
       continue;
     }
     if (!is_float_storage(entry->dtype))
-      throw InputError(fmt::format("{}: tensor '{}' is stored as {}, expected a float type (F32, F16, BF16)",
-                                   ckpt.file_of(entry->name), entry->name,
-                                   io::safetensors_dtype_name(entry->dtype)));
+      throw InputError(fmt::format(
+          "{}: tensor '{}' is stored as {}, expected a float type (F32, F16, BF16)",
+          ckpt.file_of(entry->name), entry->name, io::safetensors_dtype_name(entry->dtype)));
     ckpt.read_into(entry->name, dst);
     used.insert(entry->name);
     dtypes.insert(std::string(io::safetensors_dtype_name(entry->dtype)));
   }
   if (!missing_encoder.empty()) {
     std::string list;
-    for (size_t i = 0; i < missing_encoder.size() && i < 5; ++i) list += "\n  " + missing_encoder[i];
+    for (size_t i = 0; i < missing_encoder.size() && i < 5; ++i)
+      list += "\n  " + missing_encoder[i];
     throw InputError(fmt::format("{}: {} encoder weights of this {} model are missing, e.g.:{}{}",
-                                 ckpt.weights_path(), missing_encoder.size(), config.model_type(), list,
-                                 missing_encoder.size() > 5 ? "\n  ..." : ""));
+                                 ckpt.weights_path(), missing_encoder.size(), config.model_type(),
+                                 list, missing_encoder.size() > 5 ? "\n  ..." : ""));
   }
   for (const std::string& name : ckpt.names())
     if (!used.count(name)) report.unexpected.push_back(name);
   report.stored_dtypes.assign(dtypes.begin(), dtypes.end());
   if (!report.initialised.empty())
-    spdlog::warn("{}: newly initialised (not in the checkpoint): {}", dir, fmt::join(report.initialised, ", "));
+    spdlog::warn("{}: newly initialised (not in the checkpoint): {}", dir,
+                 fmt::join(report.initialised, ", "));
   if (!report.unexpected.empty())
-    spdlog::info("{}: {} checkpoint tensors not used by {} (e.g. {})", dir, report.unexpected.size(),
-                 config.architecture(), report.unexpected.front());
+    spdlog::info("{}: {} checkpoint tensors not used by {} (e.g. {})", dir,
+                 report.unexpected.size(), config.architecture(), report.unexpected.front());
   return report;
 }
 
 void save_model(const SequenceClassifier& model, const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw InputError(fmt::format("cannot create model directory '{}': {}", dir, ec.message()));
+  if (ec)
+    throw InputError(fmt::format("cannot create model directory '{}': {}", dir, ec.message()));
   std::vector<io::SafetensorsTensor> tensors;
-  for (const ParamSpec& spec : model.params().specs()) tensors.push_back({spec.name, model.param(spec.name), {}});
+  for (const ParamSpec& spec : model.params().specs())
+    tensors.push_back({spec.name, model.param(spec.name), {}});
   io::write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors);
   nlohmann::json config = model.config().to_json();
   if (config.contains("torch_dtype")) config["torch_dtype"] = "float32";

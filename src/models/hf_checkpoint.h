@@ -33,8 +33,8 @@ struct LoadOptions {
 
 struct LoadReport {
   std::string weights_path;
-  std::vector<std::string> initialised;  // model parameters not found in the checkpoint
-  std::vector<std::string> unexpected;   // checkpoint tensors the model does not use
+  std::vector<std::string> initialised;    // model parameters not found in the checkpoint
+  std::vector<std::string> unexpected;     // checkpoint tensors the model does not use
   std::vector<std::string> stored_dtypes;  // distinct dtypes of the loaded tensors ("F32", "BF16")
 };
 
@@ -42,7 +42,8 @@ struct LoadReport {
 EncoderConfig load_model_config(const std::string& dir, const LoadOptions& options = {});
 
 // Fills model.param_values() from DIR's weights (the model must be bound).
-LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir, const LoadOptions& options = {});
+LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
+                              const LoadOptions& options = {});
 
 // Writes DIR/config.json and DIR/model.safetensors (each atomically; DIR is created if needed).
 void save_model(const SequenceClassifier& model, const std::string& dir);

@@ -4,7 +4,8 @@
 #include "core/memory.h"
 
 namespace ftune {
-void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config, std::mt19937_64& rng) {
+void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config,
+                        std::mt19937_64& rng) {
   HostTensor host(DType::F32, spec.shape);  // zero-filled
   float* p = host.data<float>();
   const int64_t n = host.numel();
@@ -16,7 +17,8 @@ void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConf
     if (spec.name.ends_with("word_embeddings.weight") ||
         (config.roberta_like() && spec.name.ends_with("position_embeddings.weight"))) {
       const int64_t C = spec.shape[1];
-      for (int64_t c = 0; c < C; ++c) p[config.pad_token_id * C + c] = 0.0f;  // nn.Embedding(padding_idx)
+      for (int64_t c = 0; c < C; ++c)
+        p[config.pad_token_id * C + c] = 0.0f;  // nn.Embedding(padding_idx)
     }
   }
   copy(dst, host.view());
@@ -24,7 +26,8 @@ void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConf
 
 void init_all_params_like_hf(SequenceClassifier& model, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  for (const ParamSpec& spec : model.params().specs()) init_param_like_hf(spec, model.param(spec.name), model.config(), rng);
+  for (const ParamSpec& spec : model.params().specs())
+    init_param_like_hf(spec, model.param(spec.name), model.config(), rng);
 }
 
 }  // namespace ftune

@@ -13,7 +13,8 @@
 
 namespace ftune {
 
-void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config, std::mt19937_64& rng);
+void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config,
+                        std::mt19937_64& rng);
 void init_all_params_like_hf(SequenceClassifier& model, uint64_t seed);
 
 }  // namespace ftune

@@ -12,9 +12,11 @@
 
 namespace ftune {
 
-Predictions predict_logits(const std::string& model_dir, const std::vector<data::TokenizedExample>& rows,
-                           int64_t batch_size, Device device) {
-  if (batch_size <= 0) throw InputError(fmt::format("batch size must be positive, got {}", batch_size));
+Predictions predict_logits(const std::string& model_dir,
+                           const std::vector<data::TokenizedExample>& rows, int64_t batch_size,
+                           Device device) {
+  if (batch_size <= 0)
+    throw InputError(fmt::format("batch size must be positive, got {}", batch_size));
   Predictions out{load_model_config(model_dir), {}};
   if (rows.empty()) return out;
   int64_t longest = 0;
@@ -22,10 +24,14 @@ Predictions predict_logits(const std::string& model_dir, const std::vector<data:
     const data::TokenizedExample& row = rows[i];
     if (row.input_ids.empty()) throw InputError(fmt::format("row {}: no tokens", i + 1));
     if (!row.token_type_ids.empty() && row.token_type_ids.size() != row.input_ids.size())
-      throw InputError(fmt::format("row {}: {} token_type_ids for {} input_ids", i + 1, row.token_type_ids.size(),
-                                   row.input_ids.size()));
-    Batch one{1, static_cast<int64_t>(row.input_ids.size()), row.input_ids, row.token_type_ids,
-              std::vector<int32_t>(row.input_ids.size(), 1), {}};
+      throw InputError(fmt::format("row {}: {} token_type_ids for {} input_ids", i + 1,
+                                   row.token_type_ids.size(), row.input_ids.size()));
+    Batch one{1,
+              static_cast<int64_t>(row.input_ids.size()),
+              row.input_ids,
+              row.token_type_ids,
+              std::vector<int32_t>(row.input_ids.size(), 1),
+              {}};
     try {
       validate_batch(out.config, one);
     } catch (const InputError& e) {
@@ -54,7 +60,8 @@ Predictions predict_logits(const std::string& model_dir, const std::vector<data:
     model.forward(DropoutPlan{});
     copy(logits.view().prefix({b.size, K}), model.logits());
     for (int64_t r = 0; r < b.size; ++r)
-      out.logits[indices[r]].assign(logits.data<float>() + r * K, logits.data<float>() + (r + 1) * K);
+      out.logits[indices[r]].assign(logits.data<float>() + r * K,
+                                    logits.data<float>() + (r + 1) * K);
   }
   return out;
 }

@@ -20,7 +20,8 @@ void copy_i32(TensorView dst, const std::vector<int32_t>& src) {
 SequenceClassifier::SequenceClassifier(EncoderConfig config, ClassifierOptions options)
     : config_(std::move(config)), options_(options) {
   if (options_.max_batch <= 0 || options_.max_seq <= 0)
-    throw InputError(fmt::format("batch shape must be positive, got {} x {}", options_.max_batch, options_.max_seq));
+    throw InputError(fmt::format("batch shape must be positive, got {} x {}", options_.max_batch,
+                                 options_.max_seq));
   add_encoder_params(config_, params_);
   add_head_params(config_, params_);
 }
@@ -66,14 +67,15 @@ void SequenceClassifier::bind(const Arena& arena) {
 void SequenceClassifier::set_batch(const Batch& b) {
   FTUNE_ASSERT(values_.defined(), "set_batch before bind");
   if (b.size > options_.max_batch || b.seq_len > options_.max_seq)
-    throw InputError(fmt::format("batch of {} x {} tokens exceeds the planned {} x {}", b.size, b.seq_len,
-                                 options_.max_batch, options_.max_seq));
+    throw InputError(fmt::format("batch of {} x {} tokens exceeds the planned {} x {}", b.size,
+                                 b.seq_len, options_.max_batch, options_.max_seq));
   validate_batch(config_, b);
   const int64_t n = b.size * b.seq_len;
   inputs_.B = b.size;
   inputs_.T = b.seq_len;
   copy_i32(inputs_.ids, b.input_ids);
-  copy_i32(inputs_.type_ids, b.token_type_ids.empty() ? std::vector<int32_t>(n, 0) : b.token_type_ids);
+  copy_i32(inputs_.type_ids,
+           b.token_type_ids.empty() ? std::vector<int32_t>(n, 0) : b.token_type_ids);
   copy_i32(inputs_.pos_ids, position_ids(config_, b));
   copy_i32(inputs_.mask, b.attention_mask);
   has_labels_ = !b.labels.empty();
@@ -82,8 +84,12 @@ void SequenceClassifier::set_batch(const Batch& b) {
 
 EncoderInputs SequenceClassifier::current_inputs() const {
   const Shape n{inputs_.B * inputs_.T};
-  return EncoderInputs{inputs_.B, inputs_.T, inputs_.ids.prefix(n), inputs_.type_ids.prefix(n),
-                       inputs_.pos_ids.prefix(n), inputs_.mask.prefix(n)};
+  return EncoderInputs{inputs_.B,
+                       inputs_.T,
+                       inputs_.ids.prefix(n),
+                       inputs_.type_ids.prefix(n),
+                       inputs_.pos_ids.prefix(n),
+                       inputs_.mask.prefix(n)};
 }
 
 TensorView SequenceClassifier::forward(const DropoutPlan& dropout) {
@@ -99,11 +105,13 @@ TensorView SequenceClassifier::loss(const LossOptions& options) {
   if (!has_labels_) throw InputError("loss requested for a batch without labels");
   const int64_t B = inputs_.B, K = config_.num_labels();
   if (!options.class_weights.empty() && static_cast<int64_t>(options.class_weights.size()) != K)
-    throw InputError(fmt::format("{} class weights given for {} labels", options.class_weights.size(), K));
+    throw InputError(
+        fmt::format("{} class weights given for {} labels", options.class_weights.size(), K));
   loss_options_ = options;
   CrossEntropyOptions ce{options.label_smoothing, TensorView()};
   if (!options.class_weights.empty()) {
-    TensorView host(const_cast<float*>(options.class_weights.data()), DType::F32, Device::cpu(), Shape{K});
+    TensorView host(const_cast<float*>(options.class_weights.data()), DType::F32, Device::cpu(),
+                    Shape{K});
     copy(class_weights_, host);
     ce.class_weights = class_weights_;
   }
@@ -118,7 +126,8 @@ void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale) 
                          loss_options_.class_weights.empty() ? TensorView() : class_weights_};
   TensorView dlogits = dlogits_.prefix({B, K});
   cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale);
-  head_backward(config_, head_w_, head_g_, head_acts_, dlogits, enc_acts_.grad_out.prefix({B, T, C}), dropout);
+  head_backward(config_, head_w_, head_g_, head_acts_, dlogits,
+                enc_acts_.grad_out.prefix({B, T, C}), dropout);
   encoder_backward(config_, enc_w_, enc_g_, enc_acts_, current_inputs(), dropout);
 }
 

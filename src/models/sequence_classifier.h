@@ -46,8 +46,12 @@ class SequenceClassifier {
 
   TensorView param_values() const { return values_; }  // flat (P) f32
   TensorView param_grads() const { return grads_; }    // flat (P) f32; undefined for inference
-  TensorView param(const std::string& name) const { return ParamTable::slice(values_, params_.at(name)); }
-  TensorView grad(const std::string& name) const { return ParamTable::slice(grads_, params_.at(name)); }
+  TensorView param(const std::string& name) const {
+    return ParamTable::slice(values_, params_.at(name));
+  }
+  TensorView grad(const std::string& name) const {
+    return ParamTable::slice(grads_, params_.at(name));
+  }
 
   // Validates the batch against the model and the planned size, computes position ids and copies
   // the inputs into the arena.

@@ -7,14 +7,15 @@
 namespace ftune {
 namespace {
 
-cpu::AttentionDims check_attention(const char* op, const TensorView& qkv, const TensorView& key_mask,
-                                   const TensorView& probs, int num_heads, float dropout_p,
-                                   const TensorView& workspace) {
+cpu::AttentionDims check_attention(const char* op, const TensorView& qkv,
+                                   const TensorView& key_mask, const TensorView& probs,
+                                   int num_heads, float dropout_p, const TensorView& workspace) {
   if (qkv.rank() != 3 || qkv.dim(2) % 3 != 0)
     throw ShapeError(fmt::format("{}: qkv must be (B, T, 3C), got {}", op, qkv.shape.str()));
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
   if (num_heads <= 0 || C % num_heads != 0)
-    throw ShapeError(fmt::format("{}: hidden size {} is not divisible by {} heads", op, C, num_heads));
+    throw ShapeError(
+        fmt::format("{}: hidden size {} is not divisible by {} heads", op, C, num_heads));
   check_f32(op, "qkv", qkv, qkv.shape);
   check_shape(op, "key_mask", key_mask, Shape{B, T});
   check_dtype(op, "key_mask", key_mask, DType::I32);
@@ -39,7 +40,8 @@ int64_t attention_workspace(int64_t T, int64_t D) {
 void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorView key_mask,
                        int num_heads, float dropout_p, RngKey rng, TensorView workspace) {
   const char* op = "attention_forward";
-  const cpu::AttentionDims d = check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace);
+  const cpu::AttentionDims d =
+      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace);
   check_f32(op, "out", out, Shape{d.B, d.T, d.H * d.D});
   const Device dev = common_device(op, {out, probs, qkv, key_mask, workspace});
   FTUNE_DISPATCH(op, dev,
@@ -53,16 +55,17 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
                         TensorView key_mask, int num_heads, float dropout_p, RngKey rng,
                         TensorView workspace) {
   const char* op = "attention_backward";
-  const cpu::AttentionDims d = check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace);
+  const cpu::AttentionDims d =
+      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace);
   check_f32(op, "dout", dout, Shape{d.B, d.T, d.H * d.D});
   check_f32(op, "dqkv", dqkv, qkv.shape);
   const Device dev = common_device(op, {dqkv, dout, qkv, probs, key_mask, workspace});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(),
-                                         qkv.data_as<float>(), probs.data_as<float>(),
-                                         key_mask.data_as<int32_t>(), d, dropout_p, rng,
-                                         workspace.data_as<float>()),
-                 cuda_kernel_missing(op));
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(),
+                              probs.data_as<float>(), key_mask.data_as<int32_t>(), d, dropout_p,
+                              rng, workspace.data_as<float>()),
+      cuda_kernel_missing(op));
 }
 
 }  // namespace ftune

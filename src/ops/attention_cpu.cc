@@ -40,7 +40,9 @@ void for_each_head(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
 
 }  // namespace
 
-int64_t attention_workspace_per_thread(int64_t T, int64_t D) { return 2 * T * T + T; }
+int64_t attention_workspace_per_thread(int64_t T, int64_t D) {
+  return 2 * T * T + T;
+}
 
 void attention_forward(float* out, float* probs, const float* qkv, const int32_t* key_mask,
                        AttentionDims dims, float dropout_p, RngKey rng, float* workspace) {
@@ -79,7 +81,8 @@ void attention_forward(float* out, float* probs, const float* qkv, const int32_t
       }
     }
     const float* Pv = dropout_p > 0.0f ? Pd : P;
-    gemm(false, false, T, D, keys, 1.0f, Pv, dropout_p > 0.0f ? keys : T, v, C3, 0.0f, out + b * T * C + h * D, C);
+    gemm(false, false, T, D, keys, 1.0f, Pv, dropout_p > 0.0f ? keys : T, v, C3, 0.0f,
+         out + b * T * C + h * D, C);
   });
 }
 
@@ -101,8 +104,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     float* dk = dq + C;
     float* dv = dq + 2 * C;
     const float* P = probs + u * T * T;
-    float* dS = ws;           // (T, keys): dP' = dO V^T, turned into dS in place
-    float* Pd = ws + T * T;   // (T, keys): dropped probabilities P'
+    float* dS = ws;             // (T, keys): dP' = dO V^T, turned into dS in place
+    float* Pd = ws + T * T;     // (T, keys): dropped probabilities P'
     float* m = ws + 2 * T * T;  // (keys): dropout multipliers of one row
 
     gemm(false, true, T, keys, D, 1.0f, dO, C, v, C3, 0.0f, dS, keys);

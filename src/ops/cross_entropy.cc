@@ -8,7 +8,8 @@ namespace {
 
 void check_ce(const char* op, const TensorView& probs, const TensorView& labels,
               const CrossEntropyOptions& o) {
-  if (probs.rank() != 2) throw ShapeError(fmt::format("{}: expected (B, K) logits, got {}", op, probs.shape.str()));
+  if (probs.rank() != 2)
+    throw ShapeError(fmt::format("{}: expected (B, K) logits, got {}", op, probs.shape.str()));
   const int64_t B = probs.dim(0), K = probs.dim(1);
   check_f32(op, "probs", probs, Shape{B, K});
   check_shape(op, "labels", labels, Shape{B});
@@ -20,7 +21,8 @@ void check_ce(const char* op, const TensorView& probs, const TensorView& labels,
     const int32_t* y = labels.data_as<int32_t>();
     for (int64_t i = 0; i < B; ++i)
       if (y[i] >= K || (y[i] < 0 && y[i] != -100))
-        throw InputError(fmt::format("label {} of row {} is outside [0, {}) (or -100 to ignore)", y[i], i, K));
+        throw InputError(
+            fmt::format("label {} of row {} is outside [0, {}) (or -100 to ignore)", y[i], i, K));
   }
 }
 
@@ -34,10 +36,11 @@ void cross_entropy_forward(TensorView loss, TensorView probs, TensorView logits,
   check_f32(op, "loss", loss, Shape{1});
   const Device dev = common_device(op, {loss, probs, logits, labels, o.class_weights});
   FTUNE_DISPATCH(op, dev,
-                 cpu::cross_entropy_forward(loss.data_as<float>(), probs.data_as<float>(),
-                                            logits.data_as<float>(), labels.data_as<int32_t>(),
-                                            o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
-                                            o.label_smoothing, logits.dim(0), logits.dim(1)),
+                 cpu::cross_entropy_forward(
+                     loss.data_as<float>(), probs.data_as<float>(), logits.data_as<float>(),
+                     labels.data_as<int32_t>(),
+                     o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
+                     o.label_smoothing, logits.dim(0), logits.dim(1)),
                  cuda_kernel_missing(op));
 }
 
@@ -48,10 +51,10 @@ void cross_entropy_backward(TensorView dlogits, TensorView probs, TensorView lab
   check_f32(op, "dlogits", dlogits, probs.shape);
   const Device dev = common_device(op, {dlogits, probs, labels, o.class_weights});
   FTUNE_DISPATCH(op, dev,
-                 cpu::cross_entropy_backward(dlogits.data_as<float>(), probs.data_as<float>(),
-                                             labels.data_as<int32_t>(),
-                                             o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
-                                             o.label_smoothing, dloss, probs.dim(0), probs.dim(1)),
+                 cpu::cross_entropy_backward(
+                     dlogits.data_as<float>(), probs.data_as<float>(), labels.data_as<int32_t>(),
+                     o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
+                     o.label_smoothing, dloss, probs.dim(0), probs.dim(1)),
                  cuda_kernel_missing(op));
 }
 

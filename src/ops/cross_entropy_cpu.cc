@@ -7,7 +7,9 @@
 namespace ftune::cpu {
 namespace {
 
-float class_weight(const float* weights, int64_t c) { return weights ? weights[c] : 1.0f; }
+float class_weight(const float* weights, int64_t c) {
+  return weights ? weights[c] : 1.0f;
+}
 
 // W = sum over counted rows of w[y_i]; 0 when every row is ignored.
 double weight_total(const int32_t* labels, const float* weights, int64_t B) {

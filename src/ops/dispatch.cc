@@ -11,7 +11,8 @@ Device common_device(const char* op, std::initializer_list<TensorView> views) {
   const TensorView* first = nullptr;
   for (const TensorView& v : views) {
     if (!v.defined()) continue;
-    if (!first) first = &v;
+    if (!first)
+      first = &v;
     else if (!(v.device == first->device))
       throw ShapeError(fmt::format("{}: tensors on different devices ({} and {})", op,
                                    device_name(first->device), device_name(v.device)));
@@ -29,8 +30,8 @@ void check_dtype(const char* op, const char* arg, const TensorView& v, DType dty
 void check_shape(const char* op, const char* arg, const TensorView& v, const Shape& expected) {
   if (!v.defined()) throw ShapeError(fmt::format("{}: {} is missing", op, arg));
   if (!(v.shape == expected))
-    throw ShapeError(fmt::format("{}: {} has shape {}, expected {}", op, arg, v.shape.str(),
-                                 expected.str()));
+    throw ShapeError(
+        fmt::format("{}: {} has shape {}, expected {}", op, arg, v.shape.str(), expected.str()));
 }
 
 void check_contiguous(const char* op, const char* arg, const TensorView& v) {

@@ -11,9 +11,9 @@ void dropout_apply(const char* op, TensorView out, TensorView inp, float p, RngK
   check_f32(op, "out", out, inp.shape);
   if (!(p >= 0.0f && p < 1.0f)) throw ShapeError(fmt::format("{}: p = {} outside [0, 1)", op, p));
   const Device dev = common_device(op, {out, inp});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::dropout_apply(out.data_as<float>(), inp.data_as<float>(), inp.numel(), p, rng),
-                 cuda::dropout_apply(out.data_as<float>(), inp.data_as<float>(), inp.numel(), p, rng));
+  FTUNE_DISPATCH(
+      op, dev, cpu::dropout_apply(out.data_as<float>(), inp.data_as<float>(), inp.numel(), p, rng),
+      cuda::dropout_apply(out.data_as<float>(), inp.data_as<float>(), inp.numel(), p, rng));
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ void philox_words(uint32_t* __restrict words, RngKey key, uint64_t first_group, 
 #pragma omp simd
   for (int64_t g = 0; g < groups; ++g) {
     const Philox4 r = philox4x32_10(
-        Philox4{{static_cast<uint32_t>(first_group + g), static_cast<uint32_t>((first_group + g) >> 32), key.site,
-                 key.offset}},
+        Philox4{{static_cast<uint32_t>(first_group + g),
+                 static_cast<uint32_t>((first_group + g) >> 32), key.site, key.offset}},
         k0, k1);
     for (int k = 0; k < 4; ++k) words[4 * g + k] = r.v[k];
   }
@@ -47,19 +47,22 @@ void dropout_multipliers(float* m, RngKey rng, uint64_t first, int64_t n, float 
 void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng) {
   if (p == 0.0f) {
     if (out != inp)
-      parallel_for(n, [&](int64_t b, int64_t e) { std::copy(inp + b, inp + e, out + b); }, 4096);
+      parallel_for(
+          n, [&](int64_t b, int64_t e) { std::copy(inp + b, inp + e, out + b); }, 4096);
     return;
   }
   const int64_t block = 4 * kGroupsPerBlock;
-  parallel_for((n + block - 1) / block, [&](int64_t b0, int64_t b1) {
-    float m[4 * kGroupsPerBlock];
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t start = b * block, count = std::min(block, n - start);
-      dropout_multipliers(m, rng, static_cast<uint64_t>(start), count, p);
+  parallel_for((n + block - 1) / block,
+               [&](int64_t b0, int64_t b1) {
+                 float m[4 * kGroupsPerBlock];
+                 for (int64_t b = b0; b < b1; ++b) {
+                   const int64_t start = b * block, count = std::min(block, n - start);
+                   dropout_multipliers(m, rng, static_cast<uint64_t>(start), count, p);
 #pragma omp simd
-      for (int64_t i = 0; i < count; ++i) out[start + i] = inp[start + i] * m[i];
-    }
-  }, 4);
+                   for (int64_t i = 0; i < count; ++i) out[start + i] = inp[start + i] * m[i];
+                 }
+               },
+               4);
 }
 
 }  // namespace ftune::cpu

@@ -22,7 +22,8 @@ __global__ void dropout_kernel(float* out, const float* inp, int64_t n, float p,
 void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng) {
   if (n == 0) return;
   if (p == 0.0f) {
-    if (out != inp) FTUNE_CUDA_CHECK(cudaMemcpy(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice));
+    if (out != inp)
+      FTUNE_CUDA_CHECK(cudaMemcpy(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice));
     return;
   }
   const int64_t groups = (n + 3) / 4;

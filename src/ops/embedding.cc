@@ -13,15 +13,16 @@ void check_ids(const char* op, const TensorView& ids, int64_t vocab) {
   const int32_t* p = ids.data_as<int32_t>();
   for (int64_t i = 0; i < ids.numel(); ++i)
     if (p[i] < 0 || p[i] >= vocab)
-      throw InputError(fmt::format("token id {} at position {} is outside the embedding table of {} rows",
-                                   p[i], i, vocab));
+      throw InputError(fmt::format(
+          "token id {} at position {} is outside the embedding table of {} rows", p[i], i, vocab));
 }
 
 }  // namespace
 
 void embedding_forward(TensorView out, TensorView ids, TensorView table, bool accumulate) {
   const char* op = "embedding_forward";
-  if (table.rank() != 2) throw ShapeError("embedding_forward: table must be 2-D, got " + table.describe());
+  if (table.rank() != 2)
+    throw ShapeError("embedding_forward: table must be 2-D, got " + table.describe());
   const int64_t V = table.dim(0), C = table.dim(1), N = ids.numel();
   check_f32(op, "table", table, Shape{V, C});
   check_f32(op, "out", out, Shape{N, C});
@@ -35,7 +36,8 @@ void embedding_forward(TensorView out, TensorView ids, TensorView table, bool ac
 
 void embedding_backward(TensorView dtable, TensorView dout, TensorView ids, int64_t padding_idx) {
   const char* op = "embedding_backward";
-  if (dtable.rank() != 2) throw ShapeError("embedding_backward: dtable must be 2-D, got " + dtable.describe());
+  if (dtable.rank() != 2)
+    throw ShapeError("embedding_backward: dtable must be 2-D, got " + dtable.describe());
   const int64_t V = dtable.dim(0), C = dtable.dim(1), N = ids.numel();
   check_f32(op, "dtable", dtable, Shape{V, C});
   check_f32(op, "dout", dout, Shape{N, C});

@@ -15,7 +15,8 @@
 namespace ftune {
 
 void embedding_forward(TensorView out, TensorView ids, TensorView table, bool accumulate);
-void embedding_backward(TensorView dtable, TensorView dout, TensorView ids, int64_t padding_idx = -1);
+void embedding_backward(TensorView dtable, TensorView dout, TensorView ids,
+                        int64_t padding_idx = -1);
 
 namespace cpu {
 void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t C,

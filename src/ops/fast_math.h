@@ -17,9 +17,9 @@ namespace ftune {
 
 FTUNE_HD float fast_exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f;
-  constexpr float kLn2Hi = 0.693359375f;        // ln 2 split so that n * kLn2Hi is exact
+  constexpr float kLn2Hi = 0.693359375f;  // ln 2 split so that n * kLn2Hi is exact
   constexpr float kLn2Lo = -2.12194440e-4f;
-  constexpr float kRound = 12582912.0f;         // 1.5 * 2^23: adding it rounds to an integer
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   const float n = (xc * kLog2e + kRound) - kRound;
   const float r = (xc - n * kLn2Hi) - n * kLn2Lo;  // |r| <= ln(2) / 2

@@ -9,9 +9,10 @@ GeluForm gelu_form_from_hf(const std::string& hidden_act, const std::string& key
   if (hidden_act == "gelu") return GeluForm::Erf;
   if (hidden_act == "gelu_new" || hidden_act == "gelu_fast" || hidden_act == "gelu_pytorch_tanh")
     return GeluForm::Tanh;
-  throw InputError(fmt::format("{}: hidden_act '{}' is not supported; expected one of gelu, gelu_new, "
-                               "gelu_fast, gelu_pytorch_tanh",
-                               key, hidden_act));
+  throw InputError(
+      fmt::format("{}: hidden_act '{}' is not supported; expected one of gelu, gelu_new, "
+                  "gelu_fast, gelu_pytorch_tanh",
+                  key, hidden_act));
 }
 
 void gelu_forward(TensorView out, TensorView inp, GeluForm form) {
@@ -19,7 +20,8 @@ void gelu_forward(TensorView out, TensorView inp, GeluForm form) {
   check_f32(op, "inp", inp, inp.shape);
   check_f32(op, "out", out, inp.shape);
   const Device dev = common_device(op, {out, inp});
-  FTUNE_DISPATCH(op, dev, cpu::gelu_forward(out.data_as<float>(), inp.data_as<float>(), inp.numel(), form),
+  FTUNE_DISPATCH(op, dev,
+                 cpu::gelu_forward(out.data_as<float>(), inp.data_as<float>(), inp.numel(), form),
                  cuda::gelu_forward(out.data_as<float>(), inp.data_as<float>(), inp.numel(), form));
 }
 

@@ -6,15 +6,21 @@
 namespace ftune::cpu {
 
 void gelu_forward(float* out, const float* inp, int64_t n, GeluForm form) {
-  parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = gelu_value(inp[i], form);
-  }, 4096);
+  parallel_for(
+      n,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) out[i] = gelu_value(inp[i], form);
+      },
+      4096);
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n, GeluForm form) {
-  parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dinp[i] = dout[i] * gelu_grad(inp[i], form);
-  }, 4096);
+  parallel_for(
+      n,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) dinp[i] = dout[i] * gelu_grad(inp[i], form);
+      },
+      4096);
 }
 
 }  // namespace ftune::cpu

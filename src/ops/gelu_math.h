@@ -16,14 +16,24 @@ constexpr float kSqrt2OverPi = 0.79788456080286535588f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
 
 #if defined(__CUDA_ARCH__)
-FTUNE_HD float gelu_erf(float x) { return erff(x); }
-FTUNE_HD float gelu_exp(float x) { return expf(x); }
+FTUNE_HD float gelu_erf(float x) {
+  return erff(x);
+}
+FTUNE_HD float gelu_exp(float x) {
+  return expf(x);
+}
 #else
-FTUNE_HD float gelu_erf(float x) { return fast_erf(x); }
-FTUNE_HD float gelu_exp(float x) { return fast_exp(x); }
+FTUNE_HD float gelu_erf(float x) {
+  return fast_erf(x);
+}
+FTUNE_HD float gelu_exp(float x) {
+  return fast_exp(x);
+}
 #endif
 // tanh(u) = 1 - 2 / (e^{2u} + 1), exact at both ends (e^{2u} saturates to 0 or a large value).
-FTUNE_HD float gelu_tanh(float u) { return 1.0f - 2.0f / (gelu_exp(2.0f * u) + 1.0f); }
+FTUNE_HD float gelu_tanh(float u) {
+  return 1.0f - 2.0f / (gelu_exp(2.0f * u) + 1.0f);
+}
 
 FTUNE_HD float gelu_value(float x, GeluForm form) {
   if (form == GeluForm::Erf) return 0.5f * x * (1.0f + gelu_erf(x * kSqrtHalf));
@@ -36,7 +46,8 @@ FTUNE_HD float gelu_grad(float x, GeluForm form) {
     return 0.5f * (1.0f + gelu_erf(x * kSqrtHalf)) + x * kInvSqrt2Pi * gelu_exp(-0.5f * x * x);
   const float u = kSqrt2OverPi * (x + kGeluCubic * x * x * x);
   const float t = gelu_tanh(u);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
+  return 0.5f * (1.0f + t) +
+         0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * x * x);
 }
 
 }  // namespace ftune

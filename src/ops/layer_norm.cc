@@ -27,16 +27,17 @@ void layer_norm_forward(TensorView out, TensorView mean, TensorView rstd, Tensor
   check_stats(op, inp, weight, bias, mean, rstd);
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);
   const Device dev = common_device(op, {out, mean, rstd, inp, weight, bias});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(),
-                                         rstd.data_as<float>(), inp.data_as<float>(), nullptr,
-                                         nullptr, nullptr, weight.data_as<float>(),
-                                         bias.data_as<float>(), N, C, eps),
-                 cuda_kernel_missing(op));
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
+                              inp.data_as<float>(), nullptr, nullptr, nullptr,
+                              weight.data_as<float>(), bias.data_as<float>(), N, C, eps),
+      cuda_kernel_missing(op));
 }
 
 void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, TensorView rstd,
-                            TensorView a, TensorView b, TensorView weight, TensorView bias, float eps) {
+                            TensorView a, TensorView b, TensorView weight, TensorView bias,
+                            float eps) {
   const char* op = "add_layer_norm_forward";
   check_f32(op, "a", a, a.shape);
   check_f32(op, "b", b, a.shape);
@@ -45,15 +46,17 @@ void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, Ten
   check_stats(op, a, weight, bias, mean, rstd);
   const int64_t C = a.dim(-1), N = a.numel() / std::max<int64_t>(C, 1);
   const Device dev = common_device(op, {out, sum, mean, rstd, a, b, weight, bias});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(),
-                                         rstd.data_as<float>(), nullptr, a.data_as<float>(),
-                                         b.data_as<float>(), sum.data_as<float>(),
-                                         weight.data_as<float>(), bias.data_as<float>(), N, C, eps),
-                 cuda_kernel_missing(op));
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
+                              nullptr, a.data_as<float>(), b.data_as<float>(), sum.data_as<float>(),
+                              weight.data_as<float>(), bias.data_as<float>(), N, C, eps),
+      cuda_kernel_missing(op));
 }
 
-int64_t layer_norm_backward_workspace(int64_t C) { return int64_t{compute_threads()} * 2 * C; }
+int64_t layer_norm_backward_workspace(int64_t C) {
+  return int64_t{compute_threads()} * 2 * C;
+}
 
 void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                          TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
@@ -70,14 +73,15 @@ void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, 
   if (workspace.numel() < layer_norm_backward_workspace(C))
     throw ShapeError(fmt::format("{}: workspace of {} floats, needs {}", op, workspace.numel(),
                                  layer_norm_backward_workspace(C)));
-  const Device dev = common_device(op, {dinp, dweight, dbias, dout, inp, weight, mean, rstd, workspace});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::layer_norm_backward(dinp.data_as<float>(), dweight.data_as<float>(),
-                                          dbias.data_as<float>(), dout.data_as<float>(),
-                                          inp.data_as<float>(), weight.data_as<float>(),
-                                          mean.data_as<float>(), rstd.data_as<float>(), N, C,
-                                          workspace.data_as<float>()),
-                 cuda_kernel_missing(op));
+  const Device dev =
+      common_device(op, {dinp, dweight, dbias, dout, inp, weight, mean, rstd, workspace});
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::layer_norm_backward(dinp.data_as<float>(), dweight.data_as<float>(),
+                               dbias.data_as<float>(), dout.data_as<float>(), inp.data_as<float>(),
+                               weight.data_as<float>(), mean.data_as<float>(),
+                               rstd.data_as<float>(), N, C, workspace.data_as<float>()),
+      cuda_kernel_missing(op));
 }
 
 }  // namespace ftune

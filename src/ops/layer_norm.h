@@ -15,7 +15,8 @@ namespace ftune {
 void layer_norm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp,
                         TensorView weight, TensorView bias, float eps);
 void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, TensorView rstd,
-                            TensorView a, TensorView b, TensorView weight, TensorView bias, float eps);
+                            TensorView a, TensorView b, TensorView weight, TensorView bias,
+                            float eps);
 void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                          TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
                          TensorView workspace);

@@ -11,33 +11,36 @@ namespace ftune::cpu {
 void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* a,
                         const float* b, float* sum, const float* weight, const float* bias,
                         int64_t N, int64_t C, float eps) {
-  parallel_for(N, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* x;
-      if (sum) {  // fused residual add: x = a + b, kept for the backward pass
-        float* s = sum + r * C;
-        const float* ar = a + r * C;
-        const float* br = b + r * C;
-        for (int64_t c = 0; c < C; ++c) s[c] = ar[c] + br[c];
-        x = s;
-      } else {
-        x = inp + r * C;
-      }
-      float m = 0.0f;
+  parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* x;
+          if (sum) {  // fused residual add: x = a + b, kept for the backward pass
+            float* s = sum + r * C;
+            const float* ar = a + r * C;
+            const float* br = b + r * C;
+            for (int64_t c = 0; c < C; ++c) s[c] = ar[c] + br[c];
+            x = s;
+          } else {
+            x = inp + r * C;
+          }
+          float m = 0.0f;
 #pragma omp simd reduction(+ : m)
-      for (int64_t c = 0; c < C; ++c) m += x[c];
-      m /= static_cast<float>(C);
-      float v = 0.0f;  // biased variance, as PyTorch
+          for (int64_t c = 0; c < C; ++c) m += x[c];
+          m /= static_cast<float>(C);
+          float v = 0.0f;  // biased variance, as PyTorch
 #pragma omp simd reduction(+ : v)
-      for (int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
-      v /= static_cast<float>(C);
-      const float rs = 1.0f / std::sqrt(v + eps);
-      float* o = out + r * C;
-      for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
-      mean[r] = m;
-      rstd[r] = rs;
-    }
-  }, 8);
+          for (int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+          v /= static_cast<float>(C);
+          const float rs = 1.0f / std::sqrt(v + eps);
+          float* o = out + r * C;
+          for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+          mean[r] = m;
+          rstd[r] = rs;
+        }
+      },
+      8);
 }
 
 void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,

@@ -7,15 +7,17 @@ namespace ftune {
 namespace {
 
 // Rows of a 2-D view whose inner dimension is contiguous: returns the row stride.
-int64_t row_stride(const char* op, const char* arg, const TensorView& v, int64_t rows, int64_t cols) {
+int64_t row_stride(const char* op, const char* arg, const TensorView& v, int64_t rows,
+                   int64_t cols) {
   if (v.rank() != 2 || v.dim(0) != rows || v.dim(1) != cols)
-    throw ShapeError(fmt::format("{}: {} has shape {}, expected ({}, {})", op, arg, v.shape.str(),
-                                 rows, cols));
+    throw ShapeError(
+        fmt::format("{}: {} has shape {}, expected ({}, {})", op, arg, v.shape.str(), rows, cols));
   check_dtype(op, arg, v, DType::F32);
   if (cols > 1 && v.strides[1] != 1)
     throw ShapeError(fmt::format("{}: {} must have a contiguous inner dimension", op, arg));
   if (rows > 1 && v.strides[0] < cols)
-    throw ShapeError(fmt::format("{}: {} rows overlap (stride {} < {})", op, arg, v.strides[0], cols));
+    throw ShapeError(
+        fmt::format("{}: {} rows overlap (stride {} < {})", op, arg, v.strides[0], cols));
   return rows > 1 ? v.strides[0] : cols;
 }
 
@@ -23,7 +25,8 @@ int64_t row_stride(const char* op, const char* arg, const TensorView& v, int64_t
 
 void linear_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias) {
   const char* op = "linear_forward";
-  if (weight.rank() != 2) throw ShapeError("linear_forward: weight must be 2-D, got " + weight.describe());
+  if (weight.rank() != 2)
+    throw ShapeError("linear_forward: weight must be 2-D, got " + weight.describe());
   const int64_t OC = weight.dim(0), C = weight.dim(1), N = inp.rank() == 2 ? inp.dim(0) : -1;
   check_f32(op, "weight", weight, Shape{OC, C});
   const int64_t ldi = row_stride(op, "inp", inp, N, C);
@@ -40,7 +43,8 @@ void linear_forward(TensorView out, TensorView inp, TensorView weight, TensorVie
 void linear_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                      TensorView inp, TensorView weight, bool accumulate_dinp) {
   const char* op = "linear_backward";
-  if (weight.rank() != 2) throw ShapeError("linear_backward: weight must be 2-D, got " + weight.describe());
+  if (weight.rank() != 2)
+    throw ShapeError("linear_backward: weight must be 2-D, got " + weight.describe());
   const int64_t OC = weight.dim(0), C = weight.dim(1), N = inp.rank() == 2 ? inp.dim(0) : -1;
   check_f32(op, "weight", weight, Shape{OC, C});
   const int64_t ldi = row_stride(op, "inp", inp, N, C);

@@ -10,11 +10,12 @@
 namespace ftune::cpu {
 namespace {
 
-void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B,
-              static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
+              static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
+              C, static_cast<int>(ldc));
 }
 
 // Below this many multiply-adds a product is not worth splitting across threads.
@@ -44,7 +45,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
       if (begin == end) continue;
       if (by_rows) {
         const float* a = trans_a ? A + begin : A + begin * lda;
-        sgemm(trans_a, trans_b, end - begin, N, K, alpha, a, lda, B, ldb, beta, C + begin * ldc, ldc);
+        sgemm(trans_a, trans_b, end - begin, N, K, alpha, a, lda, B, ldb, beta, C + begin * ldc,
+              ldc);
       } else {
         const float* b = trans_b ? B + begin * ldb : B + begin;
         sgemm(trans_a, trans_b, M, end - begin, K, alpha, A, lda, b, ldb, beta, C + begin, ldc);

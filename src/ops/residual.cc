@@ -13,8 +13,10 @@ void residual_forward(TensorView out, TensorView a, TensorView b) {
   check_f32(op, "out", out, a.shape);
   const Device dev = common_device(op, {out, a, b});
   FTUNE_DISPATCH(op, dev,
-                 cpu::residual_forward(out.data_as<float>(), a.data_as<float>(), b.data_as<float>(), a.numel()),
-                 cuda::residual_forward(out.data_as<float>(), a.data_as<float>(), b.data_as<float>(), a.numel()));
+                 cpu::residual_forward(out.data_as<float>(), a.data_as<float>(), b.data_as<float>(),
+                                       a.numel()),
+                 cuda::residual_forward(out.data_as<float>(), a.data_as<float>(),
+                                        b.data_as<float>(), a.numel()));
 }
 
 void residual_backward(TensorView da, TensorView db, TensorView dout) {

@@ -24,7 +24,9 @@ __global__ void residual_kernel(float* out, const float* a, const float* b, int6
   if (i < n) out[i] = a[i] + b[i];
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 }  // namespace
 

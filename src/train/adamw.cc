@@ -9,7 +9,8 @@
 namespace ftune {
 
 AdamW::AdamW(const ParamTable& params, AdamWOptions options) : options_(options), params_(params) {
-  for (const ParamSpec& s : params.specs()) segments_.push_back({s.offset, s.shape.numel(), s.decay, 1.0f});
+  for (const ParamSpec& s : params.specs())
+    segments_.push_back({s.offset, s.shape.numel(), s.decay, 1.0f});
 }
 
 void AdamW::add_to_plan(ArenaPlan& plan) const {
@@ -50,9 +51,9 @@ void AdamW::step(TensorView values, TensorView grads, float lr, float grad_scale
     const float seg_lr = lr * s.lr_scale;
     const float wd = s.decay ? options_.weight_decay : 0.0f;
     FTUNE_DISPATCH(op, dev,
-                   cpu::adamw_update(p + s.offset, g + s.offset, m + s.offset, v + s.offset, s.count, seg_lr, wd,
-                                     options_.beta1, options_.beta2, options_.eps,
-                                     static_cast<float>(double(seg_lr) / bc1),
+                   cpu::adamw_update(p + s.offset, g + s.offset, m + s.offset, v + s.offset,
+                                     s.count, seg_lr, wd, options_.beta1, options_.beta2,
+                                     options_.eps, static_cast<float>(double(seg_lr) / bc1),
                                      static_cast<float>(std::sqrt(bc2)), grad_scale),
                    cuda_kernel_missing(op));
   }

@@ -56,9 +56,9 @@ class AdamW {
 };
 
 namespace cpu {
-void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float weight_decay,
-                  float beta1, float beta2, float eps, float step_size, float bias_correction2_sqrt,
-                  float grad_scale);
+void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                  float weight_decay, float beta1, float beta2, float eps, float step_size,
+                  float bias_correction2_sqrt, float grad_scale);
 }  // namespace cpu
 
 }  // namespace ftune

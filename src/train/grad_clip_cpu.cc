@@ -14,7 +14,8 @@ double sum_of_squares(const float* x, int64_t n) {
   compute_pool().parallel_for(chunks, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       double s = 0.0;
-      for (int64_t i = n * c / chunks; i < n * (c + 1) / chunks; ++i) s += double(x[i]) * double(x[i]);
+      for (int64_t i = n * c / chunks; i < n * (c + 1) / chunks; ++i)
+        s += double(x[i]) * double(x[i]);
       partial[c] = s;
     }
   });
@@ -24,9 +25,12 @@ double sum_of_squares(const float* x, int64_t n) {
 }
 
 void scale(float* x, int64_t n, float factor) {
-  parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) x[i] *= factor;
-  }, 4096);
+  parallel_for(
+      n,
+      [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) x[i] *= factor;
+      },
+      4096);
 }
 
 }  // namespace ftune::cpu

@@ -73,7 +73,9 @@ double ClassificationMetrics::mcc() const {
   return denom > 0 ? (c * s - pt) / denom : 0.0;
 }
 
-double ClassificationMetrics::mean_loss() const { return loss_rows_ ? loss_sum_ / loss_rows_ : 0.0; }
+double ClassificationMetrics::mean_loss() const {
+  return loss_rows_ ? loss_sum_ / loss_rows_ : 0.0;
+}
 
 nlohmann::json ClassificationMetrics::to_json() const {
   nlohmann::json j;

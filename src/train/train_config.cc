@@ -18,7 +18,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= a.size(); ++i) {
     cur[0] = i;
     for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      cur[j] =
+          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
     std::swap(prev, cur);
   }
   return prev[b.size()];
@@ -43,7 +44,8 @@ std::function<void(const YAML::Node&, const std::string&)> scalar(T* dst, const 
 }
 
 template <typename T>
-std::function<void(const YAML::Node&, const std::string&)> list(std::vector<T>* dst, const char* expected) {
+std::function<void(const YAML::Node&, const std::string&)> list(std::vector<T>* dst,
+                                                                const char* expected) {
   return [dst, expected](const YAML::Node& n, const std::string& where) {
     if (!n.IsSequence()) throw InputError(fmt::format("{} must be a list of {}", where, expected));
     dst->clear();
@@ -78,7 +80,8 @@ std::vector<Field> schema(TrainConfig& c) {
       {"training.adam_beta2", "a number", scalar(&t.adam_beta2, "a number")},
       {"training.adam_epsilon", "a number", scalar(&t.adam_epsilon, "a number")},
       {"training.warmup_ratio", "a number", scalar(&t.warmup_ratio, "a number")},
-      {"training.schedule", "linear, cosine or constant", scalar(&t.schedule, "linear, cosine or constant")},
+      {"training.schedule", "linear, cosine or constant",
+       scalar(&t.schedule, "linear, cosine or constant")},
       {"training.max_grad_norm", "a number", scalar(&t.max_grad_norm, "a number")},
       {"training.label_smoothing", "a number", scalar(&t.label_smoothing, "a number")},
       {"training.class_weights", "a list of numbers", list(&t.class_weights, "numbers")},
@@ -92,16 +95,19 @@ std::vector<Field> schema(TrainConfig& c) {
 
 // Collects every leaf key path of a YAML mapping ("a.b.c"); a key given twice in one mapping is
 // an error (YAML parsers silently keep one of them).
-void leaf_keys(const YAML::Node& n, const std::string& prefix, std::vector<std::string>& out, const std::string& name) {
+void leaf_keys(const YAML::Node& n, const std::string& prefix, std::vector<std::string>& out,
+               const std::string& name) {
   if (!n.IsMap()) {
     out.push_back(prefix);
     return;
   }
   std::set<std::string> seen;
   for (const auto& kv : n) {
-    const std::string key = prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>();
+    const std::string key =
+        prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>();
     if (!seen.insert(key).second)
-      throw InputError(fmt::format("{}:{}: key '{}' is given twice", name, kv.first.Mark().line + 1, key));
+      throw InputError(
+          fmt::format("{}:{}: key '{}' is given twice", name, kv.first.Mark().line + 1, key));
     leaf_keys(kv.second, key, out, name);
   }
 }
@@ -111,7 +117,8 @@ YAML::Node find(const YAML::Node& root, const std::string& dotted) {
   size_t start = 0;
   while (true) {
     const size_t dot = dotted.find('.', start);
-    const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    const std::string part =
+        dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (!n.IsMap() || !n[part]) return YAML::Node(YAML::NodeType::Undefined);
     n = n[part];
     if (dot == std::string::npos) return n;
@@ -138,7 +145,9 @@ void set_dotted(YAML::Node root, const std::string& dotted, const YAML::Node& va
 TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& name) {
   TrainConfig c;
   const YAML::Node root = root_in.IsNull() ? YAML::Node(YAML::NodeType::Map) : root_in;
-  if (!root.IsMap()) throw InputError(fmt::format("{}: expected a mapping of sections (model, data, training, output)", name));
+  if (!root.IsMap())
+    throw InputError(
+        fmt::format("{}: expected a mapping of sections (model, data, training, output)", name));
   std::vector<Field> fields = schema(c);
   std::set<std::string> known;
   for (const Field& f : fields) known.insert(f.key);
@@ -154,7 +163,8 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
                                  best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best)));
   }
   for (const Field& f : fields)
-    if (const YAML::Node n = find(root, f.key); n.IsDefined() && !n.IsNull()) f.read(n, fmt::format("{}: key '{}'", name, f.key));
+    if (const YAML::Node n = find(root, f.key); n.IsDefined() && !n.IsNull())
+      f.read(n, fmt::format("{}: key '{}'", name, f.key));
 
   auto require = [&](bool ok, const std::string& key, const std::string& what) {
     if (!ok) throw InputError(fmt::format("{}: key '{}' {}", name, key, what));
@@ -162,19 +172,24 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   require(!c.model.path.empty(), "model.path", "is required (a Hugging Face model directory)");
   require(!c.data.train.empty(), "data.train", "is required (a JSONL file)");
   require(c.data.max_length >= 2, "data.max_length", "must be at least 2");
-  require(c.training.epochs >= 1 || c.training.max_steps > 0, "training.epochs", "must be at least 1");
+  require(c.training.epochs >= 1 || c.training.max_steps > 0, "training.epochs",
+          "must be at least 1");
   require(c.training.max_steps >= 0, "training.max_steps", "must be >= 0");
   require(c.training.batch_size >= 1, "training.batch_size", "must be at least 1");
   require(c.training.learning_rate > 0, "training.learning_rate", "must be positive");
   require(c.training.weight_decay >= 0, "training.weight_decay", "must be >= 0");
-  require(c.training.warmup_ratio >= 0 && c.training.warmup_ratio < 1, "training.warmup_ratio", "must be in [0, 1)");
+  require(c.training.warmup_ratio >= 0 && c.training.warmup_ratio < 1, "training.warmup_ratio",
+          "must be in [0, 1)");
   require(c.training.max_grad_norm > 0, "training.max_grad_norm", "must be positive");
-  require(c.training.label_smoothing >= 0 && c.training.label_smoothing < 1, "training.label_smoothing", "must be in [0, 1)");
+  require(c.training.label_smoothing >= 0 && c.training.label_smoothing < 1,
+          "training.label_smoothing", "must be in [0, 1)");
   require(c.training.log_every >= 1, "training.log_every", "must be at least 1");
   require(c.training.eval_every >= 0, "training.eval_every", "must be >= 0");
   require(c.training.threads >= 0, "training.threads", "must be >= 0");
-  require(c.training.schedule == "linear" || c.training.schedule == "cosine" || c.training.schedule == "constant",
-          "training.schedule", "must be linear, cosine or constant, got '" + c.training.schedule + "'");
+  require(c.training.schedule == "linear" || c.training.schedule == "cosine" ||
+              c.training.schedule == "constant",
+          "training.schedule",
+          "must be linear, cosine or constant, got '" + c.training.schedule + "'");
   c.resolved = YAML::Clone(root);
   return c;
 }
@@ -186,7 +201,8 @@ TrainConfig TrainConfig::load(const std::string& path, const std::vector<std::st
   } catch (const YAML::BadFile&) {
     throw InputError(fmt::format("{}: cannot open the configuration file", path));
   } catch (const YAML::ParserException& e) {
-    throw InputError(fmt::format("{}:{}:{}: invalid YAML: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
+    throw InputError(
+        fmt::format("{}:{}:{}: invalid YAML: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   for (const std::string& o : overrides) {

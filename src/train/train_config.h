@@ -39,7 +39,7 @@ struct TrainConfig {
     uint64_t seed = 42;
     int64_t eval_every = 0;  // steps; 0: at the end of each epoch only
     int64_t log_every = 10;
-    int64_t threads = 0;     // 0: all cores
+    int64_t threads = 0;  // 0: all cores
   } training;
   struct Output {
     std::string dir = "runs/ftune";

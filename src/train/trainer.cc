@@ -27,22 +27,25 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 struct Split {
   std::string path;
   std::vector<data::TokenizedExample> examples;
 };
 
-Split load_split(const std::string& path, const data::ExampleFields& fields, const text::Tokenizer& tok,
-                 const data::LabelSet& labels, int64_t max_length, const char* name) {
+Split load_split(const std::string& path, const data::ExampleFields& fields,
+                 const text::Tokenizer& tok, const data::LabelSet& labels, int64_t max_length,
+                 const char* name) {
   Split s{path, {}};
   const auto raw = data::read_examples(path, fields);
   data::TokenizeStats stats;
   s.examples = data::tokenize_examples(tok, raw, labels, path, max_length, &stats);
-  spdlog::info("{}: {} examples from {}, {:.1f} tokens on average, longest {}, {} truncated to {}", name,
-               s.examples.size(), path, double(stats.tokens) / s.examples.size(), stats.longest, stats.truncated,
-               max_length);
+  spdlog::info("{}: {} examples from {}, {:.1f} tokens on average, longest {}, {} truncated to {}",
+               name, s.examples.size(), path, double(stats.tokens) / s.examples.size(),
+               stats.longest, stats.truncated, max_length);
   return s;
 }
 
@@ -52,8 +55,8 @@ int64_t longest(const Split& s) {
   return n;
 }
 
-nlohmann::json evaluate(SequenceClassifier& model, const Split& split, int64_t batch_size, int32_t pad_id,
-                        const LossOptions& loss_options) {
+nlohmann::json evaluate(SequenceClassifier& model, const Split& split, int64_t batch_size,
+                        int32_t pad_id, const LossOptions& loss_options) {
   ClassificationMetrics metrics(model.config().num_labels());
   const int64_t K = model.config().num_labels();
   HostTensor logits(DType::F32, {batch_size, K});
@@ -70,10 +73,11 @@ nlohmann::json evaluate(SequenceClassifier& model, const Split& split, int64_t b
 }
 
 void copy_tokenizer_files(const std::string& from, const std::string& to) {
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                           "sentencepiece.bpe.model", "merges.txt", "vocab.json"}) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                           "vocab.txt", "sentencepiece.bpe.model", "merges.txt", "vocab.json"}) {
     const fs::path src = fs::path(from) / name;
-    if (fs::exists(src)) io::write_file_atomic((fs::path(to) / name).string(), io::read_file(src.string()));
+    if (fs::exists(src))
+      io::write_file_atomic((fs::path(to) / name).string(), io::read_file(src.string()));
   }
 }
 
@@ -87,40 +91,47 @@ nlohmann::json run_training(const TrainConfig& cfg) {
   {
     YAML::Emitter out;
     out << cfg.resolved;
-    io::write_file_atomic((fs::path(cfg.output.dir) / "config.yaml").string(), std::string(out.c_str()) + "\n");
+    io::write_file_atomic((fs::path(cfg.output.dir) / "config.yaml").string(),
+                          std::string(out.c_str()) + "\n");
   }
 
   // Data and labels.
   const text::Tokenizer tok = text::Tokenizer::from_dir(cfg.model.path);
-  const data::ExampleFields fields{cfg.data.text_field, cfg.data.text_pair_field, cfg.data.label_field};
+  const data::ExampleFields fields{cfg.data.text_field, cfg.data.text_pair_field,
+                                   cfg.data.label_field};
   const auto raw_train = data::read_examples(cfg.data.train, fields);
-  const data::LabelSet labels = cfg.model.labels.empty() ? data::LabelSet::from_examples(raw_train)
-                                                         : data::LabelSet::from_names(cfg.model.labels);
+  const data::LabelSet labels = cfg.model.labels.empty()
+                                    ? data::LabelSet::from_examples(raw_train)
+                                    : data::LabelSet::from_names(cfg.model.labels);
   LoadOptions load;
   load.labels = labels.names;
   load.reinit_mismatched_head = true;
   load.init_seed = tc.seed;
   EncoderConfig model_config = load_model_config(cfg.model.path, load);
   int64_t max_length = cfg.data.max_length;
-  const int64_t positions = model_config.max_position_embeddings - (model_config.roberta_like() ? model_config.pad_token_id + 1 : 0);
+  const int64_t positions = model_config.max_position_embeddings -
+                            (model_config.roberta_like() ? model_config.pad_token_id + 1 : 0);
   if (max_length > positions) {
-    spdlog::warn("data.max_length {} exceeds the model's {} positions; using {}", max_length, positions, positions);
+    spdlog::warn("data.max_length {} exceeds the model's {} positions; using {}", max_length,
+                 positions, positions);
     max_length = positions;
   }
   const Split train = load_split(cfg.data.train, fields, tok, labels, max_length, "train");
   std::optional<Split> validation, test;
   if (!cfg.data.validation.empty())
     validation = load_split(cfg.data.validation, fields, tok, labels, max_length, "validation");
-  if (!cfg.data.test.empty()) test = load_split(cfg.data.test, fields, tok, labels, max_length, "test");
+  if (!cfg.data.test.empty())
+    test = load_split(cfg.data.test, fields, tok, labels, max_length, "test");
 
   // Plan the arena: model (parameters, gradients, activations for the longest batch) + AdamW.
   int64_t max_seq = longest(train);
   if (validation) max_seq = std::max(max_seq, longest(*validation));
   if (test) max_seq = std::max(max_seq, longest(*test));
   SequenceClassifier model(model_config, {tc.batch_size, max_seq, true});
-  AdamW adamw(model.params(), AdamWOptions{static_cast<float>(tc.learning_rate), static_cast<float>(tc.adam_beta1),
-                                           static_cast<float>(tc.adam_beta2), static_cast<float>(tc.adam_epsilon),
-                                           static_cast<float>(tc.weight_decay)});
+  AdamW adamw(model.params(),
+              AdamWOptions{static_cast<float>(tc.learning_rate), static_cast<float>(tc.adam_beta1),
+                           static_cast<float>(tc.adam_beta2), static_cast<float>(tc.adam_epsilon),
+                           static_cast<float>(tc.weight_decay)});
   ArenaPlan plan;
   model.add_to_plan(plan);
   adamw.add_to_plan(plan);
@@ -131,29 +142,34 @@ nlohmann::json run_training(const TrainConfig& cfg) {
     plan_json[group] = bytes;
   }
   Arena arena(Device::cpu(), std::move(plan));
-  spdlog::info("arena: {:.1f} MiB for batches up to {} x {} ({})", arena.capacity() / double(1 << 20), tc.batch_size,
-               max_seq, plan_text.substr(1));
+  spdlog::info("arena: {:.1f} MiB for batches up to {} x {} ({})",
+               arena.capacity() / double(1 << 20), tc.batch_size, max_seq, plan_text.substr(1));
   model.bind(arena);
   adamw.bind(arena);
   const LoadReport report = load_model_weights(model, cfg.model.path, load);
 
   // Schedule.
   const data::LengthBucketedBatcher batcher(&train.examples, tc.batch_size, tc.seed);
-  const int64_t total_steps = tc.max_steps > 0 ? tc.max_steps : tc.epochs * batcher.batches_per_epoch();
+  const int64_t total_steps =
+      tc.max_steps > 0 ? tc.max_steps : tc.epochs * batcher.batches_per_epoch();
   const LrSchedule schedule{parse_schedule_kind(tc.schedule, "training.schedule"), tc.learning_rate,
-                            static_cast<int64_t>(std::ceil(tc.warmup_ratio * total_steps)), total_steps};
+                            static_cast<int64_t>(std::ceil(tc.warmup_ratio * total_steps)),
+                            total_steps};
   LossOptions loss_options;
   loss_options.label_smoothing = static_cast<float>(tc.label_smoothing);
   loss_options.class_weights.assign(tc.class_weights.begin(), tc.class_weights.end());
   const int32_t pad_id = static_cast<int32_t>(model_config.pad_token_id);
-  spdlog::info("training {} ({} labels) for {} steps: batch {}, lr {:g}, {} threads", model_config.architecture(),
-               labels.names.size(), total_steps, tc.batch_size, tc.learning_rate, compute_threads());
+  spdlog::info("training {} ({} labels) for {} steps: batch {}, lr {:g}, {} threads",
+               model_config.architecture(), labels.names.size(), total_steps, tc.batch_size,
+               tc.learning_rate, compute_threads());
 
   // metrics.jsonl is a log: complete lines are appended and flushed as they happen.
   const std::string metrics_path = (fs::path(cfg.output.dir) / "metrics.jsonl").string();
   std::ofstream metrics_log(metrics_path, std::ios::trunc);
   if (!metrics_log) throw InputError(fmt::format("{}: cannot open for writing", metrics_path));
-  auto log_metrics = [&](const nlohmann::json& j) { metrics_log << j.dump() << "\n" << std::flush; };
+  auto log_metrics = [&](const nlohmann::json& j) {
+    metrics_log << j.dump() << "\n" << std::flush;
+  };
   nlohmann::json best_eval, last_eval;
   auto run_eval = [&](int64_t step, int64_t epoch) {
     if (!validation) return;
@@ -167,7 +183,9 @@ nlohmann::json run_training(const TrainConfig& cfg) {
     nlohmann::json line = last_eval;
     line["split"] = "validation";
     log_metrics(line);
-    if (best_eval.is_null() || last_eval["macro_f1"].get<double>() > best_eval["macro_f1"].get<double>()) best_eval = last_eval;
+    if (best_eval.is_null() ||
+        last_eval["macro_f1"].get<double>() > best_eval["macro_f1"].get<double>())
+      best_eval = last_eval;
   };
 
   int64_t step = 0, skipped = 0, real_tokens = 0, samples = 0;
@@ -192,7 +210,8 @@ nlohmann::json run_training(const TrainConfig& cfg) {
                    clip_coefficient(norm, tc.max_grad_norm));
       } else {
         ++skipped;
-        spdlog::warn("step {}: non-finite loss or gradient norm ({} / {}); update skipped", step, loss, norm);
+        spdlog::warn("step {}: non-finite loss or gradient norm ({} / {}); update skipped", step,
+                     loss, norm);
         if (skipped >= 10) throw Error("10 steps with non-finite loss or gradients; stopping");
       }
       ++step;
@@ -207,26 +226,36 @@ nlohmann::json run_training(const TrainConfig& cfg) {
       if (step % tc.log_every == 0 || step == total_steps) {
         const double secs = seconds_since(window_start);
         const double eta = (total_steps - step) * (train_seconds / step);
-        spdlog::info("step {}/{} epoch {} loss {:.4f} lr {:.2e} grad-norm {:.3f} | {:.1f} samples/s {:.0f} tokens/s | ETA {:.0f} s",
-                     step, total_steps, epoch, loss_window / window_steps, lr, norm, window_samples / secs,
-                     window_tokens / secs, eta);
-        log_metrics({{"split", "train"}, {"step", step}, {"epoch", epoch}, {"loss", loss_window / window_steps},
-                     {"lr", lr}, {"grad_norm", norm}, {"samples_per_s", window_samples / secs},
+        spdlog::info(
+            "step {}/{} epoch {} loss {:.4f} lr {:.2e} grad-norm {:.3f} | {:.1f} samples/s {:.0f} "
+            "tokens/s | ETA {:.0f} s",
+            step, total_steps, epoch, loss_window / window_steps, lr, norm, window_samples / secs,
+            window_tokens / secs, eta);
+        log_metrics({{"split", "train"},
+                     {"step", step},
+                     {"epoch", epoch},
+                     {"loss", loss_window / window_steps},
+                     {"lr", lr},
+                     {"grad_norm", norm},
+                     {"samples_per_s", window_samples / secs},
                      {"tokens_per_s", window_tokens / secs}});
         loss_window = 0;
         window_steps = window_samples = window_tokens = 0;
         window_start = Clock::now();
       }
-      if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < total_steps) run_eval(step, epoch);
+      if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < total_steps)
+        run_eval(step, epoch);
     }
-    if (step < total_steps || tc.eval_every == 0 || step % tc.eval_every != 0) run_eval(step, epoch);
+    if (step < total_steps || tc.eval_every == 0 || step % tc.eval_every != 0)
+      run_eval(step, epoch);
   }
 
   nlohmann::json test_metrics;
   if (test) {
     test_metrics = evaluate(model, *test, tc.batch_size, pad_id, loss_options);
-    spdlog::info("test: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}", test_metrics["loss"].get<double>(),
-                 test_metrics["accuracy"].get<double>(), test_metrics["macro_f1"].get<double>());
+    spdlog::info("test: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}",
+                 test_metrics["loss"].get<double>(), test_metrics["accuracy"].get<double>(),
+                 test_metrics["macro_f1"].get<double>());
     nlohmann::json line = test_metrics;
     line["split"] = "test";
     log_metrics(line);

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "run_cli.h"
 #include "io/safetensors.h"
+#include "run_cli.h"
 #include "test_util.h"
 
 namespace ftune::test {
@@ -27,7 +27,8 @@ class PredictCli : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = fixtures_dir() + "/engine/bert_pair/model";
-    const auto inputs = io::SafetensorsFile::open(fixtures_dir() + "/engine/bert_pair/inputs.safetensors");
+    const auto inputs =
+        io::SafetensorsFile::open(fixtures_dir() + "/engine/bert_pair/inputs.safetensors");
     const HostTensor ids = inputs.read("input_ids"), types = inputs.read("token_type_ids"),
                      mask = inputs.read("attention_mask");
     const int64_t B = ids.shape()[0], T = ids.shape()[1];
@@ -50,13 +51,14 @@ class PredictCli : public ::testing::Test {
 };
 
 TEST_F(PredictCli, LogitsMatchTransformersInInputOrder) {
-  const CliResult r = run_ftune("predict --model " + model_ + " --data " + data() + " --output " + output() +
-                                " --batch-size 3");
+  const CliResult r = run_ftune("predict --model " + model_ + " --data " + data() + " --output " +
+                                output() + " --batch-size 3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto lines = read_lines(output());
   ASSERT_EQ(lines.size(), 4u);
   const HostTensor expected =
-      io::SafetensorsFile::open(fixtures_dir() + "/engine/bert_pair/expected.safetensors").read("logits");
+      io::SafetensorsFile::open(fixtures_dir() + "/engine/bert_pair/expected.safetensors")
+          .read("logits");
   for (size_t b = 0; b < lines.size(); ++b) {
     const auto j = nlohmann::json::parse(lines[b]);
     const auto logits = j["logits"].get<std::vector<float>>();
@@ -85,13 +87,16 @@ TEST_F(PredictCli, BadInputNamesFileAndLineAndWritesNothing) {
   for (const Case& c : cases) {
     const std::string bad = tmp_.path() + "/bad.jsonl";
     std::ofstream(bad) << "{\"input_ids\": [2, 5, 3]}\n" << c.line << "\n";
-    const CliResult r = run_ftune("predict --model " + model_ + " --data " + bad + " --output " + output());
+    const CliResult r =
+        run_ftune("predict --model " + model_ + " --data " + bad + " --output " + output());
     EXPECT_EQ(r.exit_code, 2) << c.line << "\n" << r.output;
     EXPECT_NE(r.output.find(c.message), std::string::npos) << c.line << "\n" << r.output;
-    if (c.message != "tokenizer.json") EXPECT_NE(r.output.find("bad.jsonl:2"), std::string::npos) << r.output;
+    if (c.message != "tokenizer.json")
+      EXPECT_NE(r.output.find("bad.jsonl:2"), std::string::npos) << r.output;
     EXPECT_FALSE(fs::exists(output())) << c.line;
   }
-  const CliResult missing = run_ftune("predict --model " + model_ + " --data " + tmp_.path() + "/none.jsonl --output " + output());
+  const CliResult missing = run_ftune("predict --model " + model_ + " --data " + tmp_.path() +
+                                      "/none.jsonl --output " + output());
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.output.find("none.jsonl"), std::string::npos);
 }

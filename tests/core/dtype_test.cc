@@ -42,7 +42,7 @@ TEST(DType, F16KnownValuesAndRounding) {
   EXPECT_EQ(f16_to_float(f16_t{0x3c00}), 1.0f);
   EXPECT_EQ(f16_to_float(f16_t{0x7bff}), 65504.0f);
   EXPECT_EQ(f16_to_float(f16_t{0x0001}), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(float_to_f16(65520.0f).bits, 0x7c00);                  // rounds to infinity
+  EXPECT_EQ(float_to_f16(65520.0f).bits, 0x7c00);                 // rounds to infinity
   EXPECT_EQ(float_to_f16(65519.0f).bits, 0x7bff);
   EXPECT_EQ(float_to_f16(std::ldexp(1.0f, -25)).bits, 0x0000);  // tie to even (zero)
   EXPECT_EQ(float_to_f16(std::ldexp(1.5f, -25)).bits, 0x0001);

@@ -29,7 +29,8 @@ TEST(ThreadPool, CoversRangeOnceInContiguousChunks) {
 TEST(ThreadPool, MinChunkLimitsTheSplit) {
   ThreadPool pool(4);
   std::atomic<int> chunks{0};
-  pool.parallel_for(10, [&](int64_t, int64_t) { ++chunks; }, 6);
+  pool.parallel_for(
+      10, [&](int64_t, int64_t) { ++chunks; }, 6);
   EXPECT_EQ(chunks.load(), 2);
 }
 
@@ -68,7 +69,8 @@ TEST(ThreadPool, TasksRunExactlyOnce) {
 TEST(ThreadPool, WorkersFlushDenormalsToZero) {
   ThreadPool pool(2);
   std::atomic<int> ftz{0};
-  pool.parallel_for(2, [&](int64_t, int64_t) { ftz += flush_to_zero_enabled(); }, 1);
+  pool.parallel_for(
+      2, [&](int64_t, int64_t) { ftz += flush_to_zero_enabled(); }, 1);
   enable_flush_to_zero();
   EXPECT_TRUE(flush_to_zero_enabled());
   volatile float tiny = 1e-38f;

@@ -16,9 +16,10 @@ std::vector<int32_t> read_i32(const io::SafetensorsFile& f, const std::string& n
 }  // namespace
 
 GoldenCase GoldenCase::load(const std::string& name) {
-  GoldenCase c{fixtures_dir() + "/engine/" + name, fixtures_dir() + "/engine/" + name + "/model",
-               io::read_json_file(fixtures_dir() + "/engine/" + name + "/case.json"), Batch{},
-               io::SafetensorsFile::open(fixtures_dir() + "/engine/" + name + "/expected.safetensors")};
+  GoldenCase c{
+      fixtures_dir() + "/engine/" + name, fixtures_dir() + "/engine/" + name + "/model",
+      io::read_json_file(fixtures_dir() + "/engine/" + name + "/case.json"), Batch{},
+      io::SafetensorsFile::open(fixtures_dir() + "/engine/" + name + "/expected.safetensors")};
   const io::SafetensorsFile inputs = io::SafetensorsFile::open(c.dir + "/inputs.safetensors");
   const io::SafetensorsEntry& ids = inputs.at("input_ids");
   c.batch.size = ids.shape[0];
@@ -30,6 +31,8 @@ GoldenCase GoldenCase::load(const std::string& name) {
   return c;
 }
 
-HostTensor GoldenCase::tensor(const std::string& name) const { return expected.read(name, DType::F32); }
+HostTensor GoldenCase::tensor(const std::string& name) const {
+  return expected.read(name, DType::F32);
+}
 
 }  // namespace ftune::test

@@ -23,8 +23,8 @@ struct Model {
 
 Model load(const std::string& dir, const Batch& batch, const LoadOptions& lo = {}) {
   Model m;
-  m.model = std::make_unique<SequenceClassifier>(load_model_config(dir, lo),
-                                                 ClassifierOptions{batch.size, batch.seq_len, false});
+  m.model = std::make_unique<SequenceClassifier>(
+      load_model_config(dir, lo), ClassifierOptions{batch.size, batch.seq_len, false});
   ArenaPlan plan;
   m.model->add_to_plan(plan);
   m.arena = Arena(Device::cpu(), std::move(plan));
@@ -44,7 +44,8 @@ void expect_error(const std::function<void()>& fn, std::vector<std::string> part
     fn();
     ADD_FAILURE() << "no error raised";
   } catch (const InputError& e) {
-    for (const std::string& p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
 }
 
@@ -60,7 +61,8 @@ TEST(HfCheckpoint, SaveThenLoadGivesIdenticalLogitsAndHfNames) {
   b.model->set_batch(c.batch);
   EXPECT_EQ(to_vector(a.model->forward(DropoutPlan{})), to_vector(b.model->forward(DropoutPlan{})));
   // Same tensor names and shapes as the checkpoint transformers wrote, and the "pt" format tag.
-  const io::SafetensorsFile ours = io::SafetensorsFile::open(tmp.path() + "/saved/model.safetensors");
+  const io::SafetensorsFile ours =
+      io::SafetensorsFile::open(tmp.path() + "/saved/model.safetensors");
   const io::SafetensorsFile theirs = io::SafetensorsFile::open(c.model_dir + "/model.safetensors");
   ASSERT_EQ(ours.entries().size(), theirs.entries().size());
   for (size_t i = 0; i < ours.entries().size(); ++i) {
@@ -78,10 +80,12 @@ TEST(HfCheckpoint, LabelOverrideReplacesAMismatchedHeadOnlyWhenAllowed) {
   const GoldenCase c = GoldenCase::load("bert_pair");  // 3 labels
   LoadOptions lo;
   lo.labels = std::vector<std::string>{"entailment", "contradiction"};
-  expect_error([&] { load(c.model_dir, c.batch, lo); }, {"classifier.weight", "(3, 32)", "(2, 32)", "2 labels"});
+  expect_error([&] { load(c.model_dir, c.batch, lo); },
+               {"classifier.weight", "(3, 32)", "(2, 32)", "2 labels"});
   lo.reinit_mismatched_head = true;
   Model m = load(c.model_dir, c.batch, lo);
-  EXPECT_EQ(m.report.initialised, (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
+  EXPECT_EQ(m.report.initialised,
+            (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
   EXPECT_EQ(m.model->config().id2label[1], "contradiction");
 }
 
@@ -145,8 +149,9 @@ TEST(HfCheckpoint, CorruptOrMismatchedWeightsAreInputErrors) {
   const io::SafetensorsFile good = io::SafetensorsFile::open(c.model_dir + "/model.safetensors");
   std::vector<HostTensor> keep;
   for (const io::SafetensorsEntry& e : good.entries()) {
-    keep.push_back(e.name == "bert.embeddings.LayerNorm.weight" ? HostTensor(DType::I32, Shape(e.shape.begin(), e.shape.end()))
-                                                                : good.read(e.name));
+    keep.push_back(e.name == "bert.embeddings.LayerNorm.weight"
+                       ? HostTensor(DType::I32, Shape(e.shape.begin(), e.shape.end()))
+                       : good.read(e.name));
     tensors.push_back({e.name, keep.back().view(), {}});
   }
   io::write_json_atomic(dir + "/config.json", io::read_json_file(c.model_dir + "/config.json"));
@@ -184,8 +189,9 @@ TEST(HfCheckpoint, TransformersLoadsWhatFtuneSaved) {
     TempDir tmp;
     save_model(*m.model, tmp.path() + "/saved");
     io::write_safetensors(tmp.path() + "/logits.safetensors", {{"logits", logits, {}}});
-    const std::string cmd = "python3 " + source_dir() + "/tools/check_hf_load.py " + tmp.path() + "/saved " +
-                            c.dir + "/inputs.safetensors " + tmp.path() + "/logits.safetensors";
+    const std::string cmd = "python3 " + source_dir() + "/tools/check_hf_load.py " + tmp.path() +
+                            "/saved " + c.dir + "/inputs.safetensors " + tmp.path() +
+                            "/logits.safetensors";
     EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   }
 }

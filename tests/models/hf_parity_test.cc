@@ -1,7 +1,8 @@
-// End-to-end parity with Hugging Face transformers on golden fixtures (tools/make_engine_fixtures.py):
-// logits, encoder output, loss and every parameter gradient of BERT, RoBERTa and XLM-R
-// classifiers on a padded text-pair batch (class weights and label smoothing on), then three
-// AdamW steps with clipping and an LR schedule. Tolerance: max relative error 1e-4 per tensor.
+// End-to-end parity with Hugging Face transformers on golden fixtures
+// (tools/make_engine_fixtures.py): logits, encoder output, loss and every parameter gradient of
+// BERT, RoBERTa and XLM-R classifiers on a padded text-pair batch (class weights and label
+// smoothing on), then three AdamW steps with clipping and an LR schedule. Tolerance: max relative
+// error 1e-4 per tensor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,10 +26,12 @@ struct Loaded {
   LoadReport report;
 };
 
-Loaded load(const GoldenCase& c, bool training, const AdamWOptions& adam = {}, const LoadOptions& lo = {}) {
+Loaded load(const GoldenCase& c, bool training, const AdamWOptions& adam = {},
+            const LoadOptions& lo = {}) {
   Loaded l;
-  l.model = std::make_unique<SequenceClassifier>(load_model_config(c.model_dir, lo),
-                                                 ClassifierOptions{c.batch.size, c.batch.seq_len, training});
+  l.model = std::make_unique<SequenceClassifier>(
+      load_model_config(c.model_dir, lo),
+      ClassifierOptions{c.batch.size, c.batch.seq_len, training});
   ArenaPlan plan;
   l.model->add_to_plan(plan);
   if (training) {
@@ -46,11 +49,14 @@ LossOptions loss_options(const GoldenCase& c) {
   LossOptions o;
   const auto& loss = c.meta["loss"];
   o.label_smoothing = loss["label_smoothing"].get<float>();
-  if (!loss["class_weights"].is_null()) o.class_weights = loss["class_weights"].get<std::vector<float>>();
+  if (!loss["class_weights"].is_null())
+    o.class_weights = loss["class_weights"].get<std::vector<float>>();
   return o;
 }
 
-DropoutPlan no_dropout() { return DropoutPlan{true, 0, 0}; }  // the fixtures' configs have p = 0
+DropoutPlan no_dropout() {
+  return DropoutPlan{true, 0, 0};
+}  // the fixtures' configs have p = 0
 
 class HfParity : public ::testing::TestWithParam<std::string> {};
 
@@ -68,12 +74,14 @@ TEST_P(HfParity, LogitsLossAndEveryGradient) {
 
   std::set<std::string> zero_grads;
   if (c.meta.contains("analytically_zero_grads"))
-    for (const auto& n : c.meta["analytically_zero_grads"]["names"]) zero_grads.insert(n.get<std::string>());
+    for (const auto& n : c.meta["analytically_zero_grads"]["names"])
+      zero_grads.insert(n.get<std::string>());
   int checked = 0;
   for (const ParamSpec& spec : l.model->params().specs()) {
     const HostTensor want = c.tensor("grad." + spec.name);
     if (zero_grads.count(spec.name)) {
-      for (float g : to_vector(l.model->grad(spec.name))) EXPECT_LE(std::fabs(g), 1e-6) << spec.name;
+      for (float g : to_vector(l.model->grad(spec.name)))
+        EXPECT_LE(std::fabs(g), 1e-6) << spec.name;
     } else {
       EXPECT_LT(max_rel_error(l.model->grad(spec.name), want.view()), kTol) << spec.name;
     }
@@ -95,11 +103,13 @@ TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
   // The decay split must be HF Trainer's.
   std::set<std::string> no_decay;
   for (const auto& n : opt["no_decay"]) no_decay.insert(n.get<std::string>());
-  for (const ParamSpec& spec : l.model->params().specs()) EXPECT_EQ(spec.decay, !no_decay.count(spec.name)) << spec.name;
+  for (const ParamSpec& spec : l.model->params().specs())
+    EXPECT_EQ(spec.decay, !no_decay.count(spec.name)) << spec.name;
 
   const auto& sched = c.meta["schedule"];
-  LrSchedule schedule{parse_schedule_kind(sched["type"].get<std::string>(), "schedule.type"), adam.lr,
-                      sched["warmup_steps"].get<int64_t>(), sched.value("total_steps", int64_t{1})};
+  LrSchedule schedule{parse_schedule_kind(sched["type"].get<std::string>(), "schedule.type"),
+                      adam.lr, sched["warmup_steps"].get<int64_t>(),
+                      sched.value("total_steps", int64_t{1})};
   const auto losses = to_vector(c.tensor("losses").view());
   const auto norms = to_vector(c.tensor("grad_norms").view());
   const auto lrs = to_vector(c.tensor("lrs").view());
@@ -114,13 +124,15 @@ TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
     const double norm = clip_grad_norm(l.model->param_grads(), max_norm);
     EXPECT_NEAR(norm, norms[step], kTol * norms[step]) << "step " << step;
     EXPECT_NEAR(schedule.lr(step), lrs[step], 1e-9) << "step " << step;
-    l.adamw->step(l.model->param_values(), l.model->param_grads(), static_cast<float>(schedule.lr(step)));
+    l.adamw->step(l.model->param_values(), l.model->param_grads(),
+                  static_cast<float>(schedule.lr(step)));
   }
   double lr_sum = 0;
   for (float lr : lrs) lr_sum += lr;
   std::set<std::string> zero_grads;
   if (c.meta.contains("analytically_zero_grads"))
-    for (const auto& n : c.meta["analytically_zero_grads"]["names"]) zero_grads.insert(n.get<std::string>());
+    for (const auto& n : c.meta["analytically_zero_grads"]["names"])
+      zero_grads.insert(n.get<std::string>());
   for (const ParamSpec& spec : l.model->params().specs()) {
     const HostTensor want = c.tensor("step3." + spec.name);
     if (zero_grads.count(spec.name)) {
@@ -133,7 +145,8 @@ TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, HfParity, ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair"));
+INSTANTIATE_TEST_SUITE_P(Models, HfParity,
+                         ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair"));
 
 // Checkpoints stored in bf16 / f16, sharded, or as base encoders without a head.
 class HfLoading : public ::testing::TestWithParam<std::string> {};
@@ -147,17 +160,20 @@ TEST_P(HfLoading, EncoderOutputMatchesAndHeadIsReportedAsHfDoes) {
   if (c.expected.find("logits")) EXPECT_LT(max_rel_error(logits, c.tensor("logits").view()), kTol);
 
   std::vector<std::string> missing;
-  if (c.meta.contains("missing_keys")) missing = c.meta["missing_keys"].get<std::vector<std::string>>();
+  if (c.meta.contains("missing_keys"))
+    missing = c.meta["missing_keys"].get<std::vector<std::string>>();
   else if (c.meta.contains("as_BertForSequenceClassification"))
-    missing = c.meta["as_BertForSequenceClassification"]["missing_keys"].get<std::vector<std::string>>();
+    missing =
+        c.meta["as_BertForSequenceClassification"]["missing_keys"].get<std::vector<std::string>>();
   std::sort(missing.begin(), missing.end());
   std::vector<std::string> initialised = l.report.initialised;
   std::sort(initialised.begin(), initialised.end());
   EXPECT_EQ(initialised, missing);
   if (c.meta.contains("unexpected_keys"))
     for (const auto& u : c.meta["unexpected_keys"])
-      EXPECT_NE(std::find(l.report.unexpected.begin(), l.report.unexpected.end(), u.get<std::string>()),
-                l.report.unexpected.end())
+      EXPECT_NE(
+          std::find(l.report.unexpected.begin(), l.report.unexpected.end(), u.get<std::string>()),
+          l.report.unexpected.end())
           << u;
   // A fresh head is normal(0, initializer_range) with zero bias, as HF initialises it.
   for (const std::string& name : initialised) {
@@ -165,14 +181,17 @@ TEST_P(HfLoading, EncoderOutputMatchesAndHeadIsReportedAsHfDoes) {
     double sq = 0;
     for (float x : v) sq += double(x) * x;
     const double std_dev = std::sqrt(sq / v.size());
-    if (name.size() > 5 && name.substr(name.size() - 5) == ".bias") EXPECT_EQ(sq, 0.0) << name;
-    else if (v.size() > 50) EXPECT_NEAR(std_dev, c.meta.contains("init") ? 0.2 : 0.02, 0.05) << name;
+    if (name.size() > 5 && name.substr(name.size() - 5) == ".bias")
+      EXPECT_EQ(sq, 0.0) << name;
+    else if (v.size() > 50)
+      EXPECT_NEAR(std_dev, c.meta.contains("init") ? 0.2 : 0.02, 0.05) << name;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Checkpoints, HfLoading,
-                         ::testing::Values("bert_bf16", "bert_f16", "bert_sharded", "bert_base_encoder",
-                                           "roberta_base_encoder", "bert_prefixless", "bert_mlm_tied"));
+                         ::testing::Values("bert_bf16", "bert_f16", "bert_sharded",
+                                           "bert_base_encoder", "roberta_base_encoder",
+                                           "bert_prefixless", "bert_mlm_tied"));
 
 }  // namespace
 }  // namespace ftune::test

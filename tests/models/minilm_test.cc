@@ -28,7 +28,8 @@ std::vector<int32_t> read_i32(const io::SafetensorsFile& f, const std::string& n
 TEST(MiniLM, EncoderAndPoolerMatchTransformers) {
   const std::string dir = minilm_dir();
   ASSERT_TRUE(std::filesystem::exists(dir + "/model.safetensors"))
-      << dir << " is missing: run tools/fetch_minilm.sh (tools/run_tests.sh does) or set FTUNE_MINILM_DIR";
+      << dir
+      << " is missing: run tools/fetch_minilm.sh (tools/run_tests.sh does) or set FTUNE_MINILM_DIR";
   const io::SafetensorsFile golden =
       io::SafetensorsFile::open(fixtures_dir() + "/minilm/encoder_golden.safetensors");
   Batch batch;

@@ -43,8 +43,10 @@ Ref reference_attention(const std::vector<float>& qkv, const std::vector<int32_t
           const int64_t e = ((b * H + h) * T + i) * T + j;
           const double prob = s[j] / sum;
           r.probs[e] = prob;
-          const double keep = p > 0 ? (philox_uniform_at(key, e) >= p ? 1.0 / (1.0 - p) : 0.0) : 1.0;
-          for (int64_t d = 0; d < D; ++d) r.out[(b * T + i) * C + h * D + d] += prob * keep * at(b, j, 2, h, d);
+          const double keep =
+              p > 0 ? (philox_uniform_at(key, e) >= p ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+          for (int64_t d = 0; d < D; ++d)
+            r.out[(b * T + i) * C + h * D + d] += prob * keep * at(b, j, 2, h, d);
         }
       }
   }
@@ -76,7 +78,8 @@ TEST_P(AttentionTest, ForwardMatchesReferenceWithMaskAndDropout) {
     attention_forward(out.view(), probs.view(), dq.view(), dm.view(), int(c.H), p, key, ws.view());
     const Ref ref = reference_attention(qkv, c.mask, c.B, c.T, c.H, c.D, p, key);
     const auto got = to_vector(out.view()), gp = to_vector(probs.view());
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref.out[i], 2e-5) << "p=" << p << " out " << i;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], ref.out[i], 2e-5) << "p=" << p << " out " << i;
     for (size_t i = 0; i < gp.size(); ++i) EXPECT_NEAR(gp[i], ref.probs[i], 1e-6) << "probs " << i;
     // Padding keys get exactly zero probability in the rows that have real keys.
     EXPECT_EQ(gp[((1 * c.H + 0) * c.T + 2) * c.T + 5], 0.0f);
@@ -111,7 +114,8 @@ TEST_P(AttentionTest, BackwardMatchesFiniteDifferences) {
   run(dq, out, probs);
   auto dout = device_f32(r, {c.B, c.T, C}, device());
   auto dqkv = poisoned({c.B, c.T, 3 * C}, device());
-  attention_backward(dqkv.view(), dout.view(), dq.view(), probs.view(), dm.view(), int(c.H), p, key, ws.view());
+  attention_backward(dqkv.view(), dout.view(), dq.view(), probs.view(), dm.view(), int(c.H), p, key,
+                     ws.view());
   expect_gradient(loss, qkv.data(), n, to_vector(dqkv.view()), 2e-3, "dqkv", 1e-2f, 400);
 }
 
@@ -128,7 +132,8 @@ TEST_P(AttentionTest, ResultsDoNotDependOnThreadCount) {
     auto dm = device_i32(mask, {B, T}, device());
     auto ws = zeros({attention_workspace(T, D)}, device());
     auto out = poisoned({B, T, C}, device()), probs = poisoned({B, H, T, T}, device());
-    attention_forward(out.view(), probs.view(), dq.view(), dm.view(), int(H), 0.1f, RngKey{1, 2, 3}, ws.view());
+    attention_forward(out.view(), probs.view(), dq.view(), dm.view(), int(H), 0.1f, RngKey{1, 2, 3},
+                      ws.view());
     auto dout = device_f32(r, {B, T, C}, device());
     auto dqkv = poisoned({B, T, 3 * C}, device());
     attention_backward(dqkv.view(), dout.view(), dq.view(), probs.view(), dm.view(), int(H), 0.1f,

@@ -22,7 +22,8 @@ TEST_P(CrossEntropyTest, KnownValuesFromPyTorch) {
   CrossEntropyOptions o{0.1f, weights.view()};
   cross_entropy_forward(loss.view(), probs.view(), logits.view(), labels.view(), o);
   EXPECT_NEAR(to_vector(loss.view())[0], 0.5276163816452026, 1e-6);
-  cross_entropy_forward(loss.view(), probs.view(), logits.view(), labels.view(), CrossEntropyOptions{});
+  cross_entropy_forward(loss.view(), probs.view(), logits.view(), labels.view(),
+                        CrossEntropyOptions{});
   EXPECT_NEAR(to_vector(loss.view())[0], 0.2651263475418091, 1e-6);
 }
 
@@ -51,9 +52,11 @@ TEST_P(CrossEntropyTest, GradientMatchesFiniteDifferencesWithWeightsSmoothingAnd
 }
 
 TEST(CrossEntropyErrors, LabelOutsideClassesIsAnInputError) {
-  auto logits = zeros({2, 3}, Device::cpu()), probs = zeros({2, 3}, Device::cpu()), loss = zeros({1}, Device::cpu());
+  auto logits = zeros({2, 3}, Device::cpu()), probs = zeros({2, 3}, Device::cpu()),
+       loss = zeros({1}, Device::cpu());
   auto labels = device_i32({0, 3}, {2}, Device::cpu());
-  EXPECT_THROW(cross_entropy_forward(loss.view(), probs.view(), logits.view(), labels.view(), {}), InputError);
+  EXPECT_THROW(cross_entropy_forward(loss.view(), probs.view(), logits.view(), labels.view(), {}),
+               InputError);
 }
 
 FTUNE_INSTANTIATE_DEVICES(CrossEntropyTest);

@@ -22,7 +22,8 @@ TEST(FastMath, ExpRelativeErrorBelow4e7) {
 
 TEST(FastMath, ErfAbsoluteErrorBelow4e7) {
   double worst = 0;
-  for (double x = -6.0; x <= 6.0; x += 1e-4) worst = std::max(worst, std::fabs(fast_erf(float(x)) - std::erf(double(float(x)))));
+  for (double x = -6.0; x <= 6.0; x += 1e-4)
+    worst = std::max(worst, std::fabs(fast_erf(float(x)) - std::erf(double(float(x)))));
   EXPECT_LT(worst, 4e-7);
   EXPECT_EQ(fast_erf(0.0f), 0.0f);
   EXPECT_EQ(fast_erf(10.0f), 1.0f);

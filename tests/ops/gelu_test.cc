@@ -25,7 +25,8 @@ TEST_P(GeluTest, BothFormsMatchTheirFormulasAndDerivatives) {
     auto out = poisoned({n}, device());
     gelu_forward(out.view(), dx.view(), form);
     const auto got = to_vector(out.view());
-    for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], gelu_ref(x[i], form), 2e-6 * (1 + std::fabs(x[i])));
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(got[i], gelu_ref(x[i], form), 2e-6 * (1 + std::fabs(x[i])));
 
     const auto r = random_values(n, rng);
     auto dout = device_f32(r, {n}, device());

@@ -25,7 +25,8 @@ TEST_P(HeadOpsTest, FirstTokenSelectsAndScattersWithZeros) {
   const auto gh = to_vector(dhid.view());
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
-      for (int64_t c = 0; c < C; ++c) EXPECT_EQ(gh[(b * T + t) * C + c], t == 0 ? g[b * C + c] : 0.0f);
+      for (int64_t c = 0; c < C; ++c)
+        EXPECT_EQ(gh[(b * T + t) * C + c], t == 0 ? g[b * C + c] : 0.0f);
 }
 
 TEST_P(HeadOpsTest, TanhPoolerForwardAndBackward) {
@@ -33,12 +34,14 @@ TEST_P(HeadOpsTest, TanhPoolerForwardAndBackward) {
   auto x = random_values(B * C, rng), w = random_values(C * C, rng), b = random_values(C, rng);
   const auto r = random_values(B * C, rng);
   auto loss = [&]() {
-    auto dx = device_f32(x, {B, C}, device()), dw = device_f32(w, {C, C}, device()), db = device_f32(b, {C}, device());
+    auto dx = device_f32(x, {B, C}, device()), dw = device_f32(w, {C, C}, device()),
+         db = device_f32(b, {C}, device());
     auto out = poisoned({B, C}, device());
     tanh_pooler_forward(out.view(), dx.view(), dw.view(), db.view());
     return weighted_sum(to_vector(out.view()), r);
   };
-  auto dx = device_f32(x, {B, C}, device()), dw = device_f32(w, {C, C}, device()), db = device_f32(b, {C}, device());
+  auto dx = device_f32(x, {B, C}, device()), dw = device_f32(w, {C, C}, device()),
+       db = device_f32(b, {C}, device());
   auto out = poisoned({B, C}, device());
   tanh_pooler_forward(out.view(), dx.view(), dw.view(), db.view());
   const auto y = to_vector(out.view());
@@ -51,7 +54,8 @@ TEST_P(HeadOpsTest, TanhPoolerForwardAndBackward) {
   auto dout = device_f32(r, {B, C}, device());
   auto gx = poisoned({B, C}, device()), gw = zeros({C, C}, device()), gb = zeros({C}, device());
   auto scratch = poisoned({B, C}, device());
-  tanh_pooler_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), out.view(), dw.view(), scratch.view());
+  tanh_pooler_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), out.view(),
+                       dw.view(), scratch.view());
   expect_gradient(loss, x.data(), B * C, to_vector(gx.view()), 1e-3, "dinp");
   expect_gradient(loss, w.data(), C * C, to_vector(gw.view()), 1e-3, "dweight");
   expect_gradient(loss, b.data(), C, to_vector(gb.view()), 1e-3, "dbias");

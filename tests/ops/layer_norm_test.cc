@@ -3,8 +3,8 @@
 
 #include <cmath>
 
-#include "op_test_util.h"
 #include "core/thread_pool.h"
+#include "op_test_util.h"
 #include "ops/residual.h"
 
 namespace ftune::test {
@@ -17,8 +17,10 @@ constexpr float kEps = 1e-5f;
 TEST_P(LayerNormTest, ForwardMatchesReference) {
   const int64_t N = 5, C = 33;
   auto x = random_values(N * C, rng, -3, 3), w = random_values(C, rng), b = random_values(C, rng);
-  auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()), db = device_f32(b, {C}, device());
-  auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()), rstd = poisoned({N}, device());
+  auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()),
+       db = device_f32(b, {C}, device());
+  auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()),
+       rstd = poisoned({N}, device());
   layer_norm_forward(out.view(), mean.view(), rstd.view(), dx.view(), dw.view(), db.view(), kEps);
   const auto got = to_vector(out.view());
   for (int64_t n = 0; n < N; ++n) {
@@ -39,22 +41,25 @@ TEST_P(LayerNormTest, BackwardMatchesFiniteDifferences) {
   auto x = random_values(N * C, rng, -2, 2), w = random_values(C, rng), b = random_values(C, rng);
   const auto r = random_values(N * C, rng);
   auto forward = [&](DeviceTensor& out, DeviceTensor& mean, DeviceTensor& rstd) {
-    auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()), db = device_f32(b, {C}, device());
+    auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()),
+         db = device_f32(b, {C}, device());
     layer_norm_forward(out.view(), mean.view(), rstd.view(), dx.view(), dw.view(), db.view(), kEps);
   };
   auto loss = [&]() {
-    auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()), rstd = poisoned({N}, device());
+    auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()),
+         rstd = poisoned({N}, device());
     forward(out, mean, rstd);
     return weighted_sum(to_vector(out.view()), r);
   };
-  auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()), rstd = poisoned({N}, device());
+  auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()),
+       rstd = poisoned({N}, device());
   forward(out, mean, rstd);
   auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device());
   auto dout = device_f32(r, {N, C}, device());
   auto gx = poisoned({N, C}, device()), gw = zeros({C}, device()), gb = zeros({C}, device());
   auto ws = zeros({layer_norm_backward_workspace(C)}, device());
-  layer_norm_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), dw.view(), mean.view(),
-                      rstd.view(), ws.view());
+  layer_norm_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), dw.view(),
+                      mean.view(), rstd.view(), ws.view());
   expect_gradient(loss, x.data(), N * C, to_vector(gx.view()), 2e-3, "dinp");
   expect_gradient(loss, w.data(), C, to_vector(gw.view()), 2e-3, "dweight");
   expect_gradient(loss, b.data(), C, to_vector(gb.view()), 2e-3, "dbias");
@@ -68,8 +73,8 @@ TEST_P(LayerNormTest, FusedAddNormEqualsResidualThenNorm) {
   auto dw = device_f32(w, {C}, device()), dbias = device_f32(bias, {C}, device());
   auto sum = poisoned({N, C}, device()), out1 = poisoned({N, C}, device());
   auto m1 = poisoned({N}, device()), r1 = poisoned({N}, device());
-  add_layer_norm_forward(out1.view(), sum.view(), m1.view(), r1.view(), da.view(), db.view(), dw.view(),
-                         dbias.view(), kEps);
+  add_layer_norm_forward(out1.view(), sum.view(), m1.view(), r1.view(), da.view(), db.view(),
+                         dw.view(), dbias.view(), kEps);
   auto sum2 = poisoned({N, C}, device()), out2 = poisoned({N, C}, device());
   auto m2 = poisoned({N}, device()), r2 = poisoned({N}, device());
   residual_forward(sum2.view(), da.view(), db.view());
@@ -86,14 +91,16 @@ TEST_P(LayerNormTest, ParameterGradientsDoNotDependOnThreadCount) {
   std::vector<std::vector<float>> results;
   for (int threads : {1, 2, 3}) {
     set_compute_threads(threads);
-    auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()), db = device_f32(b, {C}, device());
-    auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()), rstd = poisoned({N}, device());
+    auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()),
+         db = device_f32(b, {C}, device());
+    auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()),
+         rstd = poisoned({N}, device());
     layer_norm_forward(out.view(), mean.view(), rstd.view(), dx.view(), dw.view(), db.view(), kEps);
     auto dout = device_f32(r, {N, C}, device());
     auto gx = poisoned({N, C}, device()), gw = zeros({C}, device()), gb = zeros({C}, device());
     auto ws = zeros({layer_norm_backward_workspace(C)}, device());
-    layer_norm_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), dw.view(), mean.view(),
-                        rstd.view(), ws.view());
+    layer_norm_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), dw.view(),
+                        mean.view(), rstd.view(), ws.view());
     results.push_back(to_vector(gx.view()));
     if (results.size() > 1) EXPECT_EQ(results.back(), results.front()) << threads << " threads";
   }

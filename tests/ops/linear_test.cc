@@ -10,7 +10,8 @@ namespace {
 class LinearTest : public OpTest {};
 
 std::vector<double> reference_linear(const std::vector<float>& x, const std::vector<float>& w,
-                                     const std::vector<float>& b, int64_t N, int64_t C, int64_t OC) {
+                                     const std::vector<float>& b, int64_t N, int64_t C,
+                                     int64_t OC) {
   std::vector<double> out(N * OC);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < OC; ++o) {
@@ -36,7 +37,7 @@ TEST_P(LinearTest, ForwardMatchesReference) {
 TEST_P(LinearTest, BackwardMatchesFiniteDifferencesAndAccumulates) {
   const int64_t N = 6, C = 5, OC = 4;
   auto x = random_values(N * C, rng), w = random_values(OC * C, rng), b = random_values(OC, rng);
-  const auto r = random_values(N * OC, rng);  // dL/dout
+  const auto r = random_values(N * OC, rng);                                // dL/dout
   const auto w0 = random_values(OC * C, rng), b0 = random_values(OC, rng);  // existing grads
   auto loss = [&]() {
     auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {OC, C}, device()),
@@ -67,7 +68,8 @@ TEST_P(LinearTest, BackwardMatchesFiniteDifferencesAndAccumulates) {
 TEST_P(LinearTest, RowStridedInputReadsOnlyItsRows) {
   // inp = the first token of each of B sequences of length T: rows T*C apart.
   const int64_t B = 3, T = 4, C = 5, OC = 2;
-  auto hidden = random_values(B * T * C, rng), w = random_values(OC * C, rng), b = random_values(OC, rng);
+  auto hidden = random_values(B * T * C, rng), w = random_values(OC * C, rng),
+       b = random_values(OC, rng);
   auto dh = device_f32(hidden, {B, T, C}, device());
   auto dw = device_f32(w, {OC, C}, device()), db = device_f32(b, {OC}, device());
   TensorView first = dh.view().reshape(Shape{B, T * C});

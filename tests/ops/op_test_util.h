@@ -16,7 +16,7 @@ class OpTest : public ::testing::TestWithParam<Device> {
   std::mt19937_64 rng{test_seed()};
 };
 
-#define FTUNE_INSTANTIATE_DEVICES(suite) \
+#define FTUNE_INSTANTIATE_DEVICES(suite)                                                          \
   INSTANTIATE_TEST_SUITE_P(Devices, suite, ::testing::ValuesIn(::ftune::test::devices_present()), \
                            ::ftune::test::device_param_name)
 
@@ -49,7 +49,8 @@ inline double weighted_sum(const std::vector<float>& out, const std::vector<floa
   return s;
 }
 
-inline std::vector<float> random_values(int64_t n, std::mt19937_64& rng, float lo = -1.0f, float hi = 1.0f) {
+inline std::vector<float> random_values(int64_t n, std::mt19937_64& rng, float lo = -1.0f,
+                                        float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng);

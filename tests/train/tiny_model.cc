@@ -10,11 +10,20 @@
 namespace ftune::test {
 
 void write_tiny_bert(const std::string& dir, int num_labels) {
-  nlohmann::json j = {{"model_type", "bert"},       {"vocab_size", 30522},         {"hidden_size", 32},
-                      {"num_hidden_layers", 2},     {"num_attention_heads", 4},    {"intermediate_size", 64},
-                      {"max_position_embeddings", 64}, {"type_vocab_size", 2},      {"hidden_act", "gelu"},
-                      {"hidden_dropout_prob", 0.1}, {"attention_probs_dropout_prob", 0.1},
-                      {"initializer_range", 0.02},  {"num_labels", num_labels},    {"pad_token_id", 0}};
+  nlohmann::json j = {{"model_type", "bert"},
+                      {"vocab_size", 30522},
+                      {"hidden_size", 32},
+                      {"num_hidden_layers", 2},
+                      {"num_attention_heads", 4},
+                      {"intermediate_size", 64},
+                      {"max_position_embeddings", 64},
+                      {"type_vocab_size", 2},
+                      {"hidden_act", "gelu"},
+                      {"hidden_dropout_prob", 0.1},
+                      {"attention_probs_dropout_prob", 0.1},
+                      {"initializer_range", 0.02},
+                      {"num_labels", num_labels},
+                      {"pad_token_id", 0}};
   SequenceClassifier model(EncoderConfig::from_json(j, "tiny"), {1, 1, false});
   ArenaPlan plan;
   model.add_to_plan(plan);

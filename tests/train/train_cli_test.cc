@@ -21,15 +21,19 @@ namespace fs = std::filesystem;
 // Label 1 when the second text says "good", 0 when it says "bad", among distractor words: a
 // tiny model learns it within a few dozen steps from a random start.
 void write_task(const std::string& path, int n, uint64_t seed) {
-  const char* words[] = {"red", "green", "car", "house", "bird", "apple", "river", "chair", "book", "cloud"};
+  const char* words[] = {"red",   "green", "car",   "house", "bird",
+                         "apple", "river", "chair", "book",  "cloud"};
   std::mt19937_64 rng(seed);
   std::ofstream out(path);
   for (int i = 0; i < n; ++i) {
     const bool good = rng() % 2 == 0;
     std::string text = "the", pair = good ? "good" : "bad";
-    for (int w = 0, k = 1 + static_cast<int>(rng() % 5); w < k; ++w) text += std::string(" ") + words[rng() % 10];
-    for (int w = 0, k = static_cast<int>(rng() % 4); w < k; ++w) pair += std::string(" ") + words[rng() % 10];
-    out << nlohmann::json{{"text", text}, {"text_pair", pair}, {"label", good ? 1 : 0}}.dump() << "\n";
+    for (int w = 0, k = 1 + static_cast<int>(rng() % 5); w < k; ++w)
+      text += std::string(" ") + words[rng() % 10];
+    for (int w = 0, k = static_cast<int>(rng() % 4); w < k; ++w)
+      pair += std::string(" ") + words[rng() % 10];
+    out << nlohmann::json{{"text", text}, {"text_pair", pair}, {"label", good ? 1 : 0}}.dump()
+        << "\n";
   }
 }
 
@@ -44,10 +48,11 @@ class TrainCli : public ::testing::Test {
   std::string config(const std::string& extra = "") {
     const std::string path = tmp_.path() + "/config.yaml";
     std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
-                        << "/train.jsonl\n  validation: " << tmp_.path() << "/val.jsonl\n  max_length: 24\n"
+                        << "/train.jsonl\n  validation: " << tmp_.path()
+                        << "/val.jsonl\n  max_length: 24\n"
                         << "training:\n  epochs: 6\n  batch_size: 16\n  learning_rate: 3.0e-3\n"
-                        << "  warmup_ratio: 0.05\n  log_every: 8\n  threads: 2\n" << extra
-                        << "output:\n  dir: " << tmp_.path() << "/run\n";
+                        << "  warmup_ratio: 0.05\n  log_every: 8\n  threads: 2\n"
+                        << extra << "output:\n  dir: " << tmp_.path() << "/run\n";
     return path;
   }
   TempDir tmp_;
@@ -75,19 +80,21 @@ TEST_F(TrainCli, LearnsTheTaskAndWritesARunDirectory) {
   EXPECT_GT(summary["train_samples_per_s"].get<double>(), 0.0);
   EXPECT_EQ(summary["labels"], nlohmann::json::array({"0", "1"}));
 
-  const CliResult p = run_ftune("predict --model " + run + "/model --data " + tmp_.path() + "/val.jsonl --output " +
-                                tmp_.path() + "/pred.jsonl");
+  const CliResult p = run_ftune("predict --model " + run + "/model --data " + tmp_.path() +
+                                "/val.jsonl --output " + tmp_.path() + "/pred.jsonl");
   ASSERT_EQ(p.exit_code, 0) << p.output;
   std::ifstream preds(tmp_.path() + "/pred.jsonl"), val(tmp_.path() + "/val.jsonl");
   int right = 0, total = 0;
   for (std::string pl, vl; std::getline(preds, pl) && std::getline(val, vl); ++total)
-    right += nlohmann::json::parse(pl)["label"] == std::to_string(nlohmann::json::parse(vl)["label"].get<int>());
+    right += nlohmann::json::parse(pl)["label"] ==
+             std::to_string(nlohmann::json::parse(vl)["label"].get<int>());
   EXPECT_EQ(total, 64);
   EXPECT_GT(right, 57);
 }
 
 TEST_F(TrainCli, OverridesApplyAndAreSavedInTheResolvedConfig) {
-  const CliResult r = run_ftune("train --config " + config() + " training.max_steps=3 training.log_every=1");
+  const CliResult r =
+      run_ftune("train --config " + config() + " training.max_steps=3 training.log_every=1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto summary = nlohmann::json::parse(std::ifstream(tmp_.path() + "/run/summary.json"));
   EXPECT_EQ(summary["steps"], 3);
@@ -100,7 +107,8 @@ TEST_F(TrainCli, BadConfigsNameTheKey) {
   struct Case {
     std::string extra, args, message;
   } cases[] = {
-      {"  learnin_rate: 1.0e-3\n", "", "unknown key 'training.learnin_rate' (did you mean 'training.learning_rate'?)"},
+      {"  learnin_rate: 1.0e-3\n", "",
+       "unknown key 'training.learnin_rate' (did you mean 'training.learning_rate'?)"},
       {"", "training.batch_size=many", "key 'training.batch_size' must be an integer, got 'many'"},
       {"  batch_size: 8\n", "", "key 'training.batch_size' is given twice"},
       {"  schedule: exponential\n", "", "training.schedule"},
@@ -114,7 +122,8 @@ TEST_F(TrainCli, BadConfigsNameTheKey) {
   }
   const CliResult bare = run_ftune("train --config " + config() + " training.max_steps");
   EXPECT_EQ(bare.exit_code, 2);
-  EXPECT_NE(bare.output.find("override 'training.max_steps' must look like section.key=value"), std::string::npos)
+  EXPECT_NE(bare.output.find("override 'training.max_steps' must look like section.key=value"),
+            std::string::npos)
       << bare.output;
   const CliResult missing = run_ftune("train --config " + tmp_.path() + "/nope.yaml");
   EXPECT_EQ(missing.exit_code, 2);
@@ -129,13 +138,16 @@ TEST_F(TrainCli, BadDataRowsNameFileAndLine) {
   std::ofstream(tmp_.path() + "/train.jsonl", std::ios::app) << "{\"text\": \"\", \"label\": 1}\n";
   const CliResult empty = run_ftune("train --config " + config());
   EXPECT_EQ(empty.exit_code, 2);
-  EXPECT_NE(empty.output.find("train.jsonl:257: 'text' is empty"), std::string::npos) << empty.output;
+  EXPECT_NE(empty.output.find("train.jsonl:257: 'text' is empty"), std::string::npos)
+      << empty.output;
 
   write_task(tmp_.path() + "/train.jsonl", 16, 1);
-  std::ofstream(tmp_.path() + "/val.jsonl", std::ios::app) << "{\"text\": \"a\", \"text_pair\": \"b\", \"label\": 7}\n";
+  std::ofstream(tmp_.path() + "/val.jsonl", std::ios::app)
+      << "{\"text\": \"a\", \"text_pair\": \"b\", \"label\": 7}\n";
   const CliResult label = run_ftune("train --config " + config());
   EXPECT_EQ(label.exit_code, 2);
-  EXPECT_NE(label.output.find("val.jsonl:65: label '7' is not one of the 2 labels"), std::string::npos)
+  EXPECT_NE(label.output.find("val.jsonl:65: label '7' is not one of the 2 labels"),
+            std::string::npos)
       << label.output;
 }
 

@@ -69,7 +69,8 @@ TEST(Batcher, DeterministicCoversEveryExampleAndGroupsLengths) {
     padded += static_cast<int64_t>(longest * b.size());
   }
   EXPECT_EQ(seen.size(), ex.size());
-  // Random batching of lengths uniform in [1, 97] wastes ~45% on padding; pools of 8 batches far less.
+  // Random batching of lengths uniform in [1, 97] wastes ~45% on padding; pools of 8 batches far
+  // less.
   EXPECT_LT(double(padded - real) / padded, 0.12);
 }
 
