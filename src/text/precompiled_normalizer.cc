@@ -70,7 +70,7 @@ class Precompiled final : public Normalizer {
       map.fail_msg("precompiled_charsmap: trie size " + std::to_string(trie_size) +
                    " exceeds the data");
     array_.resize(units);
-    std::memcpy(array_.data(), bytes.data() + 4, units * 4);
+    if (units > 0) std::memcpy(array_.data(), bytes.data() + 4, units * 4);
     normalized_.assign(reinterpret_cast<const char*>(bytes.data()) + 4 + units * 4,
                        bytes.size() - 4 - units * 4);
     if (utf8_find_invalid(normalized_) != std::string::npos)
