@@ -103,6 +103,10 @@ nlohmann::json run_training(const TrainConfig& cfg) {
   const data::LabelSet labels = cfg.model.labels.empty()
                                     ? data::LabelSet::from_examples(raw_train)
                                     : data::LabelSet::from_names(cfg.model.labels);
+  if (labels.names.size() < 2)
+    throw InputError(fmt::format("{}: every example has the label '{}'; classification needs at least 2 labels "
+                                 "(regression and single-score reranker losses are not supported yet)",
+                                 cfg.data.train, labels.names.front()));
   LoadOptions load;
   load.labels = labels.names;
   load.reinit_mismatched_head = true;

@@ -2,6 +2,7 @@
 // name the file, the tensor or key, and what was expected — and never crash.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -87,6 +88,25 @@ TEST(HfCheckpoint, LabelOverrideReplacesAMismatchedHeadOnlyWhenAllowed) {
   EXPECT_EQ(m.report.initialised,
             (std::vector<std::string>{"classifier.weight", "classifier.bias"}));
   EXPECT_EQ(m.model->config().id2label[1], "contradiction");
+}
+
+TEST(HfCheckpoint, OneLabelHeadsGiveOneScorePerRow) {
+  // Rerankers (BGE, ms-marco cross-encoders) have num_labels = 1: one relevance score per pair.
+  const GoldenCase c = GoldenCase::load("xlmr_pair");
+  LoadOptions lo;
+  lo.num_labels = 1;
+  lo.reinit_mismatched_head = true;
+  Model m = load(c.model_dir, c.batch, lo);
+  Batch unlabelled = c.batch;
+  unlabelled.labels.clear();
+  m.model->set_batch(unlabelled);
+  const TensorView logits = m.model->forward(DropoutPlan{});
+  EXPECT_EQ(logits.shape, (Shape{c.batch.size, 1}));
+  for (float v : to_vector(logits)) EXPECT_TRUE(std::isfinite(v));
+  TempDir tmp;
+  save_model(*m.model, tmp.path() + "/reranker");
+  Model back = load(tmp.path() + "/reranker", c.batch);
+  EXPECT_EQ(back.model->config().num_labels(), 1);
 }
 
 TEST(HfCheckpoint, BadConfigsAreInputErrorsNamingTheKey) {
