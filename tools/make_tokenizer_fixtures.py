@@ -44,6 +44,13 @@ Case records (one JSON object per line, after a header line):
   {"k":"d","ids":[..],"skip":0|1,"text":"..."}                   decode
 RLE is [[value, count], ...].
 
+Reproducibility: the corpus, the goldens of MiniLM, Gemma-3, Llama-2/3, roberta_bpe,
+unigram_precompiled and the Unicode probe come out byte-identical on every run. HF's WordPiece
+and Unigram trainers break ties in hash-map order, so wordpiece_cased and pipeline_* may train
+slightly differently each time; their goldens always match the tokenizer.json written with them.
+Check fresh output before committing it:
+  python3 tools/make_tokenizer_fixtures.py --out /tmp/fx && FTUNE_TOKENIZER_FIXTURES=/tmp/fx build/tests/test_text
+
 Usage: python3 tools/make_tokenizer_fixtures.py [--shared DIR] [--minilm DIR] [--out DIR]
 Needs: tokenizers, transformers, sentencepiece, protobuf (pip); wordnet-base (apt).
 """

@@ -11,7 +11,8 @@
 
 namespace ftune::test {
 
-std::string tokenizer_fixtures_dir();  // tests/fixtures/tokenizers
+// tests/fixtures/tokenizers, or $FTUNE_TOKENIZER_FIXTURES when set.
+std::string tokenizer_fixtures_dir();
 // <shared>/fixtures/tokenizers, or nullopt when the shared directory is absent.
 std::optional<std::string> shared_tokenizers_dir();
 // The lines of a .jsonl.gz file, parsed (decompressed with the system's gzip).
