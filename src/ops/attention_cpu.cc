@@ -40,6 +40,8 @@ void for_each_head(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
 
 }  // namespace
 
+// Per thread: the (T, keys) scores and dropped probabilities and one row of dropout multipliers;
+// the head size does not enter (the GEMMs read Q, K, V in place).
 int64_t attention_workspace_per_thread(int64_t T, int64_t D) {
   return 2 * T * T + T;
 }

@@ -1,18 +1,22 @@
 // Layer norm: argument checks and dispatch.
 #include "ops/layer_norm.h"
 
+#include <initializer_list>
+#include <utility>
+
 #include "core/thread_pool.h"
 #include "ops/dispatch.h"
 
 namespace ftune {
 namespace {
 
-void check_stats(const char* op, const TensorView& inp, const TensorView& weight,
-                 const TensorView& bias, const TensorView& mean, const TensorView& rstd) {
+// Checks the per-row statistics and the named per-channel vectors (weight, bias or their
+// gradients) against the input's (N, C).
+void check_stats(const char* op, const TensorView& inp, const TensorView& mean, const TensorView& rstd,
+                 std::initializer_list<std::pair<const char*, const TensorView*>> channels) {
   if (inp.rank() < 1) throw ShapeError(fmt::format("{}: input must have rank >= 1", op));
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);
-  check_f32(op, "weight", weight, Shape{C});
-  check_f32(op, "bias", bias, Shape{C});
+  for (const auto& [name, view] : channels) check_f32(op, name, *view, Shape{C});
   check_f32(op, "mean", mean, Shape{N});
   check_f32(op, "rstd", rstd, Shape{N});
 }
@@ -24,7 +28,7 @@ void layer_norm_forward(TensorView out, TensorView mean, TensorView rstd, Tensor
   const char* op = "layer_norm_forward";
   check_f32(op, "inp", inp, inp.shape);
   check_f32(op, "out", out, inp.shape);
-  check_stats(op, inp, weight, bias, mean, rstd);
+  check_stats(op, inp, mean, rstd, {{"weight", &weight}, {"bias", &bias}});
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);
   const Device dev = common_device(op, {out, mean, rstd, inp, weight, bias});
   FTUNE_DISPATCH(
@@ -43,7 +47,7 @@ void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, Ten
   check_f32(op, "b", b, a.shape);
   check_f32(op, "sum", sum, a.shape);
   check_f32(op, "out", out, a.shape);
-  check_stats(op, a, weight, bias, mean, rstd);
+  check_stats(op, a, mean, rstd, {{"weight", &weight}, {"bias", &bias}});
   const int64_t C = a.dim(-1), N = a.numel() / std::max<int64_t>(C, 1);
   const Device dev = common_device(op, {out, sum, mean, rstd, a, b, weight, bias});
   FTUNE_DISPATCH(
@@ -65,9 +69,7 @@ void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, 
   check_f32(op, "inp", inp, inp.shape);
   check_f32(op, "dout", dout, inp.shape);
   check_f32(op, "dinp", dinp, inp.shape);
-  check_stats(op, inp, weight, weight, mean, rstd);
-  check_f32(op, "dweight", dweight, weight.shape);
-  check_f32(op, "dbias", dbias, weight.shape);
+  check_stats(op, inp, mean, rstd, {{"weight", &weight}, {"dweight", &dweight}, {"dbias", &dbias}});
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);
   check_dtype(op, "workspace", workspace, DType::F32);
   if (workspace.numel() < layer_norm_backward_workspace(C))
