@@ -1,4 +1,5 @@
 // Applying tokenizer_config.json (see tokenizer_config.h).
+#include "io/json_file.h"
 #include "text/tokenizer_config.h"
 
 #include <nlohmann/json.hpp>
@@ -39,12 +40,7 @@ Side parse_side(const JsonNode& n) {
 
 void apply_tokenizer_config(Tokenizer::Impl& impl, std::string_view json_text,
                             const std::string& name) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {  // syntax errors, numbers out of range
-    throw InputError(name + ": invalid JSON: " + e.what());
-  }
+  const nlohmann::json j = io::parse_json(json_text, name);  // errors name file:line:column
   const JsonNode root(j, name);
   if (!root.is_object()) root.fail("an object");
 

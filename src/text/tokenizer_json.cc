@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "text/tokenizer_impl.h"
 #include "text/utf8.h"
 
@@ -56,12 +57,7 @@ void load_tokenizer_json(Tokenizer::Impl& impl, std::string_view json_text,
   if (utf8_find_invalid(json_text) != std::string_view::npos)
     throw InputError(name + ": not valid UTF-8 (at byte " +
                      std::to_string(utf8_find_invalid(json_text)) + ")");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {  // syntax errors, numbers out of range
-    throw InputError(name + ": invalid JSON: " + e.what());
-  }
+  const nlohmann::json j = io::parse_json(json_text, name);  // errors name file:line:column
   const JsonNode root(j, name);
   if (!root.is_object()) root.fail("an object");
   if (auto v = root.get("version"); v && v->as_string() != "1.0")

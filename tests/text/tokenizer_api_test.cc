@@ -51,7 +51,7 @@ TEST(TokenizerLoad, FileDirectoryAndErrors) {
 TEST(TokenizerLoad, MalformedJsonNamesTheKeyAndWhatWasExpected) {
   EXPECT_NE(error_of([] {
               Tokenizer::from_json("{not json", {}, "t.json");
-            }).find("t.json: invalid JSON"),
+            }).find("t.json:1:3: invalid JSON"),
             std::string::npos);
   EXPECT_NE(error_of([] { Tokenizer::from_json("[]", {}, "t.json"); }).find("expected an object"),
             std::string::npos);
