@@ -1,6 +1,6 @@
 // Applying tokenizer_config.json (see tokenizer_config.h).
-#include "io/json_file.h"
 #include "text/tokenizer_config.h"
+#include "io/json_file.h"
 
 #include <nlohmann/json.hpp>
 
