@@ -15,6 +15,7 @@ DEBIAN_PACKAGES=(
   libutf8proc-dev        # Unicode normalisation and categories for the tokenizers
   libicu-dev             # tokenizers: Unicode properties by version, NFC/NFD/NFKC/NFKD
   libpcre2-dev           # tokenizers: JIT regex for tokenizer.json Split/Replace patterns
+  libxxhash-dev          # content fingerprints (resume refuses changed model, data, tokenizer)
   libgtest-dev libgmock-dev  # tests
   wordnet-base           # real sentence-pair data for the main job
 )

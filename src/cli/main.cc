@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const ftune::Interrupted& e) {
+    std::fprintf(stderr, "ftune: %s\n", e.what());
+    return 128 + e.signal();
   } catch (const ftune::Error& e) {
     std::fprintf(stderr, "ftune: error: %s\n", e.what());
     return 2;

@@ -44,6 +44,17 @@ class NotBuiltError : public Error {
   using Error::Error;
 };
 
+// A run stopped on SIGTERM / SIGINT after saving what it needs to resume; main() exits with
+// 128 + signal.
+class Interrupted : public Error {
+ public:
+  Interrupted(const std::string& what, int signal) : Error(what), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
 // An internal invariant failed: a bug in ftune, not in the user's input.
 class InternalError : public Error {
  public:

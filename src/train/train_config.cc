@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "train/presets.h"
 
 namespace ftune {
 namespace {
@@ -60,37 +61,74 @@ std::function<void(const YAML::Node&, const std::string&)> list(std::vector<T>* 
 }
 
 std::vector<Field> schema(TrainConfig& c) {
+  auto& d = c.data;
   auto& t = c.training;
-  return {
-      {"model.path", "a path", scalar(&c.model.path, "a path")},
+  auto& e = c.eval;
+  const char* path = "a path";
+  const char* str = "a string";
+  const char* integer = "an integer";
+  const char* number = "a number";
+  const char* boolean = "true or false";
+  std::vector<Field> f = {
+      {"preset", "a preset name", scalar(&c.preset, "a preset name")},
+      {"model.path", path, scalar(&c.model.path, path)},
       {"model.labels", "a list of label names", list(&c.model.labels, "strings")},
-      {"data.train", "a path", scalar(&c.data.train, "a path")},
-      {"data.validation", "a path", scalar(&c.data.validation, "a path")},
-      {"data.test", "a path", scalar(&c.data.test, "a path")},
-      {"data.text_field", "a string", scalar(&c.data.text_field, "a string")},
-      {"data.text_pair_field", "a string", scalar(&c.data.text_pair_field, "a string")},
-      {"data.label_field", "a string", scalar(&c.data.label_field, "a string")},
-      {"data.max_length", "an integer", scalar(&c.data.max_length, "an integer")},
-      {"training.epochs", "an integer", scalar(&t.epochs, "an integer")},
-      {"training.max_steps", "an integer", scalar(&t.max_steps, "an integer")},
-      {"training.batch_size", "an integer", scalar(&t.batch_size, "an integer")},
-      {"training.learning_rate", "a number", scalar(&t.learning_rate, "a number")},
-      {"training.weight_decay", "a number", scalar(&t.weight_decay, "a number")},
-      {"training.adam_beta1", "a number", scalar(&t.adam_beta1, "a number")},
-      {"training.adam_beta2", "a number", scalar(&t.adam_beta2, "a number")},
-      {"training.adam_epsilon", "a number", scalar(&t.adam_epsilon, "a number")},
-      {"training.warmup_ratio", "a number", scalar(&t.warmup_ratio, "a number")},
+      {"data.train", path, scalar(&d.train, path)},
+      {"data.validation", path, scalar(&d.validation, path)},
+      {"data.test", path, scalar(&d.test, path)},
+      {"data.format", "auto, jsonl, tsv or csv", scalar(&d.format, "auto, jsonl, tsv or csv")},
+      {"data.has_header", boolean, scalar(&d.has_header, boolean)},
+      {"data.text_field", str, scalar(&d.text_field, str)},
+      {"data.text_pair_field", str, scalar(&d.text_pair_field, str)},
+      {"data.label_field", str, scalar(&d.label_field, str)},
+      {"data.bad_rows", "fail or skip", scalar(&d.bad_rows, "fail or skip")},
+      {"data.max_bad_fraction", number, scalar(&d.max_bad_fraction, number)},
+      {"data.validation_split", number, scalar(&d.validation_split, number)},
+      {"data.test_split", number, scalar(&d.test_split, number)},
+      {"data.folds", integer, scalar(&d.folds, integer)},
+      {"data.fold", integer, scalar(&d.fold, integer)},
+      {"data.max_length", integer, scalar(&d.max_length, integer)},
+      {"training.epochs", integer, scalar(&t.epochs, integer)},
+      {"training.max_steps", integer, scalar(&t.max_steps, integer)},
+      {"training.batch_size", integer, scalar(&t.batch_size, integer)},
+      {"training.gradient_accumulation", integer, scalar(&t.gradient_accumulation, integer)},
+      {"training.learning_rate", number, scalar(&t.learning_rate, number)},
+      {"training.layer_decay", number, scalar(&t.layer_decay, number)},
+      {"training.weight_decay", number, scalar(&t.weight_decay, number)},
+      {"training.adam_beta1", number, scalar(&t.adam_beta1, number)},
+      {"training.adam_beta2", number, scalar(&t.adam_beta2, number)},
+      {"training.adam_epsilon", number, scalar(&t.adam_epsilon, number)},
+      {"training.warmup_ratio", number, scalar(&t.warmup_ratio, number)},
+      {"training.warmup_steps", integer, scalar(&t.warmup_steps, integer)},
       {"training.schedule", "linear, cosine or constant",
        scalar(&t.schedule, "linear, cosine or constant")},
-      {"training.max_grad_norm", "a number", scalar(&t.max_grad_norm, "a number")},
-      {"training.label_smoothing", "a number", scalar(&t.label_smoothing, "a number")},
+      {"training.max_grad_norm", number, scalar(&t.max_grad_norm, number)},
+      {"training.label_smoothing", number, scalar(&t.label_smoothing, number)},
       {"training.class_weights", "a list of numbers", list(&t.class_weights, "numbers")},
+      {"training.hidden_dropout", number, scalar(&t.hidden_dropout, number)},
+      {"training.attention_dropout", number, scalar(&t.attention_dropout, number)},
+      {"training.classifier_dropout", number, scalar(&t.classifier_dropout, number)},
       {"training.seed", "a non-negative integer", scalar(&t.seed, "a non-negative integer")},
-      {"training.eval_every", "an integer", scalar(&t.eval_every, "an integer")},
-      {"training.log_every", "an integer", scalar(&t.log_every, "an integer")},
-      {"training.threads", "an integer", scalar(&t.threads, "an integer")},
-      {"output.dir", "a path", scalar(&c.output.dir, "a path")},
+      {"training.log_every", integer, scalar(&t.log_every, integer)},
+      {"training.threads", integer, scalar(&t.threads, integer)},
+      {"training.max_nonfinite_steps", integer, scalar(&t.max_nonfinite_steps, integer)},
+      {"training.prefetch", integer, scalar(&t.prefetch, integer)},
+      {"eval.every_steps", integer, scalar(&e.every_steps, integer)},
+      {"eval.each_epoch", boolean, scalar(&e.each_epoch, boolean)},
+      {"eval.metric", "a metric name", scalar(&e.metric, "a metric name")},
+      {"eval.mode", "max, min or auto", scalar(&e.mode, "max, min or auto")},
+      {"eval.batch_size", integer, scalar(&e.batch_size, integer)},
+      {"early_stopping.patience", integer, scalar(&c.early_stopping.patience, integer)},
+      {"early_stopping.min_delta", number, scalar(&c.early_stopping.min_delta, number)},
+      {"checkpoint.every_steps", integer, scalar(&c.checkpoint.every_steps, integer)},
+      {"checkpoint.keep_last", integer, scalar(&c.checkpoint.keep_last, integer)},
+      {"checkpoint.save_best", boolean, scalar(&c.checkpoint.save_best, boolean)},
+      {"output.dir", path, scalar(&c.output.dir, path)},
+      {"output.tensorboard", boolean, scalar(&c.output.tensorboard, boolean)},
+      {"output.progress", "auto, bar or plain", scalar(&c.output.progress, "auto, bar or plain")},
+      {"output.overwrite", boolean, scalar(&c.output.overwrite, boolean)},
   };
+  return f;
 }
 
 // Collects every leaf key path of a YAML mapping ("a.b.c"); a key given twice in one mapping is
@@ -144,10 +182,17 @@ void set_dotted(YAML::Node root, const std::string& dotted, const YAML::Node& va
 
 TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& name) {
   TrainConfig c;
-  const YAML::Node root = root_in.IsNull() ? YAML::Node(YAML::NodeType::Map) : root_in;
+  YAML::Node root = root_in.IsNull() ? YAML::Node(YAML::NodeType::Map) : YAML::Clone(root_in);
   if (!root.IsMap())
-    throw InputError(
-        fmt::format("{}: expected a mapping of sections (model, data, training, output)", name));
+    throw InputError(fmt::format(
+        "{}: expected a mapping of sections (model, data, training, eval, early_stopping, "
+        "checkpoint, output)",
+        name));
+  if (root["preset"]) {
+    if (!root["preset"].IsScalar())
+      throw InputError(fmt::format("{}: key 'preset' must be a preset name", name));
+    fill_missing(root, preset_defaults(root["preset"].Scalar(), name));
+  }
   std::vector<Field> fields = schema(c);
   std::set<std::string> known;
   for (const Field& f : fields) known.insert(f.key);
@@ -169,27 +214,79 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   auto require = [&](bool ok, const std::string& key, const std::string& what) {
     if (!ok) throw InputError(fmt::format("{}: key '{}' {}", name, key, what));
   };
+  auto one_of = [&](const std::string& value, std::initializer_list<const char*> allowed,
+                    const std::string& key) {
+    for (const char* a : allowed)
+      if (value == a) return;
+    std::string list;
+    for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+    throw InputError(
+        fmt::format("{}: key '{}' must be one of {}, got '{}'", name, key, list, value));
+  };
+  const auto& d = c.data;
+  const auto& t = c.training;
   require(!c.model.path.empty(), "model.path", "is required (a Hugging Face model directory)");
-  require(!c.data.train.empty(), "data.train", "is required (a JSONL file)");
-  require(c.data.max_length >= 2, "data.max_length", "must be at least 2");
-  require(c.training.epochs >= 1 || c.training.max_steps > 0, "training.epochs",
-          "must be at least 1");
-  require(c.training.max_steps >= 0, "training.max_steps", "must be >= 0");
-  require(c.training.batch_size >= 1, "training.batch_size", "must be at least 1");
-  require(c.training.learning_rate > 0, "training.learning_rate", "must be positive");
-  require(c.training.weight_decay >= 0, "training.weight_decay", "must be >= 0");
-  require(c.training.warmup_ratio >= 0 && c.training.warmup_ratio < 1, "training.warmup_ratio",
+  require(!d.train.empty(), "data.train", "is required (a .jsonl, .tsv or .csv file)");
+  one_of(d.format, {"auto", "jsonl", "tsv", "csv"}, "data.format");
+  one_of(d.bad_rows, {"fail", "skip"}, "data.bad_rows");
+  require(d.max_bad_fraction >= 0 && d.max_bad_fraction < 1, "data.max_bad_fraction",
           "must be in [0, 1)");
-  require(c.training.max_grad_norm > 0, "training.max_grad_norm", "must be positive");
-  require(c.training.label_smoothing >= 0 && c.training.label_smoothing < 1,
-          "training.label_smoothing", "must be in [0, 1)");
-  require(c.training.log_every >= 1, "training.log_every", "must be at least 1");
-  require(c.training.eval_every >= 0, "training.eval_every", "must be >= 0");
-  require(c.training.threads >= 0, "training.threads", "must be >= 0");
-  require(c.training.schedule == "linear" || c.training.schedule == "cosine" ||
-              c.training.schedule == "constant",
-          "training.schedule",
-          "must be linear, cosine or constant, got '" + c.training.schedule + "'");
+  require(!d.text_field.empty(), "data.text_field", "must name a column");
+  require(!d.label_field.empty(), "data.label_field", "must name a column");
+  require(d.validation_split >= 0 && d.validation_split < 1, "data.validation_split",
+          "must be in [0, 1)");
+  require(d.test_split >= 0 && d.validation_split + d.test_split < 1, "data.test_split",
+          "must be >= 0 and leave training data (validation_split + test_split < 1)");
+  require(d.validation_split == 0 || d.validation.empty(), "data.validation_split",
+          "cannot be used together with data.validation (a validation file)");
+  require(d.test_split == 0 || d.test.empty(), "data.test_split",
+          "cannot be used together with data.test (a test file)");
+  require(d.folds == 0 || d.folds >= 2, "data.folds", "must be 0 (off) or at least 2");
+  require(d.folds == 0 || (d.validation.empty() && d.validation_split == 0), "data.folds",
+          "takes the validation set from the training file; remove data.validation / "
+          "data.validation_split");
+  require(d.fold >= 0 && (d.folds == 0 ? d.fold == 0 : d.fold < d.folds), "data.fold",
+          fmt::format("must be in [0, data.folds) = [0, {})", d.folds));
+  require(d.max_length >= 2, "data.max_length", "must be at least 2");
+  require(t.epochs >= 1 || t.max_steps > 0, "training.epochs", "must be at least 1");
+  require(t.max_steps >= 0, "training.max_steps", "must be >= 0");
+  require(t.batch_size >= 1, "training.batch_size", "must be at least 1");
+  require(t.gradient_accumulation >= 1, "training.gradient_accumulation", "must be at least 1");
+  require(t.learning_rate > 0, "training.learning_rate", "must be positive");
+  require(t.layer_decay > 0 && t.layer_decay <= 1, "training.layer_decay", "must be in (0, 1]");
+  require(t.weight_decay >= 0, "training.weight_decay", "must be >= 0");
+  require(t.adam_beta1 >= 0 && t.adam_beta1 < 1, "training.adam_beta1", "must be in [0, 1)");
+  require(t.adam_beta2 >= 0 && t.adam_beta2 < 1, "training.adam_beta2", "must be in [0, 1)");
+  require(t.adam_epsilon > 0, "training.adam_epsilon", "must be positive");
+  require(t.warmup_ratio >= 0 && t.warmup_ratio < 1, "training.warmup_ratio", "must be in [0, 1)");
+  require(t.warmup_steps >= 0, "training.warmup_steps", "must be >= 0");
+  require(t.max_grad_norm > 0, "training.max_grad_norm", "must be positive");
+  require(t.label_smoothing >= 0 && t.label_smoothing < 1, "training.label_smoothing",
+          "must be in [0, 1)");
+  for (const char* k : {"hidden_dropout", "attention_dropout", "classifier_dropout"}) {
+    const double v = std::string(k) == "hidden_dropout"      ? t.hidden_dropout
+                     : std::string(k) == "attention_dropout" ? t.attention_dropout
+                                                             : t.classifier_dropout;
+    require(v == -1 || (v >= 0 && v < 1), std::string("training.") + k,
+            "must be in [0, 1) (or -1: the model's own)");
+  }
+  require(t.log_every >= 1, "training.log_every", "must be at least 1");
+  require(t.threads >= 0, "training.threads", "must be >= 0");
+  require(t.max_nonfinite_steps >= 1, "training.max_nonfinite_steps", "must be at least 1");
+  require(t.prefetch >= 1, "training.prefetch", "must be at least 1");
+  one_of(t.schedule, {"linear", "cosine", "constant"}, "training.schedule");
+  require(c.eval.every_steps >= 0, "eval.every_steps", "must be >= 0");
+  one_of(c.eval.metric,
+         {"auto", "loss", "accuracy", "f1", "macro_f1", "mcc", "precision", "recall", "roc_auc"},
+         "eval.metric");
+  one_of(c.eval.mode, {"auto", "max", "min"}, "eval.mode");
+  require(c.eval.batch_size >= 0, "eval.batch_size", "must be >= 0");
+  require(c.early_stopping.patience >= 0, "early_stopping.patience", "must be >= 0");
+  require(c.early_stopping.min_delta >= 0, "early_stopping.min_delta", "must be >= 0");
+  require(c.checkpoint.every_steps >= 0, "checkpoint.every_steps", "must be >= 0");
+  require(c.checkpoint.keep_last >= 1, "checkpoint.keep_last", "must be at least 1");
+  one_of(c.output.progress, {"auto", "bar", "plain"}, "output.progress");
+  require(!c.output.dir.empty(), "output.dir", "must name a directory");
   c.resolved = YAML::Clone(root);
   return c;
 }
@@ -205,6 +302,11 @@ TrainConfig TrainConfig::load(const std::string& path, const std::vector<std::st
         fmt::format("{}:{}:{}: invalid YAML: {}", path, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  apply_overrides(root, overrides);
+  return parse(root, path);
+}
+
+void apply_overrides(YAML::Node root, const std::vector<std::string>& overrides) {
   for (const std::string& o : overrides) {
     const size_t eq = o.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -217,7 +319,6 @@ TrainConfig TrainConfig::load(const std::string& path, const std::vector<std::st
     }
     set_dotted(root, o.substr(0, eq), value);
   }
-  return parse(root, path);
 }
 
 }  // namespace ftune

@@ -1,7 +1,9 @@
 // The training configuration: a YAML file plus dotted command-line overrides
 // (`training.learning_rate=3e-5`). Every key is typed and validated; an unknown or mistyped key is
 // an InputError naming the file, the key and what was expected (with a suggestion for typos).
-// The resolved configuration is saved in the run directory.
+// A top-level `preset: bert|roberta|xlmr|bge-reranker|minilm` fills the family's recommended
+// defaults under the user's keys (train/presets.h). The resolved configuration — preset and
+// overrides applied — is saved in the run directory and fingerprinted for resume.
 #pragma once
 
 #include <cstdint>
@@ -13,44 +15,82 @@
 namespace ftune {
 
 struct TrainConfig {
+  std::string preset;  // empty: none
   struct Model {
     std::string path;                 // HF model directory (config.json, weights, tokenizer.json)
     std::vector<std::string> labels;  // label names in id order; empty: from the data
   } model;
   struct Data {
-    std::string train, validation, test;  // JSONL files; validation and test optional
-    std::string text_field = "text";
-    std::string text_pair_field = "text_pair";
+    std::string train, validation, test;  // files (.jsonl, .tsv, .csv); validation/test optional
+    std::string format = "auto";          // auto (by extension), jsonl, tsv, csv
+    bool has_header = true;               // TSV/CSV: first row names the columns
+    std::string text_field = "text";      // column name (or 0-based index without a header)
+    std::string text_pair_field = "text_pair";  // empty: single-text task
     std::string label_field = "label";
-    int64_t max_length = 128;  // tokens per input, special tokens included (longest_first)
+    std::string bad_rows = "fail";   // fail | skip
+    double max_bad_fraction = 0.01;  // skip: more bad rows than this fraction is an error
+    double validation_split = 0;     // no validation file: this fraction of train (stratified)
+    double test_split = 0;           // no test file: this fraction of train (stratified)
+    int64_t folds = 0;               // k-fold cross-validation: k (>= 2); 0: off
+    int64_t fold = 0;                // which fold is the validation set
+    int64_t max_length = 128;        // tokens per input, special tokens included (longest_first)
   } data;
   struct Training {
     int64_t epochs = 1;
-    int64_t max_steps = 0;  // > 0 overrides epochs
-    int64_t batch_size = 32;
+    int64_t max_steps = 0;    // optimizer steps; > 0 overrides epochs
+    int64_t batch_size = 32;  // micro-batch
+    int64_t gradient_accumulation = 1;
     double learning_rate = 5e-5;
+    double layer_decay = 1.0;  // layer-wise LR decay: layer l of L gets decay^(L - l)
     double weight_decay = 0.01;
     double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
     double warmup_ratio = 0.1;
+    int64_t warmup_steps = 0;  // > 0 overrides warmup_ratio
     std::string schedule = "linear";
     double max_grad_norm = 1.0;
     double label_smoothing = 0.0;
     std::vector<double> class_weights;
+    double hidden_dropout = -1, attention_dropout = -1, classifier_dropout = -1;  // -1: model's
     uint64_t seed = 42;
-    int64_t eval_every = 0;  // steps; 0: at the end of each epoch only
     int64_t log_every = 10;
-    int64_t threads = 0;  // 0: all cores
+    int64_t threads = 0;               // 0: all cores
+    int64_t max_nonfinite_steps = 10;  // consecutive skipped steps before the run aborts
+    int64_t prefetch = 4;              // batches assembled ahead of the step
   } training;
+  struct Eval {
+    int64_t every_steps = 0;  // 0: only at the end of each epoch
+    bool each_epoch = true;
+    std::string metric = "auto";  // auto: f1 for binary, macro_f1 otherwise
+    std::string mode = "auto";    // max | min | auto (min for loss)
+    int64_t batch_size = 0;       // 0: 2 x training.batch_size
+  } eval;
+  struct EarlyStopping {
+    int64_t patience = 0;  // evaluations without improvement; 0: off
+    double min_delta = 0;
+  } early_stopping;
+  struct Checkpoint {
+    int64_t every_steps = 0;  // 0: at every evaluation (and at the end)
+    int64_t keep_last = 1;    // most recent checkpoints kept besides the best
+    bool save_best = true;
+  } checkpoint;
   struct Output {
     std::string dir = "runs/ftune";
+    bool tensorboard = true;
+    std::string progress = "auto";  // auto (bar on a terminal), bar, plain
+    bool overwrite = false;         // a directory holding a previous run is replaced
   } output;
 
-  YAML::Node resolved;  // the configuration after overrides, as saved in the run directory
+  YAML::Node resolved;  // the configuration after preset and overrides, as saved
 
   // Loads FILE and applies `overrides` ("a.b=value", value parsed as YAML).
   static TrainConfig load(const std::string& path, const std::vector<std::string>& overrides = {});
-  // Parses YAML text (name labels errors).
+  // Parses YAML (name labels errors); applies the preset first.
   static TrainConfig parse(const YAML::Node& root, const std::string& name);
+
+  int64_t effective_batch() const { return training.batch_size * training.gradient_accumulation; }
 };
+
+// Applies "a.b=value" overrides to a YAML tree (InputError naming a malformed override).
+void apply_overrides(YAML::Node root, const std::vector<std::string>& overrides);
 
 }  // namespace ftune

@@ -1,25 +1,43 @@
-// Training run (see trainer.h). The step owns the order of operations; evaluation and saving
-// hang off it. Everything the step touches was planned into one arena before the first step.
+// Training run (see trainer.h). The Trainer owns the order of operations of a step; evaluation,
+// checkpoints and logging hang off step boundaries. Everything the step touches was planned into
+// one arena before the first step.
+//
+// Determinism: micro-batch m (counted over the whole run) is batch m % E of epoch m / E of the
+// length-bucketed batcher (E batches per epoch), its dropout masks are Philox streams keyed by
+// (seed, m), and the optimizer step s uses LR schedule(s). A checkpoint records s, m, the
+// optimizer moments and the early-stopping state, so a resumed run replays exactly the same
+// arithmetic as an uninterrupted one (same thread count).
 #include "train/trainer.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
-#include <fstream>
+#include <memory>
 
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "data/batcher.h"
 #include "io/atomic_file.h"
+#include "io/fingerprint.h"
 #include "io/json_file.h"
+#include "io/safetensors.h"
 #include "models/hf_checkpoint.h"
 #include "train/adamw.h"
+#include "train/checkpoint_store.h"
+#include "train/early_stopping.h"
+#include "train/evaluate.h"
 #include "train/grad_clip.h"
+#include "train/layer_decay.h"
 #include "train/lr_schedule.h"
-#include "train/metrics.h"
+#include "train/run_log.h"
+#include "train/stop_signal.h"
+#include "train/train_data.h"
 
 namespace ftune {
 namespace {
@@ -31,267 +49,590 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-struct Split {
-  std::string path;
-  std::vector<data::TokenizedExample> examples;
-};
-
-Split load_split(const std::string& path, const data::ExampleFields& fields,
-                 const text::Tokenizer& tok, const data::LabelSet& labels, int64_t max_length,
-                 const char* name) {
-  Split s{path, {}};
-  const auto raw = data::read_examples(path, fields);
-  data::TokenizeStats stats;
-  s.examples = data::tokenize_examples(tok, raw, labels, path, max_length, &stats);
-  spdlog::info("{}: {} examples from {}, {:.1f} tokens on average, longest {}, {} truncated to {}",
-               name, s.examples.size(), path, double(stats.tokens) / s.examples.size(),
-               stats.longest, stats.truncated, max_length);
-  return s;
-}
-
-int64_t longest(const Split& s) {
-  int64_t n = 0;
-  for (const auto& e : s.examples) n = std::max<int64_t>(n, e.input_ids.size());
-  return n;
-}
-
-nlohmann::json evaluate(SequenceClassifier& model, const Split& split, int64_t batch_size,
-                        int32_t pad_id, const LossOptions& loss_options) {
-  ClassificationMetrics metrics(model.config().num_labels());
-  const int64_t K = model.config().num_labels();
-  HostTensor logits(DType::F32, {batch_size, K});
-  for (const auto& indices : data::length_sorted_batches(split.examples, batch_size)) {
-    const Batch b = data::make_batch(split.examples, indices, pad_id);
-    model.set_batch(b);
-    const TensorView out = model.forward(DropoutPlan{});
-    const float loss = to_host_scalar(model.loss(loss_options));
-    metrics.add_loss(double(loss) * b.size, b.size);
-    copy(logits.view().prefix({b.size, K}), out);
-    for (int64_t r = 0; r < b.size; ++r) metrics.add(logits.data<float>() + r * K, b.labels[r]);
-  }
-  return metrics.to_json();
-}
+const std::vector<std::string> kTokenizerFiles = {
+    "tokenizer.json", "tokenizer_config.json",   "special_tokens_map.json",
+    "vocab.txt",      "sentencepiece.bpe.model", "merges.txt",
+    "vocab.json",     "added_tokens.json"};
 
 void copy_tokenizer_files(const std::string& from, const std::string& to) {
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                           "vocab.txt", "sentencepiece.bpe.model", "merges.txt", "vocab.json"}) {
+  for (const std::string& name : kTokenizerFiles) {
     const fs::path src = fs::path(from) / name;
     if (fs::exists(src))
       io::write_file_atomic((fs::path(to) / name).string(), io::read_file(src.string()));
   }
 }
 
-}  // namespace
-
-nlohmann::json run_training(const TrainConfig& cfg) {
-  const auto t_start = Clock::now();
-  const auto& tc = cfg.training;
-  set_compute_threads(static_cast<int>(tc.threads));
-  fs::create_directories(cfg.output.dir);
-  {
-    YAML::Emitter out;
-    out << cfg.resolved;
-    io::write_file_atomic((fs::path(cfg.output.dir) / "config.yaml").string(),
-                          std::string(out.c_str()) + "\n");
+// Hard links (or copies, across file systems) the HF model files of a checkpoint into `dst`.
+void publish_model(const std::string& checkpoint, const std::string& dst) {
+  const std::string tmp = dst + ".tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  for (const auto& item : fs::directory_iterator(checkpoint)) {
+    const std::string name = item.path().filename().string();
+    if (name == "trainer_state.json" || name == "optimizer.safetensors") continue;
+    std::error_code ec;
+    fs::create_hard_link(item.path(), fs::path(tmp) / name, ec);
+    if (ec) fs::copy_file(item.path(), fs::path(tmp) / name);
   }
+  fs::remove_all(dst);
+  fs::rename(tmp, dst);
+}
 
-  // Data and labels.
-  const text::Tokenizer tok = text::Tokenizer::from_dir(cfg.model.path);
-  const data::ExampleFields fields{cfg.data.text_field, cfg.data.text_pair_field,
-                                   cfg.data.label_field};
-  const auto raw_train = data::read_examples(cfg.data.train, fields);
-  const data::LabelSet labels = cfg.model.labels.empty()
-                                    ? data::LabelSet::from_examples(raw_train)
-                                    : data::LabelSet::from_names(cfg.model.labels);
-  if (labels.names.size() < 2)
-    throw InputError(fmt::format("{}: every example has the label '{}'; classification needs at least 2 labels "
-                                 "(regression and single-score reranker losses are not supported yet)",
-                                 cfg.data.train, labels.names.front()));
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+// Fault injection for the resume tests: FTUNE_DEBUG_EXIT_AT_MICRO_STEP=m ends the process like
+// kill -9 just before micro-batch m; FTUNE_DEBUG_SIGTERM_AT_STEP=s sends SIGTERM to itself after
+// optimizer step s.
+int64_t debug_env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::atoll(v) : -1;
+}
+
+// The configuration sections that determine the arithmetic of a run, canonically serialised:
+// resume refuses when they differ (threads, logging and prefetch depth do not change results).
+std::string trajectory_config(const YAML::Node& resolved) {
+  YAML::Node n;
+  for (const char* section : {"model", "data", "training", "preset"})
+    if (resolved[section]) n[section] = YAML::Clone(resolved[section]);
+  if (n["training"]) {
+    for (const char* k : {"threads", "log_every", "prefetch", "max_nonfinite_steps"})
+      n["training"].remove(k);
+  }
+  YAML::Emitter out;
+  out << n;
+  return out.c_str();
+}
+
+std::vector<std::string> model_files(const std::string& dir) {
+  std::vector<std::string> names = {"config.json", "model.safetensors.index.json"};
+  std::vector<std::string> shards;
+  for (const auto& item : fs::directory_iterator(dir))
+    if (item.path().extension() == ".safetensors") shards.push_back(item.path().filename());
+  std::sort(shards.begin(), shards.end());
+  names.insert(names.end(), shards.begin(), shards.end());
+  return names;
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainConfig& cfg, const TrainOptions& options)
+      : cfg_(cfg), tc_(cfg.training), options_(options), run_(cfg.output.dir) {}
+
+  nlohmann::json run();
+
+ private:
+  void prepare_run_dir();
+  void load_data_and_model();
+  void plan_schedule();
+  nlohmann::json fingerprints() const;
+  void restore(const CheckpointEntry& ckpt);
+  void train_step();
+  Batch batch_for(int64_t micro);
+  nlohmann::json run_eval(const TokenizedSplit& split, const char* name);
+  void save_checkpoint(bool best);
+  void write_checkpoint(const std::string& dir);
+  nlohmann::json summary(const std::string& status) const;
+  int64_t epoch_of(int64_t micro) const { return micro / batches_per_epoch_; }
+
+  const TrainConfig& cfg_;
+  const TrainConfig::Training& tc_;
+  TrainOptions options_;
+  fs::path run_;
+  Clock::time_point t_start_ = Clock::now();
+
+  std::optional<text::Tokenizer> tok_;
+  TrainData data_;
+  EncoderConfig model_config_;
+  LoadReport load_report_;
+  std::unique_ptr<SequenceClassifier> model_;
+  std::unique_ptr<AdamW> adamw_;
+  std::unique_ptr<Arena> arena_;
+  nlohmann::json plan_json_ = nlohmann::json::object();
+  LossOptions loss_options_;
+  int32_t pad_id_ = 0;
+  int64_t eval_batch_ = 0;
+
+  std::unique_ptr<data::LengthBucketedBatcher> batcher_;
+  int64_t batches_per_epoch_ = 1, total_micro_ = 0, total_steps_ = 0;
+  LrSchedule schedule_;
+  int64_t cached_epoch_ = -1;
+  std::vector<std::vector<int64_t>> epoch_batches_;
+
+  std::unique_ptr<EarlyStopping> early_;
+  std::unique_ptr<CheckpointStore> store_;
+  std::unique_ptr<RunLog> log_;
+  std::string eval_metric_;
+
+  // Resumable state (trainer_state.json).
+  int64_t step_ = 0, micro_ = 0, samples_ = 0, tokens_ = 0, skipped_ = 0, nonfinite_in_row_ = 0;
+  double train_seconds_ = 0, wait_seconds_ = 0;
+  nlohmann::json best_eval_, last_eval_;
+
+  // Logging window.
+  double window_loss_ = 0;
+  int64_t window_steps_ = 0, window_samples_ = 0, window_tokens_ = 0;
+  Clock::time_point window_start_ = Clock::now();
+  double last_norm_ = 0;
+  int64_t saved_step_ = -1;
+};
+
+void Trainer::prepare_run_dir() {
+  const bool exists = fs::exists(run_ / "checkpoints") || fs::exists(run_ / "summary.json") ||
+                      fs::exists(run_ / "metrics.jsonl");
+  if (options_.resume) {
+    if (!fs::exists(run_ / "checkpoints" / "index.json"))
+      throw InputError(fmt::format(
+          "{}: no checkpoint to resume from (checkpoints/index.json is missing)", run_.string()));
+  } else if (exists) {
+    if (!cfg_.output.overwrite)
+      throw InputError(
+          fmt::format("output.dir {} already holds a run; pass --resume to continue it or set "
+                      "output.overwrite=true to replace it",
+                      run_.string()));
+    for (const char* name : {"checkpoints", "model", "summary.json", "metrics.jsonl"})
+      fs::remove_all(run_ / name);
+    for (const auto& item : fs::directory_iterator(run_))
+      if (item.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+        fs::remove(item.path());
+  }
+  fs::create_directories(run_);
+  YAML::Emitter out;
+  out << cfg_.resolved;
+  io::write_file_atomic((run_ / "config.yaml").string(), std::string(out.c_str()) + "\n");
+}
+
+void Trainer::load_data_and_model() {
+  tok_.emplace(text::Tokenizer::from_dir(cfg_.model.path));
   LoadOptions load;
-  load.labels = labels.names;
   load.reinit_mismatched_head = true;
-  load.init_seed = tc.seed;
-  EncoderConfig model_config = load_model_config(cfg.model.path, load);
-  int64_t max_length = cfg.data.max_length;
-  const int64_t positions = model_config.max_position_embeddings -
-                            (model_config.roberta_like() ? model_config.pad_token_id + 1 : 0);
+  load.init_seed = tc_.seed;
+  // Labels come from the data unless the config names them; the head is sized to match.
+  EncoderConfig probe = load_model_config(cfg_.model.path, {});
+  int64_t max_length = cfg_.data.max_length;
+  const int64_t positions =
+      probe.max_position_embeddings - (probe.roberta_like() ? probe.pad_token_id + 1 : 0);
   if (max_length > positions) {
     spdlog::warn("data.max_length {} exceeds the model's {} positions; using {}", max_length,
                  positions, positions);
     max_length = positions;
   }
-  const Split train = load_split(cfg.data.train, fields, tok, labels, max_length, "train");
-  std::optional<Split> validation, test;
-  if (!cfg.data.validation.empty())
-    validation = load_split(cfg.data.validation, fields, tok, labels, max_length, "validation");
-  if (!cfg.data.test.empty())
-    test = load_split(cfg.data.test, fields, tok, labels, max_length, "test");
+  data_ = load_train_data(cfg_, *tok_, max_length);
+  load.labels = data_.labels.names;
+  model_config_ = load_model_config(cfg_.model.path, load);
+  if (tc_.hidden_dropout >= 0)
+    model_config_.hidden_dropout = static_cast<float>(tc_.hidden_dropout);
+  if (tc_.attention_dropout >= 0)
+    model_config_.attention_dropout = static_cast<float>(tc_.attention_dropout);
+  if (tc_.classifier_dropout >= 0)
+    model_config_.classifier_dropout = static_cast<float>(tc_.classifier_dropout);
 
-  // Plan the arena: model (parameters, gradients, activations for the longest batch) + AdamW.
-  int64_t max_seq = longest(train);
-  if (validation) max_seq = std::max(max_seq, longest(*validation));
-  if (test) max_seq = std::max(max_seq, longest(*test));
-  SequenceClassifier model(model_config, {tc.batch_size, max_seq, true});
-  AdamW adamw(model.params(),
-              AdamWOptions{static_cast<float>(tc.learning_rate), static_cast<float>(tc.adam_beta1),
-                           static_cast<float>(tc.adam_beta2), static_cast<float>(tc.adam_epsilon),
-                           static_cast<float>(tc.weight_decay)});
+  int64_t max_seq = data_.train.longest;
+  if (data_.validation) max_seq = std::max(max_seq, data_.validation->longest);
+  if (data_.test) max_seq = std::max(max_seq, data_.test->longest);
+  eval_batch_ = cfg_.eval.batch_size > 0 ? cfg_.eval.batch_size : 2 * tc_.batch_size;
+  model_ = std::make_unique<SequenceClassifier>(
+      model_config_, ClassifierOptions{std::max(tc_.batch_size, eval_batch_), max_seq, true});
+  adamw_ = std::make_unique<AdamW>(
+      model_->params(),
+      AdamWOptions{static_cast<float>(tc_.learning_rate), static_cast<float>(tc_.adam_beta1),
+                   static_cast<float>(tc_.adam_beta2), static_cast<float>(tc_.adam_epsilon),
+                   static_cast<float>(tc_.weight_decay)});
   ArenaPlan plan;
-  model.add_to_plan(plan);
-  adamw.add_to_plan(plan);
+  model_->add_to_plan(plan);
+  adamw_->add_to_plan(plan);
   std::string plan_text;
-  nlohmann::json plan_json = nlohmann::json::object();
   for (const auto& [group, bytes] : plan.bytes_by_group()) {
     plan_text += fmt::format(" {} {:.1f} MiB", group, bytes / double(1 << 20));
-    plan_json[group] = bytes;
+    plan_json_[group] = bytes;
   }
-  Arena arena(Device::cpu(), std::move(plan));
+  arena_ = std::make_unique<Arena>(Device::cpu(), std::move(plan));
   spdlog::info("arena: {:.1f} MiB for batches up to {} x {} ({})",
-               arena.capacity() / double(1 << 20), tc.batch_size, max_seq, plan_text.substr(1));
-  model.bind(arena);
-  adamw.bind(arena);
-  const LoadReport report = load_model_weights(model, cfg.model.path, load);
+               arena_->capacity() / double(1 << 20), std::max(tc_.batch_size, eval_batch_), max_seq,
+               plan_text.substr(1));
+  model_->bind(*arena_);
+  adamw_->bind(*arena_);
+  load_report_ = load_model_weights(*model_, cfg_.model.path, load);
+  if (tc_.layer_decay < 1.0)
+    apply_layer_decay(*adamw_, model_->params(), model_config_.num_layers, tc_.layer_decay);
+  loss_options_.label_smoothing = static_cast<float>(tc_.label_smoothing);
+  loss_options_.class_weights.assign(tc_.class_weights.begin(), tc_.class_weights.end());
+  if (!loss_options_.class_weights.empty() &&
+      static_cast<int64_t>(loss_options_.class_weights.size()) != model_config_.num_labels())
+    throw InputError(
+        fmt::format("key 'training.class_weights' has {} values but the task has {} labels ({})",
+                    loss_options_.class_weights.size(), model_config_.num_labels(),
+                    fmt::join(data_.labels.names, ", ")));
+  pad_id_ = static_cast<int32_t>(model_config_.pad_token_id);
+}
 
-  // Schedule.
-  const data::LengthBucketedBatcher batcher(&train.examples, tc.batch_size, tc.seed);
-  const int64_t total_steps =
-      tc.max_steps > 0 ? tc.max_steps : tc.epochs * batcher.batches_per_epoch();
-  const LrSchedule schedule{parse_schedule_kind(tc.schedule, "training.schedule"), tc.learning_rate,
-                            static_cast<int64_t>(std::ceil(tc.warmup_ratio * total_steps)),
-                            total_steps};
-  LossOptions loss_options;
-  loss_options.label_smoothing = static_cast<float>(tc.label_smoothing);
-  loss_options.class_weights.assign(tc.class_weights.begin(), tc.class_weights.end());
-  const int32_t pad_id = static_cast<int32_t>(model_config.pad_token_id);
-  spdlog::info("training {} ({} labels) for {} steps: batch {}, lr {:g}, {} threads",
-               model_config.architecture(), labels.names.size(), total_steps, tc.batch_size,
-               tc.learning_rate, compute_threads());
+void Trainer::plan_schedule() {
+  batcher_ = std::make_unique<data::LengthBucketedBatcher>(&data_.train.examples, tc_.batch_size,
+                                                           tc_.seed);
+  batches_per_epoch_ = batcher_->batches_per_epoch();
+  const int64_t accum = tc_.gradient_accumulation;
+  if (tc_.max_steps > 0) {
+    total_steps_ = tc_.max_steps;
+    total_micro_ = tc_.max_steps * accum;
+  } else {
+    total_micro_ = tc_.epochs * batches_per_epoch_;
+    total_steps_ = (total_micro_ + accum - 1) / accum;
+  }
+  const int64_t warmup = tc_.warmup_steps > 0
+                             ? tc_.warmup_steps
+                             : static_cast<int64_t>(std::ceil(tc_.warmup_ratio * total_steps_));
+  schedule_ = LrSchedule{parse_schedule_kind(tc_.schedule, "training.schedule"), tc_.learning_rate,
+                         warmup, total_steps_};
+  const bool binary = model_config_.num_labels() == 2;
+  eval_metric_ = cfg_.eval.metric == "auto" ? (binary ? "roc_auc" : "macro_f1") : cfg_.eval.metric;
+  if (eval_metric_ == "roc_auc" && !binary)
+    throw InputError("key 'eval.metric': roc_auc needs a binary task; this one has " +
+                     std::to_string(model_config_.num_labels()) + " labels");
+  const bool maximize = cfg_.eval.mode == "auto" ? eval_metric_ != "loss" : cfg_.eval.mode == "max";
+  early_ = std::make_unique<EarlyStopping>(eval_metric_, maximize, cfg_.early_stopping.patience,
+                                           cfg_.early_stopping.min_delta);
+}
 
-  // metrics.jsonl is a log: complete lines are appended and flushed as they happen.
-  const std::string metrics_path = (fs::path(cfg.output.dir) / "metrics.jsonl").string();
-  std::ofstream metrics_log(metrics_path, std::ios::trunc);
-  if (!metrics_log) throw InputError(fmt::format("{}: cannot open for writing", metrics_path));
-  auto log_metrics = [&](const nlohmann::json& j) {
-    metrics_log << j.dump() << "\n" << std::flush;
+nlohmann::json Trainer::fingerprints() const {
+  nlohmann::json f;
+  f["model"] = io::directory_fingerprint(cfg_.model.path, model_files(cfg_.model.path));
+  f["tokenizer"] = io::directory_fingerprint(cfg_.model.path, kTokenizerFiles);
+  for (const std::string& file : data_.files) f["data"][file] = io::file_fingerprint(file);
+  f["config"] = io::text_fingerprint(trajectory_config(cfg_.resolved));
+  return f;
+}
+
+void Trainer::restore(const CheckpointEntry& ckpt) {
+  const std::string state_path = (fs::path(ckpt.dir) / "trainer_state.json").string();
+  const nlohmann::json s = io::read_json_file(state_path);
+  const nlohmann::json now = fingerprints();
+  const nlohmann::json& was = s.at("fingerprints");
+  auto refuse = [&](const std::string& what) {
+    throw InputError(fmt::format(
+        "cannot resume from {}: {} changed since the checkpoint was written; start a new run "
+        "(another output.dir, or output.overwrite=true)",
+        ckpt.dir, what));
   };
-  nlohmann::json best_eval, last_eval;
-  auto run_eval = [&](int64_t step, int64_t epoch) {
-    if (!validation) return;
-    const auto t0 = Clock::now();
-    last_eval = evaluate(model, *validation, tc.batch_size, pad_id, loss_options);
-    last_eval["step"] = step;
-    last_eval["epoch"] = epoch;
-    spdlog::info("eval step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f} ({:.1f} s)", step,
-                 last_eval["loss"].get<double>(), last_eval["accuracy"].get<double>(),
-                 last_eval["macro_f1"].get<double>(), seconds_since(t0));
-    nlohmann::json line = last_eval;
-    line["split"] = "validation";
-    log_metrics(line);
-    if (best_eval.is_null() ||
-        last_eval["macro_f1"].get<double>() > best_eval["macro_f1"].get<double>())
-      best_eval = last_eval;
-  };
+  if (was.at("model") != now["model"]) refuse(fmt::format("the model in {}", cfg_.model.path));
+  if (was.at("tokenizer") != now["tokenizer"])
+    refuse(fmt::format("the tokenizer files in {}", cfg_.model.path));
+  if (was.at("data") != now["data"]) {
+    for (const auto& [file, fp] : now["data"].items())
+      if (!was["data"].contains(file) || was["data"][file] != fp)
+        refuse(fmt::format("the data file {}", file));
+    refuse("the set of data files");
+  }
+  if (was.at("config") != now["config"])
+    refuse("the configuration (model, data or training keys; see config.yaml of the run)");
+  if (s.at("threads").get<int64_t>() != compute_threads())
+    spdlog::warn(
+        "resuming with {} threads; the checkpoint was written with {}: results will "
+        "not be bit-identical to an uninterrupted run",
+        compute_threads(), s.at("threads").get<int64_t>());
 
-  int64_t step = 0, skipped = 0, real_tokens = 0, samples = 0;
-  double train_seconds = 0, loss_window = 0;
-  int64_t window_steps = 0, window_samples = 0, window_tokens = 0;
-  auto window_start = Clock::now();
-  for (int64_t epoch = 0; step < total_steps; ++epoch) {
-    for (const auto& indices : batcher.epoch(epoch)) {
-      if (step >= total_steps) break;
-      const auto t0 = Clock::now();
-      const Batch b = data::make_batch(train.examples, indices, pad_id);
-      const DropoutPlan dropout{true, tc.seed, static_cast<uint32_t>(step)};
-      model.zero_grad();
-      model.set_batch(b);
-      model.forward(dropout);
-      const float loss = to_host_scalar(model.loss(loss_options));
-      model.backward(dropout);
-      const double norm = std::sqrt(grad_sum_of_squares(model.param_grads()));
-      const double lr = schedule.lr(step);
-      if (std::isfinite(loss) && std::isfinite(norm)) {
-        adamw.step(model.param_values(), model.param_grads(), static_cast<float>(lr),
-                   clip_coefficient(norm, tc.max_grad_norm));
-      } else {
-        ++skipped;
-        spdlog::warn("step {}: non-finite loss or gradient norm ({} / {}); update skipped", step,
-                     loss, norm);
-        if (skipped >= 10) throw Error("10 steps with non-finite loss or gradients; stopping");
-      }
-      ++step;
-      const int64_t tokens = b.real_tokens();
-      samples += b.size;
-      real_tokens += tokens;
-      train_seconds += seconds_since(t0);
-      loss_window += loss;
-      ++window_steps;
-      window_samples += b.size;
-      window_tokens += tokens;
-      if (step % tc.log_every == 0 || step == total_steps) {
-        const double secs = seconds_since(window_start);
-        const double eta = (total_steps - step) * (train_seconds / step);
-        spdlog::info(
-            "step {}/{} epoch {} loss {:.4f} lr {:.2e} grad-norm {:.3f} | {:.1f} samples/s {:.0f} "
-            "tokens/s | ETA {:.0f} s",
-            step, total_steps, epoch, loss_window / window_steps, lr, norm, window_samples / secs,
-            window_tokens / secs, eta);
-        log_metrics({{"split", "train"},
-                     {"step", step},
-                     {"epoch", epoch},
-                     {"loss", loss_window / window_steps},
-                     {"lr", lr},
-                     {"grad_norm", norm},
-                     {"samples_per_s", window_samples / secs},
-                     {"tokens_per_s", window_tokens / secs}});
-        loss_window = 0;
-        window_steps = window_samples = window_tokens = 0;
-        window_start = Clock::now();
-      }
-      if (tc.eval_every > 0 && step % tc.eval_every == 0 && step < total_steps)
-        run_eval(step, epoch);
+  LoadOptions load;
+  load.labels = data_.labels.names;
+  load_model_weights(*model_, ckpt.dir, load);
+  const auto opt =
+      io::SafetensorsFile::open((fs::path(ckpt.dir) / "optimizer.safetensors").string());
+  opt.read_into("exp_avg", adamw_->exp_avg());
+  opt.read_into("exp_avg_sq", adamw_->exp_avg_sq());
+  adamw_->set_steps_taken(s.at("optimizer_steps").get<int64_t>());
+  step_ = s.at("step").get<int64_t>();
+  micro_ = s.at("micro_step").get<int64_t>();
+  samples_ = s.at("samples").get<int64_t>();
+  tokens_ = s.at("real_tokens").get<int64_t>();
+  skipped_ = s.at("skipped_steps").get<int64_t>();
+  nonfinite_in_row_ = s.at("nonfinite_in_row").get<int64_t>();
+  train_seconds_ = s.at("train_seconds").get<double>();
+  wait_seconds_ = s.at("input_wait_seconds").get<double>();
+  best_eval_ = s.at("best_eval");
+  last_eval_ = s.at("last_eval");
+  early_->restore(s.at("early_stopping"));
+  saved_step_ = step_;
+  spdlog::info("resumed from {} at step {} (micro-batch {}, epoch {})", ckpt.dir, step_, micro_,
+               epoch_of(micro_));
+}
+
+Batch Trainer::batch_for(int64_t micro) {
+  const int64_t epoch = epoch_of(micro);
+  if (epoch != cached_epoch_) {
+    epoch_batches_ = batcher_->epoch(epoch);
+    cached_epoch_ = epoch;
+  }
+  return data::make_batch(data_.train.examples, epoch_batches_[micro % batches_per_epoch_],
+                          pad_id_);
+}
+
+void Trainer::write_checkpoint(const std::string& dir) {
+  save_model(*model_, dir);
+  copy_tokenizer_files(cfg_.model.path, dir);
+  io::write_safetensors((fs::path(dir) / "optimizer.safetensors").string(),
+                        {{"exp_avg", adamw_->exp_avg(), std::nullopt},
+                         {"exp_avg_sq", adamw_->exp_avg_sq(), std::nullopt}});
+  nlohmann::json s;
+  s["version"] = 1;
+  s["step"] = step_;
+  s["micro_step"] = micro_;
+  s["epoch"] = epoch_of(micro_);
+  s["optimizer_steps"] = adamw_->steps_taken();
+  s["samples"] = samples_;
+  s["real_tokens"] = tokens_;
+  s["skipped_steps"] = skipped_;
+  s["nonfinite_in_row"] = nonfinite_in_row_;
+  s["train_seconds"] = train_seconds_;
+  s["input_wait_seconds"] = wait_seconds_;
+  s["best_eval"] = best_eval_;
+  s["last_eval"] = last_eval_;
+  s["early_stopping"] = early_->state();
+  s["seed"] = tc_.seed;
+  s["threads"] = compute_threads();
+  s["fingerprints"] = fingerprints();
+  io::write_json_atomic((fs::path(dir) / "trainer_state.json").string(), s);
+}
+
+void Trainer::save_checkpoint(bool best) {
+  const auto t0 = Clock::now();
+  const std::string dir =
+      store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d); });
+  saved_step_ = step_;
+  spdlog::info("checkpoint {}{} ({:.1f} s)", dir, best ? " (best so far)" : "", seconds_since(t0));
+}
+
+void Trainer::train_step() {
+  static const int64_t exit_at = debug_env("FTUNE_DEBUG_EXIT_AT_MICRO_STEP");
+  const auto t0 = Clock::now();
+  const int64_t n_micro = std::min(tc_.gradient_accumulation, total_micro_ - micro_);
+  model_->zero_grad();
+  double loss_sum = 0;
+  int64_t step_samples = 0, step_tokens = 0;
+  for (int64_t a = 0; a < n_micro; ++a) {
+    if (micro_ == exit_at) {
+      std::fflush(nullptr);
+      _exit(137);
     }
-    if (step < total_steps || tc.eval_every == 0 || step % tc.eval_every != 0)
-      run_eval(step, epoch);
+    const auto tw = Clock::now();
+    const Batch b = batch_for(micro_);
+    wait_seconds_ += seconds_since(tw);
+    const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(micro_)};
+    model_->set_batch(b);
+    model_->forward(dropout);
+    loss_sum += to_host_scalar(model_->loss(loss_options_));
+    model_->backward(dropout, 1.0f / static_cast<float>(n_micro));
+    ++micro_;
+    step_samples += b.size;
+    step_tokens += b.real_tokens();
   }
+  const double loss = loss_sum / static_cast<double>(n_micro);
+  const double norm = std::sqrt(grad_sum_of_squares(model_->param_grads()));
+  const double lr = schedule_.lr(step_);
+  if (std::isfinite(loss) && std::isfinite(norm)) {
+    adamw_->step(model_->param_values(), model_->param_grads(), static_cast<float>(lr),
+                 clip_coefficient(norm, tc_.max_grad_norm));
+    nonfinite_in_row_ = 0;
+  } else {
+    ++skipped_;
+    ++nonfinite_in_row_;
+    spdlog::warn("step {}: non-finite {} ({} / {}); update skipped, weights and moments untouched",
+                 step_ + 1, std::isfinite(loss) ? "gradient norm" : "loss", loss, norm);
+    if (nonfinite_in_row_ >= tc_.max_nonfinite_steps)
+      throw Error(fmt::format(
+          "{} consecutive steps with non-finite loss or gradients (training.max_nonfinite_steps); "
+          "stopping at step {}. Lower training.learning_rate or check the data",
+          nonfinite_in_row_, step_ + 1));
+  }
+  ++step_;
+  samples_ += step_samples;
+  tokens_ += step_tokens;
+  train_seconds_ += seconds_since(t0);
+  last_norm_ = norm;
+  window_loss_ += loss;
+  ++window_steps_;
+  window_samples_ += step_samples;
+  window_tokens_ += step_tokens;
+  if (step_ % tc_.log_every == 0 || step_ == total_steps_) {
+    const double secs = std::max(seconds_since(window_start_), 1e-9);
+    const double eta = (total_steps_ - step_) * (train_seconds_ / step_);
+    spdlog::info(
+        "step {}/{} epoch {} loss {:.4f} lr {:.2e} grad-norm {:.3f} | {:.1f} samples/s {:.0f} "
+        "tokens/s | ETA {:.0f} s",
+        step_, total_steps_, epoch_of(micro_ - 1), window_loss_ / window_steps_, lr, norm,
+        window_samples_ / secs, window_tokens_ / secs, eta);
+    log_->write({{"split", "train"},
+                 {"step", step_},
+                 {"epoch", epoch_of(micro_ - 1)},
+                 {"loss", window_loss_ / window_steps_},
+                 {"lr", lr},
+                 {"grad_norm", norm},
+                 {"samples_per_s", window_samples_ / secs},
+                 {"tokens_per_s", window_tokens_ / secs}});
+    window_loss_ = 0;
+    window_steps_ = window_samples_ = window_tokens_ = 0;
+    window_start_ = Clock::now();
+  }
+}
 
+nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) {
+  const auto t0 = Clock::now();
+  const ClassificationMetrics m =
+      evaluate(*model_, split.examples, eval_batch_, pad_id_, loss_options_);
+  nlohmann::json j = m.to_json();
+  j["step"] = step_;
+  j["epoch"] = epoch_of(std::max<int64_t>(micro_ - 1, 0));
+  j["rows"] = m.count();
+  j["seconds"] = seconds_since(t0);
+  spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f} ({:.1f} s)", name, step_,
+               j["loss"].get<double>(), j["accuracy"].get<double>(), j["macro_f1"].get<double>(),
+               j["seconds"].get<double>());
+  nlohmann::json line = j;
+  line["split"] = name;
+  log_->write(line);
+  window_start_ = Clock::now();  // evaluation time is not training throughput
+  return j;
+}
+
+nlohmann::json Trainer::summary(const std::string& status) const {
+  nlohmann::json s;
+  s["status"] = status;
+  s["model"] = model_config_.architecture();
+  s["source"] = cfg_.model.path;
+  s["labels"] = data_.labels.names;
+  s["initialised"] = load_report_.initialised;
+  s["device"] = "cpu";
+  s["precision"] = "fp32";
+  s["threads"] = compute_threads();
+  s["steps"] = step_;
+  s["total_steps"] = total_steps_;
+  s["epochs"] = static_cast<double>(micro_) / batches_per_epoch_;
+  s["micro_batch"] = tc_.batch_size;
+  s["gradient_accumulation"] = tc_.gradient_accumulation;
+  s["effective_batch"] = cfg_.effective_batch();
+  s["skipped_steps"] = skipped_;
+  s["train_samples"] = samples_;
+  s["train_real_tokens"] = tokens_;
+  s["train_samples_per_s"] = train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0;
+  s["train_tokens_per_s"] = train_seconds_ > 0 ? tokens_ / train_seconds_ : 0.0;
+  s["train_seconds"] = train_seconds_;
+  s["input_wait_seconds"] = wait_seconds_;
+  s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
+  s["wall_seconds"] = seconds_since(t_start_);
+  s["arena_bytes"] = arena_->capacity();
+  s["plan_bytes"] = plan_json_;
+  s["peak_host_bytes"] = device_bytes_peak(DeviceKind::CPU);
+  s["peak_rss_bytes"] = peak_rss_bytes();
+  s["eval_metric"] = eval_metric_;
+  s["final_eval"] = last_eval_;
+  s["best_eval"] = best_eval_;
+  s["data"] = data_.report;
+  if (store_) {
+    if (auto b = store_->best()) s["best_checkpoint"] = b->dir;
+    if (auto l = store_->last()) s["last_checkpoint"] = l->dir;
+  }
+  return s;
+}
+
+nlohmann::json Trainer::run() {
+  set_compute_threads(static_cast<int>(tc_.threads));
+  prepare_run_dir();
+  load_data_and_model();
+  plan_schedule();
+  store_ = std::make_unique<CheckpointStore>(run_.string(), cfg_.checkpoint.keep_last);
+  std::optional<int64_t> resume_step;
+  if (options_.resume) {
+    const auto last = store_->last();
+    if (!last) throw InputError(fmt::format("{}: no checkpoint to resume from", store_->root()));
+    restore(*last);
+    resume_step = step_;
+  }
+  log_ = std::make_unique<RunLog>(run_.string(), resume_step, cfg_.output.tensorboard);
+  spdlog::info(
+      "training {} ({} labels) for {} steps ({} epochs of {} micro-batches): micro-batch {} x {} "
+      "accumulation = {}, lr {:g}{}, {} threads",
+      model_config_.architecture(), data_.labels.names.size(), total_steps_,
+      static_cast<double>(total_micro_) / batches_per_epoch_, batches_per_epoch_, tc_.batch_size,
+      tc_.gradient_accumulation, cfg_.effective_batch(), tc_.learning_rate,
+      tc_.layer_decay < 1 ? fmt::format(" (layer decay {:g})", tc_.layer_decay) : "",
+      compute_threads());
+
+  static const int64_t sigterm_at = debug_env("FTUNE_DEBUG_SIGTERM_AT_STEP");
+  StopSignal stop;
+  std::string stopped_by = "completed";
+  window_start_ = Clock::now();
+  while (step_ < total_steps_) {
+    const int64_t epoch_before = epoch_of(micro_);
+    train_step();
+    if (step_ == sigterm_at) std::raise(SIGTERM);
+    const bool epoch_ended = epoch_of(micro_) != epoch_before || micro_ % batches_per_epoch_ == 0;
+    const bool last = step_ == total_steps_;
+    const bool eval_now =
+        data_.validation && ((cfg_.eval.every_steps > 0 && step_ % cfg_.eval.every_steps == 0) ||
+                             (cfg_.eval.each_epoch && epoch_ended) || last);
+    bool is_best = false, stop_now = false;
+    if (eval_now) {
+      last_eval_ = run_eval(*data_.validation, "validation");
+      const double value = last_eval_.value(eval_metric_, std::nan(""));
+      is_best = early_->update(value, step_);
+      if (is_best) best_eval_ = last_eval_;
+      if (early_->should_stop()) {
+        spdlog::info(
+            "early stopping: {} has not improved for {} evaluations (best {:.4f} at step {})",
+            eval_metric_, early_->evals_without_improvement(), *early_->best(),
+            early_->best_step());
+        stopped_by = "early_stopping";
+        stop_now = true;
+      }
+      if (options_.on_eval && options_.on_eval(step_, last_eval_)) {
+        stopped_by = "hook";
+        stop_now = true;
+      }
+    }
+    const bool periodic =
+        cfg_.checkpoint.every_steps > 0 ? step_ % cfg_.checkpoint.every_steps == 0 : eval_now;
+    if (periodic || last || stop_now || (is_best && cfg_.checkpoint.save_best))
+      save_checkpoint(is_best && cfg_.checkpoint.save_best);
+    if (stop.requested()) {
+      if (saved_step_ != step_) save_checkpoint(false);
+      io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted"));
+      throw Interrupted(fmt::format("stopped by signal {} at step {}; checkpoint saved, continue "
+                                    "with `ftune train --config ... --resume`",
+                                    stop.signal(), step_),
+                        stop.signal());
+    }
+    if (stop_now) break;
+  }
+  if (saved_step_ != step_) save_checkpoint(false);
+
+  // The selected model: best on validation (reloaded for the test split), else the last.
+  const auto best = store_->best();
+  const auto chosen = best ? *best : *store_->last();
+  if (chosen.step != step_) {
+    LoadOptions load;
+    load.labels = data_.labels.names;
+    load_model_weights(*model_, chosen.dir, load);
+  }
   nlohmann::json test_metrics;
-  if (test) {
-    test_metrics = evaluate(model, *test, tc.batch_size, pad_id, loss_options);
-    spdlog::info("test: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}",
-                 test_metrics["loss"].get<double>(), test_metrics["accuracy"].get<double>(),
-                 test_metrics["macro_f1"].get<double>());
-    nlohmann::json line = test_metrics;
-    line["split"] = "test";
-    log_metrics(line);
-  }
-  const std::string model_dir = (fs::path(cfg.output.dir) / "model").string();
-  save_model(model, model_dir);
-  copy_tokenizer_files(cfg.model.path, model_dir);
+  if (data_.test) test_metrics = run_eval(*data_.test, "test");
+  const std::string model_dir = (run_ / "model").string();
+  publish_model(chosen.dir, model_dir);
 
-  nlohmann::json summary;
-  summary["model"] = model_config.architecture();
-  summary["source"] = cfg.model.path;
-  summary["labels"] = labels.names;
-  summary["initialised"] = report.initialised;
-  summary["device"] = "cpu";
-  summary["precision"] = "fp32";
-  summary["threads"] = compute_threads();
-  summary["steps"] = step;
-  summary["skipped_steps"] = skipped;
-  summary["train_samples_per_s"] = samples / train_seconds;
-  summary["train_tokens_per_s"] = real_tokens / train_seconds;
-  summary["train_seconds"] = train_seconds;
-  summary["wall_seconds"] = seconds_since(t_start);
-  summary["arena_bytes"] = arena.capacity();
-  summary["plan_bytes"] = plan_json;
-  summary["peak_host_bytes"] = device_bytes_peak(DeviceKind::CPU);
-  summary["final_eval"] = last_eval;
-  summary["best_eval"] = best_eval;
-  summary["test"] = test_metrics;
-  summary["model_dir"] = model_dir;
-  io::write_json_atomic((fs::path(cfg.output.dir) / "summary.json").string(), summary);
-  spdlog::info("done in {:.1f} s: model saved to {}", seconds_since(t_start), model_dir);
-  return summary;
+  nlohmann::json s = summary(stopped_by);
+  s["test"] = test_metrics;
+  s["model_dir"] = model_dir;
+  s["model_step"] = chosen.step;
+  io::write_json_atomic((run_ / "summary.json").string(), s);
+  spdlog::info("done in {:.1f} s ({}): model of step {} saved to {}", seconds_since(t_start_),
+               stopped_by, chosen.step, model_dir);
+  return s;
+}
+
+}  // namespace
+
+nlohmann::json run_training(const TrainConfig& config, const TrainOptions& options) {
+  Trainer trainer(config, options);
+  return trainer.run();
 }
 
 }  // namespace ftune

@@ -1,15 +1,33 @@
-// The fine-tuning loop: data -> tokenizer -> length-bucketed batches -> forward -> loss ->
-// backward -> clip -> AdamW -> LR schedule, with evaluation, metrics.jsonl, summary.json and the
-// final model saved in Hugging Face format next to its tokenizer files.
+// The fine-tuning run: data -> tokenizer -> length-bucketed micro-batches -> forward -> loss ->
+// backward (gradients accumulate over micro-batches) -> clip -> AdamW (layer-wise LR decay) ->
+// schedule, with evaluation, early stopping, atomic checkpoints that resume bit-exactly,
+// SIGTERM handling, metrics.jsonl / TensorBoard / summary.json, and the selected model saved in
+// Hugging Face format next to its tokenizer files.
+//
+// Run directory (output.dir):
+//   config.yaml        the resolved configuration
+//   metrics.jsonl      train lines every log_every steps, validation / test lines
+//   summary.json       best and final metrics, throughput, input wait, memory, status
+//   checkpoints/       step-NNNNNNN/ (HF model + trainer_state.json + optimizer.safetensors)
+//   model/             the selected model (best on validation, else the last), HF format
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "train/train_config.h"
 
 namespace ftune {
 
+struct TrainOptions {
+  bool resume = false;  // continue from the last checkpoint in output.dir
+  // Called after each evaluation with the step and the validation metrics; returning true stops
+  // the run (a hyperparameter-search trial being pruned). The summary says "stopped_by": "hook".
+  std::function<bool(int64_t step, const nlohmann::json& eval)> on_eval;
+};
+
 // Runs training as configured; returns the summary also written to <output.dir>/summary.json.
-nlohmann::json run_training(const TrainConfig& config);
+// Throws Interrupted (after saving a checkpoint) when SIGTERM or SIGINT arrives.
+nlohmann::json run_training(const TrainConfig& config, const TrainOptions& options = {});
 
 }  // namespace ftune

@@ -1,0 +1,68 @@
+// Model-family presets (see presets.h).
+#include "train/presets.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+
+#include "core/error.h"
+
+namespace ftune {
+namespace {
+
+const std::map<std::string, const char*>& presets() {
+  static const std::map<std::string, const char*> table = {
+      {"bert", R"(
+data: {max_length: 128}
+training: {epochs: 3, batch_size: 32, learning_rate: 3.0e-5, warmup_ratio: 0.1,
+           weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0})"},
+      {"roberta", R"(
+data: {max_length: 128}
+training: {epochs: 3, batch_size: 32, learning_rate: 2.0e-5, warmup_ratio: 0.06,
+           weight_decay: 0.1, schedule: linear, max_grad_norm: 1.0, adam_beta2: 0.98,
+           adam_epsilon: 1.0e-6})"},
+      {"xlmr", R"(
+data: {max_length: 256}
+training: {epochs: 2, batch_size: 16, learning_rate: 1.5e-5, warmup_ratio: 0.1,
+           weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0, layer_decay: 0.9})"},
+      {"bge-reranker", R"(
+data: {max_length: 512}
+training: {epochs: 2, batch_size: 16, learning_rate: 1.0e-5, warmup_ratio: 0.1,
+           weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0, layer_decay: 0.9})"},
+      {"minilm", R"(
+data: {max_length: 128}
+training: {epochs: 3, batch_size: 32, learning_rate: 1.0e-4, warmup_ratio: 0.1,
+           weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0})"},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : presets()) names.push_back(name);
+  return names;
+}
+
+YAML::Node preset_defaults(const std::string& name, const std::string& where) {
+  const auto it = presets().find(name);
+  if (it == presets().end())
+    throw InputError(fmt::format("{}: key 'preset' must be one of {}, got '{}'", where,
+                                 fmt::join(preset_names(), ", "), name));
+  return YAML::Load(it->second);
+}
+
+void fill_missing(YAML::Node dst, const YAML::Node& defaults) {
+  for (const auto& kv : defaults) {
+    const std::string key = kv.first.as<std::string>();
+    if (!dst[key]) {
+      dst[key] = YAML::Clone(kv.second);
+    } else if (kv.second.IsMap() && dst[key].IsMap()) {
+      fill_missing(dst[key], kv.second);
+    }
+  }
+}
+
+}  // namespace ftune

@@ -1,0 +1,44 @@
+// metrics.jsonl and TensorBoard logging (see run_log.h).
+#include "train/run_log.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+
+namespace ftune {
+
+namespace fs = std::filesystem;
+
+struct RunLog::TensorBoard {};
+
+RunLog::RunLog(const std::string& run_dir, std::optional<int64_t> resume_step, bool tensorboard)
+    : path_((fs::path(run_dir) / "metrics.jsonl").string()) {
+  if (resume_step && fs::exists(path_)) {
+    // Keep the complete lines logged up to the checkpoint's step; a torn last line is dropped.
+    std::istringstream in(io::read_file(path_));
+    std::string kept;
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.contains("step") || j.value("split", "") == "test") continue;
+      if (j["step"].get<int64_t>() <= *resume_step) kept += line + "\n";
+    }
+    io::write_file_atomic(path_, kept);
+    out_.open(path_, std::ios::app);
+  } else {
+    out_.open(path_, std::ios::trunc);
+  }
+  if (!out_) throw InputError(fmt::format("{}: cannot open for writing", path_));
+  (void)tensorboard;
+}
+
+RunLog::~RunLog() = default;
+
+void RunLog::write(const nlohmann::json& line) {
+  out_ << line.dump() << "\n" << std::flush;
+}
+
+}  // namespace ftune

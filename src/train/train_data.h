@@ -1,0 +1,36 @@
+// The datasets of a training run: reads the configured files (or splits one file, or takes fold k
+// of k), validates every row under the bad-row policy, builds the label set and tokenizes, and
+// reports what it did (rows read, skipped with reasons, truncated, tokens, seconds).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/examples.h"
+#include "text/tokenizer.h"
+#include "train/train_config.h"
+
+namespace ftune {
+
+struct TokenizedSplit {
+  std::string name;    // "train", "validation", "test"
+  std::string source;  // file, or "file (fold 2 of 5)"
+  std::vector<data::TokenizedExample> examples;
+  int64_t longest = 0;
+};
+
+struct TrainData {
+  data::LabelSet labels;
+  TokenizedSplit train;
+  std::optional<TokenizedSplit> validation, test;
+  std::vector<std::string> files;  // every file read (fingerprinted for resume)
+  nlohmann::json report;           // per split: rows, skipped, truncated, tokens, seconds
+};
+
+// `max_length` is data.max_length already clipped to the model's positions.
+TrainData load_train_data(const TrainConfig& config, const text::Tokenizer& tokenizer,
+                          int64_t max_length);
+
+}  // namespace ftune
