@@ -125,7 +125,8 @@ class Trainer {
   nlohmann::json run();
 
  private:
-  void prepare_run_dir();
+  void check_run_dir() const;  // before any work: refuses to clobber or to resume nothing
+  void prepare_run_dir();      // after data and model loaded: clears (overwrite), writes config
   void load_data_and_model();
   void plan_schedule();
   nlohmann::json fingerprints() const;
@@ -180,19 +181,23 @@ class Trainer {
   int64_t saved_step_ = -1;
 };
 
-void Trainer::prepare_run_dir() {
+void Trainer::check_run_dir() const {
   const bool exists = fs::exists(run_ / "checkpoints") || fs::exists(run_ / "summary.json") ||
                       fs::exists(run_ / "metrics.jsonl");
   if (options_.resume) {
     if (!fs::exists(run_ / "checkpoints" / "index.json"))
       throw InputError(fmt::format(
           "{}: no checkpoint to resume from (checkpoints/index.json is missing)", run_.string()));
-  } else if (exists) {
-    if (!cfg_.output.overwrite)
-      throw InputError(
-          fmt::format("output.dir {} already holds a run; pass --resume to continue it or set "
-                      "output.overwrite=true to replace it",
-                      run_.string()));
+  } else if (exists && !cfg_.output.overwrite) {
+    throw InputError(
+        fmt::format("output.dir {} already holds a run; pass --resume to continue it or set "
+                    "output.overwrite=true to replace it",
+                    run_.string()));
+  }
+}
+
+void Trainer::prepare_run_dir() {
+  if (!options_.resume && fs::exists(run_)) {
     for (const char* name : {"checkpoints", "model", "summary.json", "metrics.jsonl"})
       fs::remove_all(run_ / name);
     for (const auto& item : fs::directory_iterator(run_))
@@ -536,8 +541,9 @@ nlohmann::json Trainer::summary(const std::string& status) const {
 
 nlohmann::json Trainer::run() {
   set_compute_threads(static_cast<int>(tc_.threads));
-  prepare_run_dir();
+  check_run_dir();
   load_data_and_model();
+  prepare_run_dir();
   plan_schedule();
   store_ = std::make_unique<CheckpointStore>(run_.string(), cfg_.checkpoint.keep_last);
   std::optional<int64_t> resume_step;
