@@ -2,6 +2,7 @@
 // threshold sweep over its bin edges.
 #include "train/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -142,9 +143,9 @@ const char* threshold_metric_name(ThresholdMetric metric) {
 ClassificationMetrics::ClassificationMetrics(int64_t num_labels, EvalSplit split)
     : k_(num_labels), split_(split), confusion_(static_cast<size_t>(num_labels * num_labels), 0) {
   FTUNE_ASSERT(num_labels >= 1, "num_labels {} < 1", num_labels);
-  if (k_ == 2) {
-    pos_hist_.assign(kScoreBins, 0);
-    neg_hist_.assign(kScoreBins, 0);
+  if (k_ >= 2 && k_ <= kMaxAucLabels) {
+    slots_ = k_ == 2 ? 1 : k_;
+    hist_.assign(static_cast<size_t>(slots_ * 2 * kScoreBins), 0);
   }
 }
 
@@ -160,9 +161,21 @@ void ClassificationMetrics::add(const float* logits, int32_t label) {
     if (logits[c] > logits[best]) best = c;
   ++confusion_[label * k_ + best];
   ++count_;
-  if (k_ == 2) {
+  if (slots_ == 1) {
     const int64_t b = score_bin(double(logits[1]) - double(logits[0]));
-    ++(label == 1 ? pos_hist_ : neg_hist_)[b];
+    ++hist_[(2 * 0 + (label == 1)) * kScoreBins + b];
+  } else if (slots_ > 1) {
+    // s_c = logit_c - logsumexp(logits of the other classes), in double.
+    for (int64_t c = 0; c < k_; ++c) {
+      double m = -std::numeric_limits<double>::infinity();
+      for (int64_t o = 0; o < k_; ++o)
+        if (o != c) m = std::max(m, double(logits[o]));
+      double sum = 0;
+      for (int64_t o = 0; o < k_; ++o)
+        if (o != c) sum += std::exp(double(logits[o]) - m);
+      const int64_t b = score_bin(double(logits[c]) - (m + std::log(sum)));
+      ++hist_[(2 * c + (label == c)) * kScoreBins + b];
+    }
   }
 }
 
@@ -178,10 +191,7 @@ void ClassificationMetrics::add_loss(double loss_sum, int64_t rows) {
 void ClassificationMetrics::merge(const ClassificationMetrics& other) {
   FTUNE_ASSERT(other.k_ == k_, "merging metrics of {} labels into metrics of {}", other.k_, k_);
   for (size_t i = 0; i < confusion_.size(); ++i) confusion_[i] += other.confusion_[i];
-  for (size_t i = 0; i < pos_hist_.size(); ++i) {
-    pos_hist_[i] += other.pos_hist_[i];
-    neg_hist_[i] += other.neg_hist_[i];
-  }
+  for (size_t i = 0; i < hist_.size(); ++i) hist_[i] += other.hist_[i];
   count_ += other.count_;
   loss_sum_ += other.loss_sum_;
   loss_rows_ += other.loss_rows_;
@@ -223,47 +233,91 @@ void ClassificationMetrics::require_binary(const char* what) const {
   FTUNE_ASSERT(k_ == 2, "{} needs two labels, the metrics have {}", what, k_);
 }
 
-double ClassificationMetrics::roc_auc() const {
-  require_binary("ROC-AUC");
+void ClassificationMetrics::require_auc() const {
+  FTUNE_ASSERT(slots_ > 0, "ROC-AUC / average precision need 2..{} labels, the metrics have {}",
+               kMaxAucLabels, k_);
+}
+
+double ClassificationMetrics::slot_auc(int64_t slot) const {
   // AUC = P(s_pos > s_neg) + P(s_pos = s_neg) / 2, over bins: each positive beats the negatives
   // of lower bins and ties those of its own bin.
+  const int64_t *p = pos(slot), *n = neg(slot);
   double wins = 0, negatives_below = 0, positives = 0;
   for (int64_t b = 0; b < kScoreBins; ++b) {
-    wins += double(pos_hist_[b]) * (negatives_below + 0.5 * double(neg_hist_[b]));
-    negatives_below += double(neg_hist_[b]);
-    positives += double(pos_hist_[b]);
+    wins += double(p[b]) * (negatives_below + 0.5 * double(n[b]));
+    negatives_below += double(n[b]);
+    positives += double(p[b]);
   }
   if (positives == 0 || negatives_below == 0) return kNaN;
   return wins / (positives * negatives_below);
 }
 
-double ClassificationMetrics::roc_auc_max_error() const {
-  require_binary("ROC-AUC");
+double ClassificationMetrics::slot_auc_max_error(int64_t slot) const {
+  const int64_t *p = pos(slot), *n = neg(slot);
   double same_bin = 0, positives = 0, negatives = 0;
   for (int64_t b = 0; b < kScoreBins; ++b) {
-    same_bin += double(pos_hist_[b]) * double(neg_hist_[b]);
-    positives += double(pos_hist_[b]);
-    negatives += double(neg_hist_[b]);
+    same_bin += double(p[b]) * double(n[b]);
+    positives += double(p[b]);
+    negatives += double(n[b]);
   }
   if (positives == 0 || negatives == 0) return kNaN;
   return 0.5 * same_bin / (positives * negatives);
 }
 
-double ClassificationMetrics::average_precision() const {
-  require_binary("average precision");
+double ClassificationMetrics::slot_average_precision(int64_t slot) const {
   // AP = sum_n (R_n - R_n-1) P_n over thresholds from the highest score down (sklearn), with the
   // rows of one bin entering together as tied scores do.
+  const int64_t *p = pos(slot), *n = neg(slot);
   double positives = 0;
-  for (int64_t v : pos_hist_) positives += double(v);
+  for (int64_t b = 0; b < kScoreBins; ++b) positives += double(p[b]);
   if (positives == 0) return kNaN;
   double ap = 0, tp = 0, fp = 0;
   for (int64_t b = kScoreBins - 1; b >= 0; --b) {
-    if (!pos_hist_[b] && !neg_hist_[b]) continue;
-    tp += double(pos_hist_[b]);
-    fp += double(neg_hist_[b]);
-    if (pos_hist_[b]) ap += (double(pos_hist_[b]) / positives) * (tp / (tp + fp));
+    if (!p[b] && !n[b]) continue;
+    tp += double(p[b]);
+    fp += double(n[b]);
+    if (p[b]) ap += (double(p[b]) / positives) * (tp / (tp + fp));
   }
   return ap;
+}
+
+double ClassificationMetrics::roc_auc() const {
+  require_auc();
+  if (k_ == 2) return slot_auc(0);
+  double sum = 0;
+  for (int64_t c = 0; c < k_; ++c) sum += slot_auc(c);  // NaN if any class is undefined
+  return sum / double(k_);
+}
+
+double ClassificationMetrics::roc_auc(int64_t cls) const {
+  require_auc();
+  FTUNE_ASSERT(cls >= 0 && cls < k_, "class {} of {}", cls, k_);
+  // Binary: class 0's score is -s, which reverses every comparison and keeps ties.
+  if (k_ == 2) return cls == 1 ? slot_auc(0) : 1 - slot_auc(0);
+  return slot_auc(cls);
+}
+
+double ClassificationMetrics::roc_auc_max_error() const {
+  require_auc();
+  if (k_ == 2) return slot_auc_max_error(0);
+  double sum = 0;  // |mean of errors| <= mean of the bounds
+  for (int64_t c = 0; c < k_; ++c) sum += slot_auc_max_error(c);
+  return sum / double(k_);
+}
+
+double ClassificationMetrics::average_precision() const {
+  require_auc();
+  if (k_ == 2) return slot_average_precision(0);
+  double sum = 0;
+  for (int64_t c = 0; c < k_; ++c) sum += slot_average_precision(c);
+  return sum / double(k_);
+}
+
+double ClassificationMetrics::average_precision(int64_t cls) const {
+  require_auc();
+  FTUNE_ASSERT(cls >= 0 && cls < k_, "class {} of {}", cls, k_);
+  FTUNE_ASSERT(k_ > 2 || cls == 1, "binary average precision is kept for class 1 only");
+  return slot_average_precision(slot_of(cls));
 }
 
 int64_t ClassificationMetrics::edge_index(double margin) {
@@ -286,9 +340,10 @@ std::vector<int64_t> ClassificationMetrics::confusion_at(const BinaryThreshold& 
   // Edge j: rows in bins >= j have s > e_j and are predicted 1.
   const int64_t j = edge_index(threshold.margin);
   std::vector<int64_t> c(4, 0);  // [true][predicted]
+  const int64_t *p = pos(0), *n = neg(0);
   for (int64_t b = 0; b < kScoreBins; ++b) {
-    c[0 * 2 + (b >= j)] += neg_hist_[b];
-    c[1 * 2 + (b >= j)] += pos_hist_[b];
+    c[0 * 2 + (b >= j)] += n[b];
+    c[1 * 2 + (b >= j)] += p[b];
   }
   return c;
 }
@@ -299,18 +354,19 @@ BinaryThreshold ClassificationMetrics::best_threshold(ThresholdMetric metric) co
                "a decision threshold may only be chosen on validation metrics");
   if (count_ == 0) throw InputError("cannot choose a decision threshold: no validation rows");
   // Sweep the edges upwards: at edge j, true positives are the positives in bins >= j.
+  const int64_t *p = pos(0), *n = neg(0);
   int64_t tp = 0, fp = 0;
   for (int64_t b = 0; b < kScoreBins; ++b) {
-    tp += pos_hist_[b];
-    fp += neg_hist_[b];
+    tp += p[b];
+    fp += n[b];
   }
   const int64_t positives = tp, negatives = fp;
   double best = -std::numeric_limits<double>::infinity();
   int64_t best_lo = 1, best_hi = 1, best_tp = -1, best_fp = -1;
   std::vector<int64_t> c(4);
   for (int64_t j = 1; j < kScoreBins; ++j) {
-    tp -= pos_hist_[j - 1];
-    fp -= neg_hist_[j - 1];
+    tp -= p[j - 1];
+    fp -= n[j - 1];
     if (tp == best_tp && fp == best_fp) {  // same decisions as the best: widen its plateau
       best_hi = j;
       continue;
@@ -341,9 +397,12 @@ nlohmann::json ClassificationMetrics::to_json() const {
     j["precision"] = precision(1);
     j["recall"] = recall(1);
     j["f1"] = f1(1);
-    j["roc_auc"] = number(roc_auc());
-    j["roc_auc_max_error"] = number(roc_auc_max_error());
-    j["average_precision"] = number(average_precision());
+  }
+  if (has_auc()) {
+    const std::string prefix = k_ == 2 ? "" : "macro_";
+    j[prefix + "roc_auc"] = number(roc_auc());
+    j[prefix + "roc_auc_max_error"] = number(roc_auc_max_error());
+    j[prefix + "average_precision"] = number(average_precision());
   }
   j["confusion"] = Confusion{confusion_, k_}.matrix_json();
   return j;

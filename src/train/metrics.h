@@ -1,14 +1,18 @@
 // Classification metrics streamed over any number of rows in fixed memory: a k x k confusion
 // matrix (accuracy, per-class and macro precision / recall / F1, binary F1 of class 1, MCC, mean
-// loss) and, for two labels, a histogram of the score s = logit[1] - logit[0] for ROC-AUC,
-// average precision and decision thresholds.
+// loss) and histograms of per-class scores for ROC-AUC, average precision and decision thresholds.
 //
-// Histogram: 2^16 bins of width 2^-11 over s in (-16, 16]; bin i holds s in (e_i, e_i+1] with
-// e_i = -16 + i 2^-11 (bin 0 also takes s <= -16 and NaN, the last bin s > 16). Pairs of a positive
-// and a negative row in the same bin count half, so the histogram ROC-AUC differs from the exact
-// one (sorting all scores, ties half) by at most
+// Scores: with two labels s = logit[1] - logit[0], the log-odds of class 1; with k > 2 labels
+// (up to kMaxAucLabels), one score per class c, s_c = logit[c] - log sum_{j != c} exp(logit[j]),
+// the log-odds of softmax P(c) (monotone in P(c), so one-vs-rest AUCs equal sklearn's on
+// predict_proba). Each score goes into a histogram of 2^16 bins of width 2^-11 over (-16, 16];
+// bin i holds s in (e_i, e_i+1] with e_i = -16 + i 2^-11 (bin 0 also takes s <= -16 and NaN, the
+// last bin s > 16): 1 MiB per class (binary: 1 MiB in all), whatever the number of rows.
+// Pairs of a positive and a negative row in the same bin count half, so a histogram ROC-AUC
+// differs from the exact one (sorting all scores, ties half) by at most
 //   roc_auc_max_error() = 0.5 * sum_b pos_b neg_b / (P N),
-// which the object reports; on realistic score distributions it is of order 1e-5.
+// which the object reports; on realistic score distributions it is 1e-6 .. 1e-4 and the actual
+// error one to two orders of magnitude below it.
 // Binary decisions: "predict 1 iff s > margin", i.e. iff P(1) = sigmoid(s) > sigmoid(margin); the
 // default margin 0 (probability 0.5) is the argmax rule. Thresholds are bin edges, so metrics at a
 // threshold are exact, not interpolated.
@@ -43,7 +47,8 @@ struct BinaryThreshold {
 class ClassificationMetrics {
  public:
   static constexpr int64_t kScoreBins = int64_t{1} << 16;
-  static constexpr double kScoreRange = 16.0;  // bins cover s in (-16, 16]
+  static constexpr double kScoreRange = 16.0;   // bins cover s in (-16, 16]
+  static constexpr int64_t kMaxAucLabels = 16;  // more labels: no AUC / AP (memory 1 MiB a label)
 
   explicit ClassificationMetrics(int64_t num_labels, EvalSplit split = EvalSplit::Unspecified);
 
@@ -72,10 +77,18 @@ class ClassificationMetrics {
   double mcc() const;  // Matthews correlation (multi-class form, Gorodkin 2004); 0 if undefined
   double mean_loss() const;
 
-  // Binary only (InternalError otherwise). NaN when one class has no rows.
+  // Whether the score histograms are kept (2 <= num_labels <= kMaxAucLabels).
+  bool has_auc() const { return slots_ > 0; }
+  // Binary: ROC-AUC of class 1. k > 2: the macro average of the one-vs-rest AUCs (sklearn's
+  // roc_auc_score(multi_class="ovr", average="macro")). NaN when a class has no rows or none
+  // outside it; InternalError without histograms.
   double roc_auc() const;
-  double roc_auc_max_error() const;  // bound on |roc_auc() - exact ROC-AUC|
-  double average_precision() const;  // sklearn's average_precision_score on the binned scores
+  double roc_auc(int64_t cls) const;  // one-vs-rest ROC-AUC of class `cls`
+  double roc_auc_max_error() const;   // bound on |roc_auc() - exact|
+  // sklearn's average_precision_score on the binned scores: binary of class 1; k > 2 the macro
+  // average over classes of the one-vs-rest APs.
+  double average_precision() const;
+  double average_precision(int64_t cls) const;
 
   // Binary only, validation metrics only (InternalError otherwise; InputError with no rows): the
   // threshold maximising `metric` over all bin edges in (-16, 16). Among the edges giving the best
@@ -88,7 +101,9 @@ class ClassificationMetrics {
 
   // {"rows", "loss", "accuracy", "macro_precision", "macro_recall", "macro_f1", "mcc",
   //  "confusion"}, and for two labels also (at threshold 0.5) "precision", "recall", "f1" (of
-  //  class 1), "roc_auc", "roc_auc_max_error", "average_precision". NaN values become null.
+  //  class 1); with histograms "roc_auc", "roc_auc_max_error", "average_precision" (binary) or
+  //  "macro_roc_auc", "macro_roc_auc_max_error", "macro_average_precision" (k > 2). NaN values
+  //  become null.
   nlohmann::json to_json() const;
   // The same plus "at_threshold": {"threshold" (probability), "margin", "chosen_by",
   // "validation_value", "accuracy", "precision", "recall", "f1", "macro_f1", "mcc", "confusion"}.
@@ -96,13 +111,21 @@ class ClassificationMetrics {
 
  private:
   void require_binary(const char* what) const;
+  void require_auc() const;
   static int64_t edge_index(double margin);
+  // Histogram slot of a class: binary keeps class 1 only (slot 0), k > 2 one slot per class.
+  int64_t slot_of(int64_t cls) const { return k_ == 2 ? 0 : cls; }
+  const int64_t* pos(int64_t slot) const { return hist_.data() + (2 * slot + 1) * kScoreBins; }
+  const int64_t* neg(int64_t slot) const { return hist_.data() + 2 * slot * kScoreBins; }
+  double slot_auc(int64_t slot) const;
+  double slot_auc_max_error(int64_t slot) const;
+  double slot_average_precision(int64_t slot) const;
 
   int64_t k_;
   EvalSplit split_;
   std::vector<int64_t> confusion_;  // [true][predicted]
-  std::vector<int64_t> pos_hist_;   // binary: rows of label 1 per score bin (kScoreBins)
-  std::vector<int64_t> neg_hist_;   // binary: rows of label 0 per score bin
+  int64_t slots_ = 0;               // score histograms kept: 1 (binary), k, or 0
+  std::vector<int64_t> hist_;       // (slots, 2 [other, this class], kScoreBins) row counts
   int64_t count_ = 0;
   double loss_sum_ = 0;
   int64_t loss_rows_ = 0;

@@ -26,9 +26,7 @@ struct Row {
 };
 
 // Exact ROC-AUC: P(s_pos > s_neg) + P(s_pos == s_neg) / 2, by sorting.
-double exact_auc(const std::vector<Row>& rows) {
-  std::vector<std::pair<double, int>> s;
-  for (const Row& r : rows) s.emplace_back(r.score(), r.label);
+double exact_auc(std::vector<std::pair<double, int>> s) {  // (score, is positive)
   std::sort(s.begin(), s.end());
   double wins = 0, neg_below = 0, pos = 0;
   for (size_t i = 0; i < s.size();) {
@@ -41,6 +39,12 @@ double exact_auc(const std::vector<Row>& rows) {
     i = j;
   }
   return wins / (pos * neg_below);
+}
+
+double exact_auc(const std::vector<Row>& rows) {
+  std::vector<std::pair<double, int>> s;
+  for (const Row& r : rows) s.emplace_back(r.score(), r.label);
+  return exact_auc(s);
 }
 
 // Exact average precision (sklearn.metrics.average_precision_score): tied scores enter together.
@@ -143,6 +147,47 @@ TEST(MetricsAuc, HistogramWithinStatedBoundOfExactOnRealisticData) {
   }
 }
 
+TEST(MetricsAuc, MultiClassOneVsRestMatchesExactOnSoftmaxProbabilities) {
+  // sklearn's roc_auc_score(y, predict_proba, multi_class="ovr", average="macro"): exact per-class
+  // AUCs by sorting softmax probabilities, computed here independently of the histogram's scores.
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE(testing::Message() << "FTUNE_TEST_SEED=" << seed);
+  std::mt19937_64 rng(seed);
+  const int k = 3;
+  std::uniform_int_distribution<int> label(0, k - 1);
+  std::normal_distribution<double> noise(0, 1.5);
+  ClassificationMetrics m(k), chunk_a(k), chunk_b(k);
+  std::vector<std::vector<std::pair<double, int>>> ovr(k);  // per class: (P(c), is class c)
+  for (int i = 0; i < 30000; ++i) {
+    const int y = label(rng);
+    float l[k];
+    double z = 0;
+    for (int c = 0; c < k; ++c) {
+      l[c] = float((c == y ? 1.5 : 0.0) + noise(rng));
+      z += std::exp(double(l[c]));
+    }
+    m.add(l, y);
+    (i % 2 ? chunk_a : chunk_b).add(l, y);
+    for (int c = 0; c < k; ++c) ovr[c].emplace_back(std::exp(double(l[c])) / z, int(c == y));
+  }
+  double macro = 0;
+  for (int c = 0; c < k; ++c) {
+    const double exact = exact_auc(ovr[c]);
+    macro += exact / k;
+    EXPECT_NEAR(m.roc_auc(c), exact, 1e-4) << "class " << c;
+  }
+  std::printf("3-class macro OvR AUC exact %.6f histogram error %.2e bound %.2e\n", macro,
+              std::abs(m.roc_auc() - macro), m.roc_auc_max_error());
+  EXPECT_LE(std::abs(m.roc_auc() - macro), m.roc_auc_max_error() + 1e-12);
+  EXPECT_LT(std::abs(m.roc_auc() - macro), 1e-4);
+  chunk_a.merge(chunk_b);
+  EXPECT_EQ(chunk_a.roc_auc(), m.roc_auc());
+  // Binary: class 0's one-vs-rest AUC is the complement of class 1's.
+  const ClassificationMetrics b = metrics_of(rows_from_scores({-1, 0.5}, {0.2, 2}));
+  EXPECT_DOUBLE_EQ(b.roc_auc(1), 0.75);
+  EXPECT_DOUBLE_EQ(b.roc_auc(0), 0.25);
+}
+
 TEST(MetricsStreaming, ChunksAndMergesEqualOnePass) {
   std::mt19937_64 rng(test::test_seed());
   const auto rows = gaussian_rows(5000, 0.4, 1.0, -1.0, 2.0, rng);
@@ -186,8 +231,13 @@ TEST(MetricsConfusion, MultiClassHandComputed) {
   EXPECT_NEAR(m.mcc(), 18.0 / 42.0, 1e-12);
   const auto j = m.to_json();
   EXPECT_FALSE(j.contains("roc_auc"));
+  EXPECT_TRUE(j.contains("macro_roc_auc"));
   EXPECT_EQ(j["confusion"], nlohmann::json::parse("[[2,1,0],[0,1,1],[1,0,2]]"));
-  EXPECT_THROW(m.roc_auc(), InternalError);
+  // Beyond kMaxAucLabels no histograms are kept, and AUC is absent.
+  ClassificationMetrics many(ClassificationMetrics::kMaxAucLabels + 1);
+  EXPECT_FALSE(many.has_auc());
+  EXPECT_FALSE(many.to_json().contains("macro_roc_auc"));
+  EXPECT_THROW(many.roc_auc(), InternalError);
   EXPECT_THROW(m.add(p0, 3), InputError);  // label outside [0, 3)
 }
 
