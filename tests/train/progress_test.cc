@@ -5,6 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdlib>
+#include <iostream>
 #include <sstream>
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -176,6 +184,65 @@ TEST(ProgressBarPlain, LogsEveryNStepsAndTheLast) {
   bar.update_eval(3, 150);
   bar.end_eval();
   EXPECT_EQ(log.str(), "test: 100% 3/3 batches  75.0 rows/s  elapsed 00:02  eta 00:00\n");
+}
+
+// Runs `body` with file descriptor 2 (stderr) pointing at `fd`, then restores it.
+template <typename F>
+void with_stderr_on(int fd, F&& body) {
+  std::cerr.flush();
+  const int saved = ::dup(2);
+  ASSERT_GE(saved, 0);
+  ::dup2(fd, 2);
+  body();
+  std::cerr.flush();
+  ::dup2(saved, 2);
+  ::close(saved);
+}
+
+TEST(ProgressBarStderr, DrawsOnARealTerminalCutToItsWidth) {
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  const int slave = ::open(::ptsname(master), O_RDWR | O_NOCTTY);
+  ASSERT_GE(slave, 0);
+  winsize ws{};
+  ws.ws_row = 24;
+  ws.ws_col = 50;
+  ASSERT_EQ(::ioctl(slave, TIOCSWINSZ, &ws), 0);
+  with_stderr_on(slave, [] {
+    auto bar = ProgressBar::for_stderr(10);
+    bar->begin_training(10, 1);
+    bar->update({10, 1, 0.5, 80, 800});  // the last step is always drawn
+    bar->finish();
+  });
+  std::string screen;
+  char buf[4096];
+  while (::poll(std::array<pollfd, 1>{pollfd{master, POLLIN, 0}}.data(), 1, 200) > 0) {
+    const ssize_t n = ::read(master, buf, sizeof(buf));
+    if (n <= 0) break;
+    screen.append(buf, size_t(n));
+  }
+  ::close(slave);
+  ::close(master);
+  const size_t start = screen.find("\rtrain ["), end = screen.find("\033[K", start);
+  ASSERT_NE(start, std::string::npos) << screen;
+  ASSERT_NE(end, std::string::npos) << screen;
+  EXPECT_EQ(end - start - 1, 49u) << screen;  // cut to the terminal's 50 columns minus one
+}
+
+TEST(ProgressBarStderr, PlainLinesWhenStderrIsNotATerminal) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::string line;
+  with_stderr_on(fds[1], [&] {
+    auto bar = ProgressBar::for_stderr(10);
+    bar->begin_training(10, 1);
+    line = bar->render();
+  });
+  ::close(fds[0]);
+  ::close(fds[1]);
+  EXPECT_EQ(line.rfind("step 0% 0/10", 0), 0u) << line;
 }
 
 }  // namespace
