@@ -69,6 +69,21 @@ std::string host_name() {
 
 }  // namespace
 
+std::vector<ScalarValue> scalars_from_json(const std::string& prefix,
+                                           const nlohmann::json& object) {
+  std::vector<ScalarValue> out;
+  if (!object.is_object()) return out;
+  for (const auto& [key, value] : object.items()) {
+    if (value.is_number()) {
+      out.push_back({prefix + key, value.get<double>()});
+    } else if (value.is_object()) {
+      for (ScalarValue& v : scalars_from_json(prefix + key + "/", value))
+        out.push_back(std::move(v));
+    }
+  }
+  return out;
+}
+
 std::string tfrecord(std::string_view data) {
   std::string out;
   out.reserve(data.size() + 16);

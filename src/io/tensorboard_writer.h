@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -22,6 +23,11 @@ struct ScalarValue {
   std::string tag;
   double value;
 };
+
+// The numbers of a JSON object as scalars tagged "<prefix><key>", nested objects as
+// "<prefix><key>/<sub key>"; arrays (a confusion matrix), strings, booleans and nulls are left out.
+// E.g. writer.add_scalars(step, scalars_from_json("eval/", metrics.to_json())).
+std::vector<ScalarValue> scalars_from_json(const std::string& prefix, const nlohmann::json& object);
 
 // Bytes of one TFRecord framing `data`.
 std::string tfrecord(std::string_view data);

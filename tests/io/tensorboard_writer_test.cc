@@ -152,6 +152,18 @@ TEST(TensorBoardWriter, FileIsCompleteAfterEveryCallAndNamesAreUnique) {
   EXPECT_EQ(test::decode_event_file(read_file(a.path())).size(), 1u);
 }
 
+TEST(TensorBoardWriter, ScalarsFromJsonFlattenNumbersOnly) {
+  const auto j = nlohmann::json::parse(R"({"loss": 0.5, "rows": 12, "confusion": [[1, 2], [3, 4]],
+      "roc_auc": null, "name": "x", "flag": true, "at_threshold": {"f1": 0.75, "chosen_by": "f1"}})");
+  const auto v = scalars_from_json("eval/", j);
+  std::vector<std::pair<std::string, double>> got;
+  for (const auto& s : v) got.emplace_back(s.tag, s.value);
+  std::sort(got.begin(), got.end());
+  const std::vector<std::pair<std::string, double>> expect = {
+      {"eval/at_threshold/f1", 0.75}, {"eval/loss", 0.5}, {"eval/rows", 12}};
+  EXPECT_EQ(got, expect);
+}
+
 TEST(TensorBoardWriter, UnwritableDirectoryIsAnInputError) {
   test::TempDir dir;
   const std::string file = dir.path() + "/plain_file";
