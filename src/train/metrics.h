@@ -11,14 +11,15 @@
 // Pairs of a positive and a negative row in the same bin count half, so a histogram ROC-AUC
 // differs from the exact one (sorting all scores, ties half) by at most
 //   roc_auc_max_error() = 0.5 * sum_b pos_b neg_b / (P N),
-// which the object reports; on realistic score distributions it is 1e-6 .. 1e-4 and the actual
-// error one to two orders of magnitude below it.
+// which the object reports. It is about 0.5 * 2^-11 * integral(f_pos f_neg) for score densities f:
+// 8e-7 .. 8e-5 on the realistic distributions of the tests (50k rows), with the actual error
+// 1e-8 .. 1e-6; only scores packed within ~0.1 of each other (an untrained model) push the bound
+// towards 1e-3.
 // Binary decisions: "predict 1 iff s > margin", i.e. iff P(1) = sigmoid(s) > sigmoid(margin); the
 // default margin 0 (probability 0.5) is the argmax rule. Thresholds are bin edges, so metrics at a
 // threshold are exact, not interpolated.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
