@@ -8,20 +8,26 @@ namespace ftune {
 
 ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
-                               int64_t batch_size, int32_t pad_id,
-                               const LossOptions& loss_options) {
+                               int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
+                               EvalSplit split, ProgressBar* progress, const std::string& name) {
   const int64_t K = model.config().num_labels();
-  ClassificationMetrics metrics(K);
+  ClassificationMetrics metrics(K, split);
   HostTensor logits(DType::F32, {batch_size, K});
-  for (const auto& indices : data::length_sorted_batches(examples, batch_size)) {
+  const auto batches = data::length_sorted_batches(examples, batch_size);
+  if (progress) progress->begin_eval(name, static_cast<int64_t>(batches.size()));
+  int64_t done = 0, rows = 0;
+  for (const auto& indices : batches) {
     const Batch b = data::make_batch(examples, indices, pad_id);
     model.set_batch(b);
     const TensorView out = model.forward(DropoutPlan{});
     const float loss = to_host_scalar(model.loss(loss_options));
     metrics.add_loss(double(loss) * b.size, b.size);
     copy(logits.view().prefix({b.size, K}), out);
-    for (int64_t r = 0; r < b.size; ++r) metrics.add(logits.data<float>() + r * K, b.labels[r]);
+    metrics.add_batch(logits.data<float>(), b.labels.data(), b.size);
+    rows += b.size;
+    if (progress) progress->update_eval(++done, rows);
   }
+  if (progress) progress->end_eval();
   return metrics;
 }
 

@@ -8,11 +8,14 @@
 #include "data/examples.h"
 #include "models/sequence_classifier.h"
 #include "train/metrics.h"
+#include "train/progress.h"
 
 namespace ftune {
 
 ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
-                               int64_t batch_size, int32_t pad_id, const LossOptions& loss_options);
+                               int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
+                               EvalSplit split, ProgressBar* progress = nullptr,
+                               const std::string& name = "eval");
 
 }  // namespace ftune

@@ -8,12 +8,16 @@
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/tensorboard_writer.h"
 
 namespace ftune {
 
 namespace fs = std::filesystem;
 
-struct RunLog::TensorBoard {};
+struct RunLog::TensorBoard {
+  explicit TensorBoard(const std::string& dir) : writer(dir) {}
+  io::TensorBoardWriter writer;
+};
 
 RunLog::RunLog(const std::string& run_dir, std::optional<int64_t> resume_step, bool tensorboard)
     : path_((fs::path(run_dir) / "metrics.jsonl").string()) {
@@ -32,7 +36,7 @@ RunLog::RunLog(const std::string& run_dir, std::optional<int64_t> resume_step, b
     out_.open(path_, std::ios::trunc);
   }
   if (!out_) throw InputError(fmt::format("{}: cannot open for writing", path_));
-  (void)tensorboard;
+  if (tensorboard) tb_ = std::make_unique<TensorBoard>(run_dir);
 }
 
 RunLog::~RunLog() = default;

@@ -118,6 +118,8 @@ std::vector<Field> schema(TrainConfig& c) {
       {"eval.metric", "a metric name", scalar(&e.metric, "a metric name")},
       {"eval.mode", "max, min or auto", scalar(&e.mode, "max, min or auto")},
       {"eval.batch_size", integer, scalar(&e.batch_size, integer)},
+      {"eval.threshold_metric", "f1, mcc or accuracy",
+       scalar(&e.threshold_metric, "f1, mcc or accuracy")},
       {"early_stopping.patience", integer, scalar(&c.early_stopping.patience, integer)},
       {"early_stopping.min_delta", number, scalar(&c.early_stopping.min_delta, number)},
       {"checkpoint.every_steps", integer, scalar(&c.checkpoint.every_steps, integer)},
@@ -280,6 +282,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
          {"auto", "loss", "accuracy", "f1", "macro_f1", "mcc", "precision", "recall", "roc_auc"},
          "eval.metric");
   one_of(c.eval.mode, {"auto", "max", "min"}, "eval.mode");
+  one_of(c.eval.threshold_metric, {"f1", "mcc", "accuracy"}, "eval.threshold_metric");
   require(c.eval.batch_size >= 0, "eval.batch_size", "must be >= 0");
   require(c.early_stopping.patience >= 0, "early_stopping.patience", "must be >= 0");
   require(c.early_stopping.min_delta >= 0, "early_stopping.min_delta", "must be >= 0");

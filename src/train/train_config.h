@@ -60,9 +60,10 @@ struct TrainConfig {
   struct Eval {
     int64_t every_steps = 0;  // 0: only at the end of each epoch
     bool each_epoch = true;
-    std::string metric = "auto";  // auto: f1 for binary, macro_f1 otherwise
-    std::string mode = "auto";    // max | min | auto (min for loss)
-    int64_t batch_size = 0;       // 0: 2 x training.batch_size
+    std::string metric = "auto";          // auto: f1 for binary, macro_f1 otherwise
+    std::string mode = "auto";            // max | min | auto (min for loss)
+    int64_t batch_size = 0;               // 0: 2 x training.batch_size
+    std::string threshold_metric = "f1";  // binary: the threshold chosen on validation maximises it
   } eval;
   struct EarlyStopping {
     int64_t patience = 0;  // evaluations without improvement; 0: off

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 
 #include "core/memory.h"
@@ -35,6 +36,7 @@
 #include "train/grad_clip.h"
 #include "train/layer_decay.h"
 #include "train/lr_schedule.h"
+#include "train/progress.h"
 #include "train/run_log.h"
 #include "train/stop_signal.h"
 #include "train/train_data.h"
@@ -167,6 +169,8 @@ class Trainer {
   std::unique_ptr<CheckpointStore> store_;
   std::unique_ptr<RunLog> log_;
   std::string eval_metric_;
+  std::unique_ptr<ProgressBar> progress_;
+  int64_t samples_at_start_ = 0, tokens_at_start_ = 0;
 
   // Resumable state (trainer_state.json).
   int64_t step_ = 0, micro_ = 0, samples_ = 0, tokens_ = 0, skipped_ = 0, nonfinite_in_row_ = 0;
@@ -458,14 +462,10 @@ void Trainer::train_step() {
   ++window_steps_;
   window_samples_ += step_samples;
   window_tokens_ += step_tokens;
+  progress_->update(TrainProgress{step_, epoch_of(micro_ - 1) + 1, loss,
+                                  samples_ - samples_at_start_, tokens_ - tokens_at_start_});
   if (step_ % tc_.log_every == 0 || step_ == total_steps_) {
     const double secs = std::max(seconds_since(window_start_), 1e-9);
-    const double eta = (total_steps_ - step_) * (train_seconds_ / step_);
-    spdlog::info(
-        "step {}/{} epoch {} loss {:.4f} lr {:.2e} grad-norm {:.3f} | {:.1f} samples/s {:.0f} "
-        "tokens/s | ETA {:.0f} s",
-        step_, total_steps_, epoch_of(micro_ - 1), window_loss_ / window_steps_, lr, norm,
-        window_samples_ / secs, window_tokens_ / secs, eta);
     log_->write({{"split", "train"},
                  {"step", step_},
                  {"epoch", epoch_of(micro_ - 1)},
@@ -482,16 +482,39 @@ void Trainer::train_step() {
 
 nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) {
   const auto t0 = Clock::now();
+  const bool is_test = std::string(name) == "test";
   const ClassificationMetrics m =
-      evaluate(*model_, split.examples, eval_batch_, pad_id_, loss_options_);
-  nlohmann::json j = m.to_json();
+      evaluate(*model_, split.examples, eval_batch_, pad_id_, loss_options_,
+               is_test ? EvalSplit::Test : EvalSplit::Validation, progress_.get(), name);
+  nlohmann::json j;
+  if (model_config_.num_labels() == 2) {
+    // The decision threshold is chosen on validation data only; the test split gets the one of
+    // the selected (best) validation evaluation.
+    if (!is_test) {
+      j = m.to_json(m.best_threshold(
+          parse_threshold_metric(cfg_.eval.threshold_metric, "eval.threshold_metric")));
+    } else if (best_eval_.contains("at_threshold")) {
+      const auto& t = best_eval_["at_threshold"];
+      j = m.to_json(BinaryThreshold{t.at("margin").get<double>(), t.at("threshold").get<double>(),
+                                    t.at("chosen_by").get<std::string>(),
+                                    t.at("validation_value").get<double>()});
+    }
+  }
+  if (j.is_null()) j = m.to_json();
   j["step"] = step_;
   j["epoch"] = epoch_of(std::max<int64_t>(micro_ - 1, 0));
-  j["rows"] = m.count();
   j["seconds"] = seconds_since(t0);
-  spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f} ({:.1f} s)", name, step_,
+  std::string extra;
+  if (j.contains("roc_auc") && !j["roc_auc"].is_null())
+    extra += fmt::format(" roc-auc {:.4f}", j["roc_auc"].get<double>());
+  if (j.contains("at_threshold"))
+    extra += fmt::format(" | threshold {:.3f}: f1 {:.4f} accuracy {:.4f}",
+                         j["at_threshold"]["threshold"].get<double>(),
+                         j["at_threshold"]["f1"].get<double>(),
+                         j["at_threshold"]["accuracy"].get<double>());
+  spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}{} ({:.1f} s)", name, step_,
                j["loss"].get<double>(), j["accuracy"].get<double>(), j["macro_f1"].get<double>(),
-               j["seconds"].get<double>());
+               extra, j["seconds"].get<double>());
   nlohmann::json line = j;
   line["split"] = name;
   log_->write(line);
@@ -563,6 +586,20 @@ nlohmann::json Trainer::run() {
       tc_.layer_decay < 1 ? fmt::format(" (layer decay {:g})", tc_.layer_decay) : "",
       compute_threads());
 
+  if (cfg_.output.progress == "auto") {
+    progress_ = ProgressBar::for_stderr(tc_.log_every);
+  } else {
+    ProgressOptions po;
+    po.terminal = cfg_.output.progress == "bar";
+    po.log_every = tc_.log_every;
+    const auto t0 = Clock::now();
+    progress_ = std::make_unique<ProgressBar>(std::cerr, spdlog::default_logger(), po,
+                                              [t0] { return seconds_since(t0); });
+  }
+  progress_->begin_training(total_steps_,
+                            (total_micro_ + batches_per_epoch_ - 1) / batches_per_epoch_);
+  samples_at_start_ = samples_;
+  tokens_at_start_ = tokens_;
   static const int64_t sigterm_at = debug_env("FTUNE_DEBUG_SIGTERM_AT_STEP");
   StopSignal stop;
   std::string stopped_by = "completed";
@@ -619,6 +656,7 @@ nlohmann::json Trainer::run() {
     load.labels = data_.labels.names;
     load_model_weights(*model_, chosen.dir, load);
   }
+  progress_->finish();
   nlohmann::json test_metrics;
   if (data_.test) test_metrics = run_eval(*data_.test, "test");
   const std::string model_dir = (run_ / "model").string();
