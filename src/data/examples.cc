@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "core/error.h"
@@ -83,6 +84,20 @@ LabelSet LabelSet::from_names(const std::vector<std::string>& names) {
   return s;
 }
 
+LabelSet LabelSet::from_map(const std::map<std::string, int32_t>& ids, const std::string& key) {
+  std::vector<std::string> names(ids.size());
+  for (const auto& [name, id] : ids) {
+    if (id < 0 || id >= static_cast<int32_t>(ids.size()))
+      throw InputError(fmt::format("{}: label '{}' has id {}; ids must be 0..{}", key, name, id,
+                                   ids.size() - 1));
+    if (!names[id].empty())
+      throw InputError(
+          fmt::format("{}: labels '{}' and '{}' both have id {}", key, names[id], name, id));
+    names[id] = name;
+  }
+  return from_names(names);
+}
+
 int32_t LabelSet::id(const RawExample& e, const std::string& path) const {
   auto it = ids.find(e.label);
   if (it == ids.end())
@@ -107,6 +122,7 @@ std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer
   text::EncodeOptions cut = full;
   cut.truncation = text::Truncation::kLongestFirst;
   cut.max_length = max_length;
+  const auto t0 = std::chrono::steady_clock::now();
   const std::vector<text::Encoding> enc = tokenizer.encode_batch(pairs, cut);
   TokenizeStats s;
   for (size_t i = 0; i < raw.size(); ++i) {
@@ -121,6 +137,7 @@ std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer
         ++s.truncated;
     }
   }
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stats) *stats = s;
   return out;
 }
