@@ -53,8 +53,7 @@ TEST(Delimited, CharacterAfterClosingQuoteIsAnErrorAndParsingResumes) {
   const auto r = parse_delimited("\"ab\"c,1\nok,2\n", ',');
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r[0].line, 1);
-  EXPECT_NE(r[0].error.find("after the closing quote of field 1"), std::string::npos)
-      << r[0].error;
+  EXPECT_NE(r[0].error.find("after the closing quote of field 1"), std::string::npos) << r[0].error;
   EXPECT_EQ(r[1].error, "");
   EXPECT_EQ(r[1].fields, (Fields{"ok", "2"}));
   EXPECT_EQ(r[1].line, 2);

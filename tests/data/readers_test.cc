@@ -10,10 +10,10 @@
 namespace ftune::data {
 namespace {
 
-using ::testing::HasSubstr;
 using test::input_error_of;
 using test::TempDir;
 using test::write_data_file;
+using ::testing::HasSubstr;
 
 TEST(Readers, TsvWithHeaderByName) {
   TempDir d;
@@ -119,10 +119,9 @@ TEST(Readers, FormatByExtensionOrExplicit) {
 }
 
 TEST(Readers, MissingFileIsAnError) {
-  EXPECT_THAT(input_error_of([] {
-                read_rows("/nonexistent/x.csv", DataFormat::kAuto, true, ColumnMap{});
-              }),
-              HasSubstr("/nonexistent/x.csv"));
+  EXPECT_THAT(
+      input_error_of([] { read_rows("/nonexistent/x.csv", DataFormat::kAuto, true, ColumnMap{}); }),
+      HasSubstr("/nonexistent/x.csv"));
 }
 
 }  // namespace
