@@ -125,18 +125,19 @@ std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<text::Encoding> enc = tokenizer.encode_batch(pairs, cut);
   TokenizeStats s;
+  std::vector<text::TextPair> at_limit;
   for (size_t i = 0; i < raw.size(); ++i) {
     out[i].input_ids.assign(enc[i].ids.begin(), enc[i].ids.end());
     out[i].token_type_ids.assign(enc[i].type_ids.begin(), enc[i].type_ids.end());
     s.tokens += static_cast<int64_t>(enc[i].size());
     s.longest = std::max<int64_t>(s.longest, enc[i].size());
-    if (static_cast<int64_t>(enc[i].size()) == max_length) {
-      // At the limit: count it as truncated if the untruncated encoding is longer.
-      if (static_cast<int64_t>(tokenizer.encode(pairs[i].text, pairs[i].pair, full).size()) >
-          max_length)
-        ++s.truncated;
-    }
+    if (static_cast<int64_t>(enc[i].size()) == max_length) at_limit.push_back(pairs[i]);
   }
+  // An encoding at the limit was truncated if the untruncated one is longer (encoded again, in
+  // parallel like the first pass).
+  if (!at_limit.empty())
+    for (const text::Encoding& e : tokenizer.encode_batch(at_limit, full))
+      if (static_cast<int64_t>(e.size()) > max_length) ++s.truncated;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stats) *stats = s;
   return out;
