@@ -79,10 +79,13 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
   } else if (!spec.labels.ids.empty()) {
     ds.labels = LabelSet::from_map(spec.labels.ids, spec.labels_key);
   }
-  const bool explicit_labels = !spec.labels.empty();
-  if (explicit_labels) {
+  // Without an explicit set the set is the data's (integer labels keep their ids). A label that
+  // the set cannot address (outside an explicit set, or an integer written as "01") is a bad row.
+  if (spec.labels.empty()) ds.labels = LabelSet::from_examples(rows.examples);
+  {
     std::vector<RawExample> kept;
     kept.reserve(rows.examples.size());
+    const size_t bad_before = bad.size();
     for (RawExample& e : rows.examples) {
       auto it = ds.labels.ids.find(e.label);
       if (it == ds.labels.ids.end()) {
@@ -94,8 +97,9 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
       kept.push_back(std::move(e));
     }
     rows.examples = std::move(kept);
-    std::stable_sort(bad.begin(), bad.end(),
-                     [](const BadRow& a, const BadRow& b) { return a.line < b.line; });
+    if (bad.size() > bad_before)
+      std::stable_sort(bad.begin(), bad.end(),
+                       [](const BadRow& a, const BadRow& b) { return a.line < b.line; });
   }
 
   // Policy.
@@ -112,10 +116,6 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
           100 * spec.max_bad_fraction, listing(spec.path, bad)));
   }
   if (rows.examples.empty()) throw InputError(fmt::format("{}: no examples", spec.path));
-  if (!explicit_labels) {
-    ds.labels = LabelSet::from_examples(rows.examples);
-    for (const RawExample& e : rows.examples) ds.label_ids.push_back(ds.labels.ids.at(e.label));
-  }
   ds.examples = std::move(rows.examples);
 
   DatasetReport report;

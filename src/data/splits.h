@@ -5,6 +5,7 @@
 // share of every label.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -34,5 +35,15 @@ struct Fold {
 };
 // Fold `fold` of stratified k-fold: its examples are the validation part, the rest train.
 Fold stratified_fold(const std::vector<int32_t>& label_ids, int64_t k, int64_t fold, uint64_t seed);
+
+// The elements of `all` at `indices`, in that order (a split's part of the examples, label ids or
+// tokenized examples: tokenize the file once, then select each part).
+template <typename T>
+std::vector<T> select(const std::vector<T>& all, const std::vector<int64_t>& indices) {
+  std::vector<T> out;
+  out.reserve(indices.size());
+  for (int64_t i : indices) out.push_back(all.at(static_cast<size_t>(i)));
+  return out;
+}
 
 }  // namespace ftune::data

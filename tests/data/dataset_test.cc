@@ -87,6 +87,12 @@ TEST(Validation, LabelOutsideTheLabelSet) {
               NamesRow(":3: label 'neutral' is not one of the 2 labels (neg, pos)"));
 }
 
+TEST(Validation, LabelTheDerivedSetCannotAddress) {
+  // Integer labels keep their ids; "01" is neither the integer 1's spelling nor a name.
+  EXPECT_THAT(fail_message("a.csv", "text,label\na,0\nb,1\nc,01\n"),
+              NamesRow(":4: label '01' is not one of the 2 labels (0, 1)"));
+}
+
 TEST(Validation, RaggedRow) {
   EXPECT_THAT(fail_message("a.tsv", "text\tlabel\na\t1\nb\twith\ttab\t0\n"),
               NamesRow(":3: ragged row: expected 2 fields, found 4"));
@@ -174,6 +180,13 @@ TEST(Policy, SkippedLabelsOutsideTheSetKeepFileOrder) {
   EXPECT_EQ(r.skipped_rows[1].line, 3);  // empty text
   EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(ds.examples[1].line, 5);
+}
+
+TEST(Policy, MaxFractionOutsideZeroToOneIsAnError) {
+  DataSpec spec;
+  spec.max_bad_fraction = 1.5;
+  EXPECT_EQ(fail_message("a.csv", "text,label\na,1\n", spec).message,
+            "data.max_bad_fraction: expected 0..1, got 1.5");
 }
 
 TEST(Policy, ParseNames) {

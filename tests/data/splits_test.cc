@@ -121,5 +121,17 @@ TEST(KFold, BadArgumentsAreErrors) {
             "k-fold: fold 2 is outside 0..1");
 }
 
+TEST(Split, SelectTakesThePartInOrder) {
+  const std::vector<std::string> all = {"a", "b", "c", "d"};
+  EXPECT_EQ(select(all, {3, 0, 2}), (std::vector<std::string>{"d", "a", "c"}));
+  const auto ids = labels_with({30, 10}, 9);
+  const Fold f = stratified_fold(ids, 4, 1, 3);
+  const std::vector<int32_t> val_labels = select(ids, f.validation);
+  ASSERT_EQ(val_labels.size(), f.validation.size());
+  for (size_t i = 0; i < val_labels.size(); ++i) EXPECT_EQ(val_labels[i], ids[f.validation[i]]);
+  const auto ones = std::count(val_labels.begin(), val_labels.end(), 1);
+  EXPECT_TRUE(ones == 2 || ones == 3) << ones;  // 10 examples of class 1 over 4 folds
+}
+
 }  // namespace
 }  // namespace ftune::data
