@@ -232,6 +232,30 @@ TEST(Labels, BadMappingsAreErrors) {
   EXPECT_THAT(input_error_of([&] { read_dataset(spec, &ds); }), HasSubstr("not both"));
 }
 
+// The trainer moves from read_examples to read_dataset: on a valid JSONL file both give the same
+// rows and label set, so runs stay bit for bit the same.
+TEST(Dataset, SameRowsAndLabelsAsReadExamplesOnJsonl) {
+  TempDir d;
+  const auto path = write_data_file(d, "a.jsonl",
+                                    "{\"text\": \"a\", \"text_pair\": \"b\", \"label\": 2}\n"
+                                    "\n"
+                                    "{\"text\": \"c\", \"label\": 0, \"extra\": true}\n"
+                                    "{\"text\": \"d\", \"text_pair\": null, \"label\": 1}\n");
+  RawDataset ds;
+  read_dataset(spec_for(path), &ds);
+  const auto old = read_examples(path, ExampleFields{});
+  ASSERT_EQ(ds.examples.size(), old.size());
+  for (size_t i = 0; i < old.size(); ++i) {
+    EXPECT_EQ(ds.examples[i].text, old[i].text);
+    EXPECT_EQ(ds.examples[i].text_pair, old[i].text_pair);
+    EXPECT_EQ(ds.examples[i].label, old[i].label);
+    EXPECT_EQ(ds.examples[i].line, old[i].line);
+  }
+  const LabelSet labels = LabelSet::from_examples(old);
+  EXPECT_EQ(ds.labels.names, labels.names);
+  for (size_t i = 0; i < old.size(); ++i) EXPECT_EQ(ds.label_ids[i], labels.id(old[i], path));
+}
+
 TEST(Dataset, NoExamplesIsAnError) {
   const Failure f = fail_message("a.csv", "text,label\n");
   EXPECT_EQ(f.message, f.path + ": no examples");
