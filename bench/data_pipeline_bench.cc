@@ -2,7 +2,8 @@
 // example sentences paired with their own gloss (label "yes") or another synset's ("no"), the
 // GlossBERT formulation. Writes the set as CSV, TSV and JSONL into a temporary directory and
 // measures, per format, read_dataset (reading + validation, rows/s and MB/s); then tokenization
-// up front with the MiniLM WordPiece tokenizer (tokens/s on the compute pool); then the batches of
+// up front with the MiniLM WordPiece tokenizer (tokens/s on the compute pool); the cost of a
+// batcher seek and of sequential batch(step) calls; then the batches of
 // one epoch made directly and through the BatchPrefetcher behind a consumer that sleeps
 // --step-us per batch (a host thread waiting for a GPU step), with the time the consumer waited for
 // input.
@@ -157,6 +158,16 @@ int main(int argc, char** argv) {
     // The consumer's training step: the host thread waits (as it does for a GPU step).
     auto step = [&] { std::this_thread::sleep_for(std::chrono::microseconds(step_us)); };
     auto t0 = Clock::now();
+    {
+      ftune::data::LengthBucketedBatcher seeker(&examples, batch, 42);
+      seeker.batch(1000 * steps + 17);  // one epoch permutation, wherever the step
+      const double seek = since(t0);
+      t0 = Clock::now();
+      for (int64_t s = 1000 * steps + 18; s < 1001 * steps; ++s) seeker.batch(s);
+      std::printf("batch(step): seek to epoch 1000 %.1f ms, then %.3f us per sequential step\n",
+                  1e3 * seek, 1e6 * since(t0) / (steps - 18));
+    }
+    t0 = Clock::now();
     double make_seconds = 0;
     for (int64_t s = 0; s < steps; ++s) {
       const auto t = Clock::now();
