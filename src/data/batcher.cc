@@ -5,6 +5,8 @@
 #include <numeric>
 #include <random>
 
+#include "core/error.h"
+
 namespace ftune::data {
 
 LengthBucketedBatcher::LengthBucketedBatcher(const std::vector<TokenizedExample>* examples,
@@ -35,6 +37,17 @@ std::vector<std::vector<int64_t>> LengthBucketedBatcher::epoch(int64_t epoch) co
   }
   fisher_yates(batches);
   return batches;
+}
+
+const std::vector<int64_t>& LengthBucketedBatcher::batch(int64_t global_step) {
+  FTUNE_ASSERT(global_step >= 0 && !examples_->empty(), "batch({}) of {} examples", global_step,
+               examples_->size());
+  const int64_t e = global_step / batches_per_epoch();
+  if (e != cached_epoch_) {
+    cached_ = epoch(e);
+    cached_epoch_ = e;
+  }
+  return cached_[global_step % batches_per_epoch()];
 }
 
 std::vector<std::vector<int64_t>> length_sorted_batches(

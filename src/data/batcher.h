@@ -24,11 +24,22 @@ class LengthBucketedBatcher {
   // Indices of the examples of every batch of `epoch`, in training order.
   std::vector<std::vector<int64_t>> epoch(int64_t epoch) const;
 
+  // The batch at `global_step` counted from the start of epoch 0: epoch(step / batches_per_epoch())
+  // [step % batches_per_epoch()]. The current epoch's batches are cached, so stepping through in
+  // order costs O(1) per call (amortised) and a seek to any step costs one epoch permutation,
+  // whatever the step number. The reference stays valid until a call for another epoch. Not
+  // thread-safe (one batcher per thread; the object is cheap to copy).
+  const std::vector<int64_t>& batch(int64_t global_step);
+  // The epoch `global_step` falls in.
+  int64_t epoch_of(int64_t global_step) const { return global_step / batches_per_epoch(); }
+
  private:
   const std::vector<TokenizedExample>* examples_;
   int64_t batch_size_;
   uint64_t seed_;
   int64_t pool_batches_;
+  int64_t cached_epoch_ = -1;
+  std::vector<std::vector<int64_t>> cached_;
 };
 
 // Batches for evaluation and prediction, where order does not matter: examples sorted by length

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <set>
 
 #include "core/error.h"
@@ -83,6 +84,20 @@ LabelSet LabelSet::from_names(const std::vector<std::string>& names) {
   return s;
 }
 
+LabelSet LabelSet::from_map(const std::map<std::string, int32_t>& ids, const std::string& key) {
+  std::vector<std::string> names(ids.size());
+  for (const auto& [name, id] : ids) {
+    if (id < 0 || id >= static_cast<int32_t>(ids.size()))
+      throw InputError(fmt::format("{}: label '{}' has id {}; ids must be 0..{}", key, name, id,
+                                   ids.size() - 1));
+    if (!names[id].empty())
+      throw InputError(
+          fmt::format("{}: labels '{}' and '{}' both have id {}", key, names[id], name, id));
+    names[id] = name;
+  }
+  return from_names(names);
+}
+
 int32_t LabelSet::id(const RawExample& e, const std::string& path) const {
   auto it = ids.find(e.label);
   if (it == ids.end())
@@ -107,20 +122,23 @@ std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer
   text::EncodeOptions cut = full;
   cut.truncation = text::Truncation::kLongestFirst;
   cut.max_length = max_length;
+  const auto t0 = std::chrono::steady_clock::now();
   const std::vector<text::Encoding> enc = tokenizer.encode_batch(pairs, cut);
   TokenizeStats s;
+  std::vector<text::TextPair> at_limit;
   for (size_t i = 0; i < raw.size(); ++i) {
     out[i].input_ids.assign(enc[i].ids.begin(), enc[i].ids.end());
     out[i].token_type_ids.assign(enc[i].type_ids.begin(), enc[i].type_ids.end());
     s.tokens += static_cast<int64_t>(enc[i].size());
     s.longest = std::max<int64_t>(s.longest, enc[i].size());
-    if (static_cast<int64_t>(enc[i].size()) == max_length) {
-      // At the limit: count it as truncated if the untruncated encoding is longer.
-      if (static_cast<int64_t>(tokenizer.encode(pairs[i].text, pairs[i].pair, full).size()) >
-          max_length)
-        ++s.truncated;
-    }
+    if (static_cast<int64_t>(enc[i].size()) == max_length) at_limit.push_back(pairs[i]);
   }
+  // An encoding at the limit was truncated if the untruncated one is longer (encoded again, in
+  // parallel like the first pass).
+  if (!at_limit.empty())
+    for (const text::Encoding& e : tokenizer.encode_batch(at_limit, full))
+      if (static_cast<int64_t>(e.size()) > max_length) ++s.truncated;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stats) *stats = s;
   return out;
 }

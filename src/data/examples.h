@@ -3,6 +3,7 @@
 // naming file:line and the reason.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -33,6 +34,9 @@ struct LabelSet {
 
   static LabelSet from_examples(const std::vector<RawExample>& examples);
   static LabelSet from_names(const std::vector<std::string>& names);
+  // From a name -> id map whose ids are exactly 0..K-1, each once (InputError naming `key`
+  // otherwise). As with from_names, an integer label i also addresses the name with id i.
+  static LabelSet from_map(const std::map<std::string, int32_t>& ids, const std::string& key);
   // The id of `label` of the example at path:line; InputError when it is not in the set.
   int32_t id(const RawExample& e, const std::string& path) const;
 };
@@ -46,6 +50,9 @@ struct TokenizeStats {
   int64_t truncated = 0;  // examples longer than max_length before truncation
   int64_t tokens = 0;
   int64_t longest = 0;
+  double seconds = 0;  // wall time of the tokenization
+
+  double tokens_per_second() const { return seconds > 0 ? tokens / seconds : 0.0; }
 };
 
 // Tokenizes every example with HF's `tokenizer(text, text_pair, truncation="longest_first",

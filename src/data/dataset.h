@@ -1,0 +1,104 @@
+// The one entry point from a data file to validated examples: read_dataset(spec) reads a JSONL,
+// TSV or CSV file, checks every row before any compute (see readers.h for the checks, plus
+// labels outside an explicit label set), applies the bad-row policy and returns the examples with
+// their label ids and a report for summary.json. tokenize_dataset then tokenizes them up front, in
+// parallel, and adds the time and tokens/s to the report.
+//
+// How the training config maps to DataSpec (one spec per file; validation and test specs take
+// the train set's label names so ids agree):
+//   data.train / data.validation / data.test  -> path
+//   data.format: auto | jsonl | tsv | csv     -> format (parse_data_format; auto: by extension)
+//   data.header: true | false                 -> has_header (TSV/CSV; default true)
+//   data.text_field / text_pair_field / label_field -> columns.text / text_pair / label (by name:
+//                                                 JSONL keys, header columns)
+//   data.text_column / text_pair_column / label_column -> columns.*_index (0-based; files
+//                                                 without a header; text_pair_column -1 = none)
+//   model.labels: [neg, pos]   (names in id order) -> labels.names
+//   model.labels: {neg: 0, pos: 1} (name -> id)    -> labels.ids
+//   data.bad_rows: fail | skip                -> bad_rows (parse_bad_row_policy)
+//   data.max_bad_fraction: 0.05               -> max_bad_fraction (skip only)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/examples.h"
+#include "data/readers.h"
+#include "text/tokenizer.h"
+
+namespace ftune::data {
+
+enum class BadRowPolicy {
+  kFail,  // any bad row is an error listing the first rows and the count
+  kSkip,  // bad rows are dropped and counted, up to max_bad_fraction of the rows
+};
+// "fail" or "skip"; InputError naming `key` otherwise.
+BadRowPolicy parse_bad_row_policy(const std::string& value, const std::string& key);
+
+// An explicit label set: names in id order, or a name -> id map (ids 0..K-1). Both empty: the
+// labels are taken from the data (LabelSet::from_examples). Integer labels in the data address
+// names by id.
+struct LabelMapping {
+  std::vector<std::string> names;
+  std::map<std::string, int32_t> ids;
+
+  bool empty() const { return names.empty() && ids.empty(); }
+};
+
+struct DataSpec {
+  std::string path;
+  DataFormat format = DataFormat::kAuto;
+  bool has_header = true;
+  ColumnMap columns;
+  LabelMapping labels;
+  BadRowPolicy bad_rows = BadRowPolicy::kFail;
+  double max_bad_fraction = 0.05;
+  std::string labels_key = "model.labels";  // names the label mapping in its errors
+};
+
+// How many bad rows an error message lists (the count is always given).
+constexpr int64_t kListedBadRows = 10;
+// How many skipped rows a report keeps with their line and reason (all are counted).
+constexpr int64_t kKeptBadRows = 1000;
+
+struct DatasetReport {
+  std::string path;
+  std::string format;                 // jsonl, tsv or csv
+  int64_t rows = 0;                   // data rows read (header and blank lines excluded)
+  int64_t examples = 0;               // rows kept
+  int64_t skipped = 0;                // bad rows dropped under the skip policy
+  std::vector<BadRow> skipped_rows;   // the first kKeptBadRows of them, in file order
+  std::vector<int64_t> class_counts;  // kept examples per label id
+  double read_seconds = 0;            // reading and validation
+  bool tokenized = false;             // set by tokenize_dataset, with:
+  TokenizeStats tokenize;             // tokens, truncated, longest, seconds
+
+  // {"path", "format", "rows", "examples", "skipped", "skipped_rows": [{"line", "reason"}...],
+  //  "class_counts", "read_seconds", and once tokenized "tokens", "truncated", "longest",
+  //  "tokenize_seconds", "tokens_per_second"}.
+  nlohmann::json to_json() const;
+};
+
+struct RawDataset {
+  std::string path;
+  std::vector<RawExample> examples;  // the kept rows, in file order, each with its line
+  std::vector<int32_t> label_ids;    // per example, ids in `labels`
+  LabelSet labels;
+};
+
+// Reads and validates spec.path into `out` (see the top of this file). InputError when the file
+// cannot be read, a named column is missing, the policy rejects the bad rows (the message names
+// the first kListedBadRows as PATH:LINE: reason, and the count), or no example is left.
+DatasetReport read_dataset(const DataSpec& spec, RawDataset* out);
+
+// Tokenizes every example (HF truncation="longest_first" to max_length, parallel over the compute
+// pool); fills report->tokenize and sets report->tokenized. Over-long rows are truncated and
+// counted, not rejected.
+std::vector<TokenizedExample> tokenize_dataset(const text::Tokenizer& tokenizer,
+                                               const RawDataset& dataset, int64_t max_length,
+                                               DatasetReport* report);
+
+}  // namespace ftune::data

@@ -1,0 +1,235 @@
+// JSONL, TSV and CSV readers: one RawExample or one BadRow per data row (see readers.h).
+#include "data/readers.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "core/error.h"
+#include "data/delimited.h"
+#include "io/atomic_file.h"
+#include "io/json_file.h"
+#include "text/utf8.h"
+
+namespace ftune::data {
+namespace {
+
+bool blank(std::string_view s) {
+  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+// Why `value` cannot be the field `name` of an example, or "" when it can.
+std::string text_problem(std::string_view value, std::string_view name) {
+  const size_t bad = text::utf8_find_invalid(value);
+  if (bad != std::string_view::npos)
+    return fmt::format("invalid UTF-8 in '{}' at byte {}", name, bad + 1);
+  if (blank(value)) return fmt::format("empty '{}'", name);
+  return "";
+}
+
+void read_jsonl(std::string_view content, const ColumnMap& c, ReadRows* out) {
+  if (content.substr(0, 3) == "\xEF\xBB\xBF") content.remove_prefix(3);
+  int64_t number = 0;
+  size_t pos = 0;
+  while (pos < content.size()) {
+    size_t end = content.find('\n', pos);
+    if (end == std::string_view::npos) end = content.size();
+    std::string_view line = content.substr(pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (blank(line)) continue;
+    ++out->rows;
+    auto bad = [&](std::string reason) { out->bad.push_back({number, std::move(reason)}); };
+    const size_t invalid = text::utf8_find_invalid(line);
+    if (invalid != std::string_view::npos) {
+      bad(fmt::format("invalid UTF-8 at column {}", invalid + 1));
+      continue;
+    }
+    nlohmann::json obj;
+    try {
+      obj = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      bad(fmt::format("invalid JSON at column {}: {}", e.byte, io::parse_error_detail(e)));
+      continue;
+    }
+    if (!obj.is_object()) {
+      bad(fmt::format("expected a JSON object, got {}", io::json_type_name(obj)));
+      continue;
+    }
+    RawExample e;
+    e.line = number;
+    auto text_field = [&](const std::string& key, bool optional, std::optional<std::string>* to) {
+      auto it = obj.find(key);
+      if (it == obj.end() || it->is_null()) {
+        if (optional) return std::string();
+        return fmt::format("missing '{}'", key);
+      }
+      if (!it->is_string())
+        return fmt::format("'{}' must be a string, got {}", key, io::json_type_name(*it));
+      std::string problem = text_problem(it->get_ref<const std::string&>(), key);
+      if (problem.empty()) *to = it->get<std::string>();
+      return problem;
+    };
+    std::optional<std::string> text;
+    std::string problem = text_field(c.text, false, &text);
+    if (problem.empty()) problem = text_field(c.text_pair, true, &e.text_pair);
+    if (problem.empty()) {
+      auto it = obj.find(c.label);
+      if (it == obj.end() || it->is_null())
+        problem = fmt::format("missing '{}'", c.label);
+      else if (it->is_number_integer())
+        e.label = std::to_string(it->get<int64_t>());
+      else if (it->is_string() && !it->get_ref<const std::string&>().empty())
+        e.label = it->get<std::string>();
+      else if (it->is_string())
+        problem = fmt::format("missing '{}' (empty string)", c.label);
+      else
+        problem = fmt::format("'{}' must be an integer or a string, got {}", c.label,
+                              io::json_type_name(*it));
+    }
+    if (!problem.empty()) {
+      bad(std::move(problem));
+      continue;
+    }
+    e.text = std::move(*text);
+    out->examples.push_back(std::move(e));
+  }
+}
+
+void read_delimited(const std::string& path, std::string_view content, char sep, bool has_header,
+                    const ColumnMap& c, ReadRows* out) {
+  std::vector<DelimitedRecord> records = parse_delimited(content, sep);
+  size_t first = 0;
+  int64_t text_col = c.text_index, pair_col = c.text_pair_index, label_col = c.label_index;
+  std::string text_name = c.text, pair_name = c.text_pair, label_name = c.label;
+  size_t width = 0;
+  if (has_header) {
+    if (records.empty()) throw InputError(fmt::format("{}: empty file (no header row)", path));
+    const DelimitedRecord& h = records[0];
+    if (!h.error.empty())
+      throw InputError(fmt::format("{}:{}: header row: {}", path, h.line, h.error));
+    width = h.fields.size();
+    auto column = [&](const std::string& name, bool optional) -> int64_t {
+      auto it = std::find(h.fields.begin(), h.fields.end(), name);
+      if (it != h.fields.end()) return it - h.fields.begin();
+      if (optional) return -1;
+      std::string names;
+      for (const std::string& f : h.fields) names += (names.empty() ? "" : ", ") + f;
+      throw InputError(fmt::format("{}:{}: no column '{}' in the header (columns: {})", path,
+                                   h.line, name, names));
+    };
+    text_col = column(c.text, false);
+    pair_col = c.text_pair.empty() ? -1 : column(c.text_pair, true);
+    label_col = column(c.label, false);
+    first = 1;
+  } else {
+    text_name = fmt::format("column {}", c.text_index);
+    pair_name = fmt::format("column {}", c.text_pair_index);
+    label_name = fmt::format("column {}", c.label_index);
+    // The width every row must have is the first well-formed row's.
+    for (const DelimitedRecord& r : records)
+      if (r.error.empty()) {
+        width = r.fields.size();
+        auto check = [&](int64_t index, const char* what, bool optional) {
+          if (optional && index == -1) return;
+          if (index < 0 || index >= static_cast<int64_t>(width))
+            throw InputError(
+                fmt::format("{}:{}: {} column index {} is outside the {} columns of the first row",
+                            path, r.line, what, index, width));
+        };
+        check(c.text_index, "text", false);
+        check(c.text_pair_index, "text_pair", true);
+        check(c.label_index, "label", false);
+        break;
+      }
+  }
+  for (size_t i = first; i < records.size(); ++i) {
+    DelimitedRecord& r = records[i];
+    ++out->rows;
+    auto bad = [&](std::string reason) { out->bad.push_back({r.line, std::move(reason)}); };
+    if (!r.error.empty()) {
+      bad(r.error);
+      continue;
+    }
+    if (r.fields.size() != width) {
+      bad(fmt::format("ragged row: expected {} fields, found {}", width, r.fields.size()));
+      continue;
+    }
+    std::string problem = text_problem(r.fields[text_col], text_name);
+    if (problem.empty() && pair_col >= 0) problem = text_problem(r.fields[pair_col], pair_name);
+    if (problem.empty()) {
+      const std::string& label = r.fields[label_col];
+      const size_t invalid = text::utf8_find_invalid(label);
+      if (invalid != std::string::npos)
+        problem = fmt::format("invalid UTF-8 in '{}' at byte {}", label_name, invalid + 1);
+      else if (blank(label))
+        problem = fmt::format("missing '{}'", label_name);
+    }
+    if (!problem.empty()) {
+      bad(std::move(problem));
+      continue;
+    }
+    RawExample e;
+    e.line = r.line;
+    e.text = std::move(r.fields[text_col]);
+    if (pair_col >= 0) e.text_pair = std::move(r.fields[pair_col]);
+    e.label = std::move(r.fields[label_col]);
+    out->examples.push_back(std::move(e));
+  }
+}
+
+}  // namespace
+
+DataFormat parse_data_format(const std::string& value, const std::string& key) {
+  if (value == "auto") return DataFormat::kAuto;
+  if (value == "jsonl") return DataFormat::kJsonl;
+  if (value == "tsv") return DataFormat::kTsv;
+  if (value == "csv") return DataFormat::kCsv;
+  throw InputError(fmt::format("{}: expected one of auto, jsonl, tsv, csv; got '{}'", key, value));
+}
+
+const char* data_format_name(DataFormat format) {
+  switch (format) {
+    case DataFormat::kAuto:
+      return "auto";
+    case DataFormat::kJsonl:
+      return "jsonl";
+    case DataFormat::kTsv:
+      return "tsv";
+    case DataFormat::kCsv:
+      return "csv";
+  }
+  return "?";
+}
+
+DataFormat data_format_for_path(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  if (ext == ".jsonl" || ext == ".ndjson" || ext == ".json") return DataFormat::kJsonl;
+  if (ext == ".tsv" || ext == ".tab") return DataFormat::kTsv;
+  if (ext == ".csv") return DataFormat::kCsv;
+  throw InputError(fmt::format(
+      "{}: cannot tell the format from the extension '{}' (expected .jsonl, .tsv or .csv); set "
+      "data.format to jsonl, tsv or csv",
+      path, ext));
+}
+
+ReadRows read_rows(const std::string& path, DataFormat format, bool has_header,
+                   const ColumnMap& columns) {
+  if (format == DataFormat::kAuto) format = data_format_for_path(path);
+  const std::string content = io::read_file(path);
+  ReadRows out;
+  if (format == DataFormat::kJsonl)
+    read_jsonl(content, columns, &out);
+  else
+    read_delimited(path, content, format == DataFormat::kTsv ? '\t' : ',', has_header, columns,
+                   &out);
+  return out;
+}
+
+}  // namespace ftune::data
