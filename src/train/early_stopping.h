@@ -18,8 +18,10 @@ class EarlyStopping {
         patience_(patience),
         min_delta_(min_delta) {}
 
-  // Records the metric of the evaluation at `step`; returns true when it is the new best.
-  bool update(double value, int64_t step);
+  // Records the metric of the evaluation at `step` and its loss; returns true when it is the new
+  // best. A metric equal to the best (a saturated accuracy or ROC-AUC) with a lower loss counts as
+  // better, so the selected model is not stuck at the first evaluation that reached the ceiling.
+  bool update(double value, double loss, int64_t step);
   bool should_stop() const { return patience_ > 0 && bad_evals_ >= patience_; }
 
   const std::string& metric() const { return metric_; }
@@ -37,6 +39,7 @@ class EarlyStopping {
   int64_t patience_;
   double min_delta_;
   std::optional<double> best_;
+  double best_loss_ = 0;
   int64_t best_step_ = -1;
   int64_t bad_evals_ = 0;
 };

@@ -5,57 +5,126 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "data/dataset.h"
+#include "data/splits.h"
 
 namespace ftune {
 namespace {
 
-TokenizedSplit tokenize_split(const std::string& name, const std::string& source,
-                              const std::vector<data::RawExample>& raw, const text::Tokenizer& tok,
-                              const data::LabelSet& labels, int64_t max_length,
-                              nlohmann::json& report) {
-  TokenizedSplit s{name, source, {}, 0};
-  data::TokenizeStats stats;
-  s.examples = data::tokenize_examples(tok, raw, labels, source, max_length, &stats);
-  s.longest = stats.longest;
-  report[name] = {{"source", source},
-                  {"rows", s.examples.size()},
-                  {"tokens", stats.tokens},
-                  {"longest", stats.longest},
-                  {"truncated", stats.truncated}};
-  spdlog::info("{}: {} examples from {}, {:.1f} tokens on average, longest {}, {} truncated to {}",
+// A column given by name (files with a header, JSONL keys) or, without a header, by 0-based index.
+void set_column(const std::string& value, const std::string& default_name, int64_t default_index,
+                bool has_header, const char* key, std::string* name, int64_t* index) {
+  *name = value;
+  if (has_header) return;
+  if (value == default_name) {
+    *index = default_index;
+    return;
+  }
+  try {
+    size_t used = 0;
+    *index = std::stoll(value, &used);
+    if (used == value.size() && *index >= 0) return;
+  } catch (const std::exception&) {
+  }
+  throw InputError(fmt::format(
+      "key 'data.{}' must be a 0-based column index when data.has_header is false, got '{}'", key,
+      value));
+}
+
+data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
+                        const std::vector<std::string>& label_names) {
+  const auto& d = cfg.data;
+  data::DataSpec spec;
+  spec.path = path;
+  spec.format = data::parse_data_format(d.format, "data.format");
+  spec.has_header = d.has_header;
+  set_column(d.text_field, "text", 0, d.has_header, "text_field", &spec.columns.text,
+             &spec.columns.text_index);
+  if (d.text_pair_field.empty()) {
+    spec.columns.text_pair.clear();
+    spec.columns.text_pair_index = -1;
+  } else {
+    set_column(d.text_pair_field, "text_pair", -1, d.has_header, "text_pair_field",
+               &spec.columns.text_pair, &spec.columns.text_pair_index);
+  }
+  set_column(d.label_field, "label", 1, d.has_header, "label_field", &spec.columns.label,
+             &spec.columns.label_index);
+  spec.labels.names = label_names;
+  spec.bad_rows = data::parse_bad_row_policy(d.bad_rows, "data.bad_rows");
+  spec.max_bad_fraction = d.max_bad_fraction;
+  return spec;
+}
+
+TokenizedSplit make_split(const std::string& name, const std::string& source,
+                          std::vector<data::TokenizedExample> examples, int64_t max_length) {
+  TokenizedSplit s{name, source, std::move(examples), 0};
+  int64_t tokens = 0;
+  for (const auto& e : s.examples) {
+    s.longest = std::max<int64_t>(s.longest, e.input_ids.size());
+    tokens += static_cast<int64_t>(e.input_ids.size());
+  }
+  spdlog::info("{}: {} examples from {}, {:.1f} tokens on average, longest {} (max_length {})",
                name, s.examples.size(), source,
-               s.examples.empty() ? 0.0 : double(stats.tokens) / s.examples.size(), stats.longest,
-               stats.truncated, max_length);
+               s.examples.empty() ? 0.0 : double(tokens) / s.examples.size(), s.longest,
+               max_length);
+  if (s.examples.empty())
+    throw InputError(fmt::format("{}: the {} split has no examples", source, name));
   return s;
 }
 
 }  // namespace
 
 TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, int64_t max_length) {
-  const data::ExampleFields fields{cfg.data.text_field, cfg.data.text_pair_field,
-                                   cfg.data.label_field};
-  TrainData d;
-  const auto raw_train = data::read_examples(cfg.data.train, fields);
-  d.files.push_back(cfg.data.train);
-  d.labels = cfg.model.labels.empty() ? data::LabelSet::from_examples(raw_train)
-                                      : data::LabelSet::from_names(cfg.model.labels);
-  if (d.labels.names.size() < 2)
+  const auto& d = cfg.data;
+  TrainData out;
+  data::RawDataset raw_train;
+  data::DatasetReport train_report =
+      data::read_dataset(spec_for(cfg, d.train, cfg.model.labels), &raw_train);
+  out.files.push_back(d.train);
+  out.labels = raw_train.labels;
+  if (out.labels.names.size() < 2)
     throw InputError(
         fmt::format("{}: every example has the label '{}'; classification needs at least 2 labels",
-                    cfg.data.train, d.labels.names.front()));
-  d.train = tokenize_split("train", cfg.data.train, raw_train, tok, d.labels, max_length, d.report);
-  if (!cfg.data.validation.empty()) {
-    d.files.push_back(cfg.data.validation);
-    d.validation = tokenize_split("validation", cfg.data.validation,
-                                  data::read_examples(cfg.data.validation, fields), tok, d.labels,
-                                  max_length, d.report);
+                    d.train, out.labels.names.front()));
+  auto train_tokens = data::tokenize_dataset(tok, raw_train, max_length, &train_report);
+  out.report["train_file"] = train_report.to_json();
+  if (train_report.skipped > 0)
+    spdlog::warn("{}: {} bad rows skipped (data.bad_rows: skip); see summary.json", d.train,
+                 train_report.skipped);
+
+  // Parts of the training file: a stratified split or fold k of k (seeded by training.seed).
+  if (d.folds > 0) {
+    const data::Fold fold =
+        data::stratified_fold(raw_train.label_ids, d.folds, d.fold, cfg.training.seed);
+    const std::string what = fmt::format("{} (fold {} of {})", d.train, d.fold, d.folds);
+    out.validation =
+        make_split("validation", what, data::select(train_tokens, fold.validation), max_length);
+    out.train = make_split("train", what, data::select(train_tokens, fold.train), max_length);
+  } else if (d.validation_split > 0 || d.test_split > 0) {
+    const data::SplitIndices parts = data::stratified_split(raw_train.label_ids, d.validation_split,
+                                                            d.test_split, cfg.training.seed);
+    const std::string what = fmt::format("{} (stratified split)", d.train);
+    if (!parts.validation.empty())
+      out.validation =
+          make_split("validation", what, data::select(train_tokens, parts.validation), max_length);
+    if (!parts.test.empty())
+      out.test = make_split("test", what, data::select(train_tokens, parts.test), max_length);
+    out.train = make_split("train", what, data::select(train_tokens, parts.train), max_length);
+  } else {
+    out.train = make_split("train", d.train, std::move(train_tokens), max_length);
   }
-  if (!cfg.data.test.empty()) {
-    d.files.push_back(cfg.data.test);
-    d.test = tokenize_split("test", cfg.data.test, data::read_examples(cfg.data.test, fields), tok,
-                            d.labels, max_length, d.report);
-  }
-  return d;
+
+  auto read_other = [&](const std::string& path, const char* name) {
+    data::RawDataset raw;
+    data::DatasetReport report = data::read_dataset(spec_for(cfg, path, out.labels.names), &raw);
+    out.files.push_back(path);
+    auto tokens = data::tokenize_dataset(tok, raw, max_length, &report);
+    out.report[std::string(name) + "_file"] = report.to_json();
+    return make_split(name, path, std::move(tokens), max_length);
+  };
+  if (!d.validation.empty()) out.validation = read_other(d.validation, "validation");
+  if (!d.test.empty()) out.test = read_other(d.test, "test");
+  return out;
 }
 
 }  // namespace ftune

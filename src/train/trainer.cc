@@ -24,6 +24,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "data/batcher.h"
+#include "data/prefetcher.h"
 #include "io/atomic_file.h"
 #include "io/fingerprint.h"
 #include "io/json_file.h"
@@ -134,7 +135,6 @@ class Trainer {
   nlohmann::json fingerprints() const;
   void restore(const CheckpointEntry& ckpt);
   void train_step();
-  Batch batch_for(int64_t micro);
   nlohmann::json run_eval(const TokenizedSplit& split, const char* name);
   void save_checkpoint(bool best);
   void write_checkpoint(const std::string& dir);
@@ -162,8 +162,7 @@ class Trainer {
   std::unique_ptr<data::LengthBucketedBatcher> batcher_;
   int64_t batches_per_epoch_ = 1, total_micro_ = 0, total_steps_ = 0;
   LrSchedule schedule_;
-  int64_t cached_epoch_ = -1;
-  std::vector<std::vector<int64_t>> epoch_batches_;
+  std::unique_ptr<data::BatchPrefetcher> prefetch_;  // micro-batches assembled ahead of the step
 
   std::unique_ptr<EarlyStopping> early_;
   std::unique_ptr<CheckpointStore> store_;
@@ -296,7 +295,7 @@ void Trainer::plan_schedule() {
   schedule_ = LrSchedule{parse_schedule_kind(tc_.schedule, "training.schedule"), tc_.learning_rate,
                          warmup, total_steps_};
   const bool binary = model_config_.num_labels() == 2;
-  eval_metric_ = cfg_.eval.metric == "auto" ? (binary ? "roc_auc" : "macro_f1") : cfg_.eval.metric;
+  eval_metric_ = cfg_.eval.metric == "auto" ? "macro_f1" : cfg_.eval.metric;
   if (eval_metric_ == "roc_auc" && !binary)
     throw InputError("key 'eval.metric': roc_auc needs a binary task; this one has " +
                      std::to_string(model_config_.num_labels()) + " labels");
@@ -366,16 +365,6 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
                epoch_of(micro_));
 }
 
-Batch Trainer::batch_for(int64_t micro) {
-  const int64_t epoch = epoch_of(micro);
-  if (epoch != cached_epoch_) {
-    epoch_batches_ = batcher_->epoch(epoch);
-    cached_epoch_ = epoch;
-  }
-  return data::make_batch(data_.train.examples, epoch_batches_[micro % batches_per_epoch_],
-                          pad_id_);
-}
-
 void Trainer::write_checkpoint(const std::string& dir) {
   save_model(*model_, dir);
   copy_tokenizer_files(cfg_.model.path, dir);
@@ -424,7 +413,7 @@ void Trainer::train_step() {
       _exit(137);
     }
     const auto tw = Clock::now();
-    const Batch b = batch_for(micro_);
+    const Batch b = prefetch_->next();
     wait_seconds_ += seconds_since(tw);
     const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(micro_)};
     model_->set_batch(b);
@@ -598,6 +587,9 @@ nlohmann::json Trainer::run() {
   }
   progress_->begin_training(total_steps_,
                             (total_micro_ + batches_per_epoch_ - 1) / batches_per_epoch_);
+  prefetch_ = std::make_unique<data::BatchPrefetcher>(
+      data::BatchPrefetcher::training_batches(*batcher_, &data_.train.examples, pad_id_), micro_,
+      total_micro_, tc_.prefetch);
   samples_at_start_ = samples_;
   tokens_at_start_ = tokens_;
   static const int64_t sigterm_at = debug_env("FTUNE_DEBUG_SIGTERM_AT_STEP");
@@ -617,7 +609,7 @@ nlohmann::json Trainer::run() {
     if (eval_now) {
       last_eval_ = run_eval(*data_.validation, "validation");
       const double value = last_eval_.value(eval_metric_, std::nan(""));
-      is_best = early_->update(value, step_);
+      is_best = early_->update(value, last_eval_.value("loss", std::nan("")), step_);
       if (is_best) best_eval_ = last_eval_;
       if (early_->should_stop()) {
         spdlog::info(

@@ -138,7 +138,7 @@ TEST_F(TrainCli, BadDataRowsNameFileAndLine) {
   std::ofstream(tmp_.path() + "/train.jsonl", std::ios::app) << "{\"text\": \"\", \"label\": 1}\n";
   const CliResult empty = run_ftune("train --config " + config());
   EXPECT_EQ(empty.exit_code, 2);
-  EXPECT_NE(empty.output.find("train.jsonl:257: 'text' is empty"), std::string::npos)
+  EXPECT_NE(empty.output.find("train.jsonl:257: empty 'text'"), std::string::npos)
       << empty.output;
 
   write_task(tmp_.path() + "/train.jsonl", 16, 1);
