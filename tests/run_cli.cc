@@ -9,9 +9,9 @@
 
 namespace ftune::test {
 
-CliResult run_ftune(const std::string& args) {
+CliResult run_ftune(const std::string& args, const std::string& env) {
   CliResult r;
-  const std::string cmd = ftune_binary() + " " + args + " 2>&1";
+  const std::string cmd = (env.empty() ? "" : env + " ") + ftune_binary() + " " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
   char buf[4096];

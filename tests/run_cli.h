@@ -12,6 +12,7 @@ struct CliResult {
 };
 
 // `args` is appended to the binary's path as shell words (quote paths with spaces yourself).
-CliResult run_ftune(const std::string& args);
+// `env` ("NAME=value ...") is set for this run only.
+CliResult run_ftune(const std::string& args, const std::string& env = "");
 
 }  // namespace ftune::test

@@ -1,6 +1,12 @@
 // Tiny model writer (see tiny_model.h).
 #include "tiny_model.h"
 
+#include <nlohmann/json.hpp>
+
+#include <random>
+
+#include <fstream>
+
 #include <filesystem>
 
 #include "models/hf_checkpoint.h"
@@ -34,6 +40,23 @@ void write_tiny_bert(const std::string& dir, int num_labels) {
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     std::filesystem::copy_file(fixtures_dir() + "/tokenizers/minilm/" + f, dir + "/" + f,
                                std::filesystem::copy_options::overwrite_existing);
+}
+
+void write_pair_task(const std::string& path, int n, uint64_t seed) {
+  const char* words[] = {"red",   "green", "car",   "house", "bird",
+                         "apple", "river", "chair", "book",  "cloud"};
+  std::mt19937_64 rng(seed);
+  std::ofstream out(path);
+  for (int i = 0; i < n; ++i) {
+    const bool good = rng() % 2 == 0;
+    std::string text = "the", pair = good ? "good" : "bad";
+    for (int w = 0, k = 1 + static_cast<int>(rng() % 5); w < k; ++w)
+      text += std::string(" ") + words[rng() % 10];
+    for (int w = 0, k = static_cast<int>(rng() % 4); w < k; ++w)
+      pair += std::string(" ") + words[rng() % 10];
+    out << nlohmann::json{{"text", text}, {"text_pair", pair}, {"label", good ? 1 : 0}}.dump()
+        << "\n";
+  }
 }
 
 }  // namespace ftune::test

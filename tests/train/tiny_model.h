@@ -2,11 +2,16 @@
 // MiniLM WordPiece tokenizer files) for fast end-to-end training tests.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace ftune::test {
 
 // Writes the model into `dir`; hidden 32, 2 layers, 4 heads, the 30522-token uncased vocabulary.
 void write_tiny_bert(const std::string& dir, int num_labels = 2);
+
+// A synthetic pair task in JSONL: label 1 when the second text says "good", 0 when it says "bad",
+// among distractor words; a tiny model learns it within a few dozen steps from a random start.
+void write_pair_task(const std::string& path, int n, uint64_t seed);
 
 }  // namespace ftune::test

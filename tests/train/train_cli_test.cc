@@ -18,32 +18,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Label 1 when the second text says "good", 0 when it says "bad", among distractor words: a
-// tiny model learns it within a few dozen steps from a random start.
-void write_task(const std::string& path, int n, uint64_t seed) {
-  const char* words[] = {"red",   "green", "car",   "house", "bird",
-                         "apple", "river", "chair", "book",  "cloud"};
-  std::mt19937_64 rng(seed);
-  std::ofstream out(path);
-  for (int i = 0; i < n; ++i) {
-    const bool good = rng() % 2 == 0;
-    std::string text = "the", pair = good ? "good" : "bad";
-    for (int w = 0, k = 1 + static_cast<int>(rng() % 5); w < k; ++w)
-      text += std::string(" ") + words[rng() % 10];
-    for (int w = 0, k = static_cast<int>(rng() % 4); w < k; ++w)
-      pair += std::string(" ") + words[rng() % 10];
-    out << nlohmann::json{{"text", text}, {"text_pair", pair}, {"label", good ? 1 : 0}}.dump()
-        << "\n";
-  }
-}
-
 class TrainCli : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = tmp_.path() + "/tiny";
     write_tiny_bert(model_);
-    write_task(tmp_.path() + "/train.jsonl", 256, 1);
-    write_task(tmp_.path() + "/val.jsonl", 64, 2);
+    write_pair_task(tmp_.path() + "/train.jsonl", 256, 1);
+    write_pair_task(tmp_.path() + "/val.jsonl", 64, 2);
   }
   std::string config(const std::string& extra = "") {
     const std::string path = tmp_.path() + "/config.yaml";
@@ -138,10 +119,9 @@ TEST_F(TrainCli, BadDataRowsNameFileAndLine) {
   std::ofstream(tmp_.path() + "/train.jsonl", std::ios::app) << "{\"text\": \"\", \"label\": 1}\n";
   const CliResult empty = run_ftune("train --config " + config());
   EXPECT_EQ(empty.exit_code, 2);
-  EXPECT_NE(empty.output.find("train.jsonl:257: empty 'text'"), std::string::npos)
-      << empty.output;
+  EXPECT_NE(empty.output.find("train.jsonl:257: empty 'text'"), std::string::npos) << empty.output;
 
-  write_task(tmp_.path() + "/train.jsonl", 16, 1);
+  write_pair_task(tmp_.path() + "/train.jsonl", 16, 1);
   std::ofstream(tmp_.path() + "/val.jsonl", std::ios::app)
       << "{\"text\": \"a\", \"text_pair\": \"b\", \"label\": 7}\n";
   const CliResult label = run_ftune("train --config " + config());
