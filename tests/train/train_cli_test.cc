@@ -71,6 +71,20 @@ TEST_F(TrainCli, LearnsTheTaskAndWritesARunDirectory) {
              std::to_string(nlohmann::json::parse(vl)["label"].get<int>());
   EXPECT_EQ(total, 64);
   EXPECT_GT(right, 57);
+
+  // `ftune eval` on the validation file reproduces the selected model's validation metrics.
+  const CliResult e = run_ftune("eval --model " + run + "/model --data " + tmp_.path() +
+                                "/val.jsonl --output " + tmp_.path() + "/eval.json");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const auto evaluated = nlohmann::json::parse(std::ifstream(tmp_.path() + "/eval.json"));
+  EXPECT_EQ(evaluated["accuracy"], summary["best_eval"]["accuracy"]);
+  EXPECT_NEAR(evaluated["loss"].get<double>(), summary["best_eval"]["loss"].get<double>(), 1e-5);
+  EXPECT_EQ(evaluated["confusion"], summary["best_eval"]["confusion"]);
+  EXPECT_EQ(right, std::lround(evaluated["accuracy"].get<double>() * 64));
+  const CliResult missing =
+      run_ftune("eval --model " + run + "/model --data " + tmp_.path() + "/missing.jsonl");
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.output.find("missing.jsonl"), std::string::npos);
 }
 
 TEST_F(TrainCli, OverridesApplyAndAreSavedInTheResolvedConfig) {
@@ -129,6 +143,59 @@ TEST_F(TrainCli, BadDataRowsNameFileAndLine) {
   EXPECT_NE(label.output.find("val.jsonl:65: label '7' is not one of the 2 labels"),
             std::string::npos)
       << label.output;
+}
+
+// CSV input, a stratified split of one file, k-fold, a preset, layer-wise LR decay and
+// accumulation all run through the CLI, and the run directory holds a TensorBoard event file.
+TEST_F(TrainCli, CsvSplitsFoldsPresetAndTensorBoard) {
+  const std::string csv = tmp_.path() + "/train.csv";
+  {
+    std::ifstream in(tmp_.path() + "/train.jsonl");
+    std::ofstream out(csv);
+    out << "premise,hypothesis,gold\n";
+    for (std::string line; std::getline(in, line);) {
+      const auto j = nlohmann::json::parse(line);
+      out << '"' << j["text"].get<std::string>() << "\",\"" << j["text_pair"].get<std::string>()
+          << "\"," << (j["label"].get<int>() ? "yes" : "no") << "\n";
+    }
+  }
+  const std::string base = "data.train=" + csv +
+                           " data.validation= data.text_field=premise "
+                           "data.text_pair_field=hypothesis data.label_field=gold preset=bert "
+                           "training.layer_decay=0.8 training.gradient_accumulation=2 "
+                           "training.max_steps=4 training.learning_rate=1.0e-3";
+  const CliResult split = run_ftune("train --config " + config() + " " + base +
+                                    " data.validation_split=0.25 data.test_split=0.125");
+  ASSERT_EQ(split.exit_code, 0) << split.output;
+  const std::string run = tmp_.path() + "/run";
+  auto summary = nlohmann::json::parse(std::ifstream(run + "/summary.json"));
+  EXPECT_EQ(summary["labels"], nlohmann::json::array({"no", "yes"}));
+  EXPECT_EQ(summary["effective_batch"], 32);
+  EXPECT_EQ(summary["best_eval"]["rows"], 64);
+  EXPECT_EQ(summary["test"]["rows"], 32);
+  EXPECT_EQ(summary["data"]["train_file"]["rows"], 256);
+  EXPECT_TRUE(summary["test"].contains("at_threshold")) << summary["test"].dump();
+  bool events = false;
+  for (const auto& e : fs::directory_iterator(run))
+    events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  EXPECT_TRUE(events);
+  std::ifstream saved(run + "/config.yaml");
+  const std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("max_grad_norm: 1.0"), std::string::npos)
+      << "preset keys are resolved: " << text;
+
+  const CliResult fold = run_ftune("train --config " + config() + " " + base +
+                                   " data.folds=4 data.fold=3 output.overwrite=true");
+  ASSERT_EQ(fold.exit_code, 0) << fold.output;
+  summary = nlohmann::json::parse(std::ifstream(run + "/summary.json"));
+  EXPECT_EQ(summary["best_eval"]["rows"], 64);
+  const CliResult bad_fold =
+      run_ftune("train --config " + config() + " " + base + " data.folds=4 data.fold=4");
+  EXPECT_EQ(bad_fold.exit_code, 2);
+  EXPECT_NE(bad_fold.output.find("data.fold"), std::string::npos) << bad_fold.output;
+  const CliResult bad_preset = run_ftune("train --config " + config() + " preset=gpt");
+  EXPECT_EQ(bad_preset.exit_code, 2);
+  EXPECT_NE(bad_preset.output.find("key 'preset' must be one of"), std::string::npos);
 }
 
 }  // namespace

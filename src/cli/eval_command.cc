@@ -1,0 +1,107 @@
+// `ftune eval --model DIR --data FILE [--threshold P] [--output FILE.json]`: evaluates a trained
+// classifier on labelled data (JSONL, TSV or CSV, read and validated like training data) and prints
+// the metrics as JSON: loss, accuracy, precision / recall / F1 (binary and macro), MCC, ROC-AUC
+// and average precision for binary tasks, the confusion matrix — and, with --threshold, the
+// binary metrics at that probability of class 1 (e.g. the threshold training chose on validation,
+// summary.json's best_eval.at_threshold.threshold).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "core/device.h"
+#include "core/thread_pool.h"
+#include "data/dataset.h"
+#include "io/json_file.h"
+#include "models/hf_checkpoint.h"
+#include "models/predictor.h"
+#include "train/metrics.h"
+
+namespace ftune::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model, data, output, format = "auto";
+  std::string text_field = "text", text_pair_field = "text_pair", label_field = "label";
+  bool no_header = false;
+  int64_t batch_size = 64, max_length = 0;
+  double threshold = -1;
+  int threads = 0;
+};
+
+void run(const EvalArgs& a) {
+  if (a.threads > 0) set_compute_threads(a.threads);
+  const EncoderConfig config = load_model_config(a.model);
+  data::DataSpec spec;
+  spec.path = a.data;
+  spec.format = data::parse_data_format(a.format, "--format");
+  spec.has_header = !a.no_header;
+  spec.columns.text = a.text_field;
+  spec.columns.text_pair = a.text_pair_field;
+  spec.columns.label = a.label_field;
+  spec.labels.names = config.id2label;
+  spec.labels_key = fmt::format("{}/config.json id2label", a.model);
+  data::RawDataset raw;
+  data::DatasetReport report = data::read_dataset(spec, &raw);
+  const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
+  const int64_t positions =
+      config.max_position_embeddings - (config.roberta_like() ? config.pad_token_id + 1 : 0);
+  const int64_t max_length = a.max_length > 0 ? std::min(a.max_length, positions) : positions;
+  const auto rows = data::tokenize_dataset(tok, raw, max_length, &report);
+  const Predictions p = predict_logits(a.model, rows, a.batch_size, Device::cpu());
+  const int64_t K = config.num_labels();
+  ClassificationMetrics m(K, EvalSplit::Test);
+  double loss_sum = 0;  // mean cross-entropy, as training reports it
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::vector<float>& z = p.logits[i];
+    m.add(z.data(), rows[i].label);
+    const double zmax = *std::max_element(z.begin(), z.end());
+    double sum = 0;
+    for (float v : z) sum += std::exp(double(v) - zmax);
+    loss_sum += zmax + std::log(sum) - z[rows[i].label];
+  }
+  m.add_loss(loss_sum, static_cast<int64_t>(rows.size()));
+  nlohmann::json j;
+  if (a.threshold >= 0) {
+    if (K != 2)
+      throw InputError(
+          fmt::format("--threshold applies to binary models; {} has {} labels", a.model, K));
+    if (a.threshold <= 0 || a.threshold >= 1)
+      throw InputError(
+          fmt::format("--threshold must be a probability in (0, 1), got {}", a.threshold));
+    j = m.to_json(ClassificationMetrics::threshold_at_probability(a.threshold));
+  } else {
+    j = m.to_json();
+  }
+  j["data"] = report.to_json();
+  j["model"] = a.model;
+  if (!a.output.empty()) io::write_json_atomic(a.output, j);
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a trained classifier on labelled data");
+  cmd->add_option("--model", a->model, "Model directory (HF format, with tokenizer.json)")
+      ->required();
+  cmd->add_option("--data", a->data, "Labelled data: .jsonl, .tsv or .csv")->required();
+  cmd->add_option("--output", a->output, "Also write the metrics JSON here (atomically)");
+  cmd->add_option("--threshold", a->threshold,
+                  "Binary: decide class 1 when its probability exceeds this");
+  cmd->add_option("--format", a->format, "auto (by extension), jsonl, tsv or csv");
+  cmd->add_option("--text-field", a->text_field, "Column / key of the first text");
+  cmd->add_option("--text-pair-field", a->text_pair_field, "Column / key of the second text");
+  cmd->add_option("--label-field", a->label_field, "Column / key of the label");
+  cmd->add_flag("--no-header", a->no_header, "TSV/CSV without a header row");
+  cmd->add_option("--batch-size", a->batch_size, "Rows per batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--max-length", a->max_length, "Tokens per input (default: the model's)");
+  cmd->add_option("--threads", a->threads, "Compute threads (default: all cores)");
+  cmd->callback([a] { run(*a); });
+}
+
+}  // namespace ftune::cli
