@@ -14,8 +14,11 @@ cmake --build "$BUILD" -j "$(nproc)" --target ftune
 DATA=.cache/data/wordnet
 [ -f "$DATA/test.jsonl" ] || python3 examples/wordnet_pairs.py --out "$DATA" --seed 13
 RUN=runs/minilm-wordnet
-"$BUILD/ftune" train --config examples/minilm_wordnet.yaml output.dir="$RUN" "$@"
-"$BUILD/ftune" predict --model "$RUN/model" --data "$DATA/test.jsonl" --output "$RUN/test_predictions.jsonl"
+"$BUILD/ftune" train --config examples/minilm_wordnet.yaml output.dir="$RUN" output.overwrite=true "$@"
+# The decision threshold training chose on validation data (never on test).
+THRESHOLD=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best_eval"]["at_threshold"]["threshold"])' "$RUN/summary.json")
+"$BUILD/ftune" predict --model "$RUN/model" --data "$DATA/test.jsonl" --threshold "$THRESHOLD" \
+  --output "$RUN/test_predictions.jsonl"
 echo
 python3 tools/wsd_report.py "$DATA/test.jsonl" "$RUN/test_predictions.jsonl" "$DATA/baselines.json"
 echo "run directory: $RUN (summary.json, metrics.jsonl, model/)"

@@ -23,7 +23,7 @@ def main(test_path, pred_path, baselines_path):
     groups = defaultdict(list)
     for row, pred in zip(rows, preds):
         logits = pred["logits"]
-        predicted = int(logits[1] > logits[0])
+        predicted = int(pred["label"] == "1")  # predict's decision (validation threshold)
         gold = row["label"]
         tp += predicted and gold
         fp += predicted and not gold

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 
@@ -27,6 +28,7 @@ struct PredictArgs {
   int64_t batch_size = 32;
   int64_t max_length = 0;
   int threads = 0;
+  double threshold = -1;  // binary: class 1 when its probability exceeds this (else argmax)
 };
 
 std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const std::string& path,
@@ -108,9 +110,17 @@ void run(const PredictArgs& a) {
           fmt::format("{}:{}:{}", a.data, lines[n - 1], what.substr(what.find(':') + 1)));
     throw;
   }
+  if (a.threshold >= 0 && (pred.config.num_labels() != 2 || a.threshold <= 0 || a.threshold >= 1))
+    throw InputError(fmt::format(
+        "--threshold must be a probability in (0, 1) for a binary model; got {} for {} labels",
+        a.threshold, pred.config.num_labels()));
+  // P(class 1) > t  <=>  logit1 - logit0 > log(t / (1 - t)).
+  const double margin = a.threshold >= 0 ? std::log(a.threshold / (1 - a.threshold)) : 0;
   io::AtomicFileWriter out(a.output);
   for (const std::vector<float>& logits : pred.logits) {
-    const size_t best = std::max_element(logits.begin(), logits.end()) - logits.begin();
+    const size_t best = a.threshold >= 0
+                            ? size_t(double(logits[1]) - double(logits[0]) > margin)
+                            : std::max_element(logits.begin(), logits.end()) - logits.begin();
     nlohmann::json j;
     j["logits"] = logits;
     j["label"] = pred.config.id2label[best];
@@ -139,6 +149,9 @@ void add_predict_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--max-length", args->max_length, "Truncate text input to this many tokens");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N");
+  cmd->add_option("--threshold", args->threshold,
+                  "Binary: label 1 when its probability exceeds this (e.g. the threshold training "
+                  "chose on validation: summary.json best_eval.at_threshold.threshold)");
   cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)");
   cmd->callback([args] { run(*args); });
 }
