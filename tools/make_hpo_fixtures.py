@@ -13,6 +13,7 @@ parzen.json: log-densities of Optuna's _ParzenEstimator (the core of TPE) for fi
 at fixed points, over float/log/int/log-int/stepped/categorical dimensions and several options.
 grid.json: the order of Optuna's GridSampler grid points for a few spaces.
 """
+import itertools
 import json
 import warnings
 import math
@@ -219,8 +220,15 @@ def grid_cases():
     ]
     out = []
     for s in spaces:
-        sampler = optuna.samplers.GridSampler(s)
-        out.append({"space": s, "grids": [list(g) for g in sampler._all_grids]})
+        sampler = optuna.samplers.GridSampler(s, seed=0)
+        # The grid before Optuna shuffles it (product over the sorted names), and the points a
+        # study with the grid sampler visits until it stops by itself.
+        product = [list(g) for g in itertools.product(*sampler._search_space.values())]
+        study = optuna.create_study(sampler=sampler)
+        study.optimize(lambda t: sum(hash(str(t.suggest_categorical(k, v))) % 7 for k, v in s.items()),
+                       n_trials=10 * len(product))
+        visited = [[t.params[k] for k in sorted(s)] for t in study.trials]
+        out.append({"space": s, "grids": product, "visited": visited})
     return out
 
 

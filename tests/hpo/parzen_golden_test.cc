@@ -43,8 +43,10 @@ TEST(ParzenGolden, LogDensityMatchesOptuna) {
     std::vector<std::vector<double>> obs, points;
     for (const auto& s : c.at("space")) {
       dists.push_back(dist_from(s));
-      obs.push_back(c.at("observations").at(s.at("name").get<std::string>()).get<std::vector<double>>());
-      points.push_back(c.at("points").at(s.at("name").get<std::string>()).get<std::vector<double>>());
+      obs.push_back(
+          c.at("observations").at(s.at("name").get<std::string>()).get<std::vector<double>>());
+      points.push_back(
+          c.at("points").at(s.at("name").get<std::string>()).get<std::vector<double>>());
     }
     ParzenOptions o;
     o.prior_weight = c["options"]["prior_weight"];
@@ -87,7 +89,8 @@ TEST(ParzenEstimator, PresortedOrderGivesTheSameDensity) {
   for (int i = 0; i < 200; ++i) obs[0].push_back(std::uniform_real_distribution<>(-3, 3)(rng));
   std::vector<std::vector<uint32_t>> order(1, std::vector<uint32_t>(200));
   std::iota(order[0].begin(), order[0].end(), 0u);
-  std::sort(order[0].begin(), order[0].end(), [&](uint32_t a, uint32_t b) { return obs[0][a] < obs[0][b]; });
+  std::sort(order[0].begin(), order[0].end(),
+            [&](uint32_t a, uint32_t b) { return obs[0][a] < obs[0][b]; });
   const ParzenEstimator a({d}, obs, {}), b({d}, obs, {}, &order);
   for (double x = -3; x <= 3; x += 0.37) EXPECT_EQ(a.log_pdf({x}), b.log_pdf({x}));
 }
