@@ -82,11 +82,13 @@ struct Function {
 };
 
 std::vector<Function> functions() {
-  return {{"branin", branin, 2, {-5, 0}, {10, 15}, 0.397887357729739},
-          {"hartmann6", hartmann6, 6, std::vector<double>(6, 0), std::vector<double>(6, 1),
-           -3.32236801141551},
-          {"rosenbrock10", rosenbrock, 10, std::vector<double>(10, -5), std::vector<double>(10, 10), 0},
-          {"ackley10", ackley, 10, std::vector<double>(10, -32.768), std::vector<double>(10, 32.768), 0}};
+  return {
+      {"branin", branin, 2, {-5, 0}, {10, 15}, 0.397887357729739},
+      {"hartmann6", hartmann6, 6, std::vector<double>(6, 0), std::vector<double>(6, 1),
+       -3.32236801141551},
+      {"rosenbrock10", rosenbrock, 10, std::vector<double>(10, -5), std::vector<double>(10, 10), 0},
+      {"ackley10", ackley, 10, std::vector<double>(10, -32.768), std::vector<double>(10, 32.768),
+       0}};
 }
 
 SearchSpace box(const Function& fn) {
@@ -102,8 +104,10 @@ SearchSpace box(const Function& fn) {
 }
 
 const std::vector<std::pair<std::string, std::string>> kSamplers = {
-    {"ftune-tpe univariate", "{type: tpe}"},
-    {"ftune-tpe multivariate", "{type: tpe, multivariate: true}"},
+    {"ftune-tpe univariate", "{type: tpe, multivariate: false}"},
+    {"ftune-tpe (default = multivariate)", "{type: tpe}"},
+    {"ftune-tpe multivariate, 64 candidates",
+     "{type: tpe, multivariate: true, n_ei_candidates: 64}"},
     {"ftune-random", "{type: random}"},
     {"ftune-qmc (sobol)", "{type: qmc}"},
 };
@@ -131,8 +135,12 @@ void regret(int seeds, int evals) {
           best = std::min(best, *t.value);
           if (i + 1 == 100) best100 = best;
         }
-        runs.push_back({{"function", fn.name}, {"sampler", name}, {"seed", seed},
-                        {"best100", best100}, {"best200", best}, {"optimum", fn.optimum}});
+        runs.push_back({{"function", fn.name},
+                        {"sampler", name},
+                        {"seed", seed},
+                        {"best100", best100},
+                        {"best200", best},
+                        {"optimum", fn.optimum}});
       }
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       fmt::print("{} {}: {:.2f}s\n", fn.name, name, s);
@@ -154,9 +162,9 @@ void suggest(const std::vector<int>& sizes) {
   const SearchSpace space = SearchSpace::parse(YAML::Load(kMixedSpace), "space");
   nlohmann::json runs = nlohmann::json::array();
   for (int n : sizes) {
-    for (const auto& [name, cfg] :
-         {std::pair<std::string, std::string>{"ftune-tpe univariate", "{type: tpe}"},
-          {"ftune-tpe multivariate", "{type: tpe, multivariate: true}"}}) {
+    for (const auto& [name, cfg] : {std::pair<std::string, std::string>{
+                                        "ftune-tpe univariate", "{type: tpe, multivariate: false}"},
+                                    {"ftune-tpe (default = multivariate)", "{type: tpe}"}}) {
       auto sampler = make_sampler(YAML::Load(cfg), "sampler", Direction::Minimize, 1);
       auto random = make_sampler(YAML::Load("{type: random}"), "sampler", Direction::Minimize, 0);
       std::mt19937_64 rng(0);
@@ -178,7 +186,8 @@ void suggest(const std::vector<int>& sizes) {
       }
       std::sort(times.begin(), times.end());
       runs.push_back({{"sampler", name}, {"finished", n}, {"cpu_seconds", times[reps / 2]}});
-      fmt::print("{} with {} finished: {:.3f} ms CPU per suggestion (median)\n", name, n, 1e3 * times[reps / 2]);
+      fmt::print("{} with {} finished: {:.3f} ms CPU per suggestion (median)\n", name, n,
+                 1e3 * times[reps / 2]);
     }
   }
   io::write_json_atomic("bench/results/hpo_suggest_ftune.json", {{"runs", runs}});

@@ -159,7 +159,46 @@ def table(args):
                 a, m, b = quartiles(v)
                 cells.append(f"{m:.3f} [{a:.2f}, {b:.2f}] (n={len(v)})")
             lines.append(f"| {s} | " + " | ".join(cells) + " |")
-    with open(os.path.join(RESULTS, "hpo_regret_table.md"), "w") as fh:
+    header = ("# Hyperparameter search: simple regret, ftune vs Optuna\n\n"
+              "Written by `python3 bench/optuna_regret.py table` from "
+              "`build/bench/hpo_regret regret` (hpo_regret_ftune.json) and "
+              "`python3 bench/optuna_regret.py regret` (hpo_regret_optuna.json, Optuna "
+              f"{json.load(open(os.path.join(RESULTS, 'hpo_regret_optuna.json')))['optuna']}). "
+              "Each cell: log10(best value - optimum) over 20 seeds (lower is better), minimizing "
+              "with box-bounded float parameters; ftune's TPE runs with its defaults "
+              "(Optuna's: 10 startup trials, 24 candidates, constant liar) and no per-function "
+              "settings.\n")
+    with open(os.path.join(RESULTS, "hpo_regret.md"), "w") as fh:
+        fh.write(header + "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    suggest_table()
+
+
+def suggest_table():
+    rows = []
+    for side in ("ftune", "optuna"):
+        path = os.path.join(RESULTS, f"hpo_suggest_{side}.json")
+        if os.path.exists(path):
+            rows += json.load(open(path))["runs"]
+    if not rows:
+        return
+    sizes = sorted({r["finished"] for r in rows})
+    lines = ["# Time per TPE suggestion, ftune vs Optuna", "",
+             "Median CPU time of one suggestion (6 parameters: 2 log floats, 1 float, 2 ints, 1 "
+             "categorical) with N finished trials; Optuna with in-memory storage "
+             "(`study.ask()` plus the six `suggest_*` calls). Thread CPU time, because the "
+             "machine (2 cores) was shared with other jobs while measuring. Written by "
+             "`python3 bench/optuna_regret.py table` from `build/bench/hpo_regret suggest` and "
+             "`python3 bench/optuna_regret.py suggest`.", "",
+             "| sampler | " + " | ".join(f"N = {n:,}" for n in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    for s in dict.fromkeys(r["sampler"] for r in rows):
+        cells = []
+        for n in sizes:
+            v = [r["cpu_seconds"] for r in rows if r["sampler"] == s and r["finished"] == n]
+            cells.append(f"{1e3 * v[0]:.2f} ms" if v else "—")
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    with open(os.path.join(RESULTS, "hpo_suggest.md"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
     print("\n".join(lines))
 

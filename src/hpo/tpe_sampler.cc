@@ -27,11 +27,14 @@ bool single(const Distribution& d) {
 
 void TpeSampler::rebuild_positions() {
   std::fill(position_.begin(), position_.end(), -1);
-  for (size_t i = 0; i < obs_.size(); ++i) position_[static_cast<size_t>(obs_[i].number)] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < obs_.size(); ++i)
+    position_[static_cast<size_t>(obs_[i].number)] = static_cast<int64_t>(i);
 }
 
 int64_t TpeSampler::position(int64_t number) const {
-  return number >= 0 && static_cast<size_t>(number) < position_.size() ? position_[static_cast<size_t>(number)] : -1;
+  return number >= 0 && static_cast<size_t>(number) < position_.size()
+             ? position_[static_cast<size_t>(number)]
+             : -1;
 }
 
 void TpeSampler::observe(const Trial& t) {
@@ -55,7 +58,8 @@ void TpeSampler::observe(const Trial& t) {
   }
   Obs o{t.number, t.params};
   size_t at = obs_.size();
-  if (position_.size() <= static_cast<size_t>(t.number)) position_.resize(static_cast<size_t>(t.number) + 1, -1);
+  if (position_.size() <= static_cast<size_t>(t.number))
+    position_.resize(static_cast<size_t>(t.number) + 1, -1);
   if (obs_.empty() || obs_.back().number < t.number) {
     position_[static_cast<size_t>(t.number)] = static_cast<int64_t>(obs_.size());
     obs_.push_back(std::move(o));
@@ -67,7 +71,8 @@ void TpeSampler::observe(const Trial& t) {
     rebuild_positions();
   }
   const double kAbsent = std::numeric_limits<double>::quiet_NaN();
-  for (auto& [name, column] : columns_) column.insert(column.begin() + static_cast<ptrdiff_t>(at), kAbsent);
+  for (auto& [name, column] : columns_)
+    column.insert(column.begin() + static_cast<ptrdiff_t>(at), kAbsent);
   for (const auto& [name, v] : t.params) {
     auto [it, fresh] = columns_.try_emplace(name);
     if (fresh) it->second.assign(obs_.size(), kAbsent);
@@ -192,7 +197,8 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
       const int32_t k = kernel_of[static_cast<size_t>(position(number))];
       if (k >= 0) out.push_back(static_cast<uint32_t>(k));
     }
-    for (; j < liar_values.size(); ++j) out.push_back(static_cast<uint32_t>(std::get<2>(liar_values[j])));
+    for (; j < liar_values.size(); ++j)
+      out.push_back(static_cast<uint32_t>(std::get<2>(liar_values[j])));
     FTUNE_ASSERT(out.size() == above[d].size(), "order of '{}' has {} of {} kernels", name,
                  out.size(), above[d].size());
   }

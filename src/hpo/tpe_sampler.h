@@ -50,11 +50,11 @@ class TpeSampler : public Sampler {
   TpeOptions o_;
   Direction direction_;
   uint64_t seed_;
-  std::vector<Obs> obs_;                                  // complete + pruned trials, by number
+  std::vector<Obs> obs_;           // complete + pruned trials, by number
   std::vector<int64_t> position_;  // number -> index in obs_ (-1: none)
   std::unordered_map<std::string, std::vector<double>> columns_;  // name -> value per obs_ index
-  std::set<std::pair<double, int64_t>> complete_;         // (value, minimize sense), number
-  std::set<std::tuple<double, double, int64_t>> pruned_;  // (-last step, value), number
+  std::set<std::pair<double, int64_t>> complete_;                 // (value, minimize sense), number
+  std::set<std::tuple<double, double, int64_t>> pruned_;          // (-last step, value), number
   std::unordered_map<std::string, std::vector<std::pair<double, int64_t>>> by_value_;
   std::unordered_map<std::string, int64_t> count_;  // finished trials having each parameter
   std::vector<std::set<std::string>> groups_;       // group decomposition of the observed params
