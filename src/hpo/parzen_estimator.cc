@@ -165,7 +165,9 @@ double ParzenEstimator::log_pdf(const std::vector<double>& x) const {
   for (size_t di = 0; di < dims_.size(); ++di) {
     const Dim& d = dims_[di];
     if (!d.numeric) {
-      for (size_t k = 0; k < nk; ++k) lp[k] += log_kernel(d, k, x[di]);
+      const auto xi = static_cast<int64_t>(x[di]);
+      for (size_t k = 0; k < nk; ++k)
+        lp[k] += d.observed[k] < 0 ? d.log_uniform : d.observed[k] == xi ? d.log_hit : d.log_miss;
       continue;
     }
     if (!d.discrete) {

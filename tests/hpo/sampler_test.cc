@@ -311,6 +311,39 @@ TEST(Tpe, ConstantLiarSpreadsParallelProposals) {
   }
 }
 
+TEST(Tpe, ObservationOrderDoesNotMatter) {
+  // Workers finish out of order: feeding the same finished trials (complete, pruned, failed) in
+  // any order, with the same trials in flight, gives the same proposals.
+  const SearchSpace s = space();
+  for (const char* cfg : {"{type: tpe, multivariate: false}", "{type: tpe}",
+                          "{type: tpe, multivariate: true, group: true}"}) {
+    auto gen = sampler("{type: random}", 4);
+    std::vector<Trial> done, running;
+    for (int i = 0; i < 60; ++i) {
+      Trial t = finished(i, gen->sample(s, i, {}), 0);
+      t.value = std::sin(3.0 * i);
+      if (i % 7 == 3) {
+        t.state = TrialState::Pruned;
+        t.value.reset();
+        t.intermediate = {{0, 0.5}, {i % 3, std::cos(1.0 * i)}};
+      }
+      if (i % 11 == 5) t.state = TrialState::Failed;
+      (i >= 54 ? running : done).push_back(t);
+    }
+    for (auto& t : running) t.state = TrialState::Running;
+    auto in_order = sampler(cfg, 9), shuffled = sampler(cfg, 9);
+    for (const auto& t : done) in_order->observe(t);
+    std::vector<Trial> mixed = done;
+    std::shuffle(mixed.begin(), mixed.end(), std::mt19937_64(1));
+    for (const auto& t : mixed) shuffled->observe(t);
+    for (int64_t n = 60; n < 66; ++n) {
+      const Params p = in_order->sample(s, n, running);
+      expect_valid(s, p);
+      EXPECT_EQ(p, shuffled->sample(s, n, running)) << cfg << " trial " << n;
+    }
+  }
+}
+
 TEST(Tpe, ConditionalParamsOnlyWhenActiveAndPrunedTrialsCount) {
   const SearchSpace s = space();
   for (const char* cfg : {"{type: tpe, multivariate: false}", "{type: tpe}",
