@@ -114,11 +114,14 @@ bool SuccessiveHalvingPruner::should_prune_among(const Trial& trial, int64_t ste
 
 int64_t HyperbandPruner::bracket_of(int64_t number, int64_t max_resource) const {
   const int64_t rf = o_.reduction_factor;
-  const auto n_brackets =
+  // floor(log_rf(max / min)) + 1 brackets. An "auto" max_resource below min_resource would leave
+  // none (Optuna divides by zero there): one bracket, plain successive halving.
+  const int64_t n_brackets = std::max<int64_t>(
       static_cast<int64_t>(std::floor(
           std::log(static_cast<double>(max_resource) / static_cast<double>(o_.min_resource)) /
           std::log(static_cast<double>(rf)))) +
-      1;
+          1,
+      1);
   std::vector<int64_t> budgets;
   int64_t total = 0;
   for (int64_t b = 0; b < n_brackets; ++b) {

@@ -75,6 +75,7 @@ TEST(Pruners, HyperbandBracketsFollowCrc32) {
   for (int64_t n = 0; n < 2000; ++n) count[h.bracket_of(n, 27)]++;
   ASSERT_EQ(count.size(), 4u);    // floor(log3(27)) + 1 brackets
   EXPECT_GT(count[0], count[3]);  // budgets 27, 12, 6, 4 (ceil(4 * 3^s / (s + 1)))
+  EXPECT_EQ(HyperbandPruner({5, std::nullopt, 3, 0}, Direction::Minimize, "s").bracket_of(7, 2), 0);
 }
 
 TEST(Pruners, ConfigErrorsNameTheKey) {

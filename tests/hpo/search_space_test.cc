@@ -81,6 +81,8 @@ TEST(SearchSpace, SteppedRangesEndOnTheGridLikeOptuna) {
       "a: {type: int, low: 1, high: 10, step: 4}\nb: {type: float, low: 0, high: 1, step: 0.3}");
   EXPECT_EQ(s.find("a")->dist.high, 9);
   EXPECT_NEAR(s.find("b")->dist.high, 0.9, 1e-12);
+  EXPECT_EQ(s.external("b", 0.1 + 0.2), "0.3");  // the grid value, without binary noise
+  EXPECT_EQ(s.internal("b", "0.3"), 0.3);
 }
 
 TEST(SearchSpace, InvalidSpacesNameParameterAndKey) {
