@@ -43,6 +43,12 @@ RunLog::~RunLog() = default;
 
 void RunLog::write(const nlohmann::json& line) {
   out_ << line.dump() << "\n" << std::flush;
+  if (tb_ && line.contains("step")) {
+    nlohmann::json numbers = line;
+    numbers.erase("step");
+    tb_->writer.add_scalars(line["step"].get<int64_t>(),
+                            io::scalars_from_json(line.value("split", "train") + "/", numbers));
+  }
 }
 
 }  // namespace ftune

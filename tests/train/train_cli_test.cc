@@ -8,7 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
+#include "io/tfevents_decoder.h"
 #include "run_cli.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -175,10 +177,18 @@ TEST_F(TrainCli, CsvSplitsFoldsPresetAndTensorBoard) {
   EXPECT_EQ(summary["test"]["rows"], 32);
   EXPECT_EQ(summary["data"]["train_file"]["rows"], 256);
   EXPECT_TRUE(summary["test"].contains("at_threshold")) << summary["test"].dump();
-  bool events = false;
+  std::string events;
   for (const auto& e : fs::directory_iterator(run))
-    events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
-  EXPECT_TRUE(events);
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      events = e.path().string();
+  ASSERT_FALSE(events.empty());
+  std::ifstream ev(events, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(ev)), std::istreambuf_iterator<char>());
+  std::set<std::string> tags;
+  for (const auto& event : decode_event_file(bytes))
+    for (const auto& v : event.values) tags.insert(v.tag);
+  for (const char* tag : {"train/loss", "train/lr", "validation/macro_f1", "test/accuracy"})
+    EXPECT_TRUE(tags.count(tag)) << tag;
   std::ifstream saved(run + "/config.yaml");
   const std::string text((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("max_grad_norm: 1.0"), std::string::npos)
