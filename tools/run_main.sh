@@ -11,8 +11,8 @@ BUILD="${FTUNE_BUILD_DIR:-build}"
 export PATH="$PATH:/usr/local/cuda/bin"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$BUILD" -j "$(nproc)" --target ftune
-DATA=.cache/data/wordnet
-[ -f "$DATA/test.jsonl" ] || python3 examples/wordnet_pairs.py --out "$DATA" --seed 13
+DATA=.cache/data/wordnet-3k
+[ -f "$DATA/test.jsonl" ] || python3 examples/wordnet_pairs.py --out "$DATA" --seed 13 --max-train-groups 3000
 RUN=runs/minilm-wordnet
 "$BUILD/ftune" train --config examples/minilm_wordnet.yaml output.dir="$RUN" output.overwrite=true "$@"
 # The decision threshold training chose on validation data (never on test).
