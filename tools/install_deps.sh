@@ -17,6 +17,8 @@ DEBIAN_PACKAGES=(
   libpcre2-dev           # tokenizers: JIT regex for tokenizer.json Split/Replace patterns
   libgtest-dev libgmock-dev  # tests
   wordnet-base           # real sentence-pair data for the main job
+  libsqlite3-dev         # hpo: study storage in one SQLite file
+  libpq-dev postgresql   # hpo: PostgreSQL study storage (client library; server for its tests)
 )
 
 missing=()
