@@ -16,6 +16,7 @@ DEBIAN_PACKAGES=(
   libicu-dev             # tokenizers: Unicode properties by version, NFC/NFD/NFKC/NFKD
   libpcre2-dev           # tokenizers: JIT regex for tokenizer.json Split/Replace patterns
   libgtest-dev libgmock-dev  # tests
+  libboost-dev           # hpo: Sobol sequence (Boost.Random, header-only) for the QMC sampler
   wordnet-base           # real sentence-pair data for the main job
   libsqlite3-dev         # hpo: study storage in one SQLite file
   libpq-dev postgresql   # hpo: PostgreSQL study storage (client library; server for its tests)

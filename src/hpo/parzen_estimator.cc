@@ -1,0 +1,199 @@
+// Parzen estimator construction, sampling and log-density (a port of
+// optuna/samplers/_tpe/parzen_estimator.py and probability_distributions.py).
+#include "hpo/parzen_estimator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "core/error.h"
+#include "hpo/truncnorm.h"
+
+namespace ftune::hpo {
+namespace {
+
+constexpr double kEps = 1e-12;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+std::vector<double> default_weights(size_t n) {
+  if (n < 25) return std::vector<double>(n, 1.0);
+  std::vector<double> w(n, 1.0);
+  const size_t num = n - 25;  // np.linspace(1 / n, 1, num=n - 25)
+  const double start = 1.0 / static_cast<double>(n);
+  if (num == 1) w[0] = start;
+  if (num > 1) {
+    const double step = (1.0 - start) / static_cast<double>(num - 1);
+    for (size_t i = 0; i < num; ++i) w[i] = static_cast<double>(i) * step + start;
+    w[num - 1] = 1.0;
+  }
+  return w;
+}
+
+ParzenEstimator::ParzenEstimator(const std::vector<Distribution>& dists,
+                                 const std::vector<std::vector<double>>& observations,
+                                 const ParzenOptions& o,
+                                 const std::vector<std::vector<uint32_t>>* order) {
+  FTUNE_ASSERT(dists.size() == observations.size(), "{} distributions, {} observation columns",
+               dists.size(), observations.size());
+  const size_t n = observations.empty() ? 0 : observations[0].size();
+  const bool prior = o.consider_prior || n == 0;
+  weights_ = default_weights(n);
+  if (prior) weights_.push_back(n == 0 ? 1.0 : o.prior_weight);
+  const double total = std::accumulate(weights_.begin(), weights_.end(), 0.0);
+  for (double& w : weights_) w /= total;
+  log_weights_.resize(weights_.size());
+  for (size_t k = 0; k < weights_.size(); ++k) log_weights_[k] = std::log(weights_[k]);
+  const size_t n_kernels = weights_.size();
+
+  for (size_t di = 0; di < dists.size(); ++di) {
+    const Distribution& dist = dists[di];
+    const std::vector<double>& obs = observations[di];
+    FTUNE_ASSERT(obs.size() == n, "ragged observations");
+    Dim d;
+    d.dist = dist;
+    if (dist.kind == Distribution::Kind::Categorical) {
+      d.numeric = false;
+      const auto n_choices = static_cast<double>(dist.choices.size());
+      d.log_uniform = -std::log(n_choices);
+      const double fill = o.prior_weight / static_cast<double>(n + 1);
+      const double row_sum = fill * n_choices + 1.0;
+      d.log_hit = std::log((fill + 1.0) / row_sum);
+      d.log_miss = std::log(fill / row_sum);
+      d.observed.resize(n_kernels, -1);
+      for (size_t k = 0; k < n; ++k) d.observed[k] = static_cast<int64_t>(obs[k]);
+      dims_.push_back(std::move(d));
+      continue;
+    }
+    d.discrete = dist.kind == Distribution::Kind::Int || dist.step > 0;
+    d.log = dist.log;
+    double low = dist.low, high = dist.high;
+    if (d.discrete) {
+      low -= dist.step / 2;
+      high += dist.step / 2;
+    }
+    if (d.log) {
+      low = std::log(low);
+      high = std::log(high);
+    }
+    d.lo = low;
+    d.hi = high;
+    d.mu.resize(n_kernels);
+    d.sigma.resize(n_kernels);
+    for (size_t k = 0; k < n; ++k) d.mu[k] = d.log ? std::log(obs[k]) : obs[k];
+    if (n > 0) {
+      std::vector<uint32_t> sorted;
+      if (order) {
+        sorted = (*order)[di];
+        FTUNE_ASSERT(sorted.size() == n, "order has {} entries for {} observations", sorted.size(),
+                     n);
+      } else {
+        sorted.resize(n);
+        std::iota(sorted.begin(), sorted.end(), 0u);
+        std::stable_sort(sorted.begin(), sorted.end(),
+                         [&](uint32_t a, uint32_t b) { return d.mu[a] < d.mu[b]; });
+      }
+      // Sorted mus with the bounds as endpoints: s[0] = low, s[1..n] = mus, s[n+1] = high.
+      auto s = [&](size_t i) { return i == 0 ? low : i == n + 1 ? high : d.mu[sorted[i - 1]]; };
+      std::vector<double> sorted_sigma(n);
+      for (size_t i = 1; i <= n; ++i)
+        sorted_sigma[i - 1] = std::max(s(i) - s(i - 1), s(i + 1) - s(i));
+      if (!o.consider_endpoints && n + 2 >= 4) {
+        sorted_sigma[0] = s(2) - s(1);
+        sorted_sigma[n - 1] = s(n) - s(n - 1);
+      }
+      const double maxsigma = high - low;
+      const double minsigma = o.consider_magic_clip
+                                  ? (high - low) / std::min(100.0, 1.0 + static_cast<double>(n + 1))
+                                  : kEps;
+      for (size_t i = 0; i < n; ++i)
+        d.sigma[sorted[i]] = std::clamp(sorted_sigma[i], minsigma, maxsigma);
+    }
+    if (prior) {
+      d.mu[n] = 0.5 * (low + high);
+      d.sigma[n] = high - low;
+    }
+    d.log_norm.resize(n_kernels);
+    for (size_t k = 0; k < n_kernels; ++k)
+      d.log_norm[k] =
+          truncnorm::log_gauss_mass((low - d.mu[k]) / d.sigma[k], (high - d.mu[k]) / d.sigma[k]);
+    dims_.push_back(std::move(d));
+  }
+}
+
+double ParzenEstimator::log_kernel(const Dim& d, size_t k, double x) const {
+  if (!d.numeric) {
+    if (d.observed[k] < 0) return d.log_uniform;
+    return static_cast<int64_t>(x) == d.observed[k] ? d.log_hit : d.log_miss;
+  }
+  const double mu = d.mu[k], sigma = d.sigma[k];
+  if (d.discrete) {
+    const double step = d.dist.step;
+    const double left = d.log ? std::log(x - step / 2) : x - step / 2;
+    const double right = d.log ? std::log(x + step / 2) : x + step / 2;
+    return truncnorm::log_gauss_mass((left - mu) / sigma, (right - mu) / sigma) - d.log_norm[k];
+  }
+  const double xt = d.log ? std::log(x) : x;
+  const double z = (xt - mu) / sigma;
+  const double a = (d.lo - mu) / sigma, b = (d.hi - mu) / sigma;
+  if (z < a || z > b) return -kInf;
+  static const double kLogC = std::log(std::sqrt(2 * M_PI));
+  return -(z * z) / 2.0 - kLogC - d.log_norm[k] - std::log(sigma);
+}
+
+double ParzenEstimator::log_pdf(const std::vector<double>& x) const {
+  FTUNE_ASSERT(x.size() == dims_.size(), "point has {} values for {} dimensions", x.size(),
+               dims_.size());
+  const size_t nk = weights_.size();
+  std::vector<double> lp(log_weights_);
+  for (size_t di = 0; di < dims_.size(); ++di)
+    for (size_t k = 0; k < nk; ++k) lp[k] += log_kernel(dims_[di], k, x[di]);
+  double m = *std::max_element(lp.begin(), lp.end());
+  if (std::isinf(m) && m < 0) m = 0;
+  double sum = 0;
+  for (double v : lp) sum += std::exp(v - m);
+  return std::log(sum) + m;
+}
+
+std::vector<std::vector<double>> ParzenEstimator::sample(std::mt19937_64& rng, int64_t n) const {
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::vector<double> cum(weights_.size());
+  std::partial_sum(weights_.begin(), weights_.end(), cum.begin());
+  std::vector<std::vector<double>> out(static_cast<size_t>(n), std::vector<double>(dims_.size()));
+  for (auto& point : out) {
+    const double u = uniform(rng) * cum.back();
+    const size_t k = std::min<size_t>(std::upper_bound(cum.begin(), cum.end(), u) - cum.begin(),
+                                      weights_.size() - 1);
+    for (size_t di = 0; di < dims_.size(); ++di) {
+      const Dim& d = dims_[di];
+      if (!d.numeric) {
+        const size_t n_choices = d.dist.choices.size();
+        const double q = uniform(rng);
+        double c = 0;
+        size_t idx = 0;
+        for (; idx + 1 < n_choices; ++idx) {
+          c +=
+              std::exp(d.observed[k] < 0
+                           ? d.log_uniform
+                           : (static_cast<int64_t>(idx) == d.observed[k] ? d.log_hit : d.log_miss));
+          if (!(c < q)) break;
+        }
+        point[di] = static_cast<double>(idx);
+        continue;
+      }
+      const double mu = d.mu[k], sigma = d.sigma[k];
+      double v =
+          truncnorm::ppf(uniform(rng), (d.lo - mu) / sigma, (d.hi - mu) / sigma) * sigma + mu;
+      if (d.log) v = std::exp(v);
+      if (d.discrete) {
+        v = d.dist.low + std::nearbyint((v - d.dist.low) / d.dist.step) * d.dist.step;
+      }
+      point[di] = std::clamp(v, d.dist.low, d.dist.high);
+    }
+  }
+  return out;
+}
+
+}  // namespace ftune::hpo

@@ -1,0 +1,20 @@
+// Options of the TPE sampler, with Optuna's defaults.
+#pragma once
+
+#include <cstdint>
+
+namespace ftune::hpo {
+
+struct TpeOptions {
+  int64_t n_startup_trials = 10;  // random sampling until this many trials finished
+  int64_t n_ei_candidates = 24;   // candidates drawn from l(x); the best l(x)/g(x) wins
+  bool multivariate = false;      // one joint estimator over all parameters
+  bool group = false;             // multivariate per group of parameters that occur together
+  bool constant_liar = true;      // running trials count as (worst-valued) observations
+  double prior_weight = 1.0;
+  bool consider_prior = true;
+  bool consider_magic_clip = true;
+  bool consider_endpoints = false;
+};
+
+}  // namespace ftune::hpo

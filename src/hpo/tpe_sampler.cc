@@ -1,0 +1,241 @@
+// TPE sampler (see tpe_sampler.h): incremental bookkeeping of finished trials, the below/above
+// split, and one TPE proposal per group of parameters.
+#include "hpo/tpe_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "hpo/parzen_estimator.h"
+
+namespace ftune::hpo {
+namespace {
+
+constexpr uint64_t kRandomStream = 0, kTpeStream = 1;
+
+bool has_all(const Params& p, const std::vector<const ParamSpec*>& names) {
+  for (const ParamSpec* s : names)
+    if (!p.count(s->name)) return false;
+  return true;
+}
+
+bool single(const Distribution& d) {
+  return d.kind == Distribution::Kind::Categorical ? d.choices.size() == 1 : d.low == d.high;
+}
+
+}  // namespace
+
+void TpeSampler::rebuild_positions() {
+  position_.clear();
+  for (size_t i = 0; i < obs_.size(); ++i) position_[obs_[i].number] = i;
+}
+
+void TpeSampler::observe(const Trial& t) {
+  if (position_.count(t.number)) return;
+  if (t.state == TrialState::Complete) {
+    if (!t.value || std::isnan(*t.value)) return;
+    const double v = direction_ == Direction::Minimize ? *t.value : -*t.value;
+    complete_.insert({v, t.number});
+  } else if (t.state == TrialState::Pruned) {
+    // Optuna's _get_pruned_trial_score: later steps first, then the value there (NaN last).
+    if (t.intermediate.empty()) {
+      pruned_.insert({1.0, 0.0, t.number});
+    } else {
+      const auto [step, v] = *t.intermediate.rbegin();
+      const double score = std::isnan(v) ? std::numeric_limits<double>::infinity()
+                                         : (direction_ == Direction::Minimize ? v : -v);
+      pruned_.insert({-static_cast<double>(step), score, t.number});
+    }
+  } else {
+    return;  // failed / unfinished trials teach nothing
+  }
+  Obs o{t.number, t.params};
+  if (obs_.empty() || obs_.back().number < t.number) {
+    position_[t.number] = obs_.size();
+    obs_.push_back(std::move(o));
+  } else {
+    auto it = std::lower_bound(obs_.begin(), obs_.end(), t.number,
+                               [](const Obs& a, int64_t n) { return a.number < n; });
+    obs_.insert(it, std::move(o));
+    rebuild_positions();
+  }
+  for (const auto& [name, v] : t.params) {
+    auto& sorted = by_value_[name];
+    const std::pair<double, int64_t> key{v, t.number};
+    sorted.insert(std::lower_bound(sorted.begin(), sorted.end(), key), key);
+    ++count_[name];
+  }
+  // Group decomposition (Optuna's _SearchSpaceGroup.add_distributions): split every group by
+  // this trial's parameter set, and add its parameters no group holds yet as a new group.
+  std::set<std::string> names;
+  for (const auto& [name, v] : t.params) names.insert(name);
+  std::vector<std::set<std::string>> next;
+  std::set<std::string> covered;
+  for (const auto& g : groups_) {
+    std::set<std::string> in, out;
+    for (const auto& n : g) (names.count(n) ? in : out).insert(n);
+    covered.insert(g.begin(), g.end());
+    if (!in.empty()) next.push_back(std::move(in));
+    if (!out.empty()) next.push_back(std::move(out));
+  }
+  std::set<std::string> fresh;
+  for (const auto& n : names)
+    if (!covered.count(n)) fresh.insert(n);
+  if (!fresh.empty()) next.push_back(std::move(fresh));
+  groups_ = std::move(next);
+}
+
+TpeSampler::Split TpeSampler::split() const {
+  const auto n = static_cast<int64_t>(obs_.size());
+  int64_t n_below =
+      std::min<int64_t>(static_cast<int64_t>(std::ceil(0.1 * static_cast<double>(n))), 25);
+  Split s;
+  for (auto it = complete_.begin(); it != complete_.end() && n_below > 0; ++it, --n_below)
+    s.below.push_back(it->second);
+  for (auto it = pruned_.begin(); it != pruned_.end() && n_below > 0; ++it, --n_below)
+    s.below.push_back(std::get<2>(*it));
+  std::sort(s.below.begin(), s.below.end());
+  return s;
+}
+
+Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, const Split& split,
+                                const std::vector<const Trial*>& liars,
+                                std::mt19937_64& rng) const {
+  const size_t dim = names.size();
+  std::vector<Distribution> dists;
+  for (const ParamSpec* p : names) dists.push_back(p->dist);
+  auto in_below = [&](int64_t number) {
+    return std::binary_search(split.below.begin(), split.below.end(), number);
+  };
+
+  // l(x): the below trials that have every parameter, by number.
+  std::vector<std::vector<double>> below(dim);
+  for (int64_t number : split.below) {
+    const Params& p = obs_[position_.at(number)].params;
+    if (!has_all(p, names)) continue;
+    for (size_t d = 0; d < dim; ++d) below[d].push_back(p.at(names[d]->name));
+  }
+
+  // g(x): the other finished trials and the liars, by number; kernel index per trial number.
+  std::vector<std::vector<double>> above(dim);
+  std::unordered_map<int64_t, uint32_t> kernel;
+  kernel.reserve(obs_.size() + liars.size());
+  size_t li = 0;
+  auto add_above = [&](int64_t number, const Params& p) {
+    kernel[number] = static_cast<uint32_t>(above[0].size());
+    for (size_t d = 0; d < dim; ++d) above[d].push_back(p.at(names[d]->name));
+  };
+  for (const Obs& o : obs_) {
+    while (li < liars.size() && liars[li]->number < o.number) {
+      if (has_all(liars[li]->params, names)) add_above(liars[li]->number, liars[li]->params);
+      ++li;
+    }
+    if (!in_below(o.number) && has_all(o.params, names)) add_above(o.number, o.params);
+  }
+  for (; li < liars.size(); ++li)
+    if (has_all(liars[li]->params, names)) add_above(liars[li]->number, liars[li]->params);
+
+  // Per-dimension value order of g(x)'s kernels from the incrementally sorted history: one
+  // merge with the (few) liars, no sort of the history.
+  std::vector<std::vector<uint32_t>> order(dim);
+  for (size_t d = 0; d < dim; ++d) {
+    const std::string& name = names[d]->name;
+    std::vector<std::pair<double, int64_t>> liar_values;
+    for (const Trial* t : liars)
+      if (kernel.count(t->number)) liar_values.push_back({t->params.at(name), t->number});
+    std::sort(liar_values.begin(), liar_values.end());
+    auto& out = order[d];
+    out.reserve(above[d].size());
+    size_t j = 0;
+    auto it = by_value_.find(name);
+    if (it != by_value_.end()) {
+      for (const auto& entry : it->second) {
+        while (j < liar_values.size() && liar_values[j] < entry)
+          out.push_back(kernel.at(liar_values[j++].second));
+        auto k = kernel.find(entry.second);
+        if (k != kernel.end()) out.push_back(k->second);
+      }
+    }
+    for (; j < liar_values.size(); ++j) out.push_back(kernel.at(liar_values[j].second));
+    // Ties in value must be ordered by kernel index (as a stable sort would).
+    FTUNE_ASSERT(out.size() == above[d].size(), "order of '{}' has {} of {} kernels", name,
+                 out.size(), above[d].size());
+  }
+
+  ParzenOptions po{o_.prior_weight, o_.consider_prior, o_.consider_magic_clip,
+                   o_.consider_endpoints};
+  const ParzenEstimator l(dists, below, po);
+  const ParzenEstimator g(dists, above, po, &order);
+  const auto candidates = l.sample(rng, o_.n_ei_candidates);
+  size_t best = 0;
+  double best_score = -std::numeric_limits<double>::infinity();
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const double score = l.log_pdf(candidates[c]) - g.log_pdf(candidates[c]);
+    if (score > best_score || c == 0) {
+      best_score = score;
+      best = c;
+    }
+  }
+  Params out;
+  for (size_t d = 0; d < dim; ++d) out[names[d]->name] = candidates[best][d];
+  return out;
+}
+
+Params TpeSampler::sample(const SearchSpace& space, int64_t number,
+                          const std::vector<Trial>& running) {
+  Params out;
+  if (static_cast<int64_t>(obs_.size()) < o_.n_startup_trials) {
+    std::mt19937_64 rng = trial_rng(seed_, number, kRandomStream);
+    for (const auto& p : space.params())
+      if (space.active(p, out)) out[p.name] = sample_uniform(p.dist, rng);
+    return out;
+  }
+  std::mt19937_64 rng = trial_rng(seed_, number, kTpeStream);
+  const Split s = split();
+  std::vector<const Trial*> liars;
+  if (o_.constant_liar) {
+    for (const auto& t : running)
+      if (t.number != number && !t.finished() && !position_.count(t.number)) liars.push_back(&t);
+    std::sort(liars.begin(), liars.end(),
+              [](const Trial* a, const Trial* b) { return a->number < b->number; });
+  }
+
+  Params joint;
+  if (o_.multivariate) {
+    std::vector<std::vector<const ParamSpec*>> blocks;
+    if (o_.group) {
+      for (const auto& g : groups_) {
+        std::vector<const ParamSpec*> block;
+        for (const auto& name : g)  // sorted by name, like Optuna
+          if (const ParamSpec* p = space.find(name); p && !single(p->dist)) block.push_back(p);
+        if (!block.empty()) blocks.push_back(std::move(block));
+      }
+    } else {
+      std::vector<const ParamSpec*> block;
+      for (const auto& p : space.params())
+        if (auto c = count_.find(p.name);
+            c != count_.end() && c->second == static_cast<int64_t>(obs_.size()) && !single(p.dist))
+          block.push_back(&p);
+      std::sort(block.begin(), block.end(),
+                [](const ParamSpec* a, const ParamSpec* b) { return a->name < b->name; });
+      if (!block.empty()) blocks.push_back(std::move(block));
+    }
+    for (const auto& block : blocks) {
+      const Params part = sample_group(block, s, liars, rng);
+      joint.insert(part.begin(), part.end());
+    }
+  }
+  for (const auto& p : space.params()) {
+    if (!space.active(p, out)) continue;
+    if (single(p.dist)) {
+      out[p.name] = p.dist.low;
+    } else if (auto it = joint.find(p.name); it != joint.end()) {
+      out[p.name] = it->second;
+    } else {
+      out[p.name] = sample_group({&p}, s, liars, rng).at(p.name);
+    }
+  }
+  return out;
+}
+
+}  // namespace ftune::hpo

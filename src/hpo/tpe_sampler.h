@@ -1,0 +1,61 @@
+// Tree-structured Parzen Estimator sampler, following Optuna's TPESampler decision for decision:
+// after n_startup_trials finished trials, the best gamma(n) = min(ceil(0.1 n), 25) trials (complete
+// ones by value, then pruned ones by the last step they reached and their last value there) form
+// l(x), the rest g(x); n_ei_candidates drawn from l(x) are scored by log l(x) - log g(x) and the
+// best is proposed. Univariate: one estimator per parameter. Multivariate: one joint estimator over
+// the parameters every finished trial has, the rest univariate; group: one joint estimator per
+// group of parameters that always occur together (conditional spaces). Constant liar: running
+// trials join g(x), so parallel workers spread out.
+//
+// Finished trials are kept sorted incrementally (by objective, by pruned score, and per
+// parameter by value), so a suggestion never re-sorts the history: the split takes the first
+// gamma(n) entries and the kernel bandwidths come from one linear walk per parameter.
+#pragma once
+
+#include <set>
+#include <tuple>
+#include <unordered_map>
+
+#include "hpo/sampler.h"
+#include "hpo/tpe_options.h"
+
+namespace ftune::hpo {
+
+class TpeSampler : public Sampler {
+ public:
+  TpeSampler(TpeOptions o, Direction direction, uint64_t seed)
+      : o_(o), direction_(direction), seed_(seed) {}
+  void observe(const Trial& finished) override;
+  Params sample(const SearchSpace& space, int64_t number,
+                const std::vector<Trial>& running) override;
+
+  int64_t n_observed() const { return static_cast<int64_t>(obs_.size()); }
+
+ private:
+  struct Obs {
+    int64_t number;
+    Params params;
+  };
+  struct Split {
+    std::vector<int64_t> below;  // trial numbers, ascending
+  };
+
+  Split split() const;
+  // Joint TPE proposal for the parameters `names` (all numeric or categorical; none single).
+  Params sample_group(const std::vector<const ParamSpec*>& names, const Split& split,
+                      const std::vector<const Trial*>& liars, std::mt19937_64& rng) const;
+  void rebuild_positions();
+
+  TpeOptions o_;
+  Direction direction_;
+  uint64_t seed_;
+  std::vector<Obs> obs_;                                  // complete + pruned trials, by number
+  std::unordered_map<int64_t, size_t> position_;          // number -> index in obs_
+  std::set<std::pair<double, int64_t>> complete_;         // (value, minimize sense), number
+  std::set<std::tuple<double, double, int64_t>> pruned_;  // (-last step, value), number
+  std::unordered_map<std::string, std::vector<std::pair<double, int64_t>>> by_value_;
+  std::unordered_map<std::string, int64_t> count_;  // finished trials having each parameter
+  std::vector<std::set<std::string>> groups_;       // group decomposition of the observed params
+};
+
+}  // namespace ftune::hpo
