@@ -120,8 +120,10 @@ double CommandObjective::run(const Trial& trial, const SearchSpace& space,
   const pid_t pid = fork();
   if (pid < 0) throw Error(fmt::format("trial {}: fork: {}", trial.number, std::strerror(errno)));
   if (pid == 0) {
-    setpgid(0, 0);                     // its own group, so a prune kills everything it started
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // and a worker killed with -9 takes the shell along
+    setpgid(0, 0);  // its own group, so a prune kills everything it started
+    // A worker killed with -9 takes the shell along; what the shell started ends on its next
+    // write to the closed pipe (SIGPIPE).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
     dup2(out[1], STDOUT_FILENO);
     setenv("FTUNE_TRIAL_PARAMS", params.c_str(), 1);

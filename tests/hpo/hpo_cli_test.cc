@@ -31,15 +31,15 @@ using test::PgServer;
 
 // The trial command: reads --x=, --y= and answers with an intermediate value, two folds and
 // the value x^2 + y. MODE slow: sleeps briefly; heavy: 300 intermediate reports; killme: the
-// first trial to run blocks (exec sleep, so the worker's death takes it along) after leaving a
-// marker file.
+// first trial to run never ends (it prints a line every 0.1 s, so once its worker is dead the
+// closed pipe ends it) after leaving a marker file.
 void write_objective(const std::string& dir) {
   const std::string script = R"SH(#!/bin/sh
 for a in "$@"; do case $a in --x=*) x=${a#--x=};; --y=*) y=${a#--y=};; esac; done
 case "$MODE" in
   slow) sleep 0.05 ;;
   heavy) i=0; while [ $i -lt 300 ]; do echo "intermediate $i $x"; i=$((i+1)); done ;;
-  killme) if mkdir "$DIR/marker" 2>/dev/null; then echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; exec sleep 60; fi ;;
+  killme) if mkdir "$DIR/marker" 2>/dev/null; then echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while :; do echo tick; sleep 0.1; done; fi ;;
 esac
 echo "some log line"
 echo "intermediate 0 $x"
