@@ -151,7 +151,7 @@ WorkerStats Worker::run() {
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   // While the budget is spent but others' trials still run, poll at this period.
-  const double poll_s = std::min(1.0, options_.heartbeat_s);
+  const double poll_s = std::min(0.2, options_.heartbeat_s);
   for (;;) {
     if (options_.timeout_s > 0 && elapsed() >= options_.timeout_s) break;
     storage_.fail_stale(study_.id, options_.grace_s, options_.retries);
