@@ -45,7 +45,8 @@ class ParzenEstimator {
     bool numeric = true, discrete = false, log = false;
     double lo = 0, hi = 0;  // adapted bounds (transformed; extended by step/2 when discrete)
     std::vector<double> mu, sigma, log_norm;  // per kernel; log_norm: log mass on [lo, hi]
-    std::vector<int64_t> observed;            // categorical: observed index per kernel (-1 prior)
+    std::vector<double> log_sigma, inv_sigma;
+    std::vector<int64_t> observed;  // categorical: observed index per kernel (-1 prior)
     double log_hit = 0, log_miss = 0, log_uniform = 0;
   };
   std::vector<double> weights_, log_weights_;

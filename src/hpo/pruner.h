@@ -5,8 +5,11 @@
 //
 // Optuna's successive-halving pruner records, on each trial, the value it had when it reached a
 // rung. ftune derives the same record from the trial's intermediate values, which is exact when
-// should_prune is called after every report (as the worker does) and steps are reported in
-// increasing order without skipping a rung boundary twice in one report.
+// should_prune is called after every report, steps are reported in increasing order without
+// crossing two rung boundaries in one report, and a trial stops as soon as it is told to (the
+// worker's contract). With an "auto" resource Optuna starts recording only once a trial has
+// completed; ftune treats trials that finished by then as unrecorded and the others as recorded
+// from their start, which is exact unless a trial was running when the first one completed.
 #pragma once
 
 #include <cstdint>

@@ -34,7 +34,8 @@ class Sampler {
 // {type: random|qmc|grid|tpe, ...}. Options per type:
 //   qmc:  qmc_type: sobol|halton (sobol), scramble: bool (true)
 //   grid: (none) — every param must be categorical, int or a float with a step
-//   tpe:  n_startup_trials (10), n_ei_candidates (24), multivariate (false), group (false),
+//   tpe:  n_startup_trials (10), n_ei_candidates (24), multivariate (true, as Optuna 5), group
+//   (false),
 //         constant_liar (true), prior_weight (1.0), consider_magic_clip (true),
 //         consider_endpoints (false), consider_prior (true)
 // Errors (InputError) name `where` and the key.

@@ -264,7 +264,8 @@ std::string SearchSpace::external(const std::string& name, double internal) cons
     case Distribution::Kind::Int:
       return fmt::format("{}", static_cast<int64_t>(std::llround(internal)));
     case Distribution::Kind::Float:
-      return format_number(internal);
+      // A stepped float is low + k * step: print 0.3, not 0.30000000000000004.
+      return d.step > 0 ? fmt::format("{:.15g}", internal) : format_number(internal);
   }
   return "";
 }

@@ -85,12 +85,19 @@ bool SuccessiveHalvingPruner::should_prune_among(const Trial& trial, int64_t ste
     min_resource = std::max<int64_t>(first->intermediate.rbegin()->first / 100, 1);
   }
   const int64_t rf = o_.reduction_factor, rate = o_.min_early_stopping_rate;
+  // With an "auto" resource Optuna records nothing until a trial has completed: trials that
+  // finished by then (the first completed one included) hold no rung values.
+  const Trial* first = auto_resource_ ? first_completed(all) : nullptr;
+  if (auto_resource_ && !first) return false;
+  auto recorded = [&](const Trial& t) {
+    return !(first && t.finished() && t.end_time <= first->end_time);
+  };
   auto it = trial.intermediate.find(step);
   const double value = it != trial.intermediate.end() ? it->second : *trial.last_intermediate();
   auto rung = static_cast<int64_t>(rung_values(trial, min_resource, rf, rate, step).size());
   std::vector<std::vector<double>> others;
   for (const Trial* t : competitors)
-    if (t->number != trial.number)
+    if (t->number != trial.number && recorded(*t))
       others.push_back(rung_values(*t, min_resource, rf, rate, INT64_MAX));
   while (true) {
     if (step < promotion_step(min_resource, rf, rate + rung)) return false;
@@ -107,11 +114,14 @@ bool SuccessiveHalvingPruner::should_prune_among(const Trial& trial, int64_t ste
 
 int64_t HyperbandPruner::bracket_of(int64_t number, int64_t max_resource) const {
   const int64_t rf = o_.reduction_factor;
-  const auto n_brackets =
+  // floor(log_rf(max / min)) + 1 brackets. An "auto" max_resource below min_resource would leave
+  // none (Optuna divides by zero there): one bracket, plain successive halving.
+  const int64_t n_brackets = std::max<int64_t>(
       static_cast<int64_t>(std::floor(
           std::log(static_cast<double>(max_resource) / static_cast<double>(o_.min_resource)) /
           std::log(static_cast<double>(rf)))) +
-      1;
+          1,
+      1);
   std::vector<int64_t> budgets;
   int64_t total = 0;
   for (int64_t b = 0; b < n_brackets; ++b) {
@@ -145,6 +155,7 @@ bool HyperbandPruner::should_prune(const Trial& trial, int64_t step,
     if (bracket_of(t.number, max_resource) == bracket) in_bracket.push_back(&t);
   SuccessiveHalvingPruner sh({o_.min_resource, o_.reduction_factor, bracket, o_.bootstrap_count},
                              direction_);
+  sh.auto_resource_ = !o_.max_resource.has_value();
   return sh.should_prune_among(trial, step, in_bracket, trials);
 }
 

@@ -18,7 +18,7 @@ struct SuccessiveHalvingOptions {
 class SuccessiveHalvingPruner : public Pruner {
  public:
   SuccessiveHalvingPruner(SuccessiveHalvingOptions o, Direction direction)
-      : o_(o), direction_(direction) {}
+      : o_(o), direction_(direction), auto_resource_(!o.min_resource) {}
   bool should_prune(const Trial& trial, int64_t step,
                     const std::vector<Trial>& trials) const override;
   // The decision among `competitors` only (Hyperband passes the trials of one bracket).
@@ -27,8 +27,10 @@ class SuccessiveHalvingPruner : public Pruner {
                           const std::vector<Trial>& all) const;
 
  private:
+  friend class HyperbandPruner;
   SuccessiveHalvingOptions o_;
   Direction direction_;
+  bool auto_resource_;  // a resource is "auto": nothing is recorded before the first completion
 };
 
 struct HyperbandOptions {

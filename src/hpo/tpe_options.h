@@ -1,4 +1,5 @@
-// Options of the TPE sampler, with Optuna's defaults.
+// Options of the TPE sampler, with Optuna's (5.x) defaults; Optuna 5 makes TPE multivariate by
+// default for a single objective, and so does ftune.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@ namespace ftune::hpo {
 struct TpeOptions {
   int64_t n_startup_trials = 10;  // random sampling until this many trials finished
   int64_t n_ei_candidates = 24;   // candidates drawn from l(x); the best l(x)/g(x) wins
-  bool multivariate = false;      // one joint estimator over all parameters
+  bool multivariate = true;       // one joint estimator over the parameters all trials share
   bool group = false;             // multivariate per group of parameters that occur together
   bool constant_liar = true;      // running trials count as (worst-valued) observations
   double prior_weight = 1.0;

@@ -26,12 +26,19 @@ bool single(const Distribution& d) {
 }  // namespace
 
 void TpeSampler::rebuild_positions() {
-  position_.clear();
-  for (size_t i = 0; i < obs_.size(); ++i) position_[obs_[i].number] = i;
+  std::fill(position_.begin(), position_.end(), -1);
+  for (size_t i = 0; i < obs_.size(); ++i)
+    position_[static_cast<size_t>(obs_[i].number)] = static_cast<int64_t>(i);
+}
+
+int64_t TpeSampler::position(int64_t number) const {
+  return number >= 0 && static_cast<size_t>(number) < position_.size()
+             ? position_[static_cast<size_t>(number)]
+             : -1;
 }
 
 void TpeSampler::observe(const Trial& t) {
-  if (position_.count(t.number)) return;
+  if (t.number < 0 || position(t.number) >= 0) return;
   if (t.state == TrialState::Complete) {
     if (!t.value || std::isnan(*t.value)) return;
     const double v = direction_ == Direction::Minimize ? *t.value : -*t.value;
@@ -50,14 +57,26 @@ void TpeSampler::observe(const Trial& t) {
     return;  // failed / unfinished trials teach nothing
   }
   Obs o{t.number, t.params};
+  size_t at = obs_.size();
+  if (position_.size() <= static_cast<size_t>(t.number))
+    position_.resize(static_cast<size_t>(t.number) + 1, -1);
   if (obs_.empty() || obs_.back().number < t.number) {
-    position_[t.number] = obs_.size();
+    position_[static_cast<size_t>(t.number)] = static_cast<int64_t>(obs_.size());
     obs_.push_back(std::move(o));
   } else {
     auto it = std::lower_bound(obs_.begin(), obs_.end(), t.number,
                                [](const Obs& a, int64_t n) { return a.number < n; });
+    at = static_cast<size_t>(it - obs_.begin());
     obs_.insert(it, std::move(o));
     rebuild_positions();
+  }
+  const double kAbsent = std::numeric_limits<double>::quiet_NaN();
+  for (auto& [name, column] : columns_)
+    column.insert(column.begin() + static_cast<ptrdiff_t>(at), kAbsent);
+  for (const auto& [name, v] : t.params) {
+    auto [it, fresh] = columns_.try_emplace(name);
+    if (fresh) it->second.assign(obs_.size(), kAbsent);
+    it->second[at] = v;
   }
   for (const auto& [name, v] : t.params) {
     auto& sorted = by_value_[name];
@@ -108,56 +127,78 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
     return std::binary_search(split.below.begin(), split.below.end(), number);
   };
 
+  // Columns of the finished trials' values (NaN: the trial lacks the parameter).
+  std::vector<const std::vector<double>*> cols;
+  const std::vector<double> never(obs_.size(), std::numeric_limits<double>::quiet_NaN());
+  for (const ParamSpec* p : names) {
+    auto it = columns_.find(p->name);
+    cols.push_back(it == columns_.end() ? &never : &it->second);  // never observed: prior only
+  }
+  auto has_all_at = [&](size_t pos) {
+    for (const auto* c : cols)
+      if (std::isnan((*c)[pos])) return false;
+    return true;
+  };
+
   // l(x): the below trials that have every parameter, by number.
   std::vector<std::vector<double>> below(dim);
   for (int64_t number : split.below) {
-    const Params& p = obs_[position_.at(number)].params;
-    if (!has_all(p, names)) continue;
-    for (size_t d = 0; d < dim; ++d) below[d].push_back(p.at(names[d]->name));
+    const auto pos = static_cast<size_t>(position(number));
+    if (!has_all_at(pos)) continue;
+    for (size_t d = 0; d < dim; ++d) below[d].push_back((*cols[d])[pos]);
   }
 
-  // g(x): the other finished trials and the liars, by number; kernel index per trial number.
+  // g(x): the other finished trials and the liars, by number. kernel_of[pos]: the kernel index
+  // of finished trial at obs_ position pos (-1: not in g).
   std::vector<std::vector<double>> above(dim);
-  std::unordered_map<int64_t, uint32_t> kernel;
-  kernel.reserve(obs_.size() + liars.size());
+  for (auto& a : above) a.reserve(obs_.size() + liars.size());
+  std::vector<int32_t> kernel_of(obs_.size(), -1);
+  std::vector<int32_t> liar_kernel(liars.size(), -1);
   size_t li = 0;
-  auto add_above = [&](int64_t number, const Params& p) {
-    kernel[number] = static_cast<uint32_t>(above[0].size());
-    for (size_t d = 0; d < dim; ++d) above[d].push_back(p.at(names[d]->name));
+  auto add_liar = [&](size_t i) {
+    if (!has_all(liars[i]->params, names)) return;
+    liar_kernel[i] = static_cast<int32_t>(above[0].size());
+    for (size_t d = 0; d < dim; ++d) above[d].push_back(liars[i]->params.at(names[d]->name));
   };
-  for (const Obs& o : obs_) {
-    while (li < liars.size() && liars[li]->number < o.number) {
-      if (has_all(liars[li]->params, names)) add_above(liars[li]->number, liars[li]->params);
-      ++li;
-    }
-    if (!in_below(o.number) && has_all(o.params, names)) add_above(o.number, o.params);
+  size_t bi = 0;
+  for (size_t pos = 0; pos < obs_.size(); ++pos) {
+    const int64_t number = obs_[pos].number;
+    while (li < liars.size() && liars[li]->number < number) add_liar(li++);
+    while (bi < split.below.size() && split.below[bi] < number) ++bi;
+    if (bi < split.below.size() && split.below[bi] == number) continue;
+    if (!has_all_at(pos)) continue;
+    kernel_of[pos] = static_cast<int32_t>(above[0].size());
+    for (size_t d = 0; d < dim; ++d) above[d].push_back((*cols[d])[pos]);
   }
-  for (; li < liars.size(); ++li)
-    if (has_all(liars[li]->params, names)) add_above(liars[li]->number, liars[li]->params);
+  for (; li < liars.size(); ++li) add_liar(li);
 
   // Per-dimension value order of g(x)'s kernels from the incrementally sorted history: one
-  // merge with the (few) liars, no sort of the history.
+  // merge with the (few) liars, no sort of the history. Ties follow trial numbers, hence kernel
+  // indices, as a stable sort would order them.
   std::vector<std::vector<uint32_t>> order(dim);
   for (size_t d = 0; d < dim; ++d) {
+    if (dists[d].kind == Distribution::Kind::Categorical) continue;  // no bandwidths
     const std::string& name = names[d]->name;
-    std::vector<std::pair<double, int64_t>> liar_values;
-    for (const Trial* t : liars)
-      if (kernel.count(t->number)) liar_values.push_back({t->params.at(name), t->number});
+    std::vector<std::tuple<double, int64_t, int32_t>> liar_values;
+    for (size_t i = 0; i < liars.size(); ++i)
+      if (liar_kernel[i] >= 0)
+        liar_values.push_back({liars[i]->params.at(name), liars[i]->number, liar_kernel[i]});
     std::sort(liar_values.begin(), liar_values.end());
     auto& out = order[d];
     out.reserve(above[d].size());
     size_t j = 0;
-    auto it = by_value_.find(name);
-    if (it != by_value_.end()) {
-      for (const auto& entry : it->second) {
-        while (j < liar_values.size() && liar_values[j] < entry)
-          out.push_back(kernel.at(liar_values[j++].second));
-        auto k = kernel.find(entry.second);
-        if (k != kernel.end()) out.push_back(k->second);
-      }
+    static const std::vector<std::pair<double, int64_t>> kNone;
+    auto bv = by_value_.find(name);
+    for (const auto& [v, number] : bv == by_value_.end() ? kNone : bv->second) {
+      while (j < liar_values.size() &&
+             std::make_pair(std::get<0>(liar_values[j]), std::get<1>(liar_values[j])) <
+                 std::make_pair(v, number))
+        out.push_back(static_cast<uint32_t>(std::get<2>(liar_values[j++])));
+      const int32_t k = kernel_of[static_cast<size_t>(position(number))];
+      if (k >= 0) out.push_back(static_cast<uint32_t>(k));
     }
-    for (; j < liar_values.size(); ++j) out.push_back(kernel.at(liar_values[j].second));
-    // Ties in value must be ordered by kernel index (as a stable sort would).
+    for (; j < liar_values.size(); ++j)
+      out.push_back(static_cast<uint32_t>(std::get<2>(liar_values[j])));
     FTUNE_ASSERT(out.size() == above[d].size(), "order of '{}' has {} of {} kernels", name,
                  out.size(), above[d].size());
   }
@@ -195,7 +236,7 @@ Params TpeSampler::sample(const SearchSpace& space, int64_t number,
   std::vector<const Trial*> liars;
   if (o_.constant_liar) {
     for (const auto& t : running)
-      if (t.number != number && !t.finished() && !position_.count(t.number)) liars.push_back(&t);
+      if (t.number != number && !t.finished() && position(t.number) < 0) liars.push_back(&t);
     std::sort(liars.begin(), liars.end(),
               [](const Trial* a, const Trial* b) { return a->number < b->number; });
   }

@@ -45,14 +45,16 @@ class TpeSampler : public Sampler {
   Params sample_group(const std::vector<const ParamSpec*>& names, const Split& split,
                       const std::vector<const Trial*>& liars, std::mt19937_64& rng) const;
   void rebuild_positions();
+  int64_t position(int64_t number) const;  // index in obs_, -1 when not observed
 
   TpeOptions o_;
   Direction direction_;
   uint64_t seed_;
-  std::vector<Obs> obs_;                                  // complete + pruned trials, by number
-  std::unordered_map<int64_t, size_t> position_;          // number -> index in obs_
-  std::set<std::pair<double, int64_t>> complete_;         // (value, minimize sense), number
-  std::set<std::tuple<double, double, int64_t>> pruned_;  // (-last step, value), number
+  std::vector<Obs> obs_;           // complete + pruned trials, by number
+  std::vector<int64_t> position_;  // number -> index in obs_ (-1: none)
+  std::unordered_map<std::string, std::vector<double>> columns_;  // name -> value per obs_ index
+  std::set<std::pair<double, int64_t>> complete_;                 // (value, minimize sense), number
+  std::set<std::tuple<double, double, int64_t>> pruned_;          // (-last step, value), number
   std::unordered_map<std::string, std::vector<std::pair<double, int64_t>>> by_value_;
   std::unordered_map<std::string, int64_t> count_;  // finished trials having each parameter
   std::vector<std::set<std::string>> groups_;       // group decomposition of the observed params

@@ -1,0 +1,100 @@
+// Pruner configuration (defaults, errors naming the key) and a few decisions by hand; every
+// decision against Optuna is in pruner_golden_test.cc.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "hpo/percentile_pruner.h"
+#include "hpo/pruner.h"
+#include "hpo/successive_halving_pruner.h"
+
+namespace ftune::hpo {
+namespace {
+
+Trial trial(int64_t number, TrialState state, std::map<int64_t, double> reports) {
+  Trial t;
+  t.id = t.number = number;
+  t.state = state;
+  t.intermediate = std::move(reports);
+  if (state == TrialState::Complete) t.value = t.intermediate.rbegin()->second;
+  t.end_time = state == TrialState::Running ? 0 : static_cast<double>(number + 1);
+  return t;
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    make_pruner(YAML::Load(yaml), "pruner", Direction::Minimize);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Pruners, MedianOfCompletedTrialsAtTheStep) {
+  auto p =
+      make_pruner(YAML::Load("{type: median, n_startup_trials: 2}"), "pruner", Direction::Minimize);
+  std::vector<Trial> ts = {trial(0, TrialState::Complete, {{0, 1.0}, {1, 0.5}}),
+                           trial(1, TrialState::Complete, {{0, 3.0}, {1, 2.5}}),
+                           trial(2, TrialState::Running, {{0, 2.1}})};
+  EXPECT_TRUE(p->should_prune(ts[2], 0, ts));  // 2.1 > median(1, 3) = 2
+  ts[2].intermediate[0] = 1.9;
+  EXPECT_FALSE(p->should_prune(ts[2], 0, ts));
+  auto q =
+      make_pruner(YAML::Load("{type: median, n_startup_trials: 2}"), "pruner", Direction::Maximize);
+  EXPECT_TRUE(q->should_prune(ts[2], 0, ts));  // maximizing: 1.9 < 2
+  auto late =
+      make_pruner(YAML::Load("{type: median, n_startup_trials: 3}"), "pruner", Direction::Minimize);
+  ts[2].intermediate[0] = 9;
+  EXPECT_FALSE(late->should_prune(ts[2], 0, ts));  // only 2 completed trials
+}
+
+TEST(Pruners, NanPercentileIsNumpys) {
+  EXPECT_DOUBLE_EQ(nan_percentile({3, 1, 2, 4}, 50), 2.5);
+  EXPECT_DOUBLE_EQ(nan_percentile({3, 1, NAN, 2, 4}, 25), 1.75);
+  EXPECT_DOUBLE_EQ(nan_percentile({5}, 90), 5);
+  EXPECT_TRUE(std::isnan(nan_percentile({NAN, NAN}, 50)));
+}
+
+TEST(Pruners, SuccessiveHalvingKeepsTheTopFraction) {
+  auto p = make_pruner(YAML::Load("{type: asha, min_resource: 1, reduction_factor: 2}"), "pruner",
+                       Direction::Minimize);
+  std::vector<Trial> ts;
+  for (int i = 0; i < 4; ++i)
+    ts.push_back(trial(i, TrialState::Complete, {{0, 0.0}, {1, 1.0 + i}}));
+  ts.push_back(trial(4, TrialState::Running, {{0, 0.0}, {1, 2.5}}));
+  // Rung 0 (step 1) values 1, 2, 3, 4 and 2.5: 5 // 2 = 2 promotable -> must be <= 2.
+  EXPECT_TRUE(p->should_prune(ts[4], 1, ts));
+  ts[4].intermediate[1] = 1.5;
+  EXPECT_FALSE(p->should_prune(ts[4], 1, ts));
+  EXPECT_FALSE(p->should_prune(ts[4], 0, ts));  // step 0 is below the first rung
+}
+
+TEST(Pruners, HyperbandBracketsFollowCrc32) {
+  EXPECT_EQ(crc32("123456789"), 0xCBF43926u);  // the CRC-32 check value
+  HyperbandPruner h({1, 27, 3, 0}, Direction::Minimize, "study");
+  std::map<int64_t, int> count;
+  for (int64_t n = 0; n < 2000; ++n) count[h.bracket_of(n, 27)]++;
+  ASSERT_EQ(count.size(), 4u);    // floor(log3(27)) + 1 brackets
+  EXPECT_GT(count[0], count[3]);  // budgets 27, 12, 6, 4 (ceil(4 * 3^s / (s + 1)))
+  EXPECT_EQ(HyperbandPruner({5, std::nullopt, 3, 0}, Direction::Minimize, "s").bracket_of(7, 2), 0);
+}
+
+TEST(Pruners, ConfigErrorsNameTheKey) {
+  EXPECT_NE(error_of("{type: median, warmup: 3}").find("pruner.warmup"), std::string::npos);
+  EXPECT_NE(error_of("{type: percentile}").find("pruner.percentile"), std::string::npos);
+  EXPECT_NE(error_of("{type: percentile, percentile: 120}").find("pruner.percentile"),
+            std::string::npos);
+  EXPECT_NE(error_of("{type: median, interval_steps: 0}").find("pruner.interval_steps"),
+            std::string::npos);
+  EXPECT_NE(error_of("{type: asha, reduction_factor: 1}").find("pruner.reduction_factor"),
+            std::string::npos);
+  EXPECT_NE(error_of("{type: asha, min_resource: soon}").find("pruner.min_resource"),
+            std::string::npos);
+  EXPECT_NE(error_of("{type: hyperband, max_resource: 0}").find("pruner.max_resource"),
+            std::string::npos);
+  EXPECT_NE(error_of("{type: wilcoxon}").find("pruner.type"), std::string::npos);
+  EXPECT_FALSE(make_pruner(YAML::Node(), "pruner", Direction::Minimize)
+                   ->should_prune(trial(0, TrialState::Running, {{0, 1e9}}), 0, {}));
+}
+
+}  // namespace
+}  // namespace ftune::hpo
