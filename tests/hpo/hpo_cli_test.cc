@@ -38,6 +38,8 @@ void write_objective(const std::string& dir) {
 for a in "$@"; do case $a in --x=*) x=${a#--x=};; --y=*) y=${a#--y=};; esac; done
 case "$MODE" in
   slow) sleep 0.05 ;;
+  fail) echo "bad things" >&2; exit 3 ;;
+  prune) i=0; while [ $i -lt 30 ]; do echo "intermediate $i $x"; i=$((i+1)); sleep 0.01; done ;;
   heavy) i=0; while [ $i -lt 300 ]; do echo "intermediate $i $x"; i=$((i+1)); done ;;
   killme) if mkdir "$DIR/marker" 2>/dev/null; then echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while :; do echo tick; sleep 0.1; done; fi ;;
 esac
@@ -122,7 +124,8 @@ void expect_study_done(const std::string& url, int64_t n) {
     const double x = t.params.at("x"), y = t.params.at("y");
     EXPECT_NEAR(*t.value, x * x + y, 1e-4 * (1 + x * x + y));
     EXPECT_EQ(t.fold_values.size(), 2u);
-    EXPECT_EQ(t.intermediate.size(), 2u);  // step 0 (x), then the folds' running means
+    ASSERT_EQ(t.intermediate.size(), 2u);  // step 0 (x), then the folds' running means
+    EXPECT_NEAR(t.intermediate.at(1), (x + y) / 2, 1e-4 * (1 + std::abs(x) + y));
   }
   EXPECT_EQ(numbers.size(), static_cast<size_t>(n));
   EXPECT_EQ(*numbers.rbegin(), n - 1);
@@ -234,6 +237,73 @@ TEST(HpoCli, KillDuringHeavyWritesLeavesTheDatabaseIntact) {
   run_workers(1, fmt::format("--config {} --trials {}", cfg, before.size()), dir.path());
   for (const Trial& t : storage->trials(study)) EXPECT_TRUE(t.finished()) << t.number;
   EXPECT_EQ(integrity_check(db), "ok");
+}
+
+TEST(HpoCli, PrunerStopsTheCommandAndTheTrialEndsPruned) {
+  test::TempDir dir;
+  write_objective(dir.path());
+  const std::string db = dir.path() + "/study.db";
+  // Every trial reports x at steps 0..29; the median pruner stops those above the median of the
+  // earlier trials, from step 0 on.
+  std::string cfg = write_config(dir.path(), db, "prune");
+  std::string text = io::read_file(cfg);
+  text.replace(text.find("pruner: {type: none}"), 20,
+               "pruner: {type: median, n_startup_trials: 3, n_warmup_steps: 0}");
+  io::write_file_atomic(cfg, text);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = test::run_ftune("hpo run --config " + cfg + " --trials 12");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto storage = open_storage(db);
+  int pruned = 0;
+  for (const Trial& t : storage->trials(storage->find_study("demo")->id)) {
+    if (t.state != TrialState::Pruned) {
+      EXPECT_EQ(t.state, TrialState::Complete) << t.error;
+      continue;
+    }
+    ++pruned;
+    EXPECT_LT(t.intermediate.size(), 30u) << "the command ran to the end";
+    ASSERT_TRUE(t.value);
+    EXPECT_EQ(*t.value, t.params.at("x"));  // a pruned trial keeps its last intermediate value
+  }
+  EXPECT_GT(pruned, 0) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+}
+
+TEST(HpoCli, RaisingTrialFailsAndIsRetriedOnlyWhenConfigured) {
+  test::TempDir dir;
+  write_objective(dir.path());
+  const std::string db = dir.path() + "/study.db";
+  const std::string cfg = write_config(dir.path(), db, "fail");
+  auto r = test::run_ftune("hpo run --config " + cfg + " --trials 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto storage = open_storage(db);
+  auto trials = storage->trials(storage->find_study("demo")->id);
+  ASSERT_EQ(trials.size(), 2u);
+  for (const Trial& t : trials) {
+    EXPECT_EQ(t.state, TrialState::Failed);
+    EXPECT_NE(t.error.find("exited with status 3"), std::string::npos) << t.error;
+  }
+  write_config(dir.path(), db, "fail", "retry_failed: true\n");
+  r = test::run_ftune("hpo run --config " + cfg + " --study again --trials 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  trials = storage->trials(storage->find_study("again")->id);
+  ASSERT_EQ(trials.size(), 4u);  // two trials and one retry of each (retries: 1)
+  EXPECT_EQ(trials[2].retry_of + trials[3].retry_of, 0 + 1);
+}
+
+TEST(HpoCli, TimeoutStopsStartingTrials) {
+  test::TempDir dir;
+  write_objective(dir.path());
+  const std::string db = dir.path() + "/study.db";
+  const std::string cfg = write_config(dir.path(), db, "prune");  // ~0.4 s per trial
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = test::run_ftune("hpo run --config " + cfg + " --timeout 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  auto storage = open_storage(db);
+  const auto trials = storage->trials(storage->find_study("demo")->id);
+  EXPECT_GE(trials.size(), 1u);
+  for (const Trial& t : trials) EXPECT_EQ(t.state, TrialState::Complete);
 }
 
 TEST(HpoCli, BadInputExitsWithTwoAndSaysWhy) {

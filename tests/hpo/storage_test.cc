@@ -175,7 +175,7 @@ TEST_P(StorageTest, RaisedTrialIsRetriedOnlyWhenAsked) {
 
 TEST_P(StorageTest, ConcurrentWorkersNeverShareATrialNumber) {
   const int64_t s = storage_->create_or_load_study("s", Direction::Minimize, space_a()).id;
-  constexpr int kThreads = 8, kPerThread = 25, kBudget = 150;
+  constexpr int kThreads = 16, kPerThread = 25, kBudget = 300;  // 16 workers, like the spec
   std::vector<std::vector<int64_t>> numbers(kThreads);
   std::vector<std::thread> threads;
   for (int w = 0; w < kThreads; ++w)
