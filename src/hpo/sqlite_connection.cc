@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <chrono>
+#include <thread>
+
 namespace ftune::hpo {
 
 namespace {
@@ -40,13 +43,19 @@ SqliteConnection::SqliteConnection(const std::string& path) : path_(path) {
   }
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
   sqlite3_extended_result_codes(db_, 1);
-  // journal_mode=WAL needs a moment of exclusive access the first time; a busy answer here is
-  // retried by the caller like any other.
+  // journal_mode=WAL needs a moment of exclusive access the first time: when many workers open
+  // a new file at once, a busy answer is retried (up to a minute) rather than shown.
   try {
-    exec("PRAGMA journal_mode=WAL", {});
+    for (int attempt = 0;; ++attempt) {
+      try {
+        exec("PRAGMA journal_mode=WAL", {});
+        break;
+      } catch (const SqlRetry&) {
+        if (attempt >= 600) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
     exec("PRAGMA synchronous=NORMAL", {});
-  } catch (const SqlRetry&) {
-    throw;
   } catch (const Error& e) {
     sqlite3_close_v2(db_);
     db_ = nullptr;

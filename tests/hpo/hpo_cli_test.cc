@@ -164,6 +164,22 @@ TEST(HpoCli, FourWorkersShareOneSqliteFile) {
   EXPECT_EQ(io::read_json_file(dir.path() + "/t.json")["trials"].size(), 40u);
 }
 
+TEST(HpoCli, SixteenWorkersOnOneSqliteFileNeverSeeALock) {
+  test::TempDir dir;
+  write_objective(dir.path());
+  const std::string db = dir.path() + "/study.db";
+  const std::string cfg = write_config(dir.path(), db, "fast");
+  const auto rc = run_workers(16, "--config " + cfg + " --trials 64", dir.path());
+  for (size_t i = 0; i < rc.size(); ++i) {
+    EXPECT_EQ(rc[i], 0);
+    const std::string log = io::read_file(fmt::format("{}/w{}.log", dir.path(), i));
+    EXPECT_EQ(log.find("locked"), std::string::npos) << log;
+    EXPECT_EQ(log.find("busy"), std::string::npos) << log;
+  }
+  expect_study_done(db, 64);
+  EXPECT_EQ(integrity_check(db), "ok");
+}
+
 TEST(HpoCli, FourWorkersShareOnePostgresDatabase) {
   std::string why;
   PgServer* pg = PgServer::shared(&why);
