@@ -71,14 +71,15 @@ void kill_group(pid_t pid) {
 }  // namespace
 
 std::string shell_quote(const std::string& text) {
-  std::string out = "'";
+  std::string out(1, '\'');
   for (char c : text) {
     if (c == '\'')
-      out += "'\\''";
+      out.append("'\\''");  // close, escaped quote, reopen
     else
-      out += c;
+      out.push_back(c);
   }
-  return out + "'";
+  out.push_back('\'');
+  return out;
 }
 
 CommandObjective::CommandObjective(std::string command, std::map<std::string, std::string> fixed,
@@ -91,9 +92,10 @@ CommandObjective::CommandObjective(std::string command, std::map<std::string, st
 std::string CommandObjective::command_line(const Trial& trial, const SearchSpace& space) const {
   std::string cmd = command_;
   if (!pass_args_) return cmd;
-  for (const auto& [name, value] : fixed_) cmd += " " + shell_quote("--" + name + "=" + value);
+  for (const auto& [name, value] : fixed_)
+    cmd.append(" ").append(shell_quote(fmt::format("--{}={}", name, value)));
   for (const auto& [name, value] : trial.params)
-    cmd += " " + shell_quote("--" + name + "=" + space.external(name, value));
+    cmd.append(" ").append(shell_quote(fmt::format("--{}={}", name, space.external(name, value))));
   return cmd;
 }
 

@@ -13,9 +13,13 @@ namespace {
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
+  std::string out(1, '"');
+  for (char c : s) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
 }
 
 std::string number(double v) {
@@ -62,7 +66,7 @@ std::string status_table(const StudyInfo& study, const SearchSpace& space,
     for (const auto& [n, v] : t.params)
       params += fmt::format("{}{}={}", params.empty() ? "" : " ", n, external_or_raw(space, n, v));
     if (t.retry_of >= 0) params += fmt::format(" (retry of {})", t.retry_of);
-    if (!t.error.empty()) params += " error: " + t.error;
+    if (!t.error.empty()) params.append(" error: ").append(t.error);
     out += fmt::format("{:>7}  {:<9} {:>14}  {}\n", t.number, to_string(t.state),
                        t.value ? number(*t.value) : "-", params);
   }
@@ -93,7 +97,7 @@ std::string trials_csv(const SearchSpace& space, const std::vector<Trial>& trial
     for (const auto& [k, v] : t.fold_values) folds.insert(k);
   }
   std::string out = "number,state,value,start_time,end_time,duration_s,retry_of,error";
-  for (const auto& n : names) out += "," + csv_field("params_" + n);
+  for (const auto& n : names) out.append(",").append(csv_field(fmt::format("params_{}", n)));
   for (int64_t k : folds) out += fmt::format(",fold_{}", k);
   out += ",last_step,last_intermediate\n";
   for (const Trial& t : trials) {
@@ -104,11 +108,13 @@ std::string trials_csv(const SearchSpace& space, const std::vector<Trial>& trial
                        t.retry_of >= 0 ? std::to_string(t.retry_of) : "", csv_field(t.error));
     for (const auto& n : names) {
       auto it = t.params.find(n);
-      out += "," + (it == t.params.end() ? "" : csv_field(external_or_raw(space, n, it->second)));
+      out.append(",");
+      if (it != t.params.end()) out.append(csv_field(external_or_raw(space, n, it->second)));
     }
     for (int64_t k : folds) {
       auto it = t.fold_values.find(k);
-      out += "," + (it == t.fold_values.end() ? "" : number(it->second));
+      out.append(",");
+      if (it != t.fold_values.end()) out.append(number(it->second));
     }
     if (t.intermediate.empty())
       out += ",,";
