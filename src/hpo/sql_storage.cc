@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "hpo/trial_json.h"
@@ -23,7 +24,8 @@ namespace {
 // says so (with SQLite's busy timeout per statement on top, this is minutes of contention).
 constexpr double kRetryDeadlineS = 300.0;
 
-constexpr int64_t kStep = 0, kFold = 1;  // trial_values.kind
+constexpr int64_t kStep = 0, kFold = 1;      // trial_values.kind
+constexpr const char* kSchemaVersion = "1";  // ftune_meta.schema_version of the tables below
 
 // {id} is the auto-increment primary key, spelled per dialect.
 constexpr const char* kSchema[] = {
@@ -152,6 +154,35 @@ void SqlStorage::create_schema() {
   write([&] {
     // Two workers creating the schema at once would race on PostgreSQL's catalog.
     if (postgres_) conn_->exec("SELECT pg_advisory_xact_lock(7466756)", {});
+    // A database with a `studies` table but no ftune_meta belongs to another program (Optuna's
+    // RDB storage has one): refuse it rather than fail later on a missing column.
+    const char* tables =
+        postgres_ ? "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                    "current_schema() AND table_name IN ('studies', 'ftune_meta')"
+                  : "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
+                    "('studies', 'ftune_meta')";
+    std::set<std::string> found;
+    for (const auto& r : conn_->exec(tables, {})) found.insert(r.get_text(0));
+    if (found.count("studies") && !found.count("ftune_meta"))
+      throw InputError(
+          fmt::format("{} is not an ftune study storage (it has a 'studies' table "
+                      "of another program, e.g. Optuna); use another database",
+                      conn_->describe()));
+    conn_->exec("CREATE TABLE IF NOT EXISTS ftune_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                {});
+    conn_->exec(
+        "INSERT INTO ftune_meta (key, value) VALUES ('schema_version', $1) "
+        "ON CONFLICT (key) DO NOTHING",
+        {std::string(kSchemaVersion)});
+    const std::string version =
+        conn_->exec("SELECT value FROM ftune_meta WHERE key = 'schema_version'", {})
+            .at(0)
+            .get_text(0);
+    if (version != kSchemaVersion)
+      throw InputError(
+          fmt::format("{} holds ftune study schema version {}; this ftune reads "
+                      "version {}",
+                      conn_->describe(), version, kSchemaVersion));
     for (const char* stmt : kSchema) {
       std::string sql = stmt;
       const size_t at = sql.find("{id}");

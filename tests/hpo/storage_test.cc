@@ -3,7 +3,9 @@
 // "finished since" feed, the trial budget, stale trials failed and retried, errors for bad URLs.
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
 #include <chrono>
+
 #include <cmath>
 #include <set>
 #include <thread>
@@ -217,6 +219,21 @@ TEST(OpenStorage, BadUrlsSayWhatIsWrong) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("cannot connect to PostgreSQL"), std::string::npos) << msg;
     EXPECT_EQ(msg.find("secret"), std::string::npos) << "password leaked: " << msg;
+  }
+  // A database of another program (Optuna's has a `studies` table) is refused, not modified.
+  const std::string optuna_db = dir.path() + "/optuna.db";
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(optuna_db.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE studies (study_id INTEGER PRIMARY KEY, study_name TEXT)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  try {
+    open_storage(optuna_db);
+    FAIL() << "opened a foreign database";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("not an ftune study storage"), std::string::npos)
+        << e.what();
   }
   // A plain path and the sqlite:/// form open the same file.
   open_storage(dir.path() + "/a.db")->create_or_load_study("x", Direction::Minimize, {});
