@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "hpo/command_objective.h"
+#include "hpo/interrupt.h"
 #include "hpo/pruner.h"
 #include "hpo/sampler.h"
 #include "hpo/search_config.h"
@@ -73,6 +74,7 @@ void run_search(const HpoArgs& a) {
   o.retries = static_cast<int>(c.retries);
   o.retry_failed = c.retry_failed;
   hpo::Worker worker(*storage, study, space, *sampler, pruner.get(), *objective, o);
+  hpo::install_interrupt_handlers();
   const hpo::WorkerStats s = worker.run();
   const auto counts = storage->count_by_state(study.id);
   std::printf(
@@ -82,6 +84,8 @@ void run_search(const HpoArgs& a) {
       static_cast<long long>(s.pruned), static_cast<long long>(s.failed), study.name.c_str(),
       static_cast<long long>(counts[2]), static_cast<long long>(counts[3]),
       static_cast<long long>(counts[4]), static_cast<long long>(counts[1]));
+  if (hpo::interrupted())
+    throw Error("interrupted: the trial in flight was failed, no further trial was started");
 }
 
 struct OpenStudy {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "hpo/interrupt.h"
 
 namespace ftune::hpo {
 
@@ -62,6 +63,7 @@ int64_t parse_int(const std::string& s, const std::string& line, int64_t number)
 
 // Kills the command's whole process group (the shell and what it started) and reaps the shell.
 void kill_group(pid_t pid) {
+  set_running_command(0);
   kill(-pid, SIGKILL);
   int status;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -135,6 +137,7 @@ double CommandObjective::run(const Trial& trial, const SearchSpace& space,
     _exit(127);
   }
   setpgid(pid, pid);
+  set_running_command(pid);
   close(out[1]);
   FILE* in = fdopen(out[0], "r");
   std::optional<double> value;
@@ -190,7 +193,9 @@ double CommandObjective::run(const Trial& trial, const SearchSpace& space,
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  set_running_command(0);
   kill(-pid, SIGKILL);  // anything the command left running in its group
+  if (interrupted()) throw Error(fmt::format("trial {}: interrupted", trial.number));
   if (WIFSIGNALED(status))
     throw Error(
         fmt::format("trial {}: command killed by signal {}", trial.number, WTERMSIG(status)));

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "hpo/interrupt.h"
 
 namespace ftune::hpo {
 
@@ -154,6 +155,7 @@ WorkerStats Worker::run() {
   const double poll_s = std::min(0.2, options_.heartbeat_s);
   for (;;) {
     if (options_.timeout_s > 0 && elapsed() >= options_.timeout_s) break;
+    if (interrupted()) break;
     storage_.fail_stale(study_.id, options_.grace_s, options_.retries);
     std::optional<Trial> trial = storage_.start_trial(study_.id, options_.max_trials);
     if (!trial) {
@@ -225,7 +227,7 @@ void Worker::run_trial(Trial trial, WorkerStats& stats) {
     default:
       ++stats.failed;
       spdlog::warn("trial {} failed: {}", trial.number, error);
-      if (options_.retry_failed) {
+      if (options_.retry_failed && !interrupted()) {
         if (auto n = storage_.enqueue_retry(trial.id, options_.retries))
           spdlog::info("trial {} will be retried as trial {}", trial.number, *n);
       }

@@ -5,7 +5,8 @@
 // while a thread keeps its heartbeat fresh, stores its reports, asks the pruner after each, and
 // finishes it. The worker stops when the study's trial budget is spent and no trial of another
 // worker is still running (one may yet fail and need a retry), or when the timeout passes (the
-// trial in flight is finished first).
+// trial in flight is finished first), or on Ctrl-C / SIGTERM (interrupt.h: the trial in flight
+// ends FAILED "interrupted").
 #pragma once
 
 #include <cstdint>

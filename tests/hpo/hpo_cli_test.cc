@@ -41,7 +41,7 @@ case "$MODE" in
   fail) echo "bad things" >&2; exit 3 ;;
   prune) i=0; while [ $i -lt 30 ]; do echo "intermediate $i $x"; i=$((i+1)); sleep 0.01; done ;;
   heavy) i=0; while [ $i -lt 300 ]; do echo "intermediate $i $x"; i=$((i+1)); done ;;
-  killme) if mkdir "$DIR/marker" 2>/dev/null; then echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while :; do echo tick; sleep 0.1; done; fi ;;
+  killme) if mkdir "$DIR/marker" 2>/dev/null; then echo $$ > "$DIR/marker/pid"; echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while :; do echo tick; sleep 0.1; done; fi ;;
 esac
 echo "some log line"
 echo "intermediate 0 $x"
@@ -245,6 +245,47 @@ TEST(HpoCli, KilledWorkersTrialIsFailedAndRetriedOnPostgres) {
   if (!pg) GTEST_SKIP() << why;
   test::TempDir dir;
   kill_worker_mid_trial(pg->fresh_database_url(), "", dir);
+}
+
+// True when `pid` no longer runs (gone, or a zombie nobody reaped yet).
+bool process_gone(int pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+TEST(HpoCli, SigtermFailsTheTrialAtOnceAndStopsItsCommand) {
+  test::TempDir dir;
+  write_objective(dir.path());
+  const std::string db = dir.path() + "/study.db";
+  const std::string cfg = write_config(dir.path(), db, "killme");
+  const std::string start =
+      fmt::format("cd {}; {} hpo run --config {} --trials 3 > a.log 2>&1 & echo $! > a.pid",
+                  dir.path(), test::ftune_binary(), cfg);
+  ASSERT_EQ(std::system(start.c_str()), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(dir.path() + "/marker/n")) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const int worker = std::stoi(io::read_file(dir.path() + "/a.pid"));
+  const int command = std::stoi(io::read_file(dir.path() + "/marker/pid"));
+  ASSERT_EQ(kill(worker, SIGTERM), 0);
+  while (!process_gone(worker)) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(process_gone(command)) << "the trial command outlived its worker";
+  EXPECT_NE(io::read_file(dir.path() + "/a.log").find("interrupted"), std::string::npos)
+      << io::read_file(dir.path() + "/a.log");
+  auto storage = open_storage(db);
+  const auto trials = storage->trials(storage->find_study("demo")->id);
+  ASSERT_EQ(trials.size(), 1u);  // no further trial started
+  EXPECT_EQ(trials[0].state, TrialState::Failed);
+  EXPECT_NE(trials[0].error.find("interrupted"), std::string::npos) << trials[0].error;
 }
 
 TEST(HpoCli, KillDuringHeavyWritesLeavesTheDatabaseIntact) {
