@@ -378,6 +378,23 @@ TEST(HpoCli, TimeoutStopsStartingTrials) {
   for (const Trial& t : trials) EXPECT_EQ(t.state, TrialState::Complete);
 }
 
+TEST(HpoCli, ExampleSearchRuns) {
+  test::TempDir dir;
+  const std::string db = dir.path() + "/toy.db";
+  const std::string cmd = fmt::format(
+      "cd {} && {} hpo run --config examples/hpo/search.yaml --storage {} --trials 6 "
+      "2>&1",
+      test::source_dir(), test::ftune_binary(), db);
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto storage = open_storage(db);
+  const auto trials = storage->trials(storage->find_study("toy")->id);
+  ASSERT_EQ(trials.size(), 6u);
+  for (const Trial& t : trials) {
+    EXPECT_TRUE(t.state == TrialState::Complete || t.state == TrialState::Pruned) << t.error;
+    EXPECT_EQ(t.params.size(), 3u);
+  }
+}
+
 TEST(HpoCli, BadInputExitsWithTwoAndSaysWhy) {
   test::TempDir dir;
   write_objective(dir.path());
