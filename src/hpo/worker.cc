@@ -69,7 +69,7 @@ class HeartbeatThread {
 class WorkerReporter : public TrialReporter {
  public:
   WorkerReporter(Storage& storage, const StudyInfo& study, Trial& trial, const Pruner* pruner,
-                 const std::vector<Trial>& finished, const HeartbeatThread& heartbeat,
+                 std::vector<Trial>& finished, const HeartbeatThread& heartbeat,
                  std::function<void()> catch_up)
       : storage_(storage),
         study_(study),
@@ -89,12 +89,20 @@ class WorkerReporter : public TrialReporter {
     if (!pruner_) return false;
     // The pruner compares with every trial of the study: the finished ones (kept incrementally)
     // and those still running, this one with its newest values.
+    // They are appended to the finished list for the call and removed after it: no copy of the
+    // (possibly long) history per report.
     catch_up_();
-    std::vector<Trial> all = finished_;
-    for (Trial& t : storage_.running_trials(study_.id))
-      if (t.id != trial_.id) all.push_back(std::move(t));
-    all.push_back(trial_);
-    if (pruner_->should_prune(trial_, step, all)) should_stop_ = true;
+    const size_t n_finished = finished_.size();
+    try {
+      for (Trial& t : storage_.running_trials(study_.id))
+        if (t.id != trial_.id) finished_.push_back(std::move(t));
+      finished_.push_back(trial_);
+      if (pruner_->should_prune(trial_, step, finished_)) should_stop_ = true;
+    } catch (...) {
+      finished_.resize(n_finished);
+      throw;
+    }
+    finished_.resize(n_finished);
     return should_stop_;
   }
 
@@ -114,7 +122,7 @@ class WorkerReporter : public TrialReporter {
   const StudyInfo& study_;
   Trial& trial_;
   const Pruner* pruner_;
-  const std::vector<Trial>& finished_;
+  std::vector<Trial>& finished_;  // the worker's; running trials are appended for a moment
   const HeartbeatThread& heartbeat_;
   std::function<void()> catch_up_;
   bool should_stop_ = false;
