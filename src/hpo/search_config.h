@@ -3,7 +3,8 @@
 // validated; an unknown key is an InputError naming the file, its line and the key.
 //
 //   study: {name: NAME, direction: minimize|maximize, metric: eval.accuracy}
-//   storage: sqlite:///study.db | postgresql://user@host:port/db
+//   storage: sqlite:///study.db | postgresql://user@host:port/db   (a relative SQLite path is
+//            relative to the working directory, as in SQLAlchemy / Optuna URLs)
 //   sampler: {type: tpe, ...}        # see sampler.h (optional)
 //   pruner: {type: median, ...}      # see pruner.h (optional)
 //   space: {name: {type: float, low: .., high: .., log: true}, ...}   # see search_space.h
