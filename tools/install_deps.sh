@@ -19,6 +19,8 @@ DEBIAN_PACKAGES=(
   libgtest-dev libgmock-dev  # tests
   libboost-dev           # hpo: Sobol sequence (Boost.Random, header-only) for the QMC sampler
   wordnet-base           # real sentence-pair data for the main job
+  libsqlite3-dev         # hpo: study storage in one SQLite file
+  libpq-dev postgresql   # hpo: PostgreSQL study storage (client library; server for its tests)
 )
 
 missing=()

@@ -1,0 +1,182 @@
+// `ftune hpo`: hyperparameter search.
+//
+//   ftune hpo run --config search.yaml [--study NAME] [--storage URL] [--trials N] [--timeout S]
+//   ftune hpo status (--config search.yaml | --storage URL) [--study NAME]
+//   ftune hpo best   (--config search.yaml | --storage URL) [--study NAME] [--json]
+//   ftune hpo export (--config search.yaml | --storage URL) [--study NAME] --format json|csv
+//                    --output FILE
+//
+// `run` is one worker: start it as many times as you like, on one machine (SQLite) or many
+// (PostgreSQL), with the same config; they share the study. --trials counts trials study-wide.
+// Bad input (config, unreachable storage, a study created with another space) exits with 2.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "hpo/command_objective.h"
+#include "hpo/interrupt.h"
+#include "hpo/pruner.h"
+#include "hpo/sampler.h"
+#include "hpo/search_config.h"
+#include "hpo/search_space.h"
+#include "hpo/storage.h"
+#include "hpo/study_report.h"
+#include "hpo/worker.h"
+#include "io/atomic_file.h"
+
+namespace ftune::cli {
+
+namespace {
+
+struct HpoArgs {
+  std::string config, study, storage, format, output;
+  int64_t trials = -1;
+  double timeout_s = 0;
+  bool json = false;
+};
+
+// The objective a config asks for. The in-process `train_config` objective plugs in here.
+std::unique_ptr<hpo::Objective> make_objective(const hpo::SearchConfig& c) {
+  if (!c.command.empty())
+    return std::make_unique<hpo::CommandObjective>(c.command, c.fixed, c.pass_args,
+                                                   static_cast<int>(c.folds));
+  throw InputError(
+      fmt::format("{}: objective.train_config is not supported by this build of "
+                  "ftune hpo yet; use objective.command",
+                  c.path));
+}
+
+void run_search(const HpoArgs& a) {
+  hpo::SearchConfig c = hpo::load_search_config(a.config);
+  if (!a.study.empty()) c.study_name = a.study;
+  if (!a.storage.empty()) c.storage = a.storage;
+  if (a.trials >= 0) c.trials = a.trials;
+  if (a.timeout_s > 0) c.timeout_s = a.timeout_s;
+  if (c.storage.empty())
+    throw InputError(fmt::format("{}: no storage: set 'storage:' or pass --storage URL", c.path));
+  const hpo::SearchSpace space = hpo::SearchSpace::parse(c.space, c.path + ": space");
+  auto sampler = hpo::make_sampler(c.sampler, c.path + ": sampler", c.direction, c.seed);
+  auto pruner = hpo::make_pruner(c.pruner, c.path + ": pruner", c.direction, c.study_name);
+  auto objective = make_objective(c);
+  auto storage = hpo::open_storage(c.storage);
+  const hpo::StudyInfo study =
+      storage->create_or_load_study(c.study_name, c.direction, space.to_json());
+  hpo::WorkerOptions o;
+  o.max_trials = c.trials;
+  o.timeout_s = c.timeout_s;
+  o.heartbeat_s = c.heartbeat_s;
+  o.grace_s = c.grace_s;
+  o.retries = static_cast<int>(c.retries);
+  o.retry_failed = c.retry_failed;
+  hpo::Worker worker(*storage, study, space, *sampler, pruner.get(), *objective, o);
+  hpo::install_interrupt_handlers();
+  const hpo::WorkerStats s = worker.run();
+  const auto counts = storage->count_by_state(study.id);
+  std::printf(
+      "worker: %lld trials (%lld complete, %lld pruned, %lld failed); study '%s': %lld complete, "
+      "%lld pruned, %lld failed, %lld running\n",
+      static_cast<long long>(s.total()), static_cast<long long>(s.complete),
+      static_cast<long long>(s.pruned), static_cast<long long>(s.failed), study.name.c_str(),
+      static_cast<long long>(counts[2]), static_cast<long long>(counts[3]),
+      static_cast<long long>(counts[4]), static_cast<long long>(counts[1]));
+  if (hpo::interrupted())
+    throw Error("interrupted: the trial in flight was failed, no further trial was started");
+}
+
+struct OpenStudy {
+  std::unique_ptr<hpo::Storage> storage;
+  hpo::StudyInfo study;
+};
+
+// The study named by --study / the config; the only study of the storage when none is named.
+OpenStudy open_study(const HpoArgs& a) {
+  std::string url = a.storage, name = a.study;
+  if (!a.config.empty()) {
+    const hpo::SearchConfig c = hpo::load_search_config(a.config);
+    if (url.empty()) url = c.storage;
+    if (name.empty()) name = c.study_name;
+  }
+  if (url.empty()) throw InputError("no storage: pass --storage URL or --config search.yaml");
+  OpenStudy o{hpo::open_storage(url), {}};
+  if (name.empty()) {
+    auto all = o.storage->studies();
+    if (all.size() != 1)
+      throw InputError(fmt::format("{} holds {} studies; name one with --study", url, all.size()));
+    o.study = all[0];
+    return o;
+  }
+  auto s = o.storage->find_study(name);
+  if (!s) throw InputError(fmt::format("{}: no study named '{}'", o.storage->describe(), name));
+  o.study = *s;
+  return o;
+}
+
+}  // namespace
+
+void add_hpo_command(CLI::App& app) {
+  CLI::App* hpo = app.add_subcommand("hpo", "Hyperparameter search with pruning over k folds");
+  hpo->require_subcommand(1);
+  auto args = std::make_shared<HpoArgs>();
+  auto study_options = [&](CLI::App* cmd) {
+    cmd->add_option("--config", args->config, "Search configuration (YAML)");
+    cmd->add_option("--study", args->study, "Study name (default: the config's)");
+    cmd->add_option("--storage", args->storage, "sqlite:///FILE.db or postgresql://USER@HOST/DB");
+  };
+
+  CLI::App* run = hpo->add_subcommand("run", "Run one search worker (start several in parallel)");
+  study_options(run);
+  run->get_option("--config")->required();
+  run->add_option("--trials", args->trials, "Stop when this many trials of the study are done");
+  run->add_option("--timeout", args->timeout_s, "Start no trial after this many seconds");
+  run->callback([args] { run_search(*args); });
+
+  CLI::App* status = hpo->add_subcommand("status", "Print the study's trials as a table");
+  study_options(status);
+  status->callback([args] {
+    OpenStudy o = open_study(*args);
+    const auto space = hpo::SearchSpace::from_json(o.study.space, o.storage->describe());
+    std::fputs(hpo::status_table(o.study, space, o.storage->trials(o.study.id)).c_str(), stdout);
+  });
+
+  CLI::App* best = hpo->add_subcommand("best", "Print the best complete trial");
+  study_options(best);
+  best->add_flag("--json", args->json, "As JSON");
+  best->callback([args] {
+    OpenStudy o = open_study(*args);
+    const auto space = hpo::SearchSpace::from_json(o.study.space, o.storage->describe());
+    auto t = hpo::best_complete_trial(o.storage->trials(o.study.id), o.study.direction);
+    if (!t) throw InputError(fmt::format("study '{}' has no complete trial yet", o.study.name));
+    if (args->json) {
+      std::printf("%s\n", hpo::trials_json(o.study, space, {*t})["trials"][0].dump(2).c_str());
+      return;
+    }
+    std::printf("trial %lld: value %s\n", static_cast<long long>(t->number),
+                fmt::format("{}", *t->value).c_str());
+    for (const auto& [n, v] : t->params)
+      std::printf("  %s: %s\n", n.c_str(), space.external(n, v).c_str());
+  });
+
+  CLI::App* exp = hpo->add_subcommand("export", "Write every trial as JSON or CSV");
+  study_options(exp);
+  exp->add_option("--format", args->format, "json or csv")
+      ->required()
+      ->check(CLI::IsMember({"json", "csv"}));
+  exp->add_option("--output", args->output, "Output file (written atomically)")->required();
+  exp->callback([args] {
+    OpenStudy o = open_study(*args);
+    const auto space = hpo::SearchSpace::from_json(o.study.space, o.storage->describe());
+    const auto trials = o.storage->trials(o.study.id);
+    const std::string text = args->format == "csv"
+                                 ? hpo::trials_csv(space, trials)
+                                 : hpo::trials_json(o.study, space, trials).dump(2) + "\n";
+    io::write_file_atomic(args->output, text);
+    std::printf("%zu trials written to %s\n", trials.size(), args->output.c_str());
+  });
+}
+
+}  // namespace ftune::cli

@@ -1,0 +1,43 @@
+// Signal handling of a search worker (see interrupt.h). The handler only does async-signal-safe
+// work: store a flag, kill a process group, restore the default action.
+#include "hpo/interrupt.h"
+
+#include <signal.h>
+
+#include <atomic>
+
+namespace ftune::hpo {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+std::atomic<pid_t> g_command_group{0};
+
+void on_signal(int sig) {
+  g_interrupted.store(true);
+  const pid_t group = g_command_group.load();
+  if (group > 0) kill(-group, SIGKILL);
+  signal(sig, SIG_DFL);  // a second Ctrl-C ends the worker at once
+}
+
+}  // namespace
+
+void install_interrupt_handlers() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool interrupted() {
+  return g_interrupted.load();
+}
+
+void set_running_command(pid_t group) {
+  g_command_group.store(group);
+  if (group > 0 && g_interrupted.load()) kill(-group, SIGKILL);  // a signal just before
+}
+
+}  // namespace ftune::hpo

@@ -1,0 +1,52 @@
+// The search configuration (`ftune hpo run --config search.yaml`): which study, where it is
+// stored, how to sample and prune, the space, and what a trial runs. Every key is typed and
+// validated; an unknown key is an InputError naming the file, its line and the key.
+//
+//   study: {name: NAME, direction: minimize|maximize, metric: eval.accuracy}
+//   storage: sqlite:///study.db | postgresql://user@host:port/db   (a relative SQLite path is
+//            relative to the working directory, as in SQLAlchemy / Optuna URLs)
+//   sampler: {type: tpe, ...}        # see sampler.h (optional)
+//   pruner: {type: median, ...}      # see pruner.h (optional)
+//   space: {name: {type: float, low: .., high: .., log: true}, ...}   # see search_space.h
+//   fixed: {name: value, ...}        # passed to every trial as is (optional)
+//   objective: {command: "python train.py", args: true} | {train_config: train.yaml}
+//   folds: 1  retries: 1  retry_failed: false  heartbeat_s: 10  grace_s: 60  seed: 0
+//   trials: N  timeout_s: S          # defaults for --trials / --timeout (optional)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include <yaml-cpp/yaml.h>
+
+#include "hpo/trial.h"
+
+namespace ftune::hpo {
+
+struct SearchConfig {
+  std::string path;  // the file it was read from (for messages)
+  std::string study_name;
+  Direction direction = Direction::Minimize;
+  std::string metric;   // what the objective's value measures (the train objective reads it)
+  std::string storage;  // URL
+  YAML::Node sampler, pruner, space;  // handed to make_sampler / make_pruner / SearchSpace::parse
+  std::map<std::string, std::string> fixed;
+  std::string command;       // objective.command
+  bool pass_args = true;     // objective.args: --name=value arguments for the command
+  std::string train_config;  // objective.train_config (resolved against the file's directory)
+  int64_t folds = 1;
+  int64_t retries = 1;
+  bool retry_failed = false;
+  double heartbeat_s = 10;
+  double grace_s = 60;
+  uint64_t seed = 0;
+  int64_t trials = -1;   // < 0: no budget
+  double timeout_s = 0;  // <= 0: none
+};
+
+SearchConfig parse_search_config(const YAML::Node& root, const std::string& path);
+// Reads and parses the file; InputError naming it when it is missing or not valid YAML.
+SearchConfig load_search_config(const std::string& path);
+
+}  // namespace ftune::hpo

@@ -1,0 +1,509 @@
+// Study storage over SQL. Every trial-creating or trial-finishing transaction first locks the
+// study row (PostgreSQL; SQLite's BEGIN IMMEDIATE locks the whole file), then bumps a counter on
+// it: trial numbers come from studies.next_number and the finish order from studies.finish_seq.
+// Because the lock is held until commit, both counters commit in increasing order, so a reader
+// that has seen finish_seq k has seen every trial that finished before it: "finished since k" is
+// exact and each finished trial reaches each worker's sampler once.
+#include "hpo/sql_storage.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "hpo/trial_json.h"
+
+namespace ftune::hpo {
+
+namespace {
+
+// A busy database is retried for this long before the operation gives up with an error that
+// says so (with SQLite's busy timeout per statement on top, this is minutes of contention).
+constexpr double kRetryDeadlineS = 300.0;
+
+constexpr int64_t kStep = 0, kFold = 1;      // trial_values.kind
+constexpr const char* kSchemaVersion = "1";  // ftune_meta.schema_version of the tables below
+
+// {id} is the auto-increment primary key, spelled per dialect.
+constexpr const char* kSchema[] = {
+    "CREATE TABLE IF NOT EXISTS studies ("
+    " id {id}, name TEXT NOT NULL UNIQUE, direction TEXT NOT NULL, space TEXT NOT NULL,"
+    " next_number BIGINT NOT NULL DEFAULT 0, finish_seq BIGINT NOT NULL DEFAULT 0,"
+    " created DOUBLE PRECISION NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS trials ("
+    " id {id}, study_id BIGINT NOT NULL REFERENCES studies(id), number BIGINT NOT NULL,"
+    " state TEXT NOT NULL, params TEXT NOT NULL, value DOUBLE PRECISION,"
+    " error TEXT NOT NULL DEFAULT '', retry_of BIGINT NOT NULL DEFAULT -1,"
+    " attempt BIGINT NOT NULL DEFAULT 0, retried BIGINT NOT NULL DEFAULT 0,"
+    " start_time DOUBLE PRECISION, end_time DOUBLE PRECISION, heartbeat DOUBLE PRECISION,"
+    " finish_seq BIGINT, UNIQUE (study_id, number))",
+    "CREATE INDEX IF NOT EXISTS trials_by_state ON trials (study_id, state)",
+    "CREATE INDEX IF NOT EXISTS trials_by_finish ON trials (study_id, finish_seq)",
+    "CREATE TABLE IF NOT EXISTS trial_values ("
+    " trial_id BIGINT NOT NULL REFERENCES trials(id), kind BIGINT NOT NULL, key BIGINT NOT NULL,"
+    " value DOUBLE PRECISION, PRIMARY KEY (trial_id, kind, key))",
+};
+
+const char* kTrialColumns =
+    "t.id, t.number, t.state, t.params, t.value, t.error, t.retry_of, t.start_time, t.end_time";
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+StudyInfo study_from_row(const SqlRow& r, const std::string& where) {
+  StudyInfo s;
+  s.id = r.get_int(0);
+  s.name = r.get_text(1);
+  s.direction = parse_direction_name(r.get_text(2), where);
+  s.space = nlohmann::json::parse(r.get_text(3));
+  return s;
+}
+
+// What differs between two JSON documents, for "created with a different space" errors.
+std::string describe_difference(const nlohmann::json& stored, const nlohmann::json& wanted) {
+  const nlohmann::json patch = nlohmann::json::diff(stored, wanted);
+  if (patch.empty()) return "";
+  const nlohmann::json& op = patch.front();
+  const std::string path = op.value("path", "");
+  const nlohmann::json::json_pointer ptr(path);
+  const std::string was = stored.contains(ptr) ? stored.at(ptr).dump() : "(absent)";
+  const std::string now = wanted.contains(ptr) ? wanted.at(ptr).dump() : "(absent)";
+  return fmt::format("at {}: stored {}, this config {}", path.empty() ? "/" : path, was, now);
+}
+
+}  // namespace
+
+const char* direction_name(Direction d) {
+  return d == Direction::Minimize ? "minimize" : "maximize";
+}
+
+Direction parse_direction_name(const std::string& s, const std::string& where) {
+  if (s == "minimize") return Direction::Minimize;
+  if (s == "maximize") return Direction::Maximize;
+  throw InputError(
+      fmt::format("{}: direction must be 'minimize' or 'maximize', got '{}'", where, s));
+}
+
+TrialState parse_trial_state(const std::string& s) {
+  for (TrialState t : {TrialState::Waiting, TrialState::Running, TrialState::Complete,
+                       TrialState::Pruned, TrialState::Failed})
+    if (s == to_string(t)) return t;
+  throw InternalError(fmt::format("unknown trial state '{}' in study storage", s));
+}
+
+SqlStorage::SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres)
+    : conn_(std::move(conn)), postgres_(postgres) {
+  create_schema();
+}
+
+template <class F>
+auto SqlStorage::write(F&& body) {
+  const double start = now_s();
+  std::mt19937_64 rng(std::random_device{}());
+  double backoff = 0.002;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      conn_->begin_write();
+      auto result = body();
+      conn_->commit();
+      return result;
+    } catch (const SqlRetry& e) {
+      conn_->rollback();
+      if (now_s() - start > kRetryDeadlineS)
+        throw Error(
+            fmt::format("study storage busy for more than {} s: {}", kRetryDeadlineS, e.what()));
+      // Jittered exponential back-off so that waiting workers do not retry in lock step.
+      std::uniform_real_distribution<double> jitter(0.5, 1.5);
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff * jitter(rng)));
+      backoff = std::min(backoff * 2, 0.2);
+    } catch (...) {
+      conn_->rollback();
+      throw;
+    }
+  }
+}
+
+template <class F>
+auto SqlStorage::read(F&& body) {
+  const double start = now_s();
+  for (;;) {
+    try {
+      conn_->begin_read();
+      auto result = body();
+      conn_->commit();
+      return result;
+    } catch (const SqlRetry& e) {
+      conn_->rollback();
+      if (now_s() - start > kRetryDeadlineS)
+        throw Error(
+            fmt::format("study storage busy for more than {} s: {}", kRetryDeadlineS, e.what()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } catch (...) {
+      conn_->rollback();
+      throw;
+    }
+  }
+}
+
+void SqlStorage::create_schema() {
+  std::lock_guard lock(mutex_);
+  write([&] {
+    // Two workers creating the schema at once would race on PostgreSQL's catalog.
+    if (postgres_) conn_->exec("SELECT pg_advisory_xact_lock(7466756)", {});
+    // A database with a `studies` table but no ftune_meta belongs to another program (Optuna's
+    // RDB storage has one): refuse it rather than fail later on a missing column.
+    const char* tables =
+        postgres_ ? "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                    "current_schema() AND table_name IN ('studies', 'ftune_meta')"
+                  : "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
+                    "('studies', 'ftune_meta')";
+    std::set<std::string> found;
+    for (const auto& r : conn_->exec(tables, {})) found.insert(r.get_text(0));
+    if (found.count("studies") && !found.count("ftune_meta"))
+      throw InputError(
+          fmt::format("{} is not an ftune study storage (it has a 'studies' table "
+                      "of another program, e.g. Optuna); use another database",
+                      conn_->describe()));
+    conn_->exec("CREATE TABLE IF NOT EXISTS ftune_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+                {});
+    conn_->exec(
+        "INSERT INTO ftune_meta (key, value) VALUES ('schema_version', $1) "
+        "ON CONFLICT (key) DO NOTHING",
+        {std::string(kSchemaVersion)});
+    const std::string version =
+        conn_->exec("SELECT value FROM ftune_meta WHERE key = 'schema_version'", {})
+            .at(0)
+            .get_text(0);
+    if (version != kSchemaVersion)
+      throw InputError(
+          fmt::format("{} holds ftune study schema version {}; this ftune reads "
+                      "version {}",
+                      conn_->describe(), version, kSchemaVersion));
+    for (const char* stmt : kSchema) {
+      std::string sql = stmt;
+      const size_t at = sql.find("{id}");
+      if (at != std::string::npos)
+        sql.replace(at, 4, postgres_ ? "BIGSERIAL PRIMARY KEY" : "INTEGER PRIMARY KEY");
+      conn_->exec(sql, {});
+    }
+    return 0;
+  });
+}
+
+StudyInfo SqlStorage::create_or_load_study(const std::string& name, Direction direction,
+                                           const nlohmann::json& space) {
+  std::lock_guard lock(mutex_);
+  const std::string where = fmt::format("{} study '{}'", conn_->describe(), name);
+  StudyInfo s = write([&] {
+    conn_->exec(fmt::format("INSERT INTO studies (name, direction, space, created) VALUES "
+                            "($1, $2, $3, {}) ON CONFLICT (name) DO NOTHING",
+                            conn_->now_sql()),
+                {name, std::string(direction_name(direction)), space.dump()});
+    auto rows =
+        conn_->exec("SELECT id, name, direction, space FROM studies WHERE name = $1", {name});
+    return study_from_row(rows.at(0), where);
+  });
+  if (s.direction != direction)
+    throw InputError(fmt::format("{} was created to {}, this config asks to {}", where,
+                                 direction_name(s.direction), direction_name(direction)));
+  if (s.space != space)
+    throw InputError(fmt::format(
+        "{} was created with a different search space ({}); use another study name or storage",
+        where, describe_difference(s.space, space)));
+  return s;
+}
+
+std::optional<StudyInfo> SqlStorage::find_study(const std::string& name) {
+  std::lock_guard lock(mutex_);
+  auto rows = read([&] {
+    return conn_->exec("SELECT id, name, direction, space FROM studies WHERE name = $1", {name});
+  });
+  if (rows.empty()) return std::nullopt;
+  return study_from_row(rows[0], conn_->describe());
+}
+
+std::vector<StudyInfo> SqlStorage::studies() {
+  std::lock_guard lock(mutex_);
+  auto rows = read([&] {
+    return conn_->exec("SELECT id, name, direction, space FROM studies ORDER BY id", {});
+  });
+  std::vector<StudyInfo> out;
+  for (const auto& r : rows) out.push_back(study_from_row(r, conn_->describe()));
+  return out;
+}
+
+int64_t SqlStorage::next_finish_seq(int64_t study_id) {
+  return conn_
+      ->exec("UPDATE studies SET finish_seq = finish_seq + 1 WHERE id = $1 RETURNING finish_seq",
+             {study_id})
+      .at(0)
+      .get_int(0);
+}
+
+int64_t SqlStorage::next_number(int64_t study_id) {
+  return conn_
+      ->exec(
+          "UPDATE studies SET next_number = next_number + 1 WHERE id = $1 RETURNING next_number - "
+          "1",
+          {study_id})
+      .at(0)
+      .get_int(0);
+}
+
+std::vector<Trial> SqlStorage::load_trials(const std::string& where,
+                                           const std::vector<SqlValue>& params,
+                                           const std::string& order) {
+  auto rows = conn_->exec(
+      fmt::format("SELECT {} FROM trials t WHERE {} ORDER BY {}", kTrialColumns, where, order),
+      params);
+  std::vector<Trial> out;
+  out.reserve(rows.size());
+  std::map<int64_t, size_t> index;
+  for (const auto& r : rows) {
+    Trial t;
+    t.id = r.get_int(0);
+    t.number = r.get_int(1);
+    t.state = parse_trial_state(r.get_text(2));
+    params_from_json(nlohmann::json::parse(r.get_text(3)), conn_->describe(), t.params,
+                     t.distributions);
+    if (!r.is_null(4)) t.value = r.get_double(4);
+    t.error = r.get_text(5);
+    t.retry_of = r.get_int(6);
+    t.start_time = r.is_null(7) ? 0 : r.get_double(7);
+    t.end_time = r.is_null(8) ? 0 : r.get_double(8);
+    index[t.id] = out.size();
+    out.push_back(std::move(t));
+  }
+  if (out.empty()) return out;
+  auto values = conn_->exec(
+      fmt::format("SELECT v.trial_id, v.kind, v.key, v.value FROM trial_values v JOIN trials t "
+                  "ON t.id = v.trial_id WHERE {}",
+                  where),
+      params);
+  for (const auto& r : values) {
+    auto it = index.find(r.get_int(0));
+    if (it == index.end()) continue;
+    Trial& t = out[it->second];
+    (r.get_int(1) == kFold ? t.fold_values : t.intermediate)[r.get_int(2)] = r.get_double(3);
+  }
+  return out;
+}
+
+std::optional<Trial> SqlStorage::start_trial(int64_t study_id, int64_t max_trials) {
+  std::lock_guard lock(mutex_);
+  auto id = write([&]() -> std::optional<int64_t> {
+    conn_->lock_study(study_id);
+    auto waiting = conn_->exec(
+        "SELECT id FROM trials WHERE study_id = $1 AND state = 'WAITING' ORDER BY number LIMIT 1",
+        {study_id});
+    if (!waiting.empty()) {
+      const int64_t id = waiting[0].get_int(0);
+      conn_->exec(fmt::format("UPDATE trials SET state = 'RUNNING', start_time = {0}, heartbeat "
+                              "= {0} WHERE id = $1",
+                              conn_->now_sql()),
+                  {id});
+      return id;
+    }
+    if (max_trials >= 0) {
+      const int64_t counted =
+          conn_->exec("SELECT COUNT(*) FROM trials WHERE study_id = $1 AND retried = 0", {study_id})
+              .at(0)
+              .get_int(0);
+      if (counted >= max_trials) return std::nullopt;
+    }
+    const int64_t number = next_number(study_id);
+    return conn_
+        ->exec(fmt::format("INSERT INTO trials (study_id, number, state, params, start_time, "
+                           "heartbeat) VALUES ($1, $2, 'RUNNING', $3, {0}, {0}) RETURNING id",
+                           conn_->now_sql()),
+               {study_id, number, params_to_json({}, {}).dump()})
+        .at(0)
+        .get_int(0);
+  });
+  if (!id) return std::nullopt;
+  auto t = read([&] { return load_trials("t.id = $1", {*id}, "t.id"); });
+  return t.at(0);
+}
+
+void SqlStorage::set_params(int64_t trial_id, const Params& params,
+                            const std::map<std::string, Distribution>& distributions) {
+  std::lock_guard lock(mutex_);
+  write([&] {
+    conn_->exec("UPDATE trials SET params = $2 WHERE id = $1",
+                {trial_id, params_to_json(params, distributions).dump()});
+    return 0;
+  });
+}
+
+void SqlStorage::report_intermediate(int64_t trial_id, int64_t step, double value) {
+  std::lock_guard lock(mutex_);
+  write([&] {
+    conn_->exec(
+        "INSERT INTO trial_values (trial_id, kind, key, value) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (trial_id, kind, key) DO UPDATE SET value = excluded.value",
+        {trial_id, kStep, step, value});
+    return 0;
+  });
+}
+
+void SqlStorage::report_fold(int64_t trial_id, int64_t fold, double value) {
+  std::lock_guard lock(mutex_);
+  write([&] {
+    conn_->exec(
+        "INSERT INTO trial_values (trial_id, kind, key, value) VALUES ($1, $2, $3, $4) "
+        "ON CONFLICT (trial_id, kind, key) DO UPDATE SET value = excluded.value",
+        {trial_id, kFold, fold, value});
+    return 0;
+  });
+}
+
+bool SqlStorage::heartbeat(int64_t trial_id) {
+  std::lock_guard lock(mutex_);
+  return write([&] {
+    return !conn_
+                ->exec(fmt::format("UPDATE trials SET heartbeat = {} WHERE id = $1 AND state = "
+                                   "'RUNNING' RETURNING id",
+                                   conn_->now_sql()),
+                       {trial_id})
+                .empty();
+  });
+}
+
+bool SqlStorage::finish(int64_t trial_id, TrialState state, std::optional<double> value,
+                        const std::string& error) {
+  FTUNE_ASSERT(
+      state == TrialState::Complete || state == TrialState::Pruned || state == TrialState::Failed,
+      "finish() needs a final state, got {}", to_string(state));
+  FTUNE_ASSERT(state != TrialState::Complete || (value && !std::isnan(*value)),
+               "a complete trial needs a value");
+  std::lock_guard lock(mutex_);
+  return write([&] {
+    auto rows = conn_->exec("SELECT study_id FROM trials WHERE id = $1", {trial_id});
+    if (rows.empty()) return false;
+    const int64_t study_id = rows[0].get_int(0);
+    conn_->lock_study(study_id);
+    const int64_t seq = next_finish_seq(study_id);
+    SqlValue v = value ? SqlValue(*value) : SqlValue();
+    return !conn_
+                ->exec(fmt::format("UPDATE trials SET state = $2, value = $3, error = $4, "
+                                   "end_time = {}, finish_seq = $5 WHERE id = $1 AND state = "
+                                   "'RUNNING' RETURNING id",
+                                   conn_->now_sql()),
+                       {trial_id, std::string(to_string(state)), v, error, seq})
+                .empty();
+  });
+}
+
+std::optional<int64_t> SqlStorage::enqueue_retry_locked(int64_t trial_id, int max_retries) {
+  auto rows = conn_->exec(
+      "SELECT study_id, number, state, params, attempt, retried FROM trials WHERE id = $1",
+      {trial_id});
+  if (rows.empty()) return std::nullopt;
+  const SqlRow& r = rows[0];
+  if (r.get_text(2) != to_string(TrialState::Failed) || r.get_int(5) != 0 ||
+      r.get_int(4) >= max_retries)
+    return std::nullopt;
+  const int64_t study_id = r.get_int(0);
+  const int64_t number = next_number(study_id);
+  conn_->exec(
+      "INSERT INTO trials (study_id, number, state, params, retry_of, attempt) VALUES "
+      "($1, $2, 'WAITING', $3, $4, $5)",
+      {study_id, number, r.get_text(3), r.get_int(1), r.get_int(4) + 1});
+  conn_->exec("UPDATE trials SET retried = 1 WHERE id = $1", {trial_id});
+  return number;
+}
+
+std::optional<int64_t> SqlStorage::enqueue_retry(int64_t trial_id, int max_retries) {
+  std::lock_guard lock(mutex_);
+  return write([&]() -> std::optional<int64_t> {
+    auto rows = conn_->exec("SELECT study_id FROM trials WHERE id = $1", {trial_id});
+    if (rows.empty()) return std::nullopt;
+    conn_->lock_study(rows[0].get_int(0));
+    return enqueue_retry_locked(trial_id, max_retries);
+  });
+}
+
+int SqlStorage::fail_stale(int64_t study_id, double grace_s, int max_retries) {
+  std::lock_guard lock(mutex_);
+  const std::string stale =
+      fmt::format("study_id = $1 AND state = 'RUNNING' AND heartbeat < {} - $2", conn_->now_sql());
+  // A cheap read first: the write lock is taken only when there is something to fail.
+  const int64_t candidates = read([&] {
+    return conn_->exec("SELECT COUNT(*) FROM trials WHERE " + stale, {study_id, grace_s})
+        .at(0)
+        .get_int(0);
+  });
+  if (candidates == 0) return 0;
+  return write([&] {
+    conn_->lock_study(study_id);
+    auto rows = conn_->exec("SELECT id, number FROM trials WHERE " + stale + " ORDER BY number",
+                            {study_id, grace_s});
+    for (const auto& r : rows) {
+      const int64_t seq = next_finish_seq(study_id);
+      conn_->exec(
+          fmt::format("UPDATE trials SET state = 'FAIL', error = $2, end_time = {}, "
+                      "finish_seq = $3 WHERE id = $1",
+                      conn_->now_sql()),
+          {r.get_int(0),
+           fmt::format("no heartbeat for more than {} s (its worker died or hung)", grace_s), seq});
+      auto retry = enqueue_retry_locked(r.get_int(0), max_retries);
+      spdlog::warn("trial {} lost its worker (no heartbeat for {} s): failed{}", r.get_int(1),
+                   grace_s, retry ? fmt::format(", retried as trial {}", *retry) : "");
+    }
+    return static_cast<int>(rows.size());
+  });
+}
+
+std::vector<Trial> SqlStorage::trials(int64_t study_id) {
+  std::lock_guard lock(mutex_);
+  return read([&] { return load_trials("t.study_id = $1", {study_id}, "t.number"); });
+}
+
+std::optional<Trial> SqlStorage::trial(int64_t trial_id) {
+  std::lock_guard lock(mutex_);
+  auto t = read([&] { return load_trials("t.id = $1", {trial_id}, "t.id"); });
+  if (t.empty()) return std::nullopt;
+  return t[0];
+}
+
+std::vector<Trial> SqlStorage::running_trials(int64_t study_id) {
+  std::lock_guard lock(mutex_);
+  return read([&] {
+    return load_trials("t.study_id = $1 AND t.state = 'RUNNING'", {study_id}, "t.number");
+  });
+}
+
+FinishedBatch SqlStorage::finished_since(int64_t study_id, int64_t cursor) {
+  std::lock_guard lock(mutex_);
+  FinishedBatch b;
+  b.trials = read([&] {
+    return load_trials("t.study_id = $1 AND t.finish_seq > $2", {study_id, cursor}, "t.finish_seq");
+  });
+  b.cursor = cursor;
+  if (!b.trials.empty()) {
+    // The cursor is the largest finish_seq returned; fetch it with the trials' own order.
+    auto rows = read([&] {
+      return conn_->exec("SELECT finish_seq FROM trials WHERE id = $1", {b.trials.back().id});
+    });
+    b.cursor = rows.at(0).get_int(0);
+  }
+  return b;
+}
+
+std::array<int64_t, 5> SqlStorage::count_by_state(int64_t study_id) {
+  std::lock_guard lock(mutex_);
+  auto rows = read([&] {
+    return conn_->exec("SELECT state, COUNT(*) FROM trials WHERE study_id = $1 GROUP BY state",
+                       {study_id});
+  });
+  std::array<int64_t, 5> counts{};
+  for (const auto& r : rows)
+    counts[static_cast<int>(parse_trial_state(r.get_text(0)))] = r.get_int(1);
+  return counts;
+}
+
+}  // namespace ftune::hpo

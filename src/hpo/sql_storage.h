@@ -1,0 +1,59 @@
+// The Storage implementation over an SqlConnection (SQLite or PostgreSQL): schema, the short
+// write transactions behind each operation, and retries with back-off when the database says
+// "busy" so that no "database is locked" ever reaches the user.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "hpo/sql_connection.h"
+#include "hpo/storage.h"
+
+namespace ftune::hpo {
+
+class SqlStorage : public Storage {
+ public:
+  // `postgres` selects the few dialect differences (auto-increment keys, schema lock).
+  SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres);
+
+  StudyInfo create_or_load_study(const std::string& name, Direction direction,
+                                 const nlohmann::json& space) override;
+  std::optional<StudyInfo> find_study(const std::string& name) override;
+  std::vector<StudyInfo> studies() override;
+  std::optional<Trial> start_trial(int64_t study_id, int64_t max_trials) override;
+  void set_params(int64_t trial_id, const Params& params,
+                  const std::map<std::string, Distribution>& distributions) override;
+  void report_intermediate(int64_t trial_id, int64_t step, double value) override;
+  void report_fold(int64_t trial_id, int64_t fold, double value) override;
+  bool heartbeat(int64_t trial_id) override;
+  bool finish(int64_t trial_id, TrialState state, std::optional<double> value,
+              const std::string& error) override;
+  std::optional<int64_t> enqueue_retry(int64_t trial_id, int max_retries) override;
+  int fail_stale(int64_t study_id, double grace_s, int max_retries) override;
+  std::vector<Trial> trials(int64_t study_id) override;
+  std::optional<Trial> trial(int64_t trial_id) override;
+  std::vector<Trial> running_trials(int64_t study_id) override;
+  FinishedBatch finished_since(int64_t study_id, int64_t cursor) override;
+  std::array<int64_t, 5> count_by_state(int64_t study_id) override;
+  std::string describe() const override { return conn_->describe(); }
+
+ private:
+  template <class F>
+  auto write(F&& body);  // BEGIN (write) ... COMMIT, retried on SqlRetry
+  template <class F>
+  auto read(F&& body);  // BEGIN (snapshot) ... COMMIT, retried on SqlRetry
+  void create_schema();
+  // Trials selected by `where` (SQL over table t, parameters $1...), with their reported values.
+  std::vector<Trial> load_trials(const std::string& where, const std::vector<SqlValue>& params,
+                                 const std::string& order);
+  int64_t next_finish_seq(int64_t study_id);
+  int64_t next_number(int64_t study_id);
+  // Within a write transaction: queue a retry of failed trial `id` if allowed.
+  std::optional<int64_t> enqueue_retry_locked(int64_t trial_id, int max_retries);
+
+  std::unique_ptr<SqlConnection> conn_;
+  bool postgres_;
+  std::mutex mutex_;  // one connection, used by a worker's main and heartbeat threads
+};
+
+}  // namespace ftune::hpo

@@ -1,0 +1,95 @@
+// Where a study lives: its direction and search space, and every trial with its parameters,
+// intermediate (step) and fold values, heartbeat and final state. Several worker processes (on
+// one machine with SQLite, on many with PostgreSQL) share one storage; every operation is a short
+// transaction, trial numbers are handed out atomically (0, 1, 2, ... never twice), and a trial
+// whose worker died (no heartbeat for a grace period) is failed and retried.
+//
+// open_storage("sqlite:///path/study.db" | "path/study.db" | "postgresql://user@host:port/db").
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hpo/trial.h"
+
+namespace ftune::hpo {
+
+struct StudyInfo {
+  int64_t id = -1;
+  std::string name;
+  Direction direction = Direction::Minimize;
+  nlohmann::json space;  // the search space's canonical JSON, as created
+};
+
+// Finished trials past a point of the study's finish order, and the point to ask from next time.
+struct FinishedBatch {
+  std::vector<Trial> trials;  // in the order they finished
+  int64_t cursor = 0;
+};
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+
+  // Creates the study, or loads it when it exists with the same direction and space. A study of
+  // that name created with another direction or space raises InputError saying what differs.
+  virtual StudyInfo create_or_load_study(const std::string& name, Direction direction,
+                                         const nlohmann::json& space) = 0;
+  // nullopt when no study has that name.
+  virtual std::optional<StudyInfo> find_study(const std::string& name) = 0;
+  virtual std::vector<StudyInfo> studies() = 0;
+
+  // Starts a trial for this worker: the oldest WAITING trial (a retry, its params already set)
+  // when there is one, else a new trial with the next number, if fewer than `max_trials` trials
+  // count towards the budget (all trials but failed ones that were retried; max_trials < 0: no
+  // limit). The trial is RUNNING with a fresh heartbeat. nullopt: the budget is used up.
+  virtual std::optional<Trial> start_trial(int64_t study_id, int64_t max_trials = -1) = 0;
+  virtual void set_params(int64_t trial_id, const Params& params,
+                          const std::map<std::string, Distribution>& distributions) = 0;
+  virtual void report_intermediate(int64_t trial_id, int64_t step, double value) = 0;
+  virtual void report_fold(int64_t trial_id, int64_t fold, double value) = 0;
+  // Refreshes the trial's heartbeat; false when it is no longer RUNNING (another worker failed
+  // it as stale), so its worker should stop it.
+  virtual bool heartbeat(int64_t trial_id) = 0;
+  // Ends a RUNNING trial as Complete (value required), Pruned (value: last intermediate, may be
+  // nullopt) or Failed (error says why). false when the trial was not RUNNING any more.
+  virtual bool finish(int64_t trial_id, TrialState state, std::optional<double> value,
+                      const std::string& error) = 0;
+  // Queues a WAITING copy of a Failed trial (same params, retry_of = its number) unless it was
+  // already retried or `max_retries` retries of the original were made. Returns the new trial's
+  // number, or nullopt.
+  virtual std::optional<int64_t> enqueue_retry(int64_t trial_id, int max_retries) = 0;
+  // Fails every RUNNING trial of the study whose heartbeat is older than `grace_s` seconds (error
+  // "no heartbeat for ...") and queues its retry (up to `max_retries`). Returns how many failed.
+  virtual int fail_stale(int64_t study_id, double grace_s, int max_retries) = 0;
+
+  virtual std::vector<Trial> trials(int64_t study_id) = 0;
+  virtual std::optional<Trial> trial(int64_t trial_id) = 0;
+  virtual std::vector<Trial> running_trials(int64_t study_id) = 0;
+  // Trials that finished after `cursor` (0: from the start), each exactly once across calls:
+  // a worker feeds its sampler in O(new trials).
+  virtual FinishedBatch finished_since(int64_t study_id, int64_t cursor) = 0;
+  // Counts by state: index by static_cast<int>(TrialState).
+  virtual std::array<int64_t, 5> count_by_state(int64_t study_id) = 0;
+
+  virtual std::string describe() const = 0;  // URL, without password
+};
+
+// Opens (and on first use initialises) the storage at `url`. InputError naming the URL when it is
+// malformed or the database cannot be reached.
+std::unique_ptr<Storage> open_storage(const std::string& url);
+
+// "minimize" / "maximize"; parsing raises InputError naming `where` for anything else.
+const char* direction_name(Direction d);
+Direction parse_direction_name(const std::string& s, const std::string& where);
+// The inverse of to_string(TrialState); InternalError for an unknown name.
+TrialState parse_trial_state(const std::string& s);
+
+}  // namespace ftune::hpo

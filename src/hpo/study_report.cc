@@ -1,0 +1,129 @@
+// Tables, JSON and CSV of a study's trials (see study_report.h).
+#include "hpo/study_report.h"
+
+#include <fmt/format.h>
+
+#include <set>
+
+#include "hpo/trial_json.h"
+
+namespace ftune::hpo {
+
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out(1, '"');
+  for (char c : s) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string number(double v) {
+  return fmt::format("{}", v);
+}
+
+std::string external_or_raw(const SearchSpace& space, const std::string& name, double v) {
+  return space.find(name) ? space.external(name, v) : number(v);
+}
+
+}  // namespace
+
+std::optional<Trial> best_complete_trial(const std::vector<Trial>& trials, Direction direction) {
+  const Trial* best = nullptr;
+  for (const Trial& t : trials) {
+    if (t.state != TrialState::Complete || !t.value) continue;
+    const bool better =
+        !best ||
+        (direction == Direction::Minimize ? *t.value < *best->value : *t.value > *best->value) ||
+        (*t.value == *best->value && t.number < best->number);
+    if (better) best = &t;
+  }
+  if (!best) return std::nullopt;
+  return *best;
+}
+
+std::string status_table(const StudyInfo& study, const SearchSpace& space,
+                         const std::vector<Trial>& trials) {
+  int64_t counts[5] = {};
+  for (const Trial& t : trials) ++counts[static_cast<int>(t.state)];
+  std::string out = fmt::format(
+      "study '{}' ({}): {} trials: {} complete, {} pruned, {} failed, {} running, {} waiting\n",
+      study.name, direction_name(study.direction), trials.size(), counts[2], counts[3], counts[4],
+      counts[1], counts[0]);
+  if (auto best = best_complete_trial(trials, study.direction)) {
+    out += fmt::format("best: trial {} value {}", best->number, *best->value);
+    for (const auto& [n, v] : best->params)
+      out += fmt::format(" {}={}", n, external_or_raw(space, n, v));
+    out += "\n";
+  }
+  out += fmt::format("{:>7}  {:<9} {:>14}  {}\n", "number", "state", "value", "params");
+  for (const Trial& t : trials) {
+    std::string params;
+    for (const auto& [n, v] : t.params)
+      params += fmt::format("{}{}={}", params.empty() ? "" : " ", n, external_or_raw(space, n, v));
+    if (t.retry_of >= 0) params += fmt::format(" (retry of {})", t.retry_of);
+    if (!t.error.empty()) params.append(" error: ").append(t.error);
+    out += fmt::format("{:>7}  {:<9} {:>14}  {}\n", t.number, to_string(t.state),
+                       t.value ? number(*t.value) : "-", params);
+  }
+  return out;
+}
+
+nlohmann::json trials_json(const StudyInfo& study, const SearchSpace& space,
+                           const std::vector<Trial>& trials) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Trial& t : trials) {
+    nlohmann::json j = trial_to_json(t);
+    nlohmann::json ext = nlohmann::json::object();
+    for (const auto& [n, v] : t.params) ext[n] = external_or_raw(space, n, v);
+    j["params_external"] = ext;
+    list.push_back(j);
+  }
+  return {{"study", study.name},
+          {"direction", direction_name(study.direction)},
+          {"space", study.space},
+          {"trials", list}};
+}
+
+std::string trials_csv(const SearchSpace& space, const std::vector<Trial>& trials) {
+  std::set<std::string> names;
+  std::set<int64_t> folds;
+  for (const Trial& t : trials) {
+    for (const auto& [n, v] : t.params) names.insert(n);
+    for (const auto& [k, v] : t.fold_values) folds.insert(k);
+  }
+  std::string out = "number,state,value,start_time,end_time,duration_s,retry_of,error";
+  for (const auto& n : names) out.append(",").append(csv_field(fmt::format("params_{}", n)));
+  for (int64_t k : folds) out += fmt::format(",fold_{}", k);
+  out += ",last_step,last_intermediate\n";
+  for (const Trial& t : trials) {
+    out += fmt::format("{},{},{},{},{},{},{},{}", t.number, to_string(t.state),
+                       t.value ? number(*t.value) : "", number(t.start_time),
+                       t.end_time > 0 ? number(t.end_time) : "",
+                       t.end_time > 0 ? number(t.end_time - t.start_time) : "",
+                       t.retry_of >= 0 ? std::to_string(t.retry_of) : "", csv_field(t.error));
+    for (const auto& n : names) {
+      auto it = t.params.find(n);
+      out.append(",");
+      if (it != t.params.end()) out.append(csv_field(external_or_raw(space, n, it->second)));
+    }
+    for (int64_t k : folds) {
+      auto it = t.fold_values.find(k);
+      out.append(",");
+      if (it != t.fold_values.end()) out.append(number(it->second));
+    }
+    if (t.intermediate.empty())
+      out += ",,";
+    else
+      out += fmt::format(",{},{}", t.intermediate.rbegin()->first,
+                         number(t.intermediate.rbegin()->second));
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace ftune::hpo

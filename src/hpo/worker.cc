@@ -1,0 +1,245 @@
+// The worker loop (see worker.h): trial life cycle, heartbeat thread, reports and pruning.
+#include "hpo/worker.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "hpo/interrupt.h"
+
+namespace ftune::hpo {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Refreshes a trial's heartbeat every period until stopped; notes when the trial was taken away
+// (failed as stale by another worker after a long stall), so that its reports say "stop".
+class HeartbeatThread {
+ public:
+  HeartbeatThread(Storage& storage, int64_t trial_id, double period_s)
+      : thread_([this, &storage, trial_id, period_s] {
+          std::unique_lock lock(mutex_);
+          const auto period = std::chrono::duration<double>(period_s);
+          while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
+            lock.unlock();
+            bool alive = true;
+            try {
+              alive = storage.heartbeat(trial_id);
+            } catch (const std::exception& e) {
+              spdlog::warn("heartbeat of trial id {} failed: {}", trial_id, e.what());
+            }
+            lock.lock();
+            if (!alive) {
+              lost_ = true;
+              return;
+            }
+          }
+        }) {}
+  ~HeartbeatThread() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  bool lost() const { return lost_; }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<bool> lost_ = false;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+}  // namespace
+
+// Stores reports and asks the pruner; the trial it holds is the running trial as the pruner sees
+// it (with every value reported so far).
+class WorkerReporter : public TrialReporter {
+ public:
+  WorkerReporter(Storage& storage, const StudyInfo& study, Trial& trial, const Pruner* pruner,
+                 std::vector<Trial>& finished, const HeartbeatThread& heartbeat,
+                 std::function<void()> catch_up)
+      : storage_(storage),
+        study_(study),
+        trial_(trial),
+        pruner_(pruner),
+        finished_(finished),
+        heartbeat_(heartbeat),
+        catch_up_(std::move(catch_up)) {}
+
+  bool report(int64_t step, double value) override {
+    storage_.report_intermediate(trial_.id, step, value);
+    trial_.intermediate[step] = value;
+    if (heartbeat_.lost()) {
+      stop_reason_ = "taken over: failed as stale by another worker";
+      return should_stop_ = true;
+    }
+    if (!pruner_) return false;
+    // The pruner compares with every trial of the study: the finished ones (kept incrementally)
+    // and those still running, this one with its newest values.
+    // They are appended to the finished list for the call and removed after it: no copy of the
+    // (possibly long) history per report.
+    catch_up_();
+    const size_t n_finished = finished_.size();
+    try {
+      for (Trial& t : storage_.running_trials(study_.id))
+        if (t.id != trial_.id) finished_.push_back(std::move(t));
+      finished_.push_back(trial_);
+      if (pruner_->should_prune(trial_, step, finished_)) should_stop_ = true;
+    } catch (...) {
+      finished_.resize(n_finished);
+      throw;
+    }
+    finished_.resize(n_finished);
+    return should_stop_;
+  }
+
+  bool report_fold(int64_t fold, double value) override {
+    storage_.report_fold(trial_.id, fold, value);
+    trial_.fold_values[fold] = value;
+    double sum = 0;
+    for (const auto& [k, v] : trial_.fold_values) sum += v;
+    return report(fold, sum / static_cast<double>(trial_.fold_values.size()));
+  }
+
+  bool should_stop() const { return should_stop_; }
+  const std::string& stop_reason() const { return stop_reason_; }
+
+ private:
+  Storage& storage_;
+  const StudyInfo& study_;
+  Trial& trial_;
+  const Pruner* pruner_;
+  std::vector<Trial>& finished_;  // the worker's; running trials are appended for a moment
+  const HeartbeatThread& heartbeat_;
+  std::function<void()> catch_up_;
+  bool should_stop_ = false;
+  std::string stop_reason_;
+};
+
+Worker::Worker(Storage& storage, const StudyInfo& study, const SearchSpace& space, Sampler& sampler,
+               const Pruner* pruner, Objective& objective, WorkerOptions options)
+    : storage_(storage),
+      study_(study),
+      space_(space),
+      sampler_(sampler),
+      pruner_(pruner),
+      objective_(objective),
+      options_(options) {
+  if (options_.heartbeat_s <= 0 || options_.grace_s <= options_.heartbeat_s)
+    throw InputError(fmt::format("grace_s ({}) must be larger than heartbeat_s ({}) > 0",
+                                 options_.grace_s, options_.heartbeat_s));
+  // A grid (or any finite) sampler bounds the budget by its number of points.
+  if (auto n = sampler_.max_trials(space_))
+    options_.max_trials = options_.max_trials < 0 ? *n : std::min(options_.max_trials, *n);
+}
+
+void Worker::catch_up() {
+  FinishedBatch b = storage_.finished_since(study_.id, cursor_);
+  cursor_ = b.cursor;
+  for (Trial& t : b.trials) {
+    sampler_.observe(t);
+    finished_.push_back(std::move(t));
+  }
+}
+
+WorkerStats Worker::run() {
+  WorkerStats stats;
+  const auto start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  // While the budget is spent but others' trials still run, poll at this period.
+  const double poll_s = std::min(0.2, options_.heartbeat_s);
+  for (;;) {
+    if (options_.timeout_s > 0 && elapsed() >= options_.timeout_s) break;
+    if (interrupted()) break;
+    storage_.fail_stale(study_.id, options_.grace_s, options_.retries);
+    std::optional<Trial> trial = storage_.start_trial(study_.id, options_.max_trials);
+    if (!trial) {
+      if (storage_.running_trials(study_.id).empty()) break;
+      std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
+      continue;
+    }
+    run_trial(std::move(*trial), stats);
+  }
+  return stats;
+}
+
+void Worker::run_trial(Trial trial, WorkerStats& stats) {
+  HeartbeatThread heartbeat(storage_, trial.id, options_.heartbeat_s);
+  std::string error;
+  std::optional<double> value;
+  TrialState state = TrialState::Failed;
+  WorkerReporter reporter(storage_, study_, trial, pruner_, finished_, heartbeat,
+                          [this] { catch_up(); });
+  try {
+    catch_up();
+    if (trial.params.empty()) {  // a new trial; a retry keeps the params of the one it retries
+      std::vector<Trial> running = storage_.running_trials(study_.id);
+      std::erase_if(running, [&](const Trial& t) { return t.id == trial.id; });
+      trial.params = sampler_.sample(space_, trial.number, running);
+      for (const auto& p : space_.params())
+        if (trial.params.count(p.name)) trial.distributions[p.name] = p.dist;
+      storage_.set_params(trial.id, trial.params, trial.distributions);
+    }
+    const double v = objective_.run(trial, space_, reporter);
+    if (reporter.should_stop()) {
+      state = TrialState::Pruned;
+    } else if (std::isnan(v)) {
+      error = "the objective returned NaN";
+    } else {
+      state = TrialState::Complete;
+      value = v;
+    }
+  } catch (const TrialPruned&) {
+    state = TrialState::Pruned;
+  } catch (const std::exception& e) {
+    if (reporter.should_stop())
+      state = TrialState::Pruned;  // stopped by force after a prune
+    else
+      error = e.what();
+  }
+  if (state == TrialState::Pruned) {
+    value = trial.last_intermediate();
+    if (value && std::isnan(*value)) value.reset();
+  }
+  if (!reporter.stop_reason().empty()) {
+    spdlog::warn("trial {}: {}", trial.number, reporter.stop_reason());
+    return;  // another worker failed it already (and queued its retry)
+  }
+  if (!storage_.finish(trial.id, state, value, error)) {
+    spdlog::warn("trial {} was failed by another worker before it finished here", trial.number);
+    return;
+  }
+  switch (state) {
+    case TrialState::Complete:
+      ++stats.complete;
+      spdlog::info("trial {} complete: {}", trial.number, *value);
+      break;
+    case TrialState::Pruned:
+      ++stats.pruned;
+      spdlog::info("trial {} pruned at step {}", trial.number,
+                   trial.intermediate.empty() ? -1 : trial.intermediate.rbegin()->first);
+      break;
+    default:
+      ++stats.failed;
+      spdlog::warn("trial {} failed: {}", trial.number, error);
+      if (options_.retry_failed && !interrupted()) {
+        if (auto n = storage_.enqueue_retry(trial.id, options_.retries))
+          spdlog::info("trial {} will be retried as trial {}", trial.number, *n);
+      }
+  }
+}
+
+}  // namespace ftune::hpo

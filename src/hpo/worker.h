@@ -1,0 +1,62 @@
+// One worker of a study: the loop that many processes (or machines) run side by side on one
+// storage. Each round fails stale trials of dead workers (and queues their retries), feeds the
+// sampler the trials that finished since the last round, starts a trial (a queued retry first),
+// samples its params (the sampler sees the running trials: constant liar), runs the objective
+// while a thread keeps its heartbeat fresh, stores its reports, asks the pruner after each, and
+// finishes it. The worker stops when the study's trial budget is spent and no trial of another
+// worker is still running (one may yet fail and need a retry), or when the timeout passes (the
+// trial in flight is finished first), or on Ctrl-C / SIGTERM (interrupt.h: the trial in flight
+// ends FAILED "interrupted").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hpo/objective.h"
+#include "hpo/pruner.h"
+#include "hpo/sampler.h"
+#include "hpo/search_space.h"
+#include "hpo/storage.h"
+
+namespace ftune::hpo {
+
+struct WorkerOptions {
+  int64_t max_trials = -1;    // study-wide budget of trials (see Storage::start_trial); < 0: none
+  double timeout_s = 0;       // > 0: start no trial after this many seconds
+  double heartbeat_s = 10;    // heartbeat period of a running trial
+  double grace_s = 60;        // a RUNNING trial without heartbeat for this long is failed
+  int retries = 1;            // retries of a trial whose worker died
+  bool retry_failed = false;  // also retry trials whose objective raised (same limit)
+};
+
+struct WorkerStats {
+  int64_t complete = 0, pruned = 0, failed = 0;
+  int64_t total() const { return complete + pruned + failed; }
+};
+
+class Worker {
+ public:
+  // `pruner` may be null (never prune). All references must outlive the worker.
+  Worker(Storage& storage, const StudyInfo& study, const SearchSpace& space, Sampler& sampler,
+         const Pruner* pruner, Objective& objective, WorkerOptions options);
+  // Runs trials until the budget or the timeout; returns what this worker's trials became.
+  WorkerStats run();
+
+ private:
+  void catch_up();  // feeds the sampler (and the pruner's view) the newly finished trials
+  void run_trial(Trial trial, WorkerStats& stats);
+
+  Storage& storage_;
+  StudyInfo study_;
+  const SearchSpace& space_;
+  Sampler& sampler_;
+  const Pruner* pruner_;
+  Objective& objective_;
+  WorkerOptions options_;
+  int64_t cursor_ = 0;
+  std::vector<Trial> finished_;  // every finished trial seen so far, in finish order
+
+  friend class WorkerReporter;
+};
+
+}  // namespace ftune::hpo

@@ -1,0 +1,96 @@
+// The command objective: how params reach the command (arguments, FTUNE_TRIAL_PARAMS), how its
+// report lines are read, and how it fails (bad lines, non-zero exit, no value).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "hpo/command_objective.h"
+
+namespace ftune::hpo {
+namespace {
+
+class RecordingReporter : public TrialReporter {
+ public:
+  bool report(int64_t step, double value) override {
+    steps[step] = value;
+    return prune_at >= 0 && step >= prune_at;
+  }
+  bool report_fold(int64_t fold, double value) override {
+    folds[fold] = value;
+    return report(fold, value);
+  }
+  std::map<int64_t, double> steps, folds;
+  int64_t prune_at = -1;
+};
+
+SearchSpace space() {
+  return SearchSpace::parse(YAML::Load("{lr: {type: float, low: 1.0e-5, high: 1.0e-3, log: true}, "
+                                       "opt: {type: categorical, choices: [adamw, \"it's\"]}, "
+                                       "bs: {type: int, low: 8, high: 64}}"),
+                            "test");
+}
+
+Trial trial() {
+  Trial t;
+  t.number = 7;
+  t.params = {{"lr", 3e-4}, {"opt", 1}, {"bs", 32}};
+  return t;
+}
+
+TEST(CommandObjective, PassesParamsAsArgumentsAndJson) {
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  CommandObjective o("train", {{"epochs", "3"}}, true, 1);
+  EXPECT_EQ(o.command_line(trial(), space()),
+            "train '--epochs=3' '--bs=32' '--lr=0.0003' '--opt=it'\\''s'");
+  const auto j = nlohmann::json::parse(o.params_json(trial(), space()));
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"epochs": 3, "bs": 32, "lr": 0.0003, "opt": "it's"})"));
+  CommandObjective no_args("train", {}, false, 1);
+  EXPECT_EQ(no_args.command_line(trial(), space()), "train");
+}
+
+TEST(CommandObjective, ReadsReportLinesAndTheEnvironment) {
+  // The command echoes what it received, so the test sees both channels.
+  CommandObjective o(
+      "test \"$FTUNE_TRIAL_NUMBER\" = 7 || exit 9; "
+      "echo \"$FTUNE_TRIAL_PARAMS\" | grep -q '\"opt\":\"it'\"'\"'s\"' || exit 8; "
+      "echo hello; echo 'intermediate 0 1.5'; echo 'intermediate 1 0.5'; echo 'value 0.25'; : ",
+      {}, true, 1);
+  RecordingReporter r;
+  EXPECT_EQ(o.run(trial(), space(), r), 0.25);
+  EXPECT_EQ(r.steps, (std::map<int64_t, double>{{0, 1.5}, {1, 0.5}}));
+
+  CommandObjective folds("echo 'fold 0 0.5'; echo 'fold 1 0.75'; :", {}, false, 2);
+  RecordingReporter rf;
+  EXPECT_EQ(folds.run(trial(), space(), rf), 0.625);  // no value line: the mean of the folds
+  EXPECT_EQ(rf.folds.size(), 2u);
+}
+
+TEST(CommandObjective, PruneKillsTheCommand) {
+  CommandObjective o("i=0; while :; do echo \"intermediate $i 1\"; i=$((i+1)); sleep 0.01; done",
+                     {}, false, 1);
+  RecordingReporter r;
+  r.prune_at = 3;
+  EXPECT_THROW(o.run(trial(), space(), r), TrialPruned);
+  EXPECT_EQ(r.steps.size(), 4u);
+}
+
+TEST(CommandObjective, FailuresSayWhy) {
+  RecordingReporter r;
+  auto error_of = [&](const std::string& cmd) -> std::string {
+    try {
+      CommandObjective(cmd, {}, false, 1).run(trial(), space(), r);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(error_of("exit 3").find("trial 7: command exited with status 3"), std::string::npos);
+  EXPECT_NE(error_of("echo 'intermediate x 1'").find("'x' is not an integer"), std::string::npos);
+  EXPECT_NE(error_of("echo 'value'").find("expected 'value V'"), std::string::npos);
+  EXPECT_NE(error_of("echo done").find("printed no 'value V' line"), std::string::npos);
+  EXPECT_NE(error_of("kill -9 $$").find("killed by signal 9"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ftune::hpo
