@@ -26,6 +26,7 @@
 #include "hpo/search_space.h"
 #include "hpo/storage.h"
 #include "hpo/study_report.h"
+#include "hpo/train_objective.h"
 #include "hpo/worker.h"
 #include "io/atomic_file.h"
 
@@ -40,15 +41,12 @@ struct HpoArgs {
   bool json = false;
 };
 
-// The objective a config asks for. The in-process `train_config` objective plugs in here.
+// The objective a config asks for: a command, or in-process `ftune train` trials.
 std::unique_ptr<hpo::Objective> make_objective(const hpo::SearchConfig& c) {
   if (!c.command.empty())
     return std::make_unique<hpo::CommandObjective>(c.command, c.fixed, c.pass_args,
                                                    static_cast<int>(c.folds));
-  throw InputError(
-      fmt::format("{}: objective.train_config is not supported by this build of "
-                  "ftune hpo yet; use objective.command",
-                  c.path));
+  return std::make_unique<hpo::TrainObjective>(c.train_config, c.fixed, c.metric, c.folds);
 }
 
 void run_search(const HpoArgs& a) {
