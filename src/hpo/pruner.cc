@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "hpo/config_keys.h"
 #include "hpo/percentile_pruner.h"
 #include "hpo/successive_halving_pruner.h"
 
@@ -22,15 +23,7 @@ class NopPruner : public Pruner {
 
 void check_keys(const YAML::Node& cfg, const std::string& where, const std::set<std::string>& keys,
                 const std::string& type) {
-  for (const auto& kv : cfg) {
-    const std::string key = kv.first.as<std::string>();
-    if (!keys.count(key)) {
-      std::string list;
-      for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
-      throw InputError(
-          fmt::format("{}.{}: unknown key for pruner '{}' (expected {})", where, key, type, list));
-    }
-  }
+  check_section_keys(cfg, where, keys, "pruner '" + type + "'");
 }
 
 int64_t get_int(const YAML::Node& cfg, const char* key, const std::string& where, int64_t def,

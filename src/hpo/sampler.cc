@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "hpo/config_keys.h"
 #include "hpo/grid_sampler.h"
 #include "hpo/qmc_sampler.h"
 #include "hpo/random_sampler.h"
@@ -17,15 +18,7 @@ namespace {
 
 void check_keys(const YAML::Node& cfg, const std::string& where, const std::set<std::string>& keys,
                 const std::string& type) {
-  for (const auto& kv : cfg) {
-    const std::string key = kv.first.as<std::string>();
-    if (!keys.count(key)) {
-      std::string list;
-      for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
-      throw InputError(
-          fmt::format("{}.{}: unknown key for sampler '{}' (expected {})", where, key, type, list));
-    }
-  }
+  check_section_keys(cfg, where, keys, "sampler '" + type + "'");
 }
 
 template <typename T>

@@ -41,6 +41,14 @@ class HpoTrain : public ::testing::Test {
                         << extra;
     return path;
   }
+  // The study's trials as `ftune hpo export --format json` writes them.
+  nlohmann::json exported_trials(const std::string& cfg) {
+    const CliResult e = run_ftune("hpo export --config " + cfg + " --format json --output " +
+                                  tmp_.path() + "/trials.json");
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    const auto trials = nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials.json"));
+    return trials.is_array() ? trials : trials.at("trials");
+  }
   TempDir tmp_;
 };
 
@@ -48,12 +56,8 @@ TEST_F(HpoTrain, TrialsTrainInProcessWithKFolds) {
   const std::string cfg = search("fixed: {training.seed: 7}\nfolds: 2\n");
   const CliResult r = run_ftune("hpo run --config " + cfg + " --trials 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const CliResult e = run_ftune("hpo export --config " + cfg + " --format json --output " +
-                                tmp_.path() + "/trials.json");
-  ASSERT_EQ(e.exit_code, 0) << e.output;
-  const auto trials = nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials.json"));
-  const auto& list = trials.is_array() ? trials : trials.at("trials");
-  ASSERT_EQ(list.size(), 2u) << trials.dump();
+  const nlohmann::json list = exported_trials(cfg);
+  ASSERT_EQ(list.size(), 2u) << list.dump();
   for (const auto& t : list) {
     EXPECT_EQ(t["state"], "COMPLETE") << t.dump();
     const int n = t["number"].get<int>();
@@ -92,12 +96,8 @@ TEST_F(HpoTrain, BadTrialsArePrunedAtAnEvaluation) {
   std::ofstream(cfg) << text;
   const CliResult r = run_ftune("hpo run --config " + cfg + " --trials 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const CliResult e = run_ftune("hpo export --config " + cfg + " --format json --output " +
-                                tmp_.path() + "/trials.json");
-  ASSERT_EQ(e.exit_code, 0) << e.output;
-  const auto trials = nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials.json"));
-  const auto& list = trials.is_array() ? trials : trials.at("trials");
-  ASSERT_EQ(list.size(), 2u) << trials.dump();
+  const nlohmann::json list = exported_trials(cfg);
+  ASSERT_EQ(list.size(), 2u) << list.dump();
   EXPECT_EQ(list[0]["state"], "COMPLETE") << list[0].dump();
   EXPECT_EQ(list[1]["state"], "PRUNED") << list[1].dump();
   const auto s = nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials/trial-1/summary.json"));
