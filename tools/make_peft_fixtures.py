@@ -190,7 +190,7 @@ def check(dir_):
             with torch.no_grad():
                 em = rel_err(m(**inputs).logits, want)
             ok &= em < 1e-4
-            line += f"; merged HF model (ftune export --merge): {em:.2e}"
+            line += f"; merged HF model (merge_adapters + save_model, as ftune export --merge): {em:.2e}"
         print(line)
     print("OK" if ok else "FAILED")
     return ok
