@@ -10,5 +10,6 @@ void add_predict_command(CLI::App& app);
 void add_doctor_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_train_command(CLI::App& app);
+void add_export_command(CLI::App& app);
 
 }  // namespace ftune::cli

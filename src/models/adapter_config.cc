@@ -15,9 +15,9 @@ namespace {
 
 // The linear modules of one encoder layer, as PEFT names them after the layer prefix.
 const std::vector<std::string>& layer_linear_suffixes() {
-  static const std::vector<std::string> s = {
-      "attention.self.query", "attention.self.key",  "attention.self.value",
-      "attention.output.dense", "intermediate.dense", "output.dense"};
+  static const std::vector<std::string> s = {"attention.self.query", "attention.self.key",
+                                             "attention.self.value", "attention.output.dense",
+                                             "intermediate.dense",   "output.dense"};
   return s;
 }
 
@@ -32,12 +32,14 @@ bool suffix_match(const std::string& name, const std::string& pattern) {
   return name == p || (name.size() > p.size() && name.ends_with("." + p));
 }
 
-// Example module names of both families, for validating patterns before a model exists.
+// Module names of both families up to 128 layers, for validating patterns (which may name a
+// layer) before a model exists.
 std::vector<std::string> example_modules() {
   std::vector<std::string> out;
   for (const char* prefix : {"bert", "roberta"})
-    for (const std::string& s : layer_linear_suffixes())
-      out.push_back(fmt::format("{}.encoder.layer.0.{}", prefix, s));
+    for (int layer = 0; layer < 128; ++layer)
+      for (const std::string& s : layer_linear_suffixes())
+        out.push_back(fmt::format("{}.encoder.layer.{}.{}", prefix, layer, s));
   return out;
 }
 
@@ -111,18 +113,19 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
     return c;
   }
   if (!section.IsMap())
-    throw InputError(fmt::format("{} must be a mapping (method, r, alpha, dropout, "
-                                 "target_modules, use_rslora, modules_to_save)",
-                                 where));
-  static const std::set<std::string> known = {"method",         "r",          "alpha",
-                                              "dropout",        "target_modules", "use_rslora",
-                                              "modules_to_save"};
+    throw InputError(
+        fmt::format("{} must be a mapping (method, r, alpha, dropout, "
+                    "target_modules, use_rslora, modules_to_save)",
+                    where));
+  static const std::set<std::string> known = {
+      "method", "r", "alpha", "dropout", "target_modules", "use_rslora", "modules_to_save"};
   for (const auto& kv : section) {
     const std::string key = kv.first.as<std::string>();
     if (!known.count(key))
-      throw InputError(fmt::format("{}: unknown key '{}' (expected one of method, r, alpha, "
-                                   "dropout, target_modules, use_rslora, modules_to_save)",
-                                   where, key));
+      throw InputError(
+          fmt::format("{}: unknown key '{}' (expected one of method, r, alpha, "
+                      "dropout, target_modules, use_rslora, modules_to_save)",
+                      where, key));
   }
   const auto at = [&](const char* key) { return fmt::format("{}.{}", where, key); };
   if (section["method"])
@@ -131,8 +134,7 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
   if (section["r"]) c.r = read_scalar<int64_t>(section["r"], at("r"), "an integer");
   if (c.r <= 0) throw InputError(fmt::format("{} must be > 0, got {}", at("r"), c.r));
   if (section["alpha"]) c.alpha = read_scalar<double>(section["alpha"], at("alpha"), "a number");
-  if (!(c.alpha > 0))
-    throw InputError(fmt::format("{} must be > 0, got {}", at("alpha"), c.alpha));
+  if (!(c.alpha > 0)) throw InputError(fmt::format("{} must be > 0, got {}", at("alpha"), c.alpha));
   if (section["dropout"])
     c.dropout = read_scalar<double>(section["dropout"], at("dropout"), "a number");
   if (!(c.dropout >= 0 && c.dropout < 1))
@@ -155,9 +157,9 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
   }
   const std::vector<std::string> examples = example_modules();
   if (!c.target_regex.empty()) {
-    AdapterConfig probe = c;
+    const std::regex re(c.target_regex);
     if (std::none_of(examples.begin(), examples.end(),
-                     [&](const std::string& m) { return probe.targets(m); }))
+                     [&](const std::string& m) { return std::regex_match(m, re); }))
       throw InputError(fmt::format("{}: regex '{}' matches no linear module (e.g. {})",
                                    at("target_modules"), c.target_regex, examples[0]));
   } else {
@@ -178,9 +180,9 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
     c.modules_to_save = read_names(m, at("modules_to_save"));
     for (const std::string& name : c.modules_to_save)
       if (name != "classifier" && name != "score" && name != "pooler")
-        throw InputError(fmt::format(
-            "{}: unknown module '{}' (expected classifier, pooler or score)",
-            at("modules_to_save"), name));
+        throw InputError(
+            fmt::format("{}: unknown module '{}' (expected classifier, pooler or score)",
+                        at("modules_to_save"), name));
     // PEFT's SEQ_CLS task always trains the classification head.
     if (std::find(c.modules_to_save.begin(), c.modules_to_save.end(), "classifier") ==
         c.modules_to_save.end())

@@ -40,7 +40,7 @@ struct AdapterConfig {
 
   bool enabled() const { return method != PeftMethod::None; }
   bool dora() const { return method == PeftMethod::Dora; }
-  float scaling() const;  // alpha / r, or alpha / sqrt(r) with rsLoRA
+  float scaling() const;       // alpha / r, or alpha / sqrt(r) with rsLoRA
   bool trains_pooler() const;  // "pooler" in modules_to_save (BERT's pooler.dense)
   // Whether the linear module `full_name` (e.g. "bert.encoder.layer.0.attention.self.query")
   // gets an adapter.

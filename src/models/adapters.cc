@@ -59,7 +59,8 @@ void add_adapter_params(const EncoderConfig& c, const AdapterConfig& ac, ParamTa
     for (int i = 0; i < kAdapterSites; ++i) {
       const std::string m = adapter_module_name(c, l, site_at(i));
       if (!ac.targets(m)) continue;
-      const int64_t in = adapter_in_features(c, site_at(i)), out = adapter_out_features(c, site_at(i));
+      const int64_t in = adapter_in_features(c, site_at(i)),
+                    out = adapter_out_features(c, site_at(i));
       t.add(m + ".lora_A.weight", {ac.r, in});
       t.add(m + ".lora_B.weight", {out, ac.r});
       if (ac.dora()) t.add(m + ".lora_magnitude_vector", {out});
@@ -175,7 +176,8 @@ void init_adapters(const EncoderAdapters& a, const EncoderWeights& w, uint64_t s
       fill_zero(aw.b);
       if (aw.magnitude.defined()) {
         // B = 0, so ||W + s B A|| = ||W||: PEFT's initial magnitude.
-        const TensorView wt = adapted_weight(w, static_cast<int64_t>(l), static_cast<AdapterSite>(i));
+        const TensorView wt =
+            adapted_weight(w, static_cast<int64_t>(l), static_cast<AdapterSite>(i));
         row_sq_norms(aw.magnitude, wt);
         HostTensor m(DType::F32, aw.magnitude.shape);
         copy(m.view(), aw.magnitude);

@@ -2,9 +2,9 @@
 // under PEFT's names, PEFT's initialisation, and the frozen-weight caches DoRA reads.
 //
 // Parameters (names as PEFT's state dict without its "base_model.model." prefix):
-//   <module>.lora_A.weight          (r, in)   kaiming_uniform(a = sqrt(5)): U(-1/sqrt(in), 1/sqrt(in))
-//   <module>.lora_B.weight          (out, r)  zeros
-//   <module>.lora_magnitude_vector  (out)     DoRA only: ||W_o|| at initialisation
+//   <module>.lora_A.weight          (r, in)   kaiming_uniform(a = sqrt(5)): U(-1/sqrt(in),
+//   1/sqrt(in)) <module>.lora_B.weight          (out, r)  zeros <module>.lora_magnitude_vector
+//   (out)     DoRA only: ||W_o|| at initialisation
 // with <module> e.g. "bert.encoder.layer.3.attention.self.value". The math is in ops/lora.h.
 #pragma once
 

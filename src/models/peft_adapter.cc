@@ -45,10 +45,11 @@ AdapterConfig read_peft_adapter_config(const std::string& dir) {
   const nlohmann::json j = io::read_json_file(path);
   const std::string type = io::get_string(j, "peft_type", path);
   if (type != "LORA")
-    throw InputError(fmt::format("{}: peft_type '{}' is not supported (expected LORA)", path, type));
+    throw InputError(
+        fmt::format("{}: peft_type '{}' is not supported (expected LORA)", path, type));
   if (const auto task = io::get_optional_string(j, "task_type", path); task && *task != "SEQ_CLS")
-    throw InputError(fmt::format("{}: task_type '{}' is not supported (expected SEQ_CLS)", path,
-                                 *task));
+    throw InputError(
+        fmt::format("{}: task_type '{}' is not supported (expected SEQ_CLS)", path, *task));
   if (const auto bias = io::get_optional_string(j, "bias", path); bias && *bias != "none")
     throw InputError(fmt::format("{}: bias '{}' is not supported (expected none)", path, *bias));
   for (const char* key : {"fan_in_fan_out", "lora_bias"})
@@ -60,7 +61,7 @@ AdapterConfig read_peft_adapter_config(const std::string& dir) {
       throw InputError(fmt::format("{}: {} is not supported (expected null or empty)", path, key));
   AdapterConfig c;
   c.method = io::get_optional_bool(j, "use_dora", path).value_or(false) ? PeftMethod::Dora
-                                                                         : PeftMethod::Lora;
+                                                                        : PeftMethod::Lora;
   c.r = io::get_int(j, "r", path);
   c.alpha = io::get_float(j, "lora_alpha", path);
   c.dropout = io::get_optional_float(j, "lora_dropout", path).value_or(0.0);
@@ -103,8 +104,8 @@ void load_peft_adapter(SequenceClassifier& model, const std::string& dir) {
     const std::string key = kPrefix + spec.name;
     const io::SafetensorsEntry* e = f.find(key);
     if (!e)
-      throw InputError(fmt::format("{}: tensor '{}' is missing (the adapter config targets it)",
-                                   path, key));
+      throw InputError(
+          fmt::format("{}: tensor '{}' is missing (the adapter config targets it)", path, key));
     if (Shape(e->shape.begin(), e->shape.end()) != spec.shape)
       throw InputError(fmt::format("{}: tensor '{}' has shape {}, expected {}", path, key,
                                    e->shape_str(), spec.shape.str()));
@@ -142,7 +143,8 @@ void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
   const nlohmann::json j = {
       {"peft_type", "LORA"},
       {"task_type", "SEQ_CLS"},
-      {"base_model_name_or_path", base_model.empty() ? nlohmann::json() : nlohmann::json(base_model)},
+      {"base_model_name_or_path",
+       base_model.empty() ? nlohmann::json() : nlohmann::json(base_model)},
       {"r", c.r},
       {"lora_alpha", c.alpha},
       {"lora_dropout", c.dropout},

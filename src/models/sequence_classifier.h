@@ -33,7 +33,7 @@ namespace ftune {
 struct ClassifierOptions {
   int64_t max_batch = 32;
   int64_t max_seq = 128;
-  bool training = true;  // plan gradients and the activations the backward pass needs
+  bool training = true;    // plan gradients and the activations the backward pass needs
   AdapterConfig adapters;  // method none: full fine-tuning
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
 };

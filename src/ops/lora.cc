@@ -27,8 +27,8 @@ struct LoraDims {
 LoraDims lora_dims(const char* op, const TensorView& inp, const TensorView& a,
                    const TensorView& b) {
   if (a.rank() != 2 || b.rank() != 2)
-    throw ShapeError(fmt::format("{}: A and B must be 2-D, got {} and {}", op, a.describe(),
-                                 b.describe()));
+    throw ShapeError(
+        fmt::format("{}: A and B must be 2-D, got {} and {}", op, a.describe(), b.describe()));
   const int64_t r = a.dim(0), C = a.dim(1), OC = b.dim(0);
   check_f32(op, "A", a, Shape{r, C});
   check_f32(op, "B", b, Shape{OC, r});
@@ -63,12 +63,12 @@ void lora_forward(TensorView out, TensorView u, TensorView inp, TensorView a, Te
   check_f32(op, "u", u, Shape{d.N, d.r});
   check_dropout(op, dropout, inp, ldi, d.N, d.C);
   const Device dev = common_device(op, {out, u, inp, a, b, dropout.scratch});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::lora_forward(out.data_as<float>(), ldo, u.data_as<float>(),
-                                   inp.data_as<float>(), ldi, a.data_as<float>(),
-                                   b.data_as<float>(), d.N, d.C, d.OC, d.r, scale, dropout.p,
-                                   dropout.rng, data_or_null(dropout.scratch)),
-                 cuda_kernel_missing(op));
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::lora_forward(out.data_as<float>(), ldo, u.data_as<float>(), inp.data_as<float>(), ldi,
+                        a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r, scale,
+                        dropout.p, dropout.rng, data_or_null(dropout.scratch)),
+      cuda_kernel_missing(op));
 }
 
 void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, TensorView dout,
@@ -85,14 +85,14 @@ void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, 
   if (db.defined()) check_f32(op, "dB", db, b.shape);
   check_dropout(op, dropout, inp, ldi, d.N, d.C);
   const Device dev = common_device(op, {dinp, da, db, h, dout, inp, u, a, b, dropout.scratch});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::lora_backward(data_or_null(dinp), lddi, data_or_null(da), data_or_null(db),
-                                    h.data_as<float>(), dout.data_as<float>(), lddo,
-                                    inp.data_as<float>(), ldi, u.data_as<float>(),
-                                    a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r,
-                                    scale, accumulate_dinp, dropout.p, dropout.rng,
-                                    data_or_null(dropout.scratch)),
-                 cuda_kernel_missing(op));
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::lora_backward(data_or_null(dinp), lddi, data_or_null(da), data_or_null(db),
+                         h.data_as<float>(), dout.data_as<float>(), lddo, inp.data_as<float>(), ldi,
+                         u.data_as<float>(), a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC,
+                         d.r, scale, accumulate_dinp, dropout.p, dropout.rng,
+                         data_or_null(dropout.scratch)),
+      cuda_kernel_missing(op));
 }
 
 void row_sq_norms(TensorView wsq, TensorView w) {

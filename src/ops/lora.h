@@ -2,16 +2,17 @@
 //
 // LoRA, with x_d = dropout(x) (Philox key `rng`, rate p; x_d is rebuilt in `scratch` (N, C) when
 // p > 0, never stored) and s the scaling (alpha / r, or alpha / sqrt(r) for rsLoRA):
-//   forward:  u (N, r) = x_d A^T ;  out (N, OC) += s * u B^T        (out holds the frozen x W^T + b)
-//   backward: dB (OC, r) += s * dout^T u
+//   forward:  u (N, r) = x_d A^T ;  out (N, OC) += s * u B^T        (out holds the frozen x W^T +
+//   b) backward: dB (OC, r) += s * dout^T u
 //             h  (N, r)   = s * dout B                                (scratch)
 //             dA (r, C)  += h^T x_d
 //             dinp (N, C) = dropout'(h A)   (or += with accumulate_dinp)
 // DoRA (Liu et al. 2024, PEFT's lora/dora.py): with the per-output-row norm
 //   n_o = || W_o + s (B A)_o ||_2, treated as a constant in backward (PEFT detaches it),
 //   z = x W^T + s u B^T and y = b + (m / n) * z (column-wise). Like PEFT without dropout, z starts
-//   from the frozen layer's result minus its bias (dora_strip_bias), then lora_forward adds s u B^T:
-//   dora_norms:            n from cached ||W_o||^2 and low-rank cross terms, never forming W + sBA:
+//   from the frozen layer's result minus its bias (dora_strip_bias), then lora_forward adds s u
+//   B^T: dora_norms:            n from cached ||W_o||^2 and low-rank cross terms, never forming W +
+//   sBA:
 //                          n_o^2 = ||W_o||^2 + 2 s B_o . (W A^T)_o + s^2 B_o (A A^T) B_o^T
 //   dora_output_forward:   y = b + (m / n) * z
 //   dora_output_backward:  dm += colsum(dout * z) / n ;  dout *= m / n   (in place: the gradient
@@ -54,8 +55,8 @@ void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
 namespace cpu {
 // With p > 0, inp is replaced by dropout(inp) rebuilt in `scratch` (N, C contiguous).
 void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
-                  const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale,
-                  float p, RngKey rng, float* scratch);
+                  const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale, float p,
+                  RngKey rng, float* scratch);
 void lora_backward(float* dinp, int64_t lddi, float* da, float* db, float* h, const float* dout,
                    int64_t lddo, const float* inp, int64_t ldi, const float* u, const float* a,
                    const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale,

@@ -15,8 +15,8 @@ constexpr int64_t kColumnChunk = 64;
 }  // namespace
 
 void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
-                  const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale,
-                  float p, RngKey rng, float* scratch) {
+                  const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale, float p,
+                  RngKey rng, float* scratch) {
   if (p > 0.0f) {
     dropout_apply(scratch, inp, N * C, p, rng);  // inp is contiguous here (checked)
     inp = scratch;

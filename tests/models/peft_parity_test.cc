@@ -1,9 +1,10 @@
-// Parity of ftune's LoRA / rsLoRA / DoRA with PEFT on golden fixtures (tools/make_peft_fixtures.py):
-// starting from PEFT's saved adapter on the tiny engine BERT / RoBERTa, the logits, loss and every
-// trainable gradient, then the trainable parameters after three AdamW steps, at max relative error
-// 1e-4. Also: gradient checkpointing gives bit-identical gradients with a smaller activation plan,
-// and an adapter saved by ftune reloads exactly. With FTUNE_PEFT_OUT=DIR set, each case also
-// writes its trained adapter, logits and merged model there for `make_peft_fixtures.py --check`.
+// Parity of ftune's LoRA / rsLoRA / DoRA with PEFT on golden fixtures
+// (tools/make_peft_fixtures.py): starting from PEFT's saved adapter on the tiny engine BERT /
+// RoBERTa, the logits, loss and every trainable gradient, then the trainable parameters after three
+// AdamW steps, at max relative error 1e-4. Also: gradient checkpointing gives bit-identical
+// gradients with a smaller activation plan, and an adapter saved by ftune reloads exactly. With
+// FTUNE_PEFT_OUT=DIR set, each case also writes its trained adapter, logits and merged model there
+// for `make_peft_fixtures.py --check`.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -36,8 +37,8 @@ PeftCase load_case(const std::string& name) {
   nlohmann::json meta = io::read_json_file(dir + "/case.json");
   const std::string base = meta["base"].get<std::string>();  // "engine/bert_pair"
   const GoldenCase g = GoldenCase::load(base.substr(base.find('/') + 1));
-  return PeftCase{dir,     g.model_dir, dir + "/adapter",
-                  meta,    g.batch,     io::SafetensorsFile::open(dir + "/expected.safetensors")};
+  return PeftCase{dir,  g.model_dir, dir + "/adapter",
+                  meta, g.batch,     io::SafetensorsFile::open(dir + "/expected.safetensors")};
 }
 
 struct PeftRun {
@@ -48,7 +49,9 @@ struct PeftRun {
 
 PeftRun build(const PeftCase& c, GradientCheckpointing ckpt = GradientCheckpointing::Off) {
   PeftRun r;
-  ClassifierOptions o{c.batch.size, c.batch.seq_len, true};
+  ClassifierOptions o;
+  o.max_batch = c.batch.size;
+  o.max_seq = c.batch.seq_len;
   o.adapters = read_peft_adapter_config(c.adapter_dir);
   o.checkpointing = ckpt;
   r.model = std::make_unique<SequenceClassifier>(load_model_config(c.base_dir), o);
