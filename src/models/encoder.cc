@@ -60,9 +60,18 @@ LoraDropout lora_dropout(const EncoderAdapters& ad, const EncoderActivations& a,
   return drop;
 }
 
-// y (N, out) holds the frozen layer's x W^T + b; adds the adapter of (l, s), if any.
+bool has_dora(const EncoderWeights& w, int64_t l, AdapterSite s) {
+  return w.adapters.any() && w.adapters.dora && w.adapters.at(l, s).defined();
+}
+
+// The frozen linear of (l, s) with its adapter, if any, into y (N, out). y_has_base: y already
+// holds the frozen x W^T + b (the fused QKV GEMM ran); otherwise this computes it. DoRA forms
+// z = x W^T in its own buffer (no bias to strip) when it can.
 void adapter_forward(const EncoderWeights& w, LayerActivations& la, const EncoderActivations& a,
-                     int64_t l, AdapterSite s, TensorView y, TensorView x, const DropoutPlan& d) {
+                     int64_t l, AdapterSite s, TensorView y, TensorView x, const DropoutPlan& d,
+                     bool y_has_base, bool recompute) {
+  if (!y_has_base && !has_dora(w, l, s))
+    linear_forward(y, x, adapted_weight(w, l, s), adapted_bias(w, l, s));
   const EncoderAdapters& ad = w.adapters;
   if (!ad.any() || !ad.at(l, s).defined()) return;
   const AdapterWeights& aw = ad.at(l, s);
@@ -76,9 +85,14 @@ void adapter_forward(const EncoderWeights& w, LayerActivations& la, const Encode
   }
   const TensorView z = la.dora_z[i].prefix({N, y.dim(1)}), bias = adapted_bias(w, l, s);
   const TensorView norm = ad.norm[l][i];
-  dora_norms(norm, ad.weight_sq[l][i], adapted_weight(w, l, s), aw.a, aw.b, ad.scale,
-             ad.norm_workspace);
-  dora_strip_bias(z, y, bias);
+  // The weights do not change between forward and backward: a recomputation keeps the norms.
+  if (!recompute)
+    dora_norms(norm, ad.weight_sq[l][i], adapted_weight(w, l, s), aw.a, aw.b, ad.scale,
+               ad.norm_workspace);
+  if (y_has_base)
+    dora_strip_bias(z, y, bias);
+  else
+    linear_forward(z, x, adapted_weight(w, l, s), TensorView());
   lora_forward(z, u, x, aw.a, aw.b, ad.scale, drop);
   dora_output_forward(y, z, bias, aw.magnitude, norm);
 }
@@ -109,10 +123,10 @@ void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const La
                 /*accumulate_dinp=*/true, lora_dropout(ad, a, d, l, s));
 }
 
-// One transformer layer: x (N, C) -> la.out.
+// One transformer layer: x (N, C) -> la.out. recompute: checkpointing's second pass.
 void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivations& la,
                    const EncoderActivations& a, int64_t l, TensorView x, const EncoderInputs& in,
-                   const DropoutPlan& d) {
+                   const DropoutPlan& d, bool recompute = false) {
   const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int H = static_cast<int>(c.num_heads);
   const float eps = c.layer_norm_eps;
@@ -124,22 +138,25 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
              ffn_act = la.ffn_act.prefix({N, F});
   TensorView ffn_out = la.ffn_out.prefix(NC), out = la.out.prefix(NC);
 
-  linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
+  // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
+  const bool qkv_fused = !(has_dora(w, l, AdapterSite::Query) && has_dora(w, l, AdapterSite::Key) &&
+                           has_dora(w, l, AdapterSite::Value));
+  if (qkv_fused) linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
   for (int part = 0; part < 3; ++part)
-    adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, d);
+    adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, d, qkv_fused,
+                    recompute);
   attention_forward(ctx.reshape({B, T, C}), la.probs.prefix({B, H, T, T}),
                     qkv.reshape({B, T, 3 * C}), mask, H, dropout_p(d, c.attention_dropout),
                     key(d, attention_probs_site(l)), a.workspace);
-  linear_forward(attn, ctx, lw.attn_out_w, lw.attn_out_b);
-  adapter_forward(w, la, a, l, AdapterSite::AttnOut, attn, ctx, d);
+  adapter_forward(w, la, a, l, AdapterSite::AttnOut, attn, ctx, d, /*y_has_base=*/false, recompute);
   dropout_forward(attn, attn, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)));
   add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
                          attn, x, lw.ln1_w, lw.ln1_b, eps);
-  linear_forward(ffn_pre, ln1, lw.ffn_in_w, lw.ffn_in_b);
-  adapter_forward(w, la, a, l, AdapterSite::FfnIn, ffn_pre, ln1, d);
+  adapter_forward(w, la, a, l, AdapterSite::FfnIn, ffn_pre, ln1, d, /*y_has_base=*/false,
+                  recompute);
   gelu_forward(ffn_act, ffn_pre, c.activation);
-  linear_forward(ffn_out, ffn_act, lw.ffn_out_w, lw.ffn_out_b);
-  adapter_forward(w, la, a, l, AdapterSite::FfnOut, ffn_out, ffn_act, d);
+  adapter_forward(w, la, a, l, AdapterSite::FfnOut, ffn_out, ffn_act, d, /*y_has_base=*/false,
+                  recompute);
   dropout_forward(ffn_out, ffn_out, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)));
   add_layer_norm_forward(out, la.sum2.prefix(NC), la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1),
                          ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps);
@@ -402,7 +419,8 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
     const TensorView x = l > 0 ? a.layers[l - 1].out.prefix(NC) : a.emb_out.prefix(NC);
     // Checkpointing: the slot holds the last layer's activations after forward; recompute the
     // others (same inputs, same Philox keys: the same bits).
-    if (a.checkpointing && l != c.num_layers - 1) layer_forward(c, w, a.layers[l], a, l, x, in, d);
+    if (a.checkpointing && l != c.num_layers - 1)
+      layer_forward(c, w, a.layers[l], a, l, x, in, d, /*recompute=*/true);
     layer_backward(c, w, g, a.layers[l], a, l, x, l > 0 || embeddings_train, in, d);
   }
   if (!embeddings_train) return;
