@@ -11,7 +11,7 @@
 
 namespace ftune::cpu {
 namespace {
-constexpr int64_t kColumnChunk = 64;
+constexpr int64_t kMaxBlock = 2048;  // columns per block of dora_output_backward
 }  // namespace
 
 void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
@@ -119,21 +119,15 @@ void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const
 
 void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
                          const float* m, const float* norm, int64_t N, int64_t OC) {
+  // Row by row, streaming through memory (the outputs are far larger than any cache).
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
-        for (int64_t o0 = 0; o0 < OC; o0 += kColumnChunk) {
-          const int64_t n = std::min(kColumnChunk, OC - o0);
-          float scale[kColumnChunk], b[kColumnChunk];
-          for (int64_t j = 0; j < n; ++j) {
-            scale[j] = m[o0 + j] / norm[o0 + j];
-            b[j] = bias ? bias[o0 + j] : 0.0f;
-          }
-          for (int64_t r = r0; r < r1; ++r) {
-            float* y = out + r * ldo + o0;
-            const float* zr = z + r * ldz + o0;
-            for (int64_t j = 0; j < n; ++j) y[j] = b[j] + scale[j] * zr[j];
-          }
+        for (int64_t r = r0; r < r1; ++r) {
+          float* y = out + r * ldo;
+          const float* zr = z + r * ldz;
+#pragma omp simd
+          for (int64_t o = 0; o < OC; ++o) y[o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * zr[o];
         }
       },
       16);
@@ -141,20 +135,24 @@ void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, c
 
 void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
                           const float* m, const float* norm, int64_t N, int64_t OC) {
-  // Threads own chunks of columns and walk the rows in order: the magnitude gradient does not
-  // depend on the thread count.
-  const int64_t chunks = (OC + kColumnChunk - 1) / kColumnChunk;
-  parallel_for(chunks, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const int64_t o0 = c * kColumnChunk, n = std::min(kColumnChunk, OC - o0);
-      float scale[kColumnChunk], acc[kColumnChunk] = {};
-      for (int64_t j = 0; j < n; ++j) scale[j] = m[o0 + j] / norm[o0 + j];
+  // One wide block of columns per thread, rows in order within it: every column's sum runs over
+  // the rows in the same order whatever the thread count, and each row is touched in long
+  // contiguous runs (narrow blocks would jump a page per row).
+  const int64_t threads = compute_threads();
+  const int64_t width = std::min<int64_t>(kMaxBlock, (OC + threads - 1) / threads);
+  const int64_t blocks = (OC + width - 1) / width;
+  parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t o0 = blk * width, n = std::min(width, OC - o0);
+      float acc[kMaxBlock];
+      for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
       for (int64_t r = 0; r < N; ++r) {
         float* d = dout + r * lddo + o0;
         const float* zr = z + r * ldz + o0;
+#pragma omp simd
         for (int64_t j = 0; j < n; ++j) {
           acc[j] += d[j] * zr[j];
-          d[j] *= scale[j];
+          d[j] *= m[o0 + j] / norm[o0 + j];
         }
       }
       if (dm)
