@@ -12,12 +12,26 @@
 //   f     = dropout(gelu(h1 W_1^T + b_1) W_2^T + b_2)
 //   out   = LayerNorm(f + h1)                  (N, C)   sum2 saved
 // Embeddings: LayerNorm(word[ids] + type[type_ids] + position[pos_ids]), then dropout.
+//
+// Adapters (models/adapters.h, ops/lora.h): each targeted linear's frozen result gets the LoRA
+// (or DoRA) branch added right after its GEMM; for the fused QKV matrix, on the query / key /
+// value column block alone. With adapters the base weights are frozen: their gradient views are
+// undefined and their gradient GEMMs are skipped; with frozen embeddings the backward pass stops
+// at layer 0 (no input gradient is formed there).
+//
+// Gradient checkpointing: only each layer's output (= the next layer's input) is kept; the other
+// activations of all layers share one slot, and backward recomputes a layer's forward into it
+// before its backward. Dropout masks come from Philox keys, so the recomputation is bit-identical
+// and so are the gradients.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "core/arena.h"
 #include "core/philox.h"
+#include "models/adapter_config.h"
+#include "models/adapters.h"
 #include "models/encoder_config.h"
 #include "models/param_table.h"
 
@@ -37,6 +51,7 @@ struct EncoderWeights {
   TensorView word, position, token_type;  // (V, C), (P, C), (TV, C)
   TensorView emb_ln_w, emb_ln_b;          // (C)
   std::vector<LayerWeights> layers;
+  EncoderAdapters adapters;  // empty without adapters (in a gradient view: their gradients)
 };
 
 // Adds the encoder's parameters to `table` under their HF names (prefix "bert." / "roberta.").
@@ -49,6 +64,8 @@ EncoderWeights bind_encoder_weights(const EncoderConfig& config, const ParamTabl
 struct LayerActivations {
   TensorView qkv, probs, ctx, attn, sum1, ln1, ln1_mean, ln1_rstd;
   TensorView ffn_pre, ffn_act, ffn_out, sum2, out, ln2_mean, ln2_rstd;
+  // Per adapter site: u = x_d A^T (N, r) and, for DoRA, z = x W^T + s u B^T (N, out).
+  std::array<TensorView, kAdapterSites> lora_u, dora_z;
 };
 
 struct EncoderActivations {
@@ -57,6 +74,14 @@ struct EncoderActivations {
   // Gradient buffers shared by all layers during backward.
   TensorView grad_out, grad_sum, grad_tmp, grad_ctx, grad_ffn, grad_qkv;
   TensorView workspace;
+  TensorView lora_h, lora_scratch;  // (N, r) and, with adapter dropout, (N, max(C, F))
+  bool checkpointing = false;
+};
+
+// How the encoder is trained: checkpointing, and adapters (whose activations are planned).
+struct EncoderTraining {
+  GradientCheckpointing checkpointing = GradientCheckpointing::Off;
+  AdapterConfig adapters;
 };
 
 struct EncoderInputs {
@@ -71,15 +96,16 @@ struct DropoutPlan {
 };
 
 void plan_encoder_activations(const EncoderConfig& config, int64_t max_batch, int64_t max_seq,
-                              bool training, ArenaPlan& plan);
+                              bool training, ArenaPlan& plan, const EncoderTraining& how = {});
 EncoderActivations bind_encoder_activations(const EncoderConfig& config, const Arena& arena,
-                                            bool training);
+                                            bool training, const EncoderTraining& how = {});
 
 // Runs the encoder; returns the last hidden state (B, T, C).
 TensorView encoder_forward(const EncoderConfig& config, const EncoderWeights& w,
                            EncoderActivations& acts, const EncoderInputs& in,
                            const DropoutPlan& dropout);
-// Backpropagates d_hidden (B*T, C), given in acts.grad_out, through the encoder into `grads`.
+// Backpropagates d_hidden (B*T, C), given in acts.grad_out, through the encoder into `grads`
+// (undefined views in `grads` are frozen and get no gradient).
 void encoder_backward(const EncoderConfig& config, const EncoderWeights& w,
                       const EncoderWeights& grads, EncoderActivations& acts,
                       const EncoderInputs& in, const DropoutPlan& dropout);

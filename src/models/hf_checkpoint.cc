@@ -122,6 +122,7 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
                                  ckpt.weights_path(), missing_encoder.size(), config.model_type(),
                                  list, missing_encoder.size() > 5 ? "\n  ..." : ""));
   }
+  model.frozen_weights_changed();
   for (const std::string& name : ckpt.names())
     if (!used.count(name)) report.unexpected.push_back(name);
   report.stored_dtypes.assign(dtypes.begin(), dtypes.end());

@@ -28,6 +28,7 @@ void init_all_params_like_hf(SequenceClassifier& model, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (const ParamSpec& spec : model.params().specs())
     init_param_like_hf(spec, model.param(spec.name), model.config(), rng);
+  model.frozen_weights_changed();
 }
 
 }  // namespace ftune

@@ -42,7 +42,11 @@ Predictions predict_logits(const std::string& model_dir,
     longest = std::max<int64_t>(longest, row.input_ids.size());
   }
   const int64_t max_batch = std::min<int64_t>(batch_size, rows.size());
-  SequenceClassifier model(out.config, {max_batch, longest, /*training=*/false});
+  ClassifierOptions options;
+  options.max_batch = max_batch;
+  options.max_seq = longest;
+  options.training = false;
+  SequenceClassifier model(out.config, options);
   ArenaPlan plan;
   model.add_to_plan(plan);
   Arena arena(device, std::move(plan));

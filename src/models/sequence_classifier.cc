@@ -24,17 +24,47 @@ SequenceClassifier::SequenceClassifier(EncoderConfig config, ClassifierOptions o
                                  options_.max_seq));
   add_encoder_params(config_, params_);
   add_head_params(config_, params_);
+  if (!adapters_on()) return;
+  if (options_.adapters.r <= 0 || !(options_.adapters.alpha > 0))
+    throw InputError(fmt::format("adapter rank and alpha must be positive, got r {} alpha {}",
+                                 options_.adapters.r, options_.adapters.alpha));
+  add_adapter_params(config_, options_.adapters, adapter_params_);
+  if (adapter_params_.specs().empty())
+    throw InputError(fmt::format("peft.target_modules matches no linear module of this {} model",
+                                 config_.weight_prefix()));
+  // PEFT's SEQ_CLS modules_to_save: the classifier (RoBERTa: its dense + out_proj), plus BERT's
+  // pooler when asked. Head parameters come last in params_, so they and the adapters that follow
+  // them form one flat range.
+  const auto head = head_param_names(config_);
+  const bool pooler = config_.family == ModelFamily::Bert && options_.adapters.trains_pooler();
+  const std::string first = (config_.roberta_like() || pooler) ? head[0] : head[2];
+  trainable_offset_ = params_.at(first).offset;
+  for (const ParamSpec& spec : params_.specs())
+    if (spec.offset >= trainable_offset_) trainable_.add(spec.name, spec.shape);
+  for (const ParamSpec& spec : adapter_params_.specs()) trainable_.add(spec.name, spec.shape);
+}
+
+TensorView SequenceClassifier::param(const std::string& name) const {
+  if (const ParamSpec* spec = params_.find(name)) return ParamTable::slice(values_, *spec);
+  return ParamTable::slice(trainable_values(), trainable_params().at(name));
+}
+
+void SequenceClassifier::init_adapters(uint64_t seed) {
+  FTUNE_ASSERT(values_.defined(), "init_adapters before bind");
+  ftune::init_adapters(enc_w_.adapters, enc_w_, seed);
 }
 
 void SequenceClassifier::add_to_plan(ArenaPlan& plan) const {
   const int64_t N = options_.max_batch * options_.max_seq, K = config_.num_labels();
-  plan.add_flat("param/values", DType::F32, params_.total());
-  if (options_.training) plan.add_flat("grad/values", DType::F32, params_.total());
+  plan.add_flat("param/values", DType::F32, params_.total() + adapter_params_.total());
+  if (options_.training) plan.add_flat("grad/values", DType::F32, trainable_params().total());
   for (const char* name : {"input/ids", "input/type_ids", "input/pos_ids", "input/mask"})
     plan.add(name, DType::I32, {N});
   plan.add("input/labels", DType::I32, {options_.max_batch});
   plan.add("input/class_weights", DType::F32, {K});
-  plan_encoder_activations(config_, options_.max_batch, options_.max_seq, options_.training, plan);
+  plan_encoder_activations(config_, options_.max_batch, options_.max_seq, options_.training, plan,
+                           EncoderTraining{options_.checkpointing, options_.adapters});
+  plan_adapter_caches(config_, options_.adapters, plan);
   plan_head_activations(config_, options_.max_batch, options_.training, plan);
   plan.add("act/loss/probs", DType::F32, {options_.max_batch, K});
   plan.add("act/loss/value", DType::F32, {1});
@@ -42,13 +72,33 @@ void SequenceClassifier::add_to_plan(ArenaPlan& plan) const {
 }
 
 void SequenceClassifier::bind(const Arena& arena) {
-  values_ = arena.view("param/values");
+  const TensorView all = arena.view("param/values");
+  values_ = all.flat_range(0, params_.total());
   enc_w_ = bind_encoder_weights(config_, params_, values_);
   head_w_ = bind_head_weights(config_, params_, values_);
+  if (adapters_on()) {
+    trainable_values_ = all.flat_range(trainable_offset_, trainable_.total());
+    enc_w_.adapters = bind_adapters(config_, options_.adapters, trainable_, trainable_values_);
+    bind_adapter_caches(config_, arena, enc_w_.adapters);
+  }
+  frozen_cache_valid_ = false;
   if (options_.training) {
     grads_ = arena.view("grad/values");
-    enc_g_ = bind_encoder_weights(config_, params_, grads_);
-    head_g_ = bind_head_weights(config_, params_, grads_);
+    if (adapters_on()) {
+      // Frozen base: undefined gradient views, except the trained head and the adapters.
+      enc_g_ = EncoderWeights{};
+      enc_g_.layers.resize(config_.num_layers);
+      enc_g_.adapters = bind_adapters(config_, options_.adapters, trainable_, grads_);
+      const auto names = head_param_names(config_);
+      TensorView* views[4] = {&head_g_.dense_w, &head_g_.dense_b, &head_g_.out_w, &head_g_.out_b};
+      head_g_ = HeadWeights{};
+      for (int i = 0; i < 4; ++i)
+        if (const ParamSpec* spec = trainable_.find(names[i]))
+          *views[i] = ParamTable::slice(grads_, *spec);
+    } else {
+      enc_g_ = bind_encoder_weights(config_, params_, grads_);
+      head_g_ = bind_head_weights(config_, params_, grads_);
+    }
     dlogits_ = arena.view("gradact/logits");
     zero_grad();
   }
@@ -58,7 +108,8 @@ void SequenceClassifier::bind(const Arena& arena) {
   inputs_.mask = arena.view("input/mask");
   labels_ = arena.view("input/labels");
   class_weights_ = arena.view("input/class_weights");
-  enc_acts_ = bind_encoder_activations(config_, arena, options_.training);
+  enc_acts_ = bind_encoder_activations(config_, arena, options_.training,
+                                       EncoderTraining{options_.checkpointing, options_.adapters});
   head_acts_ = bind_head_activations(arena, options_.training);
   probs_ = arena.view("act/loss/probs");
   loss_ = arena.view("act/loss/value");
@@ -96,6 +147,10 @@ TensorView SequenceClassifier::forward(const DropoutPlan& dropout) {
   FTUNE_ASSERT(inputs_.B > 0, "forward without a batch");
   if (dropout.training && !options_.training)
     throw InternalError("training forward on a classifier planned for inference");
+  if (!frozen_cache_valid_) {
+    refresh_adapter_caches(enc_w_.adapters, enc_w_);
+    frozen_cache_valid_ = true;
+  }
   hidden_ = encoder_forward(config_, enc_w_, enc_acts_, current_inputs(), dropout);
   logits_ = head_forward(config_, head_w_, head_acts_, hidden_, dropout);
   return logits_;

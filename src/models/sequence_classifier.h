@@ -9,6 +9,15 @@
 //   ArenaPlan plan; model.add_to_plan(plan); optimizer.add_to_plan(plan, model.params());
 //   Arena arena(device, std::move(plan)); model.bind(arena); optimizer.bind(arena);
 //   model.set_batch(batch); model.forward(dropout); model.loss(); model.backward(dropout);
+//
+// Adapters (options.adapters, PEFT's LoRA / DoRA): the base model is frozen and only the adapter
+// parameters and the head (PEFT's modules_to_save) train. They are the trainable parameters:
+// trainable_params() / trainable_values() / trainable_grads() are what the optimizer, clipping and
+// zeroing see (without adapters: every parameter, the same as params() / param_values() /
+// param_grads()). Layout of "param/values": [base parameters | adapter parameters]; the trainable
+// range is its tail from the first trained head parameter, so it is one flat range; "grad/values"
+// covers only that range (no gradient memory for frozen weights). After loading the base weights,
+// call init_adapters(seed) (PEFT's initialisation) or load an adapter (models/peft_adapter.h).
 #pragma once
 
 #include <optional>
@@ -24,7 +33,9 @@ namespace ftune {
 struct ClassifierOptions {
   int64_t max_batch = 32;
   int64_t max_seq = 128;
-  bool training = true;  // plan gradients and the activations the backward pass needs
+  bool training = true;    // plan gradients and the activations the backward pass needs
+  AdapterConfig adapters;  // method none: full fine-tuning
+  GradientCheckpointing checkpointing = GradientCheckpointing::Off;
 };
 
 struct LossOptions {
@@ -44,14 +55,30 @@ class SequenceClassifier {
   void bind(const Arena& arena);
   Device device() const { return values_.device; }
 
+  // The base model's parameters (HF names, as saved and loaded by hf_checkpoint.h).
   TensorView param_values() const { return values_; }  // flat (P) f32
-  TensorView param_grads() const { return grads_; }    // flat (P) f32; undefined for inference
-  TensorView param(const std::string& name) const {
-    return ParamTable::slice(values_, params_.at(name));
-  }
+  // Gradients of every base parameter: full fine-tuning only (undefined with adapters or for
+  // inference); use trainable_grads().
+  TensorView param_grads() const { return adapters_on() ? TensorView() : grads_; }
+
+  // What the optimizer trains: adapters + head with adapters, else every parameter.
+  const ParamTable& trainable_params() const { return adapters_on() ? trainable_ : params_; }
+  TensorView trainable_values() const { return adapters_on() ? trainable_values_ : values_; }
+  TensorView trainable_grads() const { return grads_; }  // undefined for inference
+  // The adapter parameters alone (PEFT names without "base_model.model.").
+  const ParamTable& adapter_params() const { return adapter_params_; }
+  bool adapters_on() const { return options_.adapters.enabled(); }
+
+  // A parameter (base or adapter) by name, and the gradient of a trainable one.
+  TensorView param(const std::string& name) const;
   TensorView grad(const std::string& name) const {
-    return ParamTable::slice(grads_, params_.at(name));
+    return ParamTable::slice(grads_, trainable_params().at(name));
   }
+
+  // PEFT's adapter initialisation (adapters.h); the base weights must be loaded.
+  void init_adapters(uint64_t seed);
+  // Call after writing base weights directly (loaders do): DoRA caches ||W||^2 of them.
+  void frozen_weights_changed() { frozen_cache_valid_ = false; }
 
   // Validates the batch against the model and the planned size, computes position ids and copies
   // the inputs into the arena.
@@ -76,8 +103,10 @@ class SequenceClassifier {
 
   EncoderConfig config_;
   ClassifierOptions options_;
-  ParamTable params_;
-  TensorView values_, grads_;
+  ParamTable params_, adapter_params_, trainable_;
+  TensorView values_, grads_, trainable_values_;
+  int64_t trainable_offset_ = 0;  // start of the trainable range in "param/values"
+  bool frozen_cache_valid_ = false;
   EncoderWeights enc_w_, enc_g_;
   HeadWeights head_w_, head_g_;
   EncoderActivations enc_acts_;

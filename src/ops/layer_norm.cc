@@ -12,7 +12,8 @@ namespace {
 
 // Checks the per-row statistics and the named per-channel vectors (weight, bias or their
 // gradients) against the input's (N, C).
-void check_stats(const char* op, const TensorView& inp, const TensorView& mean, const TensorView& rstd,
+void check_stats(const char* op, const TensorView& inp, const TensorView& mean,
+                 const TensorView& rstd,
                  std::initializer_list<std::pair<const char*, const TensorView*>> channels) {
   if (inp.rank() < 1) throw ShapeError(fmt::format("{}: input must have rank >= 1", op));
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);
@@ -69,7 +70,14 @@ void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, 
   check_f32(op, "inp", inp, inp.shape);
   check_f32(op, "dout", dout, inp.shape);
   check_f32(op, "dinp", dinp, inp.shape);
-  check_stats(op, inp, mean, rstd, {{"weight", &weight}, {"dweight", &dweight}, {"dbias", &dbias}});
+  // Frozen LayerNorms (adapters) pass undefined dweight and dbias: only dinp is computed.
+  if (dweight.defined() != dbias.defined())
+    throw ShapeError(fmt::format("{}: dweight and dbias must both be given or both omitted", op));
+  if (dweight.defined())
+    check_stats(op, inp, mean, rstd,
+                {{"weight", &weight}, {"dweight", &dweight}, {"dbias", &dbias}});
+  else
+    check_stats(op, inp, mean, rstd, {{"weight", &weight}});
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);
   check_dtype(op, "workspace", workspace, DType::F32);
   if (workspace.numel() < layer_norm_backward_workspace(C))
@@ -77,13 +85,13 @@ void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, 
                                  layer_norm_backward_workspace(C)));
   const Device dev =
       common_device(op, {dinp, dweight, dbias, dout, inp, weight, mean, rstd, workspace});
-  FTUNE_DISPATCH(
-      op, dev,
-      cpu::layer_norm_backward(dinp.data_as<float>(), dweight.data_as<float>(),
-                               dbias.data_as<float>(), dout.data_as<float>(), inp.data_as<float>(),
-                               weight.data_as<float>(), mean.data_as<float>(),
-                               rstd.data_as<float>(), N, C, workspace.data_as<float>()),
-      cuda_kernel_missing(op));
+  FTUNE_DISPATCH(op, dev,
+                 cpu::layer_norm_backward(
+                     dinp.data_as<float>(), dweight.defined() ? dweight.data_as<float>() : nullptr,
+                     dbias.defined() ? dbias.data_as<float>() : nullptr, dout.data_as<float>(),
+                     inp.data_as<float>(), weight.data_as<float>(), mean.data_as<float>(),
+                     rstd.data_as<float>(), N, C, workspace.data_as<float>()),
+                 cuda_kernel_missing(op));
 }
 
 }  // namespace ftune

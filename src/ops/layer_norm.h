@@ -2,7 +2,8 @@
 // every LayerNorm in BERT (LayerNorm(dropout(dense(h)) + x)).
 //   forward:  mean, rstd (N) saved; out (N, C) = (inp - mean) * rstd * weight + bias
 //   fused:    sum (N, C) = a + b is written (backward needs it), then out = LayerNorm(sum)
-//   backward: dinp (N, C) overwritten; dweight, dbias (C) accumulate (+=).
+//   backward: dinp (N, C) overwritten; dweight, dbias (C) accumulate (+=); both undefined for a
+//             frozen LayerNorm (adapters), which then only computes dinp.
 // The fused op's backward is layer_norm_backward on `sum`: its dinp is the gradient of a and b.
 // The backward pass reduces dweight/dbias through per-thread partial sums held in `workspace`
 // (f32, at least layer_norm_backward_workspace(C) elements, planned with the rest of the arena).

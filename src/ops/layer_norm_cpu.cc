@@ -73,12 +73,16 @@ void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float*
         for (int64_t c = 0; c < C; ++c) {
           const float xhat = (x[c] - m) * rs;
           dx[c] = rs * (dy[c] * weight[c] - mean_g - xhat * mean_gx);
-          pw[c] += dy[c] * xhat;
-          pb[c] += dy[c];
         }
+        if (dweight)
+          for (int64_t c = 0; c < C; ++c) {
+            pw[c] += dy[c] * (x[c] - m) * rs;
+            pb[c] += dy[c];
+          }
       }
     }
   });
+  if (!dweight) return;
   for (int t = 0; t < threads; ++t) {
     const float* pw = workspace + static_cast<size_t>(t) * 2 * C;
     for (int64_t c = 0; c < C; ++c) {

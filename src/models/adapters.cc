@@ -1,0 +1,190 @@
+// Adapter parameters, PEFT's initialisation and the DoRA caches (see adapters.h).
+#include "models/adapters.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/memory.h"
+#include "models/encoder.h"
+#include "ops/lora.h"
+
+namespace ftune {
+namespace {
+
+std::string cache_name(const char* what, int64_t layer, AdapterSite s) {
+  return fmt::format("adapter/{}/{}/{}", what, layer, static_cast<int>(s));
+}
+
+AdapterSite site_at(int i) {
+  return static_cast<AdapterSite>(i);
+}
+
+}  // namespace
+
+const char* adapter_site_suffix(AdapterSite s) {
+  switch (s) {
+    case AdapterSite::Query:
+      return "attention.self.query";
+    case AdapterSite::Key:
+      return "attention.self.key";
+    case AdapterSite::Value:
+      return "attention.self.value";
+    case AdapterSite::AttnOut:
+      return "attention.output.dense";
+    case AdapterSite::FfnIn:
+      return "intermediate.dense";
+    case AdapterSite::FfnOut:
+      return "output.dense";
+  }
+  return "?";
+}
+
+std::string adapter_module_name(const EncoderConfig& c, int64_t layer, AdapterSite s) {
+  return fmt::format("{}.encoder.layer.{}.{}", c.weight_prefix(), layer, adapter_site_suffix(s));
+}
+
+int64_t adapter_in_features(const EncoderConfig& c, AdapterSite s) {
+  return s == AdapterSite::FfnOut ? c.intermediate_size : c.hidden_size;
+}
+
+int64_t adapter_out_features(const EncoderConfig& c, AdapterSite s) {
+  return s == AdapterSite::FfnIn ? c.intermediate_size : c.hidden_size;
+}
+
+void add_adapter_params(const EncoderConfig& c, const AdapterConfig& ac, ParamTable& t) {
+  if (!ac.enabled()) return;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int i = 0; i < kAdapterSites; ++i) {
+      const std::string m = adapter_module_name(c, l, site_at(i));
+      if (!ac.targets(m)) continue;
+      const int64_t in = adapter_in_features(c, site_at(i)),
+                    out = adapter_out_features(c, site_at(i));
+      t.add(m + ".lora_A.weight", {ac.r, in});
+      t.add(m + ".lora_B.weight", {out, ac.r});
+      if (ac.dora()) t.add(m + ".lora_magnitude_vector", {out});
+    }
+}
+
+EncoderAdapters bind_adapters(const EncoderConfig& c, const AdapterConfig& ac, const ParamTable& t,
+                              TensorView flat) {
+  EncoderAdapters a;
+  if (!ac.enabled()) return a;
+  a.dora = ac.dora();
+  a.scale = ac.scaling();
+  a.dropout = static_cast<float>(ac.dropout);
+  a.r = ac.r;
+  a.layers.resize(c.num_layers);
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int i = 0; i < kAdapterSites; ++i) {
+      const std::string m = adapter_module_name(c, l, site_at(i));
+      if (!t.find(m + ".lora_A.weight")) continue;
+      AdapterWeights& w = a.layers[l][i];
+      w.a = ParamTable::slice(flat, t.at(m + ".lora_A.weight"));
+      w.b = ParamTable::slice(flat, t.at(m + ".lora_B.weight"));
+      if (a.dora) w.magnitude = ParamTable::slice(flat, t.at(m + ".lora_magnitude_vector"));
+    }
+  return a;
+}
+
+void plan_adapter_caches(const EncoderConfig& c, const AdapterConfig& ac, ArenaPlan& plan) {
+  if (!ac.dora()) return;
+  int64_t widest = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int i = 0; i < kAdapterSites; ++i) {
+      if (!ac.targets(adapter_module_name(c, l, site_at(i)))) continue;
+      const int64_t out = adapter_out_features(c, site_at(i));
+      plan.add(cache_name("weight_sq", l, site_at(i)), DType::F32, {out});
+      plan.add(cache_name("norm", l, site_at(i)), DType::F32, {out});
+      widest = std::max(widest, out);
+    }
+  plan.add("adapter/norm_workspace", DType::F32, {dora_norms_workspace(widest, ac.r)});
+}
+
+void bind_adapter_caches(const EncoderConfig& c, const Arena& arena, EncoderAdapters& a) {
+  if (!a.dora) return;
+  a.weight_sq.assign(c.num_layers, {});
+  a.norm.assign(c.num_layers, {});
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int i = 0; i < kAdapterSites; ++i) {
+      if (!a.layers[l][i].defined()) continue;
+      a.weight_sq[l][i] = arena.view(cache_name("weight_sq", l, site_at(i)));
+      a.norm[l][i] = arena.view(cache_name("norm", l, site_at(i)));
+    }
+  a.norm_workspace = arena.view("adapter/norm_workspace");
+}
+
+TensorView adapted_weight(const EncoderWeights& w, int64_t layer, AdapterSite s) {
+  const LayerWeights& lw = w.layers[layer];
+  switch (s) {
+    case AdapterSite::Query:
+    case AdapterSite::Key:
+    case AdapterSite::Value: {
+      const int64_t C = lw.qkv_w.dim(1), part = static_cast<int64_t>(s);
+      return lw.qkv_w.slice0(part * C, (part + 1) * C);
+    }
+    case AdapterSite::AttnOut:
+      return lw.attn_out_w;
+    case AdapterSite::FfnIn:
+      return lw.ffn_in_w;
+    case AdapterSite::FfnOut:
+      return lw.ffn_out_w;
+  }
+  return {};
+}
+
+TensorView adapted_bias(const EncoderWeights& w, int64_t layer, AdapterSite s) {
+  const LayerWeights& lw = w.layers[layer];
+  switch (s) {
+    case AdapterSite::Query:
+    case AdapterSite::Key:
+    case AdapterSite::Value: {
+      const int64_t C = lw.qkv_w.dim(1), part = static_cast<int64_t>(s);
+      return lw.qkv_b.slice0(part * C, (part + 1) * C);
+    }
+    case AdapterSite::AttnOut:
+      return lw.attn_out_b;
+    case AdapterSite::FfnIn:
+      return lw.ffn_in_b;
+    case AdapterSite::FfnOut:
+      return lw.ffn_out_b;
+  }
+  return {};
+}
+
+void refresh_adapter_caches(const EncoderAdapters& a, const EncoderWeights& w) {
+  if (!a.dora) return;
+  for (size_t l = 0; l < a.layers.size(); ++l)
+    for (int i = 0; i < kAdapterSites; ++i)
+      if (a.layers[l][i].defined())
+        row_sq_norms(a.weight_sq[l][i], adapted_weight(w, static_cast<int64_t>(l), site_at(i)));
+}
+
+void init_adapters(const EncoderAdapters& a, const EncoderWeights& w, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (size_t l = 0; l < a.layers.size(); ++l)
+    for (int i = 0; i < kAdapterSites; ++i) {
+      const AdapterWeights& aw = a.layers[l][i];
+      if (!aw.defined()) continue;
+      // kaiming_uniform_(a=sqrt(5)): gain sqrt(2 / (1 + 5)), bound = gain * sqrt(3 / fan_in).
+      const double bound = 1.0 / std::sqrt(static_cast<double>(aw.a.dim(1)));
+      std::uniform_real_distribution<double> u(-bound, bound);
+      HostTensor host(DType::F32, aw.a.shape);
+      for (int64_t k = 0; k < host.numel(); ++k) host.data<float>()[k] = static_cast<float>(u(rng));
+      copy(aw.a, host.view());
+      fill_zero(aw.b);
+      if (aw.magnitude.defined()) {
+        // B = 0, so ||W + s B A|| = ||W||: PEFT's initial magnitude.
+        const TensorView wt =
+            adapted_weight(w, static_cast<int64_t>(l), static_cast<AdapterSite>(i));
+        row_sq_norms(aw.magnitude, wt);
+        HostTensor m(DType::F32, aw.magnitude.shape);
+        copy(m.view(), aw.magnitude);
+        for (int64_t k = 0; k < m.numel(); ++k) m.data<float>()[k] = std::sqrt(m.data<float>()[k]);
+        copy(aw.magnitude, m.view());
+      }
+    }
+}
+
+}  // namespace ftune

@@ -1,0 +1,213 @@
+// PEFT adapter files and adapter merging (see peft_adapter.h).
+#include "models/peft_adapter.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "core/error.h"
+#include "core/memory.h"
+#include "io/json_file.h"
+#include "io/safetensors.h"
+#include "models/adapters.h"
+
+namespace ftune {
+namespace {
+
+constexpr const char* kPrefix = "base_model.model.";
+
+std::string config_path(const std::string& dir) {
+  return (std::filesystem::path(dir) / "adapter_config.json").string();
+}
+
+std::string weights_path(const std::string& dir) {
+  return (std::filesystem::path(dir) / "adapter_model.safetensors").string();
+}
+
+bool is_null_or_empty(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return true;
+  if (j[key].is_object() || j[key].is_array()) return j[key].empty();
+  return false;
+}
+
+HostTensor to_host(const TensorView& v) {
+  HostTensor h(DType::F32, v.shape);
+  copy(h.view(), v);
+  return h;
+}
+
+}  // namespace
+
+AdapterConfig read_peft_adapter_config(const std::string& dir) {
+  const std::string path = config_path(dir);
+  const nlohmann::json j = io::read_json_file(path);
+  const std::string type = io::get_string(j, "peft_type", path);
+  if (type != "LORA")
+    throw InputError(
+        fmt::format("{}: peft_type '{}' is not supported (expected LORA)", path, type));
+  if (const auto task = io::get_optional_string(j, "task_type", path); task && *task != "SEQ_CLS")
+    throw InputError(
+        fmt::format("{}: task_type '{}' is not supported (expected SEQ_CLS)", path, *task));
+  if (const auto bias = io::get_optional_string(j, "bias", path); bias && *bias != "none")
+    throw InputError(fmt::format("{}: bias '{}' is not supported (expected none)", path, *bias));
+  for (const char* key : {"fan_in_fan_out", "lora_bias"})
+    if (io::get_optional_bool(j, key, path).value_or(false))
+      throw InputError(fmt::format("{}: {} true is not supported", path, key));
+  for (const char* key : {"rank_pattern", "alpha_pattern", "layers_to_transform",
+                          "layer_replication", "exclude_modules", "target_parameters"})
+    if (!is_null_or_empty(j, key))
+      throw InputError(fmt::format("{}: {} is not supported (expected null or empty)", path, key));
+  AdapterConfig c;
+  c.method = io::get_optional_bool(j, "use_dora", path).value_or(false) ? PeftMethod::Dora
+                                                                        : PeftMethod::Lora;
+  c.r = io::get_int(j, "r", path);
+  c.alpha = io::get_float(j, "lora_alpha", path);
+  c.dropout = io::get_optional_float(j, "lora_dropout", path).value_or(0.0);
+  c.use_rslora = io::get_optional_bool(j, "use_rslora", path).value_or(false);
+  if (c.r <= 0) throw InputError(fmt::format("{}: r must be > 0, got {}", path, c.r));
+  if (!(c.alpha > 0))
+    throw InputError(fmt::format("{}: lora_alpha must be > 0, got {}", path, c.alpha));
+  if (!(c.dropout >= 0 && c.dropout < 1))
+    throw InputError(fmt::format("{}: lora_dropout must be in [0, 1), got {}", path, c.dropout));
+  const nlohmann::json& t = j.contains("target_modules") ? j["target_modules"] : nlohmann::json();
+  if (t.is_string()) {
+    if (t.get<std::string>() == "all-linear")
+      c.target_modules = {"all-linear"};
+    else {
+      c.target_modules.clear();
+      c.target_regex = t.get<std::string>();
+    }
+  } else if (t.is_array() && !t.empty()) {
+    c.target_modules.clear();
+    for (const auto& m : t) {
+      if (!m.is_string())
+        throw InputError(fmt::format("{}: target_modules must hold strings", path));
+      c.target_modules.push_back(m.get<std::string>());
+    }
+  } else {
+    throw InputError(fmt::format("{}: target_modules must be a list of names or a string", path));
+  }
+  c.modules_to_save = {"classifier"};
+  if (j.contains("modules_to_save") && j["modules_to_save"].is_array())
+    for (const auto& m : j["modules_to_save"])
+      if (m.is_string() && m.get<std::string>() == "pooler") c.modules_to_save.push_back("pooler");
+  return c;
+}
+
+void load_peft_adapter(SequenceClassifier& model, const std::string& dir) {
+  const std::string path = weights_path(dir);
+  const io::SafetensorsFile f = io::SafetensorsFile::open(path);
+  std::set<std::string> used;
+  for (const ParamSpec& spec : model.trainable_params().specs()) {
+    const std::string key = kPrefix + spec.name;
+    const io::SafetensorsEntry* e = f.find(key);
+    if (!e)
+      throw InputError(
+          fmt::format("{}: tensor '{}' is missing (the adapter config targets it)", path, key));
+    if (Shape(e->shape.begin(), e->shape.end()) != spec.shape)
+      throw InputError(fmt::format("{}: tensor '{}' has shape {}, expected {}", path, key,
+                                   e->shape_str(), spec.shape.str()));
+    f.read_into(key, model.param(spec.name));
+    used.insert(key);
+  }
+  for (const io::SafetensorsEntry& e : f.entries())
+    if (!used.count(e.name))
+      throw InputError(fmt::format(
+          "{}: tensor '{}' does not belong to an adapter of this model (adapters on the BERT "
+          "pooler or the classifier are not supported)",
+          path, e.name));
+}
+
+void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
+                       const std::string& base_model) {
+  const AdapterConfig& c = model.options().adapters;
+  if (!c.enabled()) throw InputError("save_peft_adapter: the model has no adapters");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw InputError(fmt::format("cannot create adapter directory '{}': {}", dir, ec.message()));
+  std::vector<io::SafetensorsTensor> tensors;
+  std::set<std::string> modules;
+  for (const ParamSpec& spec : model.trainable_params().specs()) {
+    tensors.push_back({kPrefix + spec.name, model.param(spec.name), {}});
+    for (const char* suffix : {".lora_A.weight"})
+      if (spec.name.ends_with(suffix))
+        modules.insert(spec.name.substr(0, spec.name.size() - std::string(suffix).size()));
+  }
+  io::write_safetensors(weights_path(dir), tensors);
+  nlohmann::json modules_to_save = {"classifier", "score"};
+  if (model.config().family == ModelFamily::Bert && c.trains_pooler())
+    modules_to_save.push_back("pooler");
+  const nlohmann::json j = {
+      {"peft_type", "LORA"},
+      {"task_type", "SEQ_CLS"},
+      {"base_model_name_or_path",
+       base_model.empty() ? nlohmann::json() : nlohmann::json(base_model)},
+      {"r", c.r},
+      {"lora_alpha", c.alpha},
+      {"lora_dropout", c.dropout},
+      {"use_rslora", c.use_rslora},
+      {"use_dora", c.dora()},
+      {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
+      {"modules_to_save", modules_to_save},
+      {"bias", "none"},
+      {"fan_in_fan_out", false},
+      {"init_lora_weights", true},
+      {"inference_mode", true},
+      {"rank_pattern", nlohmann::json::object()},
+      {"alpha_pattern", nlohmann::json::object()},
+      {"layers_to_transform", nullptr},
+      {"layers_pattern", nullptr},
+      {"revision", nullptr},
+      {"auto_mapping", nullptr},
+      {"megatron_config", nullptr},
+      {"megatron_core", "megatron.core"},
+      {"loftq_config", nlohmann::json::object()},
+      {"lora_bias", false},
+      {"exclude_modules", nullptr},
+      {"layer_replication", nullptr},
+  };
+  io::write_json_atomic(config_path(dir), j);
+}
+
+void merge_adapters(SequenceClassifier& model) {
+  const AdapterConfig& c = model.options().adapters;
+  if (!c.enabled()) return;
+  const EncoderConfig& cfg = model.config();
+  const double s = c.scaling();
+  for (int64_t l = 0; l < cfg.num_layers; ++l)
+    for (int i = 0; i < kAdapterSites; ++i) {
+      const std::string m = adapter_module_name(cfg, l, static_cast<AdapterSite>(i));
+      if (!model.trainable_params().find(m + ".lora_A.weight")) continue;
+      const HostTensor a = to_host(model.param(m + ".lora_A.weight"));
+      const HostTensor b = to_host(model.param(m + ".lora_B.weight"));
+      // The frozen weight: query / key / value are blocks of the stored tensors of those names.
+      const TensorView wv = model.param(m + ".weight");
+      HostTensor w = to_host(wv);
+      const int64_t OC = w.shape()[0], C = w.shape()[1], r = c.r;
+      const float* A = a.data<float>();
+      const float* B = b.data<float>();
+      float* W = w.data<float>();
+      for (int64_t o = 0; o < OC; ++o)
+        for (int64_t k = 0; k < C; ++k) {
+          double delta = 0;
+          for (int64_t j = 0; j < r; ++j) delta += double(B[o * r + j]) * A[j * C + k];
+          W[o * C + k] = static_cast<float>(W[o * C + k] + s * delta);
+        }
+      if (c.dora()) {
+        const HostTensor mag = to_host(model.param(m + ".lora_magnitude_vector"));
+        for (int64_t o = 0; o < OC; ++o) {
+          double sq = 0;
+          for (int64_t k = 0; k < C; ++k) sq += double(W[o * C + k]) * W[o * C + k];
+          const double factor = mag.data<float>()[o] / std::sqrt(sq);
+          for (int64_t k = 0; k < C; ++k) W[o * C + k] = static_cast<float>(W[o * C + k] * factor);
+        }
+      }
+      copy(wv, w.view());
+    }
+  model.frozen_weights_changed();
+}
+
+}  // namespace ftune

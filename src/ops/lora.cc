@@ -1,0 +1,182 @@
+// LoRA / DoRA ops: argument checks and dispatch (see lora.h for the math).
+#include "ops/lora.h"
+
+#include "ops/dispatch.h"
+
+namespace ftune {
+namespace {
+
+// A 2-D f32 view of (rows, cols) whose inner dimension is contiguous: returns its row stride.
+int64_t rows_of(const char* op, const char* arg, const TensorView& v, int64_t rows, int64_t cols) {
+  if (v.rank() != 2 || v.dim(0) != rows || v.dim(1) != cols)
+    throw ShapeError(
+        fmt::format("{}: {} has shape {}, expected ({}, {})", op, arg, v.shape.str(), rows, cols));
+  check_dtype(op, arg, v, DType::F32);
+  if (cols > 1 && v.strides[1] != 1)
+    throw ShapeError(fmt::format("{}: {} must have a contiguous inner dimension", op, arg));
+  if (rows > 1 && v.strides[0] < cols)
+    throw ShapeError(
+        fmt::format("{}: {} rows overlap (stride {} < {})", op, arg, v.strides[0], cols));
+  return rows > 1 ? v.strides[0] : cols;
+}
+
+struct LoraDims {
+  int64_t N, C, OC, r;
+};
+
+LoraDims lora_dims(const char* op, const TensorView& inp, const TensorView& a,
+                   const TensorView& b) {
+  if (a.rank() != 2 || b.rank() != 2)
+    throw ShapeError(
+        fmt::format("{}: A and B must be 2-D, got {} and {}", op, a.describe(), b.describe()));
+  const int64_t r = a.dim(0), C = a.dim(1), OC = b.dim(0);
+  check_f32(op, "A", a, Shape{r, C});
+  check_f32(op, "B", b, Shape{OC, r});
+  if (inp.rank() != 2) throw ShapeError(fmt::format("{}: inp must be 2-D", op));
+  return {inp.dim(0), C, OC, r};
+}
+
+void check_dropout(const char* op, const LoraDropout& d, const TensorView& inp, int64_t ldi,
+                   int64_t N, int64_t C) {
+  if (d.p < 0.0f || d.p >= 1.0f)
+    throw ShapeError(fmt::format("{}: dropout rate {} outside [0, 1)", op, d.p));
+  if (d.p == 0.0f) return;
+  if (ldi != C) throw ShapeError(fmt::format("{}: inp must be contiguous with dropout", op));
+  if (!d.scratch.defined() || d.scratch.numel() < N * C)
+    throw ShapeError(fmt::format("{}: dropout needs a scratch of {} floats", op, N * C));
+  check_dtype(op, "scratch", d.scratch, DType::F32);
+  (void)inp;
+}
+
+float* data_or_null(const TensorView& v) {
+  return v.defined() ? v.data_as<float>() : nullptr;
+}
+
+}  // namespace
+
+void lora_forward(TensorView out, TensorView u, TensorView inp, TensorView a, TensorView b,
+                  float scale, const LoraDropout& dropout) {
+  const char* op = "lora_forward";
+  const LoraDims d = lora_dims(op, inp, a, b);
+  const int64_t ldi = rows_of(op, "inp", inp, d.N, d.C);
+  const int64_t ldo = rows_of(op, "out", out, d.N, d.OC);
+  check_f32(op, "u", u, Shape{d.N, d.r});
+  check_dropout(op, dropout, inp, ldi, d.N, d.C);
+  const Device dev = common_device(op, {out, u, inp, a, b, dropout.scratch});
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::lora_forward(out.data_as<float>(), ldo, u.data_as<float>(), inp.data_as<float>(), ldi,
+                        a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r, scale,
+                        dropout.p, dropout.rng, data_or_null(dropout.scratch)),
+      cuda_kernel_missing(op));
+}
+
+void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, TensorView dout,
+                   TensorView inp, TensorView u, TensorView a, TensorView b, float scale,
+                   bool accumulate_dinp, const LoraDropout& dropout) {
+  const char* op = "lora_backward";
+  const LoraDims d = lora_dims(op, inp, a, b);
+  const int64_t ldi = rows_of(op, "inp", inp, d.N, d.C);
+  const int64_t lddo = rows_of(op, "dout", dout, d.N, d.OC);
+  const int64_t lddi = dinp.defined() ? rows_of(op, "dinp", dinp, d.N, d.C) : d.C;
+  check_f32(op, "u", u, Shape{d.N, d.r});
+  check_f32(op, "h", h, Shape{d.N, d.r});
+  if (da.defined()) check_f32(op, "dA", da, a.shape);
+  if (db.defined()) check_f32(op, "dB", db, b.shape);
+  check_dropout(op, dropout, inp, ldi, d.N, d.C);
+  const Device dev = common_device(op, {dinp, da, db, h, dout, inp, u, a, b, dropout.scratch});
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::lora_backward(data_or_null(dinp), lddi, data_or_null(da), data_or_null(db),
+                         h.data_as<float>(), dout.data_as<float>(), lddo, inp.data_as<float>(), ldi,
+                         u.data_as<float>(), a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC,
+                         d.r, scale, accumulate_dinp, dropout.p, dropout.rng,
+                         data_or_null(dropout.scratch)),
+      cuda_kernel_missing(op));
+}
+
+void row_sq_norms(TensorView wsq, TensorView w) {
+  const char* op = "row_sq_norms";
+  if (w.rank() != 2) throw ShapeError("row_sq_norms: weight must be 2-D, got " + w.describe());
+  check_f32(op, "weight", w, w.shape);
+  check_f32(op, "wsq", wsq, Shape{w.dim(0)});
+  const Device dev = common_device(op, {wsq, w});
+  FTUNE_DISPATCH(op, dev,
+                 cpu::row_sq_norms(wsq.data_as<float>(), w.data_as<float>(), w.dim(0), w.dim(1)),
+                 cuda_kernel_missing(op));
+}
+
+int64_t dora_norms_workspace(int64_t OC, int64_t r) {
+  return OC * r + r * r;
+}
+
+void dora_norms(TensorView norm, TensorView wsq, TensorView w, TensorView a, TensorView b,
+                float scale, TensorView workspace) {
+  const char* op = "dora_norms";
+  if (w.rank() != 2) throw ShapeError("dora_norms: weight must be 2-D, got " + w.describe());
+  const int64_t OC = w.dim(0), C = w.dim(1), r = a.rank() == 2 ? a.dim(0) : -1;
+  check_f32(op, "weight", w, w.shape);
+  check_f32(op, "A", a, Shape{r, C});
+  check_f32(op, "B", b, Shape{OC, r});
+  check_f32(op, "wsq", wsq, Shape{OC});
+  check_f32(op, "norm", norm, Shape{OC});
+  check_dtype(op, "workspace", workspace, DType::F32);
+  if (workspace.numel() < dora_norms_workspace(OC, r))
+    throw ShapeError(fmt::format("{}: workspace of {} floats, needs {}", op, workspace.numel(),
+                                 dora_norms_workspace(OC, r)));
+  const Device dev = common_device(op, {norm, wsq, w, a, b, workspace});
+  FTUNE_DISPATCH(op, dev,
+                 cpu::dora_norms(norm.data_as<float>(), wsq.data_as<float>(), w.data_as<float>(),
+                                 a.data_as<float>(), b.data_as<float>(), OC, C, r, scale,
+                                 workspace.data_as<float>()),
+                 cuda_kernel_missing(op));
+}
+
+void dora_strip_bias(TensorView z, TensorView out, TensorView bias) {
+  const char* op = "dora_strip_bias";
+  if (out.rank() != 2) throw ShapeError("dora_strip_bias: out must be 2-D");
+  const int64_t N = out.dim(0), OC = out.dim(1);
+  const int64_t ldo = rows_of(op, "out", out, N, OC), ldz = rows_of(op, "z", z, N, OC);
+  if (bias.defined()) check_f32(op, "bias", bias, Shape{OC});
+  const Device dev = common_device(op, {z, out, bias});
+  FTUNE_DISPATCH(op, dev,
+                 cpu::dora_strip_bias(z.data_as<float>(), ldz, out.data_as<float>(), ldo,
+                                      data_or_null(bias), N, OC),
+                 cuda_kernel_missing(op));
+}
+
+void dora_output_forward(TensorView out, TensorView z, TensorView bias, TensorView magnitude,
+                         TensorView norm) {
+  const char* op = "dora_output_forward";
+  if (out.rank() != 2) throw ShapeError("dora_output_forward: out must be 2-D");
+  const int64_t N = out.dim(0), OC = out.dim(1);
+  const int64_t ldo = rows_of(op, "out", out, N, OC), ldz = rows_of(op, "z", z, N, OC);
+  if (bias.defined()) check_f32(op, "bias", bias, Shape{OC});
+  check_f32(op, "magnitude", magnitude, Shape{OC});
+  check_f32(op, "norm", norm, Shape{OC});
+  const Device dev = common_device(op, {out, z, bias, magnitude, norm});
+  FTUNE_DISPATCH(op, dev,
+                 cpu::dora_output_forward(out.data_as<float>(), ldo, z.data_as<float>(), ldz,
+                                          data_or_null(bias), magnitude.data_as<float>(),
+                                          norm.data_as<float>(), N, OC),
+                 cuda_kernel_missing(op));
+}
+
+void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
+                          TensorView magnitude, TensorView norm) {
+  const char* op = "dora_output_backward";
+  if (dout.rank() != 2) throw ShapeError("dora_output_backward: dout must be 2-D");
+  const int64_t N = dout.dim(0), OC = dout.dim(1);
+  const int64_t lddo = rows_of(op, "dout", dout, N, OC), ldz = rows_of(op, "z", z, N, OC);
+  if (dmagnitude.defined()) check_f32(op, "dmagnitude", dmagnitude, Shape{OC});
+  check_f32(op, "magnitude", magnitude, Shape{OC});
+  check_f32(op, "norm", norm, Shape{OC});
+  const Device dev = common_device(op, {dmagnitude, dout, z, magnitude, norm});
+  FTUNE_DISPATCH(op, dev,
+                 cpu::dora_output_backward(data_or_null(dmagnitude), dout.data_as<float>(), lddo,
+                                           z.data_as<float>(), ldz, magnitude.data_as<float>(),
+                                           norm.data_as<float>(), N, OC),
+                 cuda_kernel_missing(op));
+}
+
+}  // namespace ftune

@@ -1,0 +1,164 @@
+// LoRA / DoRA on the CPU: the low-rank products go through gemm(); the DoRA column scalings are
+// plain loops threaded over rows (forward) or columns (backward, so the magnitude gradient sums
+// rows in order whatever the thread count).
+#include <algorithm>
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "ops/dropout.h"
+#include "ops/lora.h"
+#include "ops/primitives_cpu.h"
+
+namespace ftune::cpu {
+namespace {
+constexpr int64_t kMaxBlock = 2048;  // columns per block of dora_output_backward
+}  // namespace
+
+void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
+                  const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale, float p,
+                  RngKey rng, float* scratch) {
+  if (p > 0.0f) {
+    dropout_apply(scratch, inp, N * C, p, rng);  // inp is contiguous here (checked)
+    inp = scratch;
+    ldi = C;
+  }
+  // u (N, r) = x_d (N, C) @ A^T (C, r)
+  gemm(false, true, N, r, C, 1.0f, inp, ldi, a, C, 0.0f, u, r);
+  // out (N, OC) += s * u (N, r) @ B^T (r, OC)
+  gemm(false, true, N, OC, r, scale, u, r, b, r, 1.0f, out, ldo);
+}
+
+void lora_backward(float* dinp, int64_t lddi, float* da, float* db, float* h, const float* dout,
+                   int64_t lddo, const float* inp, int64_t ldi, const float* u, const float* a,
+                   const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale,
+                   bool accumulate_dinp, float p, RngKey rng, float* scratch) {
+  // dB (OC, r) += s * dout^T (OC, N) @ u (N, r)
+  if (db) gemm(true, false, OC, r, N, scale, dout, lddo, u, r, 1.0f, db, r);
+  // h (N, r) = s * dout (N, OC) @ B (OC, r)
+  gemm(false, false, N, r, OC, scale, dout, lddo, b, r, 0.0f, h, r);
+  if (p > 0.0f) {
+    dropout_apply(scratch, inp, N * C, p, rng);
+    inp = scratch;
+    ldi = C;
+  }
+  // dA (r, C) += h^T (r, N) @ x_d (N, C)
+  if (da) gemm(true, false, r, C, N, 1.0f, h, r, inp, ldi, 1.0f, da, C);
+  if (!dinp) return;
+  if (p == 0.0f) {
+    // dinp (N, C) (+)= h (N, r) @ A (r, C)
+    gemm(false, false, N, C, r, 1.0f, h, r, a, C, accumulate_dinp ? 1.0f : 0.0f, dinp, lddi);
+    return;
+  }
+  // Through the dropout: scratch = dropout'(h A) (the same multipliers as forward), then add.
+  gemm(false, false, N, C, r, 1.0f, h, r, a, C, 0.0f, scratch, C);
+  dropout_apply(scratch, scratch, N * C, p, rng);
+  parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t row = r0; row < r1; ++row) {
+          float* d = dinp + row * lddi;
+          const float* s = scratch + row * C;
+          if (accumulate_dinp)
+            for (int64_t c = 0; c < C; ++c) d[c] += s[c];
+          else
+            for (int64_t c = 0; c < C; ++c) d[c] = s[c];
+        }
+      },
+      16);
+}
+
+void row_sq_norms(float* wsq, const float* w, int64_t OC, int64_t C) {
+  parallel_for(
+      OC,
+      [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          double acc = 0.0;
+          for (int64_t c = 0; c < C; ++c) acc += double(w[o * C + c]) * w[o * C + c];
+          wsq[o] = static_cast<float>(acc);
+        }
+      },
+      16);
+}
+
+void dora_norms(float* norm, const float* wsq, const float* w, const float* a, const float* b,
+                int64_t OC, int64_t C, int64_t r, float scale, float* workspace) {
+  float* wa = workspace;            // (OC, r) = W A^T
+  float* aat = workspace + OC * r;  // (r, r)  = A A^T
+  gemm(false, true, OC, r, C, 1.0f, w, C, a, C, 0.0f, wa, r);
+  gemm(false, true, r, r, C, 1.0f, a, C, a, C, 0.0f, aat, r);
+  parallel_for(
+      OC,
+      [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          const float* bo = b + o * r;
+          double cross = 0.0, low = 0.0;
+          for (int64_t k = 0; k < r; ++k) {
+            cross += double(bo[k]) * wa[o * r + k];
+            double t = 0.0;
+            for (int64_t j = 0; j < r; ++j) t += double(aat[k * r + j]) * bo[j];
+            low += double(bo[k]) * t;
+          }
+          const double sq = double(wsq[o]) + 2.0 * scale * cross + double(scale) * scale * low;
+          norm[o] = static_cast<float>(std::sqrt(std::max(sq, 0.0)));
+        }
+      },
+      16);
+}
+
+void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const float* bias,
+                     int64_t N, int64_t OC) {
+  parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t o = 0; o < OC; ++o)
+            z[r * ldz + o] = bias ? out[r * ldo + o] - bias[o] : out[r * ldo + o];
+      },
+      16);
+}
+
+void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
+                         const float* m, const float* norm, int64_t N, int64_t OC) {
+  // Row by row, streaming through memory (the outputs are far larger than any cache).
+  parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          float* y = out + r * ldo;
+          const float* zr = z + r * ldz;
+#pragma omp simd
+          for (int64_t o = 0; o < OC; ++o) y[o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * zr[o];
+        }
+      },
+      16);
+}
+
+void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
+                          const float* m, const float* norm, int64_t N, int64_t OC) {
+  // One wide block of columns per thread, rows in order within it: every column's sum runs over
+  // the rows in the same order whatever the thread count, and each row is touched in long
+  // contiguous runs (narrow blocks would jump a page per row).
+  const int64_t threads = compute_threads();
+  const int64_t width = std::min<int64_t>(kMaxBlock, (OC + threads - 1) / threads);
+  const int64_t blocks = (OC + width - 1) / width;
+  parallel_for(blocks, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t o0 = blk * width, n = std::min(width, OC - o0);
+      float acc[kMaxBlock];
+      for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
+      for (int64_t r = 0; r < N; ++r) {
+        float* d = dout + r * lddo + o0;
+        const float* zr = z + r * ldz + o0;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) {
+          acc[j] += d[j] * zr[j];
+          d[j] *= m[o0 + j] / norm[o0 + j];
+        }
+      }
+      if (dm)
+        for (int64_t j = 0; j < n; ++j) dm[o0 + j] += acc[j] / norm[o0 + j];
+    }
+  });
+}
+
+}  // namespace ftune::cpu

@@ -1,0 +1,184 @@
+// Parity of ftune's LoRA / rsLoRA / DoRA with PEFT on golden fixtures
+// (tools/make_peft_fixtures.py): starting from PEFT's saved adapter on the tiny engine BERT /
+// RoBERTa, the logits, loss and every trainable gradient, then the trainable parameters after three
+// AdamW steps, at max relative error 1e-4. Also: gradient checkpointing gives bit-identical
+// gradients with a smaller activation plan, and an adapter saved by ftune reloads exactly. With
+// FTUNE_PEFT_OUT=DIR set, each case also writes its trained adapter, logits and merged model there
+// for `make_peft_fixtures.py --check`.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "golden_fixture.h"
+#include "io/json_file.h"
+#include "io/safetensors.h"
+#include "models/hf_checkpoint.h"
+#include "models/peft_adapter.h"
+#include "train/adamw.h"
+
+namespace ftune::test {
+namespace {
+
+constexpr double kTol = 1e-4;
+
+struct PeftCase {
+  std::string dir, base_dir, adapter_dir;
+  nlohmann::json meta;
+  Batch batch;
+  io::SafetensorsFile expected;
+  HostTensor tensor(const std::string& name) const { return expected.read(name, DType::F32); }
+};
+
+PeftCase load_case(const std::string& name) {
+  const std::string dir = fixtures_dir() + "/peft/" + name;
+  nlohmann::json meta = io::read_json_file(dir + "/case.json");
+  const std::string base = meta["base"].get<std::string>();  // "engine/bert_pair"
+  const GoldenCase g = GoldenCase::load(base.substr(base.find('/') + 1));
+  return PeftCase{dir,  g.model_dir, dir + "/adapter",
+                  meta, g.batch,     io::SafetensorsFile::open(dir + "/expected.safetensors")};
+}
+
+struct PeftRun {
+  std::unique_ptr<SequenceClassifier> model;
+  std::unique_ptr<AdamW> adamw;
+  Arena arena;
+};
+
+PeftRun build(const PeftCase& c, GradientCheckpointing ckpt = GradientCheckpointing::Off) {
+  PeftRun r;
+  ClassifierOptions o;
+  o.max_batch = c.batch.size;
+  o.max_seq = c.batch.seq_len;
+  o.adapters = read_peft_adapter_config(c.adapter_dir);
+  o.checkpointing = ckpt;
+  r.model = std::make_unique<SequenceClassifier>(load_model_config(c.base_dir), o);
+  const auto& opt = c.meta["optimizer"];
+  AdamWOptions adam;
+  adam.lr = opt["lr"].get<float>();
+  adam.beta1 = opt["betas"][0].get<float>();
+  adam.beta2 = opt["betas"][1].get<float>();
+  adam.eps = opt["eps"].get<float>();
+  adam.weight_decay = opt["weight_decay"].get<float>();
+  r.adamw = std::make_unique<AdamW>(r.model->trainable_params(), adam);
+  ArenaPlan plan;
+  r.model->add_to_plan(plan);
+  r.adamw->add_to_plan(plan);
+  r.arena = Arena(Device::cpu(), std::move(plan));
+  r.model->bind(r.arena);
+  r.adamw->bind(r.arena);
+  load_model_weights(*r.model, c.base_dir);
+  load_peft_adapter(*r.model, c.adapter_dir);
+  r.model->set_batch(c.batch);
+  return r;
+}
+
+const DropoutPlan kTrain{true, 0, 0};  // the fixtures' dropouts are all 0
+
+size_t activation_bytes(const Arena& arena) {
+  size_t total = 0;
+  for (const auto& [group, bytes] : arena.plan().bytes_by_group())
+    if (group == "act" || group == "gradact") total += bytes;
+  return total;
+}
+
+class PeftParity : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PeftParity, TrainableSetLogitsLossAndGradients) {
+  const PeftCase c = load_case(GetParam());
+  PeftRun r = build(c);
+  // Exactly PEFT's trainable parameters, with HF Trainer's decay split.
+  std::vector<std::string> names;
+  for (const ParamSpec& s : r.model->trainable_params().specs()) names.push_back(s.name);
+  std::vector<std::string> want = c.meta["trainable"].get<std::vector<std::string>>();
+  std::sort(names.begin(), names.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(names, want);
+  std::set<std::string> no_decay;
+  for (const auto& n : c.meta["no_decay"]) no_decay.insert(n.get<std::string>());
+  for (const ParamSpec& s : r.model->trainable_params().specs())
+    EXPECT_EQ(s.decay, !no_decay.count(s.name)) << s.name;
+  EXPECT_FLOAT_EQ(r.model->options().adapters.scaling(), c.meta["scaling"].get<float>());
+
+  const TensorView logits = r.model->forward(kTrain);
+  const double e_logits = max_rel_error(logits, c.tensor("logits").view());
+  EXPECT_LT(e_logits, kTol);
+  const TensorView loss = r.model->loss({});
+  EXPECT_LT(max_rel_error(loss, c.tensor("loss").view()), kTol);
+  r.model->backward(kTrain);
+  double worst = 0;
+  for (const ParamSpec& s : r.model->trainable_params().specs()) {
+    const double e = max_rel_error(r.model->grad(s.name), c.tensor("grad." + s.name).view());
+    EXPECT_LT(e, kTol) << s.name;
+    worst = std::max(worst, e);
+  }
+  std::printf("%s: logits %.2e, worst of %zu gradients %.2e\n", GetParam().c_str(), e_logits,
+              names.size(), worst);
+}
+
+TEST_P(PeftParity, ThreeAdamWSteps) {
+  const PeftCase c = load_case(GetParam());
+  PeftRun r = build(c);
+  const auto losses = to_vector(c.tensor("losses").view());
+  const float lr = c.meta["optimizer"]["lr"].get<float>();
+  for (int step = 0; step < c.meta["steps"].get<int>(); ++step) {
+    r.model->zero_grad();
+    r.model->forward(kTrain);
+    const float loss = to_vector(r.model->loss({}))[0];
+    EXPECT_NEAR(loss, losses[step], kTol * std::fabs(losses[step])) << "step " << step;
+    r.model->backward(kTrain);
+    r.adamw->step(r.model->trainable_values(), r.model->trainable_grads(), lr);
+  }
+  double worst = 0;
+  for (const ParamSpec& s : r.model->trainable_params().specs()) {
+    const double e = max_rel_error(r.model->param(s.name), c.tensor("step3." + s.name).view());
+    EXPECT_LT(e, kTol) << s.name;
+    worst = std::max(worst, e);
+  }
+  std::printf("%s: worst trainable parameter after 3 AdamW steps %.2e\n", GetParam().c_str(),
+              worst);
+
+  // Save in PEFT's format and load into a fresh model: the same bits.
+  TempDir tmp;
+  save_peft_adapter(*r.model, tmp.path() + "/adapter");
+  PeftCase reloaded = load_case(GetParam());
+  reloaded.adapter_dir = tmp.path() + "/adapter";
+  PeftRun r2 = build(reloaded);
+  for (const ParamSpec& s : r.model->trainable_params().specs())
+    EXPECT_EQ(to_vector(r.model->param(s.name)), to_vector(r2.model->param(s.name))) << s.name;
+
+  if (const char* out = std::getenv("FTUNE_PEFT_OUT")) {
+    // For tools/make_peft_fixtures.py --check: PEFT must reproduce these logits.
+    const std::string dir = std::string(out) + "/" + GetParam();
+    save_peft_adapter(*r.model, dir + "/adapter");
+    const TensorView logits = r.model->forward(DropoutPlan{});
+    io::write_safetensors(dir + "/ftune_logits.safetensors", {{"logits", logits, {}}});
+    io::write_json_atomic(dir + "/ftune_case.json", {{"base", c.meta["base"]}});
+    merge_adapters(*r.model);
+    save_model(*r.model, dir + "/merged");
+  }
+}
+
+// Gradient checkpointing: the same gradients bit for bit, and less activation memory.
+TEST_P(PeftParity, CheckpointingGivesIdenticalGradients) {
+  const PeftCase c = load_case(GetParam());
+  PeftRun plain = build(c), ckpt = build(c, GradientCheckpointing::On);
+  for (PeftRun* r : {&plain, &ckpt}) {
+    r->model->forward(kTrain);
+    r->model->loss({});
+    r->model->backward(kTrain);
+  }
+  EXPECT_EQ(to_vector(plain.model->trainable_grads()), to_vector(ckpt.model->trainable_grads()));
+  EXPECT_LT(activation_bytes(ckpt.arena), activation_bytes(plain.arena));
+  std::printf("%s: activation bytes %zu without checkpointing, %zu with\n", GetParam().c_str(),
+              activation_bytes(plain.arena), activation_bytes(ckpt.arena));
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PeftParity,
+                         ::testing::Values("bert_lora", "bert_rslora", "bert_dora", "roberta_lora",
+                                           "roberta_rslora", "roberta_dora"));
+
+}  // namespace
+}  // namespace ftune::test
