@@ -113,6 +113,10 @@ std::vector<Field> schema(TrainConfig& c) {
       {"training.threads", integer, scalar(&t.threads, integer)},
       {"training.max_nonfinite_steps", integer, scalar(&t.max_nonfinite_steps, integer)},
       {"training.prefetch", integer, scalar(&t.prefetch, integer)},
+      {"training.gradient_checkpointing", "off or on",
+       [&t](const YAML::Node& n, const std::string& where) {
+         t.gradient_checkpointing = parse_gradient_checkpointing(n, where);
+       }},
       {"eval.every_steps", integer, scalar(&e.every_steps, integer)},
       {"eval.each_epoch", boolean, scalar(&e.each_epoch, boolean)},
       {"eval.metric", "a metric name", scalar(&e.metric, "a metric name")},
@@ -201,7 +205,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   std::vector<std::string> keys;
   leaf_keys(root, "", keys, name);
   for (const std::string& k : keys) {
-    if (known.count(k)) continue;
+    if (known.count(k) || k == "peft" || k.rfind("peft.", 0) == 0) continue;
     std::string best;
     size_t best_d = 4;
     for (const std::string& cand : known)
@@ -213,6 +217,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
     if (const YAML::Node n = find(root, f.key); n.IsDefined() && !n.IsNull())
       f.read(n, fmt::format("{}: key '{}'", name, f.key));
 
+  if (root["peft"]) c.peft = parse_adapter_config(root["peft"], name + ": peft");
   auto require = [&](bool ok, const std::string& key, const std::string& what) {
     if (!ok) throw InputError(fmt::format("{}: key '{}' {}", name, key, what));
   };

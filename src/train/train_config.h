@@ -12,6 +12,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "models/adapter_config.h"
+
 namespace ftune {
 
 struct TrainConfig {
@@ -56,7 +58,9 @@ struct TrainConfig {
     int64_t threads = 0;               // 0: all cores
     int64_t max_nonfinite_steps = 10;  // consecutive skipped steps before the run aborts
     int64_t prefetch = 4;              // batches assembled ahead of the step
+    GradientCheckpointing gradient_checkpointing = GradientCheckpointing::Off;  // off | on
   } training;
+  AdapterConfig peft;  // `peft:` section (models/adapter_config.h): LoRA / DoRA; default none
   struct Eval {
     int64_t every_steps = 0;  // 0: only at the end of each epoch
     bool each_epoch = true;

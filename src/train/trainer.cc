@@ -30,6 +30,7 @@
 #include "io/json_file.h"
 #include "io/safetensors.h"
 #include "models/hf_checkpoint.h"
+#include "models/peft_adapter.h"
 #include "train/adamw.h"
 #include "train/checkpoint_store.h"
 #include "train/early_stopping.h"
@@ -99,7 +100,7 @@ int64_t debug_env(const char* name) {
 // resume refuses when they differ (threads, logging and prefetch depth do not change results).
 std::string trajectory_config(const YAML::Node& resolved) {
   YAML::Node n;
-  for (const char* section : {"model", "data", "training", "preset"})
+  for (const char* section : {"model", "data", "training", "preset", "peft"})
     if (resolved[section]) n[section] = YAML::Clone(resolved[section]);
   if (n["training"]) {
     for (const char* k : {"threads", "log_every", "prefetch", "max_nonfinite_steps"})
@@ -138,6 +139,7 @@ class Trainer {
   nlohmann::json run_eval(const TokenizedSplit& split, const char* name);
   void save_checkpoint(bool best);
   void write_checkpoint(const std::string& dir);
+  void load_weights_from(const std::string& checkpoint);  // model or adapter of a checkpoint
   nlohmann::json summary(const std::string& status) const;
   int64_t epoch_of(int64_t micro) const { return micro / batches_per_epoch_; }
 
@@ -201,7 +203,7 @@ void Trainer::check_run_dir() const {
 
 void Trainer::prepare_run_dir() {
   if (!options_.resume && fs::exists(run_)) {
-    for (const char* name : {"checkpoints", "model", "summary.json", "metrics.jsonl"})
+    for (const char* name : {"checkpoints", "model", "adapter", "summary.json", "metrics.jsonl"})
       fs::remove_all(run_ / name);
     for (const auto& item : fs::directory_iterator(run_))
       if (item.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
@@ -242,10 +244,15 @@ void Trainer::load_data_and_model() {
   if (data_.validation) max_seq = std::max(max_seq, data_.validation->longest);
   if (data_.test) max_seq = std::max(max_seq, data_.test->longest);
   eval_batch_ = cfg_.eval.batch_size > 0 ? cfg_.eval.batch_size : 2 * tc_.batch_size;
-  model_ = std::make_unique<SequenceClassifier>(
-      model_config_, ClassifierOptions{std::max(tc_.batch_size, eval_batch_), max_seq, true});
+  ClassifierOptions options;
+  options.max_batch = std::max(tc_.batch_size, eval_batch_);
+  options.max_seq = max_seq;
+  options.training = true;
+  options.adapters = cfg_.peft;
+  options.checkpointing = tc_.gradient_checkpointing;
+  model_ = std::make_unique<SequenceClassifier>(model_config_, options);
   adamw_ = std::make_unique<AdamW>(
-      model_->params(),
+      model_->trainable_params(),
       AdamWOptions{static_cast<float>(tc_.learning_rate), static_cast<float>(tc_.adam_beta1),
                    static_cast<float>(tc_.adam_beta2), static_cast<float>(tc_.adam_epsilon),
                    static_cast<float>(tc_.weight_decay)});
@@ -264,8 +271,17 @@ void Trainer::load_data_and_model() {
   model_->bind(*arena_);
   adamw_->bind(*arena_);
   load_report_ = load_model_weights(*model_, cfg_.model.path, load);
+  if (model_->adapters_on()) {
+    model_->init_adapters(tc_.seed);  // PEFT's initialisation; a resume loads the saved adapter
+    spdlog::info("{}: {} trainable parameters ({:.2f}% of {}), gradient checkpointing {}",
+                 peft_method_name(cfg_.peft.method), model_->trainable_params().total(),
+                 100.0 * model_->trainable_params().total() / model_->params().total(),
+                 model_->params().total(),
+                 tc_.gradient_checkpointing == GradientCheckpointing::On ? "on" : "off");
+  }
   if (tc_.layer_decay < 1.0)
-    apply_layer_decay(*adamw_, model_->params(), model_config_.num_layers, tc_.layer_decay);
+    apply_layer_decay(*adamw_, model_->trainable_params(), model_config_.num_layers,
+                      tc_.layer_decay);
   loss_options_.label_smoothing = static_cast<float>(tc_.label_smoothing);
   loss_options_.class_weights.assign(tc_.class_weights.begin(), tc_.class_weights.end());
   if (!loss_options_.class_weights.empty() &&
@@ -341,9 +357,7 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
         "not be bit-identical to an uninterrupted run",
         compute_threads(), s.at("threads").get<int64_t>());
 
-  LoadOptions load;
-  load.labels = data_.labels.names;
-  load_model_weights(*model_, ckpt.dir, load);
+  load_weights_from(ckpt.dir);
   const auto opt =
       io::SafetensorsFile::open((fs::path(ckpt.dir) / "optimizer.safetensors").string());
   opt.read_into("exp_avg", adamw_->exp_avg());
@@ -365,8 +379,21 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
                epoch_of(micro_));
 }
 
+void Trainer::load_weights_from(const std::string& dir) {
+  if (model_->adapters_on()) {
+    load_peft_adapter(*model_, dir);  // the frozen base weights stay as loaded at setup
+  } else {
+    LoadOptions load;
+    load.labels = data_.labels.names;
+    load_model_weights(*model_, dir, load);
+  }
+}
+
 void Trainer::write_checkpoint(const std::string& dir) {
-  save_model(*model_, dir);
+  if (model_->adapters_on())
+    save_peft_adapter(*model_, dir, cfg_.model.path);  // PEFT format: adapters + head
+  else
+    save_model(*model_, dir);
   copy_tokenizer_files(cfg_.model.path, dir);
   io::write_safetensors((fs::path(dir) / "optimizer.safetensors").string(),
                         {{"exp_avg", adamw_->exp_avg(), std::nullopt},
@@ -425,10 +452,10 @@ void Trainer::train_step() {
     step_tokens += b.real_tokens();
   }
   const double loss = loss_sum / static_cast<double>(n_micro);
-  const double norm = std::sqrt(grad_sum_of_squares(model_->param_grads()));
+  const double norm = std::sqrt(grad_sum_of_squares(model_->trainable_grads()));
   const double lr = schedule_.lr(step_);
   if (std::isfinite(loss) && std::isfinite(norm)) {
-    adamw_->step(model_->param_values(), model_->param_grads(), static_cast<float>(lr),
+    adamw_->step(model_->trainable_values(), model_->trainable_grads(), static_cast<float>(lr),
                  clip_coefficient(norm, tc_.max_grad_norm));
     nonfinite_in_row_ = 0;
   } else {
@@ -520,6 +547,9 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["initialised"] = load_report_.initialised;
   s["device"] = "cpu";
   s["precision"] = "fp32";
+  s["peft"] = peft_method_name(cfg_.peft.method);
+  s["trainable_parameters"] = model_->trainable_params().total();
+  s["gradient_checkpointing"] = tc_.gradient_checkpointing == GradientCheckpointing::On;
   s["threads"] = compute_threads();
   s["steps"] = step_;
   s["total_steps"] = total_steps_;
@@ -643,16 +673,25 @@ nlohmann::json Trainer::run() {
   // The selected model: best on validation (reloaded for the test split), else the last.
   const auto best = store_->best();
   const auto chosen = best ? *best : *store_->last();
-  if (chosen.step != step_) {
-    LoadOptions load;
-    load.labels = data_.labels.names;
-    load_model_weights(*model_, chosen.dir, load);
-  }
+  if (chosen.step != step_) load_weights_from(chosen.dir);
   progress_->finish();
   nlohmann::json test_metrics;
   if (data_.test) test_metrics = run_eval(*data_.test, "test");
   const std::string model_dir = (run_ / "model").string();
-  publish_model(chosen.dir, model_dir);
+  if (model_->adapters_on()) {
+    // adapter/: the PEFT adapter (with the base model it needs); model/: adapters merged into the
+    // base weights, a plain HF model for predict, eval and transformers.
+    publish_model(chosen.dir, (run_ / "adapter").string());
+    merge_adapters(*model_);
+    const std::string tmp = model_dir + ".tmp";
+    fs::remove_all(tmp);
+    save_model(*model_, tmp);
+    copy_tokenizer_files(cfg_.model.path, tmp);
+    fs::remove_all(model_dir);
+    fs::rename(tmp, model_dir);
+  } else {
+    publish_model(chosen.dir, model_dir);
+  }
 
   nlohmann::json s = summary(stopped_by);
   s["test"] = test_metrics;
