@@ -15,9 +15,8 @@ DATA=.cache/data/wordnet-3k
 [ -f "$DATA/test.jsonl" ] || python3 examples/wordnet_pairs.py --out "$DATA" --seed 13 --max-train-groups 3000
 RUN=runs/minilm-wordnet
 "$BUILD/ftune" train --config examples/minilm_wordnet.yaml output.dir="$RUN" output.overwrite=true "$@"
-# The decision threshold training chose on validation data (never on test).
-THRESHOLD=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best_eval"]["at_threshold"]["threshold"])' "$RUN/summary.json")
-"$BUILD/ftune" predict --model "$RUN/model" --data "$DATA/test.jsonl" --threshold "$THRESHOLD" \
+# predict decides at the threshold training chose on validation data (model/decision_threshold.json).
+"$BUILD/ftune" predict --model "$RUN/model" --data "$DATA/test.jsonl" \
   --output "$RUN/test_predictions.jsonl"
 echo
 python3 tools/wsd_report.py "$DATA/test.jsonl" "$RUN/test_predictions.jsonl" "$DATA/baselines.json"

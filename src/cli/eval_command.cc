@@ -1,15 +1,16 @@
 // `ftune eval --model DIR --data FILE [--threshold P] [--output FILE.json]`: evaluates a trained
 // classifier on labelled data (JSONL, TSV or CSV, read and validated like training data) and prints
 // the metrics as JSON: loss, accuracy, precision / recall / F1 (binary and macro), MCC, ROC-AUC
-// and average precision for binary tasks, the confusion matrix — and, with --threshold, the
-// binary metrics at that probability of class 1 (e.g. the threshold training chose on validation,
-// summary.json's best_eval.at_threshold.threshold).
+// and average precision for binary tasks, the confusion matrix — and, for binary models, the
+// metrics at a decision threshold ("at_threshold"): --threshold, else the one training chose on
+// validation data (DIR/decision_threshold.json).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "core/device.h"
@@ -65,6 +66,7 @@ void run(const EvalArgs& a) {
   }
   m.add_loss(loss_sum, static_cast<int64_t>(rows.size()));
   nlohmann::json j;
+  const std::string saved = (std::filesystem::path(a.model) / "decision_threshold.json").string();
   if (a.threshold >= 0) {
     if (K != 2)
       throw InputError(
@@ -73,6 +75,12 @@ void run(const EvalArgs& a) {
       throw InputError(
           fmt::format("--threshold must be a probability in (0, 1), got {}", a.threshold));
     j = m.to_json(ClassificationMetrics::threshold_at_probability(a.threshold));
+  } else if (K == 2 && std::filesystem::exists(saved)) {
+    // The exact histogram edge training chose on validation data.
+    const nlohmann::json d = io::read_json_file(saved);
+    j = m.to_json(BinaryThreshold{
+        io::get_float(d, "margin", saved), io::get_float(d, "threshold", saved),
+        io::get_string(d, "chosen_by", saved), io::get_float(d, "validation_value", saved)});
   } else {
     j = m.to_json();
   }

@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "data/jsonl.h"
 #include "io/atomic_file.h"
+#include "io/json_file.h"
 #include "models/hf_checkpoint.h"
 #include "models/predictor.h"
 #include "text/tokenizer.h"
@@ -110,15 +111,29 @@ void run(const PredictArgs& a) {
           fmt::format("{}:{}:{}", a.data, lines[n - 1], what.substr(what.find(':') + 1)));
     throw;
   }
-  if (a.threshold >= 0 && (pred.config.num_labels() != 2 || a.threshold <= 0 || a.threshold >= 1))
+  double threshold = a.threshold;
+  std::optional<double> saved_margin;  // exact: the histogram edge training chose
+  const std::string saved = (std::filesystem::path(a.model) / "decision_threshold.json").string();
+  if (threshold < 0 && pred.config.num_labels() == 2 && std::filesystem::exists(saved)) {
+    const nlohmann::json d = io::read_json_file(saved);
+    threshold = io::get_float(d, "threshold", saved);
+    saved_margin = io::get_float(d, "margin", saved);
+    spdlog::info(
+        "binary decisions at P(1) > {:.4f}, the threshold training chose on validation "
+        "({}; --threshold overrides)",
+        threshold, saved);
+  }
+  if (threshold >= 0 && (pred.config.num_labels() != 2 || threshold <= 0 || threshold >= 1))
     throw InputError(fmt::format(
         "--threshold must be a probability in (0, 1) for a binary model; got {} for {} labels",
-        a.threshold, pred.config.num_labels()));
+        threshold, pred.config.num_labels()));
   // P(class 1) > t  <=>  logit1 - logit0 > log(t / (1 - t)).
-  const double margin = a.threshold >= 0 ? std::log(a.threshold / (1 - a.threshold)) : 0;
+  const double margin = saved_margin     ? *saved_margin
+                        : threshold >= 0 ? std::log(threshold / (1 - threshold))
+                                         : 0;
   io::AtomicFileWriter out(a.output);
   for (const std::vector<float>& logits : pred.logits) {
-    const size_t best = a.threshold >= 0
+    const size_t best = threshold >= 0
                             ? size_t(double(logits[1]) - double(logits[0]) > margin)
                             : std::max_element(logits.begin(), logits.end()) - logits.begin();
     nlohmann::json j;
@@ -150,8 +165,9 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--max-length", args->max_length, "Truncate text input to this many tokens");
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N");
   cmd->add_option("--threshold", args->threshold,
-                  "Binary: label 1 when its probability exceeds this (e.g. the threshold training "
-                  "chose on validation: summary.json best_eval.at_threshold.threshold)");
+                  "Binary: label 1 when its probability exceeds this (default: the model's "
+                  "decision_threshold.json, written by training from validation data; else "
+                  "argmax)");
   cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)");
   cmd->callback([args] { run(*args); });
 }

@@ -693,6 +693,17 @@ nlohmann::json Trainer::run() {
     publish_model(chosen.dir, model_dir);
   }
 
+  if (best_eval_.contains("at_threshold")) {
+    // The binary decision threshold chosen on validation travels with the model: predict and
+    // eval apply it unless told otherwise.
+    const auto& t = best_eval_["at_threshold"];
+    io::write_json_atomic((fs::path(model_dir) / "decision_threshold.json").string(),
+                          {{"threshold", t["threshold"]},
+                           {"margin", t["margin"]},
+                           {"chosen_by", t["chosen_by"]},
+                           {"validation_value", t["validation_value"]},
+                           {"step", best_eval_["step"]}});
+  }
   nlohmann::json s = summary(stopped_by);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;

@@ -82,7 +82,11 @@ TEST_F(TrainCli, LearnsTheTaskAndWritesARunDirectory) {
   EXPECT_EQ(evaluated["accuracy"], summary["best_eval"]["accuracy"]);
   EXPECT_NEAR(evaluated["loss"].get<double>(), summary["best_eval"]["loss"].get<double>(), 1e-5);
   EXPECT_EQ(evaluated["confusion"], summary["best_eval"]["confusion"]);
-  EXPECT_EQ(right, std::lround(evaluated["accuracy"].get<double>() * 64));
+  // predict and eval both decide at the validation threshold saved with the model.
+  ASSERT_TRUE(fs::exists(run + "/model/decision_threshold.json"));
+  EXPECT_EQ(evaluated["at_threshold"]["threshold"],
+            summary["best_eval"]["at_threshold"]["threshold"]);
+  EXPECT_EQ(right, std::lround(evaluated["at_threshold"]["accuracy"].get<double>() * 64));
   const CliResult missing =
       run_ftune("eval --model " + run + "/model --data " + tmp_.path() + "/missing.jsonl");
   EXPECT_EQ(missing.exit_code, 2);
