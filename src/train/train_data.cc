@@ -1,6 +1,8 @@
 // Reading, validating, splitting and tokenizing the datasets of a run (see train_data.h).
 #include "train/train_data.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -81,6 +83,18 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
   data::DatasetReport train_report =
       data::read_dataset(spec_for(cfg, d.train, cfg.model.labels), &raw_train);
   out.files.push_back(d.train);
+  const bool any_pair =
+      std::any_of(raw_train.examples.begin(), raw_train.examples.end(),
+                  [](const data::RawExample& e) { return e.text_pair.has_value(); });
+  if (!any_pair && !d.text_pair_field.empty()) {
+    // A misspelled pair column would otherwise turn a pair task into a single-text one silently.
+    if (d.text_pair_field != "text_pair")
+      throw InputError(fmt::format(
+          "{}: no row has the column '{}' (key 'data.text_pair_field'); set it to the second "
+          "text's column, or to '' for single-text classification",
+          d.train, d.text_pair_field));
+    spdlog::info("{}: no row has a 'text_pair': single-text classification", d.train);
+  }
   out.labels = raw_train.labels;
   if (out.labels.names.size() < 2)
     throw InputError(

@@ -207,6 +207,12 @@ TEST_F(TrainCli, CsvSplitsFoldsPresetAndTensorBoard) {
       run_ftune("train --config " + config() + " " + base + " data.folds=4 data.fold=4");
   EXPECT_EQ(bad_fold.exit_code, 2);
   EXPECT_NE(bad_fold.output.find("data.fold"), std::string::npos) << bad_fold.output;
+  const CliResult typo = run_ftune("train --config " + config() + " " + base +
+                                   " data.text_pair_field=hypotesis output.overwrite=true");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_NE(typo.output.find("no row has the column 'hypotesis' (key 'data.text_pair_field')"),
+            std::string::npos)
+      << typo.output;
   const CliResult bad_preset = run_ftune("train --config " + config() + " preset=gpt");
   EXPECT_EQ(bad_preset.exit_code, 2);
   EXPECT_NE(bad_preset.output.find("key 'preset' must be one of"), std::string::npos);
