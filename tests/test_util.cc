@@ -1,6 +1,8 @@
 // Shared test helpers (see test_util.h).
 #include "test_util.h"
 
+#include <fstream>
+
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -120,6 +122,11 @@ std::string fixtures_dir() {
 std::string source_dir() {
   return FTUNE_SOURCE_DIR;
 }
+std::string file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 std::string ftune_binary() {
   return FTUNE_BINARY;
 }

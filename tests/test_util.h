@@ -58,6 +58,8 @@ std::string device_param_name(const ::testing::TestParamInfo<Device>& info);
 std::string fixtures_dir();  // tests/fixtures in the source tree
 std::string source_dir();
 std::string ftune_binary();  // path of the built `ftune` executable
+// The bytes of a file (empty when it cannot be read): for comparing files a run wrote.
+std::string file_bytes(const std::string& path);
 
 // A temporary directory removed when the object goes away.
 class TempDir {

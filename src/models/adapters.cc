@@ -115,42 +115,37 @@ void bind_adapter_caches(const EncoderConfig& c, const Arena& arena, EncoderAdap
   a.norm_workspace = arena.view("adapter/norm_workspace");
 }
 
-TensorView adapted_weight(const EncoderWeights& w, int64_t layer, AdapterSite s) {
+namespace {
+
+// The weight (or bias) of the linear an adapter site sits on; Q, K and V are row blocks of the
+// fused QKV projection.
+TensorView site_param(const EncoderWeights& w, int64_t layer, AdapterSite s, bool bias) {
   const LayerWeights& lw = w.layers[layer];
   switch (s) {
     case AdapterSite::Query:
     case AdapterSite::Key:
     case AdapterSite::Value: {
       const int64_t C = lw.qkv_w.dim(1), part = static_cast<int64_t>(s);
-      return lw.qkv_w.slice0(part * C, (part + 1) * C);
+      return (bias ? lw.qkv_b : lw.qkv_w).slice0(part * C, (part + 1) * C);
     }
     case AdapterSite::AttnOut:
-      return lw.attn_out_w;
+      return bias ? lw.attn_out_b : lw.attn_out_w;
     case AdapterSite::FfnIn:
-      return lw.ffn_in_w;
+      return bias ? lw.ffn_in_b : lw.ffn_in_w;
     case AdapterSite::FfnOut:
-      return lw.ffn_out_w;
+      return bias ? lw.ffn_out_b : lw.ffn_out_w;
   }
   return {};
 }
 
+}  // namespace
+
+TensorView adapted_weight(const EncoderWeights& w, int64_t layer, AdapterSite s) {
+  return site_param(w, layer, s, /*bias=*/false);
+}
+
 TensorView adapted_bias(const EncoderWeights& w, int64_t layer, AdapterSite s) {
-  const LayerWeights& lw = w.layers[layer];
-  switch (s) {
-    case AdapterSite::Query:
-    case AdapterSite::Key:
-    case AdapterSite::Value: {
-      const int64_t C = lw.qkv_w.dim(1), part = static_cast<int64_t>(s);
-      return lw.qkv_b.slice0(part * C, (part + 1) * C);
-    }
-    case AdapterSite::AttnOut:
-      return lw.attn_out_b;
-    case AdapterSite::FfnIn:
-      return lw.ffn_in_b;
-    case AdapterSite::FfnOut:
-      return lw.ffn_out_b;
-  }
-  return {};
+  return site_param(w, layer, s, /*bias=*/true);
 }
 
 void refresh_adapter_caches(const EncoderAdapters& a, const EncoderWeights& w) {

@@ -17,11 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 class PeftTrain : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -51,7 +46,7 @@ TEST_F(PeftTrain, LoraTrainsAdaptersAndExportsAMergedModel) {
       "train --config " +
       config("lora", "peft: {method: lora, r: 4, alpha: 8, target_modules: [query, value]}\n"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto s = nlohmann::json::parse(slurp(run_dir("lora") + "/summary.json"));
+  const auto s = nlohmann::json::parse(file_bytes(run_dir("lora") + "/summary.json"));
   EXPECT_EQ(s["peft"], "lora");
   // 2 layers x 2 modules x (4 x 32 + 32 x 4) adapter weights + the head (pooler frozen).
   EXPECT_EQ(s["trainable_parameters"], 2 * 2 * (4 * 32 + 32 * 4) + 32 * 2 + 2);
@@ -69,7 +64,7 @@ TEST_F(PeftTrain, LoraTrainsAdaptersAndExportsAMergedModel) {
   const CliResult e = run_ftune("eval --model " + run_dir("lora") + "/model --data " + tmp_.path() +
                                 "/val.jsonl --output " + tmp_.path() + "/e.json");
   ASSERT_EQ(e.exit_code, 0) << e.output;
-  const auto m = nlohmann::json::parse(slurp(tmp_.path() + "/e.json"));
+  const auto m = nlohmann::json::parse(file_bytes(tmp_.path() + "/e.json"));
   EXPECT_EQ(m["confusion"], s["best_eval"]["confusion"]);
   EXPECT_NEAR(m["loss"].get<double>(), s["best_eval"]["loss"].get<double>(), 1e-4);
 }
@@ -95,9 +90,9 @@ TEST_F(PeftTrain, DoraWithCheckpointingResumesBitExactly) {
     return out;
   };
   EXPECT_EQ(train_losses("full"), train_losses("killed"));
-  EXPECT_TRUE(slurp(run_dir("full") + "/adapter/adapter_model.safetensors") ==
-              slurp(run_dir("killed") + "/adapter/adapter_model.safetensors"));
-  const auto s = nlohmann::json::parse(slurp(run_dir("full") + "/summary.json"));
+  EXPECT_TRUE(file_bytes(run_dir("full") + "/adapter/adapter_model.safetensors") ==
+              file_bytes(run_dir("killed") + "/adapter/adapter_model.safetensors"));
+  const auto s = nlohmann::json::parse(file_bytes(run_dir("full") + "/summary.json"));
   EXPECT_EQ(s["gradient_checkpointing"], true);
 }
 

@@ -19,11 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 // Train and validation lines of metrics.jsonl without the timing fields (seconds, rates).
 std::vector<std::string> logged(const std::string& run) {
   std::vector<std::string> out;
@@ -63,11 +58,12 @@ class Resume : public ::testing::Test {
 
   void expect_identical(const std::string& a, const std::string& b) {
     EXPECT_EQ(logged(run_dir(a)), logged(run_dir(b)));
-    const std::string wa = slurp(run_dir(a) + "/model/model.safetensors");
+    const std::string wa = file_bytes(run_dir(a) + "/model/model.safetensors");
     ASSERT_FALSE(wa.empty());
-    EXPECT_TRUE(wa == slurp(run_dir(b) + "/model/model.safetensors")) << "final weights differ";
-    auto sa = nlohmann::json::parse(slurp(run_dir(a) + "/summary.json"));
-    auto sb = nlohmann::json::parse(slurp(run_dir(b) + "/summary.json"));
+    EXPECT_TRUE(wa == file_bytes(run_dir(b) + "/model/model.safetensors"))
+        << "final weights differ";
+    auto sa = nlohmann::json::parse(file_bytes(run_dir(a) + "/summary.json"));
+    auto sb = nlohmann::json::parse(file_bytes(run_dir(b) + "/summary.json"));
     sa["best_eval"].erase("seconds");
     sb["best_eval"].erase("seconds");
     EXPECT_EQ(sa["steps"], sb["steps"]);
@@ -80,7 +76,7 @@ class Resume : public ::testing::Test {
 TEST_F(Resume, KilledRunsResumeBitExactly) {
   const CliResult full = run_ftune("train --config " + config("full"));
   ASSERT_EQ(full.exit_code, 0) << full.output;
-  const auto summary = nlohmann::json::parse(slurp(run_dir("full") + "/summary.json"));
+  const auto summary = nlohmann::json::parse(file_bytes(run_dir("full") + "/summary.json"));
   EXPECT_EQ(summary["steps"], 16);
   EXPECT_EQ(summary["status"], "completed");
 
@@ -107,7 +103,7 @@ TEST_F(Resume, SigtermSavesAndResumes) {
       run_ftune("train --config " + config("term"), "FTUNE_DEBUG_SIGTERM_AT_STEP=5");
   EXPECT_EQ(stopped.exit_code, 128 + 15) << stopped.output;
   EXPECT_NE(stopped.output.find("--resume"), std::string::npos) << stopped.output;
-  const auto summary = nlohmann::json::parse(slurp(run_dir("term") + "/summary.json"));
+  const auto summary = nlohmann::json::parse(file_bytes(run_dir("term") + "/summary.json"));
   EXPECT_EQ(summary["status"], "interrupted");
   EXPECT_TRUE(fs::exists(run_dir("term") + "/checkpoints/step-0000005/model.safetensors"));
   ASSERT_EQ(run_ftune("train --config " + config("term") + " --resume").exit_code, 0);
@@ -152,7 +148,7 @@ TEST_F(Resume, EarlyStoppingAndRetentionKeepTheBest) {
                                 config("es", "early_stopping:\n  patience: 2\n  min_delta: 1.0\n") +
                                 " checkpoint.keep_last=1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto s = nlohmann::json::parse(slurp(run_dir("es") + "/summary.json"));
+  const auto s = nlohmann::json::parse(file_bytes(run_dir("es") + "/summary.json"));
   EXPECT_EQ(s["status"], "early_stopping");
   EXPECT_EQ(s["steps"], 8);
   EXPECT_EQ(s["model_step"], 3);
@@ -161,7 +157,7 @@ TEST_F(Resume, EarlyStoppingAndRetentionKeepTheBest) {
     if (e.is_directory()) dirs.push_back(e.path().filename().string());
   std::sort(dirs.begin(), dirs.end());
   EXPECT_EQ(dirs, (std::vector<std::string>{"step-0000003", "step-0000008"}));
-  const auto index = nlohmann::json::parse(slurp(run_dir("es") + "/checkpoints/index.json"));
+  const auto index = nlohmann::json::parse(file_bytes(run_dir("es") + "/checkpoints/index.json"));
   EXPECT_EQ(index["best_step"], 3);
   EXPECT_TRUE(fs::exists(run_dir("es") + "/model/tokenizer.json"));
 }
