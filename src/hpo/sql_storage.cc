@@ -339,26 +339,23 @@ void SqlStorage::set_params(int64_t trial_id, const Params& params,
   });
 }
 
-void SqlStorage::report_intermediate(int64_t trial_id, int64_t step, double value) {
+void SqlStorage::put_value(int64_t trial_id, int64_t kind, int64_t key, double value) {
   std::lock_guard lock(mutex_);
   write([&] {
     conn_->exec(
         "INSERT INTO trial_values (trial_id, kind, key, value) VALUES ($1, $2, $3, $4) "
         "ON CONFLICT (trial_id, kind, key) DO UPDATE SET value = excluded.value",
-        {trial_id, kStep, step, value});
+        {trial_id, kind, key, value});
     return 0;
   });
 }
 
+void SqlStorage::report_intermediate(int64_t trial_id, int64_t step, double value) {
+  put_value(trial_id, kStep, step, value);
+}
+
 void SqlStorage::report_fold(int64_t trial_id, int64_t fold, double value) {
-  std::lock_guard lock(mutex_);
-  write([&] {
-    conn_->exec(
-        "INSERT INTO trial_values (trial_id, kind, key, value) VALUES ($1, $2, $3, $4) "
-        "ON CONFLICT (trial_id, kind, key) DO UPDATE SET value = excluded.value",
-        {trial_id, kFold, fold, value});
-    return 0;
-  });
+  put_value(trial_id, kFold, fold, value);
 }
 
 bool SqlStorage::heartbeat(int64_t trial_id) {

@@ -43,6 +43,8 @@ class SqlStorage : public Storage {
   template <class F>
   auto read(F&& body);  // BEGIN (snapshot) ... COMMIT, retried on SqlRetry
   void create_schema();
+  // Stores (or replaces) one reported value of a trial: kind kStep or kFold, key step or fold.
+  void put_value(int64_t trial_id, int64_t kind, int64_t key, double value);
   // Trials selected by `where` (SQL over table t, parameters $1...), with their reported values.
   std::vector<Trial> load_trials(const std::string& where, const std::vector<SqlValue>& params,
                                  const std::string& order);

@@ -44,4 +44,18 @@ void check_f32(const char* op, const char* arg, const TensorView& v, const Shape
   check_contiguous(op, arg, v);
 }
 
+int64_t row_stride(const char* op, const char* arg, const TensorView& v, int64_t rows,
+                   int64_t cols) {
+  if (v.rank() != 2 || v.dim(0) != rows || v.dim(1) != cols)
+    throw ShapeError(
+        fmt::format("{}: {} has shape {}, expected ({}, {})", op, arg, v.shape.str(), rows, cols));
+  check_dtype(op, arg, v, DType::F32);
+  if (cols > 1 && v.strides[1] != 1)
+    throw ShapeError(fmt::format("{}: {} must have a contiguous inner dimension", op, arg));
+  if (rows > 1 && v.strides[0] < cols)
+    throw ShapeError(
+        fmt::format("{}: {} rows overlap (stride {} < {})", op, arg, v.strides[0], cols));
+  return rows > 1 ? v.strides[0] : cols;
+}
+
 }  // namespace ftune

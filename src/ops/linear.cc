@@ -4,24 +4,6 @@
 #include "ops/dispatch.h"
 
 namespace ftune {
-namespace {
-
-// Rows of a 2-D view whose inner dimension is contiguous: returns the row stride.
-int64_t row_stride(const char* op, const char* arg, const TensorView& v, int64_t rows,
-                   int64_t cols) {
-  if (v.rank() != 2 || v.dim(0) != rows || v.dim(1) != cols)
-    throw ShapeError(
-        fmt::format("{}: {} has shape {}, expected ({}, {})", op, arg, v.shape.str(), rows, cols));
-  check_dtype(op, arg, v, DType::F32);
-  if (cols > 1 && v.strides[1] != 1)
-    throw ShapeError(fmt::format("{}: {} must have a contiguous inner dimension", op, arg));
-  if (rows > 1 && v.strides[0] < cols)
-    throw ShapeError(
-        fmt::format("{}: {} rows overlap (stride {} < {})", op, arg, v.strides[0], cols));
-  return rows > 1 ? v.strides[0] : cols;
-}
-
-}  // namespace
 
 void linear_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias) {
   const char* op = "linear_forward";

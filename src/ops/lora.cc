@@ -6,20 +6,6 @@
 namespace ftune {
 namespace {
 
-// A 2-D f32 view of (rows, cols) whose inner dimension is contiguous: returns its row stride.
-int64_t rows_of(const char* op, const char* arg, const TensorView& v, int64_t rows, int64_t cols) {
-  if (v.rank() != 2 || v.dim(0) != rows || v.dim(1) != cols)
-    throw ShapeError(
-        fmt::format("{}: {} has shape {}, expected ({}, {})", op, arg, v.shape.str(), rows, cols));
-  check_dtype(op, arg, v, DType::F32);
-  if (cols > 1 && v.strides[1] != 1)
-    throw ShapeError(fmt::format("{}: {} must have a contiguous inner dimension", op, arg));
-  if (rows > 1 && v.strides[0] < cols)
-    throw ShapeError(
-        fmt::format("{}: {} rows overlap (stride {} < {})", op, arg, v.strides[0], cols));
-  return rows > 1 ? v.strides[0] : cols;
-}
-
 struct LoraDims {
   int64_t N, C, OC, r;
 };
@@ -58,8 +44,8 @@ void lora_forward(TensorView out, TensorView u, TensorView inp, TensorView a, Te
                   float scale, const LoraDropout& dropout) {
   const char* op = "lora_forward";
   const LoraDims d = lora_dims(op, inp, a, b);
-  const int64_t ldi = rows_of(op, "inp", inp, d.N, d.C);
-  const int64_t ldo = rows_of(op, "out", out, d.N, d.OC);
+  const int64_t ldi = row_stride(op, "inp", inp, d.N, d.C);
+  const int64_t ldo = row_stride(op, "out", out, d.N, d.OC);
   check_f32(op, "u", u, Shape{d.N, d.r});
   check_dropout(op, dropout, inp, ldi, d.N, d.C);
   const Device dev = common_device(op, {out, u, inp, a, b, dropout.scratch});
@@ -76,9 +62,9 @@ void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, 
                    bool accumulate_dinp, const LoraDropout& dropout) {
   const char* op = "lora_backward";
   const LoraDims d = lora_dims(op, inp, a, b);
-  const int64_t ldi = rows_of(op, "inp", inp, d.N, d.C);
-  const int64_t lddo = rows_of(op, "dout", dout, d.N, d.OC);
-  const int64_t lddi = dinp.defined() ? rows_of(op, "dinp", dinp, d.N, d.C) : d.C;
+  const int64_t ldi = row_stride(op, "inp", inp, d.N, d.C);
+  const int64_t lddo = row_stride(op, "dout", dout, d.N, d.OC);
+  const int64_t lddi = dinp.defined() ? row_stride(op, "dinp", dinp, d.N, d.C) : d.C;
   check_f32(op, "u", u, Shape{d.N, d.r});
   check_f32(op, "h", h, Shape{d.N, d.r});
   if (da.defined()) check_f32(op, "dA", da, a.shape);
@@ -136,7 +122,7 @@ void dora_strip_bias(TensorView z, TensorView out, TensorView bias) {
   const char* op = "dora_strip_bias";
   if (out.rank() != 2) throw ShapeError("dora_strip_bias: out must be 2-D");
   const int64_t N = out.dim(0), OC = out.dim(1);
-  const int64_t ldo = rows_of(op, "out", out, N, OC), ldz = rows_of(op, "z", z, N, OC);
+  const int64_t ldo = row_stride(op, "out", out, N, OC), ldz = row_stride(op, "z", z, N, OC);
   if (bias.defined()) check_f32(op, "bias", bias, Shape{OC});
   const Device dev = common_device(op, {z, out, bias});
   FTUNE_DISPATCH(op, dev,
@@ -150,7 +136,7 @@ void dora_output_forward(TensorView out, TensorView z, TensorView bias, TensorVi
   const char* op = "dora_output_forward";
   if (out.rank() != 2) throw ShapeError("dora_output_forward: out must be 2-D");
   const int64_t N = out.dim(0), OC = out.dim(1);
-  const int64_t ldo = rows_of(op, "out", out, N, OC), ldz = rows_of(op, "z", z, N, OC);
+  const int64_t ldo = row_stride(op, "out", out, N, OC), ldz = row_stride(op, "z", z, N, OC);
   if (bias.defined()) check_f32(op, "bias", bias, Shape{OC});
   check_f32(op, "magnitude", magnitude, Shape{OC});
   check_f32(op, "norm", norm, Shape{OC});
@@ -167,7 +153,7 @@ void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
   const char* op = "dora_output_backward";
   if (dout.rank() != 2) throw ShapeError("dora_output_backward: dout must be 2-D");
   const int64_t N = dout.dim(0), OC = dout.dim(1);
-  const int64_t lddo = rows_of(op, "dout", dout, N, OC), ldz = rows_of(op, "z", z, N, OC);
+  const int64_t lddo = row_stride(op, "dout", dout, N, OC), ldz = row_stride(op, "z", z, N, OC);
   if (dmagnitude.defined()) check_f32(op, "dmagnitude", dmagnitude, Shape{OC});
   check_f32(op, "magnitude", magnitude, Shape{OC});
   check_f32(op, "norm", norm, Shape{OC});
