@@ -13,5 +13,6 @@ void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_hpo_command(CLI::App& app);
 void add_export_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 }  // namespace ftune::cli

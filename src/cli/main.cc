@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   ftune::cli::add_eval_command(app);
   ftune::cli::add_hpo_command(app);
   ftune::cli::add_export_command(app);
+  ftune::cli::add_plan_command(app);
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {
     app.parse(argc, argv);

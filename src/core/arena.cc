@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 
 #include "core/memory.h"
@@ -89,6 +90,31 @@ TensorView Arena::view(std::string_view name, Shape shape) const {
   FTUNE_ASSERT(static_cast<size_t>(shape.numel()) * dtype_size(b.dtype) <= b.bytes,
                "buffer '{}' planned as {} cannot hold {}", name, b.shape.str(), shape.str());
   return TensorView(base_ + b.offset, b.dtype, device_, shape);
+}
+
+void Arena::fill_with_sentinel() {
+  if (!device_.is_cpu())
+    throw NotBuiltError("arena sentinel: measuring touched bytes is implemented for CPU arenas");
+  std::memset(base_, kSentinelByte, plan_.total_bytes());
+}
+
+size_t Arena::touched_bytes(size_t index) const {
+  FTUNE_ASSERT(device_.is_cpu(), "touched_bytes on a {} arena", device_name(device_));
+  const PlannedBuffer& b = plan_.buffers().at(index);
+  uint32_t sentinel;
+  std::memset(&sentinel, kSentinelByte, sizeof sentinel);
+  const char* p = base_ + b.offset;
+  size_t end = b.bytes;
+  // Trailing bytes beyond a whole word, then whole words from the end.
+  while (end % 4 != 0 && static_cast<unsigned char>(p[end - 1]) == kSentinelByte) --end;
+  if (end % 4 != 0) return end;
+  while (end >= 4) {
+    uint32_t w;
+    std::memcpy(&w, p + end - 4, 4);
+    if (w != sentinel) break;
+    end -= 4;
+  }
+  return end;
 }
 
 }  // namespace ftune

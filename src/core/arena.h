@@ -68,6 +68,14 @@ class Arena {
   // buffer planned for the largest batch).
   TensorView view(std::string_view name, Shape shape) const;
 
+  // Measuring what a run really uses (CPU arenas): fill_with_sentinel() writes a byte pattern over
+  // the whole block (before binding); touched_bytes(i) is then the extent of buffer i up to its
+  // last 4-byte word that no longer holds the pattern — its high-water mark. The memory planner's
+  // tests compare these with the plan.
+  void fill_with_sentinel();
+  size_t touched_bytes(size_t index) const;
+  static constexpr unsigned char kSentinelByte = 0xA5;
+
  private:
   void release();
   Device device_;

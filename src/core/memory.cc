@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <mutex>
 
 #ifdef FTUNE_WITH_CUDA
@@ -108,6 +110,65 @@ void set_device_memory_limit(DeviceKind kind, std::optional<size_t> bytes) {
   Accounting& acc = accounting(kind);
   std::lock_guard<std::mutex> lock(acc.mu);
   acc.limit = bytes;
+}
+
+namespace {
+
+// A "key: value kB" line of /proc/meminfo, in bytes (nullopt when missing).
+std::optional<size_t> meminfo_bytes(const char* key) {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  const std::string prefix = std::string(key) + ":";
+  while (std::getline(in, line))
+    if (line.rfind(prefix, 0) == 0) return size_t{std::stoull(line.substr(prefix.size()))} * 1024;
+  return std::nullopt;
+}
+
+// A number in a cgroup v2 file ("max" or missing: nullopt).
+std::optional<size_t> cgroup_bytes(const char* file) {
+  std::ifstream in(std::string("/sys/fs/cgroup/") + file);
+  std::string word;
+  if (!(in >> word) || word == "max") return std::nullopt;
+  try {
+    return size_t{std::stoull(word)};
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+DeviceMemoryInfo device_memory_info(Device device) {
+  DeviceMemoryInfo info;
+  if (device.is_cpu()) {
+    info.total = meminfo_bytes("MemTotal").value_or(0);
+    info.available = meminfo_bytes("MemAvailable").value_or(info.total);
+    info.source = "/proc/meminfo";
+    if (const auto max = cgroup_bytes("memory.max"); max && *max < info.total) {
+      const size_t used = cgroup_bytes("memory.current").value_or(0);
+      info.total = *max;
+      info.available = std::min(info.available, *max > used ? *max - used : 0);
+      info.source = "cgroup memory.max";
+    }
+  } else {
+#ifdef FTUNE_WITH_CUDA
+    cuda::memory_info(device, &info.available, &info.total);
+    info.source = "cudaMemGetInfo";
+#else
+    throw NotBuiltError("CUDA device memory queried, but ftune was built without CUDA");
+#endif
+  }
+  Accounting& acc = accounting(device.kind);
+  std::lock_guard<std::mutex> lock(acc.mu);
+  if (acc.limit) {
+    const size_t left = *acc.limit > acc.in_use ? *acc.limit - acc.in_use : 0;
+    if (left < info.available || *acc.limit < info.total) {
+      info.available = std::min(info.available, left);
+      info.total = std::min(info.total, *acc.limit);
+      info.source = "memory limit";
+    }
+  }
+  return info;
 }
 
 void copy(TensorView dst, TensorView src) {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <string>
 
 #include "core/tensor.h"
 
@@ -28,6 +29,17 @@ size_t device_bytes_peak(DeviceKind kind);
 
 // Caps what device_malloc may hand out on this device kind (nullopt removes the cap).
 void set_device_memory_limit(DeviceKind kind, std::optional<size_t> bytes);
+
+// What a run may still allocate on a device, and the device's size: for a GPU what the driver
+// reports (cudaMemGetInfo); for the CPU the kernel's MemAvailable, bounded by the cgroup's
+// memory.max less its usage (containers). An artificial limit (set_device_memory_limit) bounds
+// both: the memory planner then sees exactly what device_malloc will allow.
+struct DeviceMemoryInfo {
+  size_t available = 0;
+  size_t total = 0;
+  std::string source;  // where the numbers come from, for logs ("/proc/meminfo", "cgroup", ...)
+};
+DeviceMemoryInfo device_memory_info(Device device);
 
 // Copies src into dst: same dtype and shape, both contiguous, any pair of devices.
 void copy(TensorView dst, TensorView src);

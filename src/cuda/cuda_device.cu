@@ -48,6 +48,11 @@ void* malloc(Device device, size_t bytes) {
   return p;
 }
 
+void memory_info(Device device, size_t* free_bytes, size_t* total_bytes) {
+  set_device(device);
+  FTUNE_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
+}
+
 void free(Device device, void* ptr) {
   set_device(device);
   FTUNE_CUDA_CHECK(cudaFree(ptr));

@@ -202,8 +202,13 @@ GradientCheckpointing parse_gradient_checkpointing(const YAML::Node& n, const st
     const std::string s = n.Scalar();
     if (s == "off" || s == "false") return GradientCheckpointing::Off;
     if (s == "on" || s == "true") return GradientCheckpointing::On;
+    if (s == "auto") return GradientCheckpointing::Auto;
   }
-  throw InputError(fmt::format("{} must be off or on", where));
+  throw InputError(fmt::format("{} must be off, on or auto", where));
+}
+
+const char* gradient_checkpointing_name(GradientCheckpointing c) {
+  return c == GradientCheckpointing::On ? "on" : c == GradientCheckpointing::Off ? "off" : "auto";
 }
 
 }  // namespace ftune

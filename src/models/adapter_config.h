@@ -26,7 +26,9 @@
 namespace ftune {
 
 enum class PeftMethod { None, Lora, Dora };
-enum class GradientCheckpointing { Off, On };
+// Auto is a training setting only: the memory planner resolves it to Off or On before a model is
+// built (train/memory_planner.h).
+enum class GradientCheckpointing { Off, On, Auto };
 
 struct AdapterConfig {
   PeftMethod method = PeftMethod::None;
@@ -50,10 +52,11 @@ struct AdapterConfig {
 // Validates and reads the `peft:` section (`where` names it in messages, e.g. "train.yaml: peft").
 // A scalar section (`peft: lora`) sets only the method. Throws InputError naming the key.
 AdapterConfig parse_adapter_config(const YAML::Node& peft_section, const std::string& where);
-// off / on (also false / true).
+// off / on (also false / true) / auto.
 GradientCheckpointing parse_gradient_checkpointing(const YAML::Node& value,
                                                    const std::string& where);
 
 const char* peft_method_name(PeftMethod m);
+const char* gradient_checkpointing_name(GradientCheckpointing c);  // off, on, auto
 
 }  // namespace ftune

@@ -22,6 +22,8 @@ SequenceClassifier::SequenceClassifier(EncoderConfig config, ClassifierOptions o
   if (options_.max_batch <= 0 || options_.max_seq <= 0)
     throw InputError(fmt::format("batch shape must be positive, got {} x {}", options_.max_batch,
                                  options_.max_seq));
+  FTUNE_ASSERT(options_.checkpointing != GradientCheckpointing::Auto,
+               "gradient checkpointing 'auto' must be resolved by the memory planner");
   add_encoder_params(config_, params_);
   add_head_params(config_, params_);
   if (!adapters_on()) return;

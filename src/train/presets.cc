@@ -15,24 +15,24 @@ const std::map<std::string, const char*>& presets() {
   static const std::map<std::string, const char*> table = {
       {"bert", R"(
 data: {max_length: 128}
-training: {epochs: 3, batch_size: 32, learning_rate: 3.0e-5, warmup_ratio: 0.1,
+training: {epochs: 3, effective_batch_size: 32, learning_rate: 3.0e-5, warmup_ratio: 0.1,
            weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0})"},
       {"roberta", R"(
 data: {max_length: 128}
-training: {epochs: 3, batch_size: 32, learning_rate: 2.0e-5, warmup_ratio: 0.06,
+training: {epochs: 3, effective_batch_size: 32, learning_rate: 2.0e-5, warmup_ratio: 0.06,
            weight_decay: 0.1, schedule: linear, max_grad_norm: 1.0, adam_beta2: 0.98,
            adam_epsilon: 1.0e-6})"},
       {"xlmr", R"(
 data: {max_length: 256}
-training: {epochs: 2, batch_size: 16, learning_rate: 1.5e-5, warmup_ratio: 0.1,
+training: {epochs: 2, effective_batch_size: 16, learning_rate: 1.5e-5, warmup_ratio: 0.1,
            weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0, layer_decay: 0.9})"},
       {"bge-reranker", R"(
 data: {max_length: 512}
-training: {epochs: 2, batch_size: 16, learning_rate: 1.0e-5, warmup_ratio: 0.1,
+training: {epochs: 2, effective_batch_size: 16, learning_rate: 1.0e-5, warmup_ratio: 0.1,
            weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0, layer_decay: 0.9})"},
       {"minilm", R"(
 data: {max_length: 128}
-training: {epochs: 3, batch_size: 32, learning_rate: 1.0e-4, warmup_ratio: 0.1,
+training: {epochs: 3, effective_batch_size: 32, learning_rate: 1.0e-4, warmup_ratio: 0.1,
            weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0})"},
   };
   return table;

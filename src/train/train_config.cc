@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "train/memory_planner.h"
 #include "train/presets.h"
 
 namespace ftune {
@@ -90,7 +91,17 @@ std::vector<Field> schema(TrainConfig& c) {
       {"data.max_length", integer, scalar(&d.max_length, integer)},
       {"training.epochs", integer, scalar(&t.epochs, integer)},
       {"training.max_steps", integer, scalar(&t.max_steps, integer)},
-      {"training.batch_size", integer, scalar(&t.batch_size, integer)},
+      {"training.batch_size", "an integer or auto",
+       [&t](const YAML::Node& n, const std::string& where) {
+         if (n.IsScalar() && n.Scalar() == "auto")
+           t.batch_size = 0;
+         else
+           scalar(&t.batch_size, "an integer or auto")(n, where);
+       }},
+      {"training.effective_batch_size", integer, scalar(&t.effective_batch_size, integer)},
+      {"training.memory_fraction", number, scalar(&t.memory_fraction, number)},
+      {"training.memory_budget", "a size such as 8GiB", scalar(&t.memory_budget, str)},
+      {"training.plan_lengths", "data or max_length", scalar(&t.plan_lengths, str)},
       {"training.gradient_accumulation", integer, scalar(&t.gradient_accumulation, integer)},
       {"training.learning_rate", number, scalar(&t.learning_rate, number)},
       {"training.layer_decay", number, scalar(&t.layer_decay, number)},
@@ -113,7 +124,7 @@ std::vector<Field> schema(TrainConfig& c) {
       {"training.threads", integer, scalar(&t.threads, integer)},
       {"training.max_nonfinite_steps", integer, scalar(&t.max_nonfinite_steps, integer)},
       {"training.prefetch", integer, scalar(&t.prefetch, integer)},
-      {"training.gradient_checkpointing", "off or on",
+      {"training.gradient_checkpointing", "off, on or auto",
        [&t](const YAML::Node& n, const std::string& where) {
          t.gradient_checkpointing = parse_gradient_checkpointing(n, where);
        }},
@@ -184,6 +195,51 @@ void set_dotted(YAML::Node root, const std::string& dotted, const YAML::Node& va
   set_dotted(child, dotted.substr(dot + 1), value);
 }
 
+// Checks the batch keys and fills in the derived ones (train_config.h, Training).
+void resolve_batch_sizes(TrainConfig::Training& t, const YAML::Node& root,
+                         const std::string& name) {
+  auto given = [&](const char* key) {
+    const YAML::Node n = find(root, std::string("training.") + key);
+    return n.IsDefined() && !n.IsNull();
+  };
+  auto fail = [&](const char* key, const std::string& what) {
+    throw InputError(fmt::format("{}: key 'training.{}' {}", name, key, what));
+  };
+  const YAML::Node bs = find(root, "training.batch_size");
+  const bool auto_batch = !given("batch_size") || (bs.IsScalar() && bs.Scalar() == "auto");
+  if (!auto_batch && t.batch_size < 1) fail("batch_size", "must be at least 1 or auto");
+  if (given("gradient_accumulation") && t.gradient_accumulation < 1)
+    fail("gradient_accumulation", "must be at least 1");
+  if (given("effective_batch_size") && t.effective_batch_size < 1)
+    fail("effective_batch_size", "must be at least 1");
+  if (auto_batch) {
+    if (given("gradient_accumulation"))
+      fail("gradient_accumulation",
+           "is chosen by the memory planner when training.batch_size is auto; set "
+           "training.effective_batch_size instead (or a fixed training.batch_size)");
+    if (!given("effective_batch_size")) t.effective_batch_size = 32;
+    t.gradient_accumulation = 0;
+    return;
+  }
+  if (given("effective_batch_size")) {
+    if (given("gradient_accumulation") &&
+        t.batch_size * t.gradient_accumulation != t.effective_batch_size)
+      fail("effective_batch_size",
+           fmt::format("is {} but training.batch_size x training.gradient_accumulation = {} x {} "
+                       "= {}; give two of the three",
+                       t.effective_batch_size, t.batch_size, t.gradient_accumulation,
+                       t.batch_size * t.gradient_accumulation));
+    if (t.effective_batch_size % t.batch_size != 0)
+      fail("effective_batch_size",
+           fmt::format("({}) must be a multiple of training.batch_size ({})",
+                       t.effective_batch_size, t.batch_size));
+    t.gradient_accumulation = t.effective_batch_size / t.batch_size;
+  } else {
+    if (!given("gradient_accumulation")) t.gradient_accumulation = 1;
+    t.effective_batch_size = t.batch_size * t.gradient_accumulation;
+  }
+}
+
 }  // namespace
 
 TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& name) {
@@ -197,7 +253,13 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   if (root["preset"]) {
     if (!root["preset"].IsScalar())
       throw InputError(fmt::format("{}: key 'preset' must be a preset name", name));
-    fill_missing(root, preset_defaults(root["preset"].Scalar(), name));
+    YAML::Node defaults = preset_defaults(root["preset"].Scalar(), name);
+    // A preset gives the recipe's effective batch; a user who sets the micro-batch or the
+    // accumulation defines the effective batch through them instead.
+    if (root["training"] && root["training"].IsMap() &&
+        (root["training"]["batch_size"] || root["training"]["gradient_accumulation"]))
+      defaults["training"].remove("effective_batch_size");
+    fill_missing(root, defaults);
   }
   std::vector<Field> fields = schema(c);
   std::set<std::string> known;
@@ -257,8 +319,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   require(d.max_length >= 2, "data.max_length", "must be at least 2");
   require(t.epochs >= 1 || t.max_steps > 0, "training.epochs", "must be at least 1");
   require(t.max_steps >= 0, "training.max_steps", "must be >= 0");
-  require(t.batch_size >= 1, "training.batch_size", "must be at least 1");
-  require(t.gradient_accumulation >= 1, "training.gradient_accumulation", "must be at least 1");
+  resolve_batch_sizes(c.training, root, name);
   require(t.learning_rate > 0, "training.learning_rate", "must be positive");
   require(t.layer_decay > 0 && t.layer_decay <= 1, "training.layer_decay", "must be in (0, 1]");
   require(t.weight_decay >= 0, "training.weight_decay", "must be >= 0");
@@ -279,6 +340,11 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   }
   require(t.log_every >= 1, "training.log_every", "must be at least 1");
   require(t.threads >= 0, "training.threads", "must be >= 0");
+  require(t.memory_fraction > 0 && t.memory_fraction <= 1, "training.memory_fraction",
+          "must be in (0, 1]");
+  if (!t.memory_budget.empty())
+    parse_bytes(t.memory_budget, fmt::format("{}: key 'training.memory_budget'", name));
+  one_of(t.plan_lengths, {"data", "max_length"}, "training.plan_lengths");
   require(t.max_nonfinite_steps >= 1, "training.max_nonfinite_steps", "must be at least 1");
   require(t.prefetch >= 1, "training.prefetch", "must be at least 1");
   one_of(t.schedule, {"linear", "cosine", "constant"}, "training.schedule");

@@ -40,8 +40,17 @@ struct TrainConfig {
   struct Training {
     int64_t epochs = 1;
     int64_t max_steps = 0;    // optimizer steps; > 0 overrides epochs
-    int64_t batch_size = 32;  // micro-batch
-    int64_t gradient_accumulation = 1;
+    // Batch sizes (train/memory_planner.h). batch_size is the micro-batch: 0 means auto, the
+    // largest that fits the memory budget, accumulating to effective_batch_size. A fixed
+    // batch_size with gradient_accumulation gives effective = batch_size x accumulation. After
+    // parsing, effective_batch_size is always set, and gradient_accumulation is set for a fixed
+    // batch_size (0 with auto: the planner chooses it).
+    int64_t batch_size = 0;  // micro-batch; 0: auto
+    int64_t gradient_accumulation = 0;
+    int64_t effective_batch_size = 0;
+    double memory_fraction = 0.95;  // share of the device's available memory the plan may use
+    std::string memory_budget;      // "8GiB": a fixed budget instead of the fraction
+    std::string plan_lengths = "data";  // data (longest tokenized sequence) | max_length
     double learning_rate = 5e-5;
     double layer_decay = 1.0;  // layer-wise LR decay: layer l of L gets decay^(L - l)
     double weight_decay = 0.01;
@@ -58,7 +67,7 @@ struct TrainConfig {
     int64_t threads = 0;               // 0: all cores
     int64_t max_nonfinite_steps = 10;  // consecutive skipped steps before the run aborts
     int64_t prefetch = 4;              // batches assembled ahead of the step
-    GradientCheckpointing gradient_checkpointing = GradientCheckpointing::Off;  // off | on
+    GradientCheckpointing gradient_checkpointing = GradientCheckpointing::Auto;  // off|on|auto
   } training;
   AdapterConfig peft;  // `peft:` section (models/adapter_config.h): LoRA / DoRA; default none
   struct Eval {
@@ -66,7 +75,7 @@ struct TrainConfig {
     bool each_epoch = true;
     std::string metric = "auto";          // auto: f1 for binary, macro_f1 otherwise
     std::string mode = "auto";            // max | min | auto (min for loss)
-    int64_t batch_size = 0;               // 0: 2 x training.batch_size
+    int64_t batch_size = 0;               // 0: the training micro-batch
     std::string threshold_metric = "f1";  // binary: the threshold chosen on validation maximises it
   } eval;
   struct EarlyStopping {
@@ -92,7 +101,7 @@ struct TrainConfig {
   // Parses YAML (name labels errors); applies the preset first.
   static TrainConfig parse(const YAML::Node& root, const std::string& name);
 
-  int64_t effective_batch() const { return training.batch_size * training.gradient_accumulation; }
+  int64_t effective_batch() const { return training.effective_batch_size; }
 };
 
 // Applies "a.b=value" overrides to a YAML tree (InputError naming a malformed override).

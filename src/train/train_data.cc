@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/splits.h"
+#include "models/hf_checkpoint.h"
 
 namespace ftune {
 namespace {
@@ -75,6 +76,16 @@ TokenizedSplit make_split(const std::string& name, const std::string& source,
 }
 
 }  // namespace
+
+int64_t usable_max_length(const TrainConfig& cfg) {
+  const EncoderConfig model = load_model_config(cfg.model.path, {});
+  const int64_t positions =
+      model.max_position_embeddings - (model.roberta_like() ? model.pad_token_id + 1 : 0);
+  if (cfg.data.max_length <= positions) return cfg.data.max_length;
+  spdlog::warn("data.max_length {} exceeds the model's {} positions; using {}", cfg.data.max_length,
+               positions, positions);
+  return positions;
+}
 
 TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, int64_t max_length) {
   const auto& d = cfg.data;

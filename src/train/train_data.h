@@ -29,6 +29,9 @@ struct TrainData {
   nlohmann::json report;           // per split: rows, skipped, truncated, tokens, seconds
 };
 
+// data.max_length clipped to the positions of the model in model.path (warns when it clips).
+int64_t usable_max_length(const TrainConfig& config);
+
 // `max_length` is data.max_length already clipped to the model's positions.
 TrainData load_train_data(const TrainConfig& config, const text::Tokenizer& tokenizer,
                           int64_t max_length);

@@ -38,6 +38,7 @@
 #include "train/grad_clip.h"
 #include "train/layer_decay.h"
 #include "train/lr_schedule.h"
+#include "train/batch_plan.h"
 #include "train/progress.h"
 #include "train/run_log.h"
 #include "train/stop_signal.h"
@@ -132,6 +133,8 @@ class Trainer {
   void check_run_dir() const;  // before any work: refuses to clobber or to resume nothing
   void prepare_run_dir();      // after data and model loaded: clears (overwrite), writes config
   void load_data_and_model();
+  void plan_batch();             // micro-batch, accumulation and checkpointing from the planner
+  void build_model_and_arena();  // the model and optimizer over one arena (OOM: halves the batch)
   void plan_schedule();
   nlohmann::json fingerprints() const;
   void restore(const CheckpointEntry& ckpt);
@@ -156,7 +159,11 @@ class Trainer {
   std::unique_ptr<SequenceClassifier> model_;
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<Arena> arena_;
-  nlohmann::json plan_json_ = nlohmann::json::object();
+  RunBatchPlan plan_;
+  int64_t max_length_ = 0;  // data.max_length clipped to the model's positions
+  int64_t micro_batch_ = 0, accumulation_ = 1;  // may change when an allocation fails
+  GradientCheckpointing checkpointing_ = GradientCheckpointing::Off;
+  nlohmann::json oom_retries_ = nlohmann::json::array();
   LossOptions loss_options_;
   int32_t pad_id_ = 0;
   int64_t eval_batch_ = 0;
@@ -221,16 +228,9 @@ void Trainer::load_data_and_model() {
   load.reinit_mismatched_head = true;
   load.init_seed = tc_.seed;
   // Labels come from the data unless the config names them; the head is sized to match.
-  EncoderConfig probe = load_model_config(cfg_.model.path, {});
-  int64_t max_length = cfg_.data.max_length;
-  const int64_t positions =
-      probe.max_position_embeddings - (probe.roberta_like() ? probe.pad_token_id + 1 : 0);
-  if (max_length > positions) {
-    spdlog::warn("data.max_length {} exceeds the model's {} positions; using {}", max_length,
-                 positions, positions);
-    max_length = positions;
-  }
+  const int64_t max_length = usable_max_length(cfg_);
   data_ = load_train_data(cfg_, *tok_, max_length);
+  max_length_ = max_length;
   load.labels = data_.labels.names;
   model_config_ = load_model_config(cfg_.model.path, load);
   if (tc_.hidden_dropout >= 0)
@@ -240,36 +240,8 @@ void Trainer::load_data_and_model() {
   if (tc_.classifier_dropout >= 0)
     model_config_.classifier_dropout = static_cast<float>(tc_.classifier_dropout);
 
-  int64_t max_seq = data_.train.longest;
-  if (data_.validation) max_seq = std::max(max_seq, data_.validation->longest);
-  if (data_.test) max_seq = std::max(max_seq, data_.test->longest);
-  eval_batch_ = cfg_.eval.batch_size > 0 ? cfg_.eval.batch_size : 2 * tc_.batch_size;
-  ClassifierOptions options;
-  options.max_batch = std::max(tc_.batch_size, eval_batch_);
-  options.max_seq = max_seq;
-  options.training = true;
-  options.adapters = cfg_.peft;
-  options.checkpointing = tc_.gradient_checkpointing;
-  model_ = std::make_unique<SequenceClassifier>(model_config_, options);
-  adamw_ = std::make_unique<AdamW>(
-      model_->trainable_params(),
-      AdamWOptions{static_cast<float>(tc_.learning_rate), static_cast<float>(tc_.adam_beta1),
-                   static_cast<float>(tc_.adam_beta2), static_cast<float>(tc_.adam_epsilon),
-                   static_cast<float>(tc_.weight_decay)});
-  ArenaPlan plan;
-  model_->add_to_plan(plan);
-  adamw_->add_to_plan(plan);
-  std::string plan_text;
-  for (const auto& [group, bytes] : plan.bytes_by_group()) {
-    plan_text += fmt::format(" {} {:.1f} MiB", group, bytes / double(1 << 20));
-    plan_json_[group] = bytes;
-  }
-  arena_ = std::make_unique<Arena>(Device::cpu(), std::move(plan));
-  spdlog::info("arena: {:.1f} MiB for batches up to {} x {} ({})",
-               arena_->capacity() / double(1 << 20), std::max(tc_.batch_size, eval_batch_), max_seq,
-               plan_text.substr(1));
-  model_->bind(*arena_);
-  adamw_->bind(*arena_);
+  plan_batch();
+  build_model_and_arena();
   load_report_ = load_model_weights(*model_, cfg_.model.path, load);
   if (model_->adapters_on()) {
     model_->init_adapters(tc_.seed);  // PEFT's initialisation; a resume loads the saved adapter
@@ -277,7 +249,7 @@ void Trainer::load_data_and_model() {
                  peft_method_name(cfg_.peft.method), model_->trainable_params().total(),
                  100.0 * model_->trainable_params().total() / model_->params().total(),
                  model_->params().total(),
-                 tc_.gradient_checkpointing == GradientCheckpointing::On ? "on" : "off");
+                 gradient_checkpointing_name(checkpointing_));
   }
   if (tc_.layer_decay < 1.0)
     apply_layer_decay(*adamw_, model_->trainable_params(), model_config_.num_layers,
@@ -293,11 +265,129 @@ void Trainer::load_data_and_model() {
   pad_id_ = static_cast<int32_t>(model_config_.pad_token_id);
 }
 
+void Trainer::plan_batch() {
+  BatchPlanOptions options;
+  if (options_.resume) {
+    // A resumed run continues with the micro-batch and checkpointing it was using (the budget
+    // may differ now); an allocation failure still halves it.
+    if (const auto last = CheckpointStore(run_.string(), cfg_.checkpoint.keep_last).last()) {
+      const nlohmann::json s =
+          io::read_json_file((fs::path(last->dir) / "trainer_state.json").string());
+      if (s.contains("micro_batch")) {
+        options.micro_batch = s["micro_batch"].get<int64_t>();
+        options.checkpointing = s["gradient_checkpointing"].get<bool>()
+                                    ? GradientCheckpointing::On
+                                    : GradientCheckpointing::Off;
+      }
+    }
+  }
+  plan_ = plan_run_batch(cfg_, model_config_, data_, max_length_, options);
+  const BatchChoice& c = plan_.choice;
+  micro_batch_ = c.micro_batch;
+  accumulation_ = c.accumulation;
+  checkpointing_ = c.checkpointing;
+  spdlog::info("memory plan: {} ({} available on {} per {}; budget {} = {})", c.reason,
+               format_bytes(plan_.memory.available), device_name(plan_.target.device),
+               plan_.memory.source, format_bytes(c.budget), plan_.budget_source);
+  if (c.over_budget)
+    spdlog::warn(
+        "micro-batch {} needs {} but the memory budget is {} (the largest that fits is {}); "
+        "trying anyway: if the allocation fails the micro-batch halves",
+        micro_batch_, format_bytes(c.planned_bytes), format_bytes(c.budget),
+        std::max(c.fits_without_checkpointing, c.fits_with_checkpointing));
+}
+
+void Trainer::build_model_and_arena() {
+  while (true) {
+    eval_batch_ = cfg_.eval.batch_size > 0 ? cfg_.eval.batch_size : micro_batch_;
+    ClassifierOptions options;
+    options.max_batch = std::max(micro_batch_, eval_batch_);
+    options.max_seq = plan_.target.max_seq;
+    options.training = true;
+    options.adapters = cfg_.peft;
+    options.checkpointing = checkpointing_;
+    model_ = std::make_unique<SequenceClassifier>(model_config_, options);
+    adamw_ = std::make_unique<AdamW>(
+        model_->trainable_params(),
+        AdamWOptions{static_cast<float>(tc_.learning_rate), static_cast<float>(tc_.adam_beta1),
+                     static_cast<float>(tc_.adam_beta2), static_cast<float>(tc_.adam_epsilon),
+                     static_cast<float>(tc_.weight_decay)});
+    ArenaPlan plan;
+    model_->add_to_plan(plan);
+    adamw_->add_to_plan(plan);
+    const size_t bytes = plan.total_bytes();
+    // Fault injection for the fallback's tests: FTUNE_DEBUG_ARENA_MEMORY=bytes lets the arena
+    // take at most that much, as if another process held the rest of the device.
+    static const int64_t arena_limit = debug_env("FTUNE_DEBUG_ARENA_MEMORY");
+    const DeviceKind kind = plan_.target.device.kind;
+    try {
+      arena_.reset();
+      if (arena_limit >= 0)
+        set_device_memory_limit(kind, device_bytes_in_use(kind) + size_t(arena_limit));
+      arena_ = std::make_unique<Arena>(plan_.target.device, std::move(plan));
+      if (arena_limit >= 0) set_device_memory_limit(kind, std::nullopt);
+    } catch (const OutOfMemoryError& e) {
+      if (arena_limit >= 0) set_device_memory_limit(kind, std::nullopt);
+      if (micro_batch_ == 1)
+        throw OutOfMemoryError(fmt::format(
+            "{}; not even a micro-batch of one sequence of {} tokens fits ({} planned)", e.what(),
+            plan_.target.max_seq, format_bytes(bytes)));
+      const int64_t smaller = (micro_batch_ + 1) / 2;
+      const int64_t accumulation = (cfg_.effective_batch() + smaller - 1) / smaller;
+      spdlog::warn(
+          "out of memory allocating the {} arena of micro-batch {} ({}); retrying with "
+          "micro-batch {} x {} accumulation (effective batch {} kept)",
+          format_bytes(bytes), micro_batch_, e.what(), smaller, accumulation,
+          cfg_.effective_batch());
+      oom_retries_.push_back({{"micro_batch", micro_batch_},
+                              {"planned_bytes", bytes},
+                              {"error", e.what()},
+                              {"retried_with", smaller}});
+      micro_batch_ = smaller;
+      accumulation_ = accumulation;
+      continue;
+    }
+    break;
+  }
+  // Every byte starts as a sentinel, so the run can report how much of each planned buffer it
+  // really used (summary.json memory.touched_bytes).
+  if (arena_->device().is_cpu()) arena_->fill_with_sentinel();
+  std::string plan_text;
+  for (const MemoryCategory& c : MemoryPlan::from(arena_->plan()).categories)
+    if (c.bytes) plan_text += fmt::format(", {} {}", c.name, format_bytes(c.bytes));
+  spdlog::info("arena: {} for micro-batches of {} x {} tokens{} ({})",
+               format_bytes(arena_->capacity()), micro_batch_, plan_.target.max_seq,
+               eval_batch_ > micro_batch_ ? fmt::format(" (evaluation {})", eval_batch_) : "",
+               plan_text.substr(2));
+  model_->bind(*arena_);
+  adamw_->bind(*arena_);
+}
+
+// Planned and touched bytes per category (the touched ones: CPU arenas, see Arena).
+nlohmann::json memory_report(const Arena& arena) {
+  nlohmann::json planned = nlohmann::json::object(), touched = nlohmann::json::object();
+  const auto& buffers = arena.plan().buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const char* category = MemoryPlan::category_of(buffers[i].name);
+    planned[category] = planned.value(category, size_t{0}) + align_up(buffers[i].bytes);
+    if (arena.device().is_cpu())
+      touched[category] = touched.value(category, size_t{0}) + arena.touched_bytes(i);
+  }
+  size_t touched_total = 0;
+  for (const auto& [k, v] : touched.items()) touched_total += v.get<size_t>();
+  nlohmann::json j = {{"planned_bytes", arena.capacity()}, {"planned", planned}};
+  if (arena.device().is_cpu()) {
+    j["touched_bytes"] = touched_total;
+    j["touched"] = touched;
+  }
+  return j;
+}
+
 void Trainer::plan_schedule() {
-  batcher_ = std::make_unique<data::LengthBucketedBatcher>(&data_.train.examples, tc_.batch_size,
+  batcher_ = std::make_unique<data::LengthBucketedBatcher>(&data_.train.examples, micro_batch_,
                                                            tc_.seed);
   batches_per_epoch_ = batcher_->batches_per_epoch();
-  const int64_t accum = tc_.gradient_accumulation;
+  const int64_t accum = accumulation_;
   if (tc_.max_steps > 0) {
     total_steps_ = tc_.max_steps;
     total_micro_ = tc_.max_steps * accum;
@@ -414,6 +504,8 @@ void Trainer::write_checkpoint(const std::string& dir) {
   s["last_eval"] = last_eval_;
   s["early_stopping"] = early_->state();
   s["seed"] = tc_.seed;
+  s["micro_batch"] = micro_batch_;
+  s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;
   s["threads"] = compute_threads();
   s["fingerprints"] = fingerprints();
   io::write_json_atomic((fs::path(dir) / "trainer_state.json").string(), s);
@@ -430,7 +522,7 @@ void Trainer::save_checkpoint(bool best) {
 void Trainer::train_step() {
   static const int64_t exit_at = debug_env("FTUNE_DEBUG_EXIT_AT_MICRO_STEP");
   const auto t0 = Clock::now();
-  const int64_t n_micro = std::min(tc_.gradient_accumulation, total_micro_ - micro_);
+  const int64_t n_micro = std::min(accumulation_, total_micro_ - micro_);
   model_->zero_grad();
   double loss_sum = 0;
   int64_t step_samples = 0, step_tokens = 0;
@@ -549,13 +641,13 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["precision"] = "fp32";
   s["peft"] = peft_method_name(cfg_.peft.method);
   s["trainable_parameters"] = model_->trainable_params().total();
-  s["gradient_checkpointing"] = tc_.gradient_checkpointing == GradientCheckpointing::On;
+  s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;
   s["threads"] = compute_threads();
   s["steps"] = step_;
   s["total_steps"] = total_steps_;
   s["epochs"] = static_cast<double>(micro_) / batches_per_epoch_;
-  s["micro_batch"] = tc_.batch_size;
-  s["gradient_accumulation"] = tc_.gradient_accumulation;
+  s["micro_batch"] = micro_batch_;
+  s["gradient_accumulation"] = accumulation_;
   s["effective_batch"] = cfg_.effective_batch();
   s["skipped_steps"] = skipped_;
   s["train_samples"] = samples_;
@@ -567,7 +659,16 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
   s["wall_seconds"] = seconds_since(t_start_);
   s["arena_bytes"] = arena_->capacity();
-  s["plan_bytes"] = plan_json_;
+  nlohmann::json memory = memory_report(*arena_);
+  memory["device"] = device_name(plan_.target.device);
+  memory["available_bytes"] = plan_.memory.available;
+  memory["budget_bytes"] = plan_.choice.budget;
+  memory["max_seq"] = plan_.target.max_seq;
+  memory["largest_micro_batch"] = {{"without_checkpointing", plan_.choice.fits_without_checkpointing},
+                                   {"with_checkpointing", plan_.choice.fits_with_checkpointing}};
+  memory["batch_choice"] = plan_.choice.reason;
+  memory["oom_retries"] = oom_retries_;
+  s["memory"] = memory;
   s["peak_host_bytes"] = device_bytes_peak(DeviceKind::CPU);
   s["peak_rss_bytes"] = peak_rss_bytes();
   s["eval_metric"] = eval_metric_;
@@ -600,8 +701,8 @@ nlohmann::json Trainer::run() {
       "training {} ({} labels) for {} steps ({} epochs of {} micro-batches): micro-batch {} x {} "
       "accumulation = {}, lr {:g}{}, {} threads",
       model_config_.architecture(), data_.labels.names.size(), total_steps_,
-      static_cast<double>(total_micro_) / batches_per_epoch_, batches_per_epoch_, tc_.batch_size,
-      tc_.gradient_accumulation, cfg_.effective_batch(), tc_.learning_rate,
+      static_cast<double>(total_micro_) / batches_per_epoch_, batches_per_epoch_, micro_batch_,
+      accumulation_, cfg_.effective_batch(), tc_.learning_rate,
       tc_.layer_decay < 1 ? fmt::format(" (layer decay {:g})", tc_.layer_decay) : "",
       compute_threads());
 

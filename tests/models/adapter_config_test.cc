@@ -73,7 +73,8 @@ TEST(AdapterConfig, ErrorsNameTheKey) {
 TEST(AdapterConfig, GradientCheckpointingSwitch) {
   EXPECT_EQ(parse_gradient_checkpointing(YAML::Load("on"), "k"), GradientCheckpointing::On);
   EXPECT_EQ(parse_gradient_checkpointing(YAML::Load("false"), "k"), GradientCheckpointing::Off);
-  EXPECT_THROW(parse_gradient_checkpointing(YAML::Load("auto"), "k"), InputError);
+  EXPECT_EQ(parse_gradient_checkpointing(YAML::Load("auto"), "k"), GradientCheckpointing::Auto);
+  EXPECT_THROW(parse_gradient_checkpointing(YAML::Load("sometimes"), "k"), InputError);
 }
 
 }  // namespace

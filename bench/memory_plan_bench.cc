@@ -1,0 +1,103 @@
+// The memory planner's answers for a model at several sequence lengths: the largest micro-batch
+// that fits a budget (with and without gradient checkpointing), the planned peak of that batch and
+// of a fixed batch of 32, and how long planning takes. bench/memory_plan_bench.sh times training
+// steps at the planned batch next to batch 32 with train_step_bench.
+//
+//   memory_plan_bench --model bert-base|minilm [--seq 128,256,512] [--memory 24GiB ...] [--json]
+//   (without --memory: this machine's available memory; budget = 0.95 of it)
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/memory.h"
+#include "train/memory_planner.h"
+
+using namespace ftune;
+
+namespace {
+
+EncoderConfig bench_config(const std::string& model) {
+  nlohmann::json j = {{"model_type", "bert"},           {"vocab_size", 30522},
+                      {"max_position_embeddings", 512}, {"type_vocab_size", 2},
+                      {"hidden_act", "gelu"},           {"num_labels", 2}};
+  if (model == "minilm")
+    j.update({{"hidden_size", 384},
+              {"num_hidden_layers", 6},
+              {"num_attention_heads", 12},
+              {"intermediate_size", 1536}});
+  else if (model == "bert-base")
+    j.update({{"hidden_size", 768},
+              {"num_hidden_layers", 12},
+              {"num_attention_heads", 12},
+              {"intermediate_size", 3072}});
+  else
+    throw InputError("--model must be minilm or bert-base, got '" + model + "'");
+  return EncoderConfig::from_json(j, "<" + model + " benchmark config>");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ftune memory planner benchmark"};
+  std::string model = "bert-base";
+  std::vector<int64_t> seqs = {128, 256, 512};
+  std::vector<std::string> memories;
+  double fraction = 0.95;
+  bool json = false;
+  app.add_option("--model", model, "bert-base or minilm");
+  app.add_option("--seq", seqs, "sequence lengths")->delimiter(',');
+  app.add_option("--memory", memories, "device memory sizes to plan for (default: this machine)");
+  app.add_option("--fraction", fraction, "share of the memory the plan may use");
+  app.add_flag("--json", json, "one JSON line per row");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const EncoderConfig config = bench_config(model);
+    std::vector<std::pair<std::string, size_t>> devices;
+    if (memories.empty()) {
+      const DeviceMemoryInfo info = device_memory_info(Device::cpu());
+      devices.push_back({"this machine (" + info.source + ")", info.available});
+    }
+    for (const std::string& m : memories) devices.push_back({m, parse_bytes(m, "--memory")});
+    if (!json)
+      std::cout << fmt::format("{:<34} {:>5} {:>9} {:>9} {:>12} {:>12} {:>9}\n", "memory", "seq",
+                               "max batch", "with ckpt", "plan at max", "plan at 32", "plan ms");
+    for (const auto& [name, memory] : devices)
+      for (int64_t seq : seqs) {
+        const PlanTarget target{config, {}, seq, 0, Device::cpu()};
+        const size_t budget = static_cast<size_t>(fraction * static_cast<double>(memory));
+        const auto t0 = std::chrono::steady_clock::now();
+        const int64_t off = largest_micro_batch(target, GradientCheckpointing::Off, budget, 1 << 20);
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        const int64_t on = largest_micro_batch(target, GradientCheckpointing::On, budget, 1 << 20);
+        const size_t at_max =
+            off > 0 ? plan_memory(target, off, GradientCheckpointing::Off).total : 0;
+        const size_t at_32 = plan_memory(target, 32, GradientCheckpointing::Off).total;
+        if (json) {
+          std::cout << nlohmann::json{{"model", model},         {"memory", name},
+                                      {"memory_bytes", memory}, {"budget_bytes", budget},
+                                      {"seq", seq},             {"largest_micro_batch", off},
+                                      {"largest_with_checkpointing", on},
+                                      {"planned_bytes_at_largest", at_max},
+                                      {"planned_bytes_at_32", at_32},
+                                      {"batch_32_fits", at_32 <= budget},
+                                      {"search_ms", ms}}
+                           .dump()
+                    << "\n";
+        } else {
+          std::cout << fmt::format("{:<34} {:>5} {:>9} {:>9} {:>12} {:>12} {:>9.2f}\n", name, seq,
+                                   off, on, format_bytes(at_max),
+                                   format_bytes(at_32) + (at_32 <= budget ? "" : " (!)"), ms);
+        }
+      }
+    if (!json) std::cout << "(!): a fixed batch of 32 does not fit the budget\n";
+  } catch (const std::exception& e) {
+    std::cerr << "memory_plan_bench: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}

@@ -1,0 +1,156 @@
+// `ftune plan --config FILE.yaml [--memory SIZE] [--json] [section.key=value ...]`: the memory
+// plan of a training run without running it — bytes by category (parameters, gradients, optimizer
+// state, activations, attention, workspaces, inputs) with and without gradient checkpointing, the
+// largest micro-batch that fits the budget, and the micro-batch x accumulation the trainer will
+// use for the effective batch (train/memory_planner.h). The data is read and tokenized, so the
+// plan is for the real longest sequence.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "models/hf_checkpoint.h"
+#include "models/sequence_classifier.h"
+#include "text/tokenizer.h"
+#include "train/batch_plan.h"
+
+namespace ftune::cli {
+namespace {
+
+// Rows of an uncapped search: the largest micro-batch the budget holds, whatever the effective
+// batch.
+constexpr int64_t kSearchCap = int64_t{1} << 20;
+
+struct PlanArgs {
+  std::string config;
+  std::string memory;
+  bool json = false;
+  std::vector<std::string> overrides;
+};
+
+int64_t parameter_count(const PlanTarget& t) {
+  ClassifierOptions options;
+  options.max_batch = options.max_seq = 1;
+  options.training = false;
+  options.adapters = t.adapters;
+  const SequenceClassifier model(t.model, options);
+  return model.params().total() + model.adapter_params().total();
+}
+
+nlohmann::json plan_json(const MemoryPlan& m) {
+  nlohmann::json categories = nlohmann::json::array();
+  for (const MemoryCategory& c : m.categories)
+    categories.push_back({{"name", c.name}, {"bytes", c.bytes}, {"note", c.note}});
+  return {{"micro_batch", m.micro_batch},
+          {"rows", m.rows},
+          {"max_seq", m.max_seq},
+          {"gradient_checkpointing", gradient_checkpointing_name(m.checkpointing)},
+          {"categories", categories},
+          {"total_bytes", m.total}};
+}
+
+void run_plan(const PlanArgs& a) {
+  const TrainConfig cfg = TrainConfig::load(a.config, a.overrides);
+  const text::Tokenizer tok = text::Tokenizer::from_dir(cfg.model.path);
+  const int64_t max_length = usable_max_length(cfg);
+  const TrainData data = load_train_data(cfg, tok, max_length);
+  LoadOptions load;
+  load.labels = data.labels.names;
+  const EncoderConfig model = load_model_config(cfg.model.path, load);
+  BatchPlanOptions options;
+  if (!a.memory.empty()) options.device_memory = parse_bytes(a.memory, "--memory");
+  const RunBatchPlan p = plan_run_batch(cfg, model, data, max_length, options);
+  const BatchChoice& c = p.choice;
+  const MemoryPlan off = plan_memory(p.target, c.micro_batch, GradientCheckpointing::Off);
+  const MemoryPlan on = plan_memory(p.target, c.micro_batch, GradientCheckpointing::On);
+  const int64_t largest_off =
+      largest_micro_batch(p.target, GradientCheckpointing::Off, c.budget, kSearchCap);
+  const int64_t largest_on =
+      largest_micro_batch(p.target, GradientCheckpointing::On, c.budget, kSearchCap);
+  const auto split = [&](int64_t fit) {
+    return fit > 0 ? split_effective_batch(c.effective_batch, fit) : std::pair<int64_t, int64_t>{};
+  };
+
+  if (a.json) {
+    nlohmann::json j = {
+        {"model", model.architecture()},
+        {"device", device_name(p.target.device)},
+        {"precision", "fp32"},
+        {"max_seq", p.target.max_seq},
+        {"plan_lengths", cfg.training.plan_lengths},
+        {"available_bytes", p.memory.available},
+        {"memory_source", p.memory.source},
+        {"budget_bytes", c.budget},
+        {"budget_source", p.budget_source},
+        {"largest_micro_batch",
+         {{"without_checkpointing", largest_off}, {"with_checkpointing", largest_on}}},
+        {"effective_batch", c.effective_batch},
+        {"micro_batch", c.micro_batch},
+        {"gradient_accumulation", c.accumulation},
+        {"gradient_checkpointing", gradient_checkpointing_name(c.checkpointing)},
+        {"over_budget", c.over_budget},
+        {"reason", c.reason},
+        {"plan", plan_json(c.checkpointing == GradientCheckpointing::On ? on : off)},
+        {"plan_without_checkpointing", plan_json(off)},
+        {"plan_with_checkpointing", plan_json(on)}};
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format(
+      "{} ({} labels, {:.1f}M parameters{}), fp32 on {}\n"
+      "longest sequence {} tokens ({}; data.max_length {})\n"
+      "memory: {} available ({}), budget {} = {}\n\n",
+      model.architecture(), model.num_labels(),
+      parameter_count(p.target) / 1e6,
+      cfg.peft.enabled() ? fmt::format(", {}", peft_method_name(cfg.peft.method)) : "",
+      device_name(p.target.device), p.target.max_seq,
+      cfg.training.plan_lengths == "data" ? "the data's, after tokenization"
+                                          : "planned for data.max_length",
+      max_length, format_bytes(p.memory.available), p.memory.source, format_bytes(c.budget),
+      p.budget_source);
+  const char* chosen_off = c.checkpointing == GradientCheckpointing::Off ? " *" : "";
+  const char* chosen_on = c.checkpointing == GradientCheckpointing::On ? " *" : "";
+  std::cout << fmt::format("micro-batch {} x {} tokens{}   {:>14} {:>14}\n", c.micro_batch,
+                           p.target.max_seq,
+                           off.rows > c.micro_batch ? fmt::format(" (eval {})", off.rows) : "",
+                           fmt::format("no ckpt{}", chosen_off),
+                           fmt::format("ckpt{}", chosen_on));
+  for (size_t i = 0; i < off.categories.size(); ++i)
+    std::cout << fmt::format("  {:<24} {:>14} {:>14}   {}\n", off.categories[i].name,
+                             format_bytes(off.categories[i].bytes),
+                             format_bytes(on.categories[i].bytes), off.categories[i].note);
+  std::cout << fmt::format("  {:<24} {:>14} {:>14}\n\n", "total (planned peak)",
+                           format_bytes(off.total), format_bytes(on.total));
+  const auto [acc_off, micro_off] = split(largest_off);
+  const auto [acc_on, micro_on] = split(largest_on);
+  std::cout << fmt::format(
+      "largest micro-batch in the budget: {} without gradient checkpointing, {} with it\n"
+      "effective batch {}: {} without checkpointing, {} with it\n",
+      largest_off, largest_on, c.effective_batch,
+      largest_off ? fmt::format("{} x {}", micro_off, acc_off) : std::string("does not fit"),
+      largest_on ? fmt::format("{} x {}", micro_on, acc_on) : std::string("does not fit"));
+  std::cout << fmt::format("chosen: micro-batch {} x accumulation {}, gradient checkpointing {}{}\n"
+                           "  {}\n",
+                           c.micro_batch, c.accumulation,
+                           gradient_checkpointing_name(c.checkpointing),
+                           c.over_budget ? " (OVER BUDGET: the run will try, then halve)" : "",
+                           c.reason);
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("plan", "Print the memory plan and the batch size a training run will use");
+  cmd->add_option("--config", a->config, "YAML training configuration")->required();
+  cmd->add_option("--memory", a->memory,
+                  "Plan for a device with this much available memory (e.g. 24GiB) instead of "
+                  "this machine's");
+  cmd->add_flag("--json", a->json, "Print JSON instead of a table");
+  cmd->add_option("overrides", a->overrides, "section.key=value overrides of the configuration");
+  cmd->callback([a] { run_plan(*a); });
+}
+
+}  // namespace ftune::cli

@@ -1,0 +1,108 @@
+// The memory planner: the bytes a training run needs, by category, and the largest micro-batch
+// that fits a budget — computed, not found by running out of memory.
+//
+// The plan is the run's arena plan itself (the model's and the optimizer's add_to_plan), so the
+// planned peak IS what the trainer allocates: one block, nothing allocated in the step loop. A
+// plan is cheap to build (no memory is touched), so "the largest micro-batch that fits" is an
+// exact binary search over plans: plan(m) <= budget < plan(m + 1).
+//
+// Sizes follow from (model config, adapters, micro-batch rows, longest sequence, gradient
+// checkpointing, optimizer). The longest sequence is the data's (after tokenization and
+// truncation), so the plan holds for every batch the run will see; planning for data.max_length
+// instead is the worst case (`training.plan_lengths: max_length`).
+//
+// Budget: the device's available memory (device_memory_info: /proc/meminfo or the cgroup on the
+// CPU, cudaMemGetInfo on a GPU) times training.memory_fraction (default 0.95), or
+// training.memory_budget when given. The arena is the only large allocation of a run, so the
+// margin only has to cover what lives outside it (the CUDA context and library handles, the
+// tokenized data and the host side of the run).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "models/adapter_config.h"
+#include "models/encoder_config.h"
+
+namespace ftune {
+
+// What is being planned for: a model with its task head, adapters and the longest sequence.
+struct PlanTarget {
+  EncoderConfig model;  // with the task's labels
+  AdapterConfig adapters;
+  int64_t max_seq = 128;   // longest sequence (tokens, special tokens included)
+  int64_t eval_batch = 0;  // rows of an evaluation batch; 0: the micro-batch
+  Device device = Device::cpu();
+};
+
+struct MemoryCategory {
+  std::string name;  // "parameters", "gradients", ...
+  size_t bytes = 0;
+  std::string note;  // what it holds
+};
+
+struct MemoryPlan {
+  int64_t micro_batch = 0;
+  int64_t rows = 0;  // rows the activations are planned for: max(micro-batch, eval batch)
+  int64_t max_seq = 0;
+  GradientCheckpointing checkpointing = GradientCheckpointing::Off;
+  std::vector<MemoryCategory> categories;  // fixed order; their sum is total
+  size_t total = 0;                        // the arena's size: the run's planned peak
+
+  // The category a planned buffer belongs to (by its name: "act/layer0/probs" -> attention).
+  static const char* category_of(const std::string& buffer_name);
+  static MemoryPlan from(const ArenaPlan& plan);
+};
+
+// The arena plan of a training run with `micro_batch` rows per micro-batch (checkpointing Off or
+// On): the model's buffers (SequenceClassifier::add_to_plan) and AdamW's moments.
+ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
+                              GradientCheckpointing checkpointing);
+MemoryPlan plan_memory(const PlanTarget& target, int64_t micro_batch,
+                       GradientCheckpointing checkpointing);
+
+// The largest micro-batch m in [1, cap] whose plan fits in `budget` bytes; 0 when even one row
+// does not fit.
+int64_t largest_micro_batch(const PlanTarget& target, GradientCheckpointing checkpointing,
+                            size_t budget, int64_t cap);
+
+// Micro-batch, accumulation and checkpointing for an effective batch.
+struct BatchRequest {
+  int64_t effective_batch = 32;
+  int64_t micro_batch = 0;  // 0: auto (the largest that fits); else fixed by the user
+  GradientCheckpointing checkpointing = GradientCheckpointing::Auto;
+  size_t budget = 0;
+};
+
+struct BatchChoice {
+  int64_t micro_batch = 0;
+  int64_t accumulation = 1;
+  int64_t effective_batch = 0;
+  GradientCheckpointing checkpointing = GradientCheckpointing::Off;
+  int64_t fits_without_checkpointing = 0;  // largest micro-batch in budget (capped at effective)
+  int64_t fits_with_checkpointing = 0;
+  size_t budget = 0;
+  size_t planned_bytes = 0;  // the plan of the choice
+  bool over_budget = false;  // a fixed micro-batch the budget cannot hold (the run still tries)
+  std::string reason;        // one line for the log: why this micro-batch and checkpointing
+};
+
+// Throws InputError when auto cannot fit even one row (naming the budget and what one row needs).
+// Accumulation is the fewest steps that reach the effective batch, and the micro-batch the
+// smallest that reaches it in that many steps (32 in budget 27 -> 2 x 16), so micro-batches are
+// as even as possible. With checkpointing Auto it turns on only when that reduces accumulation
+// (or is the only way a fixed micro-batch fits).
+BatchChoice choose_batch(const PlanTarget& target, const BatchRequest& request);
+
+// Steps of accumulation and micro-batch rows for an effective batch given the largest micro-batch
+// that fits: accumulation = ceil(effective / fit), micro = ceil(effective / accumulation).
+std::pair<int64_t, int64_t> split_effective_batch(int64_t effective, int64_t fit);
+
+// "1.50 GiB", "12.0 MiB", "512 B".
+std::string format_bytes(size_t bytes);
+// Parses "8GiB", "512MiB", "2.5GB", "1000000" (bytes); InputError naming `key` otherwise.
+size_t parse_bytes(const std::string& text, const std::string& key);
+
+}  // namespace ftune

@@ -1,0 +1,250 @@
+// The memory planner: its plan is the arena the trainer allocates (categories sum to it), the
+// largest micro-batch is exact (plan(m) <= budget < plan(m + 1)) and never over budget across
+// model shapes, checkpointing and adapters, and the batch choice splits the effective batch as
+// documented (fewest accumulation steps, even micro-batches, checkpointing only when it reduces
+// accumulation). Sizes parse with units and fail with the key named.
+#include "train/memory_planner.h"
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+
+namespace ftune::test {
+namespace {
+
+EncoderConfig encoder(ModelFamily family, int64_t vocab, int64_t hidden, int64_t layers,
+                      int64_t heads, int64_t ffn) {
+  EncoderConfig c;
+  c.family = family;
+  c.vocab_size = vocab;
+  c.hidden_size = hidden;
+  c.num_layers = layers;
+  c.num_heads = heads;
+  c.intermediate_size = ffn;
+  c.max_position_embeddings = 514;
+  c.type_vocab_size = family == ModelFamily::Bert ? 2 : 1;
+  c.pad_token_id = family == ModelFamily::Bert ? 0 : 1;
+  c.set_num_labels(3);
+  return c;
+}
+
+// BERT-base, all-MiniLM-L6-v2, a RoBERTa-shaped tiny model.
+std::vector<EncoderConfig> models() {
+  return {encoder(ModelFamily::Bert, 30522, 768, 12, 12, 3072),
+          encoder(ModelFamily::Bert, 30522, 384, 6, 12, 1536),
+          encoder(ModelFamily::Roberta, 1000, 64, 2, 4, 128)};
+}
+
+std::vector<AdapterConfig> adapter_settings() {
+  AdapterConfig none, lora, dora;
+  lora.method = PeftMethod::Lora;
+  lora.r = 8;
+  lora.dropout = 0.1;
+  dora.method = PeftMethod::Dora;
+  dora.r = 4;
+  dora.target_modules = {"query", "key", "value"};
+  return {none, lora, dora};
+}
+
+TEST(MemoryPlanner, CategoriesSumToTheArenaPlanAndEveryBufferHasOne) {
+  for (const EncoderConfig& m : models())
+    for (const AdapterConfig& a : adapter_settings())
+      for (auto ckpt : {GradientCheckpointing::Off, GradientCheckpointing::On}) {
+        const PlanTarget t{m, a, 77, 0, Device::cpu()};
+        const ArenaPlan arena = training_arena_plan(t, 12, ckpt);
+        const MemoryPlan plan = plan_memory(t, 12, ckpt);
+        EXPECT_EQ(plan.total, arena.total_bytes());
+        size_t sum = 0;
+        for (const MemoryCategory& c : plan.categories) sum += c.bytes;
+        EXPECT_EQ(sum, plan.total);
+        for (const PlannedBuffer& b : arena.buffers())
+          EXPECT_NO_THROW(MemoryPlan::category_of(b.name)) << b.name;
+      }
+}
+
+TEST(MemoryPlanner, ParametersGradientsAndMomentsFollowTheTrainableSet) {
+  const EncoderConfig base = models()[0];
+  const PlanTarget full{base, {}, 128, 0, Device::cpu()};
+  const MemoryPlan f = plan_memory(full, 8, GradientCheckpointing::Off);
+  auto bytes = [](const MemoryPlan& p, const std::string& name) {
+    for (const MemoryCategory& c : p.categories)
+      if (c.name == name) return c.bytes;
+    ADD_FAILURE() << "no category " << name;
+    return size_t{0};
+  };
+  // BERT-base with a 3-label head: 109.5M parameters, fp32.
+  EXPECT_NEAR(bytes(f, "parameters") / 4.0, 109.48e6, 0.01e6);
+  EXPECT_EQ(bytes(f, "gradients"), bytes(f, "parameters"));
+  EXPECT_EQ(bytes(f, "optimizer state"), 2 * bytes(f, "parameters"));
+  // LoRA: gradients and moments only for adapters + head, a small fraction.
+  const PlanTarget lora{base, adapter_settings()[1], 128, 0, Device::cpu()};
+  const MemoryPlan l = plan_memory(lora, 8, GradientCheckpointing::Off);
+  EXPECT_LT(bytes(l, "gradients"), bytes(f, "gradients") / 50);
+  EXPECT_EQ(bytes(l, "optimizer state"), 2 * bytes(l, "gradients"));
+  // Checkpointing shrinks activations, not state.
+  const MemoryPlan c = plan_memory(full, 8, GradientCheckpointing::On);
+  EXPECT_LT(bytes(c, "activations"), bytes(f, "activations") / 3);
+  EXPECT_EQ(bytes(c, "optimizer state"), bytes(f, "optimizer state"));
+}
+
+TEST(MemoryPlanner, PlanGrowsWithRowsAndSequenceLength) {
+  for (const EncoderConfig& m : models()) {
+    size_t prev = 0;
+    for (int64_t rows : {1, 2, 5, 16, 33}) {
+      const size_t now = plan_memory({m, {}, 64, 0, Device::cpu()}, rows,
+                                     GradientCheckpointing::Off).total;
+      EXPECT_GT(now, prev);
+      prev = now;
+    }
+    EXPECT_LT(plan_memory({m, {}, 64, 0, Device::cpu()}, 8, GradientCheckpointing::Off).total,
+              plan_memory({m, {}, 65, 0, Device::cpu()}, 8, GradientCheckpointing::Off).total);
+  }
+}
+
+TEST(MemoryPlanner, EvaluationBatchLargerThanTheMicroBatchIsPlanned) {
+  const EncoderConfig m = models()[1];
+  const size_t train_only =
+      plan_memory({m, {}, 64, 0, Device::cpu()}, 8, GradientCheckpointing::Off).total;
+  EXPECT_EQ(plan_memory({m, {}, 64, 8, Device::cpu()}, 8, GradientCheckpointing::Off).total,
+            train_only);
+  EXPECT_EQ(plan_memory({m, {}, 64, 32, Device::cpu()}, 8, GradientCheckpointing::Off).total,
+            plan_memory({m, {}, 64, 0, Device::cpu()}, 32, GradientCheckpointing::Off).total);
+}
+
+TEST(MemoryPlanner, LargestMicroBatchIsExactAndNeverOverBudget) {
+  for (const EncoderConfig& m : models())
+    for (const AdapterConfig& a : adapter_settings())
+      for (auto ckpt : {GradientCheckpointing::Off, GradientCheckpointing::On})
+        for (int64_t seq : {32, 128, 512}) {
+          const PlanTarget t{m, a, seq, 0, Device::cpu()};
+          const size_t one = plan_memory(t, 1, ckpt).total;
+          const size_t per_row = plan_memory(t, 2, ckpt).total - one;
+          for (double rows : {0.5, 1.0, 3.7, 40.2}) {
+            const size_t budget = one + static_cast<size_t>(rows * per_row);
+            const int64_t fit = largest_micro_batch(t, ckpt, budget, 4096);
+            if (fit == 0) {
+              EXPECT_GT(one, budget);
+              continue;
+            }
+            EXPECT_LE(plan_memory(t, fit, ckpt).total, budget);
+            EXPECT_GT(plan_memory(t, fit + 1, ckpt).total, budget)
+                << "fit " << fit << " seq " << seq;
+          }
+          EXPECT_EQ(largest_micro_batch(t, ckpt, one - 1, 4096), 0);
+          EXPECT_EQ(largest_micro_batch(t, ckpt, size_t{1} << 50, 77), 77);  // capped
+        }
+}
+
+TEST(MemoryPlanner, SplitsTheEffectiveBatchIntoEvenMicroBatches) {
+  using P = std::pair<int64_t, int64_t>;  // accumulation, micro-batch
+  EXPECT_EQ(split_effective_batch(32, 32), P(1, 32));
+  EXPECT_EQ(split_effective_batch(32, 100), P(1, 32));
+  EXPECT_EQ(split_effective_batch(32, 27), P(2, 16));
+  EXPECT_EQ(split_effective_batch(32, 10), P(4, 8));
+  EXPECT_EQ(split_effective_batch(30, 7), P(5, 6));
+  EXPECT_EQ(split_effective_batch(33, 16), P(3, 11));
+  EXPECT_EQ(split_effective_batch(7, 1), P(7, 1));
+}
+
+TEST(MemoryPlanner, AutoBatchFitsTheBudgetAndReachesTheEffectiveBatch) {
+  const EncoderConfig m = models()[1];
+  const PlanTarget t{m, {}, 128, 0, Device::cpu()};
+  for (int64_t room : {1, 5, 27, 31, 64}) {
+    BatchRequest r;
+    r.effective_batch = 32;
+    r.checkpointing = GradientCheckpointing::Off;
+    r.budget = plan_memory(t, room, GradientCheckpointing::Off).total;
+    const BatchChoice c = choose_batch(t, r);
+    EXPECT_LE(c.planned_bytes, r.budget);
+    EXPECT_LE(c.micro_batch, room);
+    EXPECT_GE(c.micro_batch * c.accumulation, 32);
+    EXPECT_LT((c.micro_batch - 1) * c.accumulation, 32) << "micro-batches as even as possible";
+    EXPECT_EQ(c.accumulation, (32 + std::min<int64_t>(room, 32) - 1) / std::min<int64_t>(room, 32));
+    EXPECT_FALSE(c.over_budget);
+  }
+}
+
+TEST(MemoryPlanner, CheckpointingAutoTurnsOnOnlyWhenItSavesAccumulationSteps) {
+  const PlanTarget t{models()[0], {}, 256, 0, Device::cpu()};
+  BatchRequest r;
+  r.effective_batch = 32;
+  r.checkpointing = GradientCheckpointing::Auto;
+  // Room for 32 rows without checkpointing: off.
+  r.budget = plan_memory(t, 32, GradientCheckpointing::Off).total;
+  BatchChoice c = choose_batch(t, r);
+  EXPECT_EQ(c.checkpointing, GradientCheckpointing::Off);
+  EXPECT_EQ(c.micro_batch, 32);
+  EXPECT_EQ(c.accumulation, 1);
+  // Room for 12 rows without (3 steps) but 32 with checkpointing (1 step): on.
+  r.budget = plan_memory(t, 12, GradientCheckpointing::Off).total;
+  ASSERT_GE(largest_micro_batch(t, GradientCheckpointing::On, r.budget, 32), 32);
+  c = choose_batch(t, r);
+  EXPECT_EQ(c.checkpointing, GradientCheckpointing::On);
+  EXPECT_EQ(c.accumulation, 1);
+  EXPECT_EQ(c.fits_without_checkpointing, 12);
+  EXPECT_NE(c.reason.find("checkpointing on"), std::string::npos) << c.reason;
+  // Forced off keeps accumulation.
+  r.checkpointing = GradientCheckpointing::Off;
+  c = choose_batch(t, r);
+  EXPECT_EQ(c.checkpointing, GradientCheckpointing::Off);
+  EXPECT_EQ(c.accumulation, 3);
+  EXPECT_EQ(c.micro_batch, 11);
+}
+
+TEST(MemoryPlanner, FixedMicroBatchIsKeptAndFlaggedWhenOverBudget) {
+  const PlanTarget t{models()[1], {}, 128, 0, Device::cpu()};
+  BatchRequest r;
+  r.effective_batch = 64;
+  r.micro_batch = 16;
+  r.budget = plan_memory(t, 16, GradientCheckpointing::Off).total;
+  BatchChoice c = choose_batch(t, r);
+  EXPECT_EQ(c.micro_batch, 16);
+  EXPECT_EQ(c.accumulation, 4);
+  EXPECT_EQ(c.checkpointing, GradientCheckpointing::Off);
+  EXPECT_FALSE(c.over_budget);
+  r.budget = plan_memory(t, 10, GradientCheckpointing::Off).total;  // only fits with ckpt
+  ASSERT_GE(largest_micro_batch(t, GradientCheckpointing::On, r.budget, 16), 16);
+  c = choose_batch(t, r);
+  EXPECT_EQ(c.checkpointing, GradientCheckpointing::On);
+  EXPECT_FALSE(c.over_budget);
+  r.checkpointing = GradientCheckpointing::Off;
+  c = choose_batch(t, r);
+  EXPECT_TRUE(c.over_budget);
+  EXPECT_EQ(c.micro_batch, 16);
+}
+
+TEST(MemoryPlanner, NothingFitsIsAClearError) {
+  const PlanTarget t{models()[0], {}, 512, 0, Device::cpu()};
+  BatchRequest r;
+  r.budget = 100u << 20;  // 100 MiB: BERT-base's weights alone are 418 MiB
+  try {
+    choose_batch(t, r);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("100.0 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("512 tokens"), std::string::npos) << m;
+    EXPECT_NE(m.find("training.memory_budget"), std::string::npos) << m;
+  }
+}
+
+TEST(MemoryPlanner, ParsesSizes) {
+  EXPECT_EQ(parse_bytes("8GiB", "k"), size_t{8} << 30);
+  EXPECT_EQ(parse_bytes("512MiB", "k"), size_t{512} << 20);
+  EXPECT_EQ(parse_bytes("1.5 GiB", "k"), size_t{3} << 29);
+  EXPECT_EQ(parse_bytes("16GB", "k"), size_t{16000000000});
+  EXPECT_EQ(parse_bytes("1000000", "k"), size_t{1000000});
+  for (const char* bad : {"", "GiB", "8 parsecs", "-1GiB", "0", "nan"}) {
+    try {
+      parse_bytes(bad, "key 'training.memory_budget'");
+      ADD_FAILURE() << bad;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("training.memory_budget"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(format_bytes(512), "512 B");
+  EXPECT_EQ(format_bytes(size_t{3} << 29), "1.50 GiB");
+}
+
+}  // namespace
+}  // namespace ftune::test
