@@ -19,12 +19,12 @@
 
 // The same for cuBLAS / cuBLASLt calls (cublasStatus_t), with the library's status name and text.
 // Needs <cublasLt.h> included before use.
-#define FTUNE_CUBLAS_CHECK(call)                                                                \
-  do {                                                                                          \
-    const cublasStatus_t ftune_st_ = (call);                                                    \
-    if (ftune_st_ != CUBLAS_STATUS_SUCCESS)                                                     \
-      ::ftune::throw_cuda_error(__FILE__, __LINE__, #call, cublasLtGetStatusName(ftune_st_),     \
-                                cublasLtGetStatusString(ftune_st_));                            \
+#define FTUNE_CUBLAS_CHECK(call)                                                             \
+  do {                                                                                       \
+    const cublasStatus_t ftune_st_ = (call);                                                 \
+    if (ftune_st_ != CUBLAS_STATUS_SUCCESS)                                                  \
+      ::ftune::throw_cuda_error(__FILE__, __LINE__, #call, cublasLtGetStatusName(ftune_st_), \
+                                cublasLtGetStatusString(ftune_st_));                         \
   } while (0)
 
 namespace ftune::cuda {

@@ -166,8 +166,8 @@ bool try_cublaslt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   const Layout lc(N, M, ldc);
 
   const uint32_t align_a = alignment_of(B), align_b = alignment_of(A), align_c = alignment_of(C);
-  const AlgoKey key{M, N, K, trans_a, trans_b, lda, ldb, ldc, align_a, align_b, align_c,
-                    bias != nullptr, tf32};
+  const AlgoKey key{M,   N,       K,       trans_a, trans_b,         lda, ldb,
+                    ldc, align_a, align_b, align_c, bias != nullptr, tf32};
   CachedAlgo chosen;
   {
     std::lock_guard<std::mutex> lock(blas.mu);
@@ -176,7 +176,8 @@ bool try_cublaslt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
       chosen = it->second;
     } else {
       Preference pref;
-      pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, static_cast<uint64_t>(kGemmWorkspaceBytes));
+      pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+               static_cast<uint64_t>(kGemmWorkspaceBytes));
       pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a);
       pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b);
       pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
@@ -232,8 +233,8 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
       return;
     }
   }
-  gemm_naive_kernel<<<grid_for(M * N, 256), 256>>>(trans_a, trans_b, M, N, K, alpha, A, lda, B,
-                                                     ldb, beta, C, ldc, bias);
+  gemm_naive_kernel<<<grid_for(M * N, 256), 256>>>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+                                                   beta, C, ldc, bias);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

@@ -19,7 +19,8 @@ __device__ inline T warp_sum(T v) {
 
 // Maximum over the 32 lanes of a warp; every lane gets the result.
 __device__ inline float warp_max(float v) {
-  for (int offset = 16; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
   return v;
 }
 

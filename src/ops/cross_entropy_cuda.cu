@@ -32,8 +32,8 @@ __device__ double weight_total(const int32_t* labels, const float* weights, int6
 }
 
 __global__ void cross_entropy_forward_kernel(float* loss, float* probs, const float* logits,
-                                             const int32_t* labels, const float* weights,
-                                             float eps, int64_t B, int64_t K) {
+                                             const int32_t* labels, const float* weights, float eps,
+                                             int64_t B, int64_t K) {
   __shared__ double warp_nll[32], warp_smooth[32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   double nll = 0.0, smooth = 0.0;  // meaningful in lane 0
@@ -50,7 +50,8 @@ __global__ void cross_entropy_forward_kernel(float* loss, float* probs, const fl
     for (int64_t c = lane; c < K; c += 32) p[c] = static_cast<float>(exp(z[c] - mx - log_sum));
     if (labels[i] < 0) continue;  // the same for the whole warp
     double row_smooth = 0.0;
-    for (int64_t c = lane; c < K; c += 32) row_smooth += class_weight(weights, c) * (z[c] - mx - log_sum);
+    for (int64_t c = lane; c < K; c += 32)
+      row_smooth += class_weight(weights, c) * (z[c] - mx - log_sum);
     row_smooth = warp_sum(row_smooth);
     if (lane == 0) {
       nll -= class_weight(weights, labels[i]) * (z[labels[i]] - mx - log_sum);
@@ -113,8 +114,8 @@ void cross_entropy_forward(float* loss, float* probs, const float* logits, const
 void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* labels,
                             const float* weights, float eps, float dloss, int64_t B, int64_t K) {
   if (B * K == 0) return;
-  cross_entropy_backward_kernel<<<grid_stride_blocks(B * K, 256), 256>>>(
-      dlogits, probs, labels, weights, eps, dloss, B, K);
+  cross_entropy_backward_kernel<<<grid_stride_blocks(B * K, 256), 256>>>(dlogits, probs, labels,
+                                                                         weights, eps, dloss, B, K);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

@@ -72,15 +72,15 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
                        bool accumulate) {
   if (N * C == 0) return;
   embedding_forward_kernel<<<grid_stride_blocks(N * C, 256), 256>>>(out, ids, table, N, C,
-                                                                     accumulate);
+                                                                    accumulate);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C,
                         int64_t padding_idx) {
   if (N * C == 0) return;
-  embedding_backward_kernel<<<static_cast<unsigned>(N), kBackwardThreads>>>(dtable, dout, ids, N,
-                                                                            C, padding_idx);
+  embedding_backward_kernel<<<static_cast<unsigned>(N), kBackwardThreads>>>(dtable, dout, ids, N, C,
+                                                                            padding_idx);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

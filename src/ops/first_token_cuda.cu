@@ -18,8 +18,8 @@ __global__ void first_token_forward_kernel(float* out, const float* hidden, int6
   }
 }
 
-__global__ void first_token_backward_kernel(float* dhidden, const float* dout, int64_t B,
-                                            int64_t T, int64_t C) {
+__global__ void first_token_backward_kernel(float* dhidden, const float* dout, int64_t B, int64_t T,
+                                            int64_t C) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < B * T * C;
        i += stride) {

@@ -60,8 +60,8 @@ void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, Ten
                               weight.data_as<float>(), bias.data_as<float>(), N, C, eps),
       cuda::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
                                nullptr, a.data_as<float>(), b.data_as<float>(),
-                               sum.data_as<float>(), weight.data_as<float>(),
-                               bias.data_as<float>(), N, C, eps));
+                               sum.data_as<float>(), weight.data_as<float>(), bias.data_as<float>(),
+                               N, C, eps));
 }
 
 int64_t layer_norm_backward_workspace(int64_t C) {

@@ -118,12 +118,12 @@ void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float*
                          const float* inp, const float* weight, const float* mean,
                          const float* rstd, int64_t N, int64_t C) {
   if (N == 0 || C == 0) return;
-  layer_norm_dinp_kernel<<<grid_for(N, kRowsPerBlock), kRowThreads>>>(dinp, dout, inp, weight,
-                                                                      mean, rstd, N, C);
+  layer_norm_dinp_kernel<<<grid_for(N, kRowsPerBlock), kRowThreads>>>(dinp, dout, inp, weight, mean,
+                                                                      rstd, N, C);
   FTUNE_CUDA_CHECK_LAUNCH();
   if (!dweight) return;
-  layer_norm_params_kernel<<<grid_for(C, 32), dim3(32, 32)>>>(dweight, dbias, dout, inp, mean,
-                                                              rstd, N, C);
+  layer_norm_params_kernel<<<grid_for(C, 32), dim3(32, 32)>>>(dweight, dbias, dout, inp, mean, rstd,
+                                                              N, C);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

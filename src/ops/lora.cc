@@ -55,8 +55,8 @@ void lora_forward(TensorView out, TensorView u, TensorView inp, TensorView a, Te
                         a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r, scale,
                         dropout.p, dropout.rng, data_or_null(dropout.scratch)),
       cuda::lora_forward(out.data_as<float>(), ldo, u.data_as<float>(), inp.data_as<float>(), ldi,
-                        a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r, scale,
-                        dropout.p, dropout.rng, data_or_null(dropout.scratch)));
+                         a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r, scale,
+                         dropout.p, dropout.rng, data_or_null(dropout.scratch)));
 }
 
 void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, TensorView dout,
@@ -81,10 +81,10 @@ void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, 
                          d.r, scale, accumulate_dinp, dropout.p, dropout.rng,
                          data_or_null(dropout.scratch)),
       cuda::lora_backward(data_or_null(dinp), lddi, data_or_null(da), data_or_null(db),
-                         h.data_as<float>(), dout.data_as<float>(), lddo, inp.data_as<float>(), ldi,
-                         u.data_as<float>(), a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC,
-                         d.r, scale, accumulate_dinp, dropout.p, dropout.rng,
-                         data_or_null(dropout.scratch)));
+                          h.data_as<float>(), dout.data_as<float>(), lddo, inp.data_as<float>(),
+                          ldi, u.data_as<float>(), a.data_as<float>(), b.data_as<float>(), d.N, d.C,
+                          d.OC, d.r, scale, accumulate_dinp, dropout.p, dropout.rng,
+                          data_or_null(dropout.scratch)));
 }
 
 void row_sq_norms(TensorView wsq, TensorView w) {
@@ -122,8 +122,8 @@ void dora_norms(TensorView norm, TensorView wsq, TensorView w, TensorView a, Ten
                                  a.data_as<float>(), b.data_as<float>(), OC, C, r, scale,
                                  workspace.data_as<float>()),
                  cuda::dora_norms(norm.data_as<float>(), wsq.data_as<float>(), w.data_as<float>(),
-                                 a.data_as<float>(), b.data_as<float>(), OC, C, r, scale,
-                                 workspace.data_as<float>()));
+                                  a.data_as<float>(), b.data_as<float>(), OC, C, r, scale,
+                                  workspace.data_as<float>()));
 }
 
 void dora_strip_bias(TensorView z, TensorView out, TensorView bias) {
@@ -137,7 +137,7 @@ void dora_strip_bias(TensorView z, TensorView out, TensorView bias) {
                  cpu::dora_strip_bias(z.data_as<float>(), ldz, out.data_as<float>(), ldo,
                                       data_or_null(bias), N, OC),
                  cuda::dora_strip_bias(z.data_as<float>(), ldz, out.data_as<float>(), ldo,
-                                      data_or_null(bias), N, OC));
+                                       data_or_null(bias), N, OC));
 }
 
 void dora_output_forward(TensorView out, TensorView z, TensorView bias, TensorView magnitude,
@@ -155,8 +155,8 @@ void dora_output_forward(TensorView out, TensorView z, TensorView bias, TensorVi
                                           data_or_null(bias), magnitude.data_as<float>(),
                                           norm.data_as<float>(), N, OC),
                  cuda::dora_output_forward(out.data_as<float>(), ldo, z.data_as<float>(), ldz,
-                                          data_or_null(bias), magnitude.data_as<float>(),
-                                          norm.data_as<float>(), N, OC));
+                                           data_or_null(bias), magnitude.data_as<float>(),
+                                           norm.data_as<float>(), N, OC));
 }
 
 void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
@@ -174,8 +174,8 @@ void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
                                            z.data_as<float>(), ldz, magnitude.data_as<float>(),
                                            norm.data_as<float>(), N, OC),
                  cuda::dora_output_backward(data_or_null(dmagnitude), dout.data_as<float>(), lddo,
-                                           z.data_as<float>(), ldz, magnitude.data_as<float>(),
-                                           norm.data_as<float>(), N, OC));
+                                            z.data_as<float>(), ldz, magnitude.data_as<float>(),
+                                            norm.data_as<float>(), N, OC));
 }
 
 }  // namespace ftune

@@ -62,10 +62,10 @@ void AdamW::step(TensorView values, TensorView grads, float lr, float grad_scale
                        static_cast<float>(double(seg_lr) / bc1)});
   }
   const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  FTUNE_DISPATCH(op, dev, update_cpu(p, g, m, v, bc2_sqrt, grad_scale),
-                 cuda::adamw_update(p, g, m, v, launch_.data(),
-                                    static_cast<int64_t>(launch_.size()), options_.beta1,
-                                    options_.beta2, options_.eps, bc2_sqrt, grad_scale));
+  FTUNE_DISPATCH(
+      op, dev, update_cpu(p, g, m, v, bc2_sqrt, grad_scale),
+      cuda::adamw_update(p, g, m, v, launch_.data(), static_cast<int64_t>(launch_.size()),
+                         options_.beta1, options_.beta2, options_.eps, bc2_sqrt, grad_scale));
 }
 
 }  // namespace ftune

@@ -35,9 +35,9 @@ __device__ int find_segment(const SegmentTable& t, int64_t i) {
 }
 
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v,
-                             const __grid_constant__ SegmentTable table, int64_t begin,
-                             int64_t end, float beta1, float beta2, float eps,
-                             float bias_correction2_sqrt, float grad_scale) {
+                             const __grid_constant__ SegmentTable table, int64_t begin, int64_t end,
+                             float beta1, float beta2, float eps, float bias_correction2_sqrt,
+                             float grad_scale) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int64_t i = begin + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= end) return;

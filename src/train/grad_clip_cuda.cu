@@ -42,8 +42,7 @@ __global__ void sum_of_squares_partial_kernel(double* partial, const float* x, i
   __shared__ double shared[32];
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   double s = 0.0;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride)
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     s += double(x[i]) * double(x[i]);
   s = block_sum(s, shared);
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
