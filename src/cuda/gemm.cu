@@ -39,9 +39,11 @@ uint32_t alignment_of(const void* p) {
   return align;
 }
 
-// Everything cuBLASLt's algorithm choice depends on.
+// Everything cuBLASLt's algorithm choice depends on: shape, transposes, leading dimensions, the
+// alignment of A, B, C and of the bias (0 without one; the heuristic reads the bias pointer's
+// alignment from the descriptor) and the math mode.
 using AlgoKey = std::tuple<int64_t, int64_t, int64_t, bool, bool, int64_t, int64_t, int64_t,
-                           uint32_t, uint32_t, uint32_t, bool, bool>;
+                           uint32_t, uint32_t, uint32_t, uint32_t, bool>;
 
 struct CachedAlgo {
   bool found = false;
@@ -166,8 +168,9 @@ bool try_cublaslt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   const Layout lc(N, M, ldc);
 
   const uint32_t align_a = alignment_of(B), align_b = alignment_of(A), align_c = alignment_of(C);
-  const AlgoKey key{M,   N,       K,       trans_a, trans_b,         lda, ldb,
-                    ldc, align_a, align_b, align_c, bias != nullptr, tf32};
+  const uint32_t align_bias = bias ? alignment_of(bias) : 0;
+  const AlgoKey key{M,   N,       K,       trans_a, trans_b,    lda, ldb,
+                    ldc, align_a, align_b, align_c, align_bias, tf32};
   CachedAlgo chosen;
   {
     std::lock_guard<std::mutex> lock(blas.mu);
