@@ -41,7 +41,11 @@ void cross_entropy_forward(TensorView loss, TensorView probs, TensorView logits,
                      labels.data_as<int32_t>(),
                      o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
                      o.label_smoothing, logits.dim(0), logits.dim(1)),
-                 cuda_kernel_missing(op));
+                 cuda::cross_entropy_forward(
+                     loss.data_as<float>(), probs.data_as<float>(), logits.data_as<float>(),
+                     labels.data_as<int32_t>(),
+                     o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
+                     o.label_smoothing, logits.dim(0), logits.dim(1)));
 }
 
 void cross_entropy_backward(TensorView dlogits, TensorView probs, TensorView labels,
@@ -55,7 +59,10 @@ void cross_entropy_backward(TensorView dlogits, TensorView probs, TensorView lab
                      dlogits.data_as<float>(), probs.data_as<float>(), labels.data_as<int32_t>(),
                      o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
                      o.label_smoothing, dloss, probs.dim(0), probs.dim(1)),
-                 cuda_kernel_missing(op));
+                 cuda::cross_entropy_backward(
+                     dlogits.data_as<float>(), probs.data_as<float>(), labels.data_as<int32_t>(),
+                     o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
+                     o.label_smoothing, dloss, probs.dim(0), probs.dim(1)));
 }
 
 }  // namespace ftune

@@ -31,4 +31,11 @@ void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* l
                             const float* weights, float eps, float dloss, int64_t B, int64_t K);
 }  // namespace cpu
 
+namespace cuda {
+void cross_entropy_forward(float* loss, float* probs, const float* logits, const int32_t* labels,
+                           const float* weights, float eps, int64_t B, int64_t K);
+void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* labels,
+                            const float* weights, float eps, float dloss, int64_t B, int64_t K);
+}  // namespace cuda
+
 }  // namespace ftune

@@ -31,7 +31,8 @@ void embedding_forward(TensorView out, TensorView ids, TensorView table, bool ac
   FTUNE_DISPATCH(op, dev,
                  cpu::embedding_forward(out.data_as<float>(), ids.data_as<int32_t>(),
                                         table.data_as<float>(), N, C, accumulate),
-                 cuda_kernel_missing(op));
+                 cuda::embedding_forward(out.data_as<float>(), ids.data_as<int32_t>(),
+                                         table.data_as<float>(), N, C, accumulate));
 }
 
 void embedding_backward(TensorView dtable, TensorView dout, TensorView ids, int64_t padding_idx) {
@@ -46,7 +47,8 @@ void embedding_backward(TensorView dtable, TensorView dout, TensorView ids, int6
   FTUNE_DISPATCH(op, dev,
                  cpu::embedding_backward(dtable.data_as<float>(), dout.data_as<float>(),
                                          ids.data_as<int32_t>(), N, C, padding_idx),
-                 cuda_kernel_missing(op));
+                 cuda::embedding_backward(dtable.data_as<float>(), dout.data_as<float>(),
+                                          ids.data_as<int32_t>(), N, C, padding_idx));
 }
 
 }  // namespace ftune

@@ -7,7 +7,8 @@
 //             padding_idx < 0 means none.
 // ids are i32; an id outside [0, V) is an InputError naming it and the vocabulary size.
 // The backward is deterministic: each thread owns a slice of the C columns and walks the tokens
-// in order, so repeated ids accumulate in the same order whatever the thread count.
+// in order, so repeated ids accumulate in the same order whatever the thread count. The CUDA twin
+// adds in that same token order (no atomics), so both devices give the same bits.
 #pragma once
 
 #include "core/tensor.h"
@@ -24,5 +25,12 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C,
                         int64_t padding_idx);
 }  // namespace cpu
+
+namespace cuda {
+void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t C,
+                       bool accumulate);
+void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C,
+                        int64_t padding_idx);
+}  // namespace cuda
 
 }  // namespace ftune

@@ -15,7 +15,7 @@ void first_token_forward(TensorView out, TensorView hidden) {
   const Device dev = common_device(op, {out, hidden});
   FTUNE_DISPATCH(op, dev,
                  cpu::first_token_forward(out.data_as<float>(), hidden.data_as<float>(), B, T, C),
-                 cuda_kernel_missing(op));
+                 cuda::first_token_forward(out.data_as<float>(), hidden.data_as<float>(), B, T, C));
 }
 
 void first_token_backward(TensorView dhidden, TensorView dout) {
@@ -28,7 +28,7 @@ void first_token_backward(TensorView dhidden, TensorView dout) {
   const Device dev = common_device(op, {dhidden, dout});
   FTUNE_DISPATCH(
       op, dev, cpu::first_token_backward(dhidden.data_as<float>(), dout.data_as<float>(), B, T, C),
-      cuda_kernel_missing(op));
+      cuda::first_token_backward(dhidden.data_as<float>(), dout.data_as<float>(), B, T, C));
 }
 
 }  // namespace ftune

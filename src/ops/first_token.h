@@ -15,4 +15,9 @@ void first_token_forward(float* out, const float* hidden, int64_t B, int64_t T, 
 void first_token_backward(float* dhidden, const float* dout, int64_t B, int64_t T, int64_t C);
 }  // namespace cpu
 
+namespace cuda {
+void first_token_forward(float* out, const float* hidden, int64_t B, int64_t T, int64_t C);
+void first_token_backward(float* dhidden, const float* dout, int64_t B, int64_t T, int64_t C);
+}  // namespace cuda
+
 }  // namespace ftune

@@ -37,7 +37,9 @@ void layer_norm_forward(TensorView out, TensorView mean, TensorView rstd, Tensor
       cpu::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
                               inp.data_as<float>(), nullptr, nullptr, nullptr,
                               weight.data_as<float>(), bias.data_as<float>(), N, C, eps),
-      cuda_kernel_missing(op));
+      cuda::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
+                               inp.data_as<float>(), nullptr, nullptr, nullptr,
+                               weight.data_as<float>(), bias.data_as<float>(), N, C, eps));
 }
 
 void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, TensorView rstd,
@@ -56,7 +58,10 @@ void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, Ten
       cpu::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
                               nullptr, a.data_as<float>(), b.data_as<float>(), sum.data_as<float>(),
                               weight.data_as<float>(), bias.data_as<float>(), N, C, eps),
-      cuda_kernel_missing(op));
+      cuda::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
+                               nullptr, a.data_as<float>(), b.data_as<float>(),
+                               sum.data_as<float>(), weight.data_as<float>(), bias.data_as<float>(),
+                               N, C, eps));
 }
 
 int64_t layer_norm_backward_workspace(int64_t C) {
@@ -91,7 +96,11 @@ void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, 
                      dbias.defined() ? dbias.data_as<float>() : nullptr, dout.data_as<float>(),
                      inp.data_as<float>(), weight.data_as<float>(), mean.data_as<float>(),
                      rstd.data_as<float>(), N, C, workspace.data_as<float>()),
-                 cuda_kernel_missing(op));
+                 cuda::layer_norm_backward(
+                     dinp.data_as<float>(), dweight.defined() ? dweight.data_as<float>() : nullptr,
+                     dbias.defined() ? dbias.data_as<float>() : nullptr, dout.data_as<float>(),
+                     inp.data_as<float>(), weight.data_as<float>(), mean.data_as<float>(),
+                     rstd.data_as<float>(), N, C));
 }
 
 }  // namespace ftune

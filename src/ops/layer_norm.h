@@ -6,7 +6,8 @@
 //             frozen LayerNorm (adapters), which then only computes dinp.
 // The fused op's backward is layer_norm_backward on `sum`: its dinp is the gradient of a and b.
 // The backward pass reduces dweight/dbias through per-thread partial sums held in `workspace`
-// (f32, at least layer_norm_backward_workspace(C) elements, planned with the rest of the arena).
+// (f32, at least layer_norm_backward_workspace(C) elements, planned with the rest of the arena;
+// the CUDA twin checks it the same way but does not use it).
 #pragma once
 
 #include "core/tensor.h"
@@ -31,5 +32,15 @@ void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float*
                          const float* inp, const float* weight, const float* mean,
                          const float* rstd, int64_t N, int64_t C, float* workspace);
 }  // namespace cpu
+
+namespace cuda {
+void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* a,
+                        const float* b, float* sum, const float* weight, const float* bias,
+                        int64_t N, int64_t C, float eps);
+// Needs no workspace: dweight / dbias come from a fixed-order column reduction.
+void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                         const float* inp, const float* weight, const float* mean,
+                         const float* rstd, int64_t N, int64_t C);
+}  // namespace cuda
 
 }  // namespace ftune

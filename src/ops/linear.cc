@@ -19,7 +19,9 @@ void linear_forward(TensorView out, TensorView inp, TensorView weight, TensorVie
                  cpu::linear_forward(out.data_as<float>(), ldo, inp.data_as<float>(), ldi,
                                      weight.data_as<float>(),
                                      bias.defined() ? bias.data_as<float>() : nullptr, N, C, OC),
-                 cuda_kernel_missing(op));
+                 cuda::linear_forward(out.data_as<float>(), ldo, inp.data_as<float>(), ldi,
+                                      weight.data_as<float>(),
+                                      bias.defined() ? bias.data_as<float>() : nullptr, N, C, OC));
 }
 
 void linear_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
@@ -41,7 +43,11 @@ void linear_backward(TensorView dinp, TensorView dweight, TensorView dbias, Tens
                                       dbias.defined() ? dbias.data_as<float>() : nullptr,
                                       dout.data_as<float>(), lddo, inp.data_as<float>(), ldi,
                                       weight.data_as<float>(), N, C, OC, accumulate_dinp),
-                 cuda_kernel_missing(op));
+                 cuda::linear_backward(dinp.defined() ? dinp.data_as<float>() : nullptr, lddi,
+                                       dweight.defined() ? dweight.data_as<float>() : nullptr,
+                                       dbias.defined() ? dbias.data_as<float>() : nullptr,
+                                       dout.data_as<float>(), lddo, inp.data_as<float>(), ldi,
+                                       weight.data_as<float>(), N, C, OC, accumulate_dinp));
 }
 
 }  // namespace ftune

@@ -24,4 +24,12 @@ void linear_backward(float* dinp, int64_t lddi, float* dweight, float* dbias, co
                      int64_t C, int64_t OC, bool accumulate_dinp);
 }  // namespace cpu
 
+namespace cuda {
+void linear_forward(float* out, int64_t ldo, const float* inp, int64_t ldi, const float* weight,
+                    const float* bias, int64_t N, int64_t C, int64_t OC);
+void linear_backward(float* dinp, int64_t lddi, float* dweight, float* dbias, const float* dout,
+                     int64_t lddo, const float* inp, int64_t ldi, const float* weight, int64_t N,
+                     int64_t C, int64_t OC, bool accumulate_dinp);
+}  // namespace cuda
+
 }  // namespace ftune

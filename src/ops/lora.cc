@@ -54,7 +54,9 @@ void lora_forward(TensorView out, TensorView u, TensorView inp, TensorView a, Te
       cpu::lora_forward(out.data_as<float>(), ldo, u.data_as<float>(), inp.data_as<float>(), ldi,
                         a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r, scale,
                         dropout.p, dropout.rng, data_or_null(dropout.scratch)),
-      cuda_kernel_missing(op));
+      cuda::lora_forward(out.data_as<float>(), ldo, u.data_as<float>(), inp.data_as<float>(), ldi,
+                         a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r, scale,
+                         dropout.p, dropout.rng, data_or_null(dropout.scratch)));
 }
 
 void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, TensorView dout,
@@ -78,7 +80,11 @@ void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, 
                          u.data_as<float>(), a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC,
                          d.r, scale, accumulate_dinp, dropout.p, dropout.rng,
                          data_or_null(dropout.scratch)),
-      cuda_kernel_missing(op));
+      cuda::lora_backward(data_or_null(dinp), lddi, data_or_null(da), data_or_null(db),
+                          h.data_as<float>(), dout.data_as<float>(), lddo, inp.data_as<float>(),
+                          ldi, u.data_as<float>(), a.data_as<float>(), b.data_as<float>(), d.N, d.C,
+                          d.OC, d.r, scale, accumulate_dinp, dropout.p, dropout.rng,
+                          data_or_null(dropout.scratch)));
 }
 
 void row_sq_norms(TensorView wsq, TensorView w) {
@@ -89,7 +95,7 @@ void row_sq_norms(TensorView wsq, TensorView w) {
   const Device dev = common_device(op, {wsq, w});
   FTUNE_DISPATCH(op, dev,
                  cpu::row_sq_norms(wsq.data_as<float>(), w.data_as<float>(), w.dim(0), w.dim(1)),
-                 cuda_kernel_missing(op));
+                 cuda::row_sq_norms(wsq.data_as<float>(), w.data_as<float>(), w.dim(0), w.dim(1)));
 }
 
 int64_t dora_norms_workspace(int64_t OC, int64_t r) {
@@ -115,7 +121,9 @@ void dora_norms(TensorView norm, TensorView wsq, TensorView w, TensorView a, Ten
                  cpu::dora_norms(norm.data_as<float>(), wsq.data_as<float>(), w.data_as<float>(),
                                  a.data_as<float>(), b.data_as<float>(), OC, C, r, scale,
                                  workspace.data_as<float>()),
-                 cuda_kernel_missing(op));
+                 cuda::dora_norms(norm.data_as<float>(), wsq.data_as<float>(), w.data_as<float>(),
+                                  a.data_as<float>(), b.data_as<float>(), OC, C, r, scale,
+                                  workspace.data_as<float>()));
 }
 
 void dora_strip_bias(TensorView z, TensorView out, TensorView bias) {
@@ -128,7 +136,8 @@ void dora_strip_bias(TensorView z, TensorView out, TensorView bias) {
   FTUNE_DISPATCH(op, dev,
                  cpu::dora_strip_bias(z.data_as<float>(), ldz, out.data_as<float>(), ldo,
                                       data_or_null(bias), N, OC),
-                 cuda_kernel_missing(op));
+                 cuda::dora_strip_bias(z.data_as<float>(), ldz, out.data_as<float>(), ldo,
+                                       data_or_null(bias), N, OC));
 }
 
 void dora_output_forward(TensorView out, TensorView z, TensorView bias, TensorView magnitude,
@@ -145,7 +154,9 @@ void dora_output_forward(TensorView out, TensorView z, TensorView bias, TensorVi
                  cpu::dora_output_forward(out.data_as<float>(), ldo, z.data_as<float>(), ldz,
                                           data_or_null(bias), magnitude.data_as<float>(),
                                           norm.data_as<float>(), N, OC),
-                 cuda_kernel_missing(op));
+                 cuda::dora_output_forward(out.data_as<float>(), ldo, z.data_as<float>(), ldz,
+                                           data_or_null(bias), magnitude.data_as<float>(),
+                                           norm.data_as<float>(), N, OC));
 }
 
 void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
@@ -162,7 +173,9 @@ void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
                  cpu::dora_output_backward(data_or_null(dmagnitude), dout.data_as<float>(), lddo,
                                            z.data_as<float>(), ldz, magnitude.data_as<float>(),
                                            norm.data_as<float>(), N, OC),
-                 cuda_kernel_missing(op));
+                 cuda::dora_output_backward(data_or_null(dmagnitude), dout.data_as<float>(), lddo,
+                                            z.data_as<float>(), ldz, magnitude.data_as<float>(),
+                                            norm.data_as<float>(), N, OC));
 }
 
 }  // namespace ftune

@@ -72,4 +72,24 @@ void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, 
                           const float* m, const float* norm, int64_t N, int64_t OC);
 }  // namespace cpu
 
+namespace cuda {
+// With p > 0, inp is replaced by dropout(inp) rebuilt in `scratch` (N, C contiguous).
+void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
+                  const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale, float p,
+                  RngKey rng, float* scratch);
+void lora_backward(float* dinp, int64_t lddi, float* da, float* db, float* h, const float* dout,
+                   int64_t lddo, const float* inp, int64_t ldi, const float* u, const float* a,
+                   const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale,
+                   bool accumulate_dinp, float p, RngKey rng, float* scratch);
+void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const float* bias,
+                     int64_t N, int64_t OC);
+void row_sq_norms(float* wsq, const float* w, int64_t OC, int64_t C);
+void dora_norms(float* norm, const float* wsq, const float* w, const float* a, const float* b,
+                int64_t OC, int64_t C, int64_t r, float scale, float* workspace);
+void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
+                         const float* m, const float* norm, int64_t N, int64_t OC);
+void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
+                          const float* m, const float* norm, int64_t N, int64_t OC);
+}  // namespace cuda
+
 }  // namespace ftune

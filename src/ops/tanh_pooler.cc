@@ -11,7 +11,7 @@ void tanh_pooler_forward(TensorView out, TensorView inp, TensorView weight, Tens
   linear_forward(out, inp, weight, bias);
   check_contiguous(op, "out", out);
   FTUNE_DISPATCH(op, out.device, cpu::tanh_inplace(out.data_as<float>(), out.numel()),
-                 cuda_kernel_missing(op));
+                 cuda::tanh_inplace(out.data_as<float>(), out.numel()));
 }
 
 void tanh_pooler_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
@@ -24,7 +24,8 @@ void tanh_pooler_backward(TensorView dinp, TensorView dweight, TensorView dbias,
   FTUNE_DISPATCH(op, dev,
                  cpu::tanh_backward(scratch.data_as<float>(), dout.data_as<float>(),
                                     out.data_as<float>(), out.numel()),
-                 cuda_kernel_missing(op));
+                 cuda::tanh_backward(scratch.data_as<float>(), dout.data_as<float>(),
+                                     out.data_as<float>(), out.numel()));
   linear_backward(dinp, dweight, dbias, scratch, inp, weight);
 }
 

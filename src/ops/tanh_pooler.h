@@ -18,4 +18,9 @@ void tanh_inplace(float* x, int64_t n);
 void tanh_backward(float* dpre, const float* dout, const float* out, int64_t n);
 }  // namespace cpu
 
+namespace cuda {
+void tanh_inplace(float* x, int64_t n);
+void tanh_backward(float* dpre, const float* dout, const float* out, int64_t n);
+}  // namespace cuda
+
 }  // namespace ftune

@@ -32,6 +32,14 @@ void AdamW::set_lr_scale(const std::string& param, float scale) {
     if (s.offset == spec.offset) s.lr_scale = scale;
 }
 
+void AdamW::update_cpu(float* p, const float* g, float* m, float* v, float bc2_sqrt,
+                       float grad_scale) const {
+  for (const AdamWSegment& s : launch_)
+    cpu::adamw_update(p + s.offset, g + s.offset, m + s.offset, v + s.offset, s.count, s.lr,
+                      s.weight_decay, options_.beta1, options_.beta2, options_.eps, s.step_size,
+                      bc2_sqrt, grad_scale);
+}
+
 void AdamW::step(TensorView values, TensorView grads, float lr, float grad_scale) {
   const char* op = "adamw_step";
   check_f32(op, "values", values, Shape{params_.total()});
@@ -47,16 +55,17 @@ void AdamW::step(TensorView values, TensorView grads, float lr, float grad_scale
   const float* g = grads.data_as<float>();
   float* m = m_.data_as<float>();
   float* v = v_.data_as<float>();
+  launch_.clear();
   for (const Segment& s : segments_) {
     const float seg_lr = lr * s.lr_scale;
-    const float wd = s.decay ? options_.weight_decay : 0.0f;
-    FTUNE_DISPATCH(op, dev,
-                   cpu::adamw_update(p + s.offset, g + s.offset, m + s.offset, v + s.offset,
-                                     s.count, seg_lr, wd, options_.beta1, options_.beta2,
-                                     options_.eps, static_cast<float>(double(seg_lr) / bc1),
-                                     static_cast<float>(std::sqrt(bc2)), grad_scale),
-                   cuda_kernel_missing(op));
+    launch_.push_back({s.offset, s.count, seg_lr, s.decay ? options_.weight_decay : 0.0f,
+                       static_cast<float>(double(seg_lr) / bc1)});
   }
+  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
+  FTUNE_DISPATCH(
+      op, dev, update_cpu(p, g, m, v, bc2_sqrt, grad_scale),
+      cuda::adamw_update(p, g, m, v, launch_.data(), static_cast<int64_t>(launch_.size()),
+                         options_.beta1, options_.beta2, options_.eps, bc2_sqrt, grad_scale));
 }
 
 }  // namespace ftune

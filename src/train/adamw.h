@@ -23,6 +23,14 @@ struct AdamWOptions {
   float weight_decay = 0.0f;
 };
 
+// One parameter segment of a step as the update kernels see it: elements [offset, offset + count)
+// of the flat range, with this step's LR, decay and step size lr / (1 - beta1^t) already computed
+// on the host (in double, as PyTorch).
+struct AdamWSegment {
+  int64_t offset, count;
+  float lr, weight_decay, step_size;
+};
+
 class AdamW {
  public:
   AdamW(const ParamTable& params, AdamWOptions options);
@@ -51,6 +59,9 @@ class AdamW {
   AdamWOptions options_;
   const ParamTable& params_;
   std::vector<Segment> segments_;
+  void update_cpu(float* p, const float* g, float* m, float* v, float bc2_sqrt,
+                  float grad_scale) const;
+  std::vector<AdamWSegment> launch_;  // this step's per-segment scalars (reused, host memory)
   TensorView m_, v_;
   int64_t step_ = 0;
 };
@@ -60,5 +71,15 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float
                   float weight_decay, float beta1, float beta2, float eps, float step_size,
                   float bias_correction2_sqrt, float grad_scale);
 }  // namespace cpu
+
+namespace cuda {
+// The same update over every segment (sorted by offset, not overlapping) in ONE launch per
+// kAdamWSegmentsPerLaunch segments (the table travels as a kernel parameter: no device memory, no
+// copy; a BERT-large has ~400 parameter tensors).
+constexpr int kAdamWSegmentsPerLaunch = 768;
+void adamw_update(float* p, const float* g, float* m, float* v, const AdamWSegment* segments,
+                  int64_t count, float beta1, float beta2, float eps, float bias_correction2_sqrt,
+                  float grad_scale);
+}  // namespace cuda
 
 }  // namespace ftune

@@ -12,7 +12,7 @@ double grad_sum_of_squares(TensorView grads) {
   check_f32(op, "grads", grads, grads.shape);
   double s = 0.0;
   FTUNE_DISPATCH(op, grads.device, s = cpu::sum_of_squares(grads.data_as<float>(), grads.numel()),
-                 cuda_kernel_missing(op));
+                 s = cuda::sum_of_squares(grads.data_as<float>(), grads.numel()));
   return s;
 }
 
@@ -20,7 +20,7 @@ void scale_in_place(TensorView values, float factor) {
   const char* op = "scale_in_place";
   check_f32(op, "values", values, values.shape);
   FTUNE_DISPATCH(op, values.device, cpu::scale(values.data_as<float>(), values.numel(), factor),
-                 cuda_kernel_missing(op));
+                 cuda::scale(values.data_as<float>(), values.numel(), factor));
 }
 
 float clip_coefficient(double norm, double max_norm) {

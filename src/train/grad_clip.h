@@ -23,4 +23,11 @@ double sum_of_squares(const float* x, int64_t n);
 void scale(float* x, int64_t n, float factor);
 }  // namespace cpu
 
+namespace cuda {
+// Reduced on the device into a fixed per-device scratch (allocated once), in double with a fixed
+// launch shape and order (deterministic); the 8-byte result is the only thing read back.
+double sum_of_squares(const float* x, int64_t n);
+void scale(float* x, int64_t n, float factor);
+}  // namespace cuda
+
 }  // namespace ftune

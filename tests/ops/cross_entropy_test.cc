@@ -51,6 +51,34 @@ TEST_P(CrossEntropyTest, GradientMatchesFiniteDifferencesWithWeightsSmoothingAnd
   expect_gradient(loss_fn, z.data(), B * K, grad, 2e-3, "dlogits", 1e-2f, 100);
 }
 
+TEST_P(CrossEntropyTest, ManyRowsAndClassesMatchTheCpu) {
+  // More rows than a block has warps and more classes than a warp has lanes.
+  const int64_t B = 75, K = 41;
+  auto z = random_values(B * K, rng, -4, 4);
+  auto w = random_values(K, rng, 0.2f, 2.0f);
+  std::vector<int32_t> y(B);
+  std::uniform_int_distribution<int32_t> pick(0, K - 1);
+  for (int64_t i = 0; i < B; ++i) y[i] = i % 7 == 3 ? -100 : pick(rng);
+  auto run = [&](Device dev, std::vector<float>& probs_out, std::vector<float>& grad_out) {
+    auto dz = device_f32(z, {B, K}, dev), dw = device_f32(w, {K}, dev);
+    auto labels = device_i32(y, {B}, dev);
+    const CrossEntropyOptions o{0.1f, dw.view()};
+    auto loss = poisoned({1}, dev), probs = poisoned({B, K}, dev), g = poisoned({B, K}, dev);
+    cross_entropy_forward(loss.view(), probs.view(), dz.view(), labels.view(), o);
+    cross_entropy_backward(g.view(), probs.view(), labels.view(), o, 0.5f);
+    probs_out = to_vector(probs.view());
+    grad_out = to_vector(g.view());
+    return to_vector(loss.view())[0];
+  };
+  std::vector<float> p_cpu, g_cpu, p_dev, g_dev;
+  const float l_cpu = run(Device::cpu(), p_cpu, g_cpu), l_dev = run(device(), p_dev, g_dev);
+  EXPECT_NEAR(l_dev, l_cpu, 1e-6 * std::fabs(l_cpu));
+  for (int64_t i = 0; i < B * K; ++i) {
+    EXPECT_NEAR(p_dev[i], p_cpu[i], 1e-6) << i;
+    EXPECT_NEAR(g_dev[i], g_cpu[i], 1e-7) << i;
+  }
+}
+
 TEST(CrossEntropyErrors, LabelOutsideClassesIsAnInputError) {
   auto logits = zeros({2, 3}, Device::cpu()), probs = zeros({2, 3}, Device::cpu()),
        loss = zeros({1}, Device::cpu());

@@ -55,6 +55,23 @@ TEST_P(EmbeddingTest, PaddingRowGetsNoGradient) {
   }
 }
 
+TEST_P(EmbeddingTest, BackwardGivesTheCpuBitsForManyRepeatedIds) {
+  // Hundreds of tokens over a small vocabulary (every id repeated many times), a row width that
+  // is not a multiple of 32, a padding id: the sum per row must follow the CPU's token order.
+  const int64_t V = 23, C = 70, N = 517;
+  std::vector<int32_t> ids(N);
+  std::uniform_int_distribution<int32_t> pick(0, V - 1);
+  for (int32_t& id : ids) id = pick(rng);
+  auto g = random_values(N * C, rng), init = random_values(V * C, rng);
+  auto expect = device_f32(init, {V, C}, Device::cpu());
+  embedding_backward(expect.view(), device_f32(g, {N, C}, Device::cpu()).view(),
+                     device_i32(ids, {N}, Device::cpu()).view(), /*padding_idx=*/4);
+  auto dg = device_f32(g, {N, C}, device()), di = device_i32(ids, {N}, device());
+  auto dtable = device_f32(init, {V, C}, device());
+  embedding_backward(dtable.view(), dg.view(), di.view(), /*padding_idx=*/4);
+  EXPECT_EQ(to_vector(dtable.view()), to_vector(expect.view()));
+}
+
 TEST(EmbeddingErrors, OutOfRangeIdIsAnInputError) {
   auto table = zeros({4, 2}, Device::cpu());
   auto ids = device_i32({1, 4}, {2}, Device::cpu());

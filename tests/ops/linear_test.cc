@@ -2,6 +2,8 @@
 // accumulation of parameter gradients, row-strided inputs.
 #include "ops/linear.h"
 
+#include <cmath>
+
 #include "op_test_util.h"
 
 namespace ftune::test {
@@ -82,6 +84,52 @@ TEST_P(LinearTest, RowStridedInputReadsOnlyItsRows) {
   const auto ref = reference_linear(cls, w, b, B, C, OC);
   const auto got = to_vector(out.view());
   for (int64_t i = 0; i < B * OC; ++i) EXPECT_NEAR(got[i], ref[i], 1e-5);
+}
+
+TEST_P(LinearTest, ParametersInsideAFlatBufferAndLargerShapes) {
+  // Weights and biases are views into the flat parameter range, so on a GPU they are only 4-byte
+  // aligned; shapes large enough for real GEMM kernels rather than tiny special cases.
+  const int64_t N = 67, C = 96, OC = 80;
+  auto x = random_values(N * C, rng), flat = random_values(1 + OC * C + OC, rng);
+  const auto r = random_values(N * OC, rng);
+  auto dflat = device_f32(flat, {1 + OC * C + OC}, device());
+  const TensorView w = dflat.view().flat_range(1, OC * C).reshape(Shape{OC, C});
+  const TensorView b = dflat.view().flat_range(1 + OC * C, OC);
+  auto dx = device_f32(x, {N, C}, device()), dout = device_f32(r, {N, OC}, device());
+  auto out = poisoned({N, OC}, device());
+  linear_forward(out.view(), dx.view(), w, b);
+  const std::vector<float> wv(flat.begin() + 1, flat.begin() + 1 + OC * C),
+      bv(flat.begin() + 1 + OC * C, flat.end());
+  const auto ref = reference_linear(x, wv, bv, N, C, OC);
+  const auto got = to_vector(out.view());
+  for (int64_t i = 0; i < N * OC; ++i) EXPECT_NEAR(got[i], ref[i], 1e-4) << i;
+
+  auto gflat = zeros({1 + OC * C + OC}, device());
+  auto gx = poisoned({N, C}, device());
+  linear_backward(gx.view(), gflat.view().flat_range(1, OC * C).reshape(Shape{OC, C}),
+                  gflat.view().flat_range(1 + OC * C, OC), dout.view(), dx.view(), w);
+  const auto gxv = to_vector(gx.view()), gf = to_vector(gflat.view());
+  double worst_x = 0, worst_w = 0, worst_b = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0;
+      for (int64_t o = 0; o < OC; ++o) s += double(r[n * OC + o]) * wv[o * C + c];
+      worst_x = std::max(worst_x, std::fabs(s - gxv[n * C + c]));
+    }
+  for (int64_t o = 0; o < OC; ++o) {
+    double sb = 0;
+    for (int64_t n = 0; n < N; ++n) sb += r[n * OC + o];
+    worst_b = std::max(worst_b, std::fabs(sb - gf[1 + OC * C + o]));
+    for (int64_t c = 0; c < C; ++c) {
+      double s = 0;
+      for (int64_t n = 0; n < N; ++n) s += double(r[n * OC + o]) * x[n * C + c];
+      worst_w = std::max(worst_w, std::fabs(s - gf[1 + o * C + c]));
+    }
+  }
+  EXPECT_EQ(gf[0], 0.0f);  // the element before the parameters is not touched
+  EXPECT_LT(worst_x, 1e-4);
+  EXPECT_LT(worst_w, 1e-4);
+  EXPECT_LT(worst_b, 1e-4);
 }
 
 TEST_P(LinearTest, RejectsMismatchedShapes) {

@@ -1,18 +1,18 @@
 // LoRA / DoRA ops against a plain double-precision reference of PEFT's math (ops/lora.h): forward,
 // every gradient (DoRA's norm held constant, as PEFT detaches it), the fused-QKV column block
 // case (row-strided views), dropout masks shared by forward and backward, and the low-rank norm
-// expansion against ||W + s B A|| formed explicitly. CPU only: the CUDA twins are not written yet
-// (the dispatch says so).
+// expansion against ||W + s B A|| formed explicitly. Every case runs on each device present; the
+// reference is computed on the host (the dropout mask by the CPU op, which every device matches).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "core/memory.h"
+#include "op_test_util.h"
 #include "ops/dropout.h"
 #include "ops/linear.h"
 #include "ops/lora.h"
-#include "test_util.h"
 
 namespace ftune::test {
 namespace {
@@ -104,18 +104,18 @@ void expect_close(const std::vector<float>& got, const Vec& want, double tol, co
 
 // Runs the ops as the encoder does on columns [col, col + OC) of a wider output (the fused QKV
 // case when col > 0), returns (y, dx-from-LoRA, dA, dB, dm).
-void run_case(bool dora, float p_drop, int64_t col, int64_t width) {
+void run_case(Device dev, bool dora, float p_drop, int64_t col, int64_t width) {
   std::mt19937_64 rng(test_seed());
   const Problem p = make(rng);
   const int64_t N = p.N, C = p.C, OC = p.OC, r = p.r;
-  const Device cpu = Device::cpu();
+  const Device cpu = Device::cpu();  // the reference's dropout masks
   const RngKey key{7, 3, 1};
-  auto x = device_f32(p.x, {N, C}, cpu), w = device_f32(p.w, {OC, C}, cpu),
-       b = device_f32(p.b, {OC}, cpu), a = device_f32(p.a, {r, C}, cpu),
-       bb = device_f32(p.bb, {OC, r}, cpu), m = device_f32(p.m, {OC}, cpu);
-  auto wide = zeros({N, width}, cpu), u = poisoned({N, r}, cpu), h = poisoned({N, r}, cpu),
-       z = poisoned({N, OC}, cpu), norm = poisoned({OC}, cpu), wsq = poisoned({OC}, cpu),
-       ws = poisoned({dora_norms_workspace(OC, r)}, cpu), scratch = poisoned({N * C}, cpu);
+  auto x = device_f32(p.x, {N, C}, dev), w = device_f32(p.w, {OC, C}, dev),
+       b = device_f32(p.b, {OC}, dev), a = device_f32(p.a, {r, C}, dev),
+       bb = device_f32(p.bb, {OC, r}, dev), m = device_f32(p.m, {OC}, dev);
+  auto wide = zeros({N, width}, dev), u = poisoned({N, r}, dev), h = poisoned({N, r}, dev),
+       z = poisoned({N, OC}, dev), norm = poisoned({OC}, dev), wsq = poisoned({OC}, dev),
+       ws = poisoned({dora_norms_workspace(OC, r)}, dev), scratch = poisoned({N * C}, dev);
   TensorView y = wide.view();
   y.data = static_cast<float*>(y.data) + col;
   y.shape = Shape{N, OC};
@@ -139,23 +139,24 @@ void run_case(bool dora, float p_drop, int64_t col, int64_t width) {
   }
   const Ref ref = reference(p, xd, dora);
   std::vector<float> got_y;
+  const std::vector<float> wide_y = to_vector(wide.view());
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < OC; ++o) got_y.push_back(to_vector(wide.view())[n * width + col + o]);
+    for (int64_t o = 0; o < OC; ++o) got_y.push_back(wide_y[n * width + col + o]);
   expect_close(got_y, ref.y, 1e-5, "y");
   if (dora) expect_close(to_vector(norm.view()), ref.norm, 1e-5, "norm");
 
   // Backward: dy lives in the same columns; parameter gradients accumulate onto 1.
-  auto dwide = zeros({N, width}, cpu);
+  std::vector<float> dwide_host(N * width, 0.0f);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < OC; ++o) dwide_host[n * width + col + o] = p.dy[n * OC + o];
+  auto dwide = device_f32(dwide_host, {N, width}, dev);
   TensorView dy = dwide.view();
   dy.data = static_cast<float*>(dy.data) + col;
   dy.shape = Shape{N, OC};
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < OC; ++o)
-      static_cast<float*>(dwide.view().data)[n * width + col + o] = p.dy[n * OC + o];
-  auto da = device_f32(std::vector<float>(r * C, 1.0f), {r, C}, cpu),
-       db = device_f32(std::vector<float>(OC * r, 1.0f), {OC, r}, cpu),
-       dm = device_f32(std::vector<float>(OC, 1.0f), {OC}, cpu),
-       dx = device_f32(std::vector<float>(N * C, 1.0f), {N, C}, cpu);
+  auto da = device_f32(std::vector<float>(r * C, 1.0f), {r, C}, dev),
+       db = device_f32(std::vector<float>(OC * r, 1.0f), {OC, r}, dev),
+       dm = device_f32(std::vector<float>(OC, 1.0f), {OC}, dev),
+       dx = device_f32(std::vector<float>(N * C, 1.0f), {N, C}, dev);
   if (dora) dora_output_backward(dm.view(), dy, z.view(), m.view(), norm.view());
   lora_backward(dx.view(), da.view(), db.view(), h.view(), dy, x.view(), u.view(), a.view(),
                 bb.view(), p.s, /*accumulate_dinp=*/true, drop);
@@ -177,32 +178,36 @@ void run_case(bool dora, float p_drop, int64_t col, int64_t width) {
   if (dora) expect_close(to_vector(dm.view()), plus_one(ref.dm), 1e-5, "dm");
 }
 
-TEST(LoraOps, LoraMatchesReference) {
-  run_case(false, 0.0f, 0, 5);
+class LoraOps : public OpTest {};
+
+TEST_P(LoraOps, LoraMatchesReference) {
+  run_case(device(), false, 0.0f, 0, 5);
 }
-TEST(LoraOps, LoraOnAColumnBlockOfAFusedOutput) {
-  run_case(false, 0.0f, 5, 15);
+TEST_P(LoraOps, LoraOnAColumnBlockOfAFusedOutput) {
+  run_case(device(), false, 0.0f, 5, 15);
 }
-TEST(LoraOps, LoraDropoutMaskIsSharedByForwardAndBackward) {
-  run_case(false, 0.3f, 0, 5);
+TEST_P(LoraOps, LoraDropoutMaskIsSharedByForwardAndBackward) {
+  run_case(device(), false, 0.3f, 0, 5);
 }
-TEST(LoraOps, DoraMatchesReferenceWithDetachedNorm) {
-  run_case(true, 0.0f, 0, 5);
+TEST_P(LoraOps, DoraMatchesReferenceWithDetachedNorm) {
+  run_case(device(), true, 0.0f, 0, 5);
 }
-TEST(LoraOps, DoraOnAColumnBlockOfAFusedOutput) {
-  run_case(true, 0.0f, 10, 15);
+TEST_P(LoraOps, DoraOnAColumnBlockOfAFusedOutput) {
+  run_case(device(), true, 0.0f, 10, 15);
 }
 
-TEST(LoraOps, RejectsBadShapes) {
-  const Device cpu = Device::cpu();
-  auto out = zeros({4, 5}, cpu), u = zeros({4, 2}, cpu), x = zeros({4, 3}, cpu),
-       a = zeros({2, 4}, cpu), b = zeros({5, 2}, cpu);
+TEST_P(LoraOps, RejectsBadShapes) {
+  const Device dev = device();
+  auto out = zeros({4, 5}, dev), u = zeros({4, 2}, dev), x = zeros({4, 3}, dev),
+       a = zeros({2, 4}, dev), b = zeros({5, 2}, dev);
   EXPECT_THROW(lora_forward(out.view(), u.view(), x.view(), a.view(), b.view(), 1.0f), ShapeError);
-  auto scratch_small = zeros({3}, cpu), a_ok = zeros({2, 3}, cpu);
+  auto scratch_small = zeros({3}, dev), a_ok = zeros({2, 3}, dev);
   EXPECT_THROW(lora_forward(out.view(), u.view(), x.view(), a_ok.view(), b.view(), 1.0f,
                             LoraDropout{0.5f, {}, scratch_small.view()}),
                ShapeError);
 }
+
+FTUNE_INSTANTIATE_DEVICES(LoraOps);
 
 }  // namespace
 }  // namespace ftune::test

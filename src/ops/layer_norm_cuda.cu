@@ -1,0 +1,130 @@
+// Layer norm (and the fused residual add + layer norm) on CUDA; mirrors ops/layer_norm_cpu.cc.
+//   forward:  one warp per row: mean, biased variance, rstd = 1 / sqrt(var + eps) (IEEE sqrt and
+//             division, as the CPU), out = (x - mean) * rstd * weight + bias. The fused form first
+//             writes sum = a + b and then runs the very same code on it, so it gives the same
+//             bits as residual_forward followed by layer_norm_forward.
+//   backward: one warp per row for dinp (overwritten):
+//               dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dout * weight;
+//             then dweight += sum_rows dout * xhat, dbias += sum_rows dout (parameter gradients
+//             accumulate) by a column reduction with a fixed order: no atomics, the same bits on
+//             every run. The CPU's `workspace` is not needed here.
+#include "cuda/cuda_check.h"
+#include "cuda/reduce.cuh"
+#include "ops/layer_norm.h"
+
+namespace ftune::cuda {
+namespace {
+
+constexpr unsigned kRowThreads = 256;  // 8 warps: 8 rows per block
+constexpr int kRowsPerBlock = kRowThreads / 32;
+
+__global__ void layer_norm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
+                                          const float* a, const float* b, float* sum,
+                                          const float* weight, const float* bias, int64_t N,
+                                          int64_t C, float eps) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (r >= N) return;  // whole warps leave together
+  const int lane = threadIdx.x % 32;
+  float m = 0.0f;
+  if (sum) {  // fused residual add: x = a + b, kept for the backward pass
+    float* s = sum + r * C;
+    const float* ar = a + r * C;
+    const float* br = b + r * C;
+    for (int64_t c = lane; c < C; c += 32) s[c] = ar[c] + br[c];
+    __syncwarp();
+  }
+  const float* x = sum ? sum + r * C : inp + r * C;
+  for (int64_t c = lane; c < C; c += 32) m += x[c];
+  m = warp_sum(m) / static_cast<float>(C);
+  float v = 0.0f;  // biased variance, as PyTorch
+  for (int64_t c = lane; c < C; c += 32) v += (x[c] - m) * (x[c] - m);
+  v = warp_sum(v) / static_cast<float>(C);
+  const float rs = 1.0f / sqrtf(v + eps);
+  float* o = out + r * C;
+  for (int64_t c = lane; c < C; c += 32) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+  if (lane == 0) {
+    mean[r] = m;
+    rstd[r] = rs;
+  }
+}
+
+__global__ void layer_norm_dinp_kernel(float* dinp, const float* dout, const float* inp,
+                                       const float* weight, const float* mean, const float* rstd,
+                                       int64_t N, int64_t C) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  if (r >= N) return;
+  const int lane = threadIdx.x % 32;
+  const float* x = inp + r * C;
+  const float* dy = dout + r * C;
+  const float m = mean[r], rs = rstd[r];
+  float mean_g = 0.0f, mean_gx = 0.0f;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float xhat = (x[c] - m) * rs;
+    const float g = dy[c] * weight[c];
+    mean_g += g;
+    mean_gx += g * xhat;
+  }
+  mean_g = warp_sum(mean_g) / static_cast<float>(C);
+  mean_gx = warp_sum(mean_gx) / static_cast<float>(C);
+  float* dx = dinp + r * C;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float xhat = (x[c] - m) * rs;
+    dx[c] = rs * (dy[c] * weight[c] - mean_g - xhat * mean_gx);
+  }
+}
+
+// dweight[c] += sum_r dout[r, c] * xhat[r, c];  dbias[c] += sum_r dout[r, c]. A block of 32 x 32
+// threads owns 32 columns; thread (x, y) sums rows y, y + 32, ...; the 32 partial sums of a
+// column are then added in y order.
+__global__ void layer_norm_params_kernel(float* dweight, float* dbias, const float* dout,
+                                         const float* inp, const float* mean, const float* rstd,
+                                         int64_t N, int64_t C) {
+  __shared__ float pw[32][33];
+  __shared__ float pb[32][33];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  float acc_w = 0.0f, acc_b = 0.0f;
+  if (c < C)
+    for (int64_t r = threadIdx.y; r < N; r += 32) {
+      const float dy = dout[r * C + c];
+      acc_w += dy * (inp[r * C + c] - mean[r]) * rstd[r];
+      acc_b += dy;
+    }
+  pw[threadIdx.y][threadIdx.x] = acc_w;
+  pb[threadIdx.y][threadIdx.x] = acc_b;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    float sw = 0.0f, sb = 0.0f;
+    for (int k = 0; k < 32; ++k) {
+      sw += pw[k][threadIdx.x];
+      sb += pb[k][threadIdx.x];
+    }
+    dweight[c] += sw;
+    dbias[c] += sb;
+  }
+}
+
+}  // namespace
+
+void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* a,
+                        const float* b, float* sum, const float* weight, const float* bias,
+                        int64_t N, int64_t C, float eps) {
+  if (N == 0) return;
+  layer_norm_forward_kernel<<<grid_for(N, kRowsPerBlock), kRowThreads>>>(
+      out, mean, rstd, inp, a, b, sum, weight, bias, N, C, eps);
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
+
+void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                         const float* inp, const float* weight, const float* mean,
+                         const float* rstd, int64_t N, int64_t C) {
+  if (N == 0 || C == 0) return;
+  layer_norm_dinp_kernel<<<grid_for(N, kRowsPerBlock), kRowThreads>>>(dinp, dout, inp, weight, mean,
+                                                                      rstd, N, C);
+  FTUNE_CUDA_CHECK_LAUNCH();
+  if (!dweight) return;
+  layer_norm_params_kernel<<<grid_for(C, 32), dim3(32, 32)>>>(dweight, dbias, dout, inp, mean, rstd,
+                                                              N, C);
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ftune::cuda

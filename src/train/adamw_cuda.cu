@@ -1,0 +1,83 @@
+// AdamW's update on CUDA; mirrors train/adamw_cpu.cc element for element (the same expressions
+// in the same order, see adamw.h for the equations). All parameter segments are updated by one
+// launch: the segment table (offset, count, LR, decay, step size per parameter tensor) travels as
+// a __grid_constant__ kernel parameter, and a grid-stride loop covers the flat range from the
+// first segment's start to the last one's end; each thread finds the segment of its first element
+// by binary search and then walks forward (its indices only increase). Elements between segments,
+// if any, are left alone, as on the CPU.
+#include <algorithm>
+#include <string>
+
+#include "cuda/cuda_check.h"
+#include "train/adamw.h"
+
+namespace ftune::cuda {
+namespace {
+
+struct SegmentTable {
+  int count;
+  AdamWSegment seg[kAdamWSegmentsPerLaunch];
+};
+// CUDA 12.1+ allows 32764 bytes of kernel parameters on Volta and newer.
+static_assert(sizeof(SegmentTable) + 64 < 32764, "AdamW segment table too large for a launch");
+
+// Index of the last segment whose offset is <= i (0 if none).
+__device__ int find_segment(const SegmentTable& t, int64_t i) {
+  int lo = 0, hi = t.count - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (t.seg[mid].offset <= i)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v,
+                             const __grid_constant__ SegmentTable table, int64_t begin, int64_t end,
+                             float beta1, float beta2, float eps, float bias_correction2_sqrt,
+                             float grad_scale) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t i = begin + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= end) return;
+  int s = find_segment(table, i);
+  for (; i < end; i += stride) {
+    while (s < table.count && i >= table.seg[s].offset + table.seg[s].count) ++s;
+    if (s == table.count) return;
+    const AdamWSegment& seg = table.seg[s];
+    if (i < seg.offset) continue;  // between segments
+    const float lr = seg.lr, weight_decay = seg.weight_decay;
+    const float gi = g[i] * grad_scale;
+    if (weight_decay != 0.0f) p[i] *= 1.0f - lr * weight_decay;
+    m[i] += (gi - m[i]) * (1.0f - beta1);  // torch: exp_avg.lerp_(grad, 1 - beta1)
+    v[i] = v[i] * beta2 + (1.0f - beta2) * gi * gi;
+    const float denom = sqrtf(v[i]) / bias_correction2_sqrt + eps;
+    p[i] -= seg.step_size * m[i] / denom;
+  }
+}
+
+}  // namespace
+
+void adamw_update(float* p, const float* g, float* m, float* v, const AdamWSegment* segments,
+                  int64_t count, float beta1, float beta2, float eps, float bias_correction2_sqrt,
+                  float grad_scale) {
+  for (int64_t first = 0; first < count; first += kAdamWSegmentsPerLaunch) {
+    SegmentTable table{};
+    table.count = static_cast<int>(std::min<int64_t>(kAdamWSegmentsPerLaunch, count - first));
+    for (int k = 0; k < table.count; ++k) {
+      table.seg[k] = segments[first + k];
+      if (k > 0 && table.seg[k].offset < table.seg[k - 1].offset + table.seg[k - 1].count)
+        throw ShapeError("adamw_step: parameter segments must be sorted and disjoint (segment " +
+                         std::to_string(first + k) + ")");
+    }
+    const int64_t begin = table.seg[0].offset;
+    const int64_t end = table.seg[table.count - 1].offset + table.seg[table.count - 1].count;
+    if (end <= begin) continue;
+    adamw_kernel<<<grid_stride_blocks(end - begin, 256), 256>>>(
+        p, g, m, v, table, begin, end, beta1, beta2, eps, bias_correction2_sqrt, grad_scale);
+    FTUNE_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace ftune::cuda

@@ -1,0 +1,84 @@
+// Gradient norm and scaling on CUDA; mirrors train/grad_clip_cpu.cc.
+//   sum_of_squares: kPartialBlocks blocks each sum x^2 in double over a grid-stride slice of the
+//     buffer and reduce it within the block (warp shuffles, then warps in order); a second
+//     one-block kernel adds the partial sums in block order into one double. The launch shape
+//     never changes, so the result is the same bits on every run. Partial sums and the result live
+//     in a per-device scratch of (kPartialBlocks + 1) doubles allocated once (device_malloc) and
+//     kept; the host reads the single 8-byte result (the one synchronisation of a clipped step).
+//   scale: x *= factor, grid-stride.
+#include <array>
+#include <mutex>
+#include <string>
+
+#include "core/memory.h"
+#include "cuda/cuda_check.h"
+#include "cuda/reduce.cuh"
+#include "train/grad_clip.h"
+
+namespace ftune::cuda {
+namespace {
+
+constexpr unsigned kPartialBlocks = 1024;
+constexpr unsigned kThreads = 256;
+constexpr int kMaxDevices = 64;
+
+// (kPartialBlocks partial sums, then the result), per device, created on first use.
+double* reduction_scratch() {
+  static std::mutex mu;
+  static std::array<double*, kMaxDevices> all{};
+  int device = 0;
+  FTUNE_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices)
+    throw DeviceError("grad_sum_of_squares: CUDA device index " + std::to_string(device) +
+                      " out of range");
+  std::lock_guard<std::mutex> lock(mu);
+  if (!all[device])
+    all[device] = static_cast<double*>(
+        device_malloc(Device::cuda(device), (kPartialBlocks + 1) * sizeof(double)));
+  return all[device];
+}
+
+__global__ void sum_of_squares_partial_kernel(double* partial, const float* x, int64_t n) {
+  __shared__ double shared[32];
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  double s = 0.0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    s += double(x[i]) * double(x[i]);
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+__global__ void sum_partials_kernel(double* result, const double* partial, int count) {
+  double total = 0.0;
+  for (int b = 0; b < count; ++b) total += partial[b];
+  *result = total;
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float factor) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    x[i] *= factor;
+}
+
+}  // namespace
+
+double sum_of_squares(const float* x, int64_t n) {
+  if (n == 0) return 0.0;
+  double* scratch = reduction_scratch();
+  sum_of_squares_partial_kernel<<<kPartialBlocks, kThreads>>>(scratch, x, n);
+  FTUNE_CUDA_CHECK_LAUNCH();
+  sum_partials_kernel<<<1, 1>>>(scratch + kPartialBlocks, scratch, kPartialBlocks);
+  FTUNE_CUDA_CHECK_LAUNCH();
+  double total = 0.0;
+  FTUNE_CUDA_CHECK(
+      cudaMemcpy(&total, scratch + kPartialBlocks, sizeof(double), cudaMemcpyDeviceToHost));
+  return total;
+}
+
+void scale(float* x, int64_t n, float factor) {
+  if (n == 0) return;
+  scale_kernel<<<grid_stride_blocks(n, kThreads), kThreads>>>(x, n, factor);
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace ftune::cuda
