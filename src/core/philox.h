@@ -1,6 +1,6 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11): a
 // counter-based generator. The same (key, counter) gives the same four 32-bit words on every
-// backend and thread, so a dropout mask depends only on (seed, site, micro-step, element) — not
+// backend and thread, so a dropout mask depends only on (seed, site, step, element) — not
 // on thread count, kernel launch shape or device. Compiles for host and CUDA.
 #pragma once
 
@@ -41,7 +41,8 @@ FTUNE_HD float philox_uniform(uint32_t bits) {
 }
 
 // Identifies one stream of random numbers: a run's seed, a site (which dropout in which layer)
-// and an offset (the micro-step, so every forward pass draws fresh masks).
+// and an offset (the optimizer step, so every step draws fresh masks; within a step, elements are
+// placed by their row in the step batch: ops/dropout.h).
 struct RngKey {
   uint64_t seed = 0;
   uint32_t site = 0;

@@ -1,8 +1,10 @@
 // Length-bucketed batching with dynamic padding. For each epoch the examples are shuffled with a
 // generator seeded by (seed, epoch), cut into pools of `pool_batches` batches, each pool sorted by
 // length and cut into batches, and the batch order shuffled again: batches hold examples of
-// similar length (little padding) while the order stays random. Deterministic for a seed and
-// epoch, so a run can be reproduced — and resumed at any step — exactly.
+// similar length (little padding) while the order stays random. Within a batch the rows are in
+// order of length, so contiguous row ranges of it (the trainer's micro-batches, cut from a batch
+// of the effective size) pad little too. Deterministic for a seed and epoch, so a run can be
+// reproduced — and resumed at any step — exactly.
 #pragma once
 
 #include <cstdint>

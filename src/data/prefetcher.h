@@ -1,6 +1,7 @@
-// Prefetching of padded batches: a producer thread assembles the batches of global micro-steps
-// [start, end) in order into a bounded queue while the consumer trains on the previous one, so
-// padding and copying overlap the step. next() reports how long the consumer waited (the "time
+// Prefetching of padded batches: a producer thread assembles the batches of global steps
+// [start, end) in order (the trainer's: one per optimizer step, which it cuts into micro-batches)
+// into a bounded queue while the consumer trains on the previous one, so padding and copying
+// overlap the step. next() reports how long the consumer waited (the "time
 // waiting for input" of the run report). Destruction or stop() ends the producer at any point
 // without deadlock; an exception thrown while making a batch is rethrown by next() once the
 // batches made before it have been handed out.
@@ -22,7 +23,7 @@ namespace ftune::data {
 
 class BatchPrefetcher {
  public:
-  // Makes the batch of one global micro-step; called on the producer thread, steps in order.
+  // Makes the batch of one global step; called on the producer thread, steps in order.
   using MakeBatch = std::function<Batch(int64_t step)>;
 
   // Starts producing make(start), make(start + 1), ..., make(end - 1), at most `depth` ahead.

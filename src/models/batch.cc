@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace ftune {
@@ -11,6 +13,33 @@ int64_t Batch::real_tokens() const {
   int64_t n = 0;
   for (int32_t m : attention_mask) n += m != 0;
   return n;
+}
+
+Batch slice_rows(const Batch& batch, int64_t row0, int64_t rows) {
+  FTUNE_ASSERT(row0 >= 0 && rows >= 1 && row0 + rows <= batch.size,
+               "rows [{}, {}) of a batch of {}", row0, row0 + rows, batch.size);
+  const int64_t T = batch.seq_len;
+  Batch out;
+  out.size = rows;
+  for (int64_t r = row0; r < row0 + rows; ++r) {
+    int64_t len = T;  // right-padded: the real tokens end at the last unmasked position
+    while (len > 0 && batch.attention_mask[r * T + len - 1] == 0) --len;
+    out.seq_len = std::max(out.seq_len, len);
+  }
+  out.seq_len = std::max<int64_t>(out.seq_len, 1);
+  const int64_t S = out.seq_len;
+  auto cut = [&](const std::vector<int32_t>& v) {
+    std::vector<int32_t> o(rows * S);
+    for (int64_t r = 0; r < rows; ++r)
+      std::copy(v.begin() + (row0 + r) * T, v.begin() + (row0 + r) * T + S, o.begin() + r * S);
+    return o;
+  };
+  out.input_ids = cut(batch.input_ids);
+  out.attention_mask = cut(batch.attention_mask);
+  if (!batch.token_type_ids.empty()) out.token_type_ids = cut(batch.token_type_ids);
+  if (!batch.labels.empty())
+    out.labels.assign(batch.labels.begin() + row0, batch.labels.begin() + row0 + rows);
+  return out;
 }
 
 std::vector<int32_t> position_ids(const EncoderConfig& c, const Batch& b) {

@@ -21,6 +21,11 @@ struct Batch {
   int64_t real_tokens() const;
 };
 
+// Rows [row0, row0 + rows) of a right-padded batch, padded only to their own longest (the same
+// batch as padding those examples directly): how the trainer cuts micro-batches from the batch of
+// an optimizer step.
+Batch slice_rows(const Batch& batch, int64_t row0, int64_t rows);
+
 // Position ids exactly as HF computes them: BERT 0..T-1 for every row; RoBERTa / XLM-R
 // pad_token_id + 1 + (index among non-pad tokens) for tokens that are not the pad id, and
 // pad_token_id for pad tokens (create_position_ids_from_input_ids).

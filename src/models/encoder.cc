@@ -29,6 +29,11 @@ RngKey key(const DropoutPlan& d, uint32_t site) {
   return RngKey{d.seed, site, d.offset};
 }
 
+// Stream indices of the (B*T, inner) activations of a batch of padded length T.
+DropoutRows rows(const DropoutPlan& d, int64_t T) {
+  return DropoutRows{d.row0, T, d.stream_seq};
+}
+
 // Columns [begin, begin + count) of a row-major 2-D view (a block of the fused QKV matrix).
 TensorView columns(const TensorView& v, int64_t begin, int64_t count) {
   TensorView out = v;
@@ -52,10 +57,11 @@ std::array<bool, kAdapterSites> adapted_sites(const EncoderConfig& c, const Adap
 }
 
 LoraDropout lora_dropout(const EncoderAdapters& ad, const EncoderActivations& a,
-                         const DropoutPlan& d, int64_t l, AdapterSite s) {
+                         const DropoutPlan& d, int64_t T, int64_t l, AdapterSite s) {
   LoraDropout drop;
   drop.p = dropout_p(d, ad.dropout);
   drop.rng = key(d, adapter_dropout_site(l, s));
+  drop.rows = rows(d, T);
   drop.scratch = a.lora_scratch;
   return drop;
 }
@@ -69,7 +75,7 @@ bool has_dora(const EncoderWeights& w, int64_t l, AdapterSite s) {
 // z = x W^T in its own buffer (no bias to strip) when it can.
 void adapter_forward(const EncoderWeights& w, LayerActivations& la, const EncoderActivations& a,
                      int64_t l, AdapterSite s, TensorView y, TensorView x, const DropoutPlan& d,
-                     bool y_has_base, bool recompute) {
+                     int64_t T, bool y_has_base, bool recompute) {
   if (!y_has_base && !has_dora(w, l, s))
     linear_forward(y, x, adapted_weight(w, l, s), adapted_bias(w, l, s));
   const EncoderAdapters& ad = w.adapters;
@@ -78,7 +84,7 @@ void adapter_forward(const EncoderWeights& w, LayerActivations& la, const Encode
   const int i = static_cast<int>(s);
   const int64_t N = x.dim(0);
   const TensorView u = la.lora_u[i].prefix({N, ad.r});
-  const LoraDropout drop = lora_dropout(ad, a, d, l, s);
+  const LoraDropout drop = lora_dropout(ad, a, d, T, l, s);
   if (!ad.dora) {
     lora_forward(y, u, x, aw.a, aw.b, ad.scale, drop);
     return;
@@ -112,7 +118,7 @@ void adapter_backward_scale(const EncoderWeights& w, const EncoderWeights& g,
 // dx (skipped when dx is undefined).
 void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const LayerActivations& la,
                       const EncoderActivations& a, int64_t l, AdapterSite s, TensorView dy,
-                      TensorView x, TensorView dx, const DropoutPlan& d) {
+                      TensorView x, TensorView dx, const DropoutPlan& d, int64_t T) {
   const EncoderAdapters& ad = w.adapters;
   if (!ad.any() || !ad.at(l, s).defined()) return;
   const AdapterWeights& aw = ad.at(l, s);
@@ -120,7 +126,7 @@ void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const La
   const int64_t N = x.dim(0);
   lora_backward(dx, ag.a, ag.b, a.lora_h.prefix({N, ad.r}), dy, x,
                 la.lora_u[static_cast<int>(s)].prefix({N, ad.r}), aw.a, aw.b, ad.scale,
-                /*accumulate_dinp=*/true, lora_dropout(ad, a, d, l, s));
+                /*accumulate_dinp=*/true, lora_dropout(ad, a, d, T, l, s));
 }
 
 // One transformer layer: x (N, C) -> la.out. recompute: checkpointing's second pass.
@@ -143,21 +149,24 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                            has_dora(w, l, AdapterSite::Value));
   if (qkv_fused) linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
   for (int part = 0; part < 3; ++part)
-    adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, d, qkv_fused,
+    adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, d, T, qkv_fused,
                     recompute);
   attention_forward(ctx.reshape({B, T, C}), la.probs.prefix({B, H, T, T}),
                     qkv.reshape({B, T, 3 * C}), mask, H, dropout_p(d, c.attention_dropout),
-                    key(d, attention_probs_site(l)), a.workspace);
-  adapter_forward(w, la, a, l, AdapterSite::AttnOut, attn, ctx, d, /*y_has_base=*/false, recompute);
-  dropout_forward(attn, attn, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)));
+                    key(d, attention_probs_site(l)), a.workspace, rows(d, T));
+  adapter_forward(w, la, a, l, AdapterSite::AttnOut, attn, ctx, d, T, /*y_has_base=*/false,
+                  recompute);
+  dropout_forward(attn, attn, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
+                  rows(d, T));
   add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
                          attn, x, lw.ln1_w, lw.ln1_b, eps);
-  adapter_forward(w, la, a, l, AdapterSite::FfnIn, ffn_pre, ln1, d, /*y_has_base=*/false,
+  adapter_forward(w, la, a, l, AdapterSite::FfnIn, ffn_pre, ln1, d, T, /*y_has_base=*/false,
                   recompute);
   gelu_forward(ffn_act, ffn_pre, c.activation);
-  adapter_forward(w, la, a, l, AdapterSite::FfnOut, ffn_out, ffn_act, d, /*y_has_base=*/false,
+  adapter_forward(w, la, a, l, AdapterSite::FfnOut, ffn_out, ffn_act, d, T, /*y_has_base=*/false,
                   recompute);
-  dropout_forward(ffn_out, ffn_out, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)));
+  dropout_forward(ffn_out, ffn_out, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
+                  rows(d, T));
   add_layer_norm_forward(out, la.sum2.prefix(NC), la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1),
                          ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps);
 }
@@ -183,28 +192,30 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   // out = LayerNorm(f + h1): dsum is the gradient of both f and (through the residual) h1.
   layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
                       la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), a.workspace);
-  dropout_backward(dtmp, dsum, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)));
+  dropout_backward(dtmp, dsum, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
+                   rows(d, T));
   adapter_backward_scale(w, g, la, l, AdapterSite::FfnOut, dtmp);
   linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, ffn_act, lw.ffn_out_w);
-  adapter_backward(w, g, la, a, l, AdapterSite::FfnOut, dtmp, ffn_act, dffn, d);
+  adapter_backward(w, g, la, a, l, AdapterSite::FfnOut, dtmp, ffn_act, dffn, d, T);
   gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
   adapter_backward_scale(w, g, la, l, AdapterSite::FfnIn, dffn);
   // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
   linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1, lw.ffn_in_w,
                   /*accumulate_dinp=*/true);
-  adapter_backward(w, g, la, a, l, AdapterSite::FfnIn, dffn, ln1, dsum, d);
+  adapter_backward(w, g, la, a, l, AdapterSite::FfnIn, dffn, ln1, dsum, d, T);
 
   // h1 = LayerNorm(a + x): dout becomes the gradient of both a and (residual) x.
   layer_norm_backward(dout, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
                       la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), a.workspace);
-  dropout_backward(dtmp, dout, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)));
+  dropout_backward(dtmp, dout, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
+                   rows(d, T));
   adapter_backward_scale(w, g, la, l, AdapterSite::AttnOut, dtmp);
   linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx, lw.attn_out_w);
-  adapter_backward(w, g, la, a, l, AdapterSite::AttnOut, dtmp, ctx, dctx, d);
+  adapter_backward(w, g, la, a, l, AdapterSite::AttnOut, dtmp, ctx, dctx, d, T);
   attention_backward(dqkv.reshape({B, T, 3 * C}), dctx.reshape({B, T, C}),
                      la.qkv.prefix({N, 3 * C}).reshape({B, T, 3 * C}),
                      la.probs.prefix({B, H, T, T}), mask, H, dropout_p(d, c.attention_dropout),
-                     key(d, attention_probs_site(l)), a.workspace);
+                     key(d, attention_probs_site(l)), a.workspace, rows(d, T));
   for (int part = 0; part < 3; ++part)
     adapter_backward_scale(w, g, la, l, qkv_site(part), columns(dqkv, part * C, C));
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
@@ -212,7 +223,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())
     linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, x, lw.qkv_w, /*accumulate_dinp=*/true);
   for (int part = 0; part < 3; ++part)
-    adapter_backward(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), x, dx, d);
+    adapter_backward(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), x, dx, d, T);
 }
 
 }  // namespace
@@ -399,7 +410,7 @@ TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, Enco
   layer_norm_forward(emb_out, a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1), emb_sum, w.emb_ln_w,
                      w.emb_ln_b, eps);
   dropout_forward(emb_out, emb_out, dropout_p(d, c.hidden_dropout),
-                  key(d, embedding_dropout_site()));
+                  key(d, embedding_dropout_site()), rows(d, T));
 
   TensorView x = emb_out;
   for (int64_t l = 0; l < c.num_layers; ++l) {
@@ -427,7 +438,8 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
 
   // Embeddings: dropout, LayerNorm, then the three tables' sparse gradients.
   TensorView dout = a.grad_out.prefix(NC), dsum = a.grad_sum.prefix(NC);
-  dropout_backward(dout, dout, dropout_p(d, c.hidden_dropout), key(d, embedding_dropout_site()));
+  dropout_backward(dout, dout, dropout_p(d, c.hidden_dropout), key(d, embedding_dropout_site()),
+                   rows(d, in.T));
   layer_norm_backward(dsum, g.emb_ln_w, g.emb_ln_b, dout, a.emb_sum.prefix(NC), w.emb_ln_w,
                       a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1), a.workspace);
   // HF's word embeddings (and RoBERTa's positions) are nn.Embedding(padding_idx=pad_token_id).

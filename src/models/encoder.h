@@ -89,10 +89,18 @@ struct EncoderInputs {
   TensorView ids, type_ids, pos_ids, mask;  // (B*T) i32 each
 };
 
+// The dropout masks of one forward / backward pass. Keys are (seed, site, offset) with offset the
+// optimizer step (fresh masks every step); within a step, element (b, t, c) of a (B, T, inner)
+// activation draws stream element ((row0 + b) * stream_seq + t) * inner + c (ops/dropout.h), so a
+// micro-batch cut from rows [row0, row0 + B) of the step batch gets the same masks on its tokens
+// as the whole step batch would, whatever its padded length T. The defaults (row0 0, stream_seq
+// 0 = T) give the flat index.
 struct DropoutPlan {
   bool training = false;
   uint64_t seed = 0;
-  uint32_t offset = 0;  // the micro-step: fresh masks for every forward pass
+  uint32_t offset = 0;     // the optimizer step
+  uint64_t row0 = 0;       // the micro-batch's first row in the step batch
+  int64_t stream_seq = 0;  // Tv >= T, a run constant; 0: the batch's own T
 };
 
 void plan_encoder_activations(const EncoderConfig& config, int64_t max_batch, int64_t max_seq,

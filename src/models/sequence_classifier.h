@@ -93,8 +93,9 @@ class SequenceClassifier {
 
   // Mean cross-entropy of the last forward against the batch labels: a 1-element device tensor.
   TensorView loss(const LossOptions& options);
-  // Backward from the loss, scaled by loss_scale (1 / accumulation steps for gradient
-  // accumulation); parameter gradients accumulate into param_grads().
+  // Backward from the loss, scaled by loss_scale (with gradient accumulation: this micro-batch's
+  // share of the step's loss, e.g. its rows / the step's rows); parameter gradients accumulate
+  // into param_grads().
   void backward(const DropoutPlan& dropout, float loss_scale = 1.0f);
   void zero_grad();
 

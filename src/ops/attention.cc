@@ -9,7 +9,8 @@ namespace {
 
 cpu::AttentionDims check_attention(const char* op, const TensorView& qkv,
                                    const TensorView& key_mask, const TensorView& probs,
-                                   int num_heads, float dropout_p, const TensorView& workspace) {
+                                   int num_heads, float dropout_p, const TensorView& workspace,
+                                   const DropoutRows& rows) {
   if (qkv.rank() != 3 || qkv.dim(2) % 3 != 0)
     throw ShapeError(fmt::format("{}: qkv must be (B, T, 3C), got {}", op, qkv.shape.str()));
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
@@ -28,7 +29,11 @@ cpu::AttentionDims check_attention(const char* op, const TensorView& qkv,
   if (workspace.numel() < attention_workspace(T, D))
     throw ShapeError(fmt::format("{}: workspace of {} floats, needs {}", op, workspace.numel(),
                                  attention_workspace(T, D)));
-  return {B, T, num_heads, D};
+  const int64_t Tv = rows.stream_seq > 0 ? rows.stream_seq : T;
+  if (Tv < T)
+    throw ShapeError(
+        fmt::format("{}: sequence length {} exceeds the dropout stream's {}", op, T, Tv));
+  return {B, T, num_heads, D, rows.row0, Tv};
 }
 
 }  // namespace
@@ -38,10 +43,11 @@ int64_t attention_workspace(int64_t T, int64_t D) {
 }
 
 void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorView key_mask,
-                       int num_heads, float dropout_p, RngKey rng, TensorView workspace) {
+                       int num_heads, float dropout_p, RngKey rng, TensorView workspace,
+                       const DropoutRows& rows) {
   const char* op = "attention_forward";
   const cpu::AttentionDims d =
-      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace);
+      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace, rows);
   check_f32(op, "out", out, Shape{d.B, d.T, d.H * d.D});
   const Device dev = common_device(op, {out, probs, qkv, key_mask, workspace});
   FTUNE_DISPATCH(op, dev,
@@ -53,10 +59,10 @@ void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorV
 
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView probs,
                         TensorView key_mask, int num_heads, float dropout_p, RngKey rng,
-                        TensorView workspace) {
+                        TensorView workspace, const DropoutRows& rows) {
   const char* op = "attention_backward";
   const cpu::AttentionDims d =
-      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace);
+      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace, rows);
   check_f32(op, "dout", dout, Shape{d.B, d.T, d.H * d.D});
   check_f32(op, "dqkv", dqkv, qkv.shape);
   const Device dev = common_device(op, {dqkv, dout, qkv, probs, key_mask, workspace});

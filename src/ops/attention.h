@@ -7,27 +7,35 @@
 //   key_mask (B, T) i32   1 = real token, 0 = padding (never attended to)
 //   probs    (B, H, T, T) softmax before dropout, saved for the backward pass
 //   out      (B, T, C)    context, head h in columns [h*D, (h+1)*D)
-// The dropout mask of probs element e = ((b*H + h)*T + i)*T + j is Philox(rng, e) >= p; backward
-// regenerates it. A row whose keys are all padding attends uniformly to every key, as HF's additive
-// finfo.min mask does. Backward overwrites dqkv (B, T, 3C).
-// workspace: f32 scratch of at least attention_workspace(T, D) elements (per-thread head copies).
+// The dropout mask of probs element (b, h, i, j) is Philox(rng, e) >= p with stream index
+//   e = (((row0 + b) * H + h) * Tv + i) * Tv + j      (rows: ops/dropout.h; Tv = rows.stream_seq,
+// or T when 0; rows.seq is not read: T is the tensor's), so a sequence's masks do not depend on
+// the micro-batch carrying it or on its padding; backward regenerates them. With row0 = 0 and
+// Tv = T, e is the flat index ((b*H + h)*T + i)*T + j. A row whose keys are all padding attends
+// uniformly to every key, as HF's additive finfo.min mask does. Backward overwrites dqkv (B, T,
+// 3C). workspace: f32 scratch of at least attention_workspace(T, D) elements (per-thread head
+// copies).
 #pragma once
 
 #include "core/philox.h"
 #include "core/tensor.h"
+#include "ops/dropout.h"
 
 namespace ftune {
 
 void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorView key_mask,
-                       int num_heads, float dropout_p, RngKey rng, TensorView workspace);
+                       int num_heads, float dropout_p, RngKey rng, TensorView workspace,
+                       const DropoutRows& rows = {});
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView probs,
                         TensorView key_mask, int num_heads, float dropout_p, RngKey rng,
-                        TensorView workspace);
+                        TensorView workspace, const DropoutRows& rows = {});
 int64_t attention_workspace(int64_t T, int64_t D);
 
 namespace cpu {
 struct AttentionDims {
   int64_t B, T, H, D;
+  uint64_t row0 = 0;  // dropout stream: first row in the step batch
+  int64_t Tv = 0;     // dropout stream: positions per sequence (>= T)
 };
 void attention_forward(float* out, float* probs, const float* qkv, const int32_t* key_mask,
                        AttentionDims dims, float dropout_p, RngKey rng, float* workspace);

@@ -38,6 +38,12 @@ void for_each_head(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
   });
 }
 
+// Stream index of element (b, h, i, 0) of the probabilities (see attention.h).
+uint64_t stream_row(const AttentionDims& d, int64_t b, int64_t h, int64_t i) {
+  const uint64_t Tv = static_cast<uint64_t>(d.Tv > 0 ? d.Tv : d.T);
+  return (((d.row0 + static_cast<uint64_t>(b)) * d.H + h) * Tv + i) * Tv;
+}
+
 }  // namespace
 
 // Per thread: the (T, keys) scores and dropped probabilities and one row of dropout multipliers;
@@ -78,7 +84,7 @@ void attention_forward(float* out, float* probs, const float* qkv, const int32_t
       }
       for (int64_t j = keys; j < T; ++j) row[j] = 0.0f;
       if (dropout_p > 0.0f) {
-        dropout_multipliers(m, rng, static_cast<uint64_t>((u * T + i) * T), keys, dropout_p);
+        dropout_multipliers(m, rng, stream_row(dims, b, h, i), keys, dropout_p);
         for (int64_t j = 0; j < keys; ++j) Pd[i * keys + j] = row[j] * m[j];
       }
     }
@@ -115,7 +121,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       const float* prow = P + i * T;
       float* drow = dS + i * keys;
       if (drop) {
-        dropout_multipliers(m, rng, static_cast<uint64_t>((u * T + i) * T), keys, dropout_p);
+        dropout_multipliers(m, rng, stream_row(dims, b, h, i), keys, dropout_p);
         for (int64_t j = 0; j < keys; ++j) {
           Pd[i * keys + j] = prow[j] * m[j];
           drow[j] *= m[j];

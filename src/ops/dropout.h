@@ -1,9 +1,17 @@
-// Inverted dropout with masks from Philox: element i of a tensor is kept when
-// philox_uniform_at(rng, i) >= p, and kept values are scaled by 1 / (1 - p). The mask is never
-// stored — backward regenerates it from the same key — and it is identical on every backend
-// and for every thread count.
+// Inverted dropout with masks from Philox: element e of a tensor is kept when
+// philox_uniform_at(rng, stream index of e) >= p, and kept values are scaled by 1 / (1 - p). The
+// mask is never stored — backward regenerates it from the same key — and it is identical on every
+// backend and for every thread count.
 //   forward:  out = inp * keep / (1 - p)     (out may alias inp)
 //   backward: dinp = dout * keep / (1 - p)   (overwritten; may alias dout)
+//
+// Stream index (DESIGN principle 6: masks independent of the batch layout). The tensor is read as
+// tokens of `inner` values (inner = its last dimension); token n is position t = n % T of sequence
+// b = n / T, and element (b, t, c) draws stream element
+//   ((row0 + b) * Tv + t) * inner + c
+// The trainer sets row0 to the sequence's row in the optimizer step's batch and Tv (>= T) to a run
+// constant, so a row's mask is the same whichever micro-batch carries it and however far that
+// micro-batch is padded. With row0 = 0 and Tv = T it is the flat index (the default).
 #pragma once
 
 #include "core/philox.h"
@@ -11,18 +19,45 @@
 
 namespace ftune {
 
-void dropout_forward(TensorView out, TensorView inp, float p, RngKey rng);
-void dropout_backward(TensorView dinp, TensorView dout, float p, RngKey rng);
+// A micro-batch's place in the dropout streams of its optimizer step (see above).
+struct DropoutRows {
+  uint64_t row0 = 0;       // the tensor's first sequence: its row in the step batch
+  int64_t seq = 1;         // T: positions per sequence in this tensor
+  int64_t stream_seq = 0;  // Tv >= T: positions per sequence in the stream; 0 means T
+};
+
+// The same map as runs: sequence b's T * inner elements are one run of consecutive stream
+// elements starting at first + b * stride (first = row0 * stride, stride = Tv * inner).
+struct DropoutRuns {
+  uint64_t first = 0;
+  int64_t run = 1;     // T * inner: tensor elements per sequence
+  int64_t stride = 1;  // Tv * inner: stream elements per sequence
+};
+
+FTUNE_HD uint64_t dropout_stream_index(const DropoutRuns& r, int64_t e) {
+  const int64_t b = e / r.run;
+  return r.first + static_cast<uint64_t>(b) * static_cast<uint64_t>(r.stride) +
+         static_cast<uint64_t>(e - b * r.run);
+}
+
+// Checks `rows` against a tensor of `numel` elements with `inner` values per token (a whole number
+// of sequences, Tv >= T) and returns its runs; throws ShapeError naming `op`.
+DropoutRuns dropout_runs(const char* op, const DropoutRows& rows, int64_t numel, int64_t inner);
+
+void dropout_forward(TensorView out, TensorView inp, float p, RngKey rng,
+                     const DropoutRows& rows = {});
+void dropout_backward(TensorView dinp, TensorView dout, float p, RngKey rng,
+                      const DropoutRows& rows = {});
 
 namespace cpu {
-void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng);
-// m[i] = keep(first + i) ? 1 / (1 - p) : 0 for i in [0, n): the multipliers of elements
-// [first, first + n) of the stream (attention's probabilities use it row by row).
+void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng, DropoutRuns runs);
+// m[i] = keep(first + i) ? 1 / (1 - p) : 0 for i in [0, n): the multipliers of stream elements
+// [first, first + n) (attention's probabilities use it row by row).
 void dropout_multipliers(float* m, RngKey rng, uint64_t first, int64_t n, float p);
 }  // namespace cpu
 
 namespace cuda {
-void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng);
+void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng, DropoutRuns runs);
 }  // namespace cuda
 
 }  // namespace ftune

@@ -1,6 +1,7 @@
 // Dropout on the CPU. Philox words are generated for a block of groups at a time in a loop the
 // compiler vectorises, then turned into multipliers and applied in a second vectorised loop;
-// blocks start on group boundaries, so every element gets the same word as on any other backend.
+// every element's multiplier depends only on its stream index (ops/dropout.h), so it is the same
+// word as on any other backend, whatever the blocking or the thread count.
 #include <algorithm>
 
 #include "core/thread_pool.h"
@@ -44,7 +45,7 @@ void dropout_multipliers(float* m, RngKey rng, uint64_t first, int64_t n, float 
   }
 }
 
-void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng) {
+void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng, DropoutRuns runs) {
   if (p == 0.0f) {
     if (out != inp)
       parallel_for(
@@ -57,7 +58,13 @@ void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng)
                  float m[4 * kGroupsPerBlock];
                  for (int64_t b = b0; b < b1; ++b) {
                    const int64_t start = b * block, count = std::min(block, n - start);
-                   dropout_multipliers(m, rng, static_cast<uint64_t>(start), count, p);
+                   // A block may span sequences: each piece within one is a run of the stream.
+                   for (int64_t done = 0; done < count;) {
+                     const int64_t e = start + done;
+                     const int64_t piece = std::min(count - done, runs.run - e % runs.run);
+                     dropout_multipliers(m + done, rng, dropout_stream_index(runs, e), piece, p);
+                     done += piece;
+                   }
 #pragma omp simd
                    for (int64_t i = 0; i < count; ++i) out[start + i] = inp[start + i] * m[i];
                  }

@@ -22,16 +22,17 @@ LoraDims lora_dims(const char* op, const TensorView& inp, const TensorView& a,
   return {inp.dim(0), C, OC, r};
 }
 
-void check_dropout(const char* op, const LoraDropout& d, const TensorView& inp, int64_t ldi,
-                   int64_t N, int64_t C) {
+DropoutRuns check_dropout(const char* op, const LoraDropout& d, const TensorView& inp, int64_t ldi,
+                          int64_t N, int64_t C) {
   if (d.p < 0.0f || d.p >= 1.0f)
     throw ShapeError(fmt::format("{}: dropout rate {} outside [0, 1)", op, d.p));
-  if (d.p == 0.0f) return;
+  if (d.p == 0.0f) return DropoutRuns{};
   if (ldi != C) throw ShapeError(fmt::format("{}: inp must be contiguous with dropout", op));
   if (!d.scratch.defined() || d.scratch.numel() < N * C)
     throw ShapeError(fmt::format("{}: dropout needs a scratch of {} floats", op, N * C));
   check_dtype(op, "scratch", d.scratch, DType::F32);
   (void)inp;
+  return dropout_runs(op, d.rows, N * C, C);
 }
 
 float* data_or_null(const TensorView& v) {
@@ -47,16 +48,16 @@ void lora_forward(TensorView out, TensorView u, TensorView inp, TensorView a, Te
   const int64_t ldi = row_stride(op, "inp", inp, d.N, d.C);
   const int64_t ldo = row_stride(op, "out", out, d.N, d.OC);
   check_f32(op, "u", u, Shape{d.N, d.r});
-  check_dropout(op, dropout, inp, ldi, d.N, d.C);
+  const DropoutRuns runs = check_dropout(op, dropout, inp, ldi, d.N, d.C);
   const Device dev = common_device(op, {out, u, inp, a, b, dropout.scratch});
   FTUNE_DISPATCH(
       op, dev,
       cpu::lora_forward(out.data_as<float>(), ldo, u.data_as<float>(), inp.data_as<float>(), ldi,
                         a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r, scale,
-                        dropout.p, dropout.rng, data_or_null(dropout.scratch)),
+                        dropout.p, dropout.rng, runs, data_or_null(dropout.scratch)),
       cuda::lora_forward(out.data_as<float>(), ldo, u.data_as<float>(), inp.data_as<float>(), ldi,
                          a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC, d.r, scale,
-                         dropout.p, dropout.rng, data_or_null(dropout.scratch)));
+                         dropout.p, dropout.rng, runs, data_or_null(dropout.scratch)));
 }
 
 void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, TensorView dout,
@@ -71,19 +72,19 @@ void lora_backward(TensorView dinp, TensorView da, TensorView db, TensorView h, 
   check_f32(op, "h", h, Shape{d.N, d.r});
   if (da.defined()) check_f32(op, "dA", da, a.shape);
   if (db.defined()) check_f32(op, "dB", db, b.shape);
-  check_dropout(op, dropout, inp, ldi, d.N, d.C);
+  const DropoutRuns runs = check_dropout(op, dropout, inp, ldi, d.N, d.C);
   const Device dev = common_device(op, {dinp, da, db, h, dout, inp, u, a, b, dropout.scratch});
   FTUNE_DISPATCH(
       op, dev,
       cpu::lora_backward(data_or_null(dinp), lddi, data_or_null(da), data_or_null(db),
                          h.data_as<float>(), dout.data_as<float>(), lddo, inp.data_as<float>(), ldi,
                          u.data_as<float>(), a.data_as<float>(), b.data_as<float>(), d.N, d.C, d.OC,
-                         d.r, scale, accumulate_dinp, dropout.p, dropout.rng,
+                         d.r, scale, accumulate_dinp, dropout.p, dropout.rng, runs,
                          data_or_null(dropout.scratch)),
       cuda::lora_backward(data_or_null(dinp), lddi, data_or_null(da), data_or_null(db),
                           h.data_as<float>(), dout.data_as<float>(), lddo, inp.data_as<float>(),
                           ldi, u.data_as<float>(), a.data_as<float>(), b.data_as<float>(), d.N, d.C,
-                          d.OC, d.r, scale, accumulate_dinp, dropout.p, dropout.rng,
+                          d.OC, d.r, scale, accumulate_dinp, dropout.p, dropout.rng, runs,
                           data_or_null(dropout.scratch)));
 }
 

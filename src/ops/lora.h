@@ -1,7 +1,8 @@
 // Low-rank adapters on a frozen linear layer, as PEFT computes them (peft/tuners/lora).
 //
-// LoRA, with x_d = dropout(x) (Philox key `rng`, rate p; x_d is rebuilt in `scratch` (N, C) when
-// p > 0, never stored) and s the scaling (alpha / r, or alpha / sqrt(r) for rsLoRA):
+// LoRA, with x_d = dropout(x) (Philox key `rng`, rate p, stream indices from `rows` with x read
+// as N = B*T tokens of C values (ops/dropout.h); x_d is rebuilt in `scratch` (N, C) when p > 0,
+// never stored) and s the scaling (alpha / r, or alpha / sqrt(r) for rsLoRA):
 //   forward:  u (N, r) = x_d A^T ;  out (N, OC) += s * u B^T        (out holds the frozen x W^T +
 //   b) backward: dB (OC, r) += s * dout^T u
 //             h  (N, r)   = s * dout B                                (scratch)
@@ -24,6 +25,7 @@
 
 #include "core/philox.h"
 #include "core/tensor.h"
+#include "ops/dropout.h"
 
 namespace ftune {
 
@@ -31,6 +33,7 @@ struct LoraDropout {
   float p = 0.0f;
   RngKey rng;
   TensorView scratch;  // (N, C) f32, needed when p > 0
+  DropoutRows rows;    // the stream index of each element of x (default: flat)
 };
 
 void lora_forward(TensorView out, TensorView u, TensorView inp, TensorView a, TensorView b,
@@ -56,11 +59,11 @@ namespace cpu {
 // With p > 0, inp is replaced by dropout(inp) rebuilt in `scratch` (N, C contiguous).
 void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
                   const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale, float p,
-                  RngKey rng, float* scratch);
+                  RngKey rng, DropoutRuns runs, float* scratch);
 void lora_backward(float* dinp, int64_t lddi, float* da, float* db, float* h, const float* dout,
                    int64_t lddo, const float* inp, int64_t ldi, const float* u, const float* a,
                    const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale,
-                   bool accumulate_dinp, float p, RngKey rng, float* scratch);
+                   bool accumulate_dinp, float p, RngKey rng, DropoutRuns runs, float* scratch);
 void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const float* bias,
                      int64_t N, int64_t OC);
 void row_sq_norms(float* wsq, const float* w, int64_t OC, int64_t C);
@@ -76,11 +79,11 @@ namespace cuda {
 // With p > 0, inp is replaced by dropout(inp) rebuilt in `scratch` (N, C contiguous).
 void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
                   const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale, float p,
-                  RngKey rng, float* scratch);
+                  RngKey rng, DropoutRuns runs, float* scratch);
 void lora_backward(float* dinp, int64_t lddi, float* da, float* db, float* h, const float* dout,
                    int64_t lddo, const float* inp, int64_t ldi, const float* u, const float* a,
                    const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale,
-                   bool accumulate_dinp, float p, RngKey rng, float* scratch);
+                   bool accumulate_dinp, float p, RngKey rng, DropoutRuns runs, float* scratch);
 void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const float* bias,
                      int64_t N, int64_t OC);
 void row_sq_norms(float* wsq, const float* w, int64_t OC, int64_t C);

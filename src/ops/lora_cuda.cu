@@ -107,9 +107,9 @@ __global__ void dora_output_backward_kernel(float* dm, float* dout, int64_t lddo
 
 void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
                   const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale, float p,
-                  RngKey rng, float* scratch) {
+                  RngKey rng, DropoutRuns runs, float* scratch) {
   if (p > 0.0f) {
-    dropout_apply(scratch, inp, N * C, p, rng);  // inp is contiguous here (checked)
+    dropout_apply(scratch, inp, N * C, p, rng, runs);  // inp is contiguous here (checked)
     inp = scratch;
     ldi = C;
   }
@@ -122,13 +122,13 @@ void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t l
 void lora_backward(float* dinp, int64_t lddi, float* da, float* db, float* h, const float* dout,
                    int64_t lddo, const float* inp, int64_t ldi, const float* u, const float* a,
                    const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale,
-                   bool accumulate_dinp, float p, RngKey rng, float* scratch) {
+                   bool accumulate_dinp, float p, RngKey rng, DropoutRuns runs, float* scratch) {
   // dB (OC, r) += s * dout^T (OC, N) @ u (N, r)
   if (db) gemm(true, false, OC, r, N, scale, dout, lddo, u, r, 1.0f, db, r);
   // h (N, r) = s * dout (N, OC) @ B (OC, r)
   gemm(false, false, N, r, OC, scale, dout, lddo, b, r, 0.0f, h, r);
   if (p > 0.0f) {
-    dropout_apply(scratch, inp, N * C, p, rng);
+    dropout_apply(scratch, inp, N * C, p, rng, runs);
     inp = scratch;
     ldi = C;
   }
@@ -142,7 +142,7 @@ void lora_backward(float* dinp, int64_t lddi, float* da, float* db, float* h, co
   }
   // Through the dropout: scratch = dropout'(h A) (the same multipliers as forward), then add.
   gemm(false, false, N, C, r, 1.0f, h, r, a, C, 0.0f, scratch, C);
-  dropout_apply(scratch, scratch, N * C, p, rng);
+  dropout_apply(scratch, scratch, N * C, p, rng, runs);
   if (N * C == 0) return;
   copy_rows_kernel<<<grid_stride_blocks(N * C, 256), 256>>>(dinp, lddi, scratch, N, C,
                                                             accumulate_dinp);

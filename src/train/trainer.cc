@@ -2,11 +2,23 @@
 // checkpoints and logging hang off step boundaries. Everything the step touches was planned into
 // one arena before the first step.
 //
-// Determinism: micro-batch m (counted over the whole run) is batch m % E of epoch m / E of the
-// length-bucketed batcher (E batches per epoch), its dropout masks are Philox streams keyed by
-// (seed, m), and the optimizer step s uses LR schedule(s). A checkpoint records s, m, the
-// optimizer moments and the early-stopping state, so a resumed run replays exactly the same
-// arithmetic as an uninterrupted one (same thread count).
+// Determinism, and independence from the micro-batch size: optimizer step s trains on batch
+// s % S of epoch s / S of the length-bucketed batcher, which cuts the effective batch
+// (batch_size x gradient_accumulation rows; S = ceil(N / effective) steps per epoch, the last one
+// of an epoch may be smaller). The step batch's rows are ordered by length; the step cuts them
+// into contiguous micro-batches of at most micro_batch_ rows (the last may be smaller), each
+// padded only to its own longest row. Each micro-batch's backward is scaled by its share of the
+// step's loss (rows, or with class weights the sum of its rows' label weights, over the step's),
+// so the gradient is that of the mean loss over the whole step batch. Dropout masks are Philox
+// streams keyed by (seed, site, s) and indexed by a row's place in the step batch and its token
+// position (DropoutPlan: row0 = the micro-batch's first row, stream_seq = Tv = data.max_length
+// clipped to the model's positions, a run constant), so they do not depend on how the step is cut.
+// A run with micro-batch m and accumulation a thus follows the trajectory of any (m', a') with
+// m'a' = ma, up to float summation order, and set_micro_batch() may change m between steps (the
+// out-of-memory fallback) without changing what is computed. The step s is the data cursor: a
+// checkpoint records s, the micro-batch size in use, the optimizer moments and the
+// early-stopping state, so a resumed run replays exactly the same arithmetic as an uninterrupted
+// one (same thread count).
 #include "train/trainer.h"
 
 #include <fmt/format.h>
@@ -17,6 +29,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -29,6 +42,7 @@
 #include "io/fingerprint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "models/batch.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "train/adamw.h"
@@ -89,12 +103,30 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(u.ru_maxrss) * 1024;
 }
 
-// Fault injection for the resume tests: FTUNE_DEBUG_EXIT_AT_MICRO_STEP=m ends the process like
-// kill -9 just before micro-batch m; FTUNE_DEBUG_SIGTERM_AT_STEP=s sends SIGTERM to itself after
-// optimizer step s.
+// Fault injection for the tests: FTUNE_DEBUG_EXIT_AT_MICRO_STEP=m ends the process like kill -9
+// just before micro-batch m (counted over the run); FTUNE_DEBUG_SIGTERM_AT_STEP=s sends SIGTERM
+// to itself after optimizer step s; FTUNE_DEBUG_MICRO_BATCH_AT_STEP=s:m switches to micro-batches
+// of m rows from optimizer step s on, as the out-of-memory fallback would.
 int64_t debug_env(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::atoll(v) : -1;
+}
+
+std::pair<int64_t, int64_t> debug_micro_batch_change() {
+  const char* v = std::getenv("FTUNE_DEBUG_MICRO_BATCH_AT_STEP");
+  long long step = -1, rows = 0;
+  if (!v || std::sscanf(v, "%lld:%lld", &step, &rows) != 2) return {-1, 0};
+  return {step, rows};
+}
+
+// The denominator of the mean cross-entropy over `labels` (ops/cross_entropy.h): the number of
+// counted rows, or with class weights the sum of their label weights; in the same order and
+// precision as the loss op sums it.
+double loss_weight(const std::vector<int32_t>& labels, const std::vector<float>& class_weights) {
+  double total = 0.0;
+  for (int32_t y : labels)
+    if (y >= 0) total += class_weights.empty() ? 1.0f : class_weights[y];
+  return total;
 }
 
 // The configuration sections that determine the arithmetic of a run, canonically serialised:
@@ -129,6 +161,13 @@ class Trainer {
 
   nlohmann::json run();
 
+  // Micro-batches of `rows` rows from the next optimizer step on (1 <= rows <= the planned
+  // max_batch); the effective batch, and so the trajectory, stay the same. A step that threw
+  // part-way (an allocation failure) is retried whole by the next train_step(), on the same batch.
+  void set_micro_batch(int64_t rows);
+  int64_t micro_batch() const { return micro_batch_; }
+  int64_t accumulation() const { return (effective_ + micro_batch_ - 1) / micro_batch_; }
+
  private:
   void check_run_dir() const;  // before any work: refuses to clobber or to resume nothing
   void prepare_run_dir();      // after data and model loaded: clears (overwrite), writes config
@@ -144,7 +183,7 @@ class Trainer {
   void write_checkpoint(const std::string& dir);
   void load_weights_from(const std::string& checkpoint);  // model or adapter of a checkpoint
   nlohmann::json summary(const std::string& status) const;
-  int64_t epoch_of(int64_t micro) const { return micro / batches_per_epoch_; }
+  int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
 
   const TrainConfig& cfg_;
   const TrainConfig::Training& tc_;
@@ -161,17 +200,20 @@ class Trainer {
   std::unique_ptr<Arena> arena_;
   RunBatchPlan plan_;
   int64_t max_length_ = 0;  // data.max_length clipped to the model's positions
-  int64_t micro_batch_ = 0, accumulation_ = 1;  // may change when an allocation fails
   GradientCheckpointing checkpointing_ = GradientCheckpointing::Off;
   nlohmann::json oom_retries_ = nlohmann::json::array();
   LossOptions loss_options_;
   int32_t pad_id_ = 0;
   int64_t eval_batch_ = 0;
 
-  std::unique_ptr<data::LengthBucketedBatcher> batcher_;
-  int64_t batches_per_epoch_ = 1, total_micro_ = 0, total_steps_ = 0;
+  std::unique_ptr<data::LengthBucketedBatcher> batcher_;  // step batches of effective_ rows
+  int64_t effective_ = 1, steps_per_epoch_ = 1, total_steps_ = 0;
+  int64_t micro_batch_ = 1;  // rows per forward pass; set_micro_batch() changes it between steps
+  int64_t stream_seq_ = 0;   // Tv of the dropout streams: data.max_length clipped (run constant)
   LrSchedule schedule_;
-  std::unique_ptr<data::BatchPrefetcher> prefetch_;  // micro-batches assembled ahead of the step
+  std::unique_ptr<data::BatchPrefetcher> prefetch_;  // step batches assembled ahead of the step
+  Batch step_batch_;                                 // the batch of step step_batch_of_
+  int64_t step_batch_of_ = -1;
 
   std::unique_ptr<EarlyStopping> early_;
   std::unique_ptr<CheckpointStore> store_;
@@ -181,7 +223,9 @@ class Trainer {
   int64_t samples_at_start_ = 0, tokens_at_start_ = 0;
 
   // Resumable state (trainer_state.json).
-  int64_t step_ = 0, micro_ = 0, samples_ = 0, tokens_ = 0, skipped_ = 0, nonfinite_in_row_ = 0;
+  // step_ is the data cursor; micro_batches_ counts forward passes (fault injection, reports).
+  int64_t step_ = 0, micro_batches_ = 0, samples_ = 0, tokens_ = 0, skipped_ = 0,
+          nonfinite_in_row_ = 0;
   double train_seconds_ = 0, wait_seconds_ = 0;
   nlohmann::json best_eval_, last_eval_;
 
@@ -231,6 +275,7 @@ void Trainer::load_data_and_model() {
   const int64_t max_length = usable_max_length(cfg_);
   data_ = load_train_data(cfg_, *tok_, max_length);
   max_length_ = max_length;
+  stream_seq_ = max_length;  // every sequence is truncated to it, so it bounds every T
   load.labels = data_.labels.names;
   model_config_ = load_model_config(cfg_.model.path, load);
   if (tc_.hidden_dropout >= 0)
@@ -284,7 +329,6 @@ void Trainer::plan_batch() {
   plan_ = plan_run_batch(cfg_, model_config_, data_, max_length_, options);
   const BatchChoice& c = plan_.choice;
   micro_batch_ = c.micro_batch;
-  accumulation_ = c.accumulation;
   checkpointing_ = c.checkpointing;
   spdlog::info("memory plan: {} ({} available on {} per {}; budget {} = {})", c.reason,
                format_bytes(plan_.memory.available), device_name(plan_.target.device),
@@ -344,7 +388,6 @@ void Trainer::build_model_and_arena() {
                               {"error", e.what()},
                               {"retried_with", smaller}});
       micro_batch_ = smaller;
-      accumulation_ = accumulation;
       continue;
     }
     break;
@@ -384,17 +427,11 @@ nlohmann::json memory_report(const Arena& arena) {
 }
 
 void Trainer::plan_schedule() {
-  batcher_ = std::make_unique<data::LengthBucketedBatcher>(&data_.train.examples, micro_batch_,
-                                                           tc_.seed);
-  batches_per_epoch_ = batcher_->batches_per_epoch();
-  const int64_t accum = accumulation_;
-  if (tc_.max_steps > 0) {
-    total_steps_ = tc_.max_steps;
-    total_micro_ = tc_.max_steps * accum;
-  } else {
-    total_micro_ = tc_.epochs * batches_per_epoch_;
-    total_steps_ = (total_micro_ + accum - 1) / accum;
-  }
+  effective_ = cfg_.effective_batch();
+  batcher_ =
+      std::make_unique<data::LengthBucketedBatcher>(&data_.train.examples, effective_, tc_.seed);
+  steps_per_epoch_ = batcher_->batches_per_epoch();
+  total_steps_ = tc_.max_steps > 0 ? tc_.max_steps : tc_.epochs * steps_per_epoch_;
   const int64_t warmup = tc_.warmup_steps > 0
                              ? tc_.warmup_steps
                              : static_cast<int64_t>(std::ceil(tc_.warmup_ratio * total_steps_));
@@ -422,6 +459,11 @@ nlohmann::json Trainer::fingerprints() const {
 void Trainer::restore(const CheckpointEntry& ckpt) {
   const std::string state_path = (fs::path(ckpt.dir) / "trainer_state.json").string();
   const nlohmann::json s = io::read_json_file(state_path);
+  if (s.value("version", 0) != 2)
+    throw InputError(fmt::format(
+        "cannot resume from {}: {} was written by an earlier ftune whose batching counted "
+        "micro-batches (version {}, expected 2); start a new run",
+        ckpt.dir, state_path, s.value("version", 0)));
   const nlohmann::json now = fingerprints();
   const nlohmann::json& was = s.at("fingerprints");
   auto refuse = [&](const std::string& what) {
@@ -454,7 +496,17 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   opt.read_into("exp_avg_sq", adamw_->exp_avg_sq());
   adamw_->set_steps_taken(s.at("optimizer_steps").get<int64_t>());
   step_ = s.at("step").get<int64_t>();
-  micro_ = s.at("micro_step").get<int64_t>();
+  micro_batches_ = s.at("micro_batches").get<int64_t>();
+  // The micro-batch in use when the checkpoint was written (smaller than configured after an
+  // out-of-memory fallback): the same cut of every step, so the same bits as without the kill.
+  const int64_t micro = s.at("micro_batch").get<int64_t>();
+  if (micro <= model_->options().max_batch)
+    set_micro_batch(micro);
+  else
+    spdlog::warn(
+        "the checkpoint ran micro-batches of {} rows; this run plans {}: results will "
+        "match only up to float summation order",
+        micro, micro_batch_);
   samples_ = s.at("samples").get<int64_t>();
   tokens_ = s.at("real_tokens").get<int64_t>();
   skipped_ = s.at("skipped_steps").get<int64_t>();
@@ -465,8 +517,8 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   last_eval_ = s.at("last_eval");
   early_->restore(s.at("early_stopping"));
   saved_step_ = step_;
-  spdlog::info("resumed from {} at step {} (micro-batch {}, epoch {})", ckpt.dir, step_, micro_,
-               epoch_of(micro_));
+  spdlog::info("resumed from {} at step {} (epoch {}, micro-batch {} x {})", ckpt.dir, step_,
+               epoch_of(step_), micro_batch_, accumulation());
 }
 
 void Trainer::load_weights_from(const std::string& dir) {
@@ -489,10 +541,11 @@ void Trainer::write_checkpoint(const std::string& dir) {
                         {{"exp_avg", adamw_->exp_avg(), std::nullopt},
                          {"exp_avg_sq", adamw_->exp_avg_sq(), std::nullopt}});
   nlohmann::json s;
-  s["version"] = 1;
-  s["step"] = step_;
-  s["micro_step"] = micro_;
-  s["epoch"] = epoch_of(micro_);
+  s["version"] = 2;
+  s["step"] = step_;  // the data cursor: the next step trains on step batch `step`
+  s["epoch"] = epoch_of(step_);
+  s["micro_batch"] = micro_batch_;
+  s["micro_batches"] = micro_batches_;
   s["optimizer_steps"] = adamw_->steps_taken();
   s["samples"] = samples_;
   s["real_tokens"] = tokens_;
@@ -504,7 +557,6 @@ void Trainer::write_checkpoint(const std::string& dir) {
   s["last_eval"] = last_eval_;
   s["early_stopping"] = early_->state();
   s["seed"] = tc_.seed;
-  s["micro_batch"] = micro_batch_;
   s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;
   s["threads"] = compute_threads();
   s["fingerprints"] = fingerprints();
@@ -519,31 +571,50 @@ void Trainer::save_checkpoint(bool best) {
   spdlog::info("checkpoint {}{} ({:.1f} s)", dir, best ? " (best so far)" : "", seconds_since(t0));
 }
 
+void Trainer::set_micro_batch(int64_t rows) {
+  FTUNE_ASSERT(rows >= 1 && rows <= model_->options().max_batch,
+               "micro-batch of {} rows; the arena is planned for 1 to {}", rows,
+               model_->options().max_batch);
+  if (rows == micro_batch_) return;
+  micro_batch_ = rows;
+  spdlog::info("micro-batch {} rows from step {}: {} micro-batches for the effective batch {}",
+               rows, step_ + 1, accumulation(), effective_);
+}
+
 void Trainer::train_step() {
   static const int64_t exit_at = debug_env("FTUNE_DEBUG_EXIT_AT_MICRO_STEP");
   const auto t0 = Clock::now();
-  const int64_t n_micro = std::min(accumulation_, total_micro_ - micro_);
+  if (step_batch_of_ != step_) {  // a retried step keeps its batch
+    const auto tw = Clock::now();
+    step_batch_ = prefetch_->next();
+    wait_seconds_ += seconds_since(tw);
+    step_batch_of_ = step_;
+  }
+  const Batch& step_batch = step_batch_;
+  const double step_weight = loss_weight(step_batch.labels, loss_options_.class_weights);
   model_->zero_grad();
-  double loss_sum = 0;
-  int64_t step_samples = 0, step_tokens = 0;
-  for (int64_t a = 0; a < n_micro; ++a) {
-    if (micro_ == exit_at) {
+  // The step's loss is the mean over all its rows: micro-batch k's mean loss weighs
+  // W_k / W_step (its share of the loss's denominator), in the loss and in its backward.
+  double loss = 0;
+  int64_t micro_batches = micro_batches_;
+  for (int64_t row0 = 0; row0 < step_batch.size; row0 += micro_batch_) {
+    if (micro_batches == exit_at) {
       std::fflush(nullptr);
       _exit(137);
     }
-    const auto tw = Clock::now();
-    const Batch b = prefetch_->next();
-    wait_seconds_ += seconds_since(tw);
-    const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(micro_)};
+    const Batch b = slice_rows(step_batch, row0, std::min(micro_batch_, step_batch.size - row0));
+    const double share = loss_weight(b.labels, loss_options_.class_weights) / step_weight;
+    const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(step_),
+                              static_cast<uint64_t>(row0), stream_seq_};
     model_->set_batch(b);
     model_->forward(dropout);
-    loss_sum += to_host_scalar(model_->loss(loss_options_));
-    model_->backward(dropout, 1.0f / static_cast<float>(n_micro));
-    ++micro_;
-    step_samples += b.size;
-    step_tokens += b.real_tokens();
+    const double micro_loss = to_host_scalar(model_->loss(loss_options_));
+    if (share != 0.0) loss += share * micro_loss;  // rows that all weigh 0 add nothing (not 0/0)
+    model_->backward(dropout, static_cast<float>(share));
+    ++micro_batches;
   }
-  const double loss = loss_sum / static_cast<double>(n_micro);
+  micro_batches_ = micro_batches;
+  const int64_t step_samples = step_batch.size, step_tokens = step_batch.real_tokens();
   const double norm = std::sqrt(grad_sum_of_squares(model_->trainable_grads()));
   const double lr = schedule_.lr(step_);
   if (std::isfinite(loss) && std::isfinite(norm)) {
@@ -570,13 +641,13 @@ void Trainer::train_step() {
   ++window_steps_;
   window_samples_ += step_samples;
   window_tokens_ += step_tokens;
-  progress_->update(TrainProgress{step_, epoch_of(micro_ - 1) + 1, loss,
+  progress_->update(TrainProgress{step_, epoch_of(step_ - 1) + 1, loss,
                                   samples_ - samples_at_start_, tokens_ - tokens_at_start_});
   if (step_ % tc_.log_every == 0 || step_ == total_steps_) {
     const double secs = std::max(seconds_since(window_start_), 1e-9);
     log_->write({{"split", "train"},
                  {"step", step_},
-                 {"epoch", epoch_of(micro_ - 1)},
+                 {"epoch", epoch_of(step_ - 1)},
                  {"loss", window_loss_ / window_steps_},
                  {"lr", lr},
                  {"grad_norm", norm},
@@ -610,7 +681,7 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
   }
   if (j.is_null()) j = m.to_json();
   j["step"] = step_;
-  j["epoch"] = epoch_of(std::max<int64_t>(micro_ - 1, 0));
+  j["epoch"] = epoch_of(std::max<int64_t>(step_ - 1, 0));
   j["seconds"] = seconds_since(t0);
   std::string extra;
   if (j.contains("roc_auc") && !j["roc_auc"].is_null())
@@ -645,10 +716,10 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["threads"] = compute_threads();
   s["steps"] = step_;
   s["total_steps"] = total_steps_;
-  s["epochs"] = static_cast<double>(micro_) / batches_per_epoch_;
-  s["micro_batch"] = micro_batch_;
-  s["gradient_accumulation"] = accumulation_;
-  s["effective_batch"] = cfg_.effective_batch();
+  s["epochs"] = static_cast<double>(step_) / steps_per_epoch_;
+  s["micro_batch"] = micro_batch_;  // in use at the end (smaller after an out-of-memory fallback)
+  s["gradient_accumulation"] = accumulation();
+  s["effective_batch"] = effective_;
   s["skipped_steps"] = skipped_;
   s["train_samples"] = samples_;
   s["train_real_tokens"] = tokens_;
@@ -698,11 +769,11 @@ nlohmann::json Trainer::run() {
   }
   log_ = std::make_unique<RunLog>(run_.string(), resume_step, cfg_.output.tensorboard);
   spdlog::info(
-      "training {} ({} labels) for {} steps ({} epochs of {} micro-batches): micro-batch {} x {} "
+      "training {} ({} labels) for {} steps ({} epochs of {} steps): micro-batch {} x {} "
       "accumulation = {}, lr {:g}{}, {} threads",
       model_config_.architecture(), data_.labels.names.size(), total_steps_,
-      static_cast<double>(total_micro_) / batches_per_epoch_, batches_per_epoch_, micro_batch_,
-      accumulation_, cfg_.effective_batch(), tc_.learning_rate,
+      static_cast<double>(total_steps_) / steps_per_epoch_, steps_per_epoch_, micro_batch_,
+      accumulation(), effective_, tc_.learning_rate,
       tc_.layer_decay < 1 ? fmt::format(" (layer decay {:g})", tc_.layer_decay) : "",
       compute_threads());
 
@@ -716,22 +787,22 @@ nlohmann::json Trainer::run() {
     progress_ = std::make_unique<ProgressBar>(std::cerr, spdlog::default_logger(), po,
                                               [t0] { return seconds_since(t0); });
   }
-  progress_->begin_training(total_steps_,
-                            (total_micro_ + batches_per_epoch_ - 1) / batches_per_epoch_);
+  progress_->begin_training(total_steps_, (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
   prefetch_ = std::make_unique<data::BatchPrefetcher>(
-      data::BatchPrefetcher::training_batches(*batcher_, &data_.train.examples, pad_id_), micro_,
-      total_micro_, tc_.prefetch);
+      data::BatchPrefetcher::training_batches(*batcher_, &data_.train.examples, pad_id_), step_,
+      total_steps_, tc_.prefetch);
   samples_at_start_ = samples_;
   tokens_at_start_ = tokens_;
   static const int64_t sigterm_at = debug_env("FTUNE_DEBUG_SIGTERM_AT_STEP");
+  static const std::pair<int64_t, int64_t> micro_change = debug_micro_batch_change();
   StopSignal stop;
   std::string stopped_by = "completed";
   window_start_ = Clock::now();
   while (step_ < total_steps_) {
-    const int64_t epoch_before = epoch_of(micro_);
+    if (step_ == micro_change.first) set_micro_batch(micro_change.second);
     train_step();
     if (step_ == sigterm_at) std::raise(SIGTERM);
-    const bool epoch_ended = epoch_of(micro_) != epoch_before || micro_ % batches_per_epoch_ == 0;
+    const bool epoch_ended = step_ % steps_per_epoch_ == 0;
     const bool last = step_ == total_steps_;
     const bool eval_now =
         data_.validation && ((cfg_.eval.every_steps > 0 && step_ % cfg_.eval.every_steps == 0) ||

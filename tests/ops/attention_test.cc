@@ -1,6 +1,8 @@
 // Attention: forward (context and probabilities) vs a double-precision reference with padding
 // masks and dropout; backward vs finite differences with the dropout mask held fixed; an
-// all-padding row attends uniformly (HF's additive-mask behaviour); thread-count independence.
+// all-padding row attends uniformly (HF's additive-mask behaviour); thread-count independence; the
+// (row0, Tv) dropout layout: sequences cut into micro-batches of other padded lengths get the
+// probability-dropout masks they get in the whole batch.
 #include "ops/attention.h"
 
 #include <cmath>
@@ -17,8 +19,12 @@ struct Ref {
   std::vector<double> out, probs;
 };
 
+// Dropout stream index of probs element (b, h, i, j): (((row0 + b) * H + h) * Tv + i) * Tv + j,
+// Tv = T when 0.
 Ref reference_attention(const std::vector<float>& qkv, const std::vector<int32_t>& mask, int64_t B,
-                        int64_t T, int64_t H, int64_t D, float p, RngKey key) {
+                        int64_t T, int64_t H, int64_t D, float p, RngKey key, int64_t row0 = 0,
+                        int64_t Tv = 0) {
+  if (Tv == 0) Tv = T;
   const int64_t C = H * D;
   Ref r{std::vector<double>(B * T * C, 0.0), std::vector<double>(B * H * T * T, 0.0)};
   auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t d) {
@@ -41,10 +47,11 @@ Ref reference_attention(const std::vector<float>& qkv, const std::vector<int32_t
         for (int64_t j = 0; j < T; ++j) sum += (s[j] = any ? std::exp(s[j] - mx) : 1.0);
         for (int64_t j = 0; j < T; ++j) {
           const int64_t e = ((b * H + h) * T + i) * T + j;
+          const uint64_t stream = uint64_t((((row0 + b) * H + h) * Tv + i) * Tv + j);
           const double prob = s[j] / sum;
           r.probs[e] = prob;
           const double keep =
-              p > 0 ? (philox_uniform_at(key, e) >= p ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+              p > 0 ? (philox_uniform_at(key, stream) >= p ? 1.0 / (1.0 - p) : 0.0) : 1.0;
           for (int64_t d = 0; d < D; ++d)
             r.out[(b * T + i) * C + h * D + d] += prob * keep * at(b, j, 2, h, d);
         }
@@ -146,6 +153,61 @@ TEST_P(AttentionTest, ResultsDoNotDependOnThreadCount) {
     EXPECT_EQ(to_vector(dqkv.view()), first_grad);
   }
   set_compute_threads(0);
+}
+
+TEST_P(AttentionTest, MicroBatchesOfAStepGetTheWholeBatchMasks) {
+  // Rows of real lengths 2, 4, 6 padded to 6 as one batch; cut as row 0 (padded to 2) and rows
+  // 1-2 (padded to 6), each placed at its row of the step batch with the stream length Tv = 9.
+  const int64_t B = 3, T = 6, H = 2, D = 4, C = H * D, Tv = 9;
+  const std::vector<int64_t> len = {2, 4, 6};
+  const float p = 0.5f;
+  const RngKey key{31, 4, 6};
+  const auto qkv = random_values(B * T * 3 * C, rng, -2, 2);
+  auto forward = [&](const std::vector<float>& q, const std::vector<int32_t>& m, int64_t rows,
+                     int64_t seq, uint64_t row0) {
+    auto dq = device_f32(q, {rows, seq, 3 * C}, device());
+    auto dm = device_i32(m, {rows, seq}, device());
+    auto ws = zeros({attention_workspace(seq, D)}, device());
+    auto out = poisoned({rows, seq, C}, device()), probs = poisoned({rows, H, seq, seq}, device());
+    attention_forward(out.view(), probs.view(), dq.view(), dm.view(), int(H), p, key, ws.view(),
+                      DropoutRows{row0, seq, Tv});
+    return to_vector(out.view());
+  };
+  auto cut = [&](int64_t r0, int64_t n, int64_t seq) {
+    std::vector<float> q(n * seq * 3 * C, 0.0f);
+    std::vector<int32_t> m(n * seq, 0);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t t = 0; t < len[r0 + b]; ++t) {
+        m[b * seq + t] = 1;
+        for (int64_t k = 0; k < 3 * C; ++k)
+          q[(b * seq + t) * 3 * C + k] = qkv[((r0 + b) * T + t) * 3 * C + k];
+      }
+    return std::pair{q, m};
+  };
+  const auto [wq, wm] = cut(0, B, T);
+  const auto whole = forward(wq, wm, B, T, 0);
+  const Ref ref = reference_attention(wq, wm, B, T, H, D, p, key, 0, Tv);
+  for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(whole[i], ref.out[i], 2e-5) << i;
+  struct Part {
+    int64_t r0, n, seq;
+  };
+  for (const Part part : {Part{0, 1, 2}, Part{1, 2, 6}}) {
+    const auto [q, m] = cut(part.r0, part.n, part.seq);
+    const auto got = forward(q, m, part.n, part.seq, uint64_t(part.r0));
+    for (int64_t b = 0; b < part.n; ++b)
+      for (int64_t t = 0; t < len[part.r0 + b]; ++t)
+        for (int64_t c = 0; c < C; ++c)
+          EXPECT_NEAR(got[(b * part.seq + t) * C + c], whole[((part.r0 + b) * T + t) * C + c], 1e-6)
+              << "rows from " << part.r0 << " b " << b << " t " << t;
+    // Placed at row 0 instead, the same rows draw other masks and give another result.
+    if (part.r0 > 0) {
+      const auto wrong = forward(q, m, part.n, part.seq, 0);
+      double diff = 0;
+      for (size_t i = 0; i < got.size(); ++i)
+        diff = std::max(diff, double(std::fabs(got[i] - wrong[i])));
+      EXPECT_GT(diff, 1e-3);
+    }
+  }
 }
 
 FTUNE_INSTANTIATE_DEVICES(AttentionTest);

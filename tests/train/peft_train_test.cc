@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "run_cli.h"
 #include "test_util.h"
@@ -57,7 +58,12 @@ TEST_F(PeftTrain, LoraTrainsAdaptersAndExportsAMergedModel) {
     if (j["split"] == "train") losses.push_back(j["loss"].get<double>());
   }
   ASSERT_GE(losses.size(), 20u);
-  EXPECT_LT(losses.back(), losses.front());
+  // Single-step losses stay near ln 2 +- 0.02 here (the B matrices start at zero and the logits
+  // separate slowly), so one step against another is a coin toss: compare the first and last
+  // eight steps, and the ranking the adapters learned (chance is 0.5).
+  auto mean = [](auto first, auto last) { return std::accumulate(first, last, 0.0) / 8; };
+  EXPECT_LT(mean(losses.end() - 8, losses.end()), mean(losses.begin(), losses.begin() + 8));
+  EXPECT_GT(s["best_eval"]["roc_auc"].get<double>(), 0.9);
   EXPECT_TRUE(fs::exists(run_dir("lora") + "/adapter/adapter_config.json"));
   EXPECT_TRUE(fs::exists(run_dir("lora") + "/adapter/adapter_model.safetensors"));
   // The merged model scores the validation file as training's evaluation of the best adapter.
