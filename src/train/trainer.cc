@@ -174,6 +174,9 @@ class Trainer {
   void load_data_and_model();
   void plan_batch();             // micro-batch, accumulation and checkpointing from the planner
   void build_model_and_arena();  // the model and optimizer over one arena (OOM: halves the batch)
+  // An allocation failed during a step: halve the micro-batch, rebuild the arena for it with the
+  // trained state kept, so the step can be retried (same effective batch, same trajectory).
+  void shrink_micro_batch(const OutOfMemoryError& e);
   void plan_schedule();
   nlohmann::json fingerprints() const;
   void restore(const CheckpointEntry& ckpt);
@@ -296,9 +299,6 @@ void Trainer::load_data_and_model() {
                  model_->params().total(),
                  gradient_checkpointing_name(checkpointing_));
   }
-  if (tc_.layer_decay < 1.0)
-    apply_layer_decay(*adamw_, model_->trainable_params(), model_config_.num_layers,
-                      tc_.layer_decay);
   loss_options_.label_smoothing = static_cast<float>(tc_.label_smoothing);
   loss_options_.class_weights.assign(tc_.class_weights.begin(), tc_.class_weights.end());
   if (!loss_options_.class_weights.empty() &&
@@ -404,6 +404,39 @@ void Trainer::build_model_and_arena() {
                plan_text.substr(2));
   model_->bind(*arena_);
   adamw_->bind(*arena_);
+  if (tc_.layer_decay < 1.0)
+    apply_layer_decay(*adamw_, model_->trainable_params(), model_config_.num_layers,
+                      tc_.layer_decay);
+}
+
+void Trainer::shrink_micro_batch(const OutOfMemoryError& e) {
+  if (micro_batch_ == 1)
+    throw OutOfMemoryError(fmt::format(
+        "{} (at step {}, micro-batch 1: nothing left to halve)", e.what(), step_ + 1));
+  const int64_t rows = (micro_batch_ + 1) / 2;
+  spdlog::warn(
+      "out of memory at step {} ({}); rebuilding the arena for micro-batch {} x {} "
+      "(effective batch {} kept) and retrying the step",
+      step_ + 1, e.what(), rows, (effective_ + rows - 1) / rows, effective_);
+  oom_retries_.push_back({{"step", step_ + 1},
+                          {"micro_batch", micro_batch_},
+                          {"planned_bytes", arena_->capacity()},
+                          {"error", e.what()},
+                          {"retried_with", rows}});
+  // The trained state goes through host memory while the arena is rebuilt smaller.
+  HostTensor values(DType::F32, model_->param_values().shape);
+  HostTensor m(DType::F32, adamw_->exp_avg().shape), v(DType::F32, adamw_->exp_avg_sq().shape);
+  copy(values.view(), model_->param_values());
+  copy(m.view(), adamw_->exp_avg());
+  copy(v.view(), adamw_->exp_avg_sq());
+  const int64_t steps_taken = adamw_->steps_taken();
+  micro_batch_ = rows;
+  build_model_and_arena();
+  copy(model_->param_values(), values.view());
+  copy(adamw_->exp_avg(), m.view());
+  copy(adamw_->exp_avg_sq(), v.view());
+  adamw_->set_steps_taken(steps_taken);
+  model_->frozen_weights_changed();
 }
 
 // Planned and touched bytes per category (the touched ones: CPU arenas, see Arena).
@@ -583,6 +616,9 @@ void Trainer::set_micro_batch(int64_t rows) {
 
 void Trainer::train_step() {
   static const int64_t exit_at = debug_env("FTUNE_DEBUG_EXIT_AT_MICRO_STEP");
+  // FTUNE_DEBUG_OOM_AT_STEP=s: an allocation "fails" inside optimizer step s (1-based), once, after
+  // the first micro-batch's forward pass, as when another process takes the device's memory.
+  static const int64_t oom_at = debug_env("FTUNE_DEBUG_OOM_AT_STEP");
   const auto t0 = Clock::now();
   if (step_batch_of_ != step_) {  // a retried step keeps its batch
     const auto tw = Clock::now();
@@ -608,6 +644,8 @@ void Trainer::train_step() {
                               static_cast<uint64_t>(row0), stream_seq_};
     model_->set_batch(b);
     model_->forward(dropout);
+    if (step_ + 1 == oom_at && oom_retries_.empty())
+      throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
     const double micro_loss = to_host_scalar(model_->loss(loss_options_));
     if (share != 0.0) loss += share * micro_loss;  // rows that all weigh 0 add nothing (not 0/0)
     model_->backward(dropout, static_cast<float>(share));
@@ -800,7 +838,12 @@ nlohmann::json Trainer::run() {
   window_start_ = Clock::now();
   while (step_ < total_steps_) {
     if (step_ == micro_change.first) set_micro_batch(micro_change.second);
-    train_step();
+    try {
+      train_step();
+    } catch (const OutOfMemoryError& e) {
+      shrink_micro_batch(e);
+      continue;  // the same step again, on the same batch
+    }
     if (step_ == sigterm_at) std::raise(SIGTERM);
     const bool epoch_ended = step_ % steps_per_epoch_ == 0;
     const bool last = step_ == total_steps_;

@@ -5,6 +5,7 @@
 // run started with the smaller micro-batch; bad batch keys are clear errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <fmt/format.h>
@@ -181,6 +182,37 @@ TEST_F(MemoryPlanRun, FailedAllocationHalvesTheMicroBatchAndMatchesTheSmallerRun
   const CliResult c = run_ftune("train --config " + config("none"), "FTUNE_DEBUG_ARENA_MEMORY=1000");
   EXPECT_NE(c.exit_code, 0);
   EXPECT_NE(c.output.find("not even a micro-batch of one sequence"), std::string::npos) << c.output;
+}
+
+TEST_F(MemoryPlanRun, AllocationFailureMidRunRebuildsASmallerArenaAndKeepsTheTrajectory) {
+  const std::string probe = config("probe");
+  const size_t p8 = plan(probe, "training.batch_size=8 training.gradient_checkpointing=off")
+                        ["plan"]["total_bytes"].get<size_t>();
+  const std::string cfg = config("mid", "  gradient_checkpointing: off\n");
+  const CliResult a = run_ftune("train --config " + cfg, "FTUNE_DEBUG_OOM_AT_STEP=3");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  EXPECT_NE(a.output.find("out of memory at step 3"), std::string::npos) << a.output;
+  const nlohmann::json s = summary("mid");
+  EXPECT_EQ(s["micro_batch"], 8);
+  EXPECT_EQ(s["gradient_accumulation"], 2);
+  EXPECT_EQ(s["steps"], 12);  // 192 rows / 16: no step lost or repeated
+  ASSERT_EQ(s["memory"]["oom_retries"].size(), 1u);
+  EXPECT_EQ(s["memory"]["oom_retries"][0]["step"], 3);
+  EXPECT_EQ(s["memory"]["planned_bytes"].get<size_t>(), p8);  // the arena was rebuilt smaller
+
+  // A run started with micro-batch 8: the same trajectory up to float summation order (steps 1
+  // and 2 ran 16 rows at once in the first run).
+  const std::string small =
+      config("small8", "  batch_size: 8\n  gradient_accumulation: 2\n  gradient_checkpointing: off\n");
+  const CliResult b = run_ftune("train --config " + small);
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  const std::vector<double> la = train_losses("mid"), lb = train_losses("small8");
+  ASSERT_EQ(la.size(), lb.size());
+  ASSERT_EQ(la.size(), 12u);
+  for (size_t i = 0; i < la.size(); ++i) EXPECT_NEAR(la[i], lb[i], 1e-5 * std::fabs(lb[i])) << i;
+  const double ea = s["final_eval"]["loss"].get<double>(),
+               eb = summary("small8")["final_eval"]["loss"].get<double>();
+  EXPECT_NEAR(ea, eb, 1e-4 * eb);
 }
 
 TEST_F(MemoryPlanRun, BadBatchKeysAreClearErrors) {
