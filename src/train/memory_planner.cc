@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "cuda/gemm.h"
 #include "models/sequence_classifier.h"
 #include "train/adamw.h"
 
@@ -55,16 +56,26 @@ const char* MemoryPlan::category_of(const std::string& name) {
   throw InternalError(fmt::format("memory plan: buffer '{}' has no category", name));
 }
 
-MemoryPlan MemoryPlan::from(const ArenaPlan& plan) {
+MemoryPlan MemoryPlan::from(const ArenaPlan& plan, Device device) {
   MemoryPlan m;
   std::map<std::string, size_t> bytes;
   for (const PlannedBuffer& b : plan.buffers()) bytes[category_of(b.name)] += align_up(b.bytes);
   for (const CategoryInfo& c : category_list()) {
     m.categories.push_back({c.name, bytes[c.name], c.note});
-    m.total += bytes[c.name];
+    m.arena += bytes[c.name];
   }
-  FTUNE_ASSERT(m.total == plan.total_bytes(), "memory plan categories sum to {} of {} bytes",
-               m.total, plan.total_bytes());
+  FTUNE_ASSERT(m.arena == plan.total_bytes(), "memory plan categories sum to {} of {} bytes",
+               m.arena, plan.total_bytes());
+  m.total = m.arena;
+  if (!device.is_cpu()) {
+    // cuBLASLt's workspace: one per device, allocated once outside the arena (cuda/gemm.h).
+    for (MemoryCategory& c : m.categories)
+      if (c.name == "GEMM workspace") {
+        c.bytes = cuda::kGemmWorkspaceBytes;
+        c.note = "cuBLASLt workspace, one per device, outside the arena";
+      }
+    m.total += cuda::kGemmWorkspaceBytes;
+  }
   return m;
 }
 
@@ -86,7 +97,8 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
 
 MemoryPlan plan_memory(const PlanTarget& target, int64_t micro_batch,
                        GradientCheckpointing checkpointing) {
-  MemoryPlan m = MemoryPlan::from(training_arena_plan(target, micro_batch, checkpointing));
+  MemoryPlan m =
+      MemoryPlan::from(training_arena_plan(target, micro_batch, checkpointing), target.device);
   m.micro_batch = micro_batch;
   m.rows = std::max(micro_batch, target.eval_batch);
   m.max_seq = target.max_seq;
@@ -96,9 +108,7 @@ MemoryPlan plan_memory(const PlanTarget& target, int64_t micro_batch,
 
 int64_t largest_micro_batch(const PlanTarget& target, GradientCheckpointing checkpointing,
                             size_t budget, int64_t cap) {
-  auto fits = [&](int64_t m) {
-    return training_arena_plan(target, m, checkpointing).total_bytes() <= budget;
-  };
+  auto fits = [&](int64_t m) { return plan_memory(target, m, checkpointing).total <= budget; };
   if (cap < 1 || !fits(1)) return 0;
   if (fits(cap)) return cap;
   int64_t lo = 1, hi = cap;  // fits(lo), !fits(hi)

@@ -49,11 +49,12 @@ struct MemoryPlan {
   int64_t max_seq = 0;
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
   std::vector<MemoryCategory> categories;  // fixed order; their sum is total
-  size_t total = 0;                        // the arena's size: the run's planned peak
+  size_t arena = 0;  // the arena's size: everything but the GEMM workspace
+  size_t total = 0;  // the run's planned peak: the arena plus, on a GPU, the cuBLASLt workspace
 
   // The category a planned buffer belongs to (by its name: "act/layer0/probs" -> attention).
   static const char* category_of(const std::string& buffer_name);
-  static MemoryPlan from(const ArenaPlan& plan);
+  static MemoryPlan from(const ArenaPlan& plan, Device device = Device::cpu());
 };
 
 // The arena plan of a training run with `micro_batch` rows per micro-batch (checkpointing Off or

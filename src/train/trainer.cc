@@ -177,6 +177,11 @@ class Trainer {
   // An allocation failed during a step: halve the micro-batch, rebuild the arena for it with the
   // trained state kept, so the step can be retried (same effective batch, same trajectory).
   void shrink_micro_batch(const OutOfMemoryError& e);
+  // GPU runs: the lowest free device memory seen (cudaMemGetInfo), for planned vs measured.
+  void sample_device_memory() {
+    if (!plan_.target.device.is_cpu())
+      min_free_ = std::min(min_free_, device_memory_info(plan_.target.device).available);
+  }
   void plan_schedule();
   nlohmann::json fingerprints() const;
   void restore(const CheckpointEntry& ckpt);
@@ -205,6 +210,7 @@ class Trainer {
   int64_t max_length_ = 0;  // data.max_length clipped to the model's positions
   GradientCheckpointing checkpointing_ = GradientCheckpointing::Off;
   nlohmann::json oom_retries_ = nlohmann::json::array();
+  size_t free_before_run_ = 0, min_free_ = SIZE_MAX;  // device memory (GPU runs)
   LossOptions loss_options_;
   int32_t pad_id_ = 0;
   int64_t eval_batch_ = 0;
@@ -364,6 +370,8 @@ void Trainer::build_model_and_arena() {
     // take at most that much, as if another process held the rest of the device.
     static const int64_t arena_limit = debug_env("FTUNE_DEBUG_ARENA_MEMORY");
     const DeviceKind kind = plan_.target.device.kind;
+    if (!plan_.target.device.is_cpu() && free_before_run_ == 0)
+      free_before_run_ = device_memory_info(plan_.target.device).available;
     try {
       arena_.reset();
       if (arena_limit >= 0)
@@ -396,7 +404,7 @@ void Trainer::build_model_and_arena() {
   // really used (summary.json memory.touched_bytes).
   if (arena_->device().is_cpu()) arena_->fill_with_sentinel();
   std::string plan_text;
-  for (const MemoryCategory& c : MemoryPlan::from(arena_->plan()).categories)
+  for (const MemoryCategory& c : MemoryPlan::from(arena_->plan(), plan_.target.device).categories)
     if (c.bytes) plan_text += fmt::format(", {} {}", c.name, format_bytes(c.bytes));
   spdlog::info("arena: {} for micro-batches of {} x {} tokens{} ({})",
                format_bytes(arena_->capacity()), micro_batch_, plan_.target.max_seq,
@@ -682,6 +690,7 @@ void Trainer::train_step() {
   progress_->update(TrainProgress{step_, epoch_of(step_ - 1) + 1, loss,
                                   samples_ - samples_at_start_, tokens_ - tokens_at_start_});
   if (step_ % tc_.log_every == 0 || step_ == total_steps_) {
+    sample_device_memory();
     const double secs = std::max(seconds_since(window_start_), 1e-9);
     log_->write({{"split", "train"},
                  {"step", step_},
@@ -777,6 +786,16 @@ nlohmann::json Trainer::summary(const std::string& status) const {
                                    {"with_checkpointing", plan_.choice.fits_with_checkpointing}};
   memory["batch_choice"] = plan_.choice.reason;
   memory["oom_retries"] = oom_retries_;
+  const MemoryPlan plan = MemoryPlan::from(arena_->plan(), plan_.target.device);
+  memory["planned_total_bytes"] = plan.total;  // with the GEMM workspace on a GPU
+  if (!plan_.target.device.is_cpu() && free_before_run_ > 0) {
+    // Measured on the device: free memory before the arena minus the lowest free memory seen at
+    // log intervals (cudaMemGetInfo), next to the plan.
+    memory["measured_device_bytes"] = free_before_run_ - std::min(free_before_run_, min_free_);
+    memory["measured_over_planned"] =
+        static_cast<double>(free_before_run_ - std::min(free_before_run_, min_free_)) /
+        static_cast<double>(plan.total);
+  }
   s["memory"] = memory;
   s["peak_host_bytes"] = device_bytes_peak(DeviceKind::CPU);
   s["peak_rss_bytes"] = peak_rss_bytes();
