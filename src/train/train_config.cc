@@ -244,6 +244,11 @@ void resolve_batch_sizes(TrainConfig::Training& t, const YAML::Node& root,
 
 TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& name) {
   TrainConfig c;
+  if (root_in.IsMap()) {
+    // Keys given twice, found on the parsed document itself: a clone loses the line numbers.
+    std::vector<std::string> ignored;
+    leaf_keys(root_in, "", ignored, name);
+  }
   YAML::Node root = root_in.IsNull() ? YAML::Node(YAML::NodeType::Map) : YAML::Clone(root_in);
   if (!root.IsMap())
     throw InputError(fmt::format(

@@ -111,7 +111,7 @@ TEST_F(TrainCli, BadConfigsNameTheKey) {
       {"  learnin_rate: 1.0e-3\n", "",
        "unknown key 'training.learnin_rate' (did you mean 'training.learning_rate'?)"},
       {"", "training.batch_size=many", "key 'training.batch_size' must be an integer or auto, got 'many'"},
-      {"  batch_size: 8\n", "", "key 'training.batch_size' is given twice"},
+      {"  batch_size: 8\n", "", "config.yaml:14: key 'training.batch_size' is given twice"},
       {"  schedule: exponential\n", "", "training.schedule"},
       {"", "training.epochs=0", "training.epochs"},
   };
