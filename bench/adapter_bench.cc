@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 
+#include "bench_models.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "models/param_init.h"
@@ -26,25 +27,6 @@
 using namespace ftune;
 
 namespace {
-
-EncoderConfig bench_config(const std::string& model) {
-  nlohmann::json j = {{"model_type", "bert"},           {"vocab_size", 30522},
-                      {"max_position_embeddings", 512}, {"type_vocab_size", 2},
-                      {"hidden_act", "gelu"},           {"num_labels", 2}};
-  if (model == "minilm")
-    j.update({{"hidden_size", 384},
-              {"num_hidden_layers", 6},
-              {"num_attention_heads", 12},
-              {"intermediate_size", 1536}});
-  else if (model == "bert-base")
-    j.update({{"hidden_size", 768},
-              {"num_hidden_layers", 12},
-              {"num_attention_heads", 12},
-              {"intermediate_size", 3072}});
-  else
-    throw InputError("--model must be minilm or bert-base, got '" + model + "'");
-  return EncoderConfig::from_json(j, "<" + model + " benchmark config>");
-}
 
 struct Setup {
   std::string name;
@@ -140,7 +122,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     set_compute_threads(threads);
-    const EncoderConfig config = bench_config(model);
+    const EncoderConfig config = bench::bench_model_config(model);
     std::mt19937_64 rng(7);
     Batch b;
     b.size = batch;

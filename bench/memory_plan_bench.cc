@@ -12,33 +12,11 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench_models.h"
 #include "core/memory.h"
 #include "train/memory_planner.h"
 
 using namespace ftune;
-
-namespace {
-
-EncoderConfig bench_config(const std::string& model) {
-  nlohmann::json j = {{"model_type", "bert"},           {"vocab_size", 30522},
-                      {"max_position_embeddings", 512}, {"type_vocab_size", 2},
-                      {"hidden_act", "gelu"},           {"num_labels", 2}};
-  if (model == "minilm")
-    j.update({{"hidden_size", 384},
-              {"num_hidden_layers", 6},
-              {"num_attention_heads", 12},
-              {"intermediate_size", 1536}});
-  else if (model == "bert-base")
-    j.update({{"hidden_size", 768},
-              {"num_hidden_layers", 12},
-              {"num_attention_heads", 12},
-              {"intermediate_size", 3072}});
-  else
-    throw InputError("--model must be minilm or bert-base, got '" + model + "'");
-  return EncoderConfig::from_json(j, "<" + model + " benchmark config>");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ftune memory planner benchmark"};
@@ -54,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON line per row");
   CLI11_PARSE(app, argc, argv);
   try {
-    const EncoderConfig config = bench_config(model);
+    const EncoderConfig config = bench::bench_model_config(model);
     std::vector<std::pair<std::string, size_t>> devices;
     if (memories.empty()) {
       const DeviceMemoryInfo info = device_memory_info(Device::cpu());

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <random>
 
+#include "bench_models.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "models/param_init.h"
@@ -20,30 +21,6 @@
 #include "train/grad_clip.h"
 
 using namespace ftune;
-
-namespace {
-
-EncoderConfig bench_config(const std::string& model) {
-  nlohmann::json j = {{"model_type", "bert"},           {"vocab_size", 30522},
-                      {"max_position_embeddings", 512}, {"type_vocab_size", 2},
-                      {"hidden_act", "gelu"},           {"num_labels", 2}};
-  if (model == "minilm") {
-    j.update({{"hidden_size", 384},
-              {"num_hidden_layers", 6},
-              {"num_attention_heads", 12},
-              {"intermediate_size", 1536}});
-  } else if (model == "bert-base") {
-    j.update({{"hidden_size", 768},
-              {"num_hidden_layers", 12},
-              {"num_attention_heads", 12},
-              {"intermediate_size", 3072}});
-  } else {
-    throw InputError("--model must be minilm or bert-base, got '" + model + "'");
-  }
-  return EncoderConfig::from_json(j, "<" + model + " benchmark config>");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ftune training-step benchmark"};
@@ -62,7 +39,7 @@ int main(int argc, char** argv) {
 
   try {
     set_compute_threads(threads);
-    const EncoderConfig config = bench_config(model);
+    const EncoderConfig config = bench::bench_model_config(model);
     SequenceClassifier clf(config, {batch, seq, true});
     AdamW adamw(clf.params(), AdamWOptions{2e-5f, 0.9f, 0.999f, 1e-8f, 0.01f});
     ArenaPlan plan;

@@ -53,13 +53,7 @@ class MemoryPlanRun : public ::testing::Test {
     return nlohmann::json::parse(std::ifstream(tmp_.path() + "/" + name + "/summary.json"));
   }
   std::vector<double> train_losses(const std::string& name) {
-    std::vector<double> out;
-    std::ifstream in(tmp_.path() + "/" + name + "/metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      const auto j = nlohmann::json::parse(line);
-      if (j["split"] == "train") out.push_back(j["loss"].get<double>());
-    }
-    return out;
+    return logged_train_losses(tmp_.path() + "/" + name);
   }
   TempDir tmp_;
   std::string model_;

@@ -32,18 +32,6 @@ std::map<int64_t, double> step_losses(const std::string& run) {
   return out;
 }
 
-// Metrics lines without the timing fields.
-std::vector<std::string> logged(const std::string& run) {
-  std::vector<std::string> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    for (const char* k : {"seconds", "samples_per_s", "tokens_per_s"}) j.erase(k);
-    out.push_back(j.dump());
-  }
-  return out;
-}
-
 std::map<std::string, std::vector<float>> weights(const std::string& run) {
   const auto f = io::SafetensorsFile::open(run + "/model/model.safetensors");
   std::map<std::string, std::vector<float>> out;
@@ -175,7 +163,7 @@ TEST_F(MicroBatch, LoraDropoutToo) {
 TEST_F(MicroBatch, ARunRepeatedIsBitIdentical) {
   train("a", 16, 1, "", "FTUNE_DEBUG_MICRO_BATCH_AT_STEP=3:6");
   train("b", 16, 1, "", "FTUNE_DEBUG_MICRO_BATCH_AT_STEP=3:6");
-  EXPECT_EQ(logged(run_dir("a")), logged(run_dir("b")));
+  EXPECT_EQ(logged_metrics(run_dir("a")), logged_metrics(run_dir("b")));
   const std::string wa = file_bytes(run_dir("a") + "/model/model.safetensors");
   ASSERT_FALSE(wa.empty());
   EXPECT_TRUE(wa == file_bytes(run_dir("b") + "/model/model.safetensors"));
@@ -197,7 +185,7 @@ TEST_F(MicroBatch, ARunThatChangedItsMicroBatchResumesBitExactly) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("at step 9 (epoch 1, micro-batch 3 x 6)"), std::string::npos)
       << resumed.output;
-  EXPECT_EQ(logged(run_dir("full")), logged(run_dir("killed")));
+  EXPECT_EQ(logged_metrics(run_dir("full")), logged_metrics(run_dir("killed")));
   const std::string wa = file_bytes(run_dir("full") + "/model/model.safetensors");
   ASSERT_FALSE(wa.empty());
   EXPECT_TRUE(wa == file_bytes(run_dir("killed") + "/model/model.safetensors"));

@@ -86,16 +86,7 @@ TEST_F(PeftTrain, DoraWithCheckpointingResumesBitExactly) {
       run_ftune("train --config " + config("killed", peft) + extra + " --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_NE(resumed.output.find("resumed from"), std::string::npos);
-  auto train_losses = [&](const std::string& run) {
-    std::vector<std::string> out;
-    std::ifstream in(run_dir(run) + "/metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      const auto j = nlohmann::json::parse(line);
-      if (j["split"] == "train") out.push_back(j["loss"].dump());
-    }
-    return out;
-  };
-  EXPECT_EQ(train_losses("full"), train_losses("killed"));
+  EXPECT_EQ(logged_train_losses(run_dir("full")), logged_train_losses(run_dir("killed")));
   EXPECT_TRUE(file_bytes(run_dir("full") + "/adapter/adapter_model.safetensors") ==
               file_bytes(run_dir("killed") + "/adapter/adapter_model.safetensors"));
   const auto s = nlohmann::json::parse(file_bytes(run_dir("full") + "/summary.json"));

@@ -19,18 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Train and validation lines of metrics.jsonl without the timing fields (seconds, rates).
-std::vector<std::string> logged(const std::string& run) {
-  std::vector<std::string> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    for (const char* k : {"seconds", "samples_per_s", "tokens_per_s"}) j.erase(k);
-    out.push_back(j.dump());
-  }
-  return out;
-}
-
 class Resume : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -57,7 +45,7 @@ class Resume : public ::testing::Test {
   std::string run_dir(const std::string& run) { return tmp_.path() + "/" + run; }
 
   void expect_identical(const std::string& a, const std::string& b) {
-    EXPECT_EQ(logged(run_dir(a)), logged(run_dir(b)));
+    EXPECT_EQ(logged_metrics(run_dir(a)), logged_metrics(run_dir(b)));
     const std::string wa = file_bytes(run_dir(a) + "/model/model.safetensors");
     ASSERT_FALSE(wa.empty());
     EXPECT_TRUE(wa == file_bytes(run_dir(b) + "/model/model.safetensors"))

@@ -59,4 +59,25 @@ void write_pair_task(const std::string& path, int n, uint64_t seed) {
   }
 }
 
+std::vector<std::string> logged_metrics(const std::string& run_dir) {
+  std::vector<std::string> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    for (const char* k : {"seconds", "samples_per_s", "tokens_per_s"}) j.erase(k);
+    out.push_back(j.dump());
+  }
+  return out;
+}
+
+std::vector<double> logged_train_losses(const std::string& run_dir) {
+  std::vector<double> out;
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["split"] == "train") out.push_back(j["loss"].get<double>());
+  }
+  return out;
+}
+
 }  // namespace ftune::test
