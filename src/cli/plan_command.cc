@@ -59,6 +59,8 @@ void run_plan(const PlanArgs& a) {
   load.labels = data.labels.names;
   const EncoderConfig model = load_model_config(cfg.model.path, load);
   BatchPlanOptions options;
+  // With --memory the plan is for a device of that size, which need not be this machine's.
+  options.device = a.memory.empty() ? training_device(cfg) : parse_device(cfg.training.device);
   if (!a.memory.empty()) options.device_memory = parse_bytes(a.memory, "--memory");
   const RunBatchPlan p = plan_run_batch(cfg, model, data, max_length, options);
   const BatchChoice& c = p.choice;

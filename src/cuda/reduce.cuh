@@ -38,4 +38,16 @@ __device__ inline T block_sum(T v, T* shared) {
   return total;
 }
 
+// Maximum over a whole block (same requirements as block_sum); every thread gets the result.
+__device__ inline float block_max(float v, float* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_max(v);
+  __syncthreads();  // `shared` may still be read by a previous call
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  float m = shared[0];
+  for (int w = 1; w < warps; ++w) m = fmaxf(m, shared[w]);
+  return m;
+}
+
 }  // namespace ftune::cuda

@@ -54,7 +54,9 @@ void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorV
                  cpu::attention_forward(out.data_as<float>(), probs.data_as<float>(),
                                         qkv.data_as<float>(), key_mask.data_as<int32_t>(), d,
                                         dropout_p, rng, workspace.data_as<float>()),
-                 cuda_kernel_missing(op));
+                 cuda::attention_forward(out.data_as<float>(), probs.data_as<float>(),
+                                         qkv.data_as<float>(), key_mask.data_as<int32_t>(), d,
+                                         dropout_p, rng));
 }
 
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView probs,
@@ -71,7 +73,9 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
       cpu::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(),
                               probs.data_as<float>(), key_mask.data_as<int32_t>(), d, dropout_p,
                               rng, workspace.data_as<float>()),
-      cuda_kernel_missing(op));
+      cuda::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(),
+                               probs.data_as<float>(), key_mask.data_as<int32_t>(), d, dropout_p,
+                               rng, workspace.data_as<float>(), workspace.numel()));
 }
 
 }  // namespace ftune

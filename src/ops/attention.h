@@ -13,8 +13,9 @@
 // the micro-batch carrying it or on its padding; backward regenerates them. With row0 = 0 and
 // Tv = T, e is the flat index ((b*H + h)*T + i)*T + j. A row whose keys are all padding attends
 // uniformly to every key, as HF's additive finfo.min mask does. Backward overwrites dqkv (B, T,
-// 3C). workspace: f32 scratch of at least attention_workspace(T, D) elements (per-thread head
-// copies).
+// 3C). workspace: f32 scratch of at least attention_workspace(T, D) elements (CPU: per-thread
+// scores; CUDA: the backward pass's per-row sums). CPU and CUDA give the same results to fp32
+// rounding (ops/attention_cuda.cu: one block per query or key row, no atomics).
 #pragma once
 
 #include "core/philox.h"
@@ -44,5 +45,15 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         float* workspace);
 int64_t attention_workspace_per_thread(int64_t T, int64_t D);
 }  // namespace cpu
+
+namespace cuda {
+// The same contract as the CPU functions; the backward pass uses workspace_floats (>= T) of the
+// workspace for per-row sums (ops/attention_cuda.cu).
+void attention_forward(float* out, float* probs, const float* qkv, const int32_t* key_mask,
+                       cpu::AttentionDims dims, float dropout_p, RngKey rng);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                        const int32_t* key_mask, cpu::AttentionDims dims, float dropout_p,
+                        RngKey rng, float* workspace, int64_t workspace_floats);
+}  // namespace cuda
 
 }  // namespace ftune

@@ -122,6 +122,7 @@ std::vector<Field> schema(TrainConfig& c) {
       {"training.seed", "a non-negative integer", scalar(&t.seed, "a non-negative integer")},
       {"training.log_every", integer, scalar(&t.log_every, integer)},
       {"training.threads", integer, scalar(&t.threads, integer)},
+      {"training.device", "cpu, cuda or cuda:N", scalar(&t.device, "cpu, cuda or cuda:N")},
       {"training.max_nonfinite_steps", integer, scalar(&t.max_nonfinite_steps, integer)},
       {"training.prefetch", integer, scalar(&t.prefetch, integer)},
       {"training.gradient_checkpointing", "off, on or auto",
@@ -345,6 +346,11 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   }
   require(t.log_every >= 1, "training.log_every", "must be at least 1");
   require(t.threads >= 0, "training.threads", "must be >= 0");
+  try {
+    parse_device(t.device);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: key 'training.device': {}", name, e.what()));
+  }
   require(t.memory_fraction > 0 && t.memory_fraction <= 1, "training.memory_fraction",
           "must be in (0, 1]");
   if (!t.memory_budget.empty())
@@ -398,6 +404,25 @@ void apply_overrides(YAML::Node root, const std::vector<std::string>& overrides)
     }
     set_dotted(root, o.substr(0, eq), value);
   }
+}
+
+Device training_device(const TrainConfig& config) {
+  const Device device = parse_device(config.training.device);
+  if (device.is_cpu()) return device;
+  if (!cuda_built())
+    throw InputError(fmt::format(
+        "key 'training.device' is '{}', but this ftune was built without CUDA (rebuild with "
+        "-DFTUNE_CUDA=ON, or set training.device=cpu)",
+        config.training.device));
+  const int count = cuda_device_count();
+  if (device.index >= count)
+    throw InputError(fmt::format(
+        "key 'training.device' is '{}', but {} (`ftune doctor` lists the devices)",
+        config.training.device,
+        count == 0 ? std::string("no CUDA GPU is visible")
+                   : fmt::format("only {} CUDA GPU{} visible (cuda:0 .. cuda:{})", count,
+                                 count == 1 ? " is" : "s are", count - 1)));
+  return device;
 }
 
 }  // namespace ftune

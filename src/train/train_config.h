@@ -12,6 +12,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/device.h"
 #include "models/adapter_config.h"
 
 namespace ftune {
@@ -65,6 +66,7 @@ struct TrainConfig {
     uint64_t seed = 42;
     int64_t log_every = 10;
     int64_t threads = 0;               // 0: all cores
+    std::string device = "cpu";        // cpu | cuda | cuda:N: where the arena lives and ops run
     int64_t max_nonfinite_steps = 10;  // consecutive skipped steps before the run aborts
     int64_t prefetch = 4;              // batches assembled ahead of the step
     GradientCheckpointing gradient_checkpointing = GradientCheckpointing::Auto;  // off|on|auto
@@ -106,5 +108,9 @@ struct TrainConfig {
 
 // Applies "a.b=value" overrides to a YAML tree (InputError naming a malformed override).
 void apply_overrides(YAML::Node root, const std::vector<std::string>& overrides);
+
+// The device of training.device, checked against this build and machine: throws InputError
+// naming the key when CUDA is not built in or the GPU is not visible.
+Device training_device(const TrainConfig& config);
 
 }  // namespace ftune

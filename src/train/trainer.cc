@@ -318,6 +318,7 @@ void Trainer::load_data_and_model() {
 
 void Trainer::plan_batch() {
   BatchPlanOptions options;
+  options.device = training_device(cfg_);  // the arena, and so every op, lives there
   if (options_.resume) {
     // A resumed run continues with the micro-batch and checkpointing it was using (the budget
     // may differ now); an allocation failure still halves it.
@@ -755,7 +756,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["source"] = cfg_.model.path;
   s["labels"] = data_.labels.names;
   s["initialised"] = load_report_.initialised;
-  s["device"] = "cpu";
+  s["device"] = device_name(plan_.target.device);
   s["precision"] = "fp32";
   s["peft"] = peft_method_name(cfg_.peft.method);
   s["trainable_parameters"] = model_->trainable_params().total();
@@ -798,6 +799,8 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   }
   s["memory"] = memory;
   s["peak_host_bytes"] = device_bytes_peak(DeviceKind::CPU);
+  if (!plan_.target.device.is_cpu())
+    s["peak_device_bytes"] = device_bytes_peak(plan_.target.device.kind);
   s["peak_rss_bytes"] = peak_rss_bytes();
   s["eval_metric"] = eval_metric_;
   s["final_eval"] = last_eval_;

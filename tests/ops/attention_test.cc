@@ -210,6 +210,64 @@ TEST_P(AttentionTest, MicroBatchesOfAStepGetTheWholeBatchMasks) {
   }
 }
 
+TEST_P(AttentionTest, MatchesTheCpuOpWithPaddingDropoutAndManyHeads) {
+  // The device result against the CPU op itself (on the CPU device the two are the same code), in
+  // two shapes: rows longer than a CUDA block (130 keys) with a head size over one block (D = 136);
+  // and many (b, h) pairs of short rows, with one compute thread so that the workspace is the
+  // smallest the op accepts (the CUDA backward then walks the heads in several chunks). Padding in
+  // the middle and at the end, all-padding rows (whose backward the finite-difference test leaves
+  // out) and dropout placed by (row0, Tv).
+  struct Shape4 {
+    int64_t B, T, H, D;
+  };
+  const float p = 0.3f;
+  const RngKey key{123, 7, 11};
+  set_compute_threads(1);
+  for (const Shape4 sh : {Shape4{3, 130, 2, 136}, Shape4{20, 5, 4, 8}}) {
+    const int64_t B = sh.B, T = sh.T, H = sh.H, D = sh.D, C = H * D;
+    const DropoutRows rows{5, T, T + 10};
+    std::vector<int32_t> mask(B * T, 1);
+    for (int64_t b = 0; b < B; ++b) {
+      if (b % 3 == 1) {  // real tokens then padding, and one padding key inside
+        for (int64_t t = T * 2 / 3; t < T; ++t) mask[b * T + t] = 0;
+        mask[b * T + 1] = 0;
+      }
+      if (b % 3 == 2)
+        for (int64_t t = 0; t < T; ++t) mask[b * T + t] = 0;  // all padding
+    }
+    const auto qkv = random_values(B * T * 3 * C, rng, -2, 2);
+    const auto dout = random_values(B * T * C, rng);
+    struct Result {
+      std::vector<float> out, probs, dqkv;
+    };
+    auto run = [&](Device dev) {
+      auto dq = device_f32(qkv, {B, T, 3 * C}, dev);
+      auto dm = device_i32(mask, {B, T}, dev);
+      auto ws = zeros({attention_workspace(T, D)}, dev);
+      auto out = poisoned({B, T, C}, dev), probs = poisoned({B, H, T, T}, dev);
+      attention_forward(out.view(), probs.view(), dq.view(), dm.view(), int(H), p, key, ws.view(),
+                        rows);
+      auto ddo = device_f32(dout, {B, T, C}, dev);
+      auto dqkv = poisoned({B, T, 3 * C}, dev);
+      attention_backward(dqkv.view(), ddo.view(), dq.view(), probs.view(), dm.view(), int(H), p,
+                         key, ws.view(), rows);
+      return Result{to_vector(out.view()), to_vector(probs.view()), to_vector(dqkv.view())};
+    };
+    const Result want = run(Device::cpu()), got = run(device());
+    auto check = [&](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+      ASSERT_EQ(a.size(), b.size()) << what;
+      double scale = 1e-6;
+      for (float x : b) scale = std::max(scale, double(std::fabs(x)));
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_NEAR(a[i], b[i], 1e-5 * scale) << what << " element " << i << " T=" << T;
+    };
+    check(got.out, want.out, "out");
+    check(got.probs, want.probs, "probs");
+    check(got.dqkv, want.dqkv, "dqkv");
+  }
+  set_compute_threads(0);
+}
+
 FTUNE_INSTANTIATE_DEVICES(AttentionTest);
 
 }  // namespace
