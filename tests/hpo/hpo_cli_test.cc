@@ -53,8 +53,12 @@ echo "value $(awk "BEGIN{print ($x)*($x) + $y}")"
   std::filesystem::permissions(dir + "/objective.sh", std::filesystem::perms::owner_all);
 }
 
+// `grace_s`: how long a silent worker's trial stays RUNNING. The tests of worker death use a short
+// one; the concurrency tests a long one, so a loaded machine (heartbeats delayed past the grace
+// period) cannot turn live trials into retries and change the trial count they check.
 std::string write_config(const std::string& dir, const std::string& storage,
-                         const std::string& mode, const std::string& extra = "") {
+                         const std::string& mode, const std::string& extra = "",
+                         const std::string& grace_s = "1.5") {
   const std::string yaml =
       "study: {name: demo, direction: minimize, metric: loss}\n"
       "storage: " +
@@ -69,7 +73,7 @@ std::string write_config(const std::string& dir, const std::string& storage,
       mode + " DIR=" + dir + " " + dir +
       "/objective.sh\"}\n"
       "heartbeat_s: 0.2\n"
-      "grace_s: 1.5\n"
+      "grace_s: " + grace_s + "\n"
       "retries: 1\n" +
       extra;
   io::write_file_atomic(dir + "/search.yaml", yaml);
@@ -135,7 +139,7 @@ TEST(HpoCli, FourWorkersShareOneSqliteFile) {
   test::TempDir dir;
   write_objective(dir.path());
   const std::string db = dir.path() + "/study.db";
-  const std::string cfg = write_config(dir.path(), "sqlite:///" + db, "slow");
+  const std::string cfg = write_config(dir.path(), "sqlite:///" + db, "slow", "", "60");
   run_workers(4, "--config " + cfg + " --trials 40", dir.path());
   expect_study_done("sqlite:///" + db, 40);
   EXPECT_EQ(integrity_check(db), "ok");
@@ -168,7 +172,7 @@ TEST(HpoCli, SixteenWorkersOnOneSqliteFileNeverSeeALock) {
   test::TempDir dir;
   write_objective(dir.path());
   const std::string db = dir.path() + "/study.db";
-  const std::string cfg = write_config(dir.path(), db, "fast");
+  const std::string cfg = write_config(dir.path(), db, "fast", "", "60");
   const auto rc = run_workers(16, "--config " + cfg + " --trials 64", dir.path());
   for (size_t i = 0; i < rc.size(); ++i) {
     EXPECT_EQ(rc[i], 0);
@@ -187,7 +191,7 @@ TEST(HpoCli, FourWorkersShareOnePostgresDatabase) {
   test::TempDir dir;
   write_objective(dir.path());
   const std::string url = pg->fresh_database_url();
-  const std::string cfg = write_config(dir.path(), url, "slow");
+  const std::string cfg = write_config(dir.path(), url, "slow", "", "60");
   run_workers(4, "--config " + cfg + " --trials 40", dir.path());
   expect_study_done(url, 40);
 }
