@@ -127,7 +127,7 @@ def train_losses(ftune, config, device, out_dir):
     if summary.get("device") != ("cuda:0" if device == "cuda" else device):
         raise RuntimeError("summary.json of the %s run reports device %r" %
                            (device, summary.get("device")))
-    return losses
+    return losses, summary.get("memory", {})
 
 
 def main():
@@ -163,8 +163,8 @@ def main():
                 % (a.steps, a.batch, a.batch, lr))
         f.write("output:\n  dir: %s\n" % os.path.join(work, "run"))
     try:
-        cpu = train_losses(a.ftune, config, "cpu", os.path.join(work, "run-cpu"))
-        gpu = train_losses(a.ftune, config, a.device, os.path.join(work, "run-" + a.device))
+        cpu, _ = train_losses(a.ftune, config, "cpu", os.path.join(work, "run-cpu"))
+        gpu, memory = train_losses(a.ftune, config, a.device, os.path.join(work, "run-" + a.device))
     except (RuntimeError, OSError, ValueError) as e:
         print("parity %s: ERROR %s" % (name, e))
         return 1
@@ -181,6 +181,12 @@ def main():
     print("parity %s: steps %d, loss cpu %.6f -> %.6f, max rel diff %.3g (step %s), tolerance %g, "
           "%s" % (name, len(steps), cpu[steps[0]], cpu[steps[-1]], worst, worst_step,
                   a.tolerance, "PASS" if ok else "FAIL"))
+    # The memory planner on the device: planned peak (arena + cuBLASLt workspace) next to what the
+    # run took (cudaMemGetInfo before the arena minus the lowest free memory seen).
+    if "measured_device_bytes" in memory:
+        planned, measured = memory["planned_total_bytes"], memory["measured_device_bytes"]
+        print("memory %s: planned %.1f MiB, measured %.1f MiB on %s (measured/planned %.3f)" %
+              (name, planned / 2**20, measured / 2**20, a.device, measured / planned))
     if not a.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
