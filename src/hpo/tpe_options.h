@@ -16,6 +16,10 @@ struct TpeOptions {
   bool consider_prior = true;
   bool consider_magic_clip = true;
   bool consider_endpoints = false;
+  // g(x) is Optuna's exact mixture while a block has at most this many "above" trials; beyond,
+  // an incrementally kept summary of them (above_index.h) in at most this many kernels, so a
+  // suggestion costs the same at 10,000 trials as at 200. 0: always exact (O(trials)).
+  int64_t max_above_kernels = 128;
 };
 
 }  // namespace ftune::hpo

@@ -56,6 +56,7 @@ void TpeSampler::observe(const Trial& t) {
   } else {
     return;  // failed / unfinished trials teach nothing
   }
+  arrivals_.push_back(t.number);
   Obs o{t.number, t.params};
   size_t at = obs_.size();
   if (position_.size() <= static_cast<size_t>(t.number))
@@ -117,15 +118,162 @@ TpeSampler::Split TpeSampler::split() const {
   return s;
 }
 
+AboveIndex& TpeSampler::synced_index(const std::vector<const ParamSpec*>& names,
+                                     const Split& split) {
+  std::string key;
+  std::vector<Distribution> dists;
+  for (const ParamSpec* p : names) {
+    key += p->name + '\n';
+    dists.push_back(p->dist);
+  }
+  auto it = indexes_.find(key);
+  if (it == indexes_.end() || it->second.dists != dists) {  // new block (or redefined): rebuild
+    indexes_.erase(key);
+    it = indexes_.emplace(key, BlockIndex{dists, AboveIndex(dists), 0, {}}).first;
+  }
+  BlockIndex& b = it->second;
+  std::vector<double> v;
+  auto values_of = [&](int64_t number) {
+    const Params& p = obs_[static_cast<size_t>(position(number))].params;
+    v.clear();
+    for (const ParamSpec* s : names) {
+      auto f = p.find(s->name);
+      if (f == p.end()) return false;
+      v.push_back(f->second);
+    }
+    return true;
+  };
+  // Deltas only: the trials observed since the last sync, then the members that left or joined
+  // the below set (which g(x) excludes).
+  for (; b.cursor < arrivals_.size(); ++b.cursor)
+    if (values_of(arrivals_[b.cursor])) b.index.insert(arrivals_[b.cursor], v);
+  for (int64_t n : b.below)
+    if (!std::binary_search(split.below.begin(), split.below.end(), n) && values_of(n))
+      b.index.insert(n, v);
+  for (int64_t n : split.below) b.index.erase(n);
+  b.below = split.below;
+  return b.index;
+}
+
+ParzenKernels TpeSampler::summarized_above(const std::vector<const ParamSpec*>& names,
+                                           const AboveIndex& index,
+                                           const std::vector<const Trial*>& liars,
+                                           const std::vector<std::vector<double>>& at) const {
+  const size_t dim = names.size();
+  std::vector<const Trial*> lies;
+  for (const Trial* t : liars)
+    if (has_all(t->params, names)) lies.push_back(t);
+  const double n = static_cast<double>(index.size() + lies.size());
+  // Kernel width: Optuna's magic-clip floor (range / min(100, n + 2)), which nearly every
+  // kernel of the exact mixture sits at once trials are this many; merged nodes widen it by
+  // their members' spread (moment matching: sigma^2 = spread^2 + width^2).
+  std::vector<double> width(dim, 1.0);
+  for (size_t d = 0; d < dim; ++d)
+    if (names[d]->dist.kind != Distribution::Kind::Categorical)
+      width[d] = (index.hi(d) - index.lo(d)) / std::min(100.0, n + 2);
+  // Optuna's weights ramp from 1/n for the oldest above trial to 1; here linearly in the trial
+  // number (a sum over a node is then a * count + b * sum of numbers).
+  const auto lo = static_cast<double>(index.min_number()),
+             hi = static_cast<double>(index.max_number());
+  const double b = hi > lo ? (1.0 - 1.0 / n) / (hi - lo) : 0.0;
+  const double a = hi > lo ? 1.0 / n - b * lo : 1.0;
+  const AboveIndex::Summary sum = index.summarize(static_cast<size_t>(o_.max_above_kernels), a,
+                                                 b, width, at, o_.consider_endpoints);
+
+  ParzenKernels k;
+  k.weights = sum.weight;
+  k.mu.resize(dim);
+  k.sigma.resize(dim);
+  k.probs.resize(dim);
+  const double fill = o_.prior_weight / (n + 1);  // Optuna's smoothing of categorical rows
+  for (size_t d = 0; d < dim; ++d) {
+    const Distribution& dist = names[d]->dist;
+    if (dist.kind == Distribution::Kind::Categorical) {
+      const auto nc = static_cast<double>(dist.choices.size());
+      for (double f : sum.freq[d]) k.probs[d].push_back((fill + f) / (fill * nc + 1.0));
+      continue;
+    }
+    const double range = index.hi(d) - index.lo(d);
+    k.mu[d] = sum.mean[d];
+    // A single trial: Optuna's rule (the farther neighbour's distance, clipped); a merged node:
+    // its members' spread widened by the clip width (moment matching).
+    for (size_t j = 0; j < sum.weight.size(); ++j)
+      k.sigma[d].push_back(sum.count[j] == 1
+                               ? std::clamp(sum.gap[d][j], width[d], range)
+                               : std::min(std::sqrt(sum.var[d][j] + width[d] * width[d]), range));
+  }
+  for (const Trial* t : lies) {  // running trials: newest, full weight, one kernel each
+    k.weights.push_back(1.0);
+    for (size_t d = 0; d < dim; ++d) {
+      const Distribution& dist = names[d]->dist;
+      const double x = t->params.at(names[d]->name);
+      if (dist.kind == Distribution::Kind::Categorical) {
+        const auto nc = dist.choices.size();
+        for (size_t c = 0; c < nc; ++c)
+          k.probs[d].push_back((fill + (c == static_cast<size_t>(x) ? 1.0 : 0.0)) /
+                               (fill * static_cast<double>(nc) + 1.0));
+        continue;
+      }
+      k.mu[d].push_back(dist.log ? std::log(x) : x);
+      k.sigma[d].push_back(width[d]);
+    }
+  }
+  if (o_.consider_prior) {
+    k.weights.push_back(o_.prior_weight);
+    for (size_t d = 0; d < dim; ++d) {
+      const Distribution& dist = names[d]->dist;
+      if (dist.kind == Distribution::Kind::Categorical) {
+        const auto nc = dist.choices.size();
+        k.probs[d].insert(k.probs[d].end(), nc, 1.0 / static_cast<double>(nc));
+        continue;
+      }
+      k.mu[d].push_back(0.5 * (index.lo(d) + index.hi(d)));
+      k.sigma[d].push_back(index.hi(d) - index.lo(d));
+    }
+  }
+  return k;
+}
+
 Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, const Split& split,
-                                const std::vector<const Trial*>& liars,
-                                std::mt19937_64& rng) const {
+                                const std::vector<const Trial*>& liars, std::mt19937_64& rng) {
   const size_t dim = names.size();
   std::vector<Distribution> dists;
   for (const ParamSpec* p : names) dists.push_back(p->dist);
-  auto in_below = [&](int64_t number) {
-    return std::binary_search(split.below.begin(), split.below.end(), number);
+  ParzenOptions po{o_.prior_weight, o_.consider_prior, o_.consider_magic_clip,
+                   o_.consider_endpoints};
+  auto propose = [&](const ParzenEstimator& l, const std::vector<std::vector<double>>& candidates,
+                     const ParzenEstimator& g) {
+    size_t best = 0;
+    double best_score = -std::numeric_limits<double>::infinity();
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      const double score = l.log_pdf(candidates[c]) - g.log_pdf(candidates[c]);
+      if (score > best_score || c == 0) {
+        best_score = score;
+        best = c;
+      }
+    }
+    Params out;
+    for (size_t d = 0; d < dim; ++d) out[names[d]->name] = candidates[best][d];
+    return out;
   };
+
+  // Many above trials: l(x) exact from the (at most 25) below trials, g(x) summarized.
+  const auto cap = static_cast<size_t>(o_.max_above_kernels);
+  if (cap > 0 && obs_.size() > cap) {
+    AboveIndex& index = synced_index(names, split);
+    if (index.size() > cap) {
+      std::vector<std::vector<double>> below(dim);
+      for (int64_t number : split.below) {
+        const Params& p = obs_[static_cast<size_t>(position(number))].params;
+        if (!has_all(p, names)) continue;
+        for (size_t d = 0; d < dim; ++d) below[d].push_back(p.at(names[d]->name));
+      }
+      const ParzenEstimator l(dists, below, po);
+      const auto candidates = l.sample(rng, o_.n_ei_candidates);
+      const ParzenEstimator g(dists, summarized_above(names, index, liars, candidates));
+      return propose(l, candidates, g);
+    }
+  }
 
   // Columns of the finished trials' values (NaN: the trial lacks the parameter).
   std::vector<const std::vector<double>*> cols;
@@ -203,23 +351,9 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
                  out.size(), above[d].size());
   }
 
-  ParzenOptions po{o_.prior_weight, o_.consider_prior, o_.consider_magic_clip,
-                   o_.consider_endpoints};
   const ParzenEstimator l(dists, below, po);
   const ParzenEstimator g(dists, above, po, &order);
-  const auto candidates = l.sample(rng, o_.n_ei_candidates);
-  size_t best = 0;
-  double best_score = -std::numeric_limits<double>::infinity();
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    const double score = l.log_pdf(candidates[c]) - g.log_pdf(candidates[c]);
-    if (score > best_score || c == 0) {
-      best_score = score;
-      best = c;
-    }
-  }
-  Params out;
-  for (size_t d = 0; d < dim; ++d) out[names[d]->name] = candidates[best][d];
-  return out;
+  return propose(l, l.sample(rng, o_.n_ei_candidates), g);
 }
 
 Params TpeSampler::sample(const SearchSpace& space, int64_t number,
