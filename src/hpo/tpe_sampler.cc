@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "hpo/above_mixture.h"
 #include "hpo/parzen_estimator.h"
 
 namespace ftune::hpo {
@@ -155,85 +156,6 @@ AboveIndex& TpeSampler::synced_index(const std::vector<const ParamSpec*>& names,
   return b.index;
 }
 
-ParzenKernels TpeSampler::summarized_above(const std::vector<const ParamSpec*>& names,
-                                           const AboveIndex& index,
-                                           const std::vector<const Trial*>& liars,
-                                           const std::vector<std::vector<double>>& at) const {
-  const size_t dim = names.size();
-  std::vector<const Trial*> lies;
-  for (const Trial* t : liars)
-    if (has_all(t->params, names)) lies.push_back(t);
-  const double n = static_cast<double>(index.size() + lies.size());
-  // Kernel width: Optuna's magic-clip floor (range / min(100, n + 2)), which nearly every
-  // kernel of the exact mixture sits at once trials are this many; merged nodes widen it by
-  // their members' spread (moment matching: sigma^2 = spread^2 + width^2).
-  std::vector<double> width(dim, 1.0);
-  for (size_t d = 0; d < dim; ++d)
-    if (names[d]->dist.kind != Distribution::Kind::Categorical)
-      width[d] = (index.hi(d) - index.lo(d)) / std::min(100.0, n + 2);
-  // Optuna's weights ramp from 1/n for the oldest above trial to 1; here linearly in the trial
-  // number (a sum over a node is then a * count + b * sum of numbers).
-  const auto lo = static_cast<double>(index.min_number()),
-             hi = static_cast<double>(index.max_number());
-  const double b = hi > lo ? (1.0 - 1.0 / n) / (hi - lo) : 0.0;
-  const double a = hi > lo ? 1.0 / n - b * lo : 1.0;
-  const AboveIndex::Summary sum = index.summarize(static_cast<size_t>(o_.max_above_kernels), a,
-                                                 b, width, at, o_.consider_endpoints);
-
-  ParzenKernels k;
-  k.weights = sum.weight;
-  k.mu.resize(dim);
-  k.sigma.resize(dim);
-  k.probs.resize(dim);
-  const double fill = o_.prior_weight / (n + 1);  // Optuna's smoothing of categorical rows
-  for (size_t d = 0; d < dim; ++d) {
-    const Distribution& dist = names[d]->dist;
-    if (dist.kind == Distribution::Kind::Categorical) {
-      const auto nc = static_cast<double>(dist.choices.size());
-      for (double f : sum.freq[d]) k.probs[d].push_back((fill + f) / (fill * nc + 1.0));
-      continue;
-    }
-    const double range = index.hi(d) - index.lo(d);
-    k.mu[d] = sum.mean[d];
-    // A single trial: Optuna's rule (the farther neighbour's distance, clipped); a merged node:
-    // its members' spread widened by the clip width (moment matching).
-    for (size_t j = 0; j < sum.weight.size(); ++j)
-      k.sigma[d].push_back(sum.count[j] == 1
-                               ? std::clamp(sum.gap[d][j], width[d], range)
-                               : std::min(std::sqrt(sum.var[d][j] + width[d] * width[d]), range));
-  }
-  for (const Trial* t : lies) {  // running trials: newest, full weight, one kernel each
-    k.weights.push_back(1.0);
-    for (size_t d = 0; d < dim; ++d) {
-      const Distribution& dist = names[d]->dist;
-      const double x = t->params.at(names[d]->name);
-      if (dist.kind == Distribution::Kind::Categorical) {
-        const auto nc = dist.choices.size();
-        for (size_t c = 0; c < nc; ++c)
-          k.probs[d].push_back((fill + (c == static_cast<size_t>(x) ? 1.0 : 0.0)) /
-                               (fill * static_cast<double>(nc) + 1.0));
-        continue;
-      }
-      k.mu[d].push_back(dist.log ? std::log(x) : x);
-      k.sigma[d].push_back(width[d]);
-    }
-  }
-  if (o_.consider_prior) {
-    k.weights.push_back(o_.prior_weight);
-    for (size_t d = 0; d < dim; ++d) {
-      const Distribution& dist = names[d]->dist;
-      if (dist.kind == Distribution::Kind::Categorical) {
-        const auto nc = dist.choices.size();
-        k.probs[d].insert(k.probs[d].end(), nc, 1.0 / static_cast<double>(nc));
-        continue;
-      }
-      k.mu[d].push_back(0.5 * (index.lo(d) + index.hi(d)));
-      k.sigma[d].push_back(index.hi(d) - index.lo(d));
-    }
-  }
-  return k;
-}
-
 Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, const Split& split,
                                 const std::vector<const Trial*>& liars, std::mt19937_64& rng) {
   const size_t dim = names.size();
@@ -270,7 +192,13 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
       }
       const ParzenEstimator l(dists, below, po);
       const auto candidates = l.sample(rng, o_.n_ei_candidates);
-      const ParzenEstimator g(dists, summarized_above(names, index, liars, candidates));
+      std::vector<std::vector<double>> lies;  // running trials with every parameter
+      for (const Trial* t : liars) {
+        if (!has_all(t->params, names)) continue;
+        auto& v = lies.emplace_back();
+        for (const ParamSpec* p : names) v.push_back(t->params.at(p->name));
+      }
+      const ParzenEstimator g(dists, above_mixture(dists, index, lies, o_, candidates));
       return propose(l, candidates, g);
     }
   }

@@ -54,11 +54,6 @@ class TpeSampler : public Sampler {
                       const std::vector<const Trial*>& liars, std::mt19937_64& rng);
   // The block's index brought up to date with the trials observed and the split.
   AboveIndex& synced_index(const std::vector<const ParamSpec*>& names, const Split& split);
-  // g(x) from the block's index, the liars and the prior (the summarized mixture), most
-  // detailed near `at` (the candidates it will score).
-  ParzenKernels summarized_above(const std::vector<const ParamSpec*>& names,
-                                 const AboveIndex& index, const std::vector<const Trial*>& liars,
-                                 const std::vector<std::vector<double>>& at) const;
   void rebuild_positions();
   int64_t position(int64_t number) const;  // index in obs_, -1 when not observed
 
