@@ -61,7 +61,7 @@ std::unique_ptr<Sampler> make_sampler(const YAML::Node& cfg, const std::string& 
         cfg, where,
         {"type", "n_startup_trials", "n_ei_candidates", "multivariate", "group", "constant_liar",
          "prior_weight", "consider_prior", "consider_magic_clip", "consider_endpoints",
-         "max_above_kernels"},
+         "max_above_kernels", "n_ei_candidates_per_dim"},
         type);
     TpeOptions o;
     o.n_startup_trials =
@@ -77,6 +77,10 @@ std::unique_ptr<Sampler> make_sampler(const YAML::Node& cfg, const std::string& 
         get<bool>(cfg, "consider_magic_clip", where, o.consider_magic_clip, "true or false");
     o.consider_endpoints =
         get<bool>(cfg, "consider_endpoints", where, o.consider_endpoints, "true or false");
+    o.n_ei_candidates_per_dim = get<double>(cfg, "n_ei_candidates_per_dim", where,
+                                            o.n_ei_candidates_per_dim, "a number");
+    if (!(o.n_ei_candidates_per_dim >= 0))
+      throw InputError(fmt::format("{}.n_ei_candidates_per_dim must be >= 0", where));
     o.max_above_kernels =
         get<int64_t>(cfg, "max_above_kernels", where, o.max_above_kernels, "an integer");
     if (o.max_above_kernels < 0)

@@ -9,6 +9,8 @@ namespace ftune::hpo {
 struct TpeOptions {
   int64_t n_startup_trials = 10;  // random sampling until this many trials finished
   int64_t n_ei_candidates = 24;   // candidates drawn from l(x); the best l(x)/g(x) wins
+  // > 0: a block of d parameters draws max(n_ei_candidates, round(this * d)) candidates.
+  double n_ei_candidates_per_dim = 0;
   bool multivariate = true;       // one joint estimator over the parameters all trials share
   bool group = false;             // multivariate per group of parameters that occur together
   bool constant_liar = true;      // running trials count as (worst-valued) observations

@@ -163,6 +163,9 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
   for (const ParamSpec* p : names) dists.push_back(p->dist);
   ParzenOptions po{o_.prior_weight, o_.consider_prior, o_.consider_magic_clip,
                    o_.consider_endpoints};
+  const int64_t n_candidates = std::max<int64_t>(
+      o_.n_ei_candidates,
+      std::llround(o_.n_ei_candidates_per_dim * static_cast<double>(dim)));
   auto propose = [&](const ParzenEstimator& l, const std::vector<std::vector<double>>& candidates,
                      const ParzenEstimator& g) {
     size_t best = 0;
@@ -191,7 +194,7 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
         for (size_t d = 0; d < dim; ++d) below[d].push_back(p.at(names[d]->name));
       }
       const ParzenEstimator l(dists, below, po);
-      const auto candidates = l.sample(rng, o_.n_ei_candidates);
+      const auto candidates = l.sample(rng, n_candidates);
       std::vector<std::vector<double>> lies;  // running trials with every parameter
       for (const Trial* t : liars) {
         if (!has_all(t->params, names)) continue;
@@ -281,7 +284,7 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
 
   const ParzenEstimator l(dists, below, po);
   const ParzenEstimator g(dists, above, po, &order);
-  return propose(l, l.sample(rng, o_.n_ei_candidates), g);
+  return propose(l, l.sample(rng, n_candidates), g);
 }
 
 Params TpeSampler::sample(const SearchSpace& space, int64_t number,
