@@ -256,7 +256,7 @@ double AboveIndex::merge_loss(const Node& n, double a, double b,
   if (spread <= 0) return minus_inf;
   const double log_norm = 0.5 * std::log(norm);
   // Relevance: the node's merged kernel's largest log-density at the points g(x) will be
-  // evaluated at (none given: 0), so nodes far from every candidate stay merged.
+  // evaluated near (none given: 0), so nodes far from all of them stay merged.
   double relevance = at.empty() ? 0.0 : minus_inf;
   for (const auto& t : at) {
     double lk = log_norm;

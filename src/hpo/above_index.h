@@ -13,7 +13,7 @@
 //
 // summarize(m): a frontier of at most m nodes, chosen best-first from the root by splitting the
 // node whose merge loses most (weight times spread in bandwidths squared, times how much its
-// kernel reaches the points g(x) will be evaluated at: TPE's candidates), each node given as
+// kernel reaches the points g(x) will be evaluated near: TPE's below trials), each node given as
 // one kernel: its weight, mean and variance per numeric dimension, choice frequencies per
 // categorical one. With no more than m trials every node is a single trial: exact.
 #pragma once

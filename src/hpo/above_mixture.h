@@ -1,5 +1,6 @@
 // TPE's g(x) for many "above" trials: the AboveIndex summary (at most o.max_above_kernels
-// kernels, refined near the points `at`, TPE's candidates), one kernel per running trial
+// kernels, refined near the points `at`: TPE passes the below trials, which its candidates are
+// drawn around), one kernel per running trial
 // (constant liar, full weight, the clip width) and the prior kernel, with Optuna's rules where a
 // kernel stands for one trial: bandwidth from the farther neighbour clipped to
 // [range / min(100, n + 2), range], categorical rows smoothed by prior_weight / (n + 1), weights

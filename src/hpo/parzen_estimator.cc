@@ -99,7 +99,7 @@ ParzenEstimator::ParzenEstimator(const std::vector<Distribution>& dists,
                                   ? (high - low) / std::min(100.0, 1.0 + static_cast<double>(n + 1))
                                   : kEps;
       for (size_t i = 0; i < n; ++i)
-        d.sigma[sorted[i]] = std::clamp(sorted_sigma[i], minsigma, maxsigma);
+        d.sigma[sorted[i]] = o.bandwidth_factor * std::clamp(sorted_sigma[i], minsigma, maxsigma);
     }
     if (prior) {
       d.mu[n] = 0.5 * (low + high);

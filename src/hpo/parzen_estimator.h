@@ -19,6 +19,7 @@ struct ParzenOptions {
   bool consider_prior = true;  // Optuna 4+/5 always adds the prior kernel; false drops it
   bool consider_magic_clip = true;
   bool consider_endpoints = false;
+  double bandwidth_factor = 1.0;  // observation kernels' sigma (after the clip) times this
 };
 
 // A mixture given kernel by kernel (TPE's summarized g(x), tpe_sampler.cc): unnormalised

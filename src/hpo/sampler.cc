@@ -61,7 +61,7 @@ std::unique_ptr<Sampler> make_sampler(const YAML::Node& cfg, const std::string& 
         cfg, where,
         {"type", "n_startup_trials", "n_ei_candidates", "multivariate", "group", "constant_liar",
          "prior_weight", "consider_prior", "consider_magic_clip", "consider_endpoints",
-         "max_above_kernels", "n_ei_candidates_per_dim"},
+         "max_above_kernels", "n_ei_candidates_per_dim", "below_bandwidth_factor"},
         type);
     TpeOptions o;
     o.n_startup_trials =
@@ -81,6 +81,10 @@ std::unique_ptr<Sampler> make_sampler(const YAML::Node& cfg, const std::string& 
                                             o.n_ei_candidates_per_dim, "a number");
     if (!(o.n_ei_candidates_per_dim >= 0))
       throw InputError(fmt::format("{}.n_ei_candidates_per_dim must be >= 0", where));
+    o.below_bandwidth_factor = get<double>(cfg, "below_bandwidth_factor", where,
+                                           o.below_bandwidth_factor, "a number");
+    if (!(o.below_bandwidth_factor > 0))
+      throw InputError(fmt::format("{}.below_bandwidth_factor must be positive", where));
     o.max_above_kernels =
         get<int64_t>(cfg, "max_above_kernels", where, o.max_above_kernels, "an integer");
     if (o.max_above_kernels < 0)

@@ -163,6 +163,8 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
   for (const ParamSpec* p : names) dists.push_back(p->dist);
   ParzenOptions po{o_.prior_weight, o_.consider_prior, o_.consider_magic_clip,
                    o_.consider_endpoints};
+  ParzenOptions pl = po;  // l(x): the below trials' kernels, narrowed
+  pl.bandwidth_factor = o_.below_bandwidth_factor;
   const int64_t n_candidates = std::max<int64_t>(
       o_.n_ei_candidates,
       std::llround(o_.n_ei_candidates_per_dim * static_cast<double>(dim)));
@@ -193,7 +195,7 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
         if (!has_all(p, names)) continue;
         for (size_t d = 0; d < dim; ++d) below[d].push_back(p.at(names[d]->name));
       }
-      const ParzenEstimator l(dists, below, po);
+      const ParzenEstimator l(dists, below, pl);
       const auto candidates = l.sample(rng, n_candidates);
       std::vector<std::vector<double>> lies;  // running trials with every parameter
       for (const Trial* t : liars) {
@@ -201,7 +203,13 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
         auto& v = lies.emplace_back();
         for (const ParamSpec* p : names) v.push_back(t->params.at(p->name));
       }
-      const ParzenEstimator g(dists, above_mixture(dists, index, lies, o_, candidates));
+      // The summary is refined near the below trials, which the candidates are drawn around
+      // (fewer points than candidates: the refinement's cost does not grow with them).
+      std::vector<std::vector<double>> near(below.empty() ? 0 : below[0].size());
+      for (size_t j = 0; j < near.size(); ++j)
+        for (size_t d = 0; d < dim; ++d) near[j].push_back(below[d][j]);
+      const ParzenEstimator g(dists, above_mixture(dists, index, lies, o_,
+                                                   near.empty() ? candidates : near));
       return propose(l, candidates, g);
     }
   }
@@ -282,7 +290,7 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
                  out.size(), above[d].size());
   }
 
-  const ParzenEstimator l(dists, below, po);
+  const ParzenEstimator l(dists, below, pl);
   const ParzenEstimator g(dists, above, po, &order);
   return propose(l, l.sample(rng, n_candidates), g);
 }

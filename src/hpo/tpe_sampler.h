@@ -5,7 +5,10 @@
 // best is proposed. Univariate: one estimator per parameter. Multivariate: one joint estimator over
 // the parameters every finished trial has, the rest univariate; group: one joint estimator per
 // group of parameters that always occur together (conditional spaces). Constant liar: running
-// trials join g(x), so parallel workers spread out.
+// trials join g(x), so parallel workers spread out. Three defaults depart from Optuna's
+// (tpe_options.h; Optuna's behaviour with n_ei_candidates_per_dim: 0, below_bandwidth_factor: 1,
+// max_above_kernels: 0): more candidates for joint blocks of many parameters, narrower l(x)
+// kernels, and g(x) summarized past max_above_kernels above trials.
 //
 // Finished trials are kept sorted incrementally (by objective, by pruned score, and per
 // parameter by value), so a suggestion never re-sorts the history: the split takes the first

@@ -384,6 +384,13 @@ TEST(Samplers, ConfigErrorsNameTheKey) {
             std::string::npos);
   EXPECT_NE(err("{type: tpe, multivariate: maybe}").find("sampler.multivariate"),
             std::string::npos);
+  EXPECT_NE(err("{type: tpe, below_bandwidth_factor: 0}").find("sampler.below_bandwidth_factor"),
+            std::string::npos);
+  EXPECT_NE(err("{type: tpe, max_above_kernels: -1}").find("sampler.max_above_kernels"),
+            std::string::npos);
+  EXPECT_NE(
+      err("{type: tpe, n_ei_candidates_per_dim: -2}").find("sampler.n_ei_candidates_per_dim"),
+      std::string::npos);
   EXPECT_TRUE(dynamic_cast<TpeSampler*>(
       make_sampler(YAML::Node(), "sampler", Direction::Minimize, 0).get()));
 }
