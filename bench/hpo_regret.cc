@@ -109,8 +109,10 @@ SearchSpace box(const Function& fn) {
 const std::vector<std::pair<std::string, std::string>> kSamplers = {
     {"ftune-tpe univariate", "{type: tpe, multivariate: false}"},
     {"ftune-tpe (default = multivariate)", "{type: tpe}"},
-    {"ftune-tpe multivariate, Optuna's 24 candidates (the previous default)",
-     "{type: tpe, n_ei_candidates_per_dim: 0}"},
+    {"ftune-tpe (default), exact g(x): max_above_kernels 0", "{type: tpe, max_above_kernels: 0}"},
+    {"ftune-tpe multivariate, 24 candidates", "{type: tpe, n_ei_candidates_per_dim: 0}"},
+    {"ftune-tpe multivariate, Optuna's settings (the previous default)",
+     "{type: tpe, n_ei_candidates_per_dim: 0, below_bandwidth_factor: 1.0, max_above_kernels: 0}"},
     {"ftune-random", "{type: random}"},
     {"ftune-qmc (sobol)", "{type: qmc}"},
 };
@@ -195,9 +197,11 @@ void suggest(const std::vector<int>& sizes) {
   const SearchSpace space = SearchSpace::parse(YAML::Load(kMixedSpace), "space");
   nlohmann::json runs = nlohmann::json::array();
   for (int n : sizes) {
-    for (const auto& [name, cfg] : {std::pair<std::string, std::string>{
-                                        "ftune-tpe univariate", "{type: tpe, multivariate: false}"},
-                                    {"ftune-tpe (default = multivariate)", "{type: tpe}"}}) {
+    for (const auto& [name, cfg] : std::vector<std::pair<std::string, std::string>>{
+             {"ftune-tpe univariate", "{type: tpe, multivariate: false}"},
+             {"ftune-tpe (default = multivariate)", "{type: tpe}"},
+             {"ftune-tpe (default), exact g(x): max_above_kernels 0", "{type: tpe, max_above_kernels: 0}"},
+             {"ftune-tpe (default), 24 candidates", "{type: tpe, n_ei_candidates_per_dim: 0}"}}) {
       auto sampler = make_sampler(YAML::Load(cfg), "sampler", Direction::Minimize, 1);
       auto random = make_sampler(YAML::Load("{type: random}"), "sampler", Direction::Minimize, 0);
       std::mt19937_64 rng(0);
