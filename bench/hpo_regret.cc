@@ -166,8 +166,8 @@ void tune(int first_seed, int seeds, int evals, const std::vector<std::string>& 
   for (const auto& c : cfgs) samplers.push_back({c, c});
   const nlohmann::json runs = regret_runs(first_seed, seeds, evals, samplers);
   for (const char* key : {"best100", "best200"}) {
-    fmt::print("{} (median log10 regret, seeds {}..{})\n", key, first_seed,
-               first_seed + seeds - 1);
+    fmt::print("after {} evaluations (median log10 regret, seeds {}..{})\n",
+               std::string(key) == "best100" ? 100 : evals, first_seed, first_seed + seeds - 1);
     for (const auto& c : cfgs) {
       fmt::print("  {:60s}", c);
       for (const auto& fn : functions()) {
