@@ -5,6 +5,9 @@
 //
 //   build/bench/hpo_regret regret  [seeds] [evals]   -> bench/results/hpo_regret_ftune.json
 //   build/bench/hpo_regret suggest [sizes...]        -> bench/results/hpo_suggest_ftune.json
+//   build/bench/hpo_regret tune FIRST_SEED SEEDS EVALS CFG...  -> medians on stdout only
+// `tune` compares sampler configs (YAML) on seeds other than the reported table's 0..19, so
+// defaults are not chosen on the seeds they are reported on.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -106,19 +109,22 @@ SearchSpace box(const Function& fn) {
 const std::vector<std::pair<std::string, std::string>> kSamplers = {
     {"ftune-tpe univariate", "{type: tpe, multivariate: false}"},
     {"ftune-tpe (default = multivariate)", "{type: tpe}"},
-    {"ftune-tpe multivariate, 64 candidates",
-     "{type: tpe, multivariate: true, n_ei_candidates: 64}"},
+    {"ftune-tpe (default), exact g(x): max_above_kernels 0", "{type: tpe, max_above_kernels: 0}"},
+    {"ftune-tpe multivariate, 24 candidates", "{type: tpe, n_ei_candidates_per_dim: 0}"},
+    {"ftune-tpe multivariate, Optuna's settings (the previous default)",
+     "{type: tpe, n_ei_candidates_per_dim: 0, below_bandwidth_factor: 1.0, max_above_kernels: 0}"},
     {"ftune-random", "{type: random}"},
     {"ftune-qmc (sobol)", "{type: qmc}"},
 };
 
-void regret(int seeds, int evals) {
+nlohmann::json regret_runs(int first_seed, int seeds, int evals,
+                           const std::vector<std::pair<std::string, std::string>>& samplers) {
   nlohmann::json runs = nlohmann::json::array();
   for (const auto& fn : functions()) {
     const SearchSpace space = box(fn);
-    for (const auto& [name, cfg] : kSamplers) {
+    for (const auto& [name, cfg] : samplers) {
       const auto t0 = std::chrono::steady_clock::now();
-      for (int seed = 0; seed < seeds; ++seed) {
+      for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
         auto sampler = make_sampler(YAML::Load(cfg), "sampler", Direction::Minimize,
                                     static_cast<uint64_t>(seed));
         double best = INFINITY, best100 = NAN;
@@ -146,7 +152,36 @@ void regret(int seeds, int evals) {
       fmt::print("{} {}: {:.2f}s\n", fn.name, name, s);
     }
   }
-  io::write_json_atomic("bench/results/hpo_regret_ftune.json", {{"runs", runs}});
+  return runs;
+}
+
+void regret(int seeds, int evals) {
+  io::write_json_atomic("bench/results/hpo_regret_ftune.json",
+                        {{"runs", regret_runs(0, seeds, evals, kSamplers)}});
+}
+
+// Median log10 regret per (sampler, function) after 100 and after `evals` evaluations.
+void tune(int first_seed, int seeds, int evals, const std::vector<std::string>& cfgs) {
+  std::vector<std::pair<std::string, std::string>> samplers;
+  for (const auto& c : cfgs) samplers.push_back({c, c});
+  const nlohmann::json runs = regret_runs(first_seed, seeds, evals, samplers);
+  for (const char* key : {"best100", "best200"}) {
+    fmt::print("after {} evaluations (median log10 regret, seeds {}..{})\n",
+               std::string(key) == "best100" ? 100 : evals, first_seed, first_seed + seeds - 1);
+    for (const auto& c : cfgs) {
+      fmt::print("  {:60s}", c);
+      for (const auto& fn : functions()) {
+        std::vector<double> v;
+        for (const auto& r : runs)
+          if (r["sampler"] == c && r["function"] == fn.name)
+            v.push_back(std::log10(std::max(r[key].get<double>() - fn.optimum, 1e-12)));
+        std::sort(v.begin(), v.end());
+        const size_t m = v.size() / 2;
+        fmt::print(" {:>8.3f}", v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]));
+      }
+      fmt::print("\n");
+    }
+  }
 }
 
 const char* kMixedSpace = R"(
@@ -162,9 +197,11 @@ void suggest(const std::vector<int>& sizes) {
   const SearchSpace space = SearchSpace::parse(YAML::Load(kMixedSpace), "space");
   nlohmann::json runs = nlohmann::json::array();
   for (int n : sizes) {
-    for (const auto& [name, cfg] : {std::pair<std::string, std::string>{
-                                        "ftune-tpe univariate", "{type: tpe, multivariate: false}"},
-                                    {"ftune-tpe (default = multivariate)", "{type: tpe}"}}) {
+    for (const auto& [name, cfg] : std::vector<std::pair<std::string, std::string>>{
+             {"ftune-tpe univariate", "{type: tpe, multivariate: false}"},
+             {"ftune-tpe (default = multivariate)", "{type: tpe}"},
+             {"ftune-tpe (default), exact g(x): max_above_kernels 0", "{type: tpe, max_above_kernels: 0}"},
+             {"ftune-tpe (default), 24 candidates", "{type: tpe, n_ei_candidates_per_dim: 0}"}}) {
       auto sampler = make_sampler(YAML::Load(cfg), "sampler", Direction::Minimize, 1);
       auto random = make_sampler(YAML::Load("{type: random}"), "sampler", Direction::Minimize, 0);
       std::mt19937_64 rng(0);
@@ -199,13 +236,17 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "regret";
   if (mode == "regret") {
     regret(argc > 2 ? std::stoi(argv[2]) : 20, argc > 3 ? std::stoi(argv[3]) : 200);
+  } else if (mode == "tune" && argc > 5) {
+    tune(std::stoi(argv[2]), std::stoi(argv[3]), std::stoi(argv[4]),
+         std::vector<std::string>(argv + 5, argv + argc));
   } else if (mode == "suggest") {
     std::vector<int> sizes;
     for (int i = 2; i < argc; ++i) sizes.push_back(std::stoi(argv[i]));
     if (sizes.empty()) sizes = {100, 1000, 10000};
     suggest(sizes);
   } else {
-    fmt::print(stderr, "usage: hpo_regret regret [seeds] [evals] | suggest [sizes...]\n");
+    fmt::print(stderr, "usage: hpo_regret regret [seeds] [evals] | suggest [sizes...] | "
+                           "tune FIRST_SEED SEEDS EVALS CFG...\n");
     return 2;
   }
   return 0;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <random>
+#include <unordered_map>
 #include <vector>
 
 #include "hpo/trial.h"
@@ -18,6 +19,17 @@ struct ParzenOptions {
   bool consider_prior = true;  // Optuna 4+/5 always adds the prior kernel; false drops it
   bool consider_magic_clip = true;
   bool consider_endpoints = false;
+  double bandwidth_factor = 1.0;  // observation kernels' sigma (after the clip) times this
+};
+
+// A mixture given kernel by kernel (TPE's summarized g(x), tpe_sampler.cc): unnormalised
+// weights; per numeric dimension d, mu[d][k] and sigma[d][k] on the internal scale (log where
+// log; a discrete dimension's kernel is truncated to its range widened by step / 2); per
+// categorical dimension, probs[d][k * n_choices + c] (each row sums to 1).
+struct ParzenKernels {
+  std::vector<double> weights;
+  std::vector<std::vector<double>> mu, sigma;
+  std::vector<std::vector<double>> probs;
 };
 
 // Optuna's default_weights(n): ones for n < 25, else a ramp from 1/n to 1 over the n - 25 oldest
@@ -33,6 +45,9 @@ class ParzenEstimator {
                   const std::vector<std::vector<double>>& observations, const ParzenOptions& o,
                   const std::vector<std::vector<uint32_t>>* order = nullptr);
 
+  // The mixture exactly as given (dimensions without kernels in `k` must be of the other kind).
+  ParzenEstimator(const std::vector<Distribution>& dists, const ParzenKernels& k);
+
   // `n` points drawn from the mixture (each a vector of internal values, one per dimension).
   std::vector<std::vector<double>> sample(std::mt19937_64& rng, int64_t n) const;
   // log density (log probability for discrete dimensions) of one point.
@@ -47,11 +62,22 @@ class ParzenEstimator {
     std::vector<double> mu, sigma, log_norm;  // per kernel; log_norm: log mass on [lo, hi]
     std::vector<double> log_sigma, inv_sigma;
     std::vector<int64_t> observed;  // categorical: observed index per kernel (-1 prior)
+    std::vector<double> log_probs;  // categorical from ParzenKernels: log rows, kernel-major
+    bool midpoint = false;  // discrete mass by the midpoint rule where it is this accurate
+    // midpoint (summary) dimensions: log mass per kernel by grid value, filled as candidates
+    // ask (they share values); mutable cache, so an estimator is used by one thread at a time.
+    mutable std::unordered_map<double, std::vector<double>> mass_cache;
     double log_hit = 0, log_miss = 0, log_uniform = 0;
   };
   std::vector<double> weights_, log_weights_;
   std::vector<Dim> dims_;
   double log_kernel(const Dim& d, size_t k, double x) const;
+  double log_choice(const Dim& d, size_t k, int64_t c) const;  // categorical kernel k at c
+  // Discrete kernel k's log mass on [left, right] (internal scale), over its mass on [lo, hi].
+  double log_mass(const Dim& d, size_t k, double left, double right, double log_width) const;
+  // Numeric dimension setup shared by both constructors: bounds from the distribution.
+  static Dim numeric_dim(const Distribution& dist);
+  static void finish_numeric(Dim& d);  // log sigma, 1 / sigma, log mass on [lo, hi]
 };
 
 }  // namespace ftune::hpo

@@ -60,7 +60,8 @@ std::unique_ptr<Sampler> make_sampler(const YAML::Node& cfg, const std::string& 
     check_keys(
         cfg, where,
         {"type", "n_startup_trials", "n_ei_candidates", "multivariate", "group", "constant_liar",
-         "prior_weight", "consider_prior", "consider_magic_clip", "consider_endpoints"},
+         "prior_weight", "consider_prior", "consider_magic_clip", "consider_endpoints",
+         "max_above_kernels", "n_ei_candidates_per_dim", "below_bandwidth_factor"},
         type);
     TpeOptions o;
     o.n_startup_trials =
@@ -76,6 +77,18 @@ std::unique_ptr<Sampler> make_sampler(const YAML::Node& cfg, const std::string& 
         get<bool>(cfg, "consider_magic_clip", where, o.consider_magic_clip, "true or false");
     o.consider_endpoints =
         get<bool>(cfg, "consider_endpoints", where, o.consider_endpoints, "true or false");
+    o.n_ei_candidates_per_dim = get<double>(cfg, "n_ei_candidates_per_dim", where,
+                                            o.n_ei_candidates_per_dim, "a number");
+    if (!(o.n_ei_candidates_per_dim >= 0))
+      throw InputError(fmt::format("{}.n_ei_candidates_per_dim must be >= 0", where));
+    o.below_bandwidth_factor = get<double>(cfg, "below_bandwidth_factor", where,
+                                           o.below_bandwidth_factor, "a number");
+    if (!(o.below_bandwidth_factor > 0))
+      throw InputError(fmt::format("{}.below_bandwidth_factor must be positive", where));
+    o.max_above_kernels =
+        get<int64_t>(cfg, "max_above_kernels", where, o.max_above_kernels, "an integer");
+    if (o.max_above_kernels < 0)
+      throw InputError(fmt::format("{}.max_above_kernels must be >= 0 (0: exact)", where));
     if (o.n_startup_trials < 0)
       throw InputError(fmt::format("{}.n_startup_trials must be >= 0", where));
     if (o.n_ei_candidates < 1)

@@ -34,10 +34,10 @@ class Sampler {
 // {type: random|qmc|grid|tpe, ...}. Options per type:
 //   qmc:  qmc_type: sobol|halton (sobol), scramble: bool (true)
 //   grid: (none) — every param must be categorical, int or a float with a step
-//   tpe:  n_startup_trials (10), n_ei_candidates (24), multivariate (true, as Optuna 5), group
-//   (false),
-//         constant_liar (true), prior_weight (1.0), consider_magic_clip (true),
-//         consider_endpoints (false), consider_prior (true)
+//   tpe:  n_startup_trials (10), n_ei_candidates (24), n_ei_candidates_per_dim (16; 0: off),
+//         multivariate (true, as Optuna 5), group (false), constant_liar (true),
+//         prior_weight (1.0), consider_magic_clip (true), consider_endpoints (false),
+//         consider_prior (true), max_above_kernels (128; 0: exact), below_bandwidth_factor (0.5)
 // Errors (InputError) name `where` and the key.
 std::unique_ptr<Sampler> make_sampler(const YAML::Node& cfg, const std::string& where,
                                       Direction direction, uint64_t seed);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "hpo/above_mixture.h"
 #include "hpo/parzen_estimator.h"
 
 namespace ftune::hpo {
@@ -56,6 +57,7 @@ void TpeSampler::observe(const Trial& t) {
   } else {
     return;  // failed / unfinished trials teach nothing
   }
+  arrivals_.push_back(t.number);
   Obs o{t.number, t.params};
   size_t at = obs_.size();
   if (position_.size() <= static_cast<size_t>(t.number))
@@ -117,15 +119,100 @@ TpeSampler::Split TpeSampler::split() const {
   return s;
 }
 
+AboveIndex& TpeSampler::synced_index(const std::vector<const ParamSpec*>& names,
+                                     const Split& split) {
+  std::string key;
+  std::vector<Distribution> dists;
+  for (const ParamSpec* p : names) {
+    key += p->name + '\n';
+    dists.push_back(p->dist);
+  }
+  auto it = indexes_.find(key);
+  if (it == indexes_.end() || it->second.dists != dists) {  // new block (or redefined): rebuild
+    indexes_.erase(key);
+    it = indexes_.emplace(key, BlockIndex{dists, AboveIndex(dists), 0, {}}).first;
+  }
+  BlockIndex& b = it->second;
+  std::vector<double> v;
+  auto values_of = [&](int64_t number) {
+    const Params& p = obs_[static_cast<size_t>(position(number))].params;
+    v.clear();
+    for (const ParamSpec* s : names) {
+      auto f = p.find(s->name);
+      if (f == p.end()) return false;
+      v.push_back(f->second);
+    }
+    return true;
+  };
+  // Deltas only: the trials observed since the last sync, then the members that left or joined
+  // the below set (which g(x) excludes).
+  for (; b.cursor < arrivals_.size(); ++b.cursor)
+    if (values_of(arrivals_[b.cursor])) b.index.insert(arrivals_[b.cursor], v);
+  for (int64_t n : b.below)
+    if (!std::binary_search(split.below.begin(), split.below.end(), n) && values_of(n))
+      b.index.insert(n, v);
+  for (int64_t n : split.below) b.index.erase(n);
+  b.below = split.below;
+  return b.index;
+}
+
 Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, const Split& split,
-                                const std::vector<const Trial*>& liars,
-                                std::mt19937_64& rng) const {
+                                const std::vector<const Trial*>& liars, std::mt19937_64& rng) {
   const size_t dim = names.size();
   std::vector<Distribution> dists;
   for (const ParamSpec* p : names) dists.push_back(p->dist);
-  auto in_below = [&](int64_t number) {
-    return std::binary_search(split.below.begin(), split.below.end(), number);
+  ParzenOptions po{o_.prior_weight, o_.consider_prior, o_.consider_magic_clip,
+                   o_.consider_endpoints};
+  ParzenOptions pl = po;  // l(x): the below trials' kernels, narrowed
+  pl.bandwidth_factor = o_.below_bandwidth_factor;
+  const int64_t n_candidates = std::max<int64_t>(
+      o_.n_ei_candidates,
+      std::llround(o_.n_ei_candidates_per_dim * static_cast<double>(dim)));
+  auto propose = [&](const ParzenEstimator& l, const std::vector<std::vector<double>>& candidates,
+                     const ParzenEstimator& g) {
+    size_t best = 0;
+    double best_score = -std::numeric_limits<double>::infinity();
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      const double score = l.log_pdf(candidates[c]) - g.log_pdf(candidates[c]);
+      if (score > best_score || c == 0) {
+        best_score = score;
+        best = c;
+      }
+    }
+    Params out;
+    for (size_t d = 0; d < dim; ++d) out[names[d]->name] = candidates[best][d];
+    return out;
   };
+
+  // Many above trials: l(x) exact from the (at most 25) below trials, g(x) summarized.
+  const auto cap = static_cast<size_t>(o_.max_above_kernels);
+  if (cap > 0 && obs_.size() > cap) {
+    AboveIndex& index = synced_index(names, split);
+    if (index.size() > cap) {
+      std::vector<std::vector<double>> below(dim);
+      for (int64_t number : split.below) {
+        const Params& p = obs_[static_cast<size_t>(position(number))].params;
+        if (!has_all(p, names)) continue;
+        for (size_t d = 0; d < dim; ++d) below[d].push_back(p.at(names[d]->name));
+      }
+      const ParzenEstimator l(dists, below, pl);
+      const auto candidates = l.sample(rng, n_candidates);
+      std::vector<std::vector<double>> lies;  // running trials with every parameter
+      for (const Trial* t : liars) {
+        if (!has_all(t->params, names)) continue;
+        auto& v = lies.emplace_back();
+        for (const ParamSpec* p : names) v.push_back(t->params.at(p->name));
+      }
+      // The summary is refined near the below trials, which the candidates are drawn around
+      // (fewer points than candidates: the refinement's cost does not grow with them).
+      std::vector<std::vector<double>> near(below.empty() ? 0 : below[0].size());
+      for (size_t j = 0; j < near.size(); ++j)
+        for (size_t d = 0; d < dim; ++d) near[j].push_back(below[d][j]);
+      const ParzenEstimator g(dists, above_mixture(dists, index, lies, o_,
+                                                   near.empty() ? candidates : near));
+      return propose(l, candidates, g);
+    }
+  }
 
   // Columns of the finished trials' values (NaN: the trial lacks the parameter).
   std::vector<const std::vector<double>*> cols;
@@ -203,23 +290,9 @@ Params TpeSampler::sample_group(const std::vector<const ParamSpec*>& names, cons
                  out.size(), above[d].size());
   }
 
-  ParzenOptions po{o_.prior_weight, o_.consider_prior, o_.consider_magic_clip,
-                   o_.consider_endpoints};
-  const ParzenEstimator l(dists, below, po);
+  const ParzenEstimator l(dists, below, pl);
   const ParzenEstimator g(dists, above, po, &order);
-  const auto candidates = l.sample(rng, o_.n_ei_candidates);
-  size_t best = 0;
-  double best_score = -std::numeric_limits<double>::infinity();
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    const double score = l.log_pdf(candidates[c]) - g.log_pdf(candidates[c]);
-    if (score > best_score || c == 0) {
-      best_score = score;
-      best = c;
-    }
-  }
-  Params out;
-  for (size_t d = 0; d < dim; ++d) out[names[d]->name] = candidates[best][d];
-  return out;
+  return propose(l, l.sample(rng, n_candidates), g);
 }
 
 Params TpeSampler::sample(const SearchSpace& space, int64_t number,

@@ -2,14 +2,15 @@
 // float, int, log int, stepped float, categorical and a mixed 4-d space; 0 to 60 observations;
 // several option sets) the log-density at fixed points must agree to 1e-9
 // (tests/fixtures/hpo/parzen.json, written by tools/make_hpo_fixtures.py). Also: ftune's
-// default_weights equals Optuna's formula, and the estimator built from a presorted order equals
-// the one that sorts.
+// default_weights equals Optuna's formula, the estimator built from a presorted order equals
+// the one that sorts, and bandwidth_factor scales the observation kernels (not the prior).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 
 #include "hpo/parzen_estimator.h"
+#include "hpo/truncnorm.h"
 #include "io/json_file.h"
 
 namespace ftune::hpo {
@@ -109,6 +110,20 @@ TEST(ParzenEstimator, SamplesStayInTheDomain) {
     EXPECT_EQ(std::fmod(p[1], 2.0), 0.0);
     EXPECT_TRUE(p[2] == 0 || p[2] == 1 || p[2] == 2);
     EXPECT_TRUE(std::isfinite(pe.log_pdf(p)));
+  }
+}
+
+TEST(ParzenEstimator, BandwidthFactorScalesObservationKernelsOnly) {
+  // One observation at 0.4 on [0, 1]: Optuna's bandwidth is the farther bound, 0.6; times 0.5
+  // gives 0.3. With the prior (mu 0.5, sigma 1), each kernel weighs 1/2.
+  Distribution d;
+  ParzenOptions o;
+  o.bandwidth_factor = 0.5;
+  const ParzenEstimator p({d}, {{0.4}}, o);
+  for (double x : {0.0, 0.4, 0.9}) {
+    const double want = std::log(0.5 * std::exp(truncnorm::logpdf(x, -0.4 / 0.3, 0.6 / 0.3, 0.4, 0.3)) +
+                                 0.5 * std::exp(truncnorm::logpdf(x, -0.5, 0.5, 0.5, 1.0)));
+    EXPECT_NEAR(p.log_pdf({x}), want, 1e-12) << x;
   }
 }
 
