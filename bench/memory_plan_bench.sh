@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The memory planner's benchmark: for BERT-base at 128 / 256 / 512 tokens, the planned largest
-# micro-batch on this machine (budget 0.95 of the available memory) and on 24 GiB and 80 GiB
+# micro-batch on this machine (budget 0.95 of the available memory) and on 8, 24 and 80 GiB
 # devices, then training-step throughput at the planned micro-batch next to a fixed batch of 32
 # (train_step_bench: forward, loss, backward, clipping, AdamW; random tokens, no padding).
 #   bash bench/memory_plan_bench.sh [build-dir] [steps]
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 BUILD="${1:-build}"
 STEPS="${2:-2}"
 MAX_ROWS="${MAX_ROWS:-96}"
-"$BUILD/bench/memory_plan_bench" --model bert-base --memory 24GiB --memory 80GiB
+"$BUILD/bench/memory_plan_bench" --model bert-base --memory 8GiB --memory 24GiB --memory 80GiB
 echo
 "$BUILD/bench/memory_plan_bench" --model bert-base
 echo

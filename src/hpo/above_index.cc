@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "hpo/parzen_estimator.h"
 
 namespace ftune::hpo {
 namespace {
@@ -33,18 +34,7 @@ AboveIndex::AboveIndex(std::vector<Distribution> dists) {
       d.width = pow2_at_least(static_cast<int64_t>(dist.choices.size()));
       n_stats_ += dist.choices.size();
     } else {
-      // The Parzen estimator's internal bounds: discrete ranges widen by step / 2, then log.
-      double low = dist.low, high = dist.high;
-      if (dist.kind == Distribution::Kind::Int || dist.step > 0) {
-        low -= dist.step / 2;
-        high += dist.step / 2;
-      }
-      if (dist.log) {
-        low = std::log(low);
-        high = std::log(high);
-      }
-      d.lo = low;
-      d.hi = high;
+      std::tie(d.lo, d.hi) = parzen_bounds(dist);  // the Parzen estimator's internal range
       d.width = 2 * kUnits;  // q in [0, 2^20] inside the root box [0, 2^21)
       n_stats_ += 2;
     }

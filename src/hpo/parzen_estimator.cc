@@ -115,18 +115,21 @@ ParzenEstimator::Dim ParzenEstimator::numeric_dim(const Distribution& dist) {
   d.dist = dist;
   d.discrete = dist.kind == Distribution::Kind::Int || dist.step > 0;
   d.log = dist.log;
+  std::tie(d.lo, d.hi) = parzen_bounds(dist);
+  return d;
+}
+
+std::pair<double, double> parzen_bounds(const Distribution& dist) {
   double low = dist.low, high = dist.high;
-  if (d.discrete) {
+  if (dist.kind == Distribution::Kind::Int || dist.step > 0) {
     low -= dist.step / 2;
     high += dist.step / 2;
   }
-  if (d.log) {
+  if (dist.log) {
     low = std::log(low);
     high = std::log(high);
   }
-  d.lo = low;
-  d.hi = high;
-  return d;
+  return {low, high};
 }
 
 void ParzenEstimator::finish_numeric(Dim& d) {

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -35,6 +37,10 @@ struct ParzenKernels {
 // Optuna's default_weights(n): ones for n < 25, else a ramp from 1/n to 1 over the n - 25 oldest
 // observations followed by 25 ones.
 std::vector<double> default_weights(size_t n);
+
+// The estimator's internal range of a numeric distribution: discrete ranges widen by step / 2 on
+// each side, then log distributions take logs (Optuna's _ParzenEstimator bounds).
+std::pair<double, double> parzen_bounds(const Distribution& dist);
 
 class ParzenEstimator {
  public:
