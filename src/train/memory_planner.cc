@@ -79,15 +79,21 @@ MemoryPlan MemoryPlan::from(const ArenaPlan& plan, Device device) {
   return m;
 }
 
-ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
-                              GradientCheckpointing checkpointing) {
+ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t micro_batch,
+                                              GradientCheckpointing checkpointing) {
   ClassifierOptions options;
   options.max_batch = std::max(micro_batch, target.eval_batch);
   options.max_seq = target.max_seq;
   options.training = true;
   options.adapters = target.adapters;
   options.checkpointing = checkpointing;
-  const SequenceClassifier model(target.model, options);
+  return options;
+}
+
+ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
+                              GradientCheckpointing checkpointing) {
+  const SequenceClassifier model(target.model,
+                                 training_classifier_options(target, micro_batch, checkpointing));
   const AdamW adamw(model.trainable_params(), AdamWOptions{});
   ArenaPlan plan;
   model.add_to_plan(plan);

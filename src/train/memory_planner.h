@@ -25,6 +25,7 @@
 #include "core/arena.h"
 #include "models/adapter_config.h"
 #include "models/encoder_config.h"
+#include "models/sequence_classifier.h"
 
 namespace ftune {
 
@@ -56,6 +57,11 @@ struct MemoryPlan {
   static const char* category_of(const std::string& buffer_name);
   static MemoryPlan from(const ArenaPlan& plan, Device device = Device::cpu());
 };
+
+// The classifier options of a training run with `micro_batch` rows per micro-batch: what the
+// planner plans and the trainer builds (rows: max(micro-batch, evaluation batch)).
+ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t micro_batch,
+                                              GradientCheckpointing checkpointing);
 
 // The arena plan of a training run with `micro_batch` rows per micro-batch (checkpointing Off or
 // On): the model's buffers (SequenceClassifier::add_to_plan) and AdamW's moments.

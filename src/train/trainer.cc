@@ -207,7 +207,6 @@ class Trainer {
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<Arena> arena_;
   RunBatchPlan plan_;
-  int64_t max_length_ = 0;  // data.max_length clipped to the model's positions
   GradientCheckpointing checkpointing_ = GradientCheckpointing::Off;
   nlohmann::json oom_retries_ = nlohmann::json::array();
   size_t free_before_run_ = 0, min_free_ = SIZE_MAX;  // device memory (GPU runs)
@@ -218,7 +217,9 @@ class Trainer {
   std::unique_ptr<data::LengthBucketedBatcher> batcher_;  // step batches of effective_ rows
   int64_t effective_ = 1, steps_per_epoch_ = 1, total_steps_ = 0;
   int64_t micro_batch_ = 1;  // rows per forward pass; set_micro_batch() changes it between steps
-  int64_t stream_seq_ = 0;   // Tv of the dropout streams: data.max_length clipped (run constant)
+  // data.max_length clipped to the model's positions: Tv of the dropout streams (a run constant)
+  // and the planner's worst-case sequence length.
+  int64_t stream_seq_ = 0;
   LrSchedule schedule_;
   std::unique_ptr<data::BatchPrefetcher> prefetch_;  // step batches assembled ahead of the step
   Batch step_batch_;                                 // the batch of step step_batch_of_
@@ -283,7 +284,6 @@ void Trainer::load_data_and_model() {
   // Labels come from the data unless the config names them; the head is sized to match.
   const int64_t max_length = usable_max_length(cfg_);
   data_ = load_train_data(cfg_, *tok_, max_length);
-  max_length_ = max_length;
   stream_seq_ = max_length;  // every sequence is truncated to it, so it bounds every T
   load.labels = data_.labels.names;
   model_config_ = load_model_config(cfg_.model.path, load);
@@ -333,7 +333,7 @@ void Trainer::plan_batch() {
       }
     }
   }
-  plan_ = plan_run_batch(cfg_, model_config_, data_, max_length_, options);
+  plan_ = plan_run_batch(cfg_, model_config_, data_, stream_seq_, options);
   const BatchChoice& c = plan_.choice;
   micro_batch_ = c.micro_batch;
   checkpointing_ = c.checkpointing;
@@ -351,13 +351,8 @@ void Trainer::plan_batch() {
 void Trainer::build_model_and_arena() {
   while (true) {
     eval_batch_ = cfg_.eval.batch_size > 0 ? cfg_.eval.batch_size : micro_batch_;
-    ClassifierOptions options;
-    options.max_batch = std::max(micro_batch_, eval_batch_);
-    options.max_seq = plan_.target.max_seq;
-    options.training = true;
-    options.adapters = cfg_.peft;
-    options.checkpointing = checkpointing_;
-    model_ = std::make_unique<SequenceClassifier>(model_config_, options);
+    model_ = std::make_unique<SequenceClassifier>(
+        model_config_, training_classifier_options(plan_.target, micro_batch_, checkpointing_));
     adamw_ = std::make_unique<AdamW>(
         model_->trainable_params(),
         AdamWOptions{static_cast<float>(tc_.learning_rate), static_cast<float>(tc_.adam_beta1),
@@ -448,21 +443,25 @@ void Trainer::shrink_micro_batch(const OutOfMemoryError& e) {
   model_->frozen_weights_changed();
 }
 
-// Planned and touched bytes per category (the touched ones: CPU arenas, see Arena).
-nlohmann::json memory_report(const Arena& arena) {
-  nlohmann::json planned = nlohmann::json::object(), touched = nlohmann::json::object();
-  const auto& buffers = arena.plan().buffers();
-  for (size_t i = 0; i < buffers.size(); ++i) {
-    const char* category = MemoryPlan::category_of(buffers[i].name);
-    planned[category] = planned.value(category, size_t{0}) + align_up(buffers[i].bytes);
-    if (arena.device().is_cpu())
-      touched[category] = touched.value(category, size_t{0}) + arena.touched_bytes(i);
-  }
-  size_t touched_total = 0;
-  for (const auto& [k, v] : touched.items()) touched_total += v.get<size_t>();
-  nlohmann::json j = {{"planned_bytes", arena.capacity()}, {"planned", planned}};
+// Planned bytes per category (MemoryPlan) and, on CPU arenas, the bytes really touched.
+nlohmann::json memory_report(const Arena& arena, Device device) {
+  const MemoryPlan plan = MemoryPlan::from(arena.plan(), device);
+  nlohmann::json planned = nlohmann::json::object();
+  for (const MemoryCategory& c : plan.categories) planned[c.name] = c.bytes;
+  nlohmann::json j = {{"planned_bytes", arena.capacity()},
+                      {"planned_total_bytes", plan.total},  // with the GEMM workspace on a GPU
+                      {"planned", planned}};
   if (arena.device().is_cpu()) {
-    j["touched_bytes"] = touched_total;
+    nlohmann::json touched = nlohmann::json::object();
+    size_t total = 0;
+    const auto& buffers = arena.plan().buffers();
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const char* category = MemoryPlan::category_of(buffers[i].name);
+      const size_t bytes = arena.touched_bytes(i);
+      touched[category] = touched.value(category, size_t{0}) + bytes;
+      total += bytes;
+    }
+    j["touched_bytes"] = total;
     j["touched"] = touched;
   }
   return j;
@@ -778,7 +777,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
   s["wall_seconds"] = seconds_since(t_start_);
   s["arena_bytes"] = arena_->capacity();
-  nlohmann::json memory = memory_report(*arena_);
+  nlohmann::json memory = memory_report(*arena_, plan_.target.device);
   memory["device"] = device_name(plan_.target.device);
   memory["available_bytes"] = plan_.memory.available;
   memory["budget_bytes"] = plan_.choice.budget;
@@ -787,15 +786,14 @@ nlohmann::json Trainer::summary(const std::string& status) const {
                                    {"with_checkpointing", plan_.choice.fits_with_checkpointing}};
   memory["batch_choice"] = plan_.choice.reason;
   memory["oom_retries"] = oom_retries_;
-  const MemoryPlan plan = MemoryPlan::from(arena_->plan(), plan_.target.device);
-  memory["planned_total_bytes"] = plan.total;  // with the GEMM workspace on a GPU
   if (!plan_.target.device.is_cpu() && free_before_run_ > 0) {
+    const size_t planned = memory["planned_total_bytes"].get<size_t>();
     // Measured on the device: free memory before the arena minus the lowest free memory seen at
     // log intervals (cudaMemGetInfo), next to the plan.
     memory["measured_device_bytes"] = free_before_run_ - std::min(free_before_run_, min_free_);
     memory["measured_over_planned"] =
         static_cast<double>(free_before_run_ - std::min(free_before_run_, min_free_)) /
-        static_cast<double>(plan.total);
+        static_cast<double>(planned);
   }
   s["memory"] = memory;
   s["peak_host_bytes"] = device_bytes_peak(DeviceKind::CPU);
