@@ -1,7 +1,11 @@
 // CUDA device management: device selection, allocation, copies and fills, with checked calls.
 #include <string>
 
+#include <array>
+#include <mutex>
+
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "cuda/cuda_device.h"
 
 namespace ftune::cuda {
@@ -21,7 +25,32 @@ cudaMemcpyKind copy_kind(Device dst, Device src) {
   return src.is_cpu() ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice;
 }
 
+// Non-blocking streams per device, created on first use and kept for the process.
+constexpr int kMaxDevices = 64;
+struct DeviceStreams {
+  std::once_flag once;
+  cudaStream_t compute = nullptr, copy = nullptr;
+};
+std::array<DeviceStreams, kMaxDevices> g_streams;
+
+DeviceStreams& streams_of_current_device() {
+  int device = 0;
+  FTUNE_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices)
+    throw DeviceError("cuda:" + std::to_string(device) + ": more devices than ftune supports (" +
+                      std::to_string(kMaxDevices) + ")");
+  DeviceStreams& s = g_streams[static_cast<size_t>(device)];
+  std::call_once(s.once, [&s] {
+    FTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.compute, cudaStreamNonBlocking));
+    FTUNE_CUDA_CHECK(cudaStreamCreateWithFlags(&s.copy, cudaStreamNonBlocking));
+  });
+  return s;
+}
+
 }  // namespace
+
+cudaStream_t compute_stream() { return streams_of_current_device().compute; }
+cudaStream_t copy_stream() { return streams_of_current_device().copy; }
 
 int device_count() {
   int n = 0;
@@ -63,18 +92,22 @@ void memcpy(void* dst, Device dst_device, const void* src, Device src_device, si
     set_device(dst_device);
   else if (!src_device.is_cpu())
     set_device(src_device);
-  FTUNE_CUDA_CHECK(cudaMemcpy(dst, src, bytes, copy_kind(dst_device, src_device)));
+  // In order with the kernels on the compute stream; returns when the copy is done (host memory
+  // may be pageable).
+  const cudaStream_t stream = compute_stream();
+  FTUNE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, copy_kind(dst_device, src_device), stream));
+  FTUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void memset_zero(void* dst, Device device, size_t bytes) {
   set_device(device);
-  FTUNE_CUDA_CHECK(cudaMemset(dst, 0, bytes));
+  FTUNE_CUDA_CHECK(cudaMemsetAsync(dst, 0, bytes, compute_stream()));
 }
 
 void fill_f32(float* dst, Device device, int64_t n, float value) {
   set_device(device);
   if (n == 0) return;
-  fill_f32_kernel<<<grid_for(n, 256), 256>>>(dst, n, value);
+  fill_f32_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(dst, n, value);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

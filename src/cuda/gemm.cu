@@ -21,6 +21,7 @@
 
 #include "core/memory.h"
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "cuda/gemm.h"
 
 namespace ftune::cuda {
@@ -200,7 +201,7 @@ bool try_cublaslt(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   // C is both the input (beta) and the output D, as in cublasSgemm.
   FTUNE_CUBLAS_CHECK(cublasLtMatmul(blas.handle, desc.d, &alpha, B, la.l, A, lb.l, &beta, C, lc.l,
                                     C, lc.l, &chosen.algo, blas.workspace, kGemmWorkspaceBytes,
-                                    /*stream=*/0));
+                                    compute_stream()));
   return true;
 }
 
@@ -230,13 +231,13 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
       return;
     if (try_cublaslt(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr)) {
       if (bias) {
-        add_bias_rows_kernel<<<grid_stride_blocks(M * N, 256), 256>>>(C, ldc, bias, M, N);
+        add_bias_rows_kernel<<<grid_stride_blocks(M * N, 256), 256, 0, compute_stream()>>>(C, ldc, bias, M, N);
         FTUNE_CUDA_CHECK_LAUNCH();
       }
       return;
     }
   }
-  gemm_naive_kernel<<<grid_for(M * N, 256), 256>>>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
+  gemm_naive_kernel<<<grid_for(M * N, 256), 256, 0, compute_stream()>>>(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb,
                                                    beta, C, ldc, bias);
   FTUNE_CUDA_CHECK_LAUNCH();
 }

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "cuda/reduce.cuh"
 #include "ops/attention.h"
 #include "ops/fast_math.h"
@@ -231,7 +232,7 @@ void attention_forward(float* out, float* probs, const float* qkv, const int32_t
   const size_t shared = shared_bytes("attention_forward", dims, 1);
   const int64_t rows = dims.B * dims.H * dims.T;
   if (rows == 0) return;
-  attention_forward_kernel<<<static_cast<unsigned>(rows), kThreads, shared>>>(
+  attention_forward_kernel<<<static_cast<unsigned>(rows), kThreads, shared, compute_stream()>>>(
       out, probs, qkv, key_mask, dims, dropout_p, rng);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
@@ -250,10 +251,10 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   for (int64_t u0 = 0; u0 < pairs; u0 += chunk) {
     const int64_t n = std::min(chunk, pairs - u0);
     const unsigned blocks = static_cast<unsigned>(n * T);
-    attention_dq_kernel<<<blocks, kThreads, shared_dq>>>(dqkv, workspace, dout, qkv, probs,
+    attention_dq_kernel<<<blocks, kThreads, shared_dq, compute_stream()>>>(dqkv, workspace, dout, qkv, probs,
                                                          key_mask, dims, u0, dropout_p, rng);
     FTUNE_CUDA_CHECK_LAUNCH();
-    attention_dkv_kernel<<<blocks, kThreads, shared_dkv>>>(dqkv, workspace, dout, qkv, probs,
+    attention_dkv_kernel<<<blocks, kThreads, shared_dkv, compute_stream()>>>(dqkv, workspace, dout, qkv, probs,
                                                            key_mask, dims, u0, dropout_p, rng);
     FTUNE_CUDA_CHECK_LAUNCH();
   }

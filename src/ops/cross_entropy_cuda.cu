@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "cuda/reduce.cuh"
 #include "ops/cross_entropy.h"
 
@@ -106,7 +107,7 @@ __global__ void cross_entropy_backward_kernel(float* dlogits, const float* probs
 
 void cross_entropy_forward(float* loss, float* probs, const float* logits, const int32_t* labels,
                            const float* weights, float eps, int64_t B, int64_t K) {
-  cross_entropy_forward_kernel<<<1, kForwardThreads>>>(loss, probs, logits, labels, weights, eps, B,
+  cross_entropy_forward_kernel<<<1, kForwardThreads, 0, compute_stream()>>>(loss, probs, logits, labels, weights, eps, B,
                                                        K);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
@@ -114,7 +115,7 @@ void cross_entropy_forward(float* loss, float* probs, const float* logits, const
 void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* labels,
                             const float* weights, float eps, float dloss, int64_t B, int64_t K) {
   if (B * K == 0) return;
-  cross_entropy_backward_kernel<<<grid_stride_blocks(B * K, 256), 256>>>(dlogits, probs, labels,
+  cross_entropy_backward_kernel<<<grid_stride_blocks(B * K, 256), 256, 0, compute_stream()>>>(dlogits, probs, labels,
                                                                          weights, eps, dloss, B, K);
   FTUNE_CUDA_CHECK_LAUNCH();
 }

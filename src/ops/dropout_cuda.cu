@@ -3,6 +3,7 @@
 // four (the usual case) a thread's four elements are one Philox block and it evaluates Philox
 // once; otherwise it evaluates it again where the stream group changes.
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "ops/dropout.h"
 
 namespace ftune::cuda {
@@ -32,11 +33,11 @@ void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng,
   if (n == 0) return;
   if (p == 0.0f) {
     if (out != inp)
-      FTUNE_CUDA_CHECK(cudaMemcpy(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice));
+      FTUNE_CUDA_CHECK(cudaMemcpyAsync(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
     return;
   }
   const int64_t groups = (n + 3) / 4;
-  dropout_kernel<<<grid_for(groups, 256), 256>>>(out, inp, n, p, 1.0f / (1.0f - p), rng, runs);
+  dropout_kernel<<<grid_for(groups, 256), 256, 0, compute_stream()>>>(out, inp, n, p, 1.0f / (1.0f - p), rng, runs);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

@@ -10,6 +10,7 @@
 //             the token counts of a micro-batch (a few thousand), but quadratic; a sort-based
 //             segmented reduction would replace it if N grows to tens of thousands.
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "cuda/reduce.cuh"
 #include "ops/embedding.h"
 
@@ -71,7 +72,7 @@ __global__ void embedding_backward_kernel(float* dtable, const float* dout, cons
 void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t C,
                        bool accumulate) {
   if (N * C == 0) return;
-  embedding_forward_kernel<<<grid_stride_blocks(N * C, 256), 256>>>(out, ids, table, N, C,
+  embedding_forward_kernel<<<grid_stride_blocks(N * C, 256), 256, 0, compute_stream()>>>(out, ids, table, N, C,
                                                                     accumulate);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
@@ -79,7 +80,7 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C,
                         int64_t padding_idx) {
   if (N * C == 0) return;
-  embedding_backward_kernel<<<static_cast<unsigned>(N), kBackwardThreads>>>(dtable, dout, ids, N, C,
+  embedding_backward_kernel<<<static_cast<unsigned>(N), kBackwardThreads, 0, compute_stream()>>>(dtable, dout, ids, N, C,
                                                                             padding_idx);
   FTUNE_CUDA_CHECK_LAUNCH();
 }

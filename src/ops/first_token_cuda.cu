@@ -3,6 +3,7 @@
 //   backward: dhidden (B, T, C) = dout at t = 0, zero elsewhere (overwritten; one thread per
 //             element of dhidden, so every element is written)
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "ops/first_token.h"
 
 namespace ftune::cuda {
@@ -32,13 +33,13 @@ __global__ void first_token_backward_kernel(float* dhidden, const float* dout, i
 
 void first_token_forward(float* out, const float* hidden, int64_t B, int64_t T, int64_t C) {
   if (B * C == 0) return;
-  first_token_forward_kernel<<<grid_stride_blocks(B * C, 256), 256>>>(out, hidden, B, T, C);
+  first_token_forward_kernel<<<grid_stride_blocks(B * C, 256), 256, 0, compute_stream()>>>(out, hidden, B, T, C);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
 void first_token_backward(float* dhidden, const float* dout, int64_t B, int64_t T, int64_t C) {
   if (B * T * C == 0) return;
-  first_token_backward_kernel<<<grid_stride_blocks(B * T * C, 256), 256>>>(dhidden, dout, B, T, C);
+  first_token_backward_kernel<<<grid_stride_blocks(B * T * C, 256), 256, 0, compute_stream()>>>(dhidden, dout, B, T, C);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

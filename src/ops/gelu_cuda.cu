@@ -1,5 +1,6 @@
 // GELU on CUDA: one thread per element, the same formula as the CPU (ops/gelu_math.h).
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "ops/gelu.h"
 #include "ops/gelu_math.h"
 
@@ -21,13 +22,13 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
 
 void gelu_forward(float* out, const float* inp, int64_t n, GeluForm form) {
   if (n == 0) return;
-  gelu_forward_kernel<<<grid_for(n, 256), 256>>>(out, inp, n, form);
+  gelu_forward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(out, inp, n, form);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n, GeluForm form) {
   if (n == 0) return;
-  gelu_backward_kernel<<<grid_for(n, 256), 256>>>(dinp, inp, dout, n, form);
+  gelu_backward_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(dinp, inp, dout, n, form);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,6 +9,7 @@
 //             accumulate) by a column reduction with a fixed order: no atomics, the same bits on
 //             every run. The CPU's `workspace` is not needed here.
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "cuda/reduce.cuh"
 #include "ops/layer_norm.h"
 
@@ -109,7 +110,7 @@ void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, 
                         const float* b, float* sum, const float* weight, const float* bias,
                         int64_t N, int64_t C, float eps) {
   if (N == 0) return;
-  layer_norm_forward_kernel<<<grid_for(N, kRowsPerBlock), kRowThreads>>>(
+  layer_norm_forward_kernel<<<grid_for(N, kRowsPerBlock), kRowThreads, 0, compute_stream()>>>(
       out, mean, rstd, inp, a, b, sum, weight, bias, N, C, eps);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
@@ -118,11 +119,11 @@ void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float*
                          const float* inp, const float* weight, const float* mean,
                          const float* rstd, int64_t N, int64_t C) {
   if (N == 0 || C == 0) return;
-  layer_norm_dinp_kernel<<<grid_for(N, kRowsPerBlock), kRowThreads>>>(dinp, dout, inp, weight, mean,
+  layer_norm_dinp_kernel<<<grid_for(N, kRowsPerBlock), kRowThreads, 0, compute_stream()>>>(dinp, dout, inp, weight, mean,
                                                                       rstd, N, C);
   FTUNE_CUDA_CHECK_LAUNCH();
   if (!dweight) return;
-  layer_norm_params_kernel<<<grid_for(C, 32), dim3(32, 32)>>>(dweight, dbias, dout, inp, mean, rstd,
+  layer_norm_params_kernel<<<grid_for(C, 32), dim3(32, 32), 0, compute_stream()>>>(dweight, dbias, dout, inp, mean, rstd,
                                                               N, C);
   FTUNE_CUDA_CHECK_LAUNCH();
 }

@@ -4,6 +4,7 @@
 // Gradient rule: dweight and dbias accumulate (+=, beta = 1); dinp is overwritten (beta = 0)
 // unless accumulate_dinp (beta = 1).
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "cuda/gemm.h"
 #include "ops/linear.h"
 
@@ -48,7 +49,7 @@ void linear_backward(float* dinp, int64_t lddi, float* dweight, float* dbias, co
   if (dweight) gemm(true, false, OC, C, N, 1.0f, dout, lddo, inp, ldi, 1.0f, dweight, C);
   // dbias (OC) += sum over rows of dout
   if (dbias && OC > 0) {
-    add_column_sums_kernel<<<grid_for(OC, 32), dim3(32, 32)>>>(dbias, dout, lddo, N, OC);
+    add_column_sums_kernel<<<grid_for(OC, 32), dim3(32, 32), 0, compute_stream()>>>(dbias, dout, lddo, N, OC);
     FTUNE_CUDA_CHECK_LAUNCH();
   }
 }

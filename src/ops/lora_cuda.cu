@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "cuda/gemm.h"
 #include "cuda/reduce.cuh"
 #include "ops/dropout.h"
@@ -144,14 +145,14 @@ void lora_backward(float* dinp, int64_t lddi, float* da, float* db, float* h, co
   gemm(false, false, N, C, r, 1.0f, h, r, a, C, 0.0f, scratch, C);
   dropout_apply(scratch, scratch, N * C, p, rng, runs);
   if (N * C == 0) return;
-  copy_rows_kernel<<<grid_stride_blocks(N * C, 256), 256>>>(dinp, lddi, scratch, N, C,
+  copy_rows_kernel<<<grid_stride_blocks(N * C, 256), 256, 0, compute_stream()>>>(dinp, lddi, scratch, N, C,
                                                             accumulate_dinp);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
 void row_sq_norms(float* wsq, const float* w, int64_t OC, int64_t C) {
   if (OC == 0) return;
-  row_sq_norms_kernel<<<grid_for(OC, 8), 256>>>(wsq, w, OC, C);
+  row_sq_norms_kernel<<<grid_for(OC, 8), 256, 0, compute_stream()>>>(wsq, w, OC, C);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
@@ -162,21 +163,21 @@ void dora_norms(float* norm, const float* wsq, const float* w, const float* a, c
   gemm(false, true, OC, r, C, 1.0f, w, C, a, C, 0.0f, wa, r);
   gemm(false, true, r, r, C, 1.0f, a, C, a, C, 0.0f, aat, r);
   if (OC == 0) return;
-  dora_norm_rows_kernel<<<grid_for(OC, 256), 256>>>(norm, wsq, b, wa, aat, OC, r, scale);
+  dora_norm_rows_kernel<<<grid_for(OC, 256), 256, 0, compute_stream()>>>(norm, wsq, b, wa, aat, OC, r, scale);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
 void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const float* bias,
                      int64_t N, int64_t OC) {
   if (N * OC == 0) return;
-  dora_strip_bias_kernel<<<grid_stride_blocks(N * OC, 256), 256>>>(z, ldz, out, ldo, bias, N, OC);
+  dora_strip_bias_kernel<<<grid_stride_blocks(N * OC, 256), 256, 0, compute_stream()>>>(z, ldz, out, ldo, bias, N, OC);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
 void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
                          const float* m, const float* norm, int64_t N, int64_t OC) {
   if (N * OC == 0) return;
-  dora_output_forward_kernel<<<grid_stride_blocks(N * OC, 256), 256>>>(out, ldo, z, ldz, bias, m,
+  dora_output_forward_kernel<<<grid_stride_blocks(N * OC, 256), 256, 0, compute_stream()>>>(out, ldo, z, ldz, bias, m,
                                                                        norm, N, OC);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
@@ -184,7 +185,7 @@ void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, c
 void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
                           const float* m, const float* norm, int64_t N, int64_t OC) {
   if (OC == 0) return;
-  dora_output_backward_kernel<<<grid_for(OC, 32), dim3(32, 32)>>>(dm, dout, lddo, z, ldz, m, norm,
+  dora_output_backward_kernel<<<grid_for(OC, 32), dim3(32, 32), 0, compute_stream()>>>(dm, dout, lddo, z, ldz, m, norm,
                                                                   N, OC);
   FTUNE_CUDA_CHECK_LAUNCH();
 }

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "ops/residual.h"
 
 namespace ftune::cuda {
@@ -33,9 +34,9 @@ bool aligned16(const void* p) {
 void residual_forward(float* out, const float* a, const float* b, int64_t n) {
   if (n == 0) return;
   if (aligned16(out) && aligned16(a) && aligned16(b))
-    residual_vec4_kernel<<<grid_for((n + 3) / 4, 256), 256>>>(out, a, b, n);
+    residual_vec4_kernel<<<grid_for((n + 3) / 4, 256), 256, 0, compute_stream()>>>(out, a, b, n);
   else
-    residual_kernel<<<grid_for(n, 256), 256>>>(out, a, b, n);
+    residual_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(out, a, b, n);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

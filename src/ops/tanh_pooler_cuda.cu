@@ -3,6 +3,7 @@
 //   forward:  x = tanh(x) in place
 //   backward: dpre = dout * (1 - out^2)   (overwritten)
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "ops/tanh_pooler.h"
 
 namespace ftune::cuda {
@@ -24,13 +25,13 @@ __global__ void tanh_backward_kernel(float* dpre, const float* dout, const float
 
 void tanh_inplace(float* x, int64_t n) {
   if (n == 0) return;
-  tanh_inplace_kernel<<<grid_stride_blocks(n, 256), 256>>>(x, n);
+  tanh_inplace_kernel<<<grid_stride_blocks(n, 256), 256, 0, compute_stream()>>>(x, n);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
 void tanh_backward(float* dpre, const float* dout, const float* out, int64_t n) {
   if (n == 0) return;
-  tanh_backward_kernel<<<grid_stride_blocks(n, 256), 256>>>(dpre, dout, out, n);
+  tanh_backward_kernel<<<grid_stride_blocks(n, 256), 256, 0, compute_stream()>>>(dpre, dout, out, n);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

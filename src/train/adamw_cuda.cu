@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "train/adamw.h"
 
 namespace ftune::cuda {
@@ -74,7 +75,7 @@ void adamw_update(float* p, const float* g, float* m, float* v, const AdamWSegme
     const int64_t begin = table.seg[0].offset;
     const int64_t end = table.seg[table.count - 1].offset + table.seg[table.count - 1].count;
     if (end <= begin) continue;
-    adamw_kernel<<<grid_stride_blocks(end - begin, 256), 256>>>(
+    adamw_kernel<<<grid_stride_blocks(end - begin, 256), 256, 0, compute_stream()>>>(
         p, g, m, v, table, begin, end, beta1, beta2, eps, bias_correction2_sqrt, grad_scale);
     FTUNE_CUDA_CHECK_LAUNCH();
   }

@@ -12,6 +12,7 @@
 
 #include "core/memory.h"
 #include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
 #include "cuda/reduce.cuh"
 #include "train/grad_clip.h"
 
@@ -65,19 +66,20 @@ __global__ void scale_kernel(float* x, int64_t n, float factor) {
 double sum_of_squares(const float* x, int64_t n) {
   if (n == 0) return 0.0;
   double* scratch = reduction_scratch();
-  sum_of_squares_partial_kernel<<<kPartialBlocks, kThreads>>>(scratch, x, n);
+  sum_of_squares_partial_kernel<<<kPartialBlocks, kThreads, 0, compute_stream()>>>(scratch, x, n);
   FTUNE_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, 1>>>(scratch + kPartialBlocks, scratch, kPartialBlocks);
+  sum_partials_kernel<<<1, 1, 0, compute_stream()>>>(scratch + kPartialBlocks, scratch, kPartialBlocks);
   FTUNE_CUDA_CHECK_LAUNCH();
   double total = 0.0;
-  FTUNE_CUDA_CHECK(
-      cudaMemcpy(&total, scratch + kPartialBlocks, sizeof(double), cudaMemcpyDeviceToHost));
+  FTUNE_CUDA_CHECK(cudaMemcpyAsync(&total, scratch + kPartialBlocks, sizeof(double),
+                                   cudaMemcpyDeviceToHost, compute_stream()));
+  FTUNE_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
   return total;
 }
 
 void scale(float* x, int64_t n, float factor) {
   if (n == 0) return;
-  scale_kernel<<<grid_stride_blocks(n, kThreads), kThreads>>>(x, n, factor);
+  scale_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, factor);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
