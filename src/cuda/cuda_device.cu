@@ -125,4 +125,21 @@ std::string device_description(Device device) {
   return text;
 }
 
+DeviceCapabilities device_capabilities(Device device) {
+  cudaDeviceProp prop{};
+  FTUNE_CUDA_CHECK(cudaGetDeviceProperties(&prop, device.index));
+  DeviceCapabilities c;
+  c.name = prop.name;
+  c.major = prop.major;
+  c.minor = prop.minor;
+  c.sm_count = prop.multiProcessorCount;
+  c.total_bytes = prop.totalGlobalMem;
+  FTUNE_CUDA_CHECK(cudaDeviceGetAttribute(&c.clock_khz, cudaDevAttrClockRate, device.index));
+  FTUNE_CUDA_CHECK(cudaDriverGetVersion(&c.driver_version));
+  FTUNE_CUDA_CHECK(cudaRuntimeGetVersion(&c.runtime_version));
+  c.bf16 = c.tf32 = prop.major >= 8;
+  c.fp16 = prop.major >= 7;
+  return c;
+}
+
 }  // namespace ftune::cuda

@@ -21,4 +21,19 @@ void synchronize(Device device);
 void memory_info(Device device, size_t* free_bytes, size_t* total_bytes);
 std::string device_description(Device device);  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
 
+// What a device can do, from cudaGetDeviceProperties and the driver / runtime versions.
+struct DeviceCapabilities {
+  std::string name;
+  int major = 0, minor = 0;  // compute capability
+  int sm_count = 0;
+  size_t total_bytes = 0;
+  int clock_khz = 0;             // peak SM clock (for MFU estimates)
+  int driver_version = 0;        // e.g. 13000 for CUDA 13.0
+  int runtime_version = 0;
+  bool bf16 = false;  // bf16 tensor-core math (sm_80 and later)
+  bool tf32 = false;  // TF32 tensor-core math for fp32 GEMMs (sm_80 and later)
+  bool fp16 = false;  // fp16 tensor-core math (sm_70 and later)
+};
+DeviceCapabilities device_capabilities(Device device);
+
 }  // namespace ftune::cuda
