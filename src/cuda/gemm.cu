@@ -109,12 +109,19 @@ Tuner& tuner() {
 
 // Created once per device and kept for the life of the process (destroying a cuBLASLt handle at
 // static destruction time, after the CUDA runtime may have shut down, is not safe).
+std::mutex g_blas_mu;
+std::array<DeviceBlas*, kMaxDevices> g_blas{};
+
+DeviceBlas* existing_blas(int device) {
+  std::lock_guard<std::mutex> lock(g_blas_mu);
+  return g_blas[device];
+}
+
 DeviceBlas& device_blas(int device) {
-  static std::mutex mu;
-  static std::array<DeviceBlas*, kMaxDevices> all{};
   if (device < 0 || device >= kMaxDevices)
     throw DeviceError("gemm: CUDA device index " + std::to_string(device) + " out of range");
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(g_blas_mu);
+  auto& all = g_blas;
   if (!all[device]) {
     auto blas = std::make_unique<DeviceBlas>();
     blas->index = device;
@@ -205,11 +212,10 @@ struct LtProblem {
     desc.set(CUBLASLT_MATMUL_DESC_TRANSA, args.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
     desc.set(CUBLASLT_MATMUL_DESC_TRANSB, args.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
     desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE, lt_epilogue(args.epilogue));
-    if (args.epilogue != GemmEpilogue::None) {
-      // fp32 bias (or bias gradient) whatever D's type is.
+    // fp32 bias (or bias gradient) whatever D's type is.
+    if (args.bias || writes_bias_grad(args.epilogue))
       desc.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_32F);
-      if (uses_aux(args.epilogue)) desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, args.ldaux);
-    }
+    if (uses_aux(args.epilogue)) desc.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, args.ldaux);
     set_pointers(args.aux, args.bias_grad);
   }
 
@@ -444,10 +450,10 @@ CachedAlgo choose_algo(DeviceBlas& blas, LtProblem& p) {
   const CachedAlgo best = time_candidates(blas, p, candidates, *scratch, &best_us, &timed);
   scratch.reset();
   if (!best.found) {
-    // Every candidate failed to run: keep the heuristic's first; the real call reports its error.
-    ++t.heuristic;
-    blas.chosen.emplace(ks, c);
-    return c;
+    // Every candidate failed to run (cuBLASLt offered what it cannot run): the unfused fallback.
+    gemm_autotune_log(ks + ": no candidate ran; using the fallback");
+    blas.chosen.emplace(ks, best);
+    return best;
   }
   ++t.timed;
   gemm_autotune_log(ks + ": " + std::to_string(timed) + " candidates timed, best " +
@@ -475,7 +481,15 @@ bool try_cublaslt(const GemmArgs& g) {
   }
   if (!chosen.found) return false;
   // C is both the input (beta) and the output D, as in cublasSgemm.
-  FTUNE_CUBLAS_CHECK(p.run(blas, chosen.algo, g.C, g.C));
+  const cublasStatus_t st = p.run(blas, chosen.algo, g.C, g.C);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || st == CUBLAS_STATUS_INVALID_VALUE) {
+    // The heuristic offered an algorithm the library then refuses for this call (seen with
+    // epilogue / type combinations it does not fuse): remember that and fall back, now and later.
+    std::lock_guard<std::mutex> lock(g_tune_mu);
+    blas.chosen[make_key(blas, g, tf32).str()] = CachedAlgo{};
+    return false;
+  }
+  FTUNE_CUBLAS_CHECK(st);
   return true;
 }
 
@@ -673,6 +687,18 @@ void set_gemm_tf32(bool enabled) {
 
 bool gemm_tf32() {
   return g_tf32.load(std::memory_order_relaxed);
+}
+
+void set_gemm_autotune(bool enabled) {
+  std::lock_guard<std::mutex> lock(g_tune_mu);
+  tuner().enabled = enabled;
+  for (int d = 0; d < kMaxDevices; ++d)
+    if (DeviceBlas* blas = existing_blas(d)) blas->chosen.clear();
+}
+
+bool gemm_autotune() {
+  std::lock_guard<std::mutex> lock(g_tune_mu);
+  return tuner().enabled;
 }
 
 std::string gemm_autotune_summary() {

@@ -118,6 +118,12 @@ void gemm_init(int device);
 void set_gemm_tf32(bool enabled);
 bool gemm_tf32();
 
+// Timing of new shapes on or off (process-wide; the default is FTUNE_GEMM_AUTOTUNE, on unless it is
+// "0"). Changing it forgets the choices made so far in this process (not the cache file), so a
+// benchmark can compare the heuristic's first choice with the timed one.
+void set_gemm_autotune(bool enabled);
+bool gemm_autotune();
+
 // "gemm autotune: 14 shapes timed, 3 from cache, 0 heuristic only" for this process so far, for a
 // trainer to log once after its first step (each shape is logged at debug level as it is chosen).
 std::string gemm_autotune_summary();
