@@ -67,17 +67,11 @@ cublasLtEpilogue_t lt_epilogue(GemmEpilogue e) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
-bool writes_aux(GemmEpilogue e) {
-  return e == GemmEpilogue::GeluBias;
-}
 bool uses_aux(GemmEpilogue e) {
   return e == GemmEpilogue::GeluBias || e == GemmEpilogue::DGelu || e == GemmEpilogue::DGeluBgrad;
 }
 bool writes_bias_grad(GemmEpilogue e) {
   return e == GemmEpilogue::DGeluBgrad || e == GemmEpilogue::Bgrad || e == GemmEpilogue::BgradOpA;
-}
-int64_t bias_grad_length(const GemmArgs& g) {
-  return g.epilogue == GemmEpilogue::BgradOpA ? g.M : g.N;
 }
 
 struct CachedAlgo {
@@ -219,7 +213,7 @@ struct LtProblem {
     set_pointers(args.aux, args.bias_grad);
   }
 
-  // The epilogue's pointers; outputs (aux of GeluBias, bias_grad) may point to scratch while timing.
+  // The epilogue's pointers (cuBLASLt's heuristic also reads their alignment from here).
   void set_pointers(void* aux, float* bias_grad) {
     if (g.epilogue == GemmEpilogue::Bias || g.epilogue == GemmEpilogue::GeluBias)
       desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(g.bias));
@@ -296,53 +290,59 @@ Candidates heuristic_candidates(const DeviceBlas& blas, LtProblem& p, const Gemm
   return out;
 }
 
-// Device memory for the outputs of timing runs, freed when the object goes away. Each pointer has
-// exactly the alignment class of the caller's pointer it stands for, so the timed algorithm is
-// valid for the real call.
-class TuneScratch {
+// The bytes a row-major (rows, cols) matrix with leading dimension ld spans.
+size_t span_bytes(int64_t rows, int64_t cols, int64_t ld, DType t) {
+  return static_cast<size_t>((rows - 1) * ld + cols) * dtype_size(t);
+}
+
+bool overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+// Where the timing runs write D. With beta == 0, C is a pure output that the real call overwrites
+// right after timing, and so are aux (GeluBias) and bias_grad (written, never accumulated): the
+// runs write the caller's buffers, which costs no memory. With beta != 0, C is read and D
+// accumulates into it, and a D that overlaps the aux input of DGelu* (an in-place GELU backward)
+// would change that input between runs: then the runs write a scratch D the size of C instead,
+// allocated here and freed when the object goes away. Its pointer has exactly the alignment class
+// of C, so the algorithm timed on it is valid for the real call.
+class TuneTarget {
  public:
-  TuneScratch(int device, const GemmArgs& g) : device_(device) {
-    const size_t csize = dtype_size(g.c_type);
-    const size_t d_bytes = static_cast<size_t>((g.M - 1) * g.ldc + g.N) * csize;
-    const size_t aux_bytes =
-        writes_aux(g.epilogue) ? static_cast<size_t>((g.M - 1) * g.ldaux + g.N) * csize : 0;
-    const size_t bgrad_bytes =
-        writes_bias_grad(g.epilogue) ? static_cast<size_t>(bias_grad_length(g)) * sizeof(float) : 0;
-    const size_t d_off = 0, aux_off = align_up(d_bytes + 16), bgrad_off = aux_off + align_up(aux_bytes + 16);
-    bytes_ = bgrad_off + align_up(bgrad_bytes + 16);
+  TuneTarget(int device, const GemmArgs& g) : device_(device) {
+    const size_t c_bytes = span_bytes(g.M, g.N, g.ldc, g.c_type);
+    const bool reads_aux =
+        g.epilogue == GemmEpilogue::DGelu || g.epilogue == GemmEpilogue::DGeluBgrad;
+    if (g.beta == 0.0f &&
+        !(reads_aux && overlap(g.C, c_bytes, g.aux, span_bytes(g.M, g.N, g.ldaux, g.c_type)))) {
+      d = g.C;
+      return;
+    }
+    bytes_ = c_bytes + 16;
     base_ = static_cast<char*>(device_malloc(Device::cuda(device), bytes_));
-    d = place(d_off, g.C);
-    aux = writes_aux(g.epilogue) ? place(aux_off, g.aux) : g.aux;
-    bias_grad = writes_bias_grad(g.epilogue) ? static_cast<float*>(place(bgrad_off, g.bias_grad))
-                                             : nullptr;
+    // base_ is 256-aligned; adding the class (1..8) gives exactly that alignment.
+    const uint32_t c = gemm_alignment_class(g.C);
+    d = base_ + (c < 16 ? c : 0);
   }
-  ~TuneScratch() { device_free(Device::cuda(device_), base_, bytes_); }
-  TuneScratch(const TuneScratch&) = delete;
-  TuneScratch& operator=(const TuneScratch&) = delete;
+  ~TuneTarget() {
+    if (base_) device_free(Device::cuda(device_), base_, bytes_);
+  }
+  TuneTarget(const TuneTarget&) = delete;
+  TuneTarget& operator=(const TuneTarget&) = delete;
 
   void* d = nullptr;
-  void* aux = nullptr;
-  float* bias_grad = nullptr;
 
  private:
-  // base_ + off is 256-aligned; adding the class (1..8) gives exactly that alignment.
-  void* place(size_t off, const void* like) {
-    const uint32_t c = gemm_alignment_class(like);
-    return base_ + off + (c < 16 ? c : 0);
-  }
   int device_;
   char* base_ = nullptr;
   size_t bytes_ = 0;
 };
 
-// Times each candidate into scratch outputs; returns the fastest (found == false if none ran).
-CachedAlgo time_candidates(const DeviceBlas& blas, LtProblem& p,
-                           const Candidates& candidates,
-                           TuneScratch& scratch, double* best_us, int* timed) {
+// Times each candidate (a warm-up run, then repetitions between two events on the compute
+// stream); returns the fastest (found == false if none ran).
+CachedAlgo time_candidates(const DeviceBlas& blas, LtProblem& p, const Candidates& candidates,
+                           const TuneTarget& target, double* best_us, int* timed) {
   const GemmArgs& g = p.g;
-  p.set_pointers(scratch.aux, scratch.bias_grad);
-  // C is read only when beta != 0; D goes to scratch either way.
-  const void* c_in = g.beta != 0.0f ? g.C : scratch.d;
   EventPair ev;
   cudaStream_t stream = compute_stream();
   CachedAlgo best;
@@ -352,7 +352,7 @@ CachedAlgo time_candidates(const DeviceBlas& blas, LtProblem& p,
     const cublasLtMatmulHeuristicResult_t& cand = candidates.r[ci];
     // Warm-up run, timed to choose the repetitions.
     FTUNE_CUDA_CHECK(cudaEventRecord(ev.start, stream));
-    if (p.run(blas, cand.algo, c_in, scratch.d) != CUBLAS_STATUS_SUCCESS) continue;
+    if (p.run(blas, cand.algo, g.C, target.d) != CUBLAS_STATUS_SUCCESS) continue;
     FTUNE_CUDA_CHECK(cudaEventRecord(ev.stop, stream));
     FTUNE_CUDA_CHECK(cudaEventSynchronize(ev.stop));
     float warm_ms = 0.0f;
@@ -362,7 +362,7 @@ CachedAlgo time_candidates(const DeviceBlas& blas, LtProblem& p,
     bool ok = true;
     FTUNE_CUDA_CHECK(cudaEventRecord(ev.start, stream));
     for (int r = 0; r < reps && ok; ++r)
-      ok = p.run(blas, cand.algo, c_in, scratch.d) == CUBLAS_STATUS_SUCCESS;
+      ok = p.run(blas, cand.algo, g.C, target.d) == CUBLAS_STATUS_SUCCESS;
     FTUNE_CUDA_CHECK(cudaEventRecord(ev.stop, stream));
     FTUNE_CUDA_CHECK(cudaEventSynchronize(ev.stop));
     if (!ok) continue;
@@ -376,7 +376,6 @@ CachedAlgo time_candidates(const DeviceBlas& blas, LtProblem& p,
       best_ms = ms;
     }
   }
-  p.set_pointers(g.aux, g.bias_grad);
   *best_us = best_ms * 1000.0;
   return best;
 }
@@ -435,9 +434,9 @@ CachedAlgo choose_algo(DeviceBlas& blas, LtProblem& p) {
     if (!capturing) blas.chosen.emplace(ks, c);
     return c;
   }
-  std::unique_ptr<TuneScratch> scratch;
+  std::unique_ptr<TuneTarget> target;
   try {
-    scratch = std::make_unique<TuneScratch>(blas.index, p.g);
+    target = std::make_unique<TuneTarget>(blas.index, p.g);
   } catch (const OutOfMemoryError& e) {
     gemm_autotune_log(ks + ": no scratch memory for timing (" + e.what() +
                       "); the heuristic's first choice");
@@ -447,8 +446,8 @@ CachedAlgo choose_algo(DeviceBlas& blas, LtProblem& p) {
   }
   double best_us = 0;
   int timed = 0;
-  const CachedAlgo best = time_candidates(blas, p, candidates, *scratch, &best_us, &timed);
-  scratch.reset();
+  const CachedAlgo best = time_candidates(blas, p, candidates, *target, &best_us, &timed);
+  target.reset();
   if (!best.found) {
     // Every candidate failed to run (cuBLASLt offered what it cannot run): the unfused fallback.
     gemm_autotune_log(ks + ": no candidate ran; using the fallback");

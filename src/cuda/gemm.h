@@ -13,11 +13,14 @@
 //     that device (or gemm_init), kept for the life of the process (device_malloc, so it shows in
 //     the device memory accounting);
 //   - while a GEMM shape is autotuned (its first call in the process, unless the cache file has it
-//     or FTUNE_GEMM_AUTOTUNE=0): one scratch buffer the size of that call's outputs (D, plus aux
-//     and bias_grad where the epilogue writes them), so that the candidates' runs never touch the
-//     caller's buffers; it is freed as soon as the shape is timed. A training loop sees every shape
-//     in its first step, so no allocation happens after the first step. If the scratch cannot be
-//     allocated the heuristic's first choice is used for that shape (nothing fails).
+//     or autotuning is off), the candidates' timing runs must not change what the caller sees.
+//     With beta == 0 they write the caller's C, aux (GeluBias) and bias_grad, which are pure
+//     outputs that the real call overwrites right after (no memory needed). With beta != 0 (D
+//     accumulates into C), or when D overlaps the aux input of DGelu*, they write a scratch D the
+//     size of C instead: device_malloc'ed for that shape's timing and freed as soon as it is timed.
+//     A training loop sees every shape in its first step, so nothing is allocated after the first
+//     step. If the scratch cannot be allocated, the heuristic's first choice is used for that
+//     shape (nothing fails).
 // Nothing else is allocated per call.
 //
 // Algorithm choice (cudnn.benchmark for cuBLASLt): the first time the process sees a GEMM key
