@@ -94,6 +94,7 @@ struct Tuner {
   bool enabled = gemm_autotune_enabled();
   std::unique_ptr<GemmAlgoCache> file;  // null until first needed
   bool save_failed = false;             // warn once, then keep the choices in memory only
+  bool announced = false;               // the one info line before the first timing
   int timed = 0, from_cache = 0, heuristic = 0;
 };
 Tuner& tuner() {
@@ -434,6 +435,14 @@ CachedAlgo choose_algo(DeviceBlas& blas, LtProblem& p) {
     if (!capturing) blas.chosen.emplace(ks, c);
     return c;
   }
+  if (!t.announced) {
+    t.announced = true;
+    const std::string& path = t.file->path();
+    gemm_autotune_log("timing cuBLASLt's candidates for each new GEMM shape (once; cache file " +
+                          (path.empty() ? std::string("none") : path) +
+                          ", FTUNE_GEMM_AUTOTUNE=0 turns this off)",
+                      true);
+  }
   std::unique_ptr<TuneTarget> target;
   try {
     target = std::make_unique<TuneTarget>(blas.index, p.g);
@@ -705,7 +714,7 @@ std::string gemm_autotune_summary() {
   const Tuner& t = tuner();
   return "gemm autotune: " + std::to_string(t.timed) + " shapes timed, " +
          std::to_string(t.from_cache) + " from cache, " + std::to_string(t.heuristic) +
-         " heuristic only" + (t.enabled ? "" : " (FTUNE_GEMM_AUTOTUNE=0)");
+         " heuristic only" + (t.enabled ? "" : " (autotune off)");
 }
 
 void gemm(const GemmArgs& g) {

@@ -128,7 +128,8 @@ void set_gemm_autotune(bool enabled);
 bool gemm_autotune();
 
 // "gemm autotune: 14 shapes timed, 3 from cache, 0 heuristic only" for this process so far, for a
-// trainer to log once after its first step (each shape is logged at debug level as it is chosen).
+// trainer to log once after its first step. (One info line is logged before the first timing, and
+// each shape at debug level as it is chosen.)
 std::string gemm_autotune_summary();
 
 }  // namespace ftune::cuda

@@ -293,8 +293,9 @@ size_t gemm_cache_entries() {
   }
 }
 
-void gemm_autotune_log(const std::string& message) {
-  spdlog::debug("gemm autotune: {}", message);
+void gemm_autotune_log(const std::string& message, bool info) {
+  if (info) spdlog::info("gemm autotune: {}", message);
+  else spdlog::debug("gemm autotune: {}", message);
 }
 
 bool gemm_autotune_enabled() {

@@ -93,8 +93,9 @@ class GemmAlgoCache {
 std::string gemm_cache_path();
 // How many entries the cache file holds now (0 when it is missing or unreadable; no warning).
 size_t gemm_cache_entries();
-// A debug-level log line "gemm autotune: <message>" (gemm.cu cannot include spdlog: nvcc).
-void gemm_autotune_log(const std::string& message);
+// A log line "gemm autotune: <message>", debug level unless `info` (gemm.cu cannot include spdlog:
+// nvcc).
+void gemm_autotune_log(const std::string& message, bool info = false);
 // FTUNE_GEMM_AUTOTUNE: unset or anything but "0", "false", "off", "no" means on.
 bool gemm_autotune_enabled();
 
