@@ -298,10 +298,13 @@ TEST(HpoCli, KillDuringHeavyWritesLeavesTheDatabaseIntact) {
   const std::string db = dir.path() + "/study.db";
   const std::string cfg = write_config(dir.path(), db, "heavy");
   for (int round = 0; round < 3; ++round) {
+    // The kill comes 0.4-0.8 s after the database exists (up to 60 s of waiting for it: on a
+    // loaded machine the workers may take seconds to start), so it lands during the writes.
     const std::string cmd = fmt::format(
         "cd {0}; p=''; for i in 1 2 3 4; do {1} hpo run --config {2} > /dev/null 2>&1 & "
-        "p=\"$p $!\"; done; sleep 0.{3}; kill -9 $p; wait",
-        dir.path(), test::ftune_binary(), cfg, 4 + 2 * round);
+        "p=\"$p $!\"; done; n=0; while [ ! -s {4} ] && [ $n -lt 600 ]; do sleep 0.1; "
+        "n=$((n+1)); done; sleep 0.{3}; kill -9 $p; wait",
+        dir.path(), test::ftune_binary(), cfg, 4 + 2 * round, db);
     std::system(cmd.c_str());
     EXPECT_EQ(integrity_check(db), "ok") << "round " << round;
   }
