@@ -9,8 +9,10 @@ namespace {
 
 __global__ void set_kernel(double* s, int slot, double value) { s[slot] = value; }
 
+// Rounded multiply then add, never a fused multiply-add: the CPU's (and the former host loop's)
+// arithmetic, bit for bit.
 __global__ void add_loss_kernel(double* s, const float* loss, double share) {
-  if (share != 0.0) s[kStepLoss] += share * double(loss[0]);
+  if (share != 0.0) s[kStepLoss] = __dadd_rn(s[kStepLoss], __dmul_rn(share, double(loss[0])));
 }
 
 __global__ void finish_kernel(double* s, double max_norm, double max_nonfinite) {
