@@ -228,7 +228,7 @@ class Trainer {
   StepScalarValues sync_step_scalars();
   nlohmann::json run_eval(const TokenizedSplit& split, const char* name);
   void save_checkpoint(bool best);
-  void write_checkpoint(const std::string& dir);
+  void write_checkpoint(const std::string& dir, const StepScalarValues& scalars);
   void load_weights_from(const std::string& checkpoint);  // model or adapter of a checkpoint
   nlohmann::json summary(const std::string& status) const;
   int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
@@ -625,8 +625,7 @@ void Trainer::load_weights_from(const std::string& dir) {
   }
 }
 
-void Trainer::write_checkpoint(const std::string& dir) {
-  const StepScalarValues scalars = sync_step_scalars();
+void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& scalars) {
   if (model_->adapters_on())
     save_peft_adapter(*model_, dir, cfg_.model.path);  // PEFT format: adapters + head
   else
@@ -660,8 +659,10 @@ void Trainer::write_checkpoint(const std::string& dir) {
 
 void Trainer::save_checkpoint(bool best) {
   const auto t0 = Clock::now();
+  // The step scalars first: a pending non-finite abort stops the run before anything is written.
+  const StepScalarValues scalars = sync_step_scalars();
   const std::string dir =
-      store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d); });
+      store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d, scalars); });
   saved_step_ = step_;
   spdlog::info("checkpoint {}{} ({:.1f} s)", dir, best ? " (best so far)" : "", seconds_since(t0));
 }
