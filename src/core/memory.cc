@@ -225,7 +225,14 @@ void convert(TensorView dst, TensorView src) {
   }
 }
 
+namespace {
+std::atomic<int64_t> g_host_scalar_reads{0};
+}  // namespace
+
+int64_t host_scalar_reads() { return g_host_scalar_reads.load(std::memory_order_relaxed); }
+
 float to_host_scalar(TensorView src) {
+  g_host_scalar_reads.fetch_add(1, std::memory_order_relaxed);
   if (src.numel() != 1 || src.dtype != DType::F32)
     throw ShapeError("to_host_scalar: expected one f32 element, got " + src.describe());
   float value = 0.0f;

@@ -48,6 +48,8 @@ void convert(TensorView dst, TensorView src);
 // Reads a 1-element f32 tensor from any device (a synchronisation point on accelerators: call
 // it once per logging interval, not per kernel).
 float to_host_scalar(TensorView src);
+// How many times to_host_scalar ran in this process (tests: what a run reads back, and when).
+int64_t host_scalar_reads();
 // Sets every byte of dst to zero.
 void fill_zero(TensorView dst);
 // Sets every element of an f32 view to value.

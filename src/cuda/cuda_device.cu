@@ -82,6 +82,52 @@ void memory_info(Device device, size_t* free_bytes, size_t* total_bytes) {
   FTUNE_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
 }
 
+void* host_alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw OutOfMemoryError("cudaHostAlloc: cannot pin " + std::to_string(bytes) +
+                           " bytes of host memory");
+  }
+  FTUNE_CUDA_CHECK(err);
+  return p;
+}
+
+void host_free_pinned(void* ptr) { FTUNE_CUDA_CHECK(cudaFreeHost(ptr)); }
+
+void* event_create(Device device) {
+  set_device(device);
+  cudaEvent_t e = nullptr;
+  FTUNE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+void event_destroy(void* event) { FTUNE_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
+
+void event_synchronize(void* event) {
+  FTUNE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
+}
+
+void copy_to_device_on_copy_stream(void* dst, Device device, const void* src, size_t bytes,
+                                   void* after, void* done) {
+  set_device(device);
+  const cudaStream_t stream = copy_stream();
+  if (after) FTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(after), 0));
+  FTUNE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+  if (done) FTUNE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(done), stream));
+}
+
+void compute_stream_wait(Device device, void* event) {
+  set_device(device);
+  FTUNE_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), static_cast<cudaEvent_t>(event), 0));
+}
+
+void record_on_compute_stream(Device device, void* event) {
+  set_device(device);
+  FTUNE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), compute_stream()));
+}
+
 void free(Device device, void* ptr) {
   set_device(device);
   FTUNE_CUDA_CHECK(cudaFree(ptr));

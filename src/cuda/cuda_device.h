@@ -21,6 +21,21 @@ void synchronize(Device device);
 void memory_info(Device device, size_t* free_bytes, size_t* total_bytes);
 std::string device_description(Device device);  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
 
+// Input staging (train/input_staging.h): page-locked host memory, from which host-to-device copies
+// run asynchronously on the device's copy stream, and events that order the copy stream and the
+// compute stream without the host waiting. Events are opaque handles (cudaEvent_t, timing off).
+void* host_alloc_pinned(size_t bytes);  // cudaHostAlloc; throws OutOfMemoryError / DeviceError
+void host_free_pinned(void* ptr);
+void* event_create(Device device);
+void event_destroy(void* event);
+void event_synchronize(void* event);  // the host waits for the event's work (none recorded: at once)
+// On the copy stream of `device`: wait for `after` (null: nothing), copy `bytes` from pinned host
+// memory to the device, record `done`.
+void copy_to_device_on_copy_stream(void* dst, Device device, const void* src, size_t bytes,
+                                   void* after, void* done);
+void compute_stream_wait(Device device, void* event);    // later compute work waits for `event`
+void record_on_compute_stream(Device device, void* event);
+
 // What a device can do, from cudaGetDeviceProperties and the driver / runtime versions.
 struct DeviceCapabilities {
   std::string name;

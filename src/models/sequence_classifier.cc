@@ -109,7 +109,10 @@ void SequenceClassifier::bind(const Arena& arena) {
   inputs_.pos_ids = arena.view("input/pos_ids");
   inputs_.mask = arena.view("input/mask");
   labels_ = arena.view("input/labels");
+  own_inputs_ = inputs_;
+  own_labels_ = labels_;
   class_weights_ = arena.view("input/class_weights");
+  class_weights_copied_ = false;
   enc_acts_ = bind_encoder_activations(config_, arena, options_.training,
                                        EncoderTraining{options_.checkpointing, options_.adapters});
   head_acts_ = bind_head_activations(arena, options_.training);
@@ -124,6 +127,8 @@ void SequenceClassifier::set_batch(const Batch& b) {
                                  b.seq_len, options_.max_batch, options_.max_seq));
   validate_batch(config_, b);
   const int64_t n = b.size * b.seq_len;
+  inputs_ = own_inputs_;
+  labels_ = own_labels_;
   inputs_.B = b.size;
   inputs_.T = b.seq_len;
   copy_i32(inputs_.ids, b.input_ids);
@@ -133,6 +138,24 @@ void SequenceClassifier::set_batch(const Batch& b) {
   copy_i32(inputs_.mask, b.attention_mask);
   has_labels_ = !b.labels.empty();
   if (has_labels_) copy_i32(labels_, b.labels);
+}
+
+void SequenceClassifier::use_inputs(const EncoderInputs& in, TensorView labels) {
+  FTUNE_ASSERT(values_.defined(), "use_inputs before bind");
+  if (in.B > options_.max_batch || in.T > options_.max_seq)
+    throw InputError(fmt::format("batch of {} x {} tokens exceeds the planned {} x {}", in.B, in.T,
+                                 options_.max_batch, options_.max_seq));
+  const Shape n{in.B * in.T};
+  for (const TensorView* v : {&in.ids, &in.type_ids, &in.pos_ids, &in.mask})
+    FTUNE_ASSERT(v->dtype == DType::I32 && v->shape == n && v->device == values_.device,
+                 "use_inputs: expected ({}) i32 inputs on the model's device, got {}", n[0],
+                 v->describe());
+  FTUNE_ASSERT(labels.dtype == DType::I32 && labels.shape == Shape{in.B} &&
+                   labels.device == values_.device,
+               "use_inputs: expected ({}) i32 labels, got {}", in.B, labels.describe());
+  inputs_ = in;
+  labels_ = labels;
+  has_labels_ = true;
 }
 
 EncoderInputs SequenceClassifier::current_inputs() const {
@@ -164,14 +187,18 @@ TensorView SequenceClassifier::loss(const LossOptions& options) {
   if (!options.class_weights.empty() && static_cast<int64_t>(options.class_weights.size()) != K)
     throw InputError(
         fmt::format("{} class weights given for {} labels", options.class_weights.size(), K));
-  loss_options_ = options;
   CrossEntropyOptions ce{options.label_smoothing, TensorView()};
   if (!options.class_weights.empty()) {
-    TensorView host(const_cast<float*>(options.class_weights.data()), DType::F32, Device::cpu(),
-                    Shape{K});
-    copy(class_weights_, host);
+    // Copied once (a synchronous copy on a GPU), not per micro-batch.
+    if (!class_weights_copied_ || options.class_weights != loss_options_.class_weights) {
+      TensorView host(const_cast<float*>(options.class_weights.data()), DType::F32, Device::cpu(),
+                      Shape{K});
+      copy(class_weights_, host);
+      class_weights_copied_ = true;
+    }
     ce.class_weights = class_weights_;
   }
+  loss_options_ = options;
   cross_entropy_forward(loss_, probs_.prefix({B, K}), logits_, labels_.prefix({B}), ce);
   return loss_;
 }

@@ -83,6 +83,11 @@ class SequenceClassifier {
   // Validates the batch against the model and the planned size, computes position ids and copies
   // the inputs into the arena.
   void set_batch(const Batch& batch);
+  // Points the model at a batch already on its device (the trainer's staged inputs, ordered on the
+  // compute stream by the caller, train/input_staging.h): ids, type ids, position ids and mask of
+  // B x T tokens and B labels, validated by the caller (validate_batch). No copy, no
+  // synchronisation. set_batch() returns to the model's own input buffers.
+  void use_inputs(const EncoderInputs& inputs, TensorView labels);
   int64_t batch_size() const { return inputs_.B; }
   int64_t seq_len() const { return inputs_.T; }
 
@@ -112,7 +117,9 @@ class SequenceClassifier {
   HeadWeights head_w_, head_g_;
   EncoderActivations enc_acts_;
   HeadActivations head_acts_;
-  EncoderInputs inputs_;
+  EncoderInputs inputs_, own_inputs_;  // current / the arena's input buffers
+  TensorView own_labels_;
+  bool class_weights_copied_ = false;  // class_weights_ holds loss_options_.class_weights
   TensorView labels_, class_weights_, probs_, loss_, dlogits_;
   TensorView hidden_, logits_;
   LossOptions loss_options_;

@@ -1,10 +1,14 @@
-// AdamW: moments in the arena, one update per parameter segment, dispatched per device.
+// AdamW: moments and step scalars in the arena, one update of every parameter segment, dispatched
+// per device.
 #include "train/adamw.h"
+
+#include <fmt/format.h>
 
 #include <cmath>
 
 #include "core/memory.h"
 #include "ops/dispatch.h"
+#include "train/step_scalars.h"
 
 namespace ftune {
 
@@ -16,6 +20,7 @@ AdamW::AdamW(const ParamTable& params, AdamWOptions options) : options_(options)
 void AdamW::add_to_plan(ArenaPlan& plan) const {
   plan.add_flat("adam/exp_avg", DType::F32, params_.total());
   plan.add_flat("adam/exp_avg_sq", DType::F32, params_.total());
+  plan.add(kStepScalarsBuffer, DType::U8, {kStepScalarsBytes});
 }
 
 void AdamW::bind(const Arena& arena) {
@@ -23,8 +28,15 @@ void AdamW::bind(const Arena& arena) {
   v_ = arena.view("adam/exp_avg_sq");
   fill_zero(m_);
   fill_zero(v_);
-  step_ = 0;
+  scalars_ = arena.view(kStepScalarsBuffer);
+  fill_zero(scalars_);
 }
+
+int64_t AdamW::steps_taken() const {
+  return static_cast<int64_t>(read_step_scalars(scalars_)[kAdamSteps]);
+}
+
+void AdamW::set_steps_taken(int64_t t) { step_scalars_set(scalars_, kAdamSteps, double(t)); }
 
 void AdamW::set_lr_scale(const std::string& param, float scale) {
   const ParamSpec& spec = params_.at(param);
@@ -32,40 +44,58 @@ void AdamW::set_lr_scale(const std::string& param, float scale) {
     if (s.offset == spec.offset) s.lr_scale = scale;
 }
 
-void AdamW::update_cpu(float* p, const float* g, float* m, float* v, float bc2_sqrt,
-                       float grad_scale) const {
+void AdamW::update_cpu(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
+                       f16_t* shadow_f16, const double* scalars) const {
+  if (scalars[kStepOk] == 0.0) return;  // a skipped step: nothing is touched
+  const AdamWBiasCorrection bc =
+      adamw_bias_correction(options_.beta1, options_.beta2, scalars[kAdamSteps]);
+  const float grad_scale = static_cast<float>(scalars[kClipCoef]);
   for (const AdamWSegment& s : launch_)
     cpu::adamw_update(p + s.offset, g + s.offset, m + s.offset, v + s.offset, s.count, s.lr,
-                      s.weight_decay, options_.beta1, options_.beta2, options_.eps, s.step_size,
-                      bc2_sqrt, grad_scale);
+                      s.weight_decay, options_.beta1, options_.beta2, options_.eps,
+                      static_cast<float>(double(s.lr) / bc.bc1), bc.bc2_sqrt, grad_scale,
+                      shadow_bf16 ? shadow_bf16 + s.offset : nullptr,
+                      shadow_f16 ? shadow_f16 + s.offset : nullptr);
 }
 
 void AdamW::step(TensorView values, TensorView grads, float lr, float grad_scale) {
+  FTUNE_ASSERT(scalars_.defined(), "AdamW::step before bind");
+  step_scalars_apply_unconditionally(scalars_, grad_scale);
+  apply(values, grads, lr);
+}
+
+void AdamW::apply(TensorView values, TensorView grads, float lr, TensorView shadow) {
   const char* op = "adamw_step";
   check_f32(op, "values", values, Shape{params_.total()});
   check_f32(op, "grads", grads, Shape{params_.total()});
-  FTUNE_ASSERT(m_.defined(), "AdamW::step before bind");
-  const Device dev = common_device(op, {values, grads, m_, v_});
-  ++step_;
-  // PyTorch computes the bias corrections in double from the step count, then uses them as
-  // Python floats; the same here.
-  const double bc1 = 1.0 - std::pow(double(options_.beta1), double(step_));
-  const double bc2 = 1.0 - std::pow(double(options_.beta2), double(step_));
+  FTUNE_ASSERT(m_.defined(), "AdamW::apply before bind");
+  bf16_t* shadow_bf16 = nullptr;
+  f16_t* shadow_f16 = nullptr;
+  if (shadow.defined()) {
+    if (shadow.numel() != params_.total() || !shadow.is_contiguous() ||
+        (shadow.dtype != DType::BF16 && shadow.dtype != DType::F16))
+      throw ShapeError(fmt::format("{}: shadow must be a contiguous bf16 or f16 view of {} "
+                                   "elements, got {}",
+                                   op, params_.total(), shadow.describe()));
+    if (shadow.dtype == DType::BF16)
+      shadow_bf16 = shadow.data_as<bf16_t>();
+    else
+      shadow_f16 = shadow.data_as<f16_t>();
+  }
+  const Device dev = shadow.defined() ? common_device(op, {values, grads, m_, v_, scalars_, shadow})
+                                      : common_device(op, {values, grads, m_, v_, scalars_});
   float* p = values.data_as<float>();
   const float* g = grads.data_as<float>();
   float* m = m_.data_as<float>();
   float* v = v_.data_as<float>();
+  const double* scalars = step_scalars_data(scalars_);
   launch_.clear();
-  for (const Segment& s : segments_) {
-    const float seg_lr = lr * s.lr_scale;
-    launch_.push_back({s.offset, s.count, seg_lr, s.decay ? options_.weight_decay : 0.0f,
-                       static_cast<float>(double(seg_lr) / bc1)});
-  }
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  FTUNE_DISPATCH(
-      op, dev, update_cpu(p, g, m, v, bc2_sqrt, grad_scale),
-      cuda::adamw_update(p, g, m, v, launch_.data(), static_cast<int64_t>(launch_.size()),
-                         options_.beta1, options_.beta2, options_.eps, bc2_sqrt, grad_scale));
+  for (const Segment& s : segments_)
+    launch_.push_back({s.offset, s.count, lr * s.lr_scale, s.decay ? options_.weight_decay : 0.0f});
+  FTUNE_DISPATCH(op, dev, update_cpu(p, g, m, v, shadow_bf16, shadow_f16, scalars),
+                 cuda::adamw_update(p, g, m, v, shadow_bf16, shadow_f16, launch_.data(),
+                                    static_cast<int64_t>(launch_.size()), options_.beta1,
+                                    options_.beta2, options_.eps, scalars));
 }
 
 }  // namespace ftune

@@ -5,12 +5,22 @@
 // Parameters are one flat range (models/param_table.h); each parameter carries its own decay flag
 // (no decay on biases and LayerNorm weights by default, as the HF Trainer) and an LR multiplier
 // (1 unless layer-wise LR decay sets it). The moments live in the run's arena.
+//
+// Multi-tensor: one launch updates every parameter (CUDA), with fp32 master weights and, when
+// asked, a bf16 / f16 shadow copy of the updated weights written in the same pass (compute
+// weights for mixed precision). The step's own scalars come from the device (train/step_scalars.h,
+// the buffer "step/scalars" this class plans): the clip coefficient the gradients are multiplied
+// by, the "apply" flag (a skipped non-finite step leaves weights, moments and shadow bit for bit
+// as they were) and the step count t of the bias corrections, advanced on the device by applied
+// steps only. Nothing is read back to the host.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "core/arena.h"
+#include "core/dtype.h"
 #include "models/param_table.h"
 
 namespace ftune {
@@ -24,26 +34,41 @@ struct AdamWOptions {
 };
 
 // One parameter segment of a step as the update kernels see it: elements [offset, offset + count)
-// of the flat range, with this step's LR, decay and step size lr / (1 - beta1^t) already computed
-// on the host (in double, as PyTorch).
+// of the flat range, with this step's LR and decay. The kernels compute the step size
+// lr / (1 - beta1^t) from the device's t (in double, as PyTorch).
 struct AdamWSegment {
   int64_t offset, count;
-  float lr, weight_decay, step_size;
+  float lr, weight_decay;
+};
+
+// The bias corrections of step t, in double from the step count as PyTorch computes them: bc1 =
+// 1 - beta1^t and sqrt(1 - beta2^t) as the f32 the update divides by.
+struct AdamWBiasCorrection {
+  double bc1;
+  float bc2_sqrt;
 };
 
 class AdamW {
  public:
   AdamW(const ParamTable& params, AdamWOptions options);
 
-  void add_to_plan(ArenaPlan& plan) const;
-  void bind(const Arena& arena);  // zeroes the moments
+  void add_to_plan(ArenaPlan& plan) const;  // the moments and the step scalars
+  void bind(const Arena& arena);             // zeroes the moments and the step scalars
 
-  // One update of every parameter with learning rate `lr` (the scheduled value for this step).
-  // The gradients are multiplied by grad_scale as they are read (gradient clipping's factor, so
-  // clipping costs no extra pass over the gradients).
+  // The trainer's step: the update of every parameter with learning rate `lr` (the scheduled value
+  // for this step) if the step scalars say the step is applied (t already advanced by
+  // step_scalars_finish), with the gradients multiplied by the clip coefficient as they are read
+  // (clipping costs no extra pass). shadow: undefined, or a bf16 / f16 view of values' numel that
+  // receives the updated weights rounded to nearest even.
+  void apply(TensorView values, TensorView grads, float lr, TensorView shadow = TensorView());
+  // An unconditional step with a host-given gradient factor (tests and parity checks): t += 1,
+  // then apply().
   void step(TensorView values, TensorView grads, float lr, float grad_scale = 1.0f);
-  int64_t steps_taken() const { return step_; }
-  void set_steps_taken(int64_t t) { step_ = t; }  // resuming
+  // The step scalars buffer (train/step_scalars.h); the trainer accumulates its step into it.
+  TensorView step_scalars() const { return scalars_; }
+  // AdamW's t: a read of the device (a synchronisation); call at checkpoints, not per step.
+  int64_t steps_taken() const;
+  void set_steps_taken(int64_t t);  // resuming (in stream order, no synchronisation)
   void set_lr_scale(const std::string& param, float scale);
 
   const AdamWOptions& options() const { return options_; }
@@ -59,27 +84,33 @@ class AdamW {
   AdamWOptions options_;
   const ParamTable& params_;
   std::vector<Segment> segments_;
-  void update_cpu(float* p, const float* g, float* m, float* v, float bc2_sqrt,
-                  float grad_scale) const;
+  void update_cpu(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
+                  f16_t* shadow_f16, const double* scalars) const;
   std::vector<AdamWSegment> launch_;  // this step's per-segment scalars (reused, host memory)
-  TensorView m_, v_;
-  int64_t step_ = 0;
+  TensorView m_, v_, scalars_;
 };
 
+// From t (a double holding an integer >= 1).
+FTUNE_HD AdamWBiasCorrection adamw_bias_correction(float beta1, float beta2, double t) {
+  return {1.0 - pow(double(beta1), t), static_cast<float>(sqrt(1.0 - pow(double(beta2), t)))};
+}
+
 namespace cpu {
+// One segment; shadow_bf16 / shadow_f16: null, or where the updated weights go rounded.
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
                   float weight_decay, float beta1, float beta2, float eps, float step_size,
-                  float bias_correction2_sqrt, float grad_scale);
+                  float bias_correction2_sqrt, float grad_scale, bf16_t* shadow_bf16,
+                  f16_t* shadow_f16);
 }  // namespace cpu
 
 namespace cuda {
 // The same update over every segment (sorted by offset, not overlapping) in ONE launch per
 // kAdamWSegmentsPerLaunch segments (the table travels as a kernel parameter: no device memory, no
-// copy; a BERT-large has ~400 parameter tensors).
+// copy; a BERT-large has ~400 parameter tensors). scalars: the device's step scalars.
 constexpr int kAdamWSegmentsPerLaunch = 768;
-void adamw_update(float* p, const float* g, float* m, float* v, const AdamWSegment* segments,
-                  int64_t count, float beta1, float beta2, float eps, float bias_correction2_sqrt,
-                  float grad_scale);
+void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
+                  f16_t* shadow_f16, const AdamWSegment* segments, int64_t count, float beta1,
+                  float beta2, float eps, const double* scalars);
 }  // namespace cuda
 
 }  // namespace ftune

@@ -1,4 +1,5 @@
-// AdamW's elementwise update on the CPU, split across threads (see adamw.h for the equations).
+// AdamW's elementwise update on the CPU, split across threads (see adamw.h for the equations),
+// with the optional bf16 / f16 shadow of the updated weights.
 #include <cmath>
 
 #include "core/thread_pool.h"
@@ -8,7 +9,8 @@ namespace ftune::cpu {
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
                   float weight_decay, float beta1, float beta2, float eps, float step_size,
-                  float bias_correction2_sqrt, float grad_scale) {
+                  float bias_correction2_sqrt, float grad_scale, bf16_t* shadow_bf16,
+                  f16_t* shadow_f16) {
   parallel_for(
       n,
       [&](int64_t b, int64_t e) {
@@ -19,6 +21,8 @@ void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float
           v[i] = v[i] * beta2 + (1.0f - beta2) * gi * gi;
           const float denom = std::sqrt(v[i]) / bias_correction2_sqrt + eps;
           p[i] -= step_size * m[i] / denom;
+          if (shadow_bf16) shadow_bf16[i] = float_to_bf16(p[i]);
+          if (shadow_f16) shadow_f16[i] = float_to_f16(p[i]);
         }
       },
       4096);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/dispatch.h"
+#include "train/step_scalars.h"
 
 namespace ftune {
 
@@ -24,9 +25,9 @@ void scale_in_place(TensorView values, float factor) {
 }
 
 float clip_coefficient(double norm, double max_norm) {
-  // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.0, applied in the grads' dtype.
-  const double coef = max_norm / (norm + 1e-6);
-  return std::isfinite(norm) && coef < 1.0 ? static_cast<float>(coef) : 1.0f;
+  // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.0, applied in the grads' dtype;
+  // one expression with the device-side step (train/step_scalars.h).
+  return clip_factor(norm, max_norm);
 }
 
 double clip_grad_norm(TensorView grads, double max_norm) {

@@ -4,7 +4,8 @@
 //     one-block kernel adds the partial sums in block order into one double. The launch shape
 //     never changes, so the result is the same bits on every run. Partial sums and the result live
 //     in a per-device scratch of (kPartialBlocks + 1) doubles allocated once (device_malloc) and
-//     kept; the host reads the single 8-byte result (the one synchronisation of a clipped step).
+//     kept; sum_of_squares reads the single 8-byte result back (a synchronisation), while
+//     sum_of_squares_into leaves it in device memory (the trainer's step scalars).
 //   scale: x *= factor, grid-stride.
 #include <array>
 #include <mutex>
@@ -63,13 +64,22 @@ __global__ void scale_kernel(float* x, int64_t n, float factor) {
 
 }  // namespace
 
-double sum_of_squares(const float* x, int64_t n) {
-  if (n == 0) return 0.0;
+void sum_of_squares_into(double* result, const float* x, int64_t n) {
+  if (n == 0) {
+    FTUNE_CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(double), compute_stream()));
+    return;
+  }
   double* scratch = reduction_scratch();
   sum_of_squares_partial_kernel<<<kPartialBlocks, kThreads, 0, compute_stream()>>>(scratch, x, n);
   FTUNE_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, 1, 0, compute_stream()>>>(scratch + kPartialBlocks, scratch, kPartialBlocks);
+  sum_partials_kernel<<<1, 1, 0, compute_stream()>>>(result, scratch, kPartialBlocks);
   FTUNE_CUDA_CHECK_LAUNCH();
+}
+
+double sum_of_squares(const float* x, int64_t n) {
+  if (n == 0) return 0.0;
+  double* scratch = reduction_scratch();
+  sum_of_squares_into(scratch + kPartialBlocks, x, n);
   double total = 0.0;
   FTUNE_CUDA_CHECK(cudaMemcpyAsync(&total, scratch + kPartialBlocks, sizeof(double),
                                    cudaMemcpyDeviceToHost, compute_stream()));

@@ -11,6 +11,7 @@
 #include "cuda/gemm.h"
 #include "models/sequence_classifier.h"
 #include "train/adamw.h"
+#include "train/input_staging.h"
 
 namespace ftune {
 namespace {
@@ -33,7 +34,8 @@ const std::vector<CategoryInfo>& category_list() {
       {"activation gradients", "reused across layers"},
       {"workspace", "attention and layer-norm scratch, LoRA dropout"},
       {"GEMM workspace", "none on the CPU"},
-      {"input staging", "token ids, types, positions, mask, labels"},
+      {"input staging", "token ids, types, positions, mask, labels; two staged copies (double buffer)"},
+      {"step scalars", "loss, gradient norm, clip factor, skip counters, AdamW's t (on device)"},
   };
   return list;
 }
@@ -53,6 +55,7 @@ const char* MemoryPlan::category_of(const std::string& name) {
   }
   if (starts("work/")) return "workspace";
   if (starts("input/")) return "input staging";
+  if (starts("step/")) return "step scalars";
   throw InternalError(fmt::format("memory plan: buffer '{}' has no category", name));
 }
 
@@ -98,6 +101,7 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
   ArenaPlan plan;
   model.add_to_plan(plan);
   adamw.add_to_plan(plan);
+  InputStaging(model.options().max_batch, model.options().max_seq).add_to_plan(plan);
   return plan;
 }
 

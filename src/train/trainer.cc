@@ -19,6 +19,15 @@
 // checkpoint records s, the micro-batch size in use, the optimizer moments and the
 // early-stopping state, so a resumed run replays exactly the same arithmetic as an uninterrupted
 // one (same thread count).
+//
+// No host round trip per step (DESIGN principle 4): the step's loss, gradient norm, clip factor,
+// non-finite check, skip counters and AdamW's t live on the device (train/step_scalars.h) and the
+// host reads them once per logging interval (training.log_every) and at evaluation, checkpoint,
+// interrupt and end of run. A run of training.max_nonfinite_steps non-finite steps in a row is
+// therefore reported at the next read, up to log_every steps late; from the step that reached the
+// limit on, the device applies nothing, so the weights and moments are those from before that run.
+// The inputs of each micro-batch are staged in pinned host memory and copied on the copy stream
+// while the previous micro-batch computes (train/input_staging.h).
 #include "train/trainer.h"
 
 #include <fmt/format.h>
@@ -50,11 +59,13 @@
 #include "train/early_stopping.h"
 #include "train/evaluate.h"
 #include "train/grad_clip.h"
+#include "train/input_staging.h"
 #include "train/layer_decay.h"
 #include "train/lr_schedule.h"
 #include "train/batch_plan.h"
 #include "train/progress.h"
 #include "train/run_log.h"
+#include "train/step_scalars.h"
 #include "train/stop_signal.h"
 #include "train/train_data.h"
 
@@ -119,13 +130,39 @@ std::pair<int64_t, int64_t> debug_micro_batch_change() {
   return {step, rows};
 }
 
-// The denominator of the mean cross-entropy over `labels` (ops/cross_entropy.h): the number of
-// counted rows, or with class weights the sum of their label weights; in the same order and
-// precision as the loss op sums it.
-double loss_weight(const std::vector<int32_t>& labels, const std::vector<float>& class_weights) {
+// FTUNE_DEBUG_NONFINITE_STEPS=list: the loss of these optimizer steps (1-based; "3", "3,7",
+// "4-6") is made NaN on the device, as a diverging step would be (tests of the skip policy).
+bool debug_nonfinite_step(int64_t step) {
+  static const std::vector<std::pair<int64_t, int64_t>> ranges = [] {
+    std::vector<std::pair<int64_t, int64_t>> r;
+    const char* v = std::getenv("FTUNE_DEBUG_NONFINITE_STEPS");
+    std::string text = v ? v : "";
+    size_t at = 0;
+    while (at < text.size()) {
+      const size_t end = std::min(text.find(',', at), text.size());
+      const std::string item = text.substr(at, end - at);
+      long long a = 0, b = 0;
+      if (std::sscanf(item.c_str(), "%lld-%lld", &a, &b) == 2)
+        r.push_back({a, b});
+      else if (std::sscanf(item.c_str(), "%lld", &a) == 1)
+        r.push_back({a, a});
+      at = end + 1;
+    }
+    return r;
+  }();
+  for (const auto& [a, b] : ranges)
+    if (step >= a && step <= b) return true;
+  return false;
+}
+
+// The denominator of the mean cross-entropy over labels [begin, end) (ops/cross_entropy.h): the
+// number of counted rows, or with class weights the sum of their label weights; in the same order
+// and precision as the loss op sums it.
+double loss_weight(const std::vector<int32_t>& labels, size_t begin, size_t end,
+                   const std::vector<float>& class_weights) {
   double total = 0.0;
-  for (int32_t y : labels)
-    if (y >= 0) total += class_weights.empty() ? 1.0f : class_weights[y];
+  for (size_t i = begin; i < end; ++i)
+    if (labels[i] >= 0) total += class_weights.empty() ? 1.0f : class_weights[labels[i]];
   return total;
 }
 
@@ -186,9 +223,12 @@ class Trainer {
   nlohmann::json fingerprints() const;
   void restore(const CheckpointEntry& ckpt);
   void train_step();
+  // The host's read of the step scalars: updates the skip counters, warns about skipped steps and
+  // throws when the device latched the non-finite abort.
+  StepScalarValues sync_step_scalars();
   nlohmann::json run_eval(const TokenizedSplit& split, const char* name);
   void save_checkpoint(bool best);
-  void write_checkpoint(const std::string& dir);
+  void write_checkpoint(const std::string& dir, const StepScalarValues& scalars);
   void load_weights_from(const std::string& checkpoint);  // model or adapter of a checkpoint
   nlohmann::json summary(const std::string& status) const;
   int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
@@ -205,6 +245,7 @@ class Trainer {
   LoadReport load_report_;
   std::unique_ptr<SequenceClassifier> model_;
   std::unique_ptr<AdamW> adamw_;
+  std::unique_ptr<InputStaging> staging_;  // double-buffered micro-batch inputs
   std::unique_ptr<Arena> arena_;
   RunBatchPlan plan_;
   GradientCheckpointing checkpointing_ = GradientCheckpointing::Off;
@@ -224,6 +265,7 @@ class Trainer {
   std::unique_ptr<data::BatchPrefetcher> prefetch_;  // step batches assembled ahead of the step
   Batch step_batch_;                                 // the batch of step step_batch_of_
   int64_t step_batch_of_ = -1;
+  std::vector<int32_t> step_positions_;  // position ids of step_batch_
 
   std::unique_ptr<EarlyStopping> early_;
   std::unique_ptr<CheckpointStore> store_;
@@ -239,11 +281,12 @@ class Trainer {
   double train_seconds_ = 0, wait_seconds_ = 0;
   nlohmann::json best_eval_, last_eval_;
 
-  // Logging window.
-  double window_loss_ = 0;
+  // Logging window (its loss sum is on the device: kWindowLoss).
   int64_t window_steps_ = 0, window_samples_ = 0, window_tokens_ = 0;
   Clock::time_point window_start_ = Clock::now();
-  double last_norm_ = 0;
+  double shown_loss_ = 0;  // the progress bar's loss: the last logged window's mean
+  const int64_t step_scalar_reads_at_start_ = step_scalar_reads();
+  const int64_t host_scalar_reads_at_start_ = host_scalar_reads();
   int64_t saved_step_ = -1;
 };
 
@@ -358,9 +401,12 @@ void Trainer::build_model_and_arena() {
         AdamWOptions{static_cast<float>(tc_.learning_rate), static_cast<float>(tc_.adam_beta1),
                      static_cast<float>(tc_.adam_beta2), static_cast<float>(tc_.adam_epsilon),
                      static_cast<float>(tc_.weight_decay)});
+    staging_ = std::make_unique<InputStaging>(model_->options().max_batch,
+                                              model_->options().max_seq);
     ArenaPlan plan;
     model_->add_to_plan(plan);
     adamw_->add_to_plan(plan);
+    staging_->add_to_plan(plan);
     const size_t bytes = plan.total_bytes();
     // Fault injection for the fallback's tests: FTUNE_DEBUG_ARENA_MEMORY=bytes lets the arena
     // take at most that much, as if another process held the rest of the device.
@@ -408,6 +454,7 @@ void Trainer::build_model_and_arena() {
                plan_text.substr(2));
   model_->bind(*arena_);
   adamw_->bind(*arena_);
+  staging_->bind(*arena_);
   if (tc_.layer_decay < 1.0)
     apply_layer_decay(*adamw_, model_->trainable_params(), model_config_.num_layers,
                       tc_.layer_decay);
@@ -433,13 +480,13 @@ void Trainer::shrink_micro_batch(const OutOfMemoryError& e) {
   copy(values.view(), model_->param_values());
   copy(m.view(), adamw_->exp_avg());
   copy(v.view(), adamw_->exp_avg_sq());
-  const int64_t steps_taken = adamw_->steps_taken();
+  const StepScalarValues scalars = read_step_scalars(adamw_->step_scalars());
   micro_batch_ = rows;
   build_model_and_arena();
   copy(model_->param_values(), values.view());
   copy(adamw_->exp_avg(), m.view());
   copy(adamw_->exp_avg_sq(), v.view());
-  adamw_->set_steps_taken(steps_taken);
+  write_step_scalars(adamw_->step_scalars(), scalars);
   model_->frozen_weights_changed();
 }
 
@@ -535,7 +582,6 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
       io::SafetensorsFile::open((fs::path(ckpt.dir) / "optimizer.safetensors").string());
   opt.read_into("exp_avg", adamw_->exp_avg());
   opt.read_into("exp_avg_sq", adamw_->exp_avg_sq());
-  adamw_->set_steps_taken(s.at("optimizer_steps").get<int64_t>());
   step_ = s.at("step").get<int64_t>();
   micro_batches_ = s.at("micro_batches").get<int64_t>();
   // The micro-batch in use when the checkpoint was written (smaller than configured after an
@@ -552,6 +598,13 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   tokens_ = s.at("real_tokens").get<int64_t>();
   skipped_ = s.at("skipped_steps").get<int64_t>();
   nonfinite_in_row_ = s.at("nonfinite_in_row").get<int64_t>();
+  // What the device keeps between reads (step_scalars.h); the logging window starts empty.
+  StepScalarValues scalars{};
+  scalars[kAdamSteps] = static_cast<double>(s.at("optimizer_steps").get<int64_t>());
+  scalars[kSkippedSteps] = static_cast<double>(skipped_);
+  scalars[kNonfiniteInRow] = static_cast<double>(nonfinite_in_row_);
+  scalars[kStepsFinished] = static_cast<double>(step_);
+  write_step_scalars(adamw_->step_scalars(), scalars);
   train_seconds_ = s.at("train_seconds").get<double>();
   wait_seconds_ = s.at("input_wait_seconds").get<double>();
   best_eval_ = s.at("best_eval");
@@ -572,7 +625,7 @@ void Trainer::load_weights_from(const std::string& dir) {
   }
 }
 
-void Trainer::write_checkpoint(const std::string& dir) {
+void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& scalars) {
   if (model_->adapters_on())
     save_peft_adapter(*model_, dir, cfg_.model.path);  // PEFT format: adapters + head
   else
@@ -587,7 +640,7 @@ void Trainer::write_checkpoint(const std::string& dir) {
   s["epoch"] = epoch_of(step_);
   s["micro_batch"] = micro_batch_;
   s["micro_batches"] = micro_batches_;
-  s["optimizer_steps"] = adamw_->steps_taken();
+  s["optimizer_steps"] = static_cast<int64_t>(scalars[kAdamSteps]);
   s["samples"] = samples_;
   s["real_tokens"] = tokens_;
   s["skipped_steps"] = skipped_;
@@ -606,8 +659,10 @@ void Trainer::write_checkpoint(const std::string& dir) {
 
 void Trainer::save_checkpoint(bool best) {
   const auto t0 = Clock::now();
+  // The step scalars first: a pending non-finite abort stops the run before anything is written.
+  const StepScalarValues scalars = sync_step_scalars();
   const std::string dir =
-      store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d); });
+      store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d, scalars); });
   saved_step_ = step_;
   spdlog::info("checkpoint {}{} ({:.1f} s)", dir, best ? " (best so far)" : "", seconds_since(t0));
 }
@@ -635,75 +690,101 @@ void Trainer::train_step() {
     step_batch_of_ = step_;
   }
   const Batch& step_batch = step_batch_;
-  const double step_weight = loss_weight(step_batch.labels, loss_options_.class_weights);
+  validate_batch(model_config_, step_batch);  // every micro-batch is a cut of it
+  step_positions_ = position_ids(model_config_, step_batch);
+  const size_t rows_total = static_cast<size_t>(step_batch.size);
+  const double step_weight =
+      loss_weight(step_batch.labels, 0, rows_total, loss_options_.class_weights);
+  const TensorView scalars = adamw_->step_scalars();
   model_->zero_grad();
+  step_scalars_begin(scalars);
   // The step's loss is the mean over all its rows: micro-batch k's mean loss weighs
-  // W_k / W_step (its share of the loss's denominator), in the loss and in its backward.
-  double loss = 0;
+  // W_k / W_step (its share of the loss's denominator), in the loss and in its backward; the
+  // device accumulates it (step_scalars.h). Micro-batch k + 1's inputs are staged (host work and
+  // an asynchronous copy) once k's kernels are queued, so they overlap k's compute.
+  const bool inject_nonfinite = debug_nonfinite_step(step_ + 1);
   int64_t micro_batches = micro_batches_;
+  int slot = staging_->stage(step_batch, step_positions_, 0, std::min(micro_batch_, step_batch.size));
   for (int64_t row0 = 0; row0 < step_batch.size; row0 += micro_batch_) {
     if (micro_batches == exit_at) {
       std::fflush(nullptr);
       _exit(137);
     }
-    const Batch b = slice_rows(step_batch, row0, std::min(micro_batch_, step_batch.size - row0));
-    const double share = loss_weight(b.labels, loss_options_.class_weights) / step_weight;
+    const int64_t rows = std::min(micro_batch_, step_batch.size - row0);
+    const double share = loss_weight(step_batch.labels, static_cast<size_t>(row0),
+                                     static_cast<size_t>(row0 + rows),
+                                     loss_options_.class_weights) /
+                         step_weight;
     const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(step_),
                               static_cast<uint64_t>(row0), stream_seq_};
-    model_->set_batch(b);
+    const StagedInputs in = staging_->acquire(slot);
+    model_->use_inputs(in.inputs, in.labels);
     model_->forward(dropout);
     if (step_ + 1 == oom_at && oom_retries_.empty())
       throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
-    const double micro_loss = to_host_scalar(model_->loss(loss_options_));
-    if (share != 0.0) loss += share * micro_loss;  // rows that all weigh 0 add nothing (not 0/0)
+    const TensorView micro_loss = model_->loss(loss_options_);
+    step_scalars_add_loss(scalars, micro_loss,
+                          inject_nonfinite && row0 == 0 ? std::nan("") : share);
     model_->backward(dropout, static_cast<float>(share));
+    staging_->release(slot);
+    if (row0 + micro_batch_ < step_batch.size)
+      slot = staging_->stage(step_batch, step_positions_, row0 + micro_batch_,
+                             std::min(micro_batch_, step_batch.size - row0 - micro_batch_));
     ++micro_batches;
   }
   micro_batches_ = micro_batches;
   const int64_t step_samples = step_batch.size, step_tokens = step_batch.real_tokens();
-  const double norm = std::sqrt(grad_sum_of_squares(model_->trainable_grads()));
+  // Norm, clip factor and the finite check on the device; AdamW applies the step or, when the
+  // loss or the norm is not finite, touches nothing (the counters move on the device).
+  step_scalars_finish(scalars, model_->trainable_grads(), tc_.max_grad_norm,
+                      tc_.max_nonfinite_steps);
   const double lr = schedule_.lr(step_);
-  if (std::isfinite(loss) && std::isfinite(norm)) {
-    adamw_->step(model_->trainable_values(), model_->trainable_grads(), static_cast<float>(lr),
-                 clip_coefficient(norm, tc_.max_grad_norm));
-    nonfinite_in_row_ = 0;
-  } else {
-    ++skipped_;
-    ++nonfinite_in_row_;
-    spdlog::warn("step {}: non-finite {} ({} / {}); update skipped, weights and moments untouched",
-                 step_ + 1, std::isfinite(loss) ? "gradient norm" : "loss", loss, norm);
-    if (nonfinite_in_row_ >= tc_.max_nonfinite_steps)
-      throw Error(fmt::format(
-          "{} consecutive steps with non-finite loss or gradients (training.max_nonfinite_steps); "
-          "stopping at step {}. Lower training.learning_rate or check the data",
-          nonfinite_in_row_, step_ + 1));
-  }
+  adamw_->apply(model_->trainable_values(), model_->trainable_grads(), static_cast<float>(lr));
   ++step_;
   samples_ += step_samples;
   tokens_ += step_tokens;
-  train_seconds_ += seconds_since(t0);
-  last_norm_ = norm;
-  window_loss_ += loss;
   ++window_steps_;
   window_samples_ += step_samples;
   window_tokens_ += step_tokens;
-  progress_->update(TrainProgress{step_, epoch_of(step_ - 1) + 1, loss,
-                                  samples_ - samples_at_start_, tokens_ - tokens_at_start_});
   if (step_ % tc_.log_every == 0 || step_ == total_steps_) {
+    // The one read of the step scalars in a logging interval.
+    const StepScalarValues v = sync_step_scalars();
     sample_device_memory();
     const double secs = std::max(seconds_since(window_start_), 1e-9);
+    shown_loss_ = v[kWindowLoss] / window_steps_;
     log_->write({{"split", "train"},
                  {"step", step_},
                  {"epoch", epoch_of(step_ - 1)},
-                 {"loss", window_loss_ / window_steps_},
+                 {"loss", shown_loss_},
                  {"lr", lr},
-                 {"grad_norm", norm},
+                 {"grad_norm", v[kGradNorm]},
                  {"samples_per_s", window_samples_ / secs},
                  {"tokens_per_s", window_tokens_ / secs}});
-    window_loss_ = 0;
+    step_scalars_set(scalars, kWindowLoss, 0.0);
     window_steps_ = window_samples_ = window_tokens_ = 0;
     window_start_ = Clock::now();
   }
+  train_seconds_ += seconds_since(t0);
+  progress_->update(TrainProgress{step_, epoch_of(step_ - 1) + 1, shown_loss_,
+                                  samples_ - samples_at_start_, tokens_ - tokens_at_start_});
+}
+
+StepScalarValues Trainer::sync_step_scalars() {
+  const StepScalarValues v = read_step_scalars(adamw_->step_scalars());
+  const int64_t skipped = static_cast<int64_t>(v[kSkippedSteps]);
+  if (skipped > skipped_)
+    spdlog::warn(
+        "{} step(s) with non-finite loss or gradients up to step {} (last step: loss {} / gradient "
+        "norm {}); update skipped, weights and moments untouched",
+        skipped - skipped_, step_, v[kLastStepLoss], v[kGradNorm]);
+  skipped_ = skipped;
+  nonfinite_in_row_ = static_cast<int64_t>(v[kNonfiniteInRow]);
+  if (v[kAbortStep] != 0.0)
+    throw Error(fmt::format(
+        "{} consecutive steps with non-finite loss or gradients (training.max_nonfinite_steps); "
+        "stopping at step {}. Lower training.learning_rate or check the data",
+        tc_.max_nonfinite_steps, static_cast<int64_t>(v[kAbortStep])));
+  return v;
 }
 
 nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) {
@@ -768,6 +849,10 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["gradient_accumulation"] = accumulation();
   s["effective_batch"] = effective_;
   s["skipped_steps"] = skipped_;
+  // Host reads of device scalars during this run: the step scalars (once per logging interval,
+  // evaluation and checkpoint) and single-value reads (evaluation's per-batch loss).
+  s["host_reads"] = {{"step_scalars", step_scalar_reads() - step_scalar_reads_at_start_},
+                     {"scalars", host_scalar_reads() - host_scalar_reads_at_start_}};
   s["train_samples"] = samples_;
   s["train_real_tokens"] = tokens_;
   s["train_samples_per_s"] = train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0;
@@ -872,6 +957,7 @@ nlohmann::json Trainer::run() {
                              (cfg_.eval.each_epoch && epoch_ended) || last);
     bool is_best = false, stop_now = false;
     if (eval_now) {
+      sync_step_scalars();  // a pending non-finite abort stops the run before it evaluates
       last_eval_ = run_eval(*data_.validation, "validation");
       const double value = last_eval_.value(eval_metric_, std::nan(""));
       is_best = early_->update(value, last_eval_.value("loss", std::nan("")), step_);

@@ -1,14 +1,22 @@
 // The optimizer step and gradient clipping on every device present: AdamW over several parameter
 // segments (decay on some, an LR multiplier on one, a gradient scale) against a plain host
 // reference of adamw.h's equations, and the gradient norm / clipping against a double-precision
-// host sum, including run-to-run determinism of the norm.
+// host sum, including run-to-run determinism of the norm. The device-side step (step_scalars.h):
+// loss accumulation, norm, clip factor and AdamW reading them from the device give the same bits
+// as the host-driven step they replace; a non-finite step leaves weights and moments untouched bit
+// for bit and is counted; the abort latch stops every later update; the bf16 / f16 shadow copy
+// holds the updated weights rounded to nearest even.
 #include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
 
 #include "core/arena.h"
 #include "models/param_table.h"
 #include "ops/op_test_util.h"
 #include "train/adamw.h"
 #include "train/grad_clip.h"
+#include "train/step_scalars.h"
 
 namespace ftune::test {
 namespace {
@@ -84,6 +92,191 @@ TEST_P(OptimizerTest, GradNormIsExactAndDeterministicAndClippingScales) {
   const auto clipped = to_vector(dx.view());
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(clipped[i], x[i] * coef) << i;
   EXPECT_NEAR(std::sqrt(grad_sum_of_squares(dx.view())), 1.0, 1e-5);
+}
+
+// A small AdamW over a planned arena with parameters, gradients and the step scalars.
+struct AdamSetup {
+  ParamTable table;
+  std::unique_ptr<AdamW> adam;
+  std::unique_ptr<Arena> arena;
+  int64_t n = 0;
+  TensorView values() const { return arena->view("param/values"); }
+  TensorView grads() const { return arena->view("grad/values"); }
+  TensorView scalars() const { return adam->step_scalars(); }
+};
+
+std::unique_ptr<AdamSetup> make_adam(Device device) {
+  auto a = std::make_unique<AdamSetup>();
+  a->table.add("encoder.dense.weight", Shape{37, 41});
+  a->table.add("encoder.dense.bias", Shape{37});
+  a->table.add("classifier.weight", Shape{3, 50});
+  a->n = a->table.total();
+  AdamWOptions options;
+  options.lr = 1e-2f;
+  options.weight_decay = 0.1f;
+  a->adam = std::make_unique<AdamW>(a->table, options);
+  ArenaPlan plan;
+  plan.add_flat("param/values", DType::F32, a->n);
+  plan.add_flat("grad/values", DType::F32, a->n);
+  plan.add_flat("shadow/bf16", DType::BF16, a->n);
+  plan.add_flat("shadow/f16", DType::F16, a->n);
+  a->adam->add_to_plan(plan);
+  a->arena = std::make_unique<Arena>(device, plan);
+  a->adam->bind(*a->arena);
+  return a;
+}
+
+// The raw bytes of a view on any device.
+std::string raw_bytes(TensorView v) {
+  HostTensor h(v.dtype, v.shape);
+  copy(h.view(), v);
+  return std::string(static_cast<const char*>(h.view().data), h.view().nbytes());
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST_P(OptimizerTest, DeviceSideStepGivesTheHostDrivenStepsBits) {
+  // Two identical optimizers: one driven as the trainer used to (loss and norm read to the host,
+  // the clip factor handed to step()), one through the step scalars.
+  auto host = make_adam(device()), dev = make_adam(device());
+  const auto p0 = random_values(host->n, rng);
+  copy(host->values(), tensor_from(p0, Shape{host->n}).view());
+  copy(dev->values(), tensor_from(p0, Shape{dev->n}).view());
+  const double max_norm = 1.0;
+  for (int t = 1; t <= 3; ++t) {
+    // Gradients large enough that clipping applies (norm ~ 25).
+    const auto g = random_values(host->n, rng, -1.0f, 1.0f);
+    copy(host->grads(), tensor_from(g, Shape{host->n}).view());
+    copy(dev->grads(), tensor_from(g, Shape{dev->n}).view());
+    const float losses[] = {0.693f, 0.71f}, shares[] = {0.625f, 0.375f};
+    double host_loss = 0;
+    step_scalars_begin(dev->scalars());
+    for (int k = 0; k < 2; ++k) {
+      auto loss = device_f32({losses[k] * t}, {1}, device());
+      host_loss += double(shares[k]) * double(to_host_scalar(loss.view()));
+      step_scalars_add_loss(dev->scalars(), loss.view(), double(shares[k]));
+    }
+    const double norm = std::sqrt(grad_sum_of_squares(host->grads()));
+    host->adam->step(host->values(), host->grads(), 1e-2f, clip_coefficient(norm, max_norm));
+    step_scalars_finish(dev->scalars(), dev->grads(), max_norm, 3);
+    dev->adam->apply(dev->values(), dev->grads(), 1e-2f);
+    const StepScalarValues v = read_step_scalars(dev->scalars());
+    EXPECT_EQ(v[kLastStepLoss], host_loss);
+    EXPECT_EQ(v[kGradNorm], norm);
+    EXPECT_EQ(static_cast<float>(v[kClipCoef]), clip_coefficient(norm, max_norm));
+    EXPECT_LT(v[kClipCoef], 1.0);
+    EXPECT_EQ(v[kStepOk], 1.0);
+    EXPECT_EQ(v[kAdamSteps], double(t));
+    EXPECT_EQ(v[kStepsFinished], double(t));
+    EXPECT_EQ(v[kSkippedSteps], 0.0);
+  }
+  EXPECT_TRUE(same_bits(to_vector(host->values()), to_vector(dev->values())));
+  EXPECT_TRUE(same_bits(to_vector(host->adam->exp_avg()), to_vector(dev->adam->exp_avg())));
+  EXPECT_TRUE(same_bits(to_vector(host->adam->exp_avg_sq()), to_vector(dev->adam->exp_avg_sq())));
+  EXPECT_EQ(dev->adam->steps_taken(), 3);
+  EXPECT_EQ(host->adam->steps_taken(), 3);
+}
+
+TEST_P(OptimizerTest, NonFiniteStepTouchesNothingAndIsCounted) {
+  auto a = make_adam(device());
+  copy(a->values(), tensor_from(random_values(a->n, rng), Shape{a->n}).view());
+  auto finite_loss = device_f32({0.5f}, {1}, device());
+  auto nan_loss = device_f32({std::nanf("")}, {1}, device());
+  auto step = [&](TensorView loss, bool nan_grad) {
+    auto g = random_values(a->n, rng);
+    if (nan_grad) g[17] = INFINITY;
+    copy(a->grads(), tensor_from(g, Shape{a->n}).view());
+    step_scalars_begin(a->scalars());
+    step_scalars_add_loss(a->scalars(), loss, 1.0);
+    step_scalars_finish(a->scalars(), a->grads(), 1.0, 3);
+    a->adam->apply(a->values(), a->grads(), 1e-2f, a->arena->view("shadow/bf16"));
+  };
+  step(finite_loss.view(), false);
+  const auto p = to_vector(a->values()), m = to_vector(a->adam->exp_avg()),
+             v = to_vector(a->adam->exp_avg_sq());
+  const std::string shadow = raw_bytes(a->arena->view("shadow/bf16"));
+  step(nan_loss.view(), false);  // non-finite loss
+  step(finite_loss.view(), true);  // non-finite gradient norm
+  EXPECT_TRUE(same_bits(to_vector(a->values()), p));
+  EXPECT_TRUE(same_bits(to_vector(a->adam->exp_avg()), m));
+  EXPECT_TRUE(same_bits(to_vector(a->adam->exp_avg_sq()), v));
+  EXPECT_EQ(raw_bytes(a->arena->view("shadow/bf16")), shadow);
+  StepScalarValues s = read_step_scalars(a->scalars());
+  EXPECT_EQ(s[kStepOk], 0.0);
+  EXPECT_EQ(s[kSkippedSteps], 2.0);
+  EXPECT_EQ(s[kNonfiniteInRow], 2.0);
+  EXPECT_EQ(s[kAdamSteps], 1.0);  // t advances only on applied steps
+  EXPECT_EQ(s[kAbortStep], 0.0);
+  EXPECT_TRUE(std::isnan(s[kWindowLoss]));  // the window's mean shows the NaN, as before
+  step(finite_loss.view(), false);  // applied: t 2, the run of non-finite steps ends
+  s = read_step_scalars(a->scalars());
+  EXPECT_EQ(s[kStepOk], 1.0);
+  EXPECT_EQ(s[kAdamSteps], 2.0);
+  EXPECT_EQ(s[kNonfiniteInRow], 0.0);
+  EXPECT_EQ(s[kSkippedSteps], 2.0);
+  EXPECT_FALSE(same_bits(to_vector(a->values()), p));
+}
+
+TEST_P(OptimizerTest, AbortLatchStopsEveryLaterUpdate) {
+  auto a = make_adam(device());
+  copy(a->values(), tensor_from(random_values(a->n, rng), Shape{a->n}).view());
+  auto finite_loss = device_f32({0.5f}, {1}, device());
+  auto nan_loss = device_f32({std::nanf("")}, {1}, device());
+  const int64_t max_nonfinite = 2;
+  auto step = [&](TensorView loss) {
+    copy(a->grads(), tensor_from(random_values(a->n, rng), Shape{a->n}).view());
+    step_scalars_begin(a->scalars());
+    step_scalars_add_loss(a->scalars(), loss, 1.0);
+    step_scalars_finish(a->scalars(), a->grads(), 1.0, max_nonfinite);
+    a->adam->apply(a->values(), a->grads(), 1e-2f);
+  };
+  step(finite_loss.view());
+  step(nan_loss.view());
+  const auto p = to_vector(a->values()), m = to_vector(a->adam->exp_avg());
+  step(nan_loss.view());  // the second in a row: the limit, latched at step 3
+  step(finite_loss.view());  // finite, but the run is aborting: not applied
+  step(finite_loss.view());
+  const StepScalarValues s = read_step_scalars(a->scalars());
+  EXPECT_EQ(s[kAbortStep], 3.0);
+  EXPECT_EQ(s[kSkippedSteps], 2.0);
+  EXPECT_EQ(s[kAdamSteps], 1.0);
+  EXPECT_EQ(s[kStepsFinished], 5.0);
+  EXPECT_TRUE(same_bits(to_vector(a->values()), p));
+  EXPECT_TRUE(same_bits(to_vector(a->adam->exp_avg()), m));
+}
+
+TEST_P(OptimizerTest, ShadowCopyHoldsTheRoundedUpdatedWeights) {
+  auto a = make_adam(device());
+  copy(a->values(), tensor_from(random_values(a->n, rng), Shape{a->n}).view());
+  for (const char* name : {"shadow/bf16", "shadow/f16"}) {
+    SCOPED_TRACE(name);
+    const TensorView shadow = a->arena->view(name);
+    fill_zero(shadow);
+    copy(a->grads(), tensor_from(random_values(a->n, rng), Shape{a->n}).view());
+    a->adam->step(a->values(), a->grads(), 1e-2f);  // without a shadow: untouched
+    HostTensor zero(shadow.dtype, shadow.shape);
+    copy(zero.view(), shadow);
+    for (int64_t i = 0; i < a->n; ++i)
+      ASSERT_EQ(shadow.dtype == DType::BF16 ? zero.data<bf16_t>()[i].bits
+                                            : zero.data<f16_t>()[i].bits,
+                0)
+          << i;
+    a->adam->step(a->values(), a->grads(), 1e-2f);
+    step_scalars_apply_unconditionally(a->scalars(), 1.0f);
+    a->adam->apply(a->values(), a->grads(), 1e-2f, shadow);
+    const auto p = to_vector(a->values());
+    HostTensor got(shadow.dtype, shadow.shape);
+    copy(got.view(), shadow);
+    for (int64_t i = 0; i < a->n; ++i) {
+      if (shadow.dtype == DType::BF16)
+        ASSERT_EQ(got.data<bf16_t>()[i].bits, float_to_bf16(p[i]).bits) << i;
+      else
+        ASSERT_EQ(got.data<f16_t>()[i].bits, float_to_f16(p[i]).bits) << i;
+    }
+  }
+  EXPECT_THROW(a->adam->apply(a->values(), a->grads(), 1e-2f, a->grads()), ShapeError);
 }
 
 FTUNE_INSTANTIATE_DEVICES(OptimizerTest);

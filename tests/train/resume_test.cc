@@ -2,7 +2,10 @@
 // mid-epoch and mid-gradient-accumulation, or stopped by SIGTERM, then resumed with --resume,
 // gives bit-identical per-step losses, evaluations and final weights to an uninterrupted run.
 // Resume refuses changed data or configuration; early stopping, retention, the output directory
-// guard and the non-finite step policy behave as documented.
+// guard and the non-finite step policy behave as documented: an injected non-finite step is
+// skipped with weights and moments untouched (bit for bit the run that stopped before it), a run
+// of them aborts at the next host read with the same message, and between logging intervals the
+// host reads nothing from the device.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -159,6 +162,70 @@ TEST_F(Resume, NonFiniteStepsAreSkippedThenAbort) {
   EXPECT_NE(r.output.find("2 consecutive steps with non-finite loss or gradients"),
             std::string::npos)
       << r.output;
+}
+
+TEST_F(Resume, InjectedNonFiniteStepIsSkippedWithWeightsAndMomentsUntouched) {
+  // Constant LR: steps 1-2 are the same in both runs; "skip" has a NaN loss at step 3.
+  const std::string common = " training.schedule=constant training.warmup_ratio=0";
+  const CliResult skip = run_ftune(
+      "train --config " + config("skip") + common + " training.max_steps=3",
+      "FTUNE_DEBUG_NONFINITE_STEPS=3");
+  ASSERT_EQ(skip.exit_code, 0) << skip.output;
+  const CliResult two = run_ftune("train --config " + config("two") + common +
+                                  " training.max_steps=2");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(skip.output.find("update skipped"), std::string::npos) << skip.output;
+  const auto s = nlohmann::json::parse(file_bytes(run_dir("skip") + "/summary.json"));
+  EXPECT_EQ(s["skipped_steps"], 1);
+  EXPECT_EQ(s["steps"], 3);
+  const auto state = nlohmann::json::parse(
+      file_bytes(run_dir("skip") + "/checkpoints/step-0000003/trainer_state.json"));
+  EXPECT_EQ(state["optimizer_steps"], 2);
+  EXPECT_EQ(state["skipped_steps"], 1);
+  EXPECT_EQ(state["nonfinite_in_row"], 1);
+  // Weights and moments after the skipped step 3 are those after step 2, bit for bit.
+  const std::string w = file_bytes(run_dir("skip") + "/checkpoints/step-0000003/model.safetensors");
+  ASSERT_FALSE(w.empty());
+  EXPECT_TRUE(w == file_bytes(run_dir("two") + "/checkpoints/step-0000002/model.safetensors"));
+  const std::string o =
+      file_bytes(run_dir("skip") + "/checkpoints/step-0000003/optimizer.safetensors");
+  ASSERT_FALSE(o.empty());
+  EXPECT_TRUE(o == file_bytes(run_dir("two") + "/checkpoints/step-0000002/optimizer.safetensors"));
+  // The logged losses of steps 1-2 are the same; step 3's is not finite (null in JSON).
+  const auto ls = logged_metrics(run_dir("skip")), lt = logged_metrics(run_dir("two"));
+  ASSERT_GE(ls.size(), 2u);
+  EXPECT_EQ(ls[0], lt[0]);
+}
+
+TEST_F(Resume, NonFiniteRunAbortsAtTheNextReadWithTheSameMessage) {
+  // Non-finite from step 2 on, limit 3: reached at step 4, seen at the log read of step 5.
+  const CliResult r = run_ftune("train --config " + config("nanrun") +
+                                    " training.max_nonfinite_steps=3 training.log_every=5",
+                                "FTUNE_DEBUG_NONFINITE_STEPS=2-100");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("3 consecutive steps with non-finite loss or gradients "
+                          "(training.max_nonfinite_steps); stopping at step 4"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("update skipped"), std::string::npos) << r.output;
+}
+
+TEST_F(Resume, NoHostReadsBetweenLoggingIntervals) {
+  // No validation split: the only reads are the step scalars at each log line (steps 5, 10, 15)
+  // and at the final checkpoint; no per-step loss or norm read, no single-value read at all.
+  const std::string path = tmp_.path() + "/reads.yaml";
+  std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
+                      << "/train.jsonl\n  max_length: 24\n"
+                      << "training:\n  max_steps: 15\n  batch_size: 4\n  gradient_accumulation: 4\n"
+                      << "  learning_rate: 3.0e-3\n  log_every: 5\n  threads: 2\n"
+                      << "output:\n  dir: " << run_dir("reads") << "\n  progress: plain\n";
+  const CliResult r = run_ftune("train --config " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto s = nlohmann::json::parse(file_bytes(run_dir("reads") + "/summary.json"));
+  EXPECT_EQ(s["steps"], 15);
+  EXPECT_EQ(s["host_reads"]["step_scalars"], 4) << s["host_reads"].dump();
+  EXPECT_EQ(s["host_reads"]["scalars"], 0) << s["host_reads"].dump();
+  EXPECT_EQ(logged_metrics(run_dir("reads")).size(), 3u);
 }
 
 }  // namespace

@@ -1,0 +1,155 @@
+// Input staging: pinned host ring, copy stream and events (see input_staging.h).
+#include "train/input_staging.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/memory.h"
+#ifdef FTUNE_WITH_CUDA
+#include "cuda/cuda_device.h"
+#endif
+
+namespace ftune {
+namespace {
+
+const char* kSlotNames[InputStaging::kSlots] = {"input/staged/0", "input/staged/1"};
+
+}  // namespace
+
+InputStaging::InputStaging(int64_t max_rows, int64_t max_seq)
+    : max_rows_(max_rows), max_seq_(max_seq) {
+  FTUNE_ASSERT(max_rows > 0 && max_seq > 0, "input staging for {} x {} tokens", max_rows, max_seq);
+}
+
+InputStaging::~InputStaging() { free_host(); }
+
+void InputStaging::free_host() {
+#ifdef FTUNE_WITH_CUDA
+  if (!device_.is_cpu()) {
+    // A copy may still read a host buffer: wait for it before freeing (destructors do not throw).
+    try {
+      for (int k = 0; k < kSlots; ++k) {
+        if (copied_[k]) cuda::event_synchronize(copied_[k]);
+        if (host_[k]) cuda::host_free_pinned(host_[k]);
+        if (copied_[k]) cuda::event_destroy(copied_[k]);
+        if (released_[k]) cuda::event_destroy(released_[k]);
+      }
+    } catch (const std::exception&) {
+    }
+  }
+#endif
+  host_ = {};
+  copied_ = {};
+  released_ = {};
+  cpu_host_.clear();
+}
+
+void InputStaging::add_to_plan(ArenaPlan& plan) const {
+  const int64_t n = 4 * max_rows_ * max_seq_ + max_rows_;
+  for (const char* name : kSlotNames) plan.add(name, DType::I32, {n});
+}
+
+void InputStaging::bind(const Arena& arena) {
+  free_host();
+  device_ = arena.device();
+  const int64_t n = 4 * max_rows_ * max_seq_ + max_rows_;
+  if (device_.is_cpu()) cpu_host_.assign(static_cast<size_t>(n * kSlots), 0);
+  for (int k = 0; k < kSlots; ++k) {
+    slots_[k] = arena.view(kSlotNames[k]);
+    if (device_.is_cpu()) {
+      host_[k] = cpu_host_.data() + k * n;
+      continue;
+    }
+#ifdef FTUNE_WITH_CUDA
+    host_[k] = static_cast<int32_t*>(cuda::host_alloc_pinned(static_cast<size_t>(n) * 4));
+    copied_[k] = cuda::event_create(device_);
+    released_[k] = cuda::event_create(device_);
+#else
+    throw NotBuiltError("input staging on a CUDA device, but ftune was built without CUDA");
+#endif
+  }
+  next_ = 0;
+}
+
+int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_positions,
+                        int64_t row0, int64_t rows) {
+  FTUNE_ASSERT(host_[0] != nullptr, "InputStaging::stage before bind");
+  FTUNE_ASSERT(row0 >= 0 && rows >= 1 && row0 + rows <= step.size && rows <= max_rows_,
+               "staging rows [{}, {}) of a batch of {} (at most {} rows)", row0, row0 + rows,
+               step.size, max_rows_);
+  FTUNE_ASSERT(static_cast<int64_t>(step.labels.size()) == step.size &&
+                   static_cast<int64_t>(step_positions.size()) == step.size * step.seq_len,
+               "staging needs a labelled batch and its position ids");
+  const int64_t T = step.seq_len;
+  // The micro-batch's own length: its longest row (right-padded: up to the last unmasked token).
+  int64_t S = 1;
+  for (int64_t r = row0; r < row0 + rows; ++r) {
+    int64_t len = T;
+    while (len > 0 && step.attention_mask[r * T + len - 1] == 0) --len;
+    S = std::max(S, len);
+  }
+  FTUNE_ASSERT(S <= max_seq_, "micro-batch of {} tokens; staging planned for {}", S, max_seq_);
+  const int k = next_;
+  next_ = (next_ + 1) % kSlots;
+#ifdef FTUNE_WITH_CUDA
+  if (!device_.is_cpu()) cuda::event_synchronize(copied_[k]);  // its last copy left the buffer
+#endif
+  const int64_t n = rows * S;
+  int32_t* h = host_[k];
+  int32_t *ids = h, *types = h + n, *pos = h + 2 * n, *mask = h + 3 * n, *labels = h + 4 * n;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t src = (row0 + r) * T, dst = r * S;
+    std::memcpy(ids + dst, step.input_ids.data() + src, S * sizeof(int32_t));
+    if (step.token_type_ids.empty())
+      std::fill(types + dst, types + dst + S, 0);
+    else
+      std::memcpy(types + dst, step.token_type_ids.data() + src, S * sizeof(int32_t));
+    std::memcpy(pos + dst, step_positions.data() + src, S * sizeof(int32_t));
+    std::memcpy(mask + dst, step.attention_mask.data() + src, S * sizeof(int32_t));
+    labels[r] = step.labels[row0 + r];
+  }
+  const int64_t used = 4 * n + rows;
+  if (device_.is_cpu()) {
+    std::memcpy(slots_[k].data, h, static_cast<size_t>(used) * sizeof(int32_t));
+  } else {
+#ifdef FTUNE_WITH_CUDA
+    cuda::copy_to_device_on_copy_stream(slots_[k].data, device_, h,
+                                        static_cast<size_t>(used) * sizeof(int32_t),
+                                        released_[k], copied_[k]);
+#endif
+  }
+  rows_[k] = rows;
+  seq_[k] = S;
+  return k;
+}
+
+StagedInputs InputStaging::acquire(int k) {
+  FTUNE_ASSERT(k >= 0 && k < kSlots && rows_[k] > 0, "input staging slot {} was not staged", k);
+#ifdef FTUNE_WITH_CUDA
+  if (!device_.is_cpu()) cuda::compute_stream_wait(device_, copied_[k]);
+#endif
+  const int64_t B = rows_[k], T = seq_[k], n = B * T;
+  const TensorView d = slots_[k];
+  StagedInputs s;
+  s.inputs = EncoderInputs{B,
+                           T,
+                           d.flat_range(0, n),
+                           d.flat_range(n, n),
+                           d.flat_range(2 * n, n),
+                           d.flat_range(3 * n, n)};
+  s.labels = d.flat_range(4 * n, B);
+  return s;
+}
+
+void InputStaging::release(int k) {
+#ifdef FTUNE_WITH_CUDA
+  if (!device_.is_cpu()) cuda::record_on_compute_stream(device_, released_[k]);
+#else
+  (void)k;
+#endif
+}
+
+}  // namespace ftune

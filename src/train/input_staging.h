@@ -1,0 +1,67 @@
+// Input staging for the training step (DESIGN principle 4): the inputs of the next micro-batch are
+// written into a page-locked host buffer and copied to the device on the copy stream while the
+// current micro-batch computes. Two slots, each a pinned host buffer and a device buffer in the
+// arena ("input/staged/0", "input/staged/1": ids, type ids, position ids and mask of up to
+// max_rows x max_seq tokens, then max_rows labels), used in turn:
+//   stage(k)    host: wait until slot k's previous copy has left its host buffer (normally long
+//               done), fill it; copy stream: wait until the compute stream released slot k, copy,
+//               record "copied k"
+//   acquire(k)  compute stream: wait for "copied k"; the model reads the slot's device views
+//   release(k)  compute stream: record "released k" after the micro-batch's last kernel
+// Neither stream ever waits on the host, and the host waits only for a copy of two micro-batches
+// ago. On the CPU the same code runs with plain memory and plain copies (events are no-ops).
+// Everything is allocated by bind(): nothing inside the step loop.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "core/arena.h"
+#include "models/batch.h"
+#include "models/encoder.h"
+
+namespace ftune {
+
+struct StagedInputs {
+  EncoderInputs inputs;  // B x T views of the slot
+  TensorView labels;     // (B) i32
+};
+
+class InputStaging {
+ public:
+  static constexpr int kSlots = 2;
+
+  InputStaging(int64_t max_rows, int64_t max_seq);
+  ~InputStaging();
+  InputStaging(const InputStaging&) = delete;
+  InputStaging& operator=(const InputStaging&) = delete;
+
+  void add_to_plan(ArenaPlan& plan) const;
+  void bind(const Arena& arena);  // device views, pinned host buffers and events
+
+  // Rows [row0, row0 + rows) of a right-padded, labelled step batch, cut to their own longest row
+  // (as slice_rows), with their position ids cut from step_positions (position_ids of the step
+  // batch: row-local, so the same as those of the cut rows), into the next slot; starts its copy.
+  // Returns the slot.
+  int stage(const Batch& step, const std::vector<int32_t>& step_positions, int64_t row0,
+            int64_t rows);
+  // The slot's inputs on the device, in stream order after its copy.
+  StagedInputs acquire(int slot);
+  // The compute stream is done with the slot (after the micro-batch's backward).
+  void release(int slot);
+
+ private:
+  void free_host();
+
+  int64_t max_rows_, max_seq_;
+  Device device_ = Device::cpu();
+  std::array<TensorView, kSlots> slots_{};  // (4 * max_rows * max_seq + max_rows) i32
+  std::array<int32_t*, kSlots> host_{};
+  std::vector<int32_t> cpu_host_;  // the host buffers when the arena is on the CPU
+  std::array<void*, kSlots> copied_{}, released_{};
+  std::array<int64_t, kSlots> rows_{}, seq_{};
+  int next_ = 0;
+};
+
+}  // namespace ftune

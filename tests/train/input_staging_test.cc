@@ -1,0 +1,97 @@
+// Input staging (train/input_staging.h) on every device present: each staged micro-batch holds
+// exactly what slice_rows and position_ids give for the same rows (ids, type ids, positions, mask
+// cut to the micro-batch's own longest row, labels), through both slots and their reuse, for BERT
+// and RoBERTa position ids.
+#include <algorithm>
+#include <cstring>
+
+#include "core/arena.h"
+#include "core/memory.h"
+#include "models/batch.h"
+#include "ops/op_test_util.h"
+#include "train/input_staging.h"
+
+namespace ftune::test {
+namespace {
+
+class InputStagingTest : public OpTest {};
+
+std::vector<int32_t> read_i32(TensorView v) {
+  std::vector<int32_t> out(static_cast<size_t>(v.numel()));
+  copy(TensorView(out.data(), DType::I32, Device::cpu(), v.shape), v);
+  return out;
+}
+
+TEST_P(InputStagingTest, StagedMicroBatchesMatchTheirCutRows) {
+  for (const ModelFamily family : {ModelFamily::Bert, ModelFamily::Roberta}) {
+    SCOPED_TRACE(family == ModelFamily::Bert ? "bert" : "roberta");
+    EncoderConfig config;
+    config.family = family;
+    config.pad_token_id = family == ModelFamily::Bert ? 0 : 1;
+    // A right-padded batch of 7 rows of up to 12 tokens, of random lengths.
+    const int64_t B = 7, T = 12;
+    Batch step;
+    step.size = B;
+    step.seq_len = T;
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t len = 1 + static_cast<int64_t>(rng() % T);
+      for (int64_t t = 0; t < T; ++t) {
+        const bool real = t < len;
+        step.input_ids.push_back(real ? 5 + static_cast<int32_t>(rng() % 100)
+                                      : static_cast<int32_t>(config.pad_token_id));
+        step.token_type_ids.push_back(real && t > len / 2 ? 1 : 0);
+        step.attention_mask.push_back(real ? 1 : 0);
+      }
+      step.labels.push_back(r == 3 ? -100 : static_cast<int32_t>(rng() % 3));
+    }
+    const std::vector<int32_t> positions = position_ids(config, step);
+
+    InputStaging staging(4, T);
+    ArenaPlan plan;
+    staging.add_to_plan(plan);
+    Arena arena(device(), plan);
+    staging.bind(arena);
+    // Slot 0, slot 1, then slot 0 again (its copy waits until the compute side released it).
+    const std::pair<int64_t, int64_t> cuts[] = {{0, 4}, {4, 3}, {2, 3}, {6, 1}};
+    int expected_slot = 0;
+    for (const auto& [row0, rows] : cuts) {
+      SCOPED_TRACE(row0);
+      const int slot = staging.stage(step, positions, row0, rows);
+      EXPECT_EQ(slot, expected_slot);
+      expected_slot = (expected_slot + 1) % InputStaging::kSlots;
+      const StagedInputs in = staging.acquire(slot);
+      const Batch cut = slice_rows(step, row0, rows);
+      ASSERT_EQ(in.inputs.B, cut.size);
+      ASSERT_EQ(in.inputs.T, cut.seq_len);
+      EXPECT_EQ(read_i32(in.inputs.ids), cut.input_ids);
+      EXPECT_EQ(read_i32(in.inputs.type_ids), cut.token_type_ids);
+      EXPECT_EQ(read_i32(in.inputs.pos_ids), position_ids(config, cut));
+      EXPECT_EQ(read_i32(in.inputs.mask), cut.attention_mask);
+      EXPECT_EQ(read_i32(in.labels), cut.labels);
+      staging.release(slot);
+    }
+  }
+}
+
+TEST_P(InputStagingTest, MissingTypeIdsStageAsZeros) {
+  EncoderConfig config;
+  Batch step;
+  step.size = 2;
+  step.seq_len = 3;
+  step.input_ids = {101, 7, 102, 101, 102, 0};
+  step.attention_mask = {1, 1, 1, 1, 1, 0};
+  step.labels = {0, 1};
+  InputStaging staging(2, 3);
+  ArenaPlan plan;
+  staging.add_to_plan(plan);
+  Arena arena(device(), plan);
+  staging.bind(arena);
+  const StagedInputs in = staging.acquire(staging.stage(step, position_ids(config, step), 0, 2));
+  EXPECT_EQ(read_i32(in.inputs.type_ids), std::vector<int32_t>(6, 0));
+  EXPECT_EQ(read_i32(in.inputs.pos_ids), (std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
+}
+
+FTUNE_INSTANTIATE_DEVICES(InputStagingTest);
+
+}  // namespace
+}  // namespace ftune::test
