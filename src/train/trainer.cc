@@ -49,6 +49,7 @@
 #include "train/checkpoint_store.h"
 #include "train/early_stopping.h"
 #include "train/evaluate.h"
+#include "train/flops.h"
 #include "train/grad_clip.h"
 #include "train/layer_decay.h"
 #include "train/lr_schedule.h"
@@ -245,6 +246,7 @@ class Trainer {
   Clock::time_point window_start_ = Clock::now();
   double last_norm_ = 0;
   int64_t saved_step_ = -1;
+  TrainingWork work_;  // micro-batches computed by this process (FLOPs, padded / real tokens)
 };
 
 void Trainer::check_run_dir() const {
@@ -641,6 +643,7 @@ void Trainer::train_step() {
   // W_k / W_step (its share of the loss's denominator), in the loss and in its backward.
   double loss = 0;
   int64_t micro_batches = micro_batches_;
+  TrainingWork step_work;
   for (int64_t row0 = 0; row0 < step_batch.size; row0 += micro_batch_) {
     if (micro_batches == exit_at) {
       std::fflush(nullptr);
@@ -651,6 +654,7 @@ void Trainer::train_step() {
     const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(step_),
                               static_cast<uint64_t>(row0), stream_seq_};
     model_->set_batch(b);
+    step_work.add(flop_model(model_config_), b);
     model_->forward(dropout);
     if (step_ + 1 == oom_at && oom_retries_.empty())
       throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
@@ -660,6 +664,7 @@ void Trainer::train_step() {
     ++micro_batches;
   }
   micro_batches_ = micro_batches;
+  work_ += step_work;
   const int64_t step_samples = step_batch.size, step_tokens = step_batch.real_tokens();
   const double norm = std::sqrt(grad_sum_of_squares(model_->trainable_grads()));
   const double lr = schedule_.lr(step_);
@@ -776,6 +781,9 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["input_wait_seconds"] = wait_seconds_;
   s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
   s["wall_seconds"] = seconds_since(t_start_);
+  // FLOPs and MFU (train/flops.h); the precision is the run's GEMM math.
+  s.update(flops_summary(work_, s["train_samples_per_s"].get<double>(), plan_.target.device,
+                         MathPrecision::FP32, tf32_gemms_on()));
   s["arena_bytes"] = arena_->capacity();
   nlohmann::json memory = memory_report(*arena_, plan_.target.device);
   memory["device"] = device_name(plan_.target.device);
