@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """CPU/GPU end-to-end parity: the same training run (same model, data, seed, dropout on) on
-training.device=cpu and on training.device=cuda, fp32 both, compared step by step on the training
-loss that metrics.jsonl logs at every step (log_every 1). Passes when the largest relative
-difference is at most --tolerance (DESIGN: fp32 end to end <= 1e-4). Python standard library only.
+training.device=cpu in fp32 and on training.device=cuda in --precision (fp32 or bf16), compared
+step by step on the training loss that metrics.jsonl logs at every step (log_every 1). Passes when
+the largest relative difference is at most --tolerance (DESIGN: fp32 end to end <= 1e-4, bf16
+<= 2e-2; the default follows --precision). Python standard library only.
 
   python3 tools/gpu_parity.py --ftune build-gpu/ftune [--model DIR] [--steps 50] [--work DIR]
+                              [--precision fp32|bf16]
+
+The precision is passed as training.precision=...; an ftune without that key trains in fp32 only,
+so its fp32 parity runs without the override and its bf16 parity reports an error.
 
 Without --model it writes a tiny randomly initialised BERT (hidden 64, 2 layers, 4 heads, the
 MiniLM WordPiece tokenizer of tests/fixtures) and a synthetic pair task; with --model (e.g.
@@ -109,13 +114,20 @@ def write_pair_task(path, n, seed):
             f.write(json.dumps({"text": text, "text_pair": pair, "label": int(good)}) + "\n")
 
 
-def train_losses(ftune, config, device, out_dir):
+def train_losses(ftune, config, device, out_dir, precision="fp32"):
     cmd = [ftune, "train", "--config", config, "training.device=" + device,
            "output.dir=" + out_dir, "output.overwrite=true", "output.progress=plain"]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    r = subprocess.run(cmd + ["training.precision=" + precision], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0 and "unknown key 'training.precision'" in r.stdout:
+        if precision != "fp32":
+            raise RuntimeError("this ftune has no training.precision (fp32 only): no %s run"
+                               % precision)
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0:
         sys.stdout.write(r.stdout[-4000:])
-        raise RuntimeError("%s failed with exit code %d" % (" ".join(cmd), r.returncode))
+        last = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else ""
+        raise RuntimeError("ftune train on %s: exit code %d: %s" % (device, r.returncode, last))
     losses = {}
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
         for line in f:
@@ -139,11 +151,17 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--max-length", type=int, default=64)
     ap.add_argument("--lr", type=float, default=None, help="default 1e-3 tiny, 5e-5 --model")
-    ap.add_argument("--tolerance", type=float, default=1e-4)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="the GPU run's training.precision (the CPU run is fp32)")
+    ap.add_argument("--tolerance", type=float, default=None,
+                    help="largest relative loss difference (default 1e-4 fp32, 2e-2 bf16)")
     ap.add_argument("--device", default="cuda", help="the device compared with cpu")
     ap.add_argument("--work", help="working directory (kept); default: a temporary one")
     a = ap.parse_args()
     name = a.name or (os.path.basename(os.path.normpath(a.model)) if a.model else "tiny-bert")
+    name += " " + a.precision
+    if a.tolerance is None:
+        a.tolerance = 2e-2 if a.precision == "bf16" else 1e-4
     work = a.work or tempfile.mkdtemp(prefix="ftune-parity-")
     os.makedirs(work, exist_ok=True)
     model = a.model
@@ -162,11 +180,14 @@ def main():
                 "  hidden_dropout: 0.1\n  attention_dropout: 0.1\n  classifier_dropout: 0.1\n"
                 % (a.steps, a.batch, a.batch, lr))
         f.write("output:\n  dir: %s\n" % os.path.join(work, "run"))
-    try:
+    try:  # the device first: a missing GPU or precision fails before the CPU run
+        gpu, memory = train_losses(a.ftune, config, a.device, os.path.join(work, "run-" + a.device),
+                                   a.precision)
         cpu, _ = train_losses(a.ftune, config, "cpu", os.path.join(work, "run-cpu"))
-        gpu, memory = train_losses(a.ftune, config, a.device, os.path.join(work, "run-" + a.device))
     except (RuntimeError, OSError, ValueError) as e:
         print("parity %s: ERROR %s" % (name, e))
+        if not a.work:
+            shutil.rmtree(work, ignore_errors=True)
         return 1
     steps = sorted(set(cpu) | set(gpu))
     worst, worst_step = 0.0, None

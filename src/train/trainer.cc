@@ -58,6 +58,7 @@
 #include "train/checkpoint_store.h"
 #include "train/early_stopping.h"
 #include "train/evaluate.h"
+#include "train/flops.h"
 #include "train/grad_clip.h"
 #include "train/input_staging.h"
 #include "train/layer_decay.h"
@@ -288,6 +289,7 @@ class Trainer {
   const int64_t step_scalar_reads_at_start_ = step_scalar_reads();
   const int64_t host_scalar_reads_at_start_ = host_scalar_reads();
   int64_t saved_step_ = -1;
+  TrainingWork work_;  // micro-batches computed by this process (FLOPs, padded / real tokens)
 };
 
 void Trainer::check_run_dir() const {
@@ -705,6 +707,7 @@ void Trainer::train_step() {
   const bool inject_nonfinite = debug_nonfinite_step(step_ + 1);
   int64_t micro_batches = micro_batches_;
   int slot = staging_->stage(step_batch, step_positions_, 0, std::min(micro_batch_, step_batch.size));
+  TrainingWork step_work;
   for (int64_t row0 = 0; row0 < step_batch.size; row0 += micro_batch_) {
     if (micro_batches == exit_at) {
       std::fflush(nullptr);
@@ -719,6 +722,7 @@ void Trainer::train_step() {
                               static_cast<uint64_t>(row0), stream_seq_};
     const StagedInputs in = staging_->acquire(slot);
     model_->use_inputs(in.inputs, in.labels);
+    step_work.add(flop_model(model_config_), step_batch, row0, rows, in.inputs.T);
     model_->forward(dropout);
     if (step_ + 1 == oom_at && oom_retries_.empty())
       throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
@@ -733,6 +737,7 @@ void Trainer::train_step() {
     ++micro_batches;
   }
   micro_batches_ = micro_batches;
+  work_ += step_work;
   const int64_t step_samples = step_batch.size, step_tokens = step_batch.real_tokens();
   // Norm, clip factor and the finite check on the device; AdamW applies the step or, when the
   // loss or the norm is not finite, touches nothing (the counters move on the device).
@@ -861,6 +866,9 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["input_wait_seconds"] = wait_seconds_;
   s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
   s["wall_seconds"] = seconds_since(t_start_);
+  // FLOPs and MFU (train/flops.h); the precision is the run's GEMM math.
+  s.update(flops_summary(work_, s["train_samples_per_s"].get<double>(), plan_.target.device,
+                         MathPrecision::FP32, tf32_gemms_on()));
   s["arena_bytes"] = arena_->capacity();
   nlohmann::json memory = memory_report(*arena_, plan_.target.device);
   memory["device"] = device_name(plan_.target.device);
