@@ -1,0 +1,28 @@
+// Cast on CUDA: one thread per element, fp32 in registers, rounded once on the store.
+#include "cuda/cuda_check.h"
+#include "cuda/element.cuh"
+#include "cuda/streams.cuh"
+#include "ops/cast.h"
+
+namespace ftune::cuda {
+namespace {
+
+template <typename To, typename From>
+__global__ void cast_kernel(To* out, const From* inp, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) store_f32(out + i, load_f32(inp + i));
+}
+
+}  // namespace
+
+void cast(void* out, DType out_type, const void* inp, DType inp_type, int64_t n) {
+  if (n == 0) return;
+  with_float_type(out_type, out, [&](auto* o) {
+    with_float_type(inp_type, const_cast<void*>(inp), [&](auto* in) {
+      cast_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(o, in, n);
+      FTUNE_CUDA_CHECK_LAUNCH();
+    });
+  });
+}
+
+}  // namespace ftune::cuda
