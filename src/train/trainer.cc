@@ -337,6 +337,8 @@ void Trainer::plan_batch() {
   const BatchChoice& c = plan_.choice;
   micro_batch_ = c.micro_batch;
   checkpointing_ = c.checkpointing;
+  spdlog::info("precision {} ({})", precision_name(plan_.precision.precision),
+               plan_.precision.reason);
   spdlog::info("memory plan: {} ({} available on {} per {}; budget {} = {})", c.reason,
                format_bytes(plan_.memory.available), device_name(plan_.target.device),
                plan_.memory.source, format_bytes(c.budget), plan_.budget_source);
@@ -666,6 +668,7 @@ void Trainer::train_step() {
   if (std::isfinite(loss) && std::isfinite(norm)) {
     adamw_->step(model_->trainable_values(), model_->trainable_grads(), static_cast<float>(lr),
                  clip_coefficient(norm, tc_.max_grad_norm));
+    model_->weights_updated();  // mixed precision: the bf16 weight shadow follows the master
     nonfinite_in_row_ = 0;
   } else {
     ++skipped_;
@@ -756,7 +759,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["labels"] = data_.labels.names;
   s["initialised"] = load_report_.initialised;
   s["device"] = device_name(plan_.target.device);
-  s["precision"] = "fp32";
+  s["precision"] = std::string(precision_name(plan_.precision.precision));
   s["peft"] = peft_method_name(cfg_.peft.method);
   s["trainable_parameters"] = model_->trainable_params().total();
   s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;

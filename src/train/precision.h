@@ -1,0 +1,33 @@
+// Training precision (`training.precision`): fp32, or mixed precision with autocast semantics —
+// fp32 master weights and optimizer state, bf16 (or f16) GEMMs and attention with fp32
+// accumulation, fp32 LayerNorms, softmax, loss and parameter gradients (models/encoder.h).
+//   auto: bf16 on a CUDA device that has bf16 tensor cores (sm_80+), fp32 on the CPU (which has no
+//         16-bit arithmetic: bf16 there is an emulation, ops/cast.h) and on older GPUs, and fp32
+//         with peft adapters (whose bf16 path is not written yet).
+//   fp16: needs dynamic loss scaling, which is not implemented yet: refused with a clear error.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/device.h"
+#include "core/dtype.h"
+
+namespace ftune {
+
+enum class Precision : uint8_t { FP32, BF16, FP16 };
+
+std::string_view precision_name(Precision p);  // "fp32", "bf16", "fp16"
+DType compute_dtype(Precision p);              // F32, BF16, F16
+
+struct ResolvedPrecision {
+  Precision precision = Precision::FP32;
+  std::string reason;  // why (for the run log), e.g. "auto: the CPU computes in fp32"
+};
+
+// Resolves the value of training.precision (auto, fp32, bf16 or fp16) for a run on `device`;
+// `adapters`: peft adapters are on. Throws InputError naming the key and the allowed values for an
+// unknown value, and naming the key for a combination that is not supported.
+ResolvedPrecision resolve_precision(const std::string& value, Device device, bool adapters);
+
+}  // namespace ftune
