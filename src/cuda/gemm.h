@@ -1,30 +1,111 @@
-// Row-major f32 GEMM on the current CUDA device through cuBLASLt: the CUDA twin of
-// ops/primitives_cpu.h's gemm(), with the same argument convention, plus an optional bias added to
-// every row (cuBLASLt's BIAS epilogue where it applies). Plain C++ header: no CUDA includes.
+// Row-major GEMMs on the current CUDA device through cuBLASLt: the CUDA twin of
+// ops/primitives_cpu.h's gemm(), with the same argument convention, for fp32 (optionally TF32) and
+// bf16 / fp16 inputs with fp32 accumulation, and cuBLASLt's fused epilogues (bias, bias + GELU
+// with the pre-activation kept for the backward, dGELU, bias gradients). Plain C++ header: no CUDA
+// includes; check_gemm_args() is plain C++ too and is built (and tested) without CUDA.
 //
-// One cuBLASLt handle and one workspace of kGemmWorkspaceBytes per device, created on the first
-// GEMM on that device (or by gemm_init) and kept for the life of the process: nothing is allocated
-// per call. The workspace comes from device_malloc, so it shows in the device memory accounting.
-// Algorithms are chosen by cuBLASLt's heuristic once per (shape, transposes, leading dimensions,
-// pointer alignments, epilogue, math mode) and cached.
+// GELU here is cuBLASLt's: the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+// (HF "gelu_new" / "gelu_pytorch_tanh"), not the exact erf GELU of HF "gelu" (BERT). Callers that
+// need the erf form must not use GeluBias / DGelu*.
 //
-// Math: fp32 storage and fp32 compute by default (parity with the CPU at 1e-5). set_gemm_tf32(true)
-// lets cuBLASLt use TF32 tensor cores for these GEMMs (the DESIGN's "TF32 for any fp32 GEMM"
-// switch; ~1e-3 relative error, so it is off unless a caller asks).
+// Memory, and when it is allocated:
+//   - one cuBLASLt handle and one workspace of kGemmWorkspaceBytes per device, on the first GEMM on
+//     that device (or gemm_init), kept for the life of the process (device_malloc, so it shows in
+//     the device memory accounting);
+//   - while a GEMM shape is autotuned (its first call in the process, unless the cache file has it
+//     or FTUNE_GEMM_AUTOTUNE=0): one scratch buffer the size of that call's outputs (D, plus aux
+//     and bias_grad where the epilogue writes them), so that the candidates' runs never touch the
+//     caller's buffers; it is freed as soon as the shape is timed. A training loop sees every shape
+//     in its first step, so no allocation happens after the first step. If the scratch cannot be
+//     allocated the heuristic's first choice is used for that shape (nothing fails).
+// Nothing else is allocated per call.
+//
+// Algorithm choice (cudnn.benchmark for cuBLASLt): the first time the process sees a GEMM key
+// (device name + sm, cuBLASLt version, transposes, M/N/K, leading dimensions, types, epilogue,
+// TF32 mode, pointer alignment class), the heuristic's top candidates are timed on the compute
+// stream and the fastest is kept in memory and in a JSON cache file shared by every ftune process
+// of the user (see gemm_algo_cache.h: $FTUNE_GEMM_CACHE, else $XDG_CACHE_HOME/ftune/ or
+// ~/.cache/ftune/gemm_algorithms.json). An algorithm loaded from the file is re-validated with
+// cublasLtMatmulAlgoCheck before use. FTUNE_GEMM_AUTOTUNE=0 disables timing and the file: the
+// heuristic's first choice is used, as cuBLASLt alone would. A GEMM first seen inside a CUDA graph
+// capture uses the heuristic's first choice (timing cannot run while capturing).
+//
+// Fallbacks, each correct for every shape: an epilogue cuBLASLt cannot fuse for this call (bias or
+// bias_grad not 16-byte aligned, aux not 16-byte aligned or ldaux not a multiple of 8, or no
+// algorithm offered) runs as the plain GEMM followed by small elementwise / column-sum kernels; a
+// problem cuBLASLt offers no algorithm for at all (or K == 0) runs a one-thread-per-output kernel.
+//
+// Math: compute is always fp32 (CUBLAS_COMPUTE_32F, fp32 alpha/beta/bias). fp32 GEMMs use fp32
+// math by default (parity with the CPU at 1e-5); set_gemm_tf32(true) lets them use TF32 tensor
+// cores (the DESIGN's "TF32 for any fp32 GEMM" switch; ~1e-3 relative error).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/dtype.h"
 
 namespace ftune::cuda {
 
 // 32 MiB: NVIDIA's recommended cuBLASLt workspace for Hopper (enough for every split-K /
-// stream-K algorithm the heuristic offers for f32); smaller GPUs simply use less of it.
+// stream-K algorithm the heuristic offers); smaller GPUs simply use less of it.
 constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
-// C (M, N) = alpha * op(A) @ op(B) + beta * C [+ bias (N) on every row], row-major;
+// What is applied to P = alpha op(A) op(B) + beta C (computed in fp32) before D is stored in C.
+// Epilogues that write bias_grad overwrite it (=), they never accumulate.
+enum class GemmEpilogue {
+  None,        // D = P
+  Bias,        // D = P + bias (N) on every row
+  GeluBias,    // D = gelu_tanh(P + bias); aux (M, N) = the pre-activation P + bias, in c_type
+  DGelu,       // D = P * gelu_tanh'(aux)   (backward through the GELU; aux from GeluBias)
+  DGeluBgrad,  // as DGelu, and bias_grad (N) = column sums of D
+  Bgrad,       // D = P, and bias_grad (N) = column sums of op(B) (K, N): sum over k of op(B)[k, j]
+  BgradOpA,    // D = P, and bias_grad (M) = sum over k of op(A)[i, k]; with A = dout stored (T, M)
+               // and trans_a (dW = dout^T @ x), that is a linear layer's bias gradient
+};
+
+struct GemmArgs {
+  bool trans_a = false, trans_b = false;  // row-major, same convention as the fp32 gemm() below
+  int64_t M = 0, N = 0, K = 0;
+  float alpha = 1.0f, beta = 0.0f;
+  const void* A = nullptr;  // (M, K), or stored (K, M) when trans_a
+  DType a_type = DType::F32;
+  int64_t lda = 0;
+  const void* B = nullptr;  // (K, N), or stored (N, K) when trans_b
+  DType b_type = DType::F32;
+  int64_t ldb = 0;
+  void* C = nullptr;  // (M, N): read when beta != 0, written with the result
+  DType c_type = DType::F32;
+  int64_t ldc = 0;
+  GemmEpilogue epilogue = GemmEpilogue::None;
+  const float* bias = nullptr;  // fp32 (N), for Bias / GeluBias
+  void* aux = nullptr;          // (M, N) GELU pre-activation in c_type: written by GeluBias,
+  int64_t ldaux = 0;            // read by DGelu / DGeluBgrad
+  float* bias_grad = nullptr;   // fp32, (N) for DGeluBgrad / Bgrad, (M) for BgradOpA
+};
+
+// Supported types: A and B both F32 with C F32 (TF32 when set_gemm_tf32(true)); or A and B both
+// BF16 (or both F16) with C either F32 (fp32 accumulation into an fp32 C, e.g. parameter
+// gradients with beta = 1) or the same 16-bit type. Runs on compute_stream() of the current
+// device. Throws DeviceError naming the shape and types for an unsupported type combination and
+// ShapeError for inconsistent arguments (see check_gemm_args).
+void gemm(const GemmArgs& args);
+
+// The host-side checks gemm() makes before touching the device: supported type combination,
+// non-negative sizes, leading dimensions at least the stored row length, pointers present where
+// the sizes and the epilogue need them (aux for the GELU epilogues, bias, bias_grad), absent where
+// the epilogue ignores them, and aligned to their element size. Plain C++ (no CUDA needed).
+void check_gemm_args(const GemmArgs& args);
+
+// "gemm (M=4096, N=768, K=3072, A bf16 N, B bf16 T, C f32, epilogue bias)": for messages.
+std::string describe_gemm(const GemmArgs& args);
+std::string_view gemm_epilogue_name(GemmEpilogue epilogue);  // "none", "bias", "gelu_bias", ...
+
+// fp32 C (M, N) = alpha * op(A) @ op(B) + beta * C [+ bias (N) on every row], row-major;
 // A is (M, K) or, transposed, stored (K, M); B is (K, N) or, transposed, stored (N, K).
-// Leading dimensions are in elements. Runs on the default stream of the current device.
+// Leading dimensions are in elements. Forwards to gemm(GemmArgs).
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc,
           const float* bias = nullptr);
@@ -36,5 +117,15 @@ void gemm_init(int device);
 // TF32 tensor-core math for the f32 GEMMs above (process-wide; default off).
 void set_gemm_tf32(bool enabled);
 bool gemm_tf32();
+
+// Timing of new shapes on or off (process-wide; the default is FTUNE_GEMM_AUTOTUNE, on unless it is
+// "0"). Changing it forgets the choices made so far in this process (not the cache file), so a
+// benchmark can compare the heuristic's first choice with the timed one.
+void set_gemm_autotune(bool enabled);
+bool gemm_autotune();
+
+// "gemm autotune: 14 shapes timed, 3 from cache, 0 heuristic only" for this process so far, for a
+// trainer to log once after its first step (each shape is logged at debug level as it is chosen).
+std::string gemm_autotune_summary();
 
 }  // namespace ftune::cuda
