@@ -47,17 +47,19 @@ bool device_has_bf16(Device device) {
 ResolvedPrecision resolve_precision(const std::string& value, Device device, bool adapters) {
   const char* key = "training.precision";
   if (value == "fp32") return {Precision::FP32, "fp32 as configured"};
-  if (value == "fp16")
+  if ((value == "bf16" || value == "fp16") && adapters)
     throw InputError(fmt::format(
-        "key '{}' is 'fp16', which needs dynamic loss scaling (not implemented yet); use bf16 "
-        "(GPUs from sm_80 on) or fp32",
-        key));
+        "key '{}' is '{}', but mixed precision with peft adapters (LoRA / DoRA) is not supported "
+        "yet; use {}=fp32 (or auto) with adapters",
+        key, value, key));
+  if (value == "fp16") {
+    if (device.is_cpu())
+      return {Precision::FP16,
+              "fp16 with dynamic loss scaling as configured; the CPU has no fp16 arithmetic, so this "
+              "is an emulation (fp16 storage, fp32 compute) and slower than fp32"};
+    return {Precision::FP16, "fp16 with dynamic loss scaling as configured"};
+  }
   if (value == "bf16") {
-    if (adapters)
-      throw InputError(fmt::format(
-          "key '{}' is 'bf16', but mixed precision with peft adapters (LoRA / DoRA) is not "
-          "supported yet; use {}=fp32 (or auto) with adapters",
-          key, key));
     if (device.is_cpu())
       return {Precision::BF16,
               "bf16 as configured; the CPU has no bf16 arithmetic, so this is an emulation "
@@ -77,9 +79,8 @@ ResolvedPrecision resolve_precision(const std::string& value, Device device, boo
     return {Precision::FP32, "auto: fp32 with peft adapters (their bf16 path is not written yet)"};
   if (device_has_bf16(device))
     return {Precision::BF16, fmt::format("auto: {} has bf16 tensor cores", device_name(device))};
-  return {Precision::FP32,
-          fmt::format("auto: {} has no bf16, and fp16 (with loss scaling) is not implemented yet",
-                      device_name(device))};
+  return {Precision::FP16,
+          fmt::format("auto: {} has no bf16: fp16 with dynamic loss scaling", device_name(device))};
 }
 
 }  // namespace ftune

@@ -1,10 +1,11 @@
 // Training precision (`training.precision`): fp32, or mixed precision with autocast semantics —
 // fp32 master weights and optimizer state, bf16 (or f16) GEMMs and attention with fp32
 // accumulation, fp32 LayerNorms, softmax, loss and parameter gradients (models/encoder.h).
-//   auto: bf16 on a CUDA device that has bf16 tensor cores (sm_80+), fp32 on the CPU (which has no
-//         16-bit arithmetic: bf16 there is an emulation, ops/cast.h) and on older GPUs, and fp32
-//         with peft adapters (whose bf16 path is not written yet).
-//   fp16: needs dynamic loss scaling, which is not implemented yet: refused with a clear error.
+//   auto: bf16 on a CUDA device that has bf16 tensor cores (sm_80+), fp16 on an older GPU, fp32 on
+//         the CPU (which has no 16-bit arithmetic: bf16 / fp16 there are an emulation,
+//         ops/cast.h), and fp32 with peft adapters (whose mixed-precision path is not written yet).
+//   fp16: the same autocast semantics with f16 storage, plus dynamic loss scaling
+//         (train/loss_scaler.h) against f16's narrow exponent range.
 #pragma once
 
 #include <string>

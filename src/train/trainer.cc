@@ -51,6 +51,7 @@
 #include "train/evaluate.h"
 #include "train/grad_clip.h"
 #include "train/layer_decay.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/batch_plan.h"
 #include "train/progress.h"
@@ -205,6 +206,7 @@ class Trainer {
   LoadReport load_report_;
   std::unique_ptr<SequenceClassifier> model_;
   std::unique_ptr<AdamW> adamw_;
+  LossScaler scaler_;  // fp16: dynamic loss scaling (disabled otherwise: S = 1)
   std::unique_ptr<Arena> arena_;
   RunBatchPlan plan_;
   GradientCheckpointing checkpointing_ = GradientCheckpointing::Off;
@@ -339,6 +341,12 @@ void Trainer::plan_batch() {
   checkpointing_ = c.checkpointing;
   spdlog::info("precision {} ({})", precision_name(plan_.precision.precision),
                plan_.precision.reason);
+  // fp16 scales the loss; FTUNE_DEBUG_LOSS_SCALE=s starts from 2^s (tests force overflows).
+  static const int64_t scale_log2 = debug_env("FTUNE_DEBUG_LOSS_SCALE");
+  LossScalerOptions so;
+  so.enabled = plan_.precision.precision == Precision::FP16;
+  if (scale_log2 >= 0) so.init_scale = std::ldexp(1.0f, static_cast<int>(scale_log2));
+  scaler_ = LossScaler(so);
   spdlog::info("memory plan: {} ({} available on {} per {}; budget {} = {})", c.reason,
                format_bytes(plan_.memory.available), device_name(plan_.target.device),
                plan_.memory.source, format_bytes(c.budget), plan_.budget_source);
@@ -553,6 +561,8 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   samples_ = s.at("samples").get<int64_t>();
   tokens_ = s.at("real_tokens").get<int64_t>();
   skipped_ = s.at("skipped_steps").get<int64_t>();
+  if (s.contains("loss_scale"))
+    scaler_.restore(s["loss_scale"].get<float>(), s["loss_scale_good_steps"].get<int64_t>());
   nonfinite_in_row_ = s.at("nonfinite_in_row").get<int64_t>();
   train_seconds_ = s.at("train_seconds").get<double>();
   wait_seconds_ = s.at("input_wait_seconds").get<double>();
@@ -594,6 +604,8 @@ void Trainer::write_checkpoint(const std::string& dir) {
   s["real_tokens"] = tokens_;
   s["skipped_steps"] = skipped_;
   s["nonfinite_in_row"] = nonfinite_in_row_;
+  s["loss_scale"] = scaler_.scale();
+  s["loss_scale_good_steps"] = scaler_.good_steps();
   s["train_seconds"] = train_seconds_;
   s["input_wait_seconds"] = wait_seconds_;
   s["best_eval"] = best_eval_;
@@ -658,18 +670,26 @@ void Trainer::train_step() {
       throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
     const double micro_loss = to_host_scalar(model_->loss(loss_options_));
     if (share != 0.0) loss += share * micro_loss;  // rows that all weigh 0 add nothing (not 0/0)
-    model_->backward(dropout, static_cast<float>(share));
+    model_->backward(dropout, static_cast<float>(share) * scaler_.scale());
     ++micro_batches;
   }
   micro_batches_ = micro_batches;
   const int64_t step_samples = step_batch.size, step_tokens = step_batch.real_tokens();
-  const double norm = std::sqrt(grad_sum_of_squares(model_->trainable_grads()));
+  // fp16: the gradients are S times too large; the optimizer reads them unscaled (clip / S).
+  const float scale = scaler_.scale();
+  const double scaled_norm = std::sqrt(grad_sum_of_squares(model_->trainable_grads()));
+  const double norm = scaled_norm / scale;
   const double lr = schedule_.lr(step_);
-  if (std::isfinite(loss) && std::isfinite(norm)) {
+  const bool go = std::isfinite(loss) && scaler_.update(scaled_norm);
+  if (go) {
     adamw_->step(model_->trainable_values(), model_->trainable_grads(), static_cast<float>(lr),
-                 clip_coefficient(norm, tc_.max_grad_norm));
+                 clip_coefficient(norm, tc_.max_grad_norm) / scale);
     model_->weights_updated();  // mixed precision: the bf16 weight shadow follows the master
     nonfinite_in_row_ = 0;
+  } else if (std::isfinite(loss) && scaler_.enabled() && !scaler_.exhausted()) {
+    ++skipped_;  // an fp16 overflow at this loss scale: not a divergence
+    spdlog::info("step {}: fp16 gradients overflow at loss scale {}; step skipped, scale now {}",
+                 step_ + 1, scale, scaler_.scale());
   } else {
     ++skipped_;
     ++nonfinite_in_row_;

@@ -3,7 +3,8 @@
 // DESIGN's bf16 tolerance (2e-2 relative) over 40 steps; summary.json and the log name the resolved
 // precision; bf16 plans fewer activation bytes than fp32 plus a bf16 weight shadow, and a bf16 run
 // touches what it plans (with and without gradient checkpointing); the micro-batch split does not
-// change a bf16 trajectory; training.precision errors name the key and the allowed values.
+// change a bf16 trajectory; fp16 skips the steps whose gradients overflow and halves its loss
+// scale; training.precision errors name the key and the allowed values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -137,12 +138,36 @@ TEST_F(MixedPrecisionRun, PrecisionErrorsNameTheKey) {
   const std::string bad = fails("bad", "  precision: fp8\n");
   EXPECT_NE(bad.find("auto, fp32, bf16, fp16"), std::string::npos) << bad;
   EXPECT_NE(bad.find("fp8"), std::string::npos) << bad;
-  EXPECT_NE(fails("half", "  precision: fp16\n").find("loss scaling"), std::string::npos);
-  const std::string lora = fails("lora", "  precision: bf16\npeft:\n  method: lora\n  r: 4\n");
-  EXPECT_NE(lora.find("peft"), std::string::npos) << lora;
+  for (const char* p : {"bf16", "fp16"}) {
+    const std::string lora = fails(std::string("lora_") + p, std::string("  precision: ") + p +
+                                                                 "\npeft:\n  method: lora\n  r: 4\n");
+    EXPECT_NE(lora.find("peft"), std::string::npos) << lora;
+  }
   // With adapters, auto stays fp32 (and trains).
   train("lora_auto", "peft:\n  method: lora\n  r: 4\n", 2);
   EXPECT_EQ(summary("lora_auto")["precision"], "fp32");
+}
+
+TEST_F(MixedPrecisionRun, Fp16SkipsOverflowingStepsAndHalvesTheLossScale) {
+  // Starting from a loss scale of 2^28 the fp16 activation gradients overflow (fp16's largest
+  // value is 65504): those steps are skipped with the weights untouched and the scale halves until
+  // the gradients fit; then it trains.
+  const std::string cfg =
+      config("fp16", "  batch_size: 8\n  gradient_accumulation: 2\n  precision: fp16\n", 30);
+  const CliResult r = run_ftune("train --config " + cfg, "FTUNE_DEBUG_LOSS_SCALE=28");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("precision fp16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fp16 gradients overflow at loss scale"), std::string::npos) << r.output;
+  const nlohmann::json s = summary("fp16");
+  EXPECT_EQ(s["precision"], "fp16");
+  const int64_t skipped = s["skipped_steps"].get<int64_t>();
+  EXPECT_GE(skipped, 1);
+  EXPECT_LE(skipped, 20);
+  const auto losses = logged_train_losses(run_dir("fp16"));
+  ASSERT_EQ(losses.size(), 30u);
+  for (double l : losses) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_LT(losses.back(), 0.9 * losses.front());
+  std::printf("fp16 from loss scale 2^28: %lld steps skipped\n", static_cast<long long>(skipped));
 }
 
 }  // namespace
