@@ -414,10 +414,13 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
     }
   }
   if (ckpt)
-    for (int64_t l = 0; l < c.num_layers; ++l) {
-      plan.add(act_name(l, "out"), f32, {N, C});
-      if (mixed) plan.add(act_name(l, "out_h"), h, {N, C});
-    }
+    for (int64_t l = 0; l < c.num_layers; ++l) plan.add(act_name(l, "out"), f32, {N, C});
+  // Checkpointing keeps only the fp32 layer outputs; their 16-bit copies alternate between two
+  // slots (layer l writes slot (l + 1) % 2 and reads slot l % 2), and backward re-casts a layer's
+  // input before recomputing it.
+  if (ckpt && mixed)
+    for (int64_t s = 0; s < std::min<int64_t>(2, c.num_layers); ++s)
+      plan.add(fmt::format("act/ckpt/out_h{}", s), h, {N, C});
   if (training) {
     plan.add("gradact/out", f32, {N, C});
     plan.add("gradact/sum", f32, {N, C});
@@ -466,7 +469,9 @@ EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena&
     la.out = arena.view(act_name(ckpt ? l : s, "out"));
     if (mixed) {
       la.ln1_h = arena.view(act_name(s, "ln1_h"));
-      la.out_h = arena.view(act_name(ckpt ? l : s, "out_h"));
+      const int64_t ckpt_slot = (l + 1) % std::min<int64_t>(2, c.num_layers);
+      la.out_h = ckpt ? arena.view(fmt::format("act/ckpt/out_h{}", ckpt_slot))
+                      : arena.view(act_name(s, "out_h"));
     }
     la.ln2_mean = arena.view(act_name(s, "ln2_mean"));
     la.ln2_rstd = arena.view(act_name(s, "ln2_rstd"));
@@ -537,9 +542,12 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
                            : l > 0 ? a.layers[l - 1].out_h.prefix(NC)
                                    : a.emb_out_h.prefix(NC);
     // Checkpointing: the slot holds the last layer's activations after forward; recompute the
-    // others (same inputs, same Philox keys: the same bits).
-    if (a.checkpointing && l != c.num_layers - 1)
+    // others (same inputs, same Philox keys: the same bits). Mixed precision: the input's 16-bit
+    // copy is cast again first (its slot was reused; the cast gives the same bits).
+    if (a.checkpointing && l != c.num_layers - 1) {
+      if (mixed && l > 0) cast(x_h, x);
       layer_forward(c, w, a.layers[l], a, l, x, x_h, in, d, /*recompute=*/true);
+    }
     layer_backward(c, w, g, a.layers[l], a, l, x, x_h, l > 0 || embeddings_train, in, d);
   }
   if (!embeddings_train) return;
