@@ -33,10 +33,17 @@ __device__ __forceinline__ void store_f32(f16_t* p, float v) {
 template <typename Fn>
 void with_float_type(DType dtype, void* p, Fn fn) {
   switch (dtype) {
-    case DType::F32: fn(static_cast<float*>(p)); return;
-    case DType::BF16: fn(static_cast<bf16_t*>(p)); return;
-    case DType::F16: fn(static_cast<f16_t*>(p)); return;
-    default: break;
+    case DType::F32:
+      fn(static_cast<float*>(p));
+      return;
+    case DType::BF16:
+      fn(static_cast<bf16_t*>(p));
+      return;
+    case DType::F16:
+      fn(static_cast<f16_t*>(p));
+      return;
+    default:
+      break;
   }
   throw ShapeError("CUDA kernel: not a floating-point storage type");
 }

@@ -76,10 +76,14 @@ TensorView gemm_weight(const EncoderWeights& w, int64_t l, TensorView LayerWeigh
 TensorView site_gemm_weight(const EncoderWeights& w, int64_t l, AdapterSite s) {
   if (w.shadow.empty()) return adapted_weight(w, l, s);
   switch (s) {
-    case AdapterSite::AttnOut: return w.shadow[l].attn_out_w;
-    case AdapterSite::FfnIn: return w.shadow[l].ffn_in_w;
-    case AdapterSite::FfnOut: return w.shadow[l].ffn_out_w;
-    default: break;
+    case AdapterSite::AttnOut:
+      return w.shadow[l].attn_out_w;
+    case AdapterSite::FfnIn:
+      return w.shadow[l].ffn_in_w;
+    case AdapterSite::FfnOut:
+      return w.shadow[l].ffn_out_w;
+    default:
+      break;
   }
   throw InternalError("mixed precision: the query / key / value GEMM is fused");
 }
@@ -360,8 +364,8 @@ std::vector<LayerWeights> bind_layer_weights(const EncoderConfig& c, const Param
                                              TensorView flat) {
   const auto [begin, count] = encoder_layer_range(c, t);
   if (flat.numel() != count)
-    throw InternalError(fmt::format("layer weights: buffer of {} elements for {} parameters",
-                                    flat.numel(), count));
+    throw InternalError(
+        fmt::format("layer weights: buffer of {} elements for {} parameters", flat.numel(), count));
   return bind_layers(c, t, flat, begin);
 }
 
@@ -538,7 +542,7 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
   const bool mixed = a.compute != DType::F32;
   for (int64_t l = c.num_layers - 1; l >= 0; --l) {
     const TensorView x = l > 0 ? a.layers[l - 1].out.prefix(NC) : a.emb_out.prefix(NC);
-    const TensorView x_h = !mixed ? TensorView()
+    const TensorView x_h = !mixed  ? TensorView()
                            : l > 0 ? a.layers[l - 1].out_h.prefix(NC)
                                    : a.emb_out_h.prefix(NC);
     // Checkpointing: the slot holds the last layer's activations after forward; recompute the

@@ -20,8 +20,8 @@
 // at layer 0 (no input gradient is formed there).
 //
 // Mixed precision (autocast semantics, EncoderTraining::compute bf16 or f16): the GEMMs read a
-// 16-bit shadow of the layers' weights (EncoderWeights::shadow, rewritten from the fp32 master after
-// every optimizer step) and 16-bit inputs, and write 16-bit qkv, ctx, attn, ffn_pre, ffn_act,
+// 16-bit shadow of the layers' weights (EncoderWeights::shadow, rewritten from the fp32 master
+// after every optimizer step) and 16-bit inputs, and write 16-bit qkv, ctx, attn, ffn_pre, ffn_act,
 // ffn_out and the gradients of these; attention's softmax and probs, the residual stream (sum1,
 // sum2), every LayerNorm and its output stay fp32, with a 16-bit copy of each LayerNorm output
 // that feeds a GEMM (ln1_h, out_h, the embeddings' emb_out_h). Parameter gradients are fp32,

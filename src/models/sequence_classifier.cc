@@ -67,9 +67,9 @@ void SequenceClassifier::add_to_plan(ArenaPlan& plan) const {
     plan.add(name, DType::I32, {N});
   plan.add("input/labels", DType::I32, {options_.max_batch});
   plan.add("input/class_weights", DType::F32, {K});
-  plan_encoder_activations(config_, options_.max_batch, options_.max_seq, options_.training, plan,
-                           EncoderTraining{options_.checkpointing, options_.adapters,
-                                           options_.compute});
+  plan_encoder_activations(
+      config_, options_.max_batch, options_.max_seq, options_.training, plan,
+      EncoderTraining{options_.checkpointing, options_.adapters, options_.compute});
   plan_adapter_caches(config_, options_.adapters, plan);
   plan_head_activations(config_, options_.max_batch, options_.training, plan);
   plan.add("act/loss/probs", DType::F32, {options_.max_batch, K});

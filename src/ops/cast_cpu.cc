@@ -13,10 +13,14 @@ namespace {
 
 float load(const void* p, DType t, int64_t i) {
   switch (t) {
-    case DType::F32: return static_cast<const float*>(p)[i];
-    case DType::BF16: return bf16_to_float(static_cast<const bf16_t*>(p)[i]);
-    case DType::F16: return f16_to_float(static_cast<const f16_t*>(p)[i]);
-    default: break;
+    case DType::F32:
+      return static_cast<const float*>(p)[i];
+    case DType::BF16:
+      return bf16_to_float(static_cast<const bf16_t*>(p)[i]);
+    case DType::F16:
+      return f16_to_float(static_cast<const f16_t*>(p)[i]);
+    default:
+      break;
   }
   throw InternalError("cast: not a float type");
 }
@@ -55,17 +59,16 @@ const char* offset(const void* p, DType t, int64_t elements) {
 
 void cast(void* out, DType out_type, const void* inp, DType inp_type, int64_t n) {
   constexpr int64_t kChunk = 4096;
-  parallel_for(
-      (n + kChunk - 1) / kChunk,
-      [&](int64_t c0, int64_t c1) {
-        float tmp[kChunk];
-        for (int64_t c = c0; c < c1; ++c) {
-          const int64_t b = c * kChunk, len = std::min(kChunk, n - b);
-          load_run(tmp, offset(inp, inp_type, b), inp_type, len);
-          store_run(const_cast<char*>(offset(out, out_type, b)), out_type, tmp, len);
-        }
-      },
-      1);
+  parallel_for((n + kChunk - 1) / kChunk,
+               [&](int64_t c0, int64_t c1) {
+                 float tmp[kChunk];
+                 for (int64_t c = c0; c < c1; ++c) {
+                   const int64_t b = c * kChunk, len = std::min(kChunk, n - b);
+                   load_run(tmp, offset(inp, inp_type, b), inp_type, len);
+                   store_run(const_cast<char*>(offset(out, out_type, b)), out_type, tmp, len);
+                 }
+               },
+               1);
 }
 
 float* staging(int slot, int64_t n) {
@@ -86,7 +89,8 @@ const float* stage_f32(const void* data, DType dtype, int64_t rows, int64_t cols
   parallel_for(
       rows,
       [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) load_run(dst + r * cols, offset(data, dtype, r * ld), dtype, cols);
+        for (int64_t r = r0; r < r1; ++r)
+          load_run(dst + r * cols, offset(data, dtype, r * ld), dtype, cols);
       },
       std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)));
   *ld_out = cols;

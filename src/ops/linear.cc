@@ -18,9 +18,10 @@ DType check_operands(const char* op, const TensorView& weight,
   check_contiguous(op, "weight", weight);
   for (const auto& [name, v] : operands)
     if (v.dtype != weight.dtype)
-      throw ShapeError(fmt::format("{}: {} has dtype {} but weight has {} (16-bit GEMM operands "
-                                   "share one type)",
-                                   op, name, dtype_name(v.dtype), dtype_name(weight.dtype)));
+      throw ShapeError(
+          fmt::format("{}: {} has dtype {} but weight has {} (16-bit GEMM operands "
+                      "share one type)",
+                      op, name, dtype_name(v.dtype), dtype_name(weight.dtype)));
   return weight.dtype;
 }
 
@@ -108,9 +109,9 @@ void linear_backward_mixed(TensorView dinp, TensorView dweight, TensorView dbias
   FTUNE_DISPATCH(op, dev,
                  cpu_backward_staged(dinp, lddi, dw, db, dout, lddo, inp, ldi, weight, N, C, OC,
                                      accumulate_dinp),
-      cuda::linear_backward_mixed(dinp.defined() ? dinp.data : nullptr, dinp.dtype, lddi, dw, db,
-                                  dout.data, lddo, inp.data, ldi, weight.data, dt, N, C, OC,
-                                  accumulate_dinp));
+                 cuda::linear_backward_mixed(dinp.defined() ? dinp.data : nullptr, dinp.dtype, lddi,
+                                             dw, db, dout.data, lddo, inp.data, ldi, weight.data,
+                                             dt, N, C, OC, accumulate_dinp));
 }
 
 }  // namespace

@@ -12,18 +12,24 @@ namespace ftune {
 
 std::string_view precision_name(Precision p) {
   switch (p) {
-    case Precision::FP32: return "fp32";
-    case Precision::BF16: return "bf16";
-    case Precision::FP16: return "fp16";
+    case Precision::FP32:
+      return "fp32";
+    case Precision::BF16:
+      return "bf16";
+    case Precision::FP16:
+      return "fp16";
   }
   return "?";
 }
 
 DType compute_dtype(Precision p) {
   switch (p) {
-    case Precision::FP32: return DType::F32;
-    case Precision::BF16: return DType::BF16;
-    case Precision::FP16: return DType::F16;
+    case Precision::FP32:
+      return DType::F32;
+    case Precision::BF16:
+      return DType::BF16;
+    case Precision::FP16:
+      return DType::F16;
   }
   return DType::F32;
 }
@@ -54,9 +60,10 @@ ResolvedPrecision resolve_precision(const std::string& value, Device device, boo
         key, value, key));
   if (value == "fp16") {
     if (device.is_cpu())
-      return {Precision::FP16,
-              "fp16 with dynamic loss scaling as configured; the CPU has no fp16 arithmetic, so this "
-              "is an emulation (fp16 storage, fp32 compute) and slower than fp32"};
+      return {
+          Precision::FP16,
+          "fp16 with dynamic loss scaling as configured; the CPU has no fp16 arithmetic, so this "
+          "is an emulation (fp16 storage, fp32 compute) and slower than fp32"};
     return {Precision::FP16, "fp16 with dynamic loss scaling as configured"};
   }
   if (value == "bf16") {

@@ -69,7 +69,8 @@ TEST(MixedPrecisionModel, Bf16FollowsFp32AndCheckpointingIsBitIdentical) {
   Model bf = build(c, DType::BF16, GradientCheckpointing::Off);
   Model bf_ckpt = build(c, DType::BF16, GradientCheckpointing::On);
   const auto l32 = step(f32), l16 = step(bf), l16c = step(bf_ckpt);
-  const auto g32 = to_vector(f32.clf->trainable_grads()), g16 = to_vector(bf.clf->trainable_grads()),
+  const auto g32 = to_vector(f32.clf->trainable_grads()),
+             g16 = to_vector(bf.clf->trainable_grads()),
              g16c = to_vector(bf_ckpt.clf->trainable_grads());
   ASSERT_EQ(g32.size(), g16.size());
   for (size_t i = 0; i < l32.size(); ++i) {

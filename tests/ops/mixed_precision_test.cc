@@ -9,13 +9,13 @@
 #include <limits>
 
 #include "core/memory.h"
+#include "op_test_util.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
 #include "ops/dropout.h"
 #include "ops/gelu.h"
 #include "ops/linear.h"
 #include "ops/residual.h"
-#include "op_test_util.h"
 
 namespace ftune::test {
 namespace {
@@ -76,8 +76,18 @@ constexpr DType kHalfTypes[] = {DType::BF16, DType::F16};
 
 TEST_P(MixedPrecisionTest, CastRoundsToNearestEvenExactly) {
   std::vector<float> x = random_values(997, rng, -3e4f, 3e4f);
-  const float specials[] = {0.0f, -0.0f, 1.0f, -1.0f, 1.00390625f, 1.005859375f, 65504.0f,
-                            70000.0f, 1e-8f, -6e-5f, 3.0e38f, std::numeric_limits<float>::infinity(),
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            -1.0f,
+                            1.00390625f,
+                            1.005859375f,
+                            65504.0f,
+                            70000.0f,
+                            1e-8f,
+                            -6e-5f,
+                            3.0e38f,
+                            std::numeric_limits<float>::infinity(),
                             -std::numeric_limits<float>::infinity()};
   for (size_t i = 0; i < std::size(specials); ++i) x[i] = specials[i];
   const int64_t n = static_cast<int64_t>(x.size());
@@ -92,7 +102,8 @@ TEST_P(MixedPrecisionTest, CastRoundsToNearestEvenExactly) {
   }
   // Widening is exact; bf16 -> f16 rounds the bf16 value.
   const std::vector<float> back = values(b.view());
-  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(float_bits(back[i]), float_bits(bf16_to_float(hb.data<bf16_t>()[i])));
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_EQ(float_bits(back[i]), float_bits(bf16_to_float(hb.data<bf16_t>()[i])));
   DeviceTensor bh(device(), DType::F16, {n});
   cast(bh.view(), b.view());
   HostTensor hbh(DType::F16, {n});
@@ -132,8 +143,9 @@ TEST_P(MixedPrecisionTest, LinearForwardAndBackwardMatchFp32) {
     const auto dyr = rounded(dy, t);
     auto dx_ref = device_f32(dx0, {N, C}, device());
     auto dw_ref = device_f32(dw0, {OC, C}, device()), db_ref = device_f32(db0, {OC}, device());
-    linear_backward(dx_ref.view(), dw_ref.view(), db_ref.view(), make(dyr, {N, OC}, DType::F32).view(),
-                    make(xr, {N, C}, DType::F32).view(), make(wr, {OC, C}, DType::F32).view(),
+    linear_backward(dx_ref.view(), dw_ref.view(), db_ref.view(),
+                    make(dyr, {N, OC}, DType::F32).view(), make(xr, {N, C}, DType::F32).view(),
+                    make(wr, {OC, C}, DType::F32).view(),
                     /*accumulate_dinp=*/true);
     auto dx_plain = poisoned({N, C}, device());
     linear_backward(dx_plain.view(), TensorView(), TensorView(),
@@ -153,9 +165,9 @@ TEST_P(MixedPrecisionTest, LinearForwardAndBackwardMatchFp32) {
     EXPECT_LE(rel(values(dx_h.view()), to_vector(dx_plain.view())), store_tol(t));
 
     // A 16-bit operand with an fp32 weight (or the reverse) is an error, not a silent conversion.
-    EXPECT_THROW(linear_forward(out_f.view(), make(x, {N, C}, DType::F32).view(), wh.view(),
-                                bias.view()),
-                 ShapeError);
+    EXPECT_THROW(
+        linear_forward(out_f.view(), make(x, {N, C}, DType::F32).view(), wh.view(), bias.view()),
+        ShapeError);
   }
 }
 
@@ -168,8 +180,8 @@ TEST_P(MixedPrecisionTest, GeluMatchesFp32) {
       const auto xr = rounded(x, t), dyr = rounded(dy, t);
       auto ref = poisoned({n}, device()), dref = poisoned({n}, device());
       gelu_forward(ref.view(), make(xr, {n}, DType::F32).view(), form);
-      gelu_backward(dref.view(), make(xr, {n}, DType::F32).view(), make(dyr, {n}, DType::F32).view(),
-                    form);
+      gelu_backward(dref.view(), make(xr, {n}, DType::F32).view(),
+                    make(dyr, {n}, DType::F32).view(), form);
       auto xh = make(x, {n}, t), dyh = make(dy, {n}, t);
       auto out = poisoned_as({n}, t), dx = poisoned_as({n}, t);
       gelu_forward(out.view(), xh.view(), form);

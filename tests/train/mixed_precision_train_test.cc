@@ -80,7 +80,7 @@ TEST_F(MixedPrecisionRun, Bf16FollowsTheFp32LossesWithDropout) {
     identical = identical && a[i] == b[i];
     EXPECT_LE(rel, 2e-2) << "step " << i + 1 << ": fp32 " << a[i] << ", bf16 " << b[i];
   }
-  EXPECT_FALSE(identical);  // bf16 really ran: its rounding shows in the losses
+  EXPECT_FALSE(identical);               // bf16 really ran: its rounding shows in the losses
   EXPECT_LT(b.back(), 0.9 * b.front());  // and it learns
   std::printf("bf16 vs fp32 over %zu steps: largest relative loss difference %.3g\n", a.size(),
               worst);
@@ -112,9 +112,8 @@ TEST_F(MixedPrecisionRun, Bf16PlansFewerBytesAndTouchesWhatItPlans) {
     EXPECT_LE(touched, planned);
     EXPECT_GT(touched, 0.98 * planned) << m.dump(2);
     for (const char* c : {"activations", "attention", "activation gradients", "weight shadow"})
-      EXPECT_GT(m["touched"][c].get<double>(), 0.98 * m["planned"][c].get<double>())
-          << c << "\n"
-          << m.dump(2);
+      EXPECT_GT(m["touched"][c].get<double>(), 0.98 * m["planned"][c].get<double>()) << c << "\n"
+                                                                                     << m.dump(2);
   }
 }
 
@@ -139,8 +138,9 @@ TEST_F(MixedPrecisionRun, PrecisionErrorsNameTheKey) {
   EXPECT_NE(bad.find("auto, fp32, bf16, fp16"), std::string::npos) << bad;
   EXPECT_NE(bad.find("fp8"), std::string::npos) << bad;
   for (const char* p : {"bf16", "fp16"}) {
-    const std::string lora = fails(std::string("lora_") + p, std::string("  precision: ") + p +
-                                                                 "\npeft:\n  method: lora\n  r: 4\n");
+    const std::string lora =
+        fails(std::string("lora_") + p,
+              std::string("  precision: ") + p + "\npeft:\n  method: lora\n  r: 4\n");
     EXPECT_NE(lora.find("peft"), std::string::npos) << lora;
   }
   // With adapters, auto stays fp32 (and trains).
