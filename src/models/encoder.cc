@@ -102,6 +102,14 @@ void add_norm(TensorView out, TensorView out_h, TensorView sum, TensorView mean,
   cast(out_h, out);
 }
 
+// v itself when it is f32; else an fp32 copy of it in `stage` (mixed precision's LoRA branch).
+TensorView staged(const TensorView& v, const TensorView& stage) {
+  if (v.dtype == DType::F32) return v;
+  const TensorView f = stage.flat_range(0, v.numel()).reshape(v.shape);
+  cast(f, v);
+  return f;
+}
+
 bool has_dora(const EncoderWeights& w, int64_t l, AdapterSite s) {
   return w.adapters.any() && w.adapters.dora && w.adapters.at(l, s).defined();
 }
@@ -122,7 +130,10 @@ void adapter_forward(const EncoderWeights& w, LayerActivations& la, const Encode
   const TensorView u = la.lora_u[i].prefix({N, ad.r});
   const LoraDropout drop = lora_dropout(ad, a, d, T, l, s);
   if (!ad.dora) {
-    lora_forward(y, u, x, aw.a, aw.b, ad.scale, drop);
+    // Mixed precision: the branch in fp32 on fp32 copies of 16-bit x and y.
+    const TensorView xf = staged(x, a.lora_stage_x), yf = staged(y, a.lora_stage_y);
+    lora_forward(yf, u, xf, aw.a, aw.b, ad.scale, drop);
+    if (yf.data != y.data) cast(y, yf);
     return;
   }
   const TensorView z = la.dora_z[i].prefix({N, y.dim(1)}), bias = adapted_bias(w, l, s);
@@ -160,9 +171,13 @@ void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const La
   const AdapterWeights& aw = ad.at(l, s);
   const AdapterWeights& ag = g.adapters.at(l, s);
   const int64_t N = x.dim(0);
-  lora_backward(dx, ag.a, ag.b, a.lora_h.prefix({N, ad.r}), dy, x,
+  // Mixed precision: fp32 copies of 16-bit dy, x and dx (dx accumulates, so it is copied in too).
+  const TensorView dyf = staged(dy, a.lora_stage_y), xf = staged(x, a.lora_stage_x);
+  const TensorView dxf = dx.defined() ? staged(dx, a.lora_stage_dx) : dx;
+  lora_backward(dxf, ag.a, ag.b, a.lora_h.prefix({N, ad.r}), dyf, xf,
                 la.lora_u[static_cast<int>(s)].prefix({N, ad.r}), aw.a, aw.b, ad.scale,
                 /*accumulate_dinp=*/true, lora_dropout(ad, a, d, T, l, s));
+  if (dxf.defined() && dxf.data != dx.data) cast(dx, dxf);
 }
 
 // One transformer layer: x (N, C) -> la.out; x_h: x's 16-bit copy under mixed precision (the
@@ -377,10 +392,10 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   // Mixed precision: the GEMMs' inputs and outputs (and their gradients) in the compute type.
   const DType h = how.compute;
   const bool mixed = h != f32;
-  if (mixed && how.adapters.enabled())
+  if (mixed && how.adapters.dora())
     throw InputError(
-        "mixed precision (training.precision bf16 / fp16) with peft adapters is not supported "
-        "yet; set training.precision=fp32");
+        "mixed precision (training.precision bf16 / fp16) with DoRA is not supported yet; set "
+        "training.precision=fp32");
   const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
   plan.add("act/emb/sum", f32, {N, C});
   plan.add("act/emb/mean", f32, {N});
@@ -436,6 +451,24 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   }
   if (how.adapters.enabled() && how.adapters.dropout > 0)
     plan.add("work/lora_dropout", f32, {N, std::max(C, F)});
+  if (mixed && how.adapters.enabled()) {
+    // fp32 copies for the LoRA branches: inputs that are 16-bit (attention output, FFN in and out;
+    // the QKV input is the fp32 layer input), outputs (all 16-bit), and 16-bit input gradients
+    // (attention output: dctx, FFN out: dffn), each as wide as the widest adapted site needs.
+    int64_t xw = 0, yw = 0, dxw = 0;
+    for (int i = 0; i < kAdapterSites; ++i) {
+      if (!sites[i]) continue;
+      const AdapterSite site = static_cast<AdapterSite>(i);
+      const int64_t in = site == AdapterSite::FfnOut ? F : C;
+      if (site == AdapterSite::AttnOut || site == AdapterSite::FfnIn || site == AdapterSite::FfnOut)
+        xw = std::max(xw, in);
+      yw = std::max(yw, adapter_out_features(c, site));
+      if (site == AdapterSite::AttnOut || site == AdapterSite::FfnOut) dxw = std::max(dxw, in);
+    }
+    if (xw > 0) plan.add("work/lora_stage_x", f32, {N * xw});
+    if (yw > 0) plan.add("work/lora_stage_y", f32, {N * yw});
+    if (training && dxw > 0) plan.add("work/lora_stage_dx", f32, {N * dxw});
+  }
   const int64_t ws =
       std::max(attention_workspace(max_seq, c.head_dim()), layer_norm_backward_workspace(C));
   plan.add("work/encoder", f32, {ws});
@@ -498,6 +531,10 @@ EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena&
   }
   if (how.adapters.enabled() && how.adapters.dropout > 0)
     a.lora_scratch = arena.view("work/lora_dropout");
+  for (auto [name, view] : {std::pair{"work/lora_stage_x", &a.lora_stage_x},
+                            std::pair{"work/lora_stage_y", &a.lora_stage_y},
+                            std::pair{"work/lora_stage_dx", &a.lora_stage_dx}})
+    if (arena.plan().contains(name)) *view = arena.view(name);
   a.workspace = arena.view("work/encoder");
   return a;
 }

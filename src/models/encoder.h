@@ -26,7 +26,8 @@
 // sum2), every LayerNorm and its output stay fp32, with a 16-bit copy of each LayerNorm output
 // that feeds a GEMM (ln1_h, out_h, the embeddings' emb_out_h). Parameter gradients are fp32,
 // accumulated from the 16-bit products in fp32. Biases and LayerNorm weights are read from the
-// fp32 master.
+// fp32 master. A LoRA branch computes in fp32 from its fp32 weights on fp32 copies of its 16-bit
+// input and output (rounded once when added back); DoRA is not supported in mixed precision.
 //
 // Gradient checkpointing: only each layer's output (= the next layer's input) is kept; the other
 // activations of all layers share one slot, and backward recomputes a layer's forward into it
@@ -98,6 +99,9 @@ struct EncoderActivations {
   TensorView grad_out, grad_sum, grad_tmp, grad_ctx, grad_ffn, grad_qkv;
   TensorView workspace;
   TensorView lora_h, lora_scratch;  // (N, r) and, with adapter dropout, (N, max(C, F))
+  // Mixed precision with LoRA: fp32 copies of a LoRA branch's 16-bit input, output and input
+  // gradient (the branch computes in fp32 from the fp32 adapter weights).
+  TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
   bool checkpointing = false;
   DType compute = DType::F32;  // storage type of the GEMM activations (f32, bf16 or f16)
 };

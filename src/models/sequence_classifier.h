@@ -91,7 +91,10 @@ class SequenceClassifier {
   }
   // Call after the optimizer updates the parameters (mixed precision: the weight shadow is
   // rewritten before the next forward).
-  void weights_updated() { shadow_valid_ = false; }
+  // With adapters the base weights are frozen: the shadow stays valid.
+  void weights_updated() {
+    if (!adapters_on()) shadow_valid_ = false;
+  }
 
   // Validates the batch against the model and the planned size, computes position ids and copies
   // the inputs into the arena.

@@ -17,7 +17,9 @@
 
 namespace ftune {
 
-// out and inp: same shape, contiguous, each f32, bf16 or f16 (any pair, same type is a copy).
+// out and inp: same shape, contiguous, each f32, bf16 or f16 (any pair, same type is a copy);
+// or both 2-D with a contiguous inner dimension and their own row strides (a column block of the
+// fused QKV matrix).
 void cast(TensorView out, TensorView inp);
 
 namespace cpu {
@@ -36,6 +38,9 @@ void store_f32(void* data, DType dtype, const float* src, int64_t rows, int64_t 
 
 namespace cuda {
 void cast(void* out, DType out_type, const void* inp, DType inp_type, int64_t n);
+// (rows, cols) with row strides ldo and ldi.
+void cast_2d(void* out, DType out_type, int64_t ldo, const void* inp, DType inp_type, int64_t ldi,
+             int64_t rows, int64_t cols);
 }  // namespace cuda
 
 }  // namespace ftune

@@ -3,8 +3,9 @@
 // DESIGN's bf16 tolerance (2e-2 relative) over 40 steps; summary.json and the log name the resolved
 // precision; bf16 plans fewer activation bytes than fp32 plus a bf16 weight shadow, and a bf16 run
 // touches what it plans (with and without gradient checkpointing); the micro-batch split does not
-// change a bf16 trajectory; fp16 skips the steps whose gradients overflow and halves its loss
-// scale; training.precision errors name the key and the allowed values.
+// change a bf16 trajectory; LoRA in bf16 follows fp32 LoRA and touches its plan; fp16 skips the
+// steps whose gradients overflow and halves its loss scale; training.precision errors name the key
+// and the allowed values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -117,6 +118,32 @@ TEST_F(MixedPrecisionRun, Bf16PlansFewerBytesAndTouchesWhatItPlans) {
   }
 }
 
+TEST_F(MixedPrecisionRun, LoraInBf16FollowsFp32AndTouchesWhatItPlans) {
+  const std::string lora =
+      "  batch_size: 8\n  gradient_accumulation: 2\n  gradient_checkpointing: on\n";
+  const std::string peft =
+      "peft:\n  method: lora\n  r: 4\n  dropout: 0.1\n"
+      "  target_modules: [query, value, intermediate.dense, output.dense]\n";
+  train("lora32", lora + "  precision: fp32\n" + peft, 20);
+  train("lora16", lora + "  precision: bf16\n" + peft, 20);
+  EXPECT_EQ(summary("lora16")["precision"], "bf16");
+  const auto a = logged_train_losses(run_dir("lora32")), b = logged_train_losses(run_dir("lora16"));
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(b[i], a[i], 2e-2 * std::fabs(a[i])) << "step " << i + 1;
+  EXPECT_NE(a, b);
+  // Planned vs touched (20 steps of 16 rows: every row of the 160, so the longest too).
+  const nlohmann::json m = summary("lora16")["memory"];
+  const double planned = m["planned_bytes"].get<double>(),
+               touched = m["touched_bytes"].get<double>();
+  EXPECT_LE(touched, planned);
+  EXPECT_GT(touched, 0.98 * planned) << m.dump(2);
+  for (const char* c : {"activations", "workspace", "weight shadow"})
+    EXPECT_GT(m["touched"][c].get<double>(), 0.98 * m["planned"][c].get<double>()) << c << "\n"
+                                                                                   << m.dump(2);
+}
+
 TEST_F(MixedPrecisionRun, Bf16TrajectoryDoesNotDependOnTheMicroBatch) {
   train("whole", "  batch_size: 16\n  gradient_accumulation: 1\n  precision: bf16\n", 12);
   train("split", "  batch_size: 4\n  gradient_accumulation: 4\n  precision: bf16\n", 12);
@@ -138,14 +165,14 @@ TEST_F(MixedPrecisionRun, PrecisionErrorsNameTheKey) {
   EXPECT_NE(bad.find("auto, fp32, bf16, fp16"), std::string::npos) << bad;
   EXPECT_NE(bad.find("fp8"), std::string::npos) << bad;
   for (const char* p : {"bf16", "fp16"}) {
-    const std::string lora =
-        fails(std::string("lora_") + p,
-              std::string("  precision: ") + p + "\npeft:\n  method: lora\n  r: 4\n");
-    EXPECT_NE(lora.find("peft"), std::string::npos) << lora;
+    const std::string dora =
+        fails(std::string("dora_") + p,
+              std::string("  precision: ") + p + "\npeft:\n  method: dora\n  r: 4\n");
+    EXPECT_NE(dora.find("DoRA"), std::string::npos) << dora;
   }
-  // With adapters, auto stays fp32 (and trains).
-  train("lora_auto", "peft:\n  method: lora\n  r: 4\n", 2);
-  EXPECT_EQ(summary("lora_auto")["precision"], "fp32");
+  // With DoRA, auto stays fp32 (and trains).
+  train("dora_auto", "peft:\n  method: dora\n  r: 4\n", 2);
+  EXPECT_EQ(summary("dora_auto")["precision"], "fp32");
 }
 
 TEST_F(MixedPrecisionRun, Fp16SkipsOverflowingStepsAndHalvesTheLossScale) {
