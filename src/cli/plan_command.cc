@@ -78,7 +78,7 @@ void run_plan(const PlanArgs& a) {
     nlohmann::json j = {
         {"model", model.architecture()},
         {"device", device_name(p.target.device)},
-        {"precision", "fp32"},
+        {"precision", std::string(precision_name(p.precision.precision))},
         {"max_seq", p.target.max_seq},
         {"plan_lengths", cfg.training.plan_lengths},
         {"available_bytes", p.memory.available},
@@ -100,13 +100,13 @@ void run_plan(const PlanArgs& a) {
     return;
   }
   std::cout << fmt::format(
-      "{} ({} labels, {:.1f}M parameters{}), fp32 on {}\n"
+      "{} ({} labels, {:.1f}M parameters{}), {} on {}\n"
       "longest sequence {} tokens ({}; data.max_length {})\n"
       "memory: {} available ({}), budget {} = {}\n\n",
       model.architecture(), model.num_labels(),
       parameter_count(p.target) / 1e6,
       cfg.peft.enabled() ? fmt::format(", {}", peft_method_name(cfg.peft.method)) : "",
-      device_name(p.target.device), p.target.max_seq,
+      precision_name(p.precision.precision), device_name(p.target.device), p.target.max_seq,
       cfg.training.plan_lengths == "data" ? "the data's, after tokenization"
                                           : "planned for data.max_length",
       max_length, format_bytes(p.memory.available), p.memory.source, format_bytes(c.budget),

@@ -4,11 +4,13 @@
 #include <fmt/format.h>
 
 #include "ops/attention.h"
+#include "ops/cast.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/layer_norm.h"
 #include "ops/linear.h"
 #include "ops/lora.h"
+#include "ops/residual.h"
 
 namespace ftune {
 namespace {
@@ -66,6 +68,48 @@ LoraDropout lora_dropout(const EncoderAdapters& ad, const EncoderActivations& a,
   return drop;
 }
 
+// The weight matrix a GEMM reads: the 16-bit shadow under mixed precision, else the fp32 one.
+TensorView gemm_weight(const EncoderWeights& w, int64_t l, TensorView LayerWeights::*m) {
+  return w.shadow.empty() ? w.layers[l].*m : w.shadow[l].*m;
+}
+
+TensorView site_gemm_weight(const EncoderWeights& w, int64_t l, AdapterSite s) {
+  if (w.shadow.empty()) return adapted_weight(w, l, s);
+  switch (s) {
+    case AdapterSite::AttnOut:
+      return w.shadow[l].attn_out_w;
+    case AdapterSite::FfnIn:
+      return w.shadow[l].ffn_in_w;
+    case AdapterSite::FfnOut:
+      return w.shadow[l].ffn_out_w;
+    default:
+      break;
+  }
+  throw InternalError("mixed precision: the query / key / value GEMM is fused");
+}
+
+// residual + LayerNorm: fused in fp32; under mixed precision the 16-bit sublayer output is added
+// to the fp32 stream (autocast's promotion), normalised in fp32, and copied to 16 bits for the next
+// GEMM (out_h).
+void add_norm(TensorView out, TensorView out_h, TensorView sum, TensorView mean, TensorView rstd,
+              TensorView a, TensorView b, TensorView w, TensorView bias, float eps) {
+  if (a.dtype == DType::F32) {
+    add_layer_norm_forward(out, sum, mean, rstd, a, b, w, bias, eps);
+    return;
+  }
+  residual_forward(sum, a, b);
+  layer_norm_forward(out, mean, rstd, sum, w, bias, eps);
+  cast(out_h, out);
+}
+
+// v itself when it is f32; else an fp32 copy of it in `stage` (mixed precision's LoRA branch).
+TensorView staged(const TensorView& v, const TensorView& stage) {
+  if (v.dtype == DType::F32) return v;
+  const TensorView f = stage.flat_range(0, v.numel()).reshape(v.shape);
+  cast(f, v);
+  return f;
+}
+
 bool has_dora(const EncoderWeights& w, int64_t l, AdapterSite s) {
   return w.adapters.any() && w.adapters.dora && w.adapters.at(l, s).defined();
 }
@@ -77,7 +121,7 @@ void adapter_forward(const EncoderWeights& w, LayerActivations& la, const Encode
                      int64_t l, AdapterSite s, TensorView y, TensorView x, const DropoutPlan& d,
                      int64_t T, bool y_has_base, bool recompute) {
   if (!y_has_base && !has_dora(w, l, s))
-    linear_forward(y, x, adapted_weight(w, l, s), adapted_bias(w, l, s));
+    linear_forward(y, x, site_gemm_weight(w, l, s), adapted_bias(w, l, s));
   const EncoderAdapters& ad = w.adapters;
   if (!ad.any() || !ad.at(l, s).defined()) return;
   const AdapterWeights& aw = ad.at(l, s);
@@ -86,7 +130,10 @@ void adapter_forward(const EncoderWeights& w, LayerActivations& la, const Encode
   const TensorView u = la.lora_u[i].prefix({N, ad.r});
   const LoraDropout drop = lora_dropout(ad, a, d, T, l, s);
   if (!ad.dora) {
-    lora_forward(y, u, x, aw.a, aw.b, ad.scale, drop);
+    // Mixed precision: the branch in fp32 on fp32 copies of 16-bit x and y.
+    const TensorView xf = staged(x, a.lora_stage_x), yf = staged(y, a.lora_stage_y);
+    lora_forward(yf, u, xf, aw.a, aw.b, ad.scale, drop);
+    if (yf.data != y.data) cast(y, yf);
     return;
   }
   const TensorView z = la.dora_z[i].prefix({N, y.dim(1)}), bias = adapted_bias(w, l, s);
@@ -124,15 +171,20 @@ void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const La
   const AdapterWeights& aw = ad.at(l, s);
   const AdapterWeights& ag = g.adapters.at(l, s);
   const int64_t N = x.dim(0);
-  lora_backward(dx, ag.a, ag.b, a.lora_h.prefix({N, ad.r}), dy, x,
+  // Mixed precision: fp32 copies of 16-bit dy, x and dx (dx accumulates, so it is copied in too).
+  const TensorView dyf = staged(dy, a.lora_stage_y), xf = staged(x, a.lora_stage_x);
+  const TensorView dxf = dx.defined() ? staged(dx, a.lora_stage_dx) : dx;
+  lora_backward(dxf, ag.a, ag.b, a.lora_h.prefix({N, ad.r}), dyf, xf,
                 la.lora_u[static_cast<int>(s)].prefix({N, ad.r}), aw.a, aw.b, ad.scale,
                 /*accumulate_dinp=*/true, lora_dropout(ad, a, d, T, l, s));
+  if (dxf.defined() && dxf.data != dx.data) cast(dx, dxf);
 }
 
-// One transformer layer: x (N, C) -> la.out. recompute: checkpointing's second pass.
+// One transformer layer: x (N, C) -> la.out; x_h: x's 16-bit copy under mixed precision (the
+// GEMM's input), else undefined. recompute: checkpointing's second pass.
 void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivations& la,
-                   const EncoderActivations& a, int64_t l, TensorView x, const EncoderInputs& in,
-                   const DropoutPlan& d, bool recompute = false) {
+                   const EncoderActivations& a, int64_t l, TensorView x, TensorView x_h,
+                   const EncoderInputs& in, const DropoutPlan& d, bool recompute = false) {
   const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int H = static_cast<int>(c.num_heads);
   const float eps = c.layer_norm_eps;
@@ -143,11 +195,15 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   TensorView ln1 = la.ln1.prefix(NC), ffn_pre = la.ffn_pre.prefix({N, F}),
              ffn_act = la.ffn_act.prefix({N, F});
   TensorView ffn_out = la.ffn_out.prefix(NC), out = la.out.prefix(NC);
+  const bool mixed = a.compute != DType::F32;
+  const TensorView xg = mixed ? x_h : x;  // what the QKV GEMM reads
+  const TensorView ln1_h = mixed ? la.ln1_h.prefix(NC) : TensorView();
+  const TensorView out_h = mixed ? la.out_h.prefix(NC) : TensorView();
 
   // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
   const bool qkv_fused = !(has_dora(w, l, AdapterSite::Query) && has_dora(w, l, AdapterSite::Key) &&
                            has_dora(w, l, AdapterSite::Value));
-  if (qkv_fused) linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
+  if (qkv_fused) linear_forward(qkv, xg, gemm_weight(w, l, &LayerWeights::qkv_w), lw.qkv_b);
   for (int part = 0; part < 3; ++part)
     adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, d, T, qkv_fused,
                     recompute);
@@ -158,23 +214,24 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                   recompute);
   dropout_forward(attn, attn, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                   rows(d, T));
-  add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
-                         attn, x, lw.ln1_w, lw.ln1_b, eps);
-  adapter_forward(w, la, a, l, AdapterSite::FfnIn, ffn_pre, ln1, d, T, /*y_has_base=*/false,
-                  recompute);
+  add_norm(ln1, ln1_h, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), attn, x,
+           lw.ln1_w, lw.ln1_b, eps);
+  adapter_forward(w, la, a, l, AdapterSite::FfnIn, ffn_pre, mixed ? ln1_h : ln1, d, T,
+                  /*y_has_base=*/false, recompute);
   gelu_forward(ffn_act, ffn_pre, c.activation);
   adapter_forward(w, la, a, l, AdapterSite::FfnOut, ffn_out, ffn_act, d, T, /*y_has_base=*/false,
                   recompute);
   dropout_forward(ffn_out, ffn_out, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
                   rows(d, T));
-  add_layer_norm_forward(out, la.sum2.prefix(NC), la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1),
-                         ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps);
+  add_norm(out, out_h, la.sum2.prefix(NC), la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), ffn_out,
+           ln1, lw.ln2_w, lw.ln2_b, eps);
 }
 
 // One layer's backward: a.grad_out holds dL/d(out); on return it holds dL/dx (when need_dx).
+// x_h: as in layer_forward.
 void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights& g,
                     const LayerActivations& la, EncoderActivations& a, int64_t l, TensorView x,
-                    bool need_dx, const EncoderInputs& in, const DropoutPlan& d) {
+                    TensorView x_h, bool need_dx, const EncoderInputs& in, const DropoutPlan& d) {
   const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
   const int H = static_cast<int>(c.num_heads);
   const Shape NC{N, C}, N1{N};
@@ -186,8 +243,11 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   TensorView mask = in.mask.prefix(Shape{B, T});
   const LayerWeights& lw = w.layers[l];
   const LayerWeights& lg = g.layers[l];
-  const TensorView ln1 = la.ln1.prefix(NC), ffn_act = la.ffn_act.prefix({N, F}),
-                   ctx = la.ctx.prefix(NC);
+  const bool mixed = a.compute != DType::F32;
+  // The GEMMs' inputs: 16-bit copies under mixed precision.
+  const TensorView ln1 = (mixed ? la.ln1_h : la.ln1).prefix(NC),
+                   ffn_act = la.ffn_act.prefix({N, F}), ctx = la.ctx.prefix(NC);
+  const TensorView xg = mixed ? x_h : x;
 
   // out = LayerNorm(f + h1): dsum is the gradient of both f and (through the residual) h1.
   layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
@@ -195,13 +255,14 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   dropout_backward(dtmp, dsum, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
                    rows(d, T));
   adapter_backward_scale(w, g, la, l, AdapterSite::FfnOut, dtmp);
-  linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, ffn_act, lw.ffn_out_w);
+  linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, ffn_act,
+                  gemm_weight(w, l, &LayerWeights::ffn_out_w));
   adapter_backward(w, g, la, a, l, AdapterSite::FfnOut, dtmp, ffn_act, dffn, d, T);
   gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
   adapter_backward_scale(w, g, la, l, AdapterSite::FfnIn, dffn);
   // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
-  linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1, lw.ffn_in_w,
-                  /*accumulate_dinp=*/true);
+  linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1,
+                  gemm_weight(w, l, &LayerWeights::ffn_in_w), /*accumulate_dinp=*/true);
   adapter_backward(w, g, la, a, l, AdapterSite::FfnIn, dffn, ln1, dsum, d, T);
 
   // h1 = LayerNorm(a + x): dout becomes the gradient of both a and (residual) x.
@@ -210,7 +271,8 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   dropout_backward(dtmp, dout, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                    rows(d, T));
   adapter_backward_scale(w, g, la, l, AdapterSite::AttnOut, dtmp);
-  linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx, lw.attn_out_w);
+  linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx,
+                  gemm_weight(w, l, &LayerWeights::attn_out_w));
   adapter_backward(w, g, la, a, l, AdapterSite::AttnOut, dtmp, ctx, dctx, d, T);
   attention_backward(dqkv.reshape({B, T, 3 * C}), dctx.reshape({B, T, C}),
                      la.qkv.prefix({N, 3 * C}).reshape({B, T, 3 * C}),
@@ -221,7 +283,8 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
   const TensorView dx = need_dx ? dout : TensorView();
   if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())
-    linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, x, lw.qkv_w, /*accumulate_dinp=*/true);
+    linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, xg, gemm_weight(w, l, &LayerWeights::qkv_w),
+                    /*accumulate_dinp=*/true);
   for (int part = 0; part < 3; ++part)
     adapter_backward(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), x, dx, d, T);
 }
@@ -258,21 +321,23 @@ void add_encoder_params(const EncoderConfig& c, ParamTable& t) {
   }
 }
 
-EncoderWeights bind_encoder_weights(const EncoderConfig& c, const ParamTable& t, TensorView flat) {
+namespace {
+
+// Views of the layers' parameters in `flat`, whose element 0 is the parameter at offset `base`.
+std::vector<LayerWeights> bind_layers(const EncoderConfig& c, const ParamTable& t, TensorView flat,
+                                      int64_t base) {
   const int64_t C = c.hidden_size;
-  auto get = [&](const std::string& name) { return ParamTable::slice(flat, t.at(name)); };
-  const std::string e = c.weight_prefix() + ".embeddings.";
-  EncoderWeights w;
-  w.word = get(e + "word_embeddings.weight");
-  w.position = get(e + "position_embeddings.weight");
-  w.token_type = get(e + "token_type_embeddings.weight");
-  w.emb_ln_w = get(e + "LayerNorm.weight");
-  w.emb_ln_b = get(e + "LayerNorm.bias");
+  auto view = [&](const std::string& name, Shape shape) {
+    return flat.flat_range(t.at(name).offset - base, shape.numel()).reshape(shape);
+  };
+  auto get = [&](const std::string& name) { return view(name, t.at(name).shape); };
+  std::vector<LayerWeights> layers;
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = layer_prefix(c, l);
     LayerWeights lw;
-    lw.qkv_w = t.span(flat, p + "attention.self.query.weight", {3 * C, C});
-    lw.qkv_b = t.span(flat, p + "attention.self.query.bias", {3 * C});
+    // query, key and value are consecutive: one (3C, C) matrix and one (3C) bias.
+    lw.qkv_w = view(p + "attention.self.query.weight", {3 * C, C});
+    lw.qkv_b = view(p + "attention.self.query.bias", {3 * C});
     lw.attn_out_w = get(p + "attention.output.dense.weight");
     lw.attn_out_b = get(p + "attention.output.dense.bias");
     lw.ln1_w = get(p + "attention.output.LayerNorm.weight");
@@ -283,9 +348,40 @@ EncoderWeights bind_encoder_weights(const EncoderConfig& c, const ParamTable& t,
     lw.ffn_out_b = get(p + "output.dense.bias");
     lw.ln2_w = get(p + "output.LayerNorm.weight");
     lw.ln2_b = get(p + "output.LayerNorm.bias");
-    w.layers.push_back(lw);
+    layers.push_back(lw);
   }
+  return layers;
+}
+
+}  // namespace
+
+EncoderWeights bind_encoder_weights(const EncoderConfig& c, const ParamTable& t, TensorView flat) {
+  auto get = [&](const std::string& name) { return ParamTable::slice(flat, t.at(name)); };
+  const std::string e = c.weight_prefix() + ".embeddings.";
+  EncoderWeights w;
+  w.word = get(e + "word_embeddings.weight");
+  w.position = get(e + "position_embeddings.weight");
+  w.token_type = get(e + "token_type_embeddings.weight");
+  w.emb_ln_w = get(e + "LayerNorm.weight");
+  w.emb_ln_b = get(e + "LayerNorm.bias");
+  w.layers = bind_layers(c, t, flat, 0);
   return w;
+}
+
+std::pair<int64_t, int64_t> encoder_layer_range(const EncoderConfig& c, const ParamTable& t) {
+  if (c.num_layers == 0) return {0, 0};
+  const int64_t begin = t.at(layer_prefix(c, 0) + "attention.self.query.weight").offset;
+  const ParamSpec& last = t.at(layer_prefix(c, c.num_layers - 1) + "output.LayerNorm.bias");
+  return {begin, last.offset + last.shape.numel() - begin};
+}
+
+std::vector<LayerWeights> bind_layer_weights(const EncoderConfig& c, const ParamTable& t,
+                                             TensorView flat) {
+  const auto [begin, count] = encoder_layer_range(c, t);
+  if (flat.numel() != count)
+    throw InternalError(
+        fmt::format("layer weights: buffer of {} elements for {} parameters", flat.numel(), count));
+  return bind_layers(c, t, flat, begin);
 }
 
 void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t max_seq,
@@ -293,29 +389,39 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   const int64_t N = max_batch * max_seq, C = c.hidden_size, F = c.intermediate_size,
                 H = c.num_heads;
   const DType f32 = DType::F32;
+  // Mixed precision: the GEMMs' inputs and outputs (and their gradients) in the compute type.
+  const DType h = how.compute;
+  const bool mixed = h != f32;
+  if (mixed && how.adapters.dora())
+    throw InputError(
+        "mixed precision (training.precision bf16 / fp16) with DoRA is not supported yet; set "
+        "training.precision=fp32");
   const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
   plan.add("act/emb/sum", f32, {N, C});
   plan.add("act/emb/mean", f32, {N});
   plan.add("act/emb/rstd", f32, {N});
   plan.add("act/emb/out", f32, {N, C});
+  if (mixed) plan.add("act/emb/out_h", h, {N, C});
   // Training keeps every layer (with checkpointing: every layer's output, the rest in one slot);
   // inference alternates two slots (a layer reads the other's output).
   const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
   const std::array<bool, kAdapterSites> sites = adapted_sites(c, how.adapters);
   for (int64_t s = 0; s < slots; ++s) {
-    plan.add(act_name(s, "qkv"), f32, {N, 3 * C});
+    plan.add(act_name(s, "qkv"), h, {N, 3 * C});
     plan.add(act_name(s, "probs"), f32, {max_batch, H, max_seq, max_seq});
-    plan.add(act_name(s, "ctx"), f32, {N, C});
-    plan.add(act_name(s, "attn"), f32, {N, C});
+    plan.add(act_name(s, "ctx"), h, {N, C});
+    plan.add(act_name(s, "attn"), h, {N, C});
     plan.add(act_name(s, "sum1"), f32, {N, C});
     plan.add(act_name(s, "ln1"), f32, {N, C});
+    if (mixed) plan.add(act_name(s, "ln1_h"), h, {N, C});
     plan.add(act_name(s, "ln1_mean"), f32, {N});
     plan.add(act_name(s, "ln1_rstd"), f32, {N});
-    plan.add(act_name(s, "ffn_pre"), f32, {N, F});
-    plan.add(act_name(s, "ffn_act"), f32, {N, F});
-    plan.add(act_name(s, "ffn_out"), f32, {N, C});
+    plan.add(act_name(s, "ffn_pre"), h, {N, F});
+    plan.add(act_name(s, "ffn_act"), h, {N, F});
+    plan.add(act_name(s, "ffn_out"), h, {N, C});
     plan.add(act_name(s, "sum2"), f32, {N, C});
     if (!ckpt) plan.add(act_name(s, "out"), f32, {N, C});
+    if (!ckpt && mixed) plan.add(act_name(s, "out_h"), h, {N, C});
     plan.add(act_name(s, "ln2_mean"), f32, {N});
     plan.add(act_name(s, "ln2_rstd"), f32, {N});
     for (int i = 0; i < kAdapterSites; ++i) {
@@ -328,17 +434,41 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   }
   if (ckpt)
     for (int64_t l = 0; l < c.num_layers; ++l) plan.add(act_name(l, "out"), f32, {N, C});
+  // Checkpointing keeps only the fp32 layer outputs; their 16-bit copies alternate between two
+  // slots (layer l writes slot (l + 1) % 2 and reads slot l % 2), and backward re-casts a layer's
+  // input before recomputing it.
+  if (ckpt && mixed)
+    for (int64_t s = 0; s < std::min<int64_t>(2, c.num_layers); ++s)
+      plan.add(fmt::format("act/ckpt/out_h{}", s), h, {N, C});
   if (training) {
     plan.add("gradact/out", f32, {N, C});
     plan.add("gradact/sum", f32, {N, C});
-    plan.add("gradact/tmp", f32, {N, C});
-    plan.add("gradact/ctx", f32, {N, C});
-    plan.add("gradact/ffn", f32, {N, F});
-    plan.add("gradact/qkv", f32, {N, 3 * C});
+    plan.add("gradact/tmp", h, {N, C});
+    plan.add("gradact/ctx", h, {N, C});
+    plan.add("gradact/ffn", h, {N, F});
+    plan.add("gradact/qkv", h, {N, 3 * C});
     if (how.adapters.enabled()) plan.add("gradact/lora_h", f32, {N, how.adapters.r});
   }
   if (how.adapters.enabled() && how.adapters.dropout > 0)
     plan.add("work/lora_dropout", f32, {N, std::max(C, F)});
+  if (mixed && how.adapters.enabled()) {
+    // fp32 copies for the LoRA branches: inputs that are 16-bit (attention output, FFN in and out;
+    // the QKV input is the fp32 layer input), outputs (all 16-bit), and 16-bit input gradients
+    // (attention output: dctx, FFN out: dffn), each as wide as the widest adapted site needs.
+    int64_t xw = 0, yw = 0, dxw = 0;
+    for (int i = 0; i < kAdapterSites; ++i) {
+      if (!sites[i]) continue;
+      const AdapterSite site = static_cast<AdapterSite>(i);
+      const int64_t in = site == AdapterSite::FfnOut ? F : C;
+      if (site == AdapterSite::AttnOut || site == AdapterSite::FfnIn || site == AdapterSite::FfnOut)
+        xw = std::max(xw, in);
+      yw = std::max(yw, adapter_out_features(c, site));
+      if (site == AdapterSite::AttnOut || site == AdapterSite::FfnOut) dxw = std::max(dxw, in);
+    }
+    if (xw > 0) plan.add("work/lora_stage_x", f32, {N * xw});
+    if (yw > 0) plan.add("work/lora_stage_y", f32, {N * yw});
+    if (training && dxw > 0) plan.add("work/lora_stage_dx", f32, {N * dxw});
+  }
   const int64_t ws =
       std::max(attention_workspace(max_seq, c.head_dim()), layer_norm_backward_workspace(C));
   plan.add("work/encoder", f32, {ws});
@@ -349,6 +479,9 @@ EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena&
   EncoderActivations a;
   const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
   a.checkpointing = ckpt;
+  a.compute = how.compute;
+  const bool mixed = how.compute != DType::F32;
+  if (mixed) a.emb_out_h = arena.view("act/emb/out_h");
   a.emb_sum = arena.view("act/emb/sum");
   a.emb_mean = arena.view("act/emb/mean");
   a.emb_rstd = arena.view("act/emb/rstd");
@@ -371,6 +504,12 @@ EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena&
     la.ffn_out = arena.view(act_name(s, "ffn_out"));
     la.sum2 = arena.view(act_name(s, "sum2"));
     la.out = arena.view(act_name(ckpt ? l : s, "out"));
+    if (mixed) {
+      la.ln1_h = arena.view(act_name(s, "ln1_h"));
+      const int64_t ckpt_slot = (l + 1) % std::min<int64_t>(2, c.num_layers);
+      la.out_h = ckpt ? arena.view(fmt::format("act/ckpt/out_h{}", ckpt_slot))
+                      : arena.view(act_name(s, "out_h"));
+    }
     la.ln2_mean = arena.view(act_name(s, "ln2_mean"));
     la.ln2_rstd = arena.view(act_name(s, "ln2_rstd"));
     for (int i = 0; i < kAdapterSites; ++i) {
@@ -392,6 +531,10 @@ EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena&
   }
   if (how.adapters.enabled() && how.adapters.dropout > 0)
     a.lora_scratch = arena.view("work/lora_dropout");
+  for (auto [name, view] : {std::pair{"work/lora_stage_x", &a.lora_stage_x},
+                            std::pair{"work/lora_stage_y", &a.lora_stage_y},
+                            std::pair{"work/lora_stage_dx", &a.lora_stage_dx}})
+    if (arena.plan().contains(name)) *view = arena.view(name);
   a.workspace = arena.view("work/encoder");
   return a;
 }
@@ -411,11 +554,18 @@ TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, Enco
                      w.emb_ln_b, eps);
   dropout_forward(emb_out, emb_out, dropout_p(d, c.hidden_dropout),
                   key(d, embedding_dropout_site()), rows(d, T));
+  const bool mixed = a.compute != DType::F32;
+  if (mixed) {
+    if (w.shadow.size() != static_cast<size_t>(c.num_layers))
+      throw InternalError("mixed-precision encoder without its weight shadow");
+    cast(a.emb_out_h.prefix(NC), emb_out);
+  }
 
-  TensorView x = emb_out;
+  TensorView x = emb_out, x_h = mixed ? a.emb_out_h.prefix(NC) : TensorView();
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    layer_forward(c, w, a.layers[l], a, l, x, in, d);
+    layer_forward(c, w, a.layers[l], a, l, x, x_h, in, d);
     x = a.layers[l].out.prefix(NC);
+    if (mixed) x_h = a.layers[l].out_h.prefix(NC);
   }
   return x.reshape({B, T, C});
 }
@@ -426,13 +576,20 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
   const Shape NC{N, C}, N1{N};
   // Frozen embeddings (adapters): nothing below layer 0 needs a gradient.
   const bool embeddings_train = g.word.defined() || g.emb_ln_w.defined();
+  const bool mixed = a.compute != DType::F32;
   for (int64_t l = c.num_layers - 1; l >= 0; --l) {
     const TensorView x = l > 0 ? a.layers[l - 1].out.prefix(NC) : a.emb_out.prefix(NC);
+    const TensorView x_h = !mixed  ? TensorView()
+                           : l > 0 ? a.layers[l - 1].out_h.prefix(NC)
+                                   : a.emb_out_h.prefix(NC);
     // Checkpointing: the slot holds the last layer's activations after forward; recompute the
-    // others (same inputs, same Philox keys: the same bits).
-    if (a.checkpointing && l != c.num_layers - 1)
-      layer_forward(c, w, a.layers[l], a, l, x, in, d, /*recompute=*/true);
-    layer_backward(c, w, g, a.layers[l], a, l, x, l > 0 || embeddings_train, in, d);
+    // others (same inputs, same Philox keys: the same bits). Mixed precision: the input's 16-bit
+    // copy is cast again first (its slot was reused; the cast gives the same bits).
+    if (a.checkpointing && l != c.num_layers - 1) {
+      if (mixed && l > 0) cast(x_h, x);
+      layer_forward(c, w, a.layers[l], a, l, x, x_h, in, d, /*recompute=*/true);
+    }
+    layer_backward(c, w, g, a.layers[l], a, l, x, x_h, l > 0 || embeddings_train, in, d);
   }
   if (!embeddings_train) return;
 

@@ -19,6 +19,16 @@
 // undefined and their gradient GEMMs are skipped; with frozen embeddings the backward pass stops
 // at layer 0 (no input gradient is formed there).
 //
+// Mixed precision (autocast semantics, EncoderTraining::compute bf16 or f16): the GEMMs read a
+// 16-bit shadow of the layers' weights (EncoderWeights::shadow, rewritten from the fp32 master
+// after every optimizer step) and 16-bit inputs, and write 16-bit qkv, ctx, attn, ffn_pre, ffn_act,
+// ffn_out and the gradients of these; attention's softmax and probs, the residual stream (sum1,
+// sum2), every LayerNorm and its output stay fp32, with a 16-bit copy of each LayerNorm output
+// that feeds a GEMM (ln1_h, out_h, the embeddings' emb_out_h). Parameter gradients are fp32,
+// accumulated from the 16-bit products in fp32. Biases and LayerNorm weights are read from the
+// fp32 master. A LoRA branch computes in fp32 from its fp32 weights on fp32 copies of its 16-bit
+// input and output (rounded once when added back); DoRA is not supported in mixed precision.
+//
 // Gradient checkpointing: only each layer's output (= the next layer's input) is kept; the other
 // activations of all layers share one slot, and backward recomputes a layer's forward into it
 // before its backward. Dropout masks come from Philox keys, so the recomputation is bit-identical
@@ -26,6 +36,7 @@
 #pragma once
 
 #include <array>
+#include <utility>
 #include <vector>
 
 #include "core/arena.h"
@@ -52,36 +63,54 @@ struct EncoderWeights {
   TensorView emb_ln_w, emb_ln_b;          // (C)
   std::vector<LayerWeights> layers;
   EncoderAdapters adapters;  // empty without adapters (in a gradient view: their gradients)
+  // Mixed precision: the layers' weights in the compute type (only the GEMM matrices are read);
+  // empty in fp32.
+  std::vector<LayerWeights> shadow;
 };
 
 // Adds the encoder's parameters to `table` under their HF names (prefix "bert." / "roberta.").
 void add_encoder_params(const EncoderConfig& config, ParamTable& table);
 EncoderWeights bind_encoder_weights(const EncoderConfig& config, const ParamTable& table,
                                     TensorView flat);
+// The layers' parameters are one contiguous range of the flat parameter buffer: its first element
+// and its length.
+std::pair<int64_t, int64_t> encoder_layer_range(const EncoderConfig& config,
+                                                const ParamTable& table);
+// Views of the layers' parameters in `flat`, a buffer holding only that range (any float type):
+// the weight shadow of mixed precision.
+std::vector<LayerWeights> bind_layer_weights(const EncoderConfig& config, const ParamTable& table,
+                                             TensorView flat);
 
 // Activation buffers, planned for max_tokens = max_batch * max_seq. Training keeps every
 // layer's activations for the backward pass; inference reuses two sets (ping-pong).
 struct LayerActivations {
   TensorView qkv, probs, ctx, attn, sum1, ln1, ln1_mean, ln1_rstd;
   TensorView ffn_pre, ffn_act, ffn_out, sum2, out, ln2_mean, ln2_rstd;
+  TensorView ln1_h, out_h;  // mixed precision: 16-bit copies of ln1 and out (GEMM inputs)
   // Per adapter site: u = x_d A^T (N, r) and, for DoRA, z = x W^T + s u B^T (N, out).
   std::array<TensorView, kAdapterSites> lora_u, dora_z;
 };
 
 struct EncoderActivations {
   TensorView emb_sum, emb_mean, emb_rstd, emb_out;
+  TensorView emb_out_h;  // mixed precision: 16-bit copy of emb_out
   std::vector<LayerActivations> layers;
   // Gradient buffers shared by all layers during backward.
   TensorView grad_out, grad_sum, grad_tmp, grad_ctx, grad_ffn, grad_qkv;
   TensorView workspace;
   TensorView lora_h, lora_scratch;  // (N, r) and, with adapter dropout, (N, max(C, F))
+  // Mixed precision with LoRA: fp32 copies of a LoRA branch's 16-bit input, output and input
+  // gradient (the branch computes in fp32 from the fp32 adapter weights).
+  TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
   bool checkpointing = false;
+  DType compute = DType::F32;  // storage type of the GEMM activations (f32, bf16 or f16)
 };
 
 // How the encoder is trained: checkpointing, and adapters (whose activations are planned).
 struct EncoderTraining {
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
   AdapterConfig adapters;
+  DType compute = DType::F32;  // mixed precision: bf16 (or f16) GEMM activations
 };
 
 struct EncoderInputs {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/memory.h"
+#include "ops/cast.h"
 #include "ops/cross_entropy.h"
 
 namespace ftune {
@@ -59,13 +60,16 @@ void SequenceClassifier::init_adapters(uint64_t seed) {
 void SequenceClassifier::add_to_plan(ArenaPlan& plan) const {
   const int64_t N = options_.max_batch * options_.max_seq, K = config_.num_labels();
   plan.add_flat("param/values", DType::F32, params_.total() + adapter_params_.total());
+  if (options_.compute != DType::F32)
+    plan.add_flat("shadow/layers", options_.compute, encoder_layer_range(config_, params_).second);
   if (options_.training) plan.add_flat("grad/values", DType::F32, trainable_params().total());
   for (const char* name : {"input/ids", "input/type_ids", "input/pos_ids", "input/mask"})
     plan.add(name, DType::I32, {N});
   plan.add("input/labels", DType::I32, {options_.max_batch});
   plan.add("input/class_weights", DType::F32, {K});
-  plan_encoder_activations(config_, options_.max_batch, options_.max_seq, options_.training, plan,
-                           EncoderTraining{options_.checkpointing, options_.adapters});
+  plan_encoder_activations(
+      config_, options_.max_batch, options_.max_seq, options_.training, plan,
+      EncoderTraining{options_.checkpointing, options_.adapters, options_.compute});
   plan_adapter_caches(config_, options_.adapters, plan);
   plan_head_activations(config_, options_.max_batch, options_.training, plan);
   plan.add("act/loss/probs", DType::F32, {options_.max_batch, K});
@@ -84,6 +88,11 @@ void SequenceClassifier::bind(const Arena& arena) {
     bind_adapter_caches(config_, arena, enc_w_.adapters);
   }
   frozen_cache_valid_ = false;
+  shadow_valid_ = false;
+  if (options_.compute != DType::F32) {
+    shadow_ = arena.view("shadow/layers");
+    enc_w_.shadow = bind_layer_weights(config_, params_, shadow_);
+  }
   if (options_.training) {
     grads_ = arena.view("grad/values");
     if (adapters_on()) {
@@ -113,8 +122,9 @@ void SequenceClassifier::bind(const Arena& arena) {
   own_labels_ = labels_;
   class_weights_ = arena.view("input/class_weights");
   class_weights_copied_ = false;
-  enc_acts_ = bind_encoder_activations(config_, arena, options_.training,
-                                       EncoderTraining{options_.checkpointing, options_.adapters});
+  enc_acts_ = bind_encoder_activations(
+      config_, arena, options_.training,
+      EncoderTraining{options_.checkpointing, options_.adapters, options_.compute});
   head_acts_ = bind_head_activations(arena, options_.training);
   probs_ = arena.view("act/loss/probs");
   loss_ = arena.view("act/loss/value");
@@ -175,6 +185,11 @@ TensorView SequenceClassifier::forward(const DropoutPlan& dropout) {
   if (!frozen_cache_valid_) {
     refresh_adapter_caches(enc_w_.adapters, enc_w_);
     frozen_cache_valid_ = true;
+  }
+  if (shadow_.defined() && !shadow_valid_) {
+    const auto [begin, count] = encoder_layer_range(config_, params_);
+    cast(shadow_, values_.flat_range(begin, count));
+    shadow_valid_ = true;
   }
   hidden_ = encoder_forward(config_, enc_w_, enc_acts_, current_inputs(), dropout);
   logits_ = head_forward(config_, head_w_, head_acts_, hidden_, dropout);

@@ -18,6 +18,12 @@
 // range is its tail from the first trained head parameter, so it is one flat range; "grad/values"
 // covers only that range (no gradient memory for frozen weights). After loading the base weights,
 // call init_adapters(seed) (PEFT's initialisation) or load an adapter (models/peft_adapter.h).
+//
+// Mixed precision (options.compute bf16 / f16, autocast semantics; models/encoder.h): the fp32
+// parameters are the master weights; "shadow/layers" holds the encoder layers' weights in the
+// compute type for the GEMMs. The shadow is rewritten before the next forward whenever the weights
+// changed: call weights_updated() after the optimizer writes them (loaders call
+// frozen_weights_changed(), which does the same).
 #pragma once
 
 #include <optional>
@@ -36,6 +42,7 @@ struct ClassifierOptions {
   bool training = true;    // plan gradients and the activations the backward pass needs
   AdapterConfig adapters;  // method none: full fine-tuning
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
+  DType compute = DType::F32;  // mixed precision: bf16 (or f16) GEMM activations and weight shadow
 };
 
 struct LossOptions {
@@ -78,7 +85,16 @@ class SequenceClassifier {
   // PEFT's adapter initialisation (adapters.h); the base weights must be loaded.
   void init_adapters(uint64_t seed);
   // Call after writing base weights directly (loaders do): DoRA caches ||W||^2 of them.
-  void frozen_weights_changed() { frozen_cache_valid_ = false; }
+  void frozen_weights_changed() {
+    frozen_cache_valid_ = false;
+    shadow_valid_ = false;
+  }
+  // Call after the optimizer updates the parameters (mixed precision: the weight shadow is
+  // rewritten before the next forward).
+  // With adapters the base weights are frozen: the shadow stays valid.
+  void weights_updated() {
+    if (!adapters_on()) shadow_valid_ = false;
+  }
 
   // Validates the batch against the model and the planned size, computes position ids and copies
   // the inputs into the arena.
@@ -113,6 +129,8 @@ class SequenceClassifier {
   TensorView values_, grads_, trainable_values_;
   int64_t trainable_offset_ = 0;  // start of the trainable range in "param/values"
   bool frozen_cache_valid_ = false;
+  TensorView shadow_;  // mixed precision: the layers' weights in the compute type
+  bool shadow_valid_ = false;
   EncoderWeights enc_w_, enc_g_;
   HeadWeights head_w_, head_g_;
   EncoderActivations enc_acts_;

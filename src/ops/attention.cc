@@ -2,6 +2,7 @@
 #include "ops/attention.h"
 
 #include "core/thread_pool.h"
+#include "ops/cast.h"
 #include "ops/dispatch.h"
 
 namespace ftune {
@@ -17,7 +18,7 @@ cpu::AttentionDims check_attention(const char* op, const TensorView& qkv,
   if (num_heads <= 0 || C % num_heads != 0)
     throw ShapeError(
         fmt::format("{}: hidden size {} is not divisible by {} heads", op, C, num_heads));
-  check_f32(op, "qkv", qkv, qkv.shape);
+  check_float(op, "qkv", qkv, qkv.shape);
   check_shape(op, "key_mask", key_mask, Shape{B, T});
   check_dtype(op, "key_mask", key_mask, DType::I32);
   check_contiguous(op, "key_mask", key_mask);
@@ -36,6 +37,15 @@ cpu::AttentionDims check_attention(const char* op, const TensorView& qkv,
   return {B, T, num_heads, D, rows.row0, Tv};
 }
 
+// qkv, out, dout and dqkv share one storage type (f32, or bf16 / f16 under mixed precision).
+void check_same_dtype(const char* op, const TensorView& qkv,
+                      std::initializer_list<std::pair<const char*, TensorView>> others) {
+  for (const auto& [name, v] : others)
+    if (v.dtype != qkv.dtype)
+      throw ShapeError(fmt::format("{}: {} has dtype {} but qkv has {}", op, name,
+                                   dtype_name(v.dtype), dtype_name(qkv.dtype)));
+}
+
 }  // namespace
 
 int64_t attention_workspace(int64_t T, int64_t D) {
@@ -48,8 +58,26 @@ void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorV
   const char* op = "attention_forward";
   const cpu::AttentionDims d =
       check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace, rows);
-  check_f32(op, "out", out, Shape{d.B, d.T, d.H * d.D});
+  check_float(op, "out", out, Shape{d.B, d.T, d.H * d.D});
+  check_same_dtype(op, qkv, {{"out", out}});
   const Device dev = common_device(op, {out, probs, qkv, key_mask, workspace});
+  if (qkv.dtype != DType::F32) {
+    const int64_t n_qkv = qkv.numel(), n_out = out.numel();
+    FTUNE_DISPATCH(op, dev,
+                   {
+                     int64_t ld;
+                     const float* x = cpu::stage_f32(qkv.data, qkv.dtype, 1, n_qkv, n_qkv, 0, &ld);
+                     float* y = cpu::staging(1, n_out);
+                     cpu::attention_forward(y, probs.data_as<float>(), x,
+                                            key_mask.data_as<int32_t>(), d, dropout_p, rng,
+                                            workspace.data_as<float>());
+                     cpu::store_f32(out.data, out.dtype, y, 1, n_out, n_out);
+                   },
+                   cuda::attention_forward_16(out.data, probs.data_as<float>(), qkv.data,
+                                              qkv.dtype, key_mask.data_as<int32_t>(), d, dropout_p,
+                                              rng));
+    return;
+  }
   FTUNE_DISPATCH(op, dev,
                  cpu::attention_forward(out.data_as<float>(), probs.data_as<float>(),
                                         qkv.data_as<float>(), key_mask.data_as<int32_t>(), d,
@@ -65,9 +93,30 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
   const char* op = "attention_backward";
   const cpu::AttentionDims d =
       check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace, rows);
-  check_f32(op, "dout", dout, Shape{d.B, d.T, d.H * d.D});
-  check_f32(op, "dqkv", dqkv, qkv.shape);
+  check_float(op, "dout", dout, Shape{d.B, d.T, d.H * d.D});
+  check_float(op, "dqkv", dqkv, qkv.shape);
+  check_same_dtype(op, qkv, {{"dout", dout}, {"dqkv", dqkv}});
   const Device dev = common_device(op, {dqkv, dout, qkv, probs, key_mask, workspace});
+  if (qkv.dtype != DType::F32) {
+    const int64_t n_qkv = qkv.numel(), n_out = dout.numel();
+    FTUNE_DISPATCH(op, dev,
+                   {
+                     int64_t ld;
+                     const float* x = cpu::stage_f32(qkv.data, qkv.dtype, 1, n_qkv, n_qkv, 0, &ld);
+                     const float* dy =
+                         cpu::stage_f32(dout.data, dout.dtype, 1, n_out, n_out, 1, &ld);
+                     float* dx = cpu::staging(2, n_qkv);
+                     cpu::attention_backward(dx, dy, x, probs.data_as<float>(),
+                                             key_mask.data_as<int32_t>(), d, dropout_p, rng,
+                                             workspace.data_as<float>());
+                     cpu::store_f32(dqkv.data, dqkv.dtype, dx, 1, n_qkv, n_qkv);
+                   },
+                   cuda::attention_backward_16(dqkv.data, dout.data, qkv.data, qkv.dtype,
+                                               probs.data_as<float>(), key_mask.data_as<int32_t>(),
+                                               d, dropout_p, rng, workspace.data_as<float>(),
+                                               workspace.numel()));
+    return;
+  }
   FTUNE_DISPATCH(
       op, dev,
       cpu::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(),

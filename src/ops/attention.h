@@ -16,6 +16,9 @@
 // 3C). workspace: f32 scratch of at least attention_workspace(T, D) elements (CPU: per-thread
 // scores; CUDA: the backward pass's per-row sums). CPU and CUDA give the same results to fp32
 // rounding (ops/attention_cuda.cu: one block per query or key row, no atomics).
+// Mixed precision (autocast): qkv, out, dout and dqkv may be bf16 (or f16), all of one type; the
+// scores, the softmax and probs stay fp32 and every product accumulates in fp32 (the CPU emulates
+// this through fp32 staging, ops/cast.h).
 #pragma once
 
 #include "core/philox.h"
@@ -54,6 +57,14 @@ void attention_forward(float* out, float* probs, const float* qkv, const int32_t
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const int32_t* key_mask, cpu::AttentionDims dims, float dropout_p,
                         RngKey rng, float* workspace, int64_t workspace_floats);
+// 16-bit storage (dtype bf16 or f16) for qkv, out, dout and dqkv; probs fp32.
+void attention_forward_16(void* out, float* probs, const void* qkv, DType dtype,
+                          const int32_t* key_mask, cpu::AttentionDims dims, float dropout_p,
+                          RngKey rng);
+void attention_backward_16(void* dqkv, const void* dout, const void* qkv, DType dtype,
+                           const float* probs, const int32_t* key_mask, cpu::AttentionDims dims,
+                           float dropout_p, RngKey rng, float* workspace,
+                           int64_t workspace_floats);
 }  // namespace cuda
 
 }  // namespace ftune

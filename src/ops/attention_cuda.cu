@@ -1,4 +1,5 @@
-// Attention on CUDA, fp32: the plain fallback kernel of the CUDA backend, a twin of
+// Attention on CUDA (fp32, or bf16 / f16 storage under mixed precision: qkv, out, dout and dqkv
+// of storage type S, every product, the softmax and the probabilities in fp32): the plain fallback kernel of the CUDA backend, a twin of
 // ops/attention_cpu.cc (same layouts, masking, dropout stream and gradient rule: dqkv is
 // overwritten). One block of kThreads threads per query row (b, h, i) or key row (b, h, j); each
 // thread takes keys (or queries) j = t, t + kThreads, ... for the scores and the head dimension
@@ -22,8 +23,10 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "cuda/cuda_check.h"
+#include "cuda/element.cuh"
 #include "cuda/streams.cuh"
 #include "cuda/reduce.cuh"
 #include "ops/attention.h"
@@ -63,7 +66,8 @@ __device__ float keep_multiplier(RngKey rng, uint64_t e, float p, float inv_keep
 }
 
 // Grid: B * H * T blocks, block (b * H + h) * T + i. Shared: q_i (D), then the row (T).
-__global__ void attention_forward_kernel(float* out, float* probs, const float* qkv,
+template <typename S>
+__global__ void attention_forward_kernel(S* out, float* probs, const S* qkv,
                                          const int32_t* key_mask, AttentionDims d, float p,
                                          RngKey rng) {
   extern __shared__ float sh[];
@@ -72,14 +76,14 @@ __global__ void attention_forward_kernel(float* out, float* probs, const float* 
   const int64_t T = d.T, H = d.H, D = d.D, C = H * D, C3 = 3 * C;
   const int64_t row = blockIdx.x, i = row % T, u = row / T, b = u / H, h = u % H;
   const int32_t* mask = key_mask + b * T;
-  const float* q = qkv + (b * T + i) * C3 + h * D;
-  const float* k = qkv + b * T * C3 + C + h * D;  // key j at k + j * C3
-  const float* v = k + C;
+  const S* q = qkv + (b * T + i) * C3 + h * D;
+  const S* k = qkv + b * T * C3 + C + h * D;  // key j at k + j * C3
+  const S* v = k + C;
   float* qs = sh;
   float* w = sh + D;
   const int64_t L = attended_keys(mask, T, &last_key);
   const int64_t keys = L > 0 ? L : T;  // an all-padding row attends uniformly to all keys (HF)
-  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) qs[c] = q[c];
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) qs[c] = load_f32(q + c);
   __syncthreads();
 
   const float scale = 1.0f / sqrtf(static_cast<float>(D));
@@ -87,9 +91,9 @@ __global__ void attention_forward_kernel(float* out, float* probs, const float* 
   if (L > 0) {
     float mx = -INFINITY;
     for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
-      const float* kj = k + j * C3;
+      const S* kj = k + j * C3;
       float s = 0.0f;
-      for (int64_t c = 0; c < D; ++c) s += qs[c] * kj[c];
+      for (int64_t c = 0; c < D; ++c) s += qs[c] * load_f32(kj + c);
       w[j] = scale * s;
       if (mask[j]) mx = fmaxf(mx, w[j]);
     }
@@ -110,17 +114,18 @@ __global__ void attention_forward_kernel(float* out, float* probs, const float* 
     if (j < keys && p > 0.0f) w[j] = pj * keep_multiplier(rng, e0 + j, p, inv_keep);
   }
   __syncthreads();
-  float* o = out + (b * T + i) * C + h * D;
+  S* o = out + (b * T + i) * C + h * D;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t j = 0; j < keys; ++j) acc += w[j] * v[j * C3 + c];
-    o[c] = acc;
+    for (int64_t j = 0; j < keys; ++j) acc += w[j] * load_f32(v + j * C3 + c);
+    store_f32(o + c, acc);
   }
 }
 
 // Backward pass 1. Grid: n * T blocks for the pairs u = u0 .. u0 + n - 1, block (u - u0) * T + i.
 // Writes dq_i and r_i = sum_j P_ij dP_ij into rsum[(u - u0) * T + i]. Shared: dO_i (D), dS (T).
-__global__ void attention_dq_kernel(float* dqkv, float* rsum, const float* dout, const float* qkv,
+template <typename S>
+__global__ void attention_dq_kernel(S* dqkv, float* rsum, const S* dout, const S* qkv,
                                     const float* probs, const int32_t* key_mask, AttentionDims d,
                                     int64_t u0, float p, RngKey rng) {
   extern __shared__ float sh[];
@@ -130,22 +135,22 @@ __global__ void attention_dq_kernel(float* dqkv, float* rsum, const float* dout,
   const int64_t local = blockIdx.x, i = local % T, u = u0 + local / T, b = u / H, h = u % H;
   const int64_t L = attended_keys(key_mask + b * T, T, &last_key);
   const int64_t keys = L > 0 ? L : T;
-  const float* k = qkv + b * T * C3 + C + h * D;
-  const float* v = k + C;
-  const float* dO = dout + (b * T + i) * C + h * D;
+  const S* k = qkv + b * T * C3 + C + h * D;
+  const S* v = k + C;
+  const S* dO = dout + (b * T + i) * C + h * D;
   const float* P = probs + (u * T + i) * T;
   float* dos = sh;
   float* ds = sh + D;
-  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) dos[c] = dO[c];
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) dos[c] = load_f32(dO + c);
   __syncthreads();
 
   const uint64_t e0 = stream_row(d, b, h, i);
   const float inv_keep = 1.0f / (1.0f - p);
   float r = 0.0f;
   for (int64_t j = threadIdx.x; j < keys; j += blockDim.x) {
-    const float* vj = v + j * C3;
+    const S* vj = v + j * C3;
     float dp = 0.0f;
-    for (int64_t c = 0; c < D; ++c) dp += dos[c] * vj[c];
+    for (int64_t c = 0; c < D; ++c) dp += dos[c] * load_f32(vj + c);
     if (p > 0.0f) dp *= keep_multiplier(rng, e0 + j, p, inv_keep);
     ds[j] = dp;
     r += P[j] * dp;
@@ -155,18 +160,19 @@ __global__ void attention_dq_kernel(float* dqkv, float* rsum, const float* dout,
   if (threadIdx.x == 0) rsum[local] = r;
   __syncthreads();
   const float scale = 1.0f / sqrtf(static_cast<float>(D));
-  float* dq = dqkv + (b * T + i) * C3 + h * D;
+  S* dq = dqkv + (b * T + i) * C3 + h * D;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t j = 0; j < keys; ++j) acc += ds[j] * k[j * C3 + c];
-    dq[c] = scale * acc;
+    for (int64_t j = 0; j < keys; ++j) acc += ds[j] * load_f32(k + j * C3 + c);
+    store_f32(dq + c, scale * acc);
   }
 }
 
 // Backward pass 2. Grid: n * T blocks, block (u - u0) * T + j for key j. Shared: v_j (D), then
 // P'_ij and dS_ij for every query row i (T each).
-__global__ void attention_dkv_kernel(float* dqkv, const float* rsum, const float* dout,
-                                     const float* qkv, const float* probs, const int32_t* key_mask,
+template <typename S>
+__global__ void attention_dkv_kernel(S* dqkv, const float* rsum, const S* dout,
+                                     const S* qkv, const float* probs, const int32_t* key_mask,
                                      AttentionDims d, int64_t u0, float p, RngKey rng) {
   extern __shared__ float sh[];
   __shared__ int last_key;
@@ -174,28 +180,31 @@ __global__ void attention_dkv_kernel(float* dqkv, const float* rsum, const float
   const int64_t local = blockIdx.x, j = local % T, u = u0 + local / T, b = u / H, h = u % H;
   const int64_t L = attended_keys(key_mask + b * T, T, &last_key);
   const int64_t keys = L > 0 ? L : T;
-  float* dk = dqkv + (b * T + j) * C3 + C + h * D;
-  float* dv = dk + C;
+  S* dk = dqkv + (b * T + j) * C3 + C + h * D;
+  S* dv = dk + C;
   if (j >= keys) {  // padding key past the last real one: no probability, no gradient
-    for (int64_t c = threadIdx.x; c < D; c += blockDim.x) dk[c] = dv[c] = 0.0f;
+    for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
+      store_f32(dk + c, 0.0f);
+      store_f32(dv + c, 0.0f);
+    }
     return;
   }
-  const float* q = qkv + b * T * C3 + h * D;  // query i at q + i * C3
-  const float* vj = q + 2 * C + j * C3;
-  const float* dO = dout + b * T * C + h * D;  // dO_i at dO + i * C
+  const S* q = qkv + b * T * C3 + h * D;  // query i at q + i * C3
+  const S* vj = q + 2 * C + j * C3;
+  const S* dO = dout + b * T * C + h * D;  // dO_i at dO + i * C
   const float* P = probs + u * T * T;
   const float* r = rsum + (local / T) * T;
   float* vs = sh;
   float* pd = sh + D;
   float* ds = sh + D + T;
-  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) vs[c] = vj[c];
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) vs[c] = load_f32(vj + c);
   __syncthreads();
 
   const float inv_keep = 1.0f / (1.0f - p);
   for (int64_t i = threadIdx.x; i < T; i += blockDim.x) {
-    const float* dOi = dO + i * C;
+    const S* dOi = dO + i * C;
     float dp = 0.0f;
-    for (int64_t c = 0; c < D; ++c) dp += dOi[c] * vs[c];
+    for (int64_t c = 0; c < D; ++c) dp += load_f32(dOi + c) * vs[c];
     const float m = p > 0.0f ? keep_multiplier(rng, stream_row(d, b, h, i) + j, p, inv_keep) : 1.0f;
     const float pij = P[i * T + j];
     pd[i] = pij * m;
@@ -206,11 +215,11 @@ __global__ void attention_dkv_kernel(float* dqkv, const float* rsum, const float
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
     float acc_v = 0.0f, acc_k = 0.0f;
     for (int64_t i = 0; i < T; ++i) {
-      acc_v += pd[i] * dO[i * C + c];
-      acc_k += ds[i] * q[i * C3 + c];
+      acc_v += pd[i] * load_f32(dO + i * C + c);
+      acc_k += ds[i] * load_f32(q + i * C3 + c);
     }
-    dv[c] = acc_v;
-    dk[c] = scale * acc_k;
+    store_f32(dv + c, acc_v);
+    store_f32(dk + c, scale * acc_k);
   }
 }
 
@@ -225,10 +234,9 @@ size_t shared_bytes(const char* op, const AttentionDims& d, int64_t rows_of_t) {
   return bytes;
 }
 
-}  // namespace
-
-void attention_forward(float* out, float* probs, const float* qkv, const int32_t* key_mask,
-                       AttentionDims dims, float dropout_p, RngKey rng) {
+template <typename S>
+void attention_forward_t(S* out, float* probs, const S* qkv, const int32_t* key_mask,
+                         AttentionDims dims, float dropout_p, RngKey rng) {
   const size_t shared = shared_bytes("attention_forward", dims, 1);
   const int64_t rows = dims.B * dims.H * dims.T;
   if (rows == 0) return;
@@ -237,9 +245,10 @@ void attention_forward(float* out, float* probs, const float* qkv, const int32_t
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
-                        const int32_t* key_mask, AttentionDims dims, float dropout_p, RngKey rng,
-                        float* workspace, int64_t workspace_floats) {
+template <typename S>
+void attention_backward_t(S* dqkv, const S* dout, const S* qkv, const float* probs,
+                          const int32_t* key_mask, AttentionDims dims, float dropout_p, RngKey rng,
+                          float* workspace, int64_t workspace_floats) {
   const size_t shared_dq = shared_bytes("attention_backward", dims, 1);
   const size_t shared_dkv = shared_bytes("attention_backward", dims, 2);
   const int64_t pairs = dims.B * dims.H, T = dims.T;
@@ -258,6 +267,40 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                                                            key_mask, dims, u0, dropout_p, rng);
     FTUNE_CUDA_CHECK_LAUNCH();
   }
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* probs, const float* qkv, const int32_t* key_mask,
+                       AttentionDims dims, float dropout_p, RngKey rng) {
+  attention_forward_t(out, probs, qkv, key_mask, dims, dropout_p, rng);
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                        const int32_t* key_mask, AttentionDims dims, float dropout_p, RngKey rng,
+                        float* workspace, int64_t workspace_floats) {
+  attention_backward_t(dqkv, dout, qkv, probs, key_mask, dims, dropout_p, rng, workspace,
+                       workspace_floats);
+}
+
+void attention_forward_16(void* out, float* probs, const void* qkv, DType dtype,
+                          const int32_t* key_mask, AttentionDims dims, float dropout_p,
+                          RngKey rng) {
+  with_float_type(dtype, out, [&](auto* o) {
+    using S = std::remove_pointer_t<decltype(o)>;
+    attention_forward_t(o, probs, static_cast<const S*>(qkv), key_mask, dims, dropout_p, rng);
+  });
+}
+
+void attention_backward_16(void* dqkv, const void* dout, const void* qkv, DType dtype,
+                           const float* probs, const int32_t* key_mask, AttentionDims dims,
+                           float dropout_p, RngKey rng, float* workspace,
+                           int64_t workspace_floats) {
+  with_float_type(dtype, dqkv, [&](auto* d) {
+    using S = std::remove_pointer_t<decltype(d)>;
+    attention_backward_t(d, static_cast<const S*>(dout), static_cast<const S*>(qkv), probs,
+                         key_mask, dims, dropout_p, rng, workspace, workspace_floats);
+  });
 }
 
 }  // namespace ftune::cuda

@@ -44,12 +44,35 @@ void check_f32(const char* op, const char* arg, const TensorView& v, const Shape
   check_contiguous(op, arg, v);
 }
 
+bool is_float_type(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::BF16 || dtype == DType::F16;
+}
+
+void check_float(const char* op, const char* arg, const TensorView& v, const Shape& expected) {
+  check_shape(op, arg, v, expected);
+  if (!is_float_type(v.dtype))
+    throw ShapeError(fmt::format("{}: {} has dtype {}, expected f32, bf16 or f16", op, arg,
+                                 dtype_name(v.dtype)));
+  check_contiguous(op, arg, v);
+}
+
 int64_t row_stride(const char* op, const char* arg, const TensorView& v, int64_t rows,
                    int64_t cols) {
   if (v.rank() != 2 || v.dim(0) != rows || v.dim(1) != cols)
     throw ShapeError(
         fmt::format("{}: {} has shape {}, expected ({}, {})", op, arg, v.shape.str(), rows, cols));
   check_dtype(op, arg, v, DType::F32);
+  return row_stride_float(op, arg, v, rows, cols);
+}
+
+int64_t row_stride_float(const char* op, const char* arg, const TensorView& v, int64_t rows,
+                         int64_t cols) {
+  if (v.rank() != 2 || v.dim(0) != rows || v.dim(1) != cols)
+    throw ShapeError(
+        fmt::format("{}: {} has shape {}, expected ({}, {})", op, arg, v.shape.str(), rows, cols));
+  if (!is_float_type(v.dtype))
+    throw ShapeError(fmt::format("{}: {} has dtype {}, expected f32, bf16 or f16", op, arg,
+                                 dtype_name(v.dtype)));
   if (cols > 1 && v.strides[1] != 1)
     throw ShapeError(fmt::format("{}: {} must have a contiguous inner dimension", op, arg));
   if (rows > 1 && v.strides[0] < cols)

@@ -44,9 +44,15 @@ void check_shape(const char* op, const char* arg, const TensorView& v, const Sha
 void check_contiguous(const char* op, const char* arg, const TensorView& v);
 // Checks dtype f32, contiguity and shape in one go (the common case on the CPU path).
 void check_f32(const char* op, const char* arg, const TensorView& v, const Shape& expected);
+// The same for a floating-point storage type: f32, bf16 or f16 (mixed precision's activations).
+void check_float(const char* op, const char* arg, const TensorView& v, const Shape& expected);
+bool is_float_type(DType dtype);
 // A 2-D f32 view of (rows, cols) with a contiguous inner dimension and non-overlapping rows
 // (e.g. the first token of every sequence): returns its row stride.
 int64_t row_stride(const char* op, const char* arg, const TensorView& v, int64_t rows,
                    int64_t cols);
+// The same for any floating-point storage type (f32, bf16, f16).
+int64_t row_stride_float(const char* op, const char* arg, const TensorView& v, int64_t rows,
+                         int64_t cols);
 
 }  // namespace ftune

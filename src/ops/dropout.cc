@@ -1,6 +1,7 @@
 // Dropout: argument checks and dispatch. Forward and backward apply the same scaled mask.
 #include "ops/dropout.h"
 
+#include "ops/cast.h"
 #include "ops/dispatch.h"
 
 namespace ftune {
@@ -21,6 +22,29 @@ namespace {
 
 void dropout_apply(const char* op, TensorView out, TensorView inp, float p, RngKey rng,
                    const DropoutRows& rows) {
+  if (inp.dtype != DType::F32 || out.dtype != DType::F32) {
+    check_float(op, "inp", inp, inp.shape);
+    check_float(op, "out", out, inp.shape);
+    if (out.dtype != inp.dtype && out.data == inp.data)
+      throw ShapeError(fmt::format("{}: out ({}) aliases inp ({})", op, dtype_name(out.dtype),
+                                   dtype_name(inp.dtype)));
+    if (!(p >= 0.0f && p < 1.0f)) throw ShapeError(fmt::format("{}: p = {} outside [0, 1)", op, p));
+    const int64_t n = inp.numel();
+    if (n == 0) return;
+    const DropoutRuns runs = dropout_runs(op, rows, n, inp.rank() > 0 ? inp.dim(-1) : 1);
+    const Device dev = common_device(op, {out, inp});
+    FTUNE_DISPATCH(
+        op, dev,
+        {
+          int64_t ld;
+          const float* x = cpu::stage_f32(inp.data, inp.dtype, 1, n, n, 0, &ld);
+          float* y = out.dtype == DType::F32 ? out.data_as<float>() : cpu::staging(1, n);
+          cpu::dropout_apply(y, x, n, p, rng, runs);
+          if (out.dtype != DType::F32) cpu::store_f32(out.data, out.dtype, y, 1, n, n);
+        },
+        cuda::dropout_apply_mixed(out.data, out.dtype, inp.data, inp.dtype, n, p, rng, runs));
+    return;
+  }
   check_f32(op, "inp", inp, inp.shape);
   check_f32(op, "out", out, inp.shape);
   if (!(p >= 0.0f && p < 1.0f)) throw ShapeError(fmt::format("{}: p = {} outside [0, 1)", op, p));

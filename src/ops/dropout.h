@@ -12,6 +12,10 @@
 // The trainer sets row0 to the sequence's row in the optimizer step's batch and Tv (>= T) to a run
 // constant, so a row's mask is the same whichever micro-batch carries it and however far that
 // micro-batch is padded. With row0 = 0 and Tv = T it is the flat index (the default).
+//
+// Mixed precision: out and inp may each be f32, bf16 or f16 (e.g. backward from an fp32 LayerNorm
+// gradient into the bf16 gradient a GEMM reads); the multiplier is applied in fp32 and the result
+// rounded once. The mask does not depend on the dtype.
 #pragma once
 
 #include "core/philox.h"
@@ -58,6 +62,9 @@ void dropout_multipliers(float* m, RngKey rng, uint64_t first, int64_t n, float 
 
 namespace cuda {
 void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng, DropoutRuns runs);
+// Any pair of float storage types (out may alias inp only when the types are equal).
+void dropout_apply_mixed(void* out, DType out_type, const void* inp, DType inp_type, int64_t n,
+                         float p, RngKey rng, DropoutRuns runs);
 }  // namespace cuda
 
 }  // namespace ftune

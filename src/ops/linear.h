@@ -6,6 +6,13 @@
 // Inputs may be row-strided 2-D views (e.g. the first token of every sequence); the innermost
 // dimension must be contiguous. accumulate_dinp lets a layer whose input also feeds a residual
 // path add its gradient to the one already there, without another pass.
+//
+// Mixed precision (autocast): weight, inp and dout may be bf16 (or f16), all of one type — the
+// weight then being the 16-bit shadow of the fp32 master — with out and dinp either that type or
+// f32 (an fp32 residual-stream gradient accumulates the GEMM's fp32 result directly). bias, dbias
+// and dweight stay f32: dweight accumulates (+=) the fp32 product of 16-bit operands, dbias the
+// fp32 column sums of the 16-bit dout. CUDA runs these through cuBLASLt (cuda/gemm.h, fp32
+// compute); the CPU emulates them with fp32 staging (ops/cast.h).
 #pragma once
 
 #include "core/tensor.h"
@@ -25,6 +32,15 @@ void linear_backward(float* dinp, int64_t lddi, float* dweight, float* dbias, co
 }  // namespace cpu
 
 namespace cuda {
+// 16-bit operands (dtype bf16 or f16): inp, weight and dout of `dtype`, out and dinp of their own
+// type (dtype or f32); bias, dweight and dbias f32.
+void linear_forward_mixed(void* out, DType out_type, int64_t ldo, const void* inp, int64_t ldi,
+                          const void* weight, DType dtype, const float* bias, int64_t N, int64_t C,
+                          int64_t OC);
+void linear_backward_mixed(void* dinp, DType dinp_type, int64_t lddi, float* dweight, float* dbias,
+                           const void* dout, int64_t lddo, const void* inp, int64_t ldi,
+                           const void* weight, DType dtype, int64_t N, int64_t C, int64_t OC,
+                           bool accumulate_dinp);
 void linear_forward(float* out, int64_t ldo, const float* inp, int64_t ldi, const float* weight,
                     const float* bias, int64_t N, int64_t C, int64_t OC);
 void linear_backward(float* dinp, int64_t lddi, float* dweight, float* dbias, const float* dout,

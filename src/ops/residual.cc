@@ -2,12 +2,32 @@
 #include "ops/residual.h"
 
 #include "core/memory.h"
+#include "ops/cast.h"
 #include "ops/dispatch.h"
 
 namespace ftune {
 
 void residual_forward(TensorView out, TensorView a, TensorView b) {
   const char* op = "residual_forward";
+  if (a.dtype != DType::F32 || b.dtype != DType::F32 || out.dtype != DType::F32) {
+    check_float(op, "a", a, a.shape);
+    check_float(op, "b", b, a.shape);
+    check_float(op, "out", out, a.shape);
+    const Device dev = common_device(op, {out, a, b});
+    const int64_t n = a.numel();
+    FTUNE_DISPATCH(
+        op, dev,
+        {
+          int64_t ld;
+          const float* x = cpu::stage_f32(a.data, a.dtype, 1, n, n, 0, &ld);
+          const float* y = cpu::stage_f32(b.data, b.dtype, 1, n, n, 1, &ld);
+          float* s = out.dtype == DType::F32 ? out.data_as<float>() : cpu::staging(2, n);
+          cpu::residual_forward(s, x, y, n);
+          if (out.dtype != DType::F32) cpu::store_f32(out.data, out.dtype, s, 1, n, n);
+        },
+        cuda::residual_forward_mixed(out.data, out.dtype, a.data, a.dtype, b.data, b.dtype, n));
+    return;
+  }
   check_f32(op, "a", a, a.shape);
   check_f32(op, "b", b, a.shape);
   check_f32(op, "out", out, a.shape);

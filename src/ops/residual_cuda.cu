@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_check.h"
+#include "cuda/element.cuh"
 #include "cuda/streams.cuh"
 #include "ops/residual.h"
 
@@ -29,7 +30,26 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
+template <typename O, typename A, typename B>
+__global__ void residual_mixed_kernel(O* out, const A* a, const B* b, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) store_f32(out + i, load_f32(a + i) + load_f32(b + i));
+}
+
 }  // namespace
+
+void residual_forward_mixed(void* out, DType out_type, const void* a, DType a_type, const void* b,
+                            DType b_type, int64_t n) {
+  if (n == 0) return;
+  with_float_type(out_type, out, [&](auto* o) {
+    with_float_type(a_type, const_cast<void*>(a), [&](auto* pa) {
+      with_float_type(b_type, const_cast<void*>(b), [&](auto* pb) {
+        residual_mixed_kernel<<<grid_for(n, 256), 256, 0, compute_stream()>>>(o, pa, pb, n);
+      });
+    });
+  });
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
 
 void residual_forward(float* out, const float* a, const float* b, int64_t n) {
   if (n == 0) return;

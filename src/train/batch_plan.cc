@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "train/precision.h"
+
 namespace ftune {
 
 RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
@@ -15,6 +17,8 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
   if (data.test) max_seq = std::max(max_seq, data.test->longest);
   if (tc.plan_lengths == "max_length") max_seq = std::max(max_seq, max_length);
   p.target = PlanTarget{model, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
+  p.precision = resolve_precision(tc.precision, options.device, cfg.peft.dora());
+  p.target.precision = compute_dtype(p.precision.precision);
   if (options.device_memory) {
     p.memory = DeviceMemoryInfo{*options.device_memory, *options.device_memory, "--memory"};
   } else {

@@ -9,6 +9,7 @@
 
 #include "core/memory.h"
 #include "train/memory_planner.h"
+#include "train/precision.h"
 #include "train/train_config.h"
 #include "train/train_data.h"
 
@@ -20,6 +21,7 @@ struct RunBatchPlan {
   BatchRequest request;
   BatchChoice choice;
   std::string budget_source;  // "training.memory_fraction 0.95" or "training.memory_budget"
+  ResolvedPrecision precision;  // training.precision resolved for the device (target.precision)
 };
 
 struct BatchPlanOptions {

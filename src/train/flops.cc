@@ -63,21 +63,6 @@ TrainingWork& TrainingWork::operator+=(const TrainingWork& o) {
   return *this;
 }
 
-MathPrecision parse_math_precision(const std::string& text, const std::string& key) {
-  if (text == "fp32") return MathPrecision::FP32;
-  if (text == "bf16") return MathPrecision::BF16;
-  if (text == "fp16") return MathPrecision::FP16;
-  throw InputError(fmt::format("{}: '{}' is not a precision; expected fp32, bf16 or fp16", key, text));
-}
-
-const char* math_precision_name(MathPrecision p) {
-  switch (p) {
-    case MathPrecision::BF16: return "bf16";
-    case MathPrecision::FP16: return "fp16";
-    case MathPrecision::FP32: break;
-  }
-  return "fp32";
-}
 
 namespace {
 
@@ -107,7 +92,7 @@ const nlohmann::json& peak_table() {
 
 }  // namespace
 
-std::optional<PeakFlops> peak_flops(const std::string& device_name, MathPrecision precision,
+std::optional<PeakFlops> peak_flops(const std::string& device_name, Precision precision,
                                     bool tf32) {
   const std::set<std::string> words = name_words(device_name);
   if (words.empty()) return std::nullopt;
@@ -119,9 +104,9 @@ std::optional<PeakFlops> peak_flops(const std::string& device_name, MathPrecisio
           return words.count(word) > 0;
         }))
       continue;
-    std::string key = math_precision_name(precision);
+    std::string key = std::string(precision_name(precision));
     std::string math = key + " tensor";
-    if (precision == MathPrecision::FP32) {
+    if (precision == Precision::FP32) {
       key = tf32 ? "tf32" : "fp32";
       math = tf32 ? "tf32 tensor" : "fp32";
     }
@@ -149,7 +134,7 @@ std::string gpu_name(Device device) {
 }
 
 nlohmann::json flops_summary(const TrainingWork& work, double samples_per_s, Device device,
-                             MathPrecision precision, bool tf32) {
+                             Precision precision, bool tf32) {
   nlohmann::json s;
   if (work.sequences == 0) return s;
   const double n = static_cast<double>(work.sequences);
@@ -160,8 +145,8 @@ nlohmann::json flops_summary(const TrainingWork& work, double samples_per_s, Dev
   s["real_tokens_per_sample"] = static_cast<double>(work.real_tokens) / n;
   const double achieved = per_sample * samples_per_s;
   s["model_tflops_per_s"] = achieved / 1e12;
-  s["mfu_precision"] = precision == MathPrecision::FP32 && tf32 ? "tf32"
-                                                                 : math_precision_name(precision);
+  s["mfu_precision"] = precision == Precision::FP32 && tf32 ? "tf32"
+                                                                 : std::string(precision_name(precision));
   const std::string name = gpu_name(device);
   if (const auto peak = peak_flops(name, precision, tf32)) {
     s["peak_tflops"] = peak->flops / 1e12;

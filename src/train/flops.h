@@ -32,6 +32,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "train/precision.h"
 
 namespace ftune {
 
@@ -68,12 +69,6 @@ struct TrainingWork {
   TrainingWork& operator+=(const TrainingWork& other);
 };
 
-// The math a run's GEMMs use, as training.precision names it (fp32 | bf16 | fp16).
-enum class MathPrecision : uint8_t { FP32, BF16, FP16 };
-// Parses "fp32", "bf16", "fp16"; throws InputError naming `key` and the accepted values otherwise.
-MathPrecision parse_math_precision(const std::string& text, const std::string& key);
-const char* math_precision_name(MathPrecision p);
-
 // A table entry chosen for a device and a precision.
 struct PeakFlops {
   std::string gpu;     // the table's name, e.g. "H100 SXM"
@@ -85,7 +80,7 @@ struct PeakFlops {
 // The peak of the GPU called `device_name` (as cudaGetDeviceProperties names it, e.g.
 // "NVIDIA H100 80GB HBM3") for `precision` (fp32 with `tf32`: the TF32 rate); nullopt when the GPU
 // is not in the table or lacks that math.
-std::optional<PeakFlops> peak_flops(const std::string& device_name, MathPrecision precision,
+std::optional<PeakFlops> peak_flops(const std::string& device_name, Precision precision,
                                     bool tf32);
 // The process-wide TF32 switch of the CUDA fp32 GEMMs (cuda/gemm.h; false in builds without CUDA).
 bool tf32_gemms_on();
@@ -96,6 +91,6 @@ std::string gpu_name(Device device);
 // flops_per_sample_real, padded_tokens_per_sample, model_tflops_per_s (flops_per_sample x
 // samples_per_s), and when the device's peak is known peak_tflops, peak (the table entry) and mfu.
 nlohmann::json flops_summary(const TrainingWork& work, double samples_per_s, Device device,
-                             MathPrecision precision = MathPrecision::FP32, bool tf32 = false);
+                             Precision precision = Precision::FP32, bool tf32 = false);
 
 }  // namespace ftune

@@ -26,10 +26,14 @@ const std::vector<CategoryInfo>& category_list() {
   static const std::vector<CategoryInfo> list = {
       {"parameters", "fp32 weights (base model, adapters, head)"},
       {"master weights", "none: in fp32 the parameters are the master copy"},
+      {"weight shadow", "mixed precision: bf16 / f16 copy of the encoder layers' weights for the "
+                        "GEMMs (none in fp32)"},
       {"gradients", "fp32, trainable parameters only"},
       {"optimizer state", "AdamW exp_avg + exp_avg_sq, fp32"},
       {"adapter caches", "DoRA: ||W||^2 and weight norms per adapted linear"},
-      {"activations", "saved for the backward pass (checkpointing: layer outputs + one layer)"},
+      {"activations",
+       "saved for the backward pass (checkpointing: layer outputs + one layer); mixed precision: "
+       "GEMM inputs and outputs in bf16 / f16, residual stream and LayerNorms in fp32"},
       {"attention", "attention probabilities saved for backward, per layer slot"},
       {"activation gradients", "reused across layers"},
       {"workspace", "attention and layer-norm scratch, LoRA dropout"},
@@ -45,6 +49,7 @@ const std::vector<CategoryInfo>& category_list() {
 const char* MemoryPlan::category_of(const std::string& name) {
   auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };
   if (starts("param/")) return "parameters";
+  if (starts("shadow/")) return "weight shadow";
   if (starts("grad/")) return "gradients";
   if (starts("adam/")) return "optimizer state";
   if (starts("adapter/")) return "adapter caches";
@@ -90,6 +95,7 @@ ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t 
   options.training = true;
   options.adapters = target.adapters;
   options.checkpointing = checkpointing;
+  options.compute = target.precision;
   return options;
 }
 

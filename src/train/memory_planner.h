@@ -36,6 +36,7 @@ struct PlanTarget {
   int64_t max_seq = 128;   // longest sequence (tokens, special tokens included)
   int64_t eval_batch = 0;  // rows of an evaluation batch; 0: the micro-batch
   Device device = Device::cpu();
+  DType precision = DType::F32;  // GEMM activations and weight shadow (train/precision.h)
 };
 
 struct MemoryCategory {

@@ -49,7 +49,7 @@ void step_scalars_add_loss(TensorView scalars, TensorView loss, double share) {
 }
 
 void step_scalars_finish(TensorView scalars, TensorView grads, double max_norm,
-                         int64_t max_nonfinite) {
+                         int64_t max_nonfinite, float loss_scale, bool overflow_skips) {
   const char* op = "step_scalars_finish";
   check_f32(op, "grads", grads, grads.shape);
   double* s = step_scalars_data(scalars);
@@ -59,11 +59,12 @@ void step_scalars_finish(TensorView scalars, TensorView grads, double max_norm,
   FTUNE_DISPATCH(op, dev,
                  {
                    s[kGradSumSq] = cpu::sum_of_squares(g, n);
-                   finish_step_scalars(s, max_norm, double(max_nonfinite));
+                   finish_step_scalars(s, max_norm, double(max_nonfinite), loss_scale, overflow_skips);
                  },
                  {
                    cuda::sum_of_squares_into(s + kGradSumSq, g, n);
-                   cuda::step_scalars_finish(s, max_norm, double(max_nonfinite));
+                   cuda::step_scalars_finish(s, max_norm, double(max_nonfinite), loss_scale,
+                                             overflow_skips);
                  });
 }
 

@@ -40,6 +40,7 @@ enum StepSlot : int {
   kAdamSteps,          // AdamW's t (bias correction); advanced only by applied steps
   kStepsFinished,      // steps finished (the data cursor as the device counts it)
   kAbortStep,          // 0, or the step (1-based) at which kNonfiniteInRow reached the limit
+  kScaleOverflow,      // fp16: 1 when the last step was skipped for an overflow at its loss scale
   kStepSlots = 16      // (spare slots up to here)
 };
 
@@ -61,20 +62,31 @@ FTUNE_HD float clip_factor(double norm, double max_norm) {
 
 // The end of a step, once kGradSumSq holds the gradients' sum of squares. One function for the CPU
 // and the one-thread CUDA kernel.
-FTUNE_HD void finish_step_scalars(double* s, double max_norm, double max_nonfinite) {
+// fp16 (train/loss_scaler.h): the gradients are loss_scale times too large, so the norm is
+// unscaled and the clip coefficient divided by the scale (the optimizer reads g / S at no extra
+// pass); with overflow_skips (the scaler can still lower S) a finite loss with non-finite
+// gradients is an overflow at this scale: skipped and flagged in kScaleOverflow, not counted as a
+// divergence. loss_scale 1 without overflow_skips is the bf16 / fp32 step, bit for bit.
+FTUNE_HD void finish_step_scalars(double* s, double max_norm, double max_nonfinite,
+                                  float loss_scale = 1.0f, bool overflow_skips = false) {
   const double loss = s[kStepLoss];
-  const double norm = sqrt(s[kGradSumSq]);
+  const double norm = sqrt(s[kGradSumSq]) / static_cast<double>(loss_scale);
   s[kGradNorm] = norm;
   s[kLastStepLoss] = loss;
   s[kWindowLoss] += loss;
-  s[kClipCoef] = clip_factor(norm, max_norm);
+  s[kClipCoef] = clip_factor(norm, max_norm) / loss_scale;
   s[kStepsFinished] += 1.0;
+  s[kScaleOverflow] = 0.0;
   if (s[kAbortStep] != 0.0) {
     s[kStepOk] = 0.0;  // aborting: nothing is applied any more, nothing counted
   } else if (step_finite(loss) && step_finite(norm)) {
     s[kStepOk] = 1.0;
     s[kNonfiniteInRow] = 0.0;
     s[kAdamSteps] += 1.0;
+  } else if (overflow_skips && step_finite(loss)) {
+    s[kStepOk] = 0.0;
+    s[kSkippedSteps] += 1.0;
+    s[kScaleOverflow] = 1.0;
   } else {
     s[kStepOk] = 0.0;
     s[kSkippedSteps] += 1.0;
@@ -94,7 +106,8 @@ void step_scalars_add_loss(TensorView scalars, TensorView loss, double share);
 // The gradients' sum of squares (deterministic, in double: grad_clip.h) then
 // finish_step_scalars.
 void step_scalars_finish(TensorView scalars, TensorView grads, double max_norm,
-                         int64_t max_nonfinite);
+                         int64_t max_nonfinite, float loss_scale = 1.0f,
+                         bool overflow_skips = false);
 // An optimizer step without the trainer's checks (AdamW::step): clip coefficient <- grad_scale,
 // ok <- 1, t += 1.
 void step_scalars_apply_unconditionally(TensorView scalars, float grad_scale);
@@ -115,7 +128,8 @@ void step_scalars_add_loss(double* s, const float* loss, double share);
 namespace cuda {
 void step_scalars_set(double* s, int slot, double value);
 void step_scalars_add_loss(double* s, const float* loss, double share);
-void step_scalars_finish(double* s, double max_norm, double max_nonfinite);
+void step_scalars_finish(double* s, double max_norm, double max_nonfinite, float loss_scale,
+                         bool overflow_skips);
 void step_scalars_apply_unconditionally(double* s, float grad_scale);
 }  // namespace cuda
 

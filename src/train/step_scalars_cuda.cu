@@ -15,8 +15,9 @@ __global__ void add_loss_kernel(double* s, const float* loss, double share) {
   if (share != 0.0) s[kStepLoss] = __dadd_rn(s[kStepLoss], __dmul_rn(share, double(loss[0])));
 }
 
-__global__ void finish_kernel(double* s, double max_norm, double max_nonfinite) {
-  finish_step_scalars(s, max_norm, max_nonfinite);
+__global__ void finish_kernel(double* s, double max_norm, double max_nonfinite, float loss_scale,
+                              bool overflow_skips) {
+  finish_step_scalars(s, max_norm, max_nonfinite, loss_scale, overflow_skips);
 }
 
 __global__ void apply_kernel(double* s, float grad_scale) {
@@ -37,8 +38,10 @@ void step_scalars_add_loss(double* s, const float* loss, double share) {
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
-void step_scalars_finish(double* s, double max_norm, double max_nonfinite) {
-  finish_kernel<<<1, 1, 0, compute_stream()>>>(s, max_norm, max_nonfinite);
+void step_scalars_finish(double* s, double max_norm, double max_nonfinite, float loss_scale,
+                         bool overflow_skips) {
+  finish_kernel<<<1, 1, 0, compute_stream()>>>(s, max_norm, max_nonfinite, loss_scale,
+                                               overflow_skips);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

@@ -67,6 +67,8 @@ struct TrainConfig {
     int64_t log_every = 10;
     int64_t threads = 0;               // 0: all cores
     std::string device = "cpu";        // cpu | cuda | cuda:N: where the arena lives and ops run
+    // auto | fp32 | bf16 | fp16 (train/precision.h): auto is bf16 on a GPU with bf16, else fp32.
+    std::string precision = "auto";
     int64_t max_nonfinite_steps = 10;  // consecutive skipped steps before the run aborts
     int64_t prefetch = 4;              // batches assembled ahead of the step
     GradientCheckpointing gradient_checkpointing = GradientCheckpointing::Auto;  // off|on|auto

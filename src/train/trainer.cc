@@ -37,6 +37,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -62,6 +63,7 @@
 #include "train/grad_clip.h"
 #include "train/input_staging.h"
 #include "train/layer_decay.h"
+#include "train/loss_scaler.h"
 #include "train/lr_schedule.h"
 #include "train/batch_plan.h"
 #include "train/progress.h"
@@ -227,6 +229,7 @@ class Trainer {
   // The host's read of the step scalars: updates the skip counters, warns about skipped steps and
   // throws when the device latched the non-finite abort.
   StepScalarValues sync_step_scalars();
+  void follow_loss_scale();
   nlohmann::json run_eval(const TokenizedSplit& split, const char* name);
   void save_checkpoint(bool best);
   void write_checkpoint(const std::string& dir, const StepScalarValues& scalars);
@@ -247,6 +250,7 @@ class Trainer {
   std::unique_ptr<SequenceClassifier> model_;
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<InputStaging> staging_;  // double-buffered micro-batch inputs
+  LossScaler scaler_;  // fp16: dynamic loss scaling (disabled otherwise: S = 1)
   std::unique_ptr<Arena> arena_;
   RunBatchPlan plan_;
   GradientCheckpointing checkpointing_ = GradientCheckpointing::Off;
@@ -382,6 +386,14 @@ void Trainer::plan_batch() {
   const BatchChoice& c = plan_.choice;
   micro_batch_ = c.micro_batch;
   checkpointing_ = c.checkpointing;
+  spdlog::info("precision {} ({})", precision_name(plan_.precision.precision),
+               plan_.precision.reason);
+  // fp16 scales the loss; FTUNE_DEBUG_LOSS_SCALE=s starts from 2^s (tests force overflows).
+  static const int64_t scale_log2 = debug_env("FTUNE_DEBUG_LOSS_SCALE");
+  LossScalerOptions so;
+  so.enabled = plan_.precision.precision == Precision::FP16;
+  if (scale_log2 >= 0) so.init_scale = std::ldexp(1.0f, static_cast<int>(scale_log2));
+  scaler_ = LossScaler(so);
   spdlog::info("memory plan: {} ({} available on {} per {}; budget {} = {})", c.reason,
                format_bytes(plan_.memory.available), device_name(plan_.target.device),
                plan_.memory.source, format_bytes(c.budget), plan_.budget_source);
@@ -599,6 +611,8 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   samples_ = s.at("samples").get<int64_t>();
   tokens_ = s.at("real_tokens").get<int64_t>();
   skipped_ = s.at("skipped_steps").get<int64_t>();
+  if (s.contains("loss_scale"))
+    scaler_.restore(s["loss_scale"].get<float>(), s["loss_scale_good_steps"].get<int64_t>());
   nonfinite_in_row_ = s.at("nonfinite_in_row").get<int64_t>();
   // What the device keeps between reads (step_scalars.h); the logging window starts empty.
   StepScalarValues scalars{};
@@ -647,6 +661,8 @@ void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& s
   s["real_tokens"] = tokens_;
   s["skipped_steps"] = skipped_;
   s["nonfinite_in_row"] = nonfinite_in_row_;
+  s["loss_scale"] = scaler_.scale();
+  s["loss_scale_good_steps"] = scaler_.good_steps();
   s["train_seconds"] = train_seconds_;
   s["input_wait_seconds"] = wait_seconds_;
   s["best_eval"] = best_eval_;
@@ -705,6 +721,7 @@ void Trainer::train_step() {
   // device accumulates it (step_scalars.h). Micro-batch k + 1's inputs are staged (host work and
   // an asynchronous copy) once k's kernels are queued, so they overlap k's compute.
   const bool inject_nonfinite = debug_nonfinite_step(step_ + 1);
+  const float loss_scale = scaler_.scale();  // 1 unless fp16
   int64_t micro_batches = micro_batches_;
   int slot = staging_->stage(step_batch, step_positions_, 0, std::min(micro_batch_, step_batch.size));
   TrainingWork step_work;
@@ -729,7 +746,7 @@ void Trainer::train_step() {
     const TensorView micro_loss = model_->loss(loss_options_);
     step_scalars_add_loss(scalars, micro_loss,
                           inject_nonfinite && row0 == 0 ? std::nan("") : share);
-    model_->backward(dropout, static_cast<float>(share));
+    model_->backward(dropout, static_cast<float>(share) * loss_scale);
     staging_->release(slot);
     if (row0 + micro_batch_ < step_batch.size)
       slot = staging_->stage(step_batch, step_positions_, row0 + micro_batch_,
@@ -740,11 +757,15 @@ void Trainer::train_step() {
   work_ += step_work;
   const int64_t step_samples = step_batch.size, step_tokens = step_batch.real_tokens();
   // Norm, clip factor and the finite check on the device; AdamW applies the step or, when the
-  // loss or the norm is not finite, touches nothing (the counters move on the device).
+  // loss or the norm is not finite, touches nothing (the counters move on the device). fp16: the
+  // gradients are S times too large; the device unscales the norm and the clip coefficient.
   step_scalars_finish(scalars, model_->trainable_grads(), tc_.max_grad_norm,
-                      tc_.max_nonfinite_steps);
+                      tc_.max_nonfinite_steps, loss_scale,
+                      scaler_.enabled() && !scaler_.exhausted());
   const double lr = schedule_.lr(step_);
   adamw_->apply(model_->trainable_values(), model_->trainable_grads(), static_cast<float>(lr));
+  model_->weights_updated();  // mixed precision: the 16-bit weight shadow follows the master
+  if (scaler_.enabled()) follow_loss_scale();
   ++step_;
   samples_ += step_samples;
   tokens_ += step_tokens;
@@ -790,6 +811,23 @@ StepScalarValues Trainer::sync_step_scalars() {
         "stopping at step {}. Lower training.learning_rate or check the data",
         tc_.max_nonfinite_steps, static_cast<int64_t>(v[kAbortStep])));
   return v;
+}
+
+// fp16 only: the host keeps the loss scale, so it reads the step's outcome after every step (one
+// small read per step; bf16 and fp32 steps make none). An overflow at the current scale halves it
+// and is logged here; a real divergence (non-finite loss, or gradients once the scale is
+// exhausted) is left to sync_step_scalars' warning and abort.
+void Trainer::follow_loss_scale() {
+  const StepScalarValues v = read_step_scalars(adamw_->step_scalars());
+  const float scale = scaler_.scale();
+  if (v[kScaleOverflow] != 0.0) {
+    scaler_.update(std::numeric_limits<double>::infinity());
+    skipped_ = static_cast<int64_t>(v[kSkippedSteps]);
+    spdlog::info("step {}: fp16 gradients overflow at loss scale {}; step skipped, scale now {}",
+                 step_ + 1, scale, scaler_.scale());
+  } else if (v[kStepOk] != 0.0) {
+    scaler_.update(v[kGradNorm] * scale);
+  }
 }
 
 nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) {
@@ -842,7 +880,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["labels"] = data_.labels.names;
   s["initialised"] = load_report_.initialised;
   s["device"] = device_name(plan_.target.device);
-  s["precision"] = "fp32";
+  s["precision"] = std::string(precision_name(plan_.precision.precision));
   s["peft"] = peft_method_name(cfg_.peft.method);
   s["trainable_parameters"] = model_->trainable_params().total();
   s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;
@@ -868,7 +906,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["wall_seconds"] = seconds_since(t_start_);
   // FLOPs and MFU (train/flops.h); the precision is the run's GEMM math.
   s.update(flops_summary(work_, s["train_samples_per_s"].get<double>(), plan_.target.device,
-                         MathPrecision::FP32, tf32_gemms_on()));
+                         plan_.precision.precision, tf32_gemms_on()));
   s["arena_bytes"] = arena_->capacity();
   nlohmann::json memory = memory_report(*arena_, plan_.target.device);
   memory["device"] = device_name(plan_.target.device);

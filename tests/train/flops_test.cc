@@ -70,7 +70,7 @@ TEST(Flops, MicroBatchCountsPaddedAndRealTokens) {
 }
 
 TEST(Flops, PeakByDeviceNameAndPrecision) {
-  using P = MathPrecision;
+  using P = Precision;
   auto tflops = [](const std::string& name, P p, bool tf32 = false) {
     const auto peak = peak_flops(name, p, tf32);
     return peak ? peak->flops / 1e12 : -1.0;
@@ -111,7 +111,7 @@ TEST(Flops, EveryTableEntryIsReachableByItsOwnName) {
   ASSERT_GE(table["gpus"].size(), 15u);
   for (const auto& gpu : table["gpus"]) {
     const std::string name = gpu["name"];
-    const auto peak = peak_flops("NVIDIA " + name, MathPrecision::FP16, false);
+    const auto peak = peak_flops("NVIDIA " + name, Precision::FP16, false);
     ASSERT_TRUE(peak) << name;
     EXPECT_EQ(peak->gpu, name);
     EXPECT_DOUBLE_EQ(peak->flops, gpu["fp16"].get<double>() * 1e12) << name;
@@ -121,18 +121,6 @@ TEST(Flops, EveryTableEntryIsReachableByItsOwnName) {
   }
 }
 
-TEST(Flops, PrecisionNames) {
-  EXPECT_EQ(parse_math_precision("bf16", "training.precision"), MathPrecision::BF16);
-  EXPECT_EQ(parse_math_precision("fp16", "training.precision"), MathPrecision::FP16);
-  EXPECT_EQ(parse_math_precision("fp32", "training.precision"), MathPrecision::FP32);
-  try {
-    parse_math_precision("fp8", "training.precision");
-    FAIL() << "fp8 accepted";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("training.precision"), std::string::npos);
-    EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos);
-  }
-}
 
 TEST(Flops, SummaryOnCpuHasNoMfu) {
   const FlopModel m{1, 2, 4, 2};

@@ -1,0 +1,93 @@
+// Training precision: names and the resolution of training.precision (see precision.h).
+#include "train/precision.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#ifdef FTUNE_WITH_CUDA
+#include "cuda/cuda_device.h"
+#endif
+
+namespace ftune {
+
+std::string_view precision_name(Precision p) {
+  switch (p) {
+    case Precision::FP32:
+      return "fp32";
+    case Precision::BF16:
+      return "bf16";
+    case Precision::FP16:
+      return "fp16";
+  }
+  return "?";
+}
+
+DType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::FP32:
+      return DType::F32;
+    case Precision::BF16:
+      return DType::BF16;
+    case Precision::FP16:
+      return DType::F16;
+  }
+  return DType::F32;
+}
+
+namespace {
+
+// A GPU that is not visible here (`ftune plan --memory` for another machine) is assumed to be
+// sm_80 or later.
+bool device_has_bf16(Device device) {
+  if (device.is_cpu()) return false;
+#ifdef FTUNE_WITH_CUDA
+  if (device.index >= cuda_device_count()) return true;
+  return cuda::device_capabilities(device).bf16;
+#else
+  return true;
+#endif
+}
+
+}  // namespace
+
+ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora) {
+  const char* key = "training.precision";
+  if (value == "fp32") return {Precision::FP32, "fp32 as configured"};
+  if ((value == "bf16" || value == "fp16") && dora)
+    throw InputError(fmt::format(
+        "key '{}' is '{}', but mixed precision with DoRA adapters is not supported yet; use "
+        "{}=fp32 (or auto) with DoRA",
+        key, value, key));
+  if (value == "fp16") {
+    if (device.is_cpu())
+      return {
+          Precision::FP16,
+          "fp16 with dynamic loss scaling as configured; the CPU has no fp16 arithmetic, so this "
+          "is an emulation (fp16 storage, fp32 compute) and slower than fp32"};
+    return {Precision::FP16, "fp16 with dynamic loss scaling as configured"};
+  }
+  if (value == "bf16") {
+    if (device.is_cpu())
+      return {Precision::BF16,
+              "bf16 as configured; the CPU has no bf16 arithmetic, so this is an emulation "
+              "(bf16 storage, fp32 compute) and slower than fp32"};
+    if (!device_has_bf16(device))
+      throw InputError(fmt::format(
+          "key '{}' is 'bf16', but {} has no bf16 support (needs compute capability 8.0 or "
+          "later); use {}=fp32 or auto",
+          key, device_name(device), key));
+    return {Precision::BF16, "bf16 as configured"};
+  }
+  if (value != "auto")
+    throw InputError(
+        fmt::format("key '{}' must be one of auto, fp32, bf16, fp16, got '{}'", key, value));
+  if (device.is_cpu()) return {Precision::FP32, "auto: the CPU computes in fp32"};
+  if (dora)
+    return {Precision::FP32, "auto: fp32 with DoRA (its mixed-precision path is not written yet)"};
+  if (device_has_bf16(device))
+    return {Precision::BF16, fmt::format("auto: {} has bf16 tensor cores", device_name(device))};
+  return {Precision::FP16,
+          fmt::format("auto: {} has no bf16: fp16 with dynamic loss scaling", device_name(device))};
+}
+
+}  // namespace ftune

@@ -1,0 +1,36 @@
+// Training precision (`training.precision`): fp32, or mixed precision with autocast semantics —
+// fp32 master weights and optimizer state, bf16 (or f16) GEMMs and attention with fp32
+// accumulation, fp32 LayerNorms, softmax, loss and parameter gradients (models/encoder.h).
+//   auto: bf16 on a CUDA device that has bf16 tensor cores (sm_80+), fp16 on an older GPU, fp32 on
+//         the CPU (which has no 16-bit arithmetic: bf16 / fp16 there are an emulation,
+//         ops/cast.h), and fp32 with DoRA adapters (whose mixed-precision path is not written
+//         yet; LoRA branches run in fp32 on fp32 copies of their 16-bit inputs, models/encoder.h).
+//   fp16: the same autocast semantics with f16 storage, plus dynamic loss scaling
+//         (train/loss_scaler.h) against f16's narrow exponent range.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/device.h"
+#include "core/dtype.h"
+
+namespace ftune {
+
+enum class Precision : uint8_t { FP32, BF16, FP16 };
+
+std::string_view precision_name(Precision p);  // "fp32", "bf16", "fp16"
+DType compute_dtype(Precision p);              // F32, BF16, F16
+
+struct ResolvedPrecision {
+  Precision precision = Precision::FP32;
+  std::string reason;  // why (for the run log), e.g. "auto: the CPU computes in fp32"
+};
+
+// Resolves the value of training.precision (auto, fp32, bf16 or fp16) for a run on `device`;
+// `dora`: DoRA adapters are on (LoRA works in every precision). Throws InputError naming the key
+// and the allowed values for an unknown value, and naming the key for a combination that is not
+// supported.
+ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora);
+
+}  // namespace ftune

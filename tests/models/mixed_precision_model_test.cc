@@ -1,0 +1,186 @@
+// The classifier under mixed precision (ClassifierOptions::compute bf16, autocast semantics) on the
+// golden BERT pair batch with every dropout on: logits, loss and every parameter gradient follow
+// the fp32 model within the DESIGN's bf16 tolerance; gradient checkpointing gives bit-identical
+// gradients in bf16 too and bf16 activations take less memory than fp32; the bf16 weight shadow
+// follows the master weights after weights_updated() (and only then); LoRA (adapter dropout on, on
+// every site kind: fused QKV blocks, attention output, FFN in and out) follows fp32 LoRA and stays
+// bit-identical under checkpointing; DoRA is refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "golden_fixture.h"
+#include "models/hf_checkpoint.h"
+
+namespace ftune::test {
+namespace {
+
+struct Model {
+  std::unique_ptr<SequenceClassifier> clf;
+  Arena arena;
+  size_t act_bytes = 0, shadow_bytes = 0;
+};
+
+Model build(const GoldenCase& c, DType compute, GradientCheckpointing ckpt,
+            PeftMethod method = PeftMethod::None) {
+  EncoderConfig config = load_model_config(c.model_dir);
+  config.hidden_dropout = config.attention_dropout = config.classifier_dropout = 0.1f;
+  ClassifierOptions o;
+  o.max_batch = c.batch.size;
+  o.max_seq = c.batch.seq_len;
+  o.checkpointing = ckpt;
+  o.compute = compute;
+  o.adapters.method = method;
+  o.adapters.r = 3;
+  o.adapters.alpha = 5;
+  o.adapters.dropout = 0.1;
+  o.adapters.target_modules = {"query", "value", "intermediate.dense", "output.dense"};
+  Model m;
+  m.clf = std::make_unique<SequenceClassifier>(config, o);
+  ArenaPlan plan;
+  m.clf->add_to_plan(plan);
+  for (const auto& [group, bytes] : plan.bytes_by_group()) {
+    if (group == "act" || group == "gradact") m.act_bytes += bytes;
+    if (group == "shadow") m.shadow_bytes += bytes;
+  }
+  m.arena = Arena(Device::cpu(), std::move(plan));
+  m.clf->bind(m.arena);
+  load_model_weights(*m.clf, c.model_dir);
+  if (method != PeftMethod::None) {
+    m.clf->init_adapters(5);
+    // Non-zero B, so every adapter gradient is non-trivial.
+    for (const ParamSpec& s : m.clf->adapter_params().specs())
+      if (s.name.ends_with("lora_B.weight")) {
+        std::mt19937_64 rng(11);
+        const HostTensor v = random_tensor(s.shape, rng, -0.3f, 0.3f);
+        copy(m.clf->param(s.name), v.view());
+      }
+  }
+  m.clf->set_batch(c.batch);
+  return m;
+}
+
+// Two accumulated micro-steps with different dropout masks; returns the losses.
+std::vector<float> step(Model& m) {
+  std::vector<float> losses;
+  for (uint32_t micro = 0; micro < 2; ++micro) {
+    const DropoutPlan d{true, 77, micro};
+    m.clf->forward(d);
+    losses.push_back(to_vector(m.clf->loss({}))[0]);
+    m.clf->backward(d, 0.5f);
+  }
+  return losses;
+}
+
+double rel(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, ref = 1e-12;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
+    ref = std::max(ref, std::fabs(double(b[i])));
+  }
+  return diff / ref;
+}
+
+TEST(MixedPrecisionModel, Bf16FollowsFp32AndCheckpointingIsBitIdentical) {
+  const GoldenCase c = GoldenCase::load("bert_pair");
+  Model f32 = build(c, DType::F32, GradientCheckpointing::Off);
+  Model bf = build(c, DType::BF16, GradientCheckpointing::Off);
+  Model bf_ckpt = build(c, DType::BF16, GradientCheckpointing::On);
+  const auto l32 = step(f32), l16 = step(bf), l16c = step(bf_ckpt);
+  const auto g32 = to_vector(f32.clf->trainable_grads()),
+             g16 = to_vector(bf.clf->trainable_grads()),
+             g16c = to_vector(bf_ckpt.clf->trainable_grads());
+  ASSERT_EQ(g32.size(), g16.size());
+  for (size_t i = 0; i < l32.size(); ++i) {
+    EXPECT_NEAR(l16[i], l32[i], 2e-2 * std::fabs(l32[i]));
+    EXPECT_NE(l16[i], l32[i]);  // the bf16 path really ran
+  }
+  EXPECT_LE(rel(to_vector(bf.clf->logits()), to_vector(f32.clf->logits())), 2e-2);
+  // Every parameter's gradient, relative to that tensor's largest gradient (the attention key
+  // biases, whose exact gradient is zero, excepted).
+  for (const ParamSpec& s : f32.clf->trainable_params().specs()) {
+    if (s.name.find("attention.self.key.bias") != std::string::npos) continue;
+    const int64_t n = s.shape.numel();
+    const std::vector<float> a(g16.begin() + s.offset, g16.begin() + s.offset + n),
+        b(g32.begin() + s.offset, g32.begin() + s.offset + n);
+    EXPECT_LE(rel(a, b), 5e-2) << s.name;
+  }
+  // Checkpointing recomputes the same bf16 roundings: the same bits.
+  EXPECT_EQ(l16, l16c);
+  EXPECT_EQ(g16, g16c);
+  EXPECT_LT(bf.act_bytes, f32.act_bytes);
+  EXPECT_LT(bf_ckpt.act_bytes, bf.act_bytes);
+  EXPECT_EQ(f32.shadow_bytes, 0u);
+  EXPECT_GT(bf.shadow_bytes, 0u);
+  std::printf("activations: fp32 %zu bytes, bf16 %zu, bf16 + checkpointing %zu; shadow %zu\n",
+              f32.act_bytes, bf.act_bytes, bf_ckpt.act_bytes, bf.shadow_bytes);
+}
+
+TEST(MixedPrecisionModel, WeightShadowFollowsTheMasterAfterAnUpdate) {
+  const GoldenCase c = GoldenCase::load("bert_pair");
+  Model m = build(c, DType::BF16, GradientCheckpointing::Off);
+  const DropoutPlan eval{};
+  const auto before = to_vector(m.clf->forward(eval));
+  // Change a GEMM weight of layer 0 in the fp32 master, as an optimizer step would.
+  const std::string name = "bert.encoder.layer.0.attention.output.dense.weight";
+  const TensorView w = m.clf->param(name);
+  HostTensor h(DType::F32, w.shape);
+  copy(h.view(), w);
+  for (int64_t i = 0; i < h.numel(); ++i) h.data<float>()[i] *= 3.0f;
+  copy(w, h.view());
+  EXPECT_EQ(to_vector(m.clf->forward(eval)), before);  // the shadow is not rewritten yet
+  m.clf->weights_updated();
+  const auto after = to_vector(m.clf->forward(eval));
+  EXPECT_NE(after, before);
+  // The same as a model that starts from the changed weights.
+  Model fresh = build(c, DType::BF16, GradientCheckpointing::Off);
+  copy(fresh.clf->param(name), h.view());
+  fresh.clf->frozen_weights_changed();
+  EXPECT_EQ(to_vector(fresh.clf->forward(eval)), after);
+}
+
+TEST(MixedPrecisionModel, LoraFollowsFp32AndCheckpointingIsBitIdentical) {
+  const GoldenCase c = GoldenCase::load("bert_pair");
+  Model f32 = build(c, DType::F32, GradientCheckpointing::Off, PeftMethod::Lora);
+  Model bf = build(c, DType::BF16, GradientCheckpointing::Off, PeftMethod::Lora);
+  Model bf_ckpt = build(c, DType::BF16, GradientCheckpointing::On, PeftMethod::Lora);
+  const auto l32 = step(f32), l16 = step(bf), l16c = step(bf_ckpt);
+  for (size_t i = 0; i < l32.size(); ++i) EXPECT_NEAR(l16[i], l32[i], 2e-2 * std::fabs(l32[i]));
+  const auto g32 = to_vector(f32.clf->trainable_grads()),
+             g16 = to_vector(bf.clf->trainable_grads());
+  ASSERT_EQ(g32.size(), g16.size());
+  for (const ParamSpec& s : f32.clf->trainable_params().specs()) {
+    const int64_t n = s.shape.numel();
+    const std::vector<float> a(g16.begin() + s.offset, g16.begin() + s.offset + n),
+        b(g32.begin() + s.offset, g32.begin() + s.offset + n);
+    EXPECT_LE(rel(a, b), 5e-2) << s.name;
+  }
+  EXPECT_NE(g16, g32);
+  EXPECT_EQ(l16, l16c);
+  EXPECT_EQ(g16, to_vector(bf_ckpt.clf->trainable_grads()));
+}
+
+TEST(MixedPrecisionModel, DoraIsRefused) {
+  const GoldenCase c = GoldenCase::load("bert_pair");
+  ClassifierOptions o;
+  o.max_batch = c.batch.size;
+  o.max_seq = c.batch.seq_len;
+  o.compute = DType::BF16;
+  o.adapters.method = PeftMethod::Dora;
+  o.adapters.r = 2;
+  o.adapters.alpha = 4;
+  o.adapters.target_modules = {"query"};
+  SequenceClassifier clf(load_model_config(c.model_dir), o);
+  ArenaPlan plan;
+  try {
+    clf.add_to_plan(plan);
+    FAIL() << "bf16 with DoRA planned";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("DoRA"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("training.precision"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ftune::test

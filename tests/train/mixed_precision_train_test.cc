@@ -1,0 +1,201 @@
+// Mixed precision (training.precision bf16, the CPU's emulation of the GPU numerics) in real runs:
+// a tiny BERT trained with every dropout on follows the fp32 run's per-step losses within the
+// DESIGN's bf16 tolerance (2e-2 relative) over 40 steps; summary.json and the log name the resolved
+// precision; bf16 plans fewer activation bytes than fp32 plus a bf16 weight shadow, and a bf16 run
+// touches what it plans (with and without gradient checkpointing); the micro-batch split does not
+// change a bf16 trajectory; LoRA in bf16 follows fp32 LoRA and touches its plan; fp16 skips the
+// steps whose gradients overflow and halves its loss scale; training.precision errors name the key
+// and the allowed values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "run_cli.h"
+#include "test_util.h"
+#include "tiny_model.h"
+
+namespace ftune::test {
+namespace {
+
+class MixedPrecisionRun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = tmp_.path() + "/tiny";
+    write_tiny_bert(model_);
+    write_pair_task(tmp_.path() + "/train.jsonl", 160, 4);
+  }
+  std::string config(const std::string& run, const std::string& extra, int steps = 40) {
+    const std::string path = tmp_.path() + "/" + run + ".yaml";
+    std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
+                        << "/train.jsonl\n  max_length: 24\n"
+                        << "training:\n  max_steps: " << steps << "\n  effective_batch_size: 16\n"
+                        << "  learning_rate: 3.0e-3\n  log_every: 1\n  threads: 2\n"
+                        << "  memory_budget: 1GiB\n"
+                        << "  hidden_dropout: 0.1\n  attention_dropout: 0.1\n"
+                        << "  classifier_dropout: 0.1\n"
+                        << extra << "output:\n  dir: " << run_dir(run) << "\n  progress: plain\n";
+    return path;
+  }
+  std::string run_dir(const std::string& run) { return tmp_.path() + "/" + run; }
+  CliResult train(const std::string& run, const std::string& extra, int steps = 40) {
+    const CliResult r = run_ftune("train --config " + config(run, extra, steps));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r;
+  }
+  nlohmann::json summary(const std::string& run) {
+    return nlohmann::json::parse(std::ifstream(run_dir(run) + "/summary.json"));
+  }
+  nlohmann::json plan(const std::string& run, const std::string& extra) {
+    const CliResult r = run_ftune("plan --json --config " + config(run, extra, 3));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(r.output.substr(r.output.find("{\n")));
+  }
+  static size_t category(const nlohmann::json& plan, const std::string& name) {
+    for (const auto& c : plan["categories"])
+      if (c["name"] == name) return c["bytes"].get<size_t>();
+    ADD_FAILURE() << "no category " << name;
+    return 0;
+  }
+  TempDir tmp_;
+  std::string model_;
+};
+
+TEST_F(MixedPrecisionRun, Bf16FollowsTheFp32LossesWithDropout) {
+  const std::string fixed = "  batch_size: 8\n  gradient_accumulation: 2\n";
+  train("fp32", fixed + "  precision: fp32\n");
+  const CliResult r = train("bf16", fixed + "  precision: bf16\n");
+  EXPECT_NE(r.output.find("precision bf16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("emulation"), std::string::npos) << r.output;
+  EXPECT_EQ(summary("fp32")["precision"], "fp32");
+  EXPECT_EQ(summary("bf16")["precision"], "bf16");
+  const auto a = logged_train_losses(run_dir("fp32")), b = logged_train_losses(run_dir("bf16"));
+  ASSERT_EQ(a.size(), 40u);
+  ASSERT_EQ(b.size(), a.size());
+  double worst = 0;
+  bool identical = true;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double rel = std::fabs(a[i] - b[i]) / std::fabs(a[i]);
+    worst = std::max(worst, rel);
+    identical = identical && a[i] == b[i];
+    EXPECT_LE(rel, 2e-2) << "step " << i + 1 << ": fp32 " << a[i] << ", bf16 " << b[i];
+  }
+  EXPECT_FALSE(identical);               // bf16 really ran: its rounding shows in the losses
+  EXPECT_LT(b.back(), 0.9 * b.front());  // and it learns
+  std::printf("bf16 vs fp32 over %zu steps: largest relative loss difference %.3g\n", a.size(),
+              worst);
+  // The default on the CPU is fp32: the same bits as asking for it.
+  train("auto", fixed);
+  EXPECT_EQ(summary("auto")["precision"], "fp32");
+  EXPECT_EQ(logged_train_losses(run_dir("auto")), a);
+}
+
+TEST_F(MixedPrecisionRun, Bf16PlansFewerBytesAndTouchesWhatItPlans) {
+  const std::string fixed = "  batch_size: 8\n  gradient_accumulation: 2\n";
+  for (const char* ckpt : {"off", "on"}) {
+    SCOPED_TRACE(ckpt);
+    const std::string keys = fixed + "  gradient_checkpointing: " + ckpt + "\n";
+    const nlohmann::json p32 = plan("p32", keys + "  precision: fp32\n")["plan"];
+    const nlohmann::json p16 = plan("p16", keys + "  precision: bf16\n")["plan"];
+    EXPECT_LT(category(p16, "activations"), category(p32, "activations"));
+    EXPECT_LT(category(p16, "activation gradients"), category(p32, "activation gradients"));
+    EXPECT_EQ(category(p16, "attention"), category(p32, "attention"));  // probs stay fp32
+    EXPECT_EQ(category(p32, "weight shadow"), 0u);
+    EXPECT_GT(category(p16, "weight shadow"), 0u);
+    EXPECT_EQ(category(p16, "parameters"), category(p32, "parameters"));  // fp32 master
+
+    const std::string run = std::string("touch_") + ckpt;
+    train(run, keys + "  precision: bf16\n", 10);  // one epoch: the longest rows come
+    const nlohmann::json m = summary(run)["memory"];
+    const double planned = m["planned_bytes"].get<double>(),
+                 touched = m["touched_bytes"].get<double>();
+    EXPECT_LE(touched, planned);
+    EXPECT_GT(touched, 0.98 * planned) << m.dump(2);
+    for (const char* c : {"activations", "attention", "activation gradients", "weight shadow"})
+      EXPECT_GT(m["touched"][c].get<double>(), 0.98 * m["planned"][c].get<double>()) << c << "\n"
+                                                                                     << m.dump(2);
+  }
+}
+
+TEST_F(MixedPrecisionRun, LoraInBf16FollowsFp32AndTouchesWhatItPlans) {
+  const std::string lora =
+      "  batch_size: 8\n  gradient_accumulation: 2\n  gradient_checkpointing: on\n";
+  const std::string peft =
+      "peft:\n  method: lora\n  r: 4\n  dropout: 0.1\n"
+      "  target_modules: [query, value, intermediate.dense, output.dense]\n";
+  train("lora32", lora + "  precision: fp32\n" + peft, 20);
+  train("lora16", lora + "  precision: bf16\n" + peft, 20);
+  EXPECT_EQ(summary("lora16")["precision"], "bf16");
+  const auto a = logged_train_losses(run_dir("lora32")), b = logged_train_losses(run_dir("lora16"));
+  ASSERT_EQ(a.size(), 20u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(b[i], a[i], 2e-2 * std::fabs(a[i])) << "step " << i + 1;
+  EXPECT_NE(a, b);
+  // Planned vs touched (20 steps of 16 rows: every row of the 160, so the longest too).
+  const nlohmann::json m = summary("lora16")["memory"];
+  const double planned = m["planned_bytes"].get<double>(),
+               touched = m["touched_bytes"].get<double>();
+  EXPECT_LE(touched, planned);
+  EXPECT_GT(touched, 0.98 * planned) << m.dump(2);
+  for (const char* c : {"activations", "workspace", "weight shadow"})
+    EXPECT_GT(m["touched"][c].get<double>(), 0.98 * m["planned"][c].get<double>()) << c << "\n"
+                                                                                   << m.dump(2);
+}
+
+TEST_F(MixedPrecisionRun, Bf16TrajectoryDoesNotDependOnTheMicroBatch) {
+  train("whole", "  batch_size: 16\n  gradient_accumulation: 1\n  precision: bf16\n", 12);
+  train("split", "  batch_size: 4\n  gradient_accumulation: 4\n  precision: bf16\n", 12);
+  const auto a = logged_train_losses(run_dir("whole")), b = logged_train_losses(run_dir("split"));
+  ASSERT_EQ(a.size(), 12u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_NEAR(b[i], a[i], 1e-3 * std::fabs(a[i])) << "step " << i + 1;
+}
+
+TEST_F(MixedPrecisionRun, PrecisionErrorsNameTheKey) {
+  auto fails = [&](const std::string& run, const std::string& extra) {
+    const CliResult r = run_ftune("train --config " + config(run, extra));
+    EXPECT_NE(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("training.precision"), std::string::npos) << r.output;
+    return r.output;
+  };
+  const std::string bad = fails("bad", "  precision: fp8\n");
+  EXPECT_NE(bad.find("auto, fp32, bf16, fp16"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("fp8"), std::string::npos) << bad;
+  for (const char* p : {"bf16", "fp16"}) {
+    const std::string dora =
+        fails(std::string("dora_") + p,
+              std::string("  precision: ") + p + "\npeft:\n  method: dora\n  r: 4\n");
+    EXPECT_NE(dora.find("DoRA"), std::string::npos) << dora;
+  }
+  // With DoRA, auto stays fp32 (and trains).
+  train("dora_auto", "peft:\n  method: dora\n  r: 4\n", 2);
+  EXPECT_EQ(summary("dora_auto")["precision"], "fp32");
+}
+
+TEST_F(MixedPrecisionRun, Fp16SkipsOverflowingStepsAndHalvesTheLossScale) {
+  // Starting from a loss scale of 2^28 the fp16 activation gradients overflow (fp16's largest
+  // value is 65504): those steps are skipped with the weights untouched and the scale halves until
+  // the gradients fit; then it trains.
+  const std::string cfg =
+      config("fp16", "  batch_size: 8\n  gradient_accumulation: 2\n  precision: fp16\n", 30);
+  const CliResult r = run_ftune("train --config " + cfg, "FTUNE_DEBUG_LOSS_SCALE=28");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("precision fp16"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("fp16 gradients overflow at loss scale"), std::string::npos) << r.output;
+  const nlohmann::json s = summary("fp16");
+  EXPECT_EQ(s["precision"], "fp16");
+  const int64_t skipped = s["skipped_steps"].get<int64_t>();
+  EXPECT_GE(skipped, 1);
+  EXPECT_LE(skipped, 20);
+  const auto losses = logged_train_losses(run_dir("fp16"));
+  ASSERT_EQ(losses.size(), 30u);
+  for (double l : losses) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_LT(losses.back(), 0.9 * losses.front());
+  std::printf("fp16 from loss scale 2^28: %lld steps skipped\n", static_cast<long long>(skipped));
+}
+
+}  // namespace
+}  // namespace ftune::test
