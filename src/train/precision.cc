@@ -90,4 +90,16 @@ ResolvedPrecision resolve_precision(const std::string& value, Device device, boo
           fmt::format("auto: {} has no bf16: fp16 with dynamic loss scaling", device_name(device))};
 }
 
+ResolvedTf32 resolve_tf32(const std::string& value, Device device, Precision precision) {
+  if (device.is_cpu()) return {false, "the CPU has no TF32"};
+  if (value == "on") return {true, "training.tf32 on"};
+  if (value == "off") return {false, "training.tf32 off"};
+  if (value != "auto")
+    throw InputError("training.tf32: '" + value + "' is not one of auto, on, off");
+  if (precision == Precision::FP32)
+    return {false, "auto: fp32 precision keeps fp32 GEMMs exact (parity with the CPU)"};
+  return {true, "auto: " + std::string(precision_name(precision)) +
+                    " precision; the remaining fp32 GEMMs use TF32"};
+}
+
 }  // namespace ftune

@@ -33,4 +33,14 @@ struct ResolvedPrecision {
 // supported.
 ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora);
 
+// training.tf32 (auto | on | off): whether the GEMMs that stay in fp32 use TF32 tensor cores
+// (~1e-3 relative error, PyTorch's allow_tf32). Never on the CPU (no TF32 there). auto: on with
+// bf16 / fp16 precision (the few fp32 GEMMs left, e.g. the head and LoRA branches, need no more
+// than bf16's accuracy), off in fp32 precision, which is the mode for parity with the CPU.
+struct ResolvedTf32 {
+  bool on = false;
+  std::string reason;
+};
+ResolvedTf32 resolve_tf32(const std::string& value, Device device, Precision precision);
+
 }  // namespace ftune

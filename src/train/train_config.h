@@ -69,6 +69,8 @@ struct TrainConfig {
     std::string device = "cpu";        // cpu | cuda | cuda:N: where the arena lives and ops run
     // auto | fp32 | bf16 | fp16 (train/precision.h): auto is bf16 on a GPU with bf16, else fp32.
     std::string precision = "auto";
+    // auto | on | off: TF32 tensor cores for the fp32 GEMMs on a GPU (train/precision.h).
+    std::string tf32 = "auto";
     int64_t max_nonfinite_steps = 10;  // consecutive skipped steps before the run aborts
     int64_t prefetch = 4;              // batches assembled ahead of the step
     GradientCheckpointing gradient_checkpointing = GradientCheckpointing::Auto;  // off|on|auto

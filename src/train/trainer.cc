@@ -30,6 +30,10 @@
 // while the previous micro-batch computes (train/input_staging.h).
 #include "train/trainer.h"
 
+#ifdef FTUNE_WITH_CUDA
+#include "cuda/gemm.h"
+#endif
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -250,6 +254,7 @@ class Trainer {
   std::unique_ptr<SequenceClassifier> model_;
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<InputStaging> staging_;  // double-buffered micro-batch inputs
+  ResolvedTf32 tf32_;  // TF32 for the fp32 GEMMs (a GPU setting)
   LossScaler scaler_;  // fp16: dynamic loss scaling (disabled otherwise: S = 1)
   std::unique_ptr<Arena> arena_;
   RunBatchPlan plan_;
@@ -388,6 +393,12 @@ void Trainer::plan_batch() {
   checkpointing_ = c.checkpointing;
   spdlog::info("precision {} ({})", precision_name(plan_.precision.precision),
                plan_.precision.reason);
+  tf32_ = resolve_tf32(tc_.tf32, plan_.target.device, plan_.precision.precision);
+#ifdef FTUNE_WITH_CUDA
+  if (!plan_.target.device.is_cpu()) cuda::set_gemm_tf32(tf32_.on);
+#endif
+  if (!plan_.target.device.is_cpu())
+    spdlog::info("TF32 for fp32 GEMMs {} ({})", tf32_.on ? "on" : "off", tf32_.reason);
   // fp16 scales the loss; FTUNE_DEBUG_LOSS_SCALE=s starts from 2^s (tests force overflows).
   static const int64_t scale_log2 = debug_env("FTUNE_DEBUG_LOSS_SCALE");
   LossScalerOptions so;
@@ -881,6 +892,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["initialised"] = load_report_.initialised;
   s["device"] = device_name(plan_.target.device);
   s["precision"] = std::string(precision_name(plan_.precision.precision));
+  s["tf32"] = tf32_.on;
   s["peft"] = peft_method_name(cfg_.peft.method);
   s["trainable_parameters"] = model_->trainable_params().total();
   s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;

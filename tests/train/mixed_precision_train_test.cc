@@ -15,6 +15,7 @@
 #include "run_cli.h"
 #include "test_util.h"
 #include "tiny_model.h"
+#include "train/precision.h"
 
 namespace ftune::test {
 namespace {
@@ -195,6 +196,25 @@ TEST_F(MixedPrecisionRun, Fp16SkipsOverflowingStepsAndHalvesTheLossScale) {
   for (double l : losses) EXPECT_TRUE(std::isfinite(l));
   EXPECT_LT(losses.back(), 0.9 * losses.front());
   std::printf("fp16 from loss scale 2^28: %lld steps skipped\n", static_cast<long long>(skipped));
+}
+
+TEST(Tf32, AutoIsOnWithMixedPrecisionOffInFp32AndNeverOnTheCpu) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  EXPECT_TRUE(resolve_tf32("auto", gpu, Precision::BF16).on);
+  EXPECT_TRUE(resolve_tf32("auto", gpu, Precision::FP16).on);
+  EXPECT_FALSE(resolve_tf32("auto", gpu, Precision::FP32).on);
+  EXPECT_TRUE(resolve_tf32("on", gpu, Precision::FP32).on);
+  EXPECT_FALSE(resolve_tf32("off", gpu, Precision::BF16).on);
+  for (const char* v : {"auto", "on", "off"}) EXPECT_FALSE(resolve_tf32(v, cpu, Precision::BF16).on);
+}
+
+TEST_F(MixedPrecisionRun, Tf32ErrorsNameTheKeyAndTheSummaryRecordsIt) {
+  const CliResult r = run_ftune("train --config " + config("tf32_bad", "  tf32: yes\n"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("training.tf32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("auto, on, off"), std::string::npos) << r.output;
+  train("tf32_cpu", "  tf32: on\n", 2);
+  EXPECT_EQ(summary("tf32_cpu")["tf32"], false);  // the CPU has no TF32
 }
 
 }  // namespace
