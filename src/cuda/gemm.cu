@@ -230,6 +230,12 @@ struct LtProblem {
   }
 };
 
+// The in-process choice is per exact shape: the bucketed key plus the exact M, N, K.
+std::string exact_key(const GemmAlgoKey& key, const GemmArgs& g) {
+  return key.str() + " exact " + std::to_string(g.M) + "x" + std::to_string(g.N) + "x" +
+         std::to_string(g.K);
+}
+
 GemmAlgoKey make_key(const DeviceBlas& blas, const GemmArgs& g, bool tf32) {
   GemmAlgoKey k;
   k.device = blas.name;
@@ -237,9 +243,9 @@ GemmAlgoKey make_key(const DeviceBlas& blas, const GemmArgs& g, bool tf32) {
   k.cublaslt_version = static_cast<int64_t>(cublasLtGetVersion());
   k.trans_a = g.trans_a;
   k.trans_b = g.trans_b;
-  k.M = g.M;
-  k.N = g.N;
-  k.K = g.K;
+  k.M = gemm_size_bucket(g.M);
+  k.N = gemm_size_bucket(g.N);
+  k.K = gemm_size_bucket(g.K);
   k.lda = g.lda;
   k.ldb = g.ldb;
   k.ldc = g.ldc;
@@ -391,7 +397,7 @@ bool stream_capturing() {
 // (re-validated), else timed, else the heuristic's first choice. Caller holds g_tune_mu.
 CachedAlgo choose_algo(DeviceBlas& blas, LtProblem& p) {
   const GemmAlgoKey key = make_key(blas, p.g, p.tf32);
-  const std::string ks = key.str();
+  const std::string ks = exact_key(key, p.g);
   if (auto it = blas.chosen.find(ks); it != blas.chosen.end()) return it->second;
   Tuner& t = tuner();
   CachedAlgo c;
@@ -494,7 +500,7 @@ bool try_cublaslt(const GemmArgs& g) {
     // The heuristic offered an algorithm the library then refuses for this call (seen with
     // epilogue / type combinations it does not fuse): remember that and fall back, now and later.
     std::lock_guard<std::mutex> lock(g_tune_mu);
-    blas.chosen[make_key(blas, g, tf32).str()] = CachedAlgo{};
+    blas.chosen[exact_key(make_key(blas, g, tf32), g)] = CachedAlgo{};
     return false;
   }
   FTUNE_CUBLAS_CHECK(st);

@@ -18,16 +18,17 @@
 //     outputs that the real call overwrites right after (no memory needed). With beta != 0 (D
 //     accumulates into C), or when D overlaps the aux input of DGelu*, they write a scratch D the
 //     size of C instead: device_malloc'ed for that shape's timing and freed as soon as it is timed.
-//     A training loop sees every shape in its first step, so nothing is allocated after the first
-//     step. If the scratch cannot be allocated, the heuristic's first choice is used for that
-//     shape (nothing fails).
+//     Shapes are timed per size bucket (gemm_algo_cache.h), so with length-bucketed batches the
+//     timing (and this scratch) happens for the few dozen buckets a run's token counts fall into,
+//     mostly in its first steps; a later, longer batch can open a new bucket. If the scratch
+//     cannot be allocated, the heuristic's first choice is used for that shape (nothing fails).
 // Nothing else is allocated per call.
 //
 // Algorithm choice (cudnn.benchmark for cuBLASLt): the first time the process sees a GEMM key
-// (device name + sm, cuBLASLt version, transposes, M/N/K, leading dimensions, types, epilogue,
-// TF32 mode, pointer alignment class), the heuristic's top candidates are timed on the compute
-// stream and the fastest is kept in memory and in a JSON cache file shared by every ftune process
-// of the user (see gemm_algo_cache.h: $FTUNE_GEMM_CACHE, else $XDG_CACHE_HOME/ftune/ or
+// (device name + sm, cuBLASLt version, transposes, M/N/K size buckets, leading dimensions, types,
+// epilogue, TF32 mode, pointer alignment class), the heuristic's top candidates are timed on the
+// compute stream and the fastest is kept in memory and in a JSON cache file shared by every ftune
+// process of the user (see gemm_algo_cache.h: $FTUNE_GEMM_CACHE, else $XDG_CACHE_HOME/ftune/ or
 // ~/.cache/ftune/gemm_algorithms.json). An algorithm loaded from the file is re-validated with
 // cublasLtMatmulAlgoCheck before use. FTUNE_GEMM_AUTOTUNE=0 disables timing and the file: the
 // heuristic's first choice is used, as cuBLASLt alone would. A GEMM first seen inside a CUDA graph

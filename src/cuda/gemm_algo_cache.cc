@@ -151,6 +151,14 @@ std::string GemmAlgoKey::str() const {
                      align_b, align_c, align_aux, align_bias);
 }
 
+int64_t gemm_size_bucket(int64_t d) {
+  if (d <= 64) return d;
+  int top = 0;  // floor(log2(d))
+  while ((d >> (top + 1)) != 0) ++top;
+  const int64_t step = int64_t{1} << (top - 2);
+  return (d + step - 1) / step * step;
+}
+
 uint32_t gemm_alignment_class(const void* p) {
   if (!p) return 0;
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);

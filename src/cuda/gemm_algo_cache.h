@@ -27,9 +27,13 @@
 
 namespace ftune::cuda {
 
-constexpr int kGemmAlgoCacheVersion = 1;
+constexpr int kGemmAlgoCacheVersion = 2;  // 2: M, N, K are size buckets
 
-// Everything cuBLASLt's choice of algorithm depends on.
+// Everything cuBLASLt's choice of algorithm depends on. M, N and K are size buckets
+// (gemm_size_bucket), not the exact sizes: with length-bucketed batches the token dimension takes
+// a new value in most micro-batches of the first epoch, and timing every one of them would cost
+// seconds and scratch memory well after the first step. Shapes of one bucket share the algorithm
+// timed for the first of them, re-validated for each exact shape (cublasLtMatmulAlgoCheck).
 struct GemmAlgoKey {
   std::string device;            // "NVIDIA H100 80GB HBM3"
   int sm = 0;                    // compute capability, 90 for 9.0
@@ -48,6 +52,10 @@ struct GemmAlgoKey {
   // ones (the map key of the cache).
   std::string str() const;
 };
+
+// d rounded up to one of four buckets per power of two (exact up to 64): 1000 -> 1024,
+// 3000 -> 3072, 768 and 3072 stay; never more than 25% above d.
+int64_t gemm_size_bucket(int64_t d);
 
 // The largest power of two dividing the address, capped at 16; 0 for null.
 uint32_t gemm_alignment_class(const void* p);

@@ -778,6 +778,10 @@ void Trainer::train_step() {
   model_->weights_updated();  // mixed precision: the 16-bit weight shadow follows the master
   if (scaler_.enabled()) follow_loss_scale();
   ++step_;
+#ifdef FTUNE_WITH_CUDA
+  if (step_ == 1 && !plan_.target.device.is_cpu())
+    spdlog::info("gemm autotune after the first step: {}", cuda::gemm_autotune_summary());
+#endif
   samples_ += step_samples;
   tokens_ += step_tokens;
   ++window_steps_;
@@ -893,6 +897,9 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["device"] = device_name(plan_.target.device);
   s["precision"] = std::string(precision_name(plan_.precision.precision));
   s["tf32"] = tf32_.on;
+#ifdef FTUNE_WITH_CUDA
+  if (!plan_.target.device.is_cpu()) s["gemm_autotune"] = cuda::gemm_autotune_summary();
+#endif
   s["peft"] = peft_method_name(cfg_.peft.method);
   s["trainable_parameters"] = model_->trainable_params().total();
   s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;

@@ -183,7 +183,7 @@ TEST(GemmAlgoCache, ConcurrentProcessesLoseNoEntry) {
 TEST(GemmAlgoCache, CorruptFileWarnsNamingItAndIsRebuilt) {
   TempDir dir;
   const std::string path = dir.path() + "/gemm.json";
-  write_text(path, "{\"format\": \"ftune-gemm-algorithms\", \"version\": 1, \"entries\": [");
+  write_text(path, "{\"format\": \"ftune-gemm-algorithms\", \"version\": 2, \"entries\": [");
   GemmAlgoCache c(path);
   const auto warning = c.load();
   ASSERT_TRUE(warning);
@@ -201,16 +201,16 @@ TEST(GemmAlgoCache, CorruptFileWarnsNamingItAndIsRebuilt) {
 TEST(GemmAlgoCache, ForeignVersionOrFormatIsIgnoredWithAWarning) {
   TempDir dir;
   const std::string path = dir.path() + "/gemm.json";
-  write_text(path, R"({"format": "ftune-gemm-algorithms", "version": 2, "entries": []})");
+  write_text(path, R"({"format": "ftune-gemm-algorithms", "version": 1, "entries": []})");
   GemmAlgoCache c(path);
   auto warning = c.load();
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find(path), std::string::npos) << *warning;
-  EXPECT_NE(warning->find("version 2 is not the version this ftune writes (1)"),
+  EXPECT_NE(warning->find("version 1 is not the version this ftune writes (2)"),
             std::string::npos)
       << *warning;
 
-  write_text(path, R"({"format": "something-else", "version": 1, "entries": []})");
+  write_text(path, R"({"format": "something-else", "version": 2, "entries": []})");
   warning = GemmAlgoCache(path).load();
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find("format \"something-else\""), std::string::npos) << *warning;
@@ -311,6 +311,30 @@ TEST(GemmAlgoKey, EveryFieldChangesTheKey) {
     ASSERT_NE(b.find(keys[i]), nullptr) << keys[i].str();
     EXPECT_EQ(b.find(keys[i])->algo, entry(i).algo) << keys[i].str();
   }
+}
+
+TEST(GemmAlgoKey, SizeBucketsAreFourPerOctaveAndNeverMoreThanAQuarterAbove) {
+  EXPECT_EQ(gemm_size_bucket(1), 1);
+  EXPECT_EQ(gemm_size_bucket(64), 64);
+  EXPECT_EQ(gemm_size_bucket(65), 80);
+  EXPECT_EQ(gemm_size_bucket(1000), 1024);
+  EXPECT_EQ(gemm_size_bucket(3000), 3072);
+  EXPECT_EQ(gemm_size_bucket(2304), 2560);
+  int64_t previous = 0;
+  int64_t buckets = 0;
+  for (int64_t d = 1; d <= 1 << 16; ++d) {
+    const int64_t b = gemm_size_bucket(d);
+    ASSERT_GE(b, d);
+    ASSERT_LE(b, d + d / 4) << d;
+    ASSERT_GE(b, previous) << d;  // monotone
+    if (b != previous) ++buckets;
+    previous = b;
+    if ((d & (d - 1)) == 0) ASSERT_EQ(b, d) << "powers of two stay";
+    if (d % 256 == 0 && d >= 1024) ASSERT_EQ(b % 256, 0) << d;
+  }
+  // 64 exact sizes, then 4 per octave from 64 to 65536: a training run's token counts (up to
+  // micro-batch x max_length) fall into a few dozen buckets, not thousands of shapes.
+  EXPECT_EQ(buckets, 64 + 4 * 10);
 }
 
 TEST(GemmAlgoKey, AlignmentClassIsCappedAt16) {
