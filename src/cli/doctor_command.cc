@@ -34,7 +34,7 @@ struct DoctorArgs {
   std::vector<std::string> overrides;
 };
 
-std::string cuda_version_text(int v) {
+[[maybe_unused]] std::string cuda_version_text(int v) {  // 13000 -> "13.0"
   return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
 }
 
