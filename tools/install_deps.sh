@@ -36,3 +36,18 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 bash tools/fetch_minilm.sh
+
+# cuDNN fused flash attention (src/cuda/cudnn_attention.cu) needs the header-only cudnn_frontend;
+# its PyPI wheel carries the C++ headers under include/ (about 11 MB; only the headers are used).
+# Only where CUDA is built (nvcc present); CMake finds it in .cache/pydeps/include.
+FRONTEND_VERSION=1.32.0
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  PYDEPS="${FTUNE_CACHE:-$PWD/.cache}/pydeps"
+  stamp="$PYDEPS/.nvidia-cudnn-frontend-$FRONTEND_VERSION"
+  if [ ! -f "$stamp" ] || [ ! -f "$PYDEPS/include/cudnn_frontend.h" ]; then
+    echo "installing cudnn_frontend headers (nvidia-cudnn-frontend==$FRONTEND_VERSION) into $PYDEPS"
+    python3 -m pip install --quiet --no-deps --upgrade --target "$PYDEPS" \
+      "nvidia-cudnn-frontend==$FRONTEND_VERSION"
+    touch "$stamp"
+  fi
+fi

@@ -185,6 +185,9 @@ DeviceCapabilities device_capabilities(Device device) {
   FTUNE_CUDA_CHECK(cudaRuntimeGetVersion(&c.runtime_version));
   c.bf16 = c.tf32 = prop.major >= 8;
   c.fp16 = prop.major >= 7;
+  char bus_id[32] = {};
+  FTUNE_CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device.index));
+  c.pci_bus_id = bus_id;
   return c;
 }
 

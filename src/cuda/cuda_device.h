@@ -48,6 +48,7 @@ struct DeviceCapabilities {
   bool bf16 = false;  // bf16 tensor-core math (sm_80 and later)
   bool tf32 = false;  // TF32 tensor-core math for fp32 GEMMs (sm_80 and later)
   bool fp16 = false;  // fp16 tensor-core math (sm_70 and later)
+  std::string pci_bus_id;  // "0000:65:00.0" (cudaDeviceGetPCIBusId): finds the device in NVML
 };
 DeviceCapabilities device_capabilities(Device device);
 

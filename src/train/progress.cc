@@ -31,6 +31,8 @@ struct ProgressBar::State {
   double train_start = 0, eval_seconds = 0;  // eval time is left out of training rates
   int64_t last_logged_step = -1;
 
+  std::function<std::string()> status;  // set_status()
+
   bool in_eval = false;
   std::string eval_name;
   int64_t eval_total = 0, eval_done = 0, eval_rows = 0, last_logged_eval = -1;
@@ -226,6 +228,11 @@ void ProgressBar::finish() {
   st.training = st.in_eval = false;
 }
 
+void ProgressBar::set_status(std::function<std::string()> status) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->status = std::move(status);
+}
+
 void ProgressBar::log(spdlog::level::level_enum level, const std::string& message) {
   bool wrapped = false;
   for (const auto& a : attached_) wrapped |= a.first == logger_;
@@ -284,11 +291,16 @@ std::string ProgressBar::render_locked() const {
   const double eta =
       p.step > 0 && seconds > 0 ? double(st.total_steps - p.step) * seconds / double(p.step) : NAN;
   const double frac = st.total_steps > 0 ? double(p.step) / double(st.total_steps) : 0;
-  return fmt::format(
+  std::string line = fmt::format(
       "{} {}/{}  epoch {}/{}  loss {:.4f}  {} samples/s  {} tokens/s  elapsed {}  eta {}",
       terminal ? "train " + bar(frac, st.opt.bar_width) : fmt::format("step {:.0f}%", 100 * frac),
       p.step, st.total_steps, p.epoch, st.epochs, p.loss, format_rate(sps), format_rate(tps),
       format_duration(seconds), format_duration(eta));
+  if (st.status) {
+    const std::string extra = st.status();
+    if (!extra.empty()) line += "  " + extra;
+  }
+  return line;
 }
 
 }  // namespace ftune

@@ -1,5 +1,6 @@
 // Training and evaluation progress for people watching a run. On a terminal: one line redrawn in
-// place with '\r' (bar, step/total, epoch, loss, samples/s, real tokens/s, elapsed and ETA; or,
+// place with '\r' (bar, step/total, epoch, loss, samples/s, real tokens/s, elapsed and ETA, GPU
+// utilisation and memory when a sampler feeds set_status(); or,
 // during evaluation, batches done/total and rows/s), at most ~10 times a second. Elsewhere (a log
 // file, CI): a plain spdlog line every `log_every` steps. spdlog lines printed while the bar is
 // shown would land in the middle of it, so attach() wraps the logger's sinks: each log line first
@@ -66,6 +67,11 @@ class ProgressBar {
   void end_eval();
   // Draws the final state and ends the line (terminal mode).
   void finish();
+
+  // Extra text for the training line (the GPU sampler's "gpu 97% 41.2/79.6 GiB"), asked for at
+  // each render and appended when not empty. Called under the bar's lock: it must be cheap and
+  // must not log.
+  void set_status(std::function<std::string()> status);
 
   // Logs through the bar's logger; with the bar attached, the line appears above the bar.
   void log(spdlog::level::level_enum level, const std::string& message);

@@ -50,6 +50,7 @@
 
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "cuda/nvml.h"
 #include "data/batcher.h"
 #include "data/prefetcher.h"
 #include "io/atomic_file.h"
@@ -281,6 +282,9 @@ class Trainer {
   std::unique_ptr<CheckpointStore> store_;
   std::unique_ptr<RunLog> log_;
   std::string eval_metric_;
+  // GPU runs: NVML utilisation / memory / power sampling (progress bar, summary.json "gpu").
+  // Declared before progress_, which calls it, so it outlives the bar.
+  std::unique_ptr<cuda::NvmlSampler> gpu_sampler_;
   std::unique_ptr<ProgressBar> progress_;
   int64_t samples_at_start_ = 0, tokens_at_start_ = 0;
 
@@ -950,6 +954,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   if (!plan_.target.device.is_cpu())
     s["peak_device_bytes"] = device_bytes_peak(plan_.target.device.kind);
   s["peak_rss_bytes"] = peak_rss_bytes();
+  if (gpu_sampler_) s["gpu"] = gpu_sampler_->json();
   s["eval_metric"] = eval_metric_;
   s["final_eval"] = last_eval_;
   s["best_eval"] = best_eval_;
@@ -994,6 +999,12 @@ nlohmann::json Trainer::run() {
     const auto t0 = Clock::now();
     progress_ = std::make_unique<ProgressBar>(std::cerr, spdlog::default_logger(), po,
                                               [t0] { return seconds_since(t0); });
+  }
+  gpu_sampler_ = cuda::device_sampler(plan_.target.device);  // nullptr on the CPU
+  if (gpu_sampler_) {
+    if (!gpu_sampler_->available()) spdlog::info("GPU sampling off: {}", gpu_sampler_->reason());
+    gpu_sampler_->start();
+    progress_->set_status([s = gpu_sampler_.get()] { return s->status_text(); });
   }
   progress_->begin_training(total_steps_, (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
   prefetch_ = std::make_unique<data::BatchPrefetcher>(
@@ -1090,6 +1101,7 @@ nlohmann::json Trainer::run() {
                            {"validation_value", t["validation_value"]},
                            {"step", best_eval_["step"]}});
   }
+  if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run
   nlohmann::json s = summary(stopped_by);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;

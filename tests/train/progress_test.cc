@@ -109,6 +109,27 @@ TEST(ProgressBarTerminal, RendersThrottlesAndExcludesEvalTime) {
   EXPECT_EQ(end.back(), '\n');
 }
 
+TEST(ProgressBarTerminal, StatusTextIsAppendedToTheTrainingLineOnly) {
+  FakeTerminal term;
+  ProgressBar bar = term.make(terminal_options());
+  std::string gpu;  // what the GPU sampler would say; empty before its first sample
+  bar.set_status([&gpu] { return gpu; });
+  bar.begin_training(100, 2);
+  term.now = 10;
+  bar.update({25, 1, 0.5, 800, 20000});
+  const std::string line25 =
+      "train [==>       ] 25/100  epoch 1/2  loss 0.5000  80.0 samples/s  2.00k tokens/s  "
+      "elapsed 00:10  eta 00:30";
+  EXPECT_EQ(bar.render(), line25);
+  gpu = "gpu 97% 41.2/79.6 GiB";
+  EXPECT_EQ(bar.render(), line25 + "  gpu 97% 41.2/79.6 GiB");
+  bar.begin_eval("eval", 40);
+  EXPECT_EQ(bar.render().find("gpu"), std::string::npos) << bar.render();
+  bar.end_eval();
+  bar.set_status(nullptr);
+  EXPECT_EQ(bar.render().find("gpu"), std::string::npos) << bar.render();
+}
+
 TEST(ProgressBarTerminal, LogLinesClearTheBarAndRedrawIt) {
   FakeTerminal term;
   ProgressBar bar = term.make(terminal_options());

@@ -1,0 +1,170 @@
+// Optimisation states for `ftune doctor` (see doctor_report.h). Each rule states what the trainer
+// of this build really does; where a switch is planned but not yet wired (training.precision),
+// the row says "planned" so the report never claims more than the code does.
+#include "cli/doctor_report.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "train/adamw.h"
+
+namespace ftune::cli {
+namespace {
+
+std::string sm(const DoctorFacts& f) {
+  return fmt::format("sm_{}{}", f.sm_major, f.sm_minor);
+}
+
+}  // namespace
+
+std::string auto_precision(const DoctorFacts& f) {
+  if (f.device.is_cpu()) return "fp32";
+  if (!f.device_visible) return "unknown";
+  return f.bf16 ? "bf16" : f.fp16 ? "fp16" : "fp32";
+}
+
+std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const TrainConfig& cfg) {
+  const TrainConfig::Training& t = cfg.training;
+  const bool cpu = f.device.is_cpu();
+  const bool gpu = !cpu && f.device_visible;
+  const std::string not_visible = fmt::format("{} is not visible here", device_name(f.device));
+  std::vector<OptimisationState> out;
+  const auto add = [&out](std::string name, std::string state, std::string reason) {
+    out.push_back({std::move(name), std::move(state), std::move(reason)});
+  };
+
+  // Mixed precision. training.precision is not a key of this build's TrainConfig yet: the row
+  // shows what its planned default (auto) will choose, labelled as such.
+  const std::string precision = auto_precision(f);
+  if (cpu)
+    add("mixed precision (bf16/fp16)", "off",
+        "CPU computes in fp32 (planned default of "
+        "training.precision auto)");
+  else if (!gpu)
+    add("mixed precision (bf16/fp16)", "unknown", not_visible);
+  else if (precision == "bf16")
+    add("bf16 mixed precision", "planned",
+        fmt::format("training.precision auto (planned default), {} supports bf16; this build "
+                    "still trains in fp32",
+                    sm(f)));
+  else if (precision == "fp16")
+    add("fp16 mixed precision + loss scaling", "planned",
+        fmt::format("training.precision auto (planned default): {} has fp16 but no bf16 tensor "
+                    "cores; this build still trains in fp32",
+                    sm(f)));
+  else
+    add("mixed precision (bf16/fp16)", "unavailable",
+        fmt::format("{} has neither bf16 nor fp16 tensor cores", sm(f)));
+
+  if (cpu)
+    add("TF32 for fp32 GEMMs", "off", "CPU (OpenBLAS, fp32)");
+  else if (!gpu)
+    add("TF32 for fp32 GEMMs", "unknown", not_visible);
+  else if (!f.tf32)
+    add("TF32 for fp32 GEMMs", "unavailable", fmt::format("{} has no TF32 tensor cores", sm(f)));
+  else
+    add("TF32 for fp32 GEMMs", f.tf32_enabled ? "on" : "off",
+        f.tf32_enabled ? fmt::format("{} supports TF32 (cuBLASLt COMPUTE_32F_FAST_TF32)", sm(f))
+                       : fmt::format("{} supports TF32; fp32 GEMMs stay exact fp32 (CPU parity "
+                                     "1e-5) until a config switch turns it on",
+                                     sm(f)));
+
+  if (cpu)
+    add("fused AdamW", "on", "one threaded pass over all parameters (fp32 master weights)");
+  else
+    add("fused AdamW", "on",
+        fmt::format("CUDA: one kernel launch per {} parameter tensors (fp32 master weights)",
+                    cuda::kAdamWSegmentsPerLaunch));
+
+  // Attention.
+  if (cpu) {
+    add("flash attention (cuDNN)", "off", "CPU: the fp32 reference attention");
+  } else if (!f.cudnn_sdpa_compiled) {
+    add("flash attention (cuDNN)", "off", "not compiled: " + f.cudnn_sdpa_note);
+  } else if (!f.cudnn_runtime) {
+    add("flash attention (cuDNN)", "unavailable", "cuDNN runtime missing: " + f.cudnn_detail);
+  } else if (gpu && f.sm_major < 8) {
+    add("flash attention (cuDNN)", "unavailable",
+        fmt::format("cuDNN fused attention needs sm_80 or later, {} is older", sm(f)));
+  } else {
+    add("flash attention (cuDNN)", "off",
+        "compiled in (cuDNN " + f.cudnn_detail +
+            "), not yet called by the attention op (bf16/fp16 only; runs are fp32)");
+  }
+  if (!cpu)
+    add("fused attention kernel (ftune)", "on",
+        "fp32 kernels: masked softmax, dropout and both products per row; probabilities kept "
+        "for backward");
+
+  switch (t.gradient_checkpointing) {
+    case GradientCheckpointing::Auto:
+      add("gradient checkpointing", "auto",
+          "training.gradient_checkpointing auto: the planner turns it on per run only when it "
+          "cuts gradient accumulation");
+      break;
+    case GradientCheckpointing::On:
+      add("gradient checkpointing", "on", "training.gradient_checkpointing on");
+      break;
+    case GradientCheckpointing::Off:
+      add("gradient checkpointing", "off", "training.gradient_checkpointing off");
+      break;
+  }
+
+  const std::string effective = t.effective_batch_size > 0
+                                    ? fmt::format("effective batch {}", t.effective_batch_size)
+                                    : std::string("the effective batch");
+  const std::string budget =
+      !t.memory_budget.empty()
+          ? fmt::format("training.memory_budget {}", t.memory_budget)
+          : fmt::format("training.memory_fraction {:g} of the available memory", t.memory_fraction);
+  if (t.batch_size == 0)
+    add("micro-batch from the memory plan", "on",
+        fmt::format("training.batch_size auto: the largest that fits {}, accumulating to {} "
+                    "(`ftune plan` shows it)",
+                    budget, effective));
+  else
+    add("micro-batch from the memory plan", "off",
+        fmt::format("training.batch_size {} fixed, accumulation to {}", t.batch_size, effective));
+
+  add("length-bucketed batches", "on",
+      "rows of similar length batched together, each "
+      "micro-batch padded to its own longest row");
+  if (t.prefetch > 0)
+    add("input prefetch", "on",
+        fmt::format("training.prefetch {}: step batches assembled ahead on a thread", t.prefetch));
+  else
+    add("input prefetch", "off", "training.prefetch 0");
+
+  if (!cpu)
+    add("pinned staging / copy stream", "not implemented",
+        "batches are copied from pageable host memory, in order on the compute stream");
+  if (!cpu) add("CUDA graphs", "not implemented", "each kernel is launched on its own");
+
+  if (cpu)
+    add("NVML sampling", "off", "CPU run");
+  else if (!gpu)
+    add("NVML sampling", "unknown", not_visible);
+  else if (f.nvml_available)
+    add("NVML sampling", "on",
+        "every 0.5 s: GPU utilisation and memory in the progress bar, "
+        "summary.json \"gpu\"");
+  else
+    add("NVML sampling", "unavailable", f.nvml_reason);
+  return out;
+}
+
+std::string format_optimisations(const std::vector<OptimisationState>& states) {
+  size_t name_width = 0, state_width = 0;
+  for (const OptimisationState& s : states) {
+    name_width = std::max(name_width, s.name.size());
+    state_width = std::max(state_width, s.state.size());
+  }
+  std::string out;
+  for (const OptimisationState& s : states)
+    out +=
+        fmt::format("  {:<{}}  {:<{}}  {}\n", s.name, name_width, s.state, state_width, s.reason);
+  return out;
+}
+
+}  // namespace ftune::cli

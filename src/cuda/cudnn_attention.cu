@@ -1,0 +1,396 @@
+// cuDNN fused flash attention through cudnn_frontend's graph API (see cudnn_attention.h): graph
+// construction for ftune's fused QKV layout, a per-shape cache of built graphs and workspace
+// sizes, one cuDNN handle per device bound to the compute stream, and the two small kernels that
+// turn ftune's key mask and dropout key into cuDNN's inputs.
+#include "cuda/cudnn_attention.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cmath>
+#include <cstring>  // before cudnn_frontend.h: its shim (1.32) uses std::strlen without including it
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/cuda_check.h"
+#include "cuda/streams.cuh"
+
+#ifdef FTUNE_WITH_CUDNN_SDPA
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+#endif
+
+namespace ftune::cuda {
+namespace {
+
+__global__ void seq_lens_kernel(int32_t* seq_lens, const int32_t* key_mask, int64_t B, int64_t T) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b >= B) return;
+  int64_t last = -1;
+  for (int64_t t = 0; t < T; ++t)
+    if (key_mask[b * T + t] != 0) last = t;
+  seq_lens[b] = static_cast<int32_t>(T);
+  seq_lens[B + b] = static_cast<int32_t>(last >= 0 ? last + 1 : T);
+}
+
+__global__ void write_rng_kernel(int64_t* rng, int64_t seed, int64_t offset) {
+  rng[0] = seed;
+  rng[1] = offset;
+}
+
+}  // namespace
+
+std::string sdpa_shape_problem(const SdpaShape& s) {
+  if (s.B < 1 || s.T < 1 || s.H < 1 || s.D < 1)
+    return "B, T, H and D must be positive (got B " + std::to_string(s.B) + ", T " +
+           std::to_string(s.T) + ", H " + std::to_string(s.H) + ", D " + std::to_string(s.D) + ")";
+  if (s.D % 8 != 0 || s.D > 128)
+    return "head dimension " + std::to_string(s.D) +
+           " is not supported (cuDNN fused attention: a multiple of 8, at most 128)";
+  if ((s.H * s.D) % 8 != 0)
+    return "hidden size " + std::to_string(s.H * s.D) +
+           " is not a multiple of 8 (q, k, v views of the fused qkv buffer must be 16-byte "
+           "aligned)";
+  if (!(s.dropout >= 0 && s.dropout < 1))
+    return "dropout " + std::to_string(s.dropout) + " is not in [0, 1)";
+  if (s.B * s.T > INT32_MAX || s.T > INT32_MAX) return "B * T exceeds 2^31";
+  return "";
+}
+
+void sdpa_seq_lens_from_mask(int32_t* seq_lens, const int32_t* key_mask, int64_t B, int64_t T) {
+  if (B == 0) return;
+  seq_lens_kernel<<<grid_for(B, 128), 128, 0, compute_stream()>>>(seq_lens, key_mask, B, T);
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
+
+void sdpa_write_rng(int64_t* rng, int64_t seed, int64_t offset) {
+  write_rng_kernel<<<1, 1, 0, compute_stream()>>>(rng, seed, offset);
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
+
+#ifdef FTUNE_WITH_CUDNN_SDPA
+
+namespace {
+
+namespace fe = cudnn_frontend;
+
+// Tensor uids of the variant packs.
+enum Uid : int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kSeqQ,
+  kSeqKV,
+  kSeed,
+  kOffset,
+  kDO,
+  kDQ,
+  kDK,
+  kDV
+};
+
+void check_cudnn(cudnnStatus_t status, const char* call) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw DeviceError(std::string("cuDNN: ") + call + " failed: " + cudnnGetErrorString(status));
+}
+
+// One handle per device, created on first use, bound to that device's compute stream.
+constexpr int kMaxDevices = 64;
+struct DeviceHandle {
+  std::once_flag once;
+  cudnnHandle_t handle = nullptr;
+};
+std::array<DeviceHandle, kMaxDevices> g_handles;
+
+int current_device() {
+  int device = 0;
+  FTUNE_CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 0 || device >= kMaxDevices)
+    throw DeviceError("cuda:" + std::to_string(device) + ": more devices than ftune supports");
+  return device;
+}
+
+cudnnHandle_t handle_for(int device) {
+  DeviceHandle& h = g_handles[static_cast<size_t>(device)];
+  std::call_once(h.once, [&h] {
+    check_cudnn(cudnnCreate(&h.handle), "cudnnCreate");
+    check_cudnn(cudnnSetStream(h.handle, compute_stream()), "cudnnSetStream");
+  });
+  return h.handle;
+}
+
+fe::DataType_t io_type(SdpaDtype d) {
+  return d == SdpaDtype::BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF;
+}
+
+// Graph-building helpers: the (B, H, T, D) views of ftune's row-major buffers.
+struct Views {
+  int64_t B, T, H, D, C;
+  // q / k / v inside (B*T, 3C): row stride 3C, head stride D.
+  std::vector<int64_t> qkv_stride() const { return {T * 3 * C, D, 3 * C, 1}; }
+  // out / dout inside (B*T, C).
+  std::vector<int64_t> out_stride() const { return {T * C, D, C, 1}; }
+  std::vector<int64_t> dims() const { return {B, H, T, D}; }
+};
+
+std::shared_ptr<fe::graph::Tensor_attributes> add_tensor(fe::graph::Graph& g, const char* name,
+                                                         int64_t uid, std::vector<int64_t> dim,
+                                                         std::vector<int64_t> stride) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim(std::move(dim))
+                      .set_stride(std::move(stride)));
+}
+
+std::shared_ptr<fe::graph::Tensor_attributes> add_int_tensor(fe::graph::Graph& g, const char* name,
+                                                             int64_t uid, int64_t n,
+                                                             fe::DataType_t type) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({n, 1, 1, 1})
+                      .set_stride({1, 1, 1, 1})
+                      .set_data_type(type));
+}
+
+void check_fe(fe::error_t e, const std::string& what) {  // get_message() is not const
+  if (e.is_bad()) throw DeviceError("cuDNN attention: " + what + ": " + e.get_message());
+}
+
+std::shared_ptr<fe::graph::Graph> new_graph(const SdpaShape& s) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(io_type(s.dtype))
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return g;
+}
+
+std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaShape& s, float scale) {
+  const Views v{s.B, s.T, s.H, s.D, s.H * s.D};
+  auto g = new_graph(s);
+  auto Q = add_tensor(*g, "Q", kQ, v.dims(), v.qkv_stride());
+  auto K = add_tensor(*g, "K", kK, v.dims(), v.qkv_stride());
+  auto V = add_tensor(*g, "V", kV, v.dims(), v.qkv_stride());
+  auto opts = fe::graph::SDPA_attributes()
+                  .set_name("ftune_sdpa")
+                  .set_generate_stats(true)
+                  .set_attn_scale(scale)
+                  .set_padding_mask(true)
+                  .set_seq_len_q(add_int_tensor(*g, "seq_q", kSeqQ, s.B, fe::DataType_t::INT32))
+                  .set_seq_len_kv(add_int_tensor(*g, "seq_kv", kSeqKV, s.B, fe::DataType_t::INT32));
+  if (s.dropout > 0)
+    opts.set_dropout(s.dropout, add_int_tensor(*g, "seed", kSeed, 1, fe::DataType_t::INT64),
+                     add_int_tensor(*g, "offset", kOffset, 1, fe::DataType_t::INT64));
+  auto [O, Stats] = g->sdpa(Q, K, V, opts);
+  O->set_output(true).set_uid(kO).set_dim(v.dims()).set_stride(v.out_stride());
+  Stats->set_output(true)
+      .set_uid(kStats)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim({s.B, s.H, s.T, 1})
+      .set_stride({s.H * s.T, s.T, 1, 1});
+  return g;
+}
+
+std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaShape& s, float scale,
+                                                 bool deterministic) {
+  const Views v{s.B, s.T, s.H, s.D, s.H * s.D};
+  auto g = new_graph(s);
+  auto Q = add_tensor(*g, "Q", kQ, v.dims(), v.qkv_stride());
+  auto K = add_tensor(*g, "K", kK, v.dims(), v.qkv_stride());
+  auto V = add_tensor(*g, "V", kV, v.dims(), v.qkv_stride());
+  auto O = add_tensor(*g, "O", kO, v.dims(), v.out_stride());
+  auto dO = add_tensor(*g, "dO", kDO, v.dims(), v.out_stride());
+  auto Stats = g->tensor(fe::graph::Tensor_attributes()
+                             .set_name("Stats")
+                             .set_uid(kStats)
+                             .set_dim({s.B, s.H, s.T, 1})
+                             .set_stride({s.H * s.T, s.T, 1, 1})
+                             .set_data_type(fe::DataType_t::FLOAT));
+  auto opts = fe::graph::SDPA_backward_attributes()
+                  .set_name("ftune_sdpa_backward")
+                  .set_attn_scale(scale)
+                  .set_deterministic_algorithm(deterministic)
+                  .set_padding_mask(true)
+                  .set_seq_len_q(add_int_tensor(*g, "seq_q", kSeqQ, s.B, fe::DataType_t::INT32))
+                  .set_seq_len_kv(add_int_tensor(*g, "seq_kv", kSeqKV, s.B, fe::DataType_t::INT32));
+  if (s.dropout > 0)
+    opts.set_dropout(s.dropout, add_int_tensor(*g, "seed", kSeed, 1, fe::DataType_t::INT64),
+                     add_int_tensor(*g, "offset", kOffset, 1, fe::DataType_t::INT64));
+  auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opts);
+  dQ->set_output(true).set_uid(kDQ).set_dim(v.dims()).set_stride(v.qkv_stride());
+  dK->set_output(true).set_uid(kDK).set_dim(v.dims()).set_stride(v.qkv_stride());
+  dV->set_output(true).set_uid(kDV).set_dim(v.dims()).set_stride(v.qkv_stride());
+  return g;
+}
+
+struct Built {
+  std::shared_ptr<fe::graph::Graph> forward, backward;
+  int64_t forward_ws = 0, backward_ws = 0;
+  bool deterministic = true;  // backward: deterministic algorithm (fallback: not, if refused)
+};
+
+using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int, float>;
+
+struct Cache {
+  std::mutex mu;
+  std::map<Key, std::shared_ptr<Built>> built;
+  std::map<Key, std::string> refused;  // shapes cuDNN cannot run, with its reason
+};
+Cache g_cache;
+
+// The built graphs of (current device, shape), building them on first use (softmax scale
+// 1/sqrt(D), as ops/attention.h). Throws DeviceError (and remembers the reason) when the shape is
+// not supported.
+std::shared_ptr<Built> graphs_for(const SdpaShape& s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+  const std::string problem = sdpa_shape_problem(s);
+  if (!problem.empty()) throw DeviceError("cuDNN attention: " + problem);
+  const int device = current_device();
+  const Key key{device, s.B, s.T, s.H, s.D, static_cast<int>(s.dtype), s.dropout};
+  std::lock_guard<std::mutex> lock(g_cache.mu);
+  if (auto it = g_cache.built.find(key); it != g_cache.built.end()) return it->second;
+  if (auto it = g_cache.refused.find(key); it != g_cache.refused.end())
+    throw DeviceError(it->second);
+  try {
+    const cudnnHandle_t handle = handle_for(device);
+    auto b = std::make_shared<Built>();
+    b->forward = forward_graph(s, scale);
+    check_fe(b->forward->build(handle, {fe::HeurMode_t::A}), "building the forward graph");
+    check_fe(b->forward->get_workspace_size(b->forward_ws), "forward workspace size");
+    // ftune's runs are bit-reproducible; take cuDNN's deterministic backward where it has one.
+    b->backward = backward_graph(s, scale, true);
+    if (b->backward->build(handle, {fe::HeurMode_t::A}).is_bad()) {
+      b->deterministic = false;
+      b->backward = backward_graph(s, scale, false);
+      check_fe(b->backward->build(handle, {fe::HeurMode_t::A}), "building the backward graph");
+    }
+    check_fe(b->backward->get_workspace_size(b->backward_ws), "backward workspace size");
+    g_cache.built.emplace(key, b);
+    return b;
+  } catch (const DeviceError& e) {
+    g_cache.refused.emplace(key, e.what());
+    throw;
+  }
+}
+
+void check_workspace(const Built& b, size_t have, const char* pass) {
+  const int64_t need = std::max(b.forward_ws, b.backward_ws);
+  if (static_cast<int64_t>(have) < need)
+    throw ShapeError(std::string("cuDNN attention ") + pass + ": workspace of " +
+                     std::to_string(have) + " bytes, the plan must give " + std::to_string(need) +
+                     " (cudnn_sdpa_workspace_bytes)");
+}
+
+void execute(const fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack, void* workspace,
+             const char* pass) {
+  const cudnnHandle_t handle = handle_for(current_device());
+  check_cudnn(cudnnSetStream(handle, compute_stream()), "cudnnSetStream");
+  check_fe(g.execute(handle, pack, workspace), pass);
+}
+
+// Element `elements` of a buffer of 2-byte elements (the q, k, v views of a (B*T, 3C) buffer).
+void* element_ptr(const void* base, int64_t elements) {
+  return const_cast<uint16_t*>(static_cast<const uint16_t*>(base) + elements);
+}
+
+}  // namespace
+
+bool cudnn_sdpa_supported(const SdpaShape& shape, std::string* why) {
+  try {
+    graphs_for(shape);
+    return true;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
+size_t cudnn_sdpa_workspace_bytes(const SdpaShape& shape) {
+  const auto b = graphs_for(shape);
+  return static_cast<size_t>(std::max(b->forward_ws, b->backward_ws));
+}
+
+void cudnn_sdpa_forward(void* out, float* stats, const void* qkv, const int32_t* seq_lens,
+                        const int64_t* rng, const SdpaShape& s, void* workspace,
+                        size_t workspace_bytes) {
+  const auto b = graphs_for(s);
+  check_workspace(*b, workspace_bytes, "forward");
+  const int64_t C = s.H * s.D;
+  std::unordered_map<int64_t, void*> pack = {{kQ, element_ptr(qkv, 0)},
+                                             {kK, element_ptr(qkv, C)},
+                                             {kV, element_ptr(qkv, 2 * C)},
+                                             {kO, out},
+                                             {kStats, stats},
+                                             {kSeqQ, const_cast<int32_t*>(seq_lens)},
+                                             {kSeqKV, const_cast<int32_t*>(seq_lens + s.B)}};
+  if (s.dropout > 0) {
+    pack[kSeed] = const_cast<int64_t*>(rng);
+    pack[kOffset] = const_cast<int64_t*>(rng + 1);
+  }
+  execute(*b->forward, pack, workspace, "forward");
+}
+
+void cudnn_sdpa_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
+                         const float* stats, const int32_t* seq_lens, const int64_t* rng,
+                         const SdpaShape& s, void* workspace, size_t workspace_bytes) {
+  const auto b = graphs_for(s);
+  check_workspace(*b, workspace_bytes, "backward");
+  const int64_t C = s.H * s.D;
+  // Gradients of padding keys are not written by every engine: clear dqkv first so they are 0.
+  FTUNE_CUDA_CHECK(
+      cudaMemsetAsync(dqkv, 0, static_cast<size_t>(s.B * s.T * 3 * C) * 2, compute_stream()));
+  std::unordered_map<int64_t, void*> pack = {{kQ, element_ptr(qkv, 0)},
+                                             {kK, element_ptr(qkv, C)},
+                                             {kV, element_ptr(qkv, 2 * C)},
+                                             {kO, const_cast<void*>(out)},
+                                             {kDO, const_cast<void*>(dout)},
+                                             {kStats, const_cast<float*>(stats)},
+                                             {kSeqQ, const_cast<int32_t*>(seq_lens)},
+                                             {kSeqKV, const_cast<int32_t*>(seq_lens + s.B)},
+                                             {kDQ, element_ptr(dqkv, 0)},
+                                             {kDK, element_ptr(dqkv, C)},
+                                             {kDV, element_ptr(dqkv, 2 * C)}};
+  if (s.dropout > 0) {
+    pack[kSeed] = const_cast<int64_t*>(rng);
+    pack[kOffset] = const_cast<int64_t*>(rng + 1);
+  }
+  execute(*b->backward, pack, workspace, "backward");
+}
+
+#else  // !FTUNE_WITH_CUDNN_SDPA
+
+namespace {
+[[noreturn]] void not_built() {
+  throw DeviceError(
+      "not built with cuDNN attention (CMake found no cudnn_frontend.h / cuDNN; set "
+      "FTUNE_CUDNN_FRONTEND_DIR or run tools/install_deps.sh)");
+}
+}  // namespace
+
+bool cudnn_sdpa_supported(const SdpaShape&, std::string* why) {
+  if (why) *why = "not built with cuDNN attention (CMake found no cudnn_frontend.h / cuDNN)";
+  return false;
+}
+size_t cudnn_sdpa_workspace_bytes(const SdpaShape&) {
+  not_built();
+}
+void cudnn_sdpa_forward(void*, float*, const void*, const int32_t*, const int64_t*,
+                        const SdpaShape&, void*, size_t) {
+  not_built();
+}
+void cudnn_sdpa_backward(void*, const void*, const void*, const void*, const float*, const int32_t*,
+                         const int64_t*, const SdpaShape&, void*, size_t) {
+  not_built();
+}
+
+#endif  // FTUNE_WITH_CUDNN_SDPA
+
+}  // namespace ftune::cuda

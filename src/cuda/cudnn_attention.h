@@ -1,0 +1,84 @@
+// cuDNN's fused flash attention (scaled dot-product attention through the cudnn_frontend graph
+// API: sdpa and sdpa_backward nodes) on ftune's layouts, for bf16 / f16 runs. Compiled only when
+// CMake found cudnn.h, libcudnn and cudnn_frontend.h (FTUNE_WITH_CUDNN_SDPA); without them every
+// function throws DeviceError("not built with cuDNN attention ...") and the attention op keeps its
+// own kernels. Plain C++ header: no cuDNN or CUDA includes.
+//
+// Layouts (C = H * D, ftune's ops/attention.h):
+//   qkv        (B*T, 3C) bf16/f16  per token [q | k | v]; q, k, v are strided views of it:
+//              element (b, h, t, d) of q at qkv[(b*T + t)*3C + h*D + d], k at + C, v at + 2C
+//   out        (B*T, C)            head h in columns [h*D, (h+1)*D)
+//   stats      (B, H, T) f32       per query row: log-sum-exp of the scaled, masked scores — what
+//                                  backward needs instead of the (B, H, T, T) probabilities
+//   seq_lens   (2B) i32 device     [0, B): query lengths, all T (padding query rows are computed,
+//                                  as HF and the CPU op do); [B, 2B): key lengths, 1 + the last
+//                                  real key (sdpa_seq_lens_from_mask writes both)
+//   rng        (2) i64 device      dropout seed and offset (sdpa_write_rng), read by forward and
+//                                  backward alike, so backward regenerates forward's mask
+//   dqkv       (B*T, 3C)           overwritten (activation gradient rule: =), padding rows and
+//                                  padding keys' dk, dv zero
+// The padding mask is cuDNN's per-sequence length mask (ftune's batches are right-padded: keys
+// from the last real key on are padding). Unlike the CPU op, a sequence with no real key at all is
+// given every key (seq_len_kv = T) rather than a uniform distribution; ftune's batches never hold
+// one (every row starts with [CLS]).
+//
+// Dropout: cuDNN draws its own Philox mask from (seed, offset), not ftune's (seed, site, step,
+// element) streams, so masks differ from the CPU and from ftune's CUDA kernel. Runs that must
+// match the CPU (parity tests, resume checks across devices) use ftune's attention kernel.
+//
+// Built graphs are cached per (device, B, T, H, D, dtype, dropout p) with their workspace
+// size; a graph build takes tens to hundreds of milliseconds, so callers should keep the set of T
+// small (e.g. pad T up to a multiple of 16 or 64). Backward uses cuDNN's deterministic algorithm
+// where it has one for the shape (same bits every run), else the default one.
+// The workspace is the caller's planned buffer: cudnn_sdpa_workspace_bytes(shape) tells the
+// planner how much (the larger of forward and backward), and nothing is allocated per call.
+// Every call runs on cuda::compute_stream().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ftune::cuda {
+
+enum class SdpaDtype { BF16, F16 };
+
+struct SdpaShape {
+  int64_t B = 0, T = 0, H = 0, D = 0;
+  SdpaDtype dtype = SdpaDtype::BF16;
+  float dropout = 0;  // attention-probability dropout; 0 in evaluation
+  bool operator==(const SdpaShape&) const = default;
+};
+
+// The shape checks that need no GPU: D a multiple of 8 and at most 128 (256 on sm_90+ is left to
+// cuDNN), C = H * D a multiple of 8 (16-byte aligned q/k/v views), T >= 1, 0 <= dropout < 1.
+// Returns "" when the shape is acceptable, else what is wrong.
+std::string sdpa_shape_problem(const SdpaShape& shape);
+
+// Whether cuDNN can run forward and backward of `shape` on the current device: builds (and caches)
+// both graphs. False, with *why set, when not built with cuDNN attention, the shape is refused,
+// or cuDNN finds no engine (e.g. before sm_80).
+bool cudnn_sdpa_supported(const SdpaShape& shape, std::string* why);
+
+// Workspace bytes forward and backward of `shape` need (the larger); builds and caches the
+// graphs. Throws DeviceError when cudnn_sdpa_supported() would say no.
+size_t cudnn_sdpa_workspace_bytes(const SdpaShape& shape);
+
+// out = softmax(q k^T / sqrt(D), keys masked by seq_lens) v, with dropout on the probabilities;
+// stats saved for backward. workspace_bytes must be >= cudnn_sdpa_workspace_bytes(shape).
+void cudnn_sdpa_forward(void* out, float* stats, const void* qkv, const int32_t* seq_lens,
+                        const int64_t* rng, const SdpaShape& shape, void* workspace,
+                        size_t workspace_bytes);
+
+// dqkv = gradient of the forward above (same qkv, out, stats, seq_lens and rng).
+void cudnn_sdpa_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
+                         const float* stats, const int32_t* seq_lens, const int64_t* rng,
+                         const SdpaShape& shape, void* workspace, size_t workspace_bytes);
+
+// seq_lens (2B) from ftune's key mask (B, T) i32 (1 = real token), on the compute stream:
+// queries T each, keys 1 + the last real key (T when a row has none).
+void sdpa_seq_lens_from_mask(int32_t* seq_lens, const int32_t* key_mask, int64_t B, int64_t T);
+// rng (2) = {seed, offset}, written by a one-thread kernel on the compute stream (no host copy).
+void sdpa_write_rng(int64_t* rng, int64_t seed, int64_t offset);
+
+}  // namespace ftune::cuda

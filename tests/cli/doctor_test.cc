@@ -1,0 +1,202 @@
+// `ftune doctor`: the optimisation rules on made-up devices (doctor_report.h: sm_90, sm_75,
+// cuDNN attention compiled or not, NVML missing), and the command line on this machine with no
+// CUDA device visible (CUDA_VISIBLE_DEVICES=-1): it says so, lists every optimisation with a
+// reason, reads NVML through FTUNE_NVML_LIBRARY (the fake library), reports a --config's choices,
+// and fails naming the key of a bad configuration.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "cli/doctor_report.h"
+#include "run_cli.h"
+#include "test_util.h"
+
+namespace ftune::cli {
+namespace {
+
+const OptimisationState* find(const std::vector<OptimisationState>& states,
+                              const std::string& name) {
+  for (const OptimisationState& s : states)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+DoctorFacts h100() {
+  DoctorFacts f;
+  f.device = Device::cuda(0);
+  f.device_visible = true;
+  f.sm_major = 9;
+  f.sm_minor = 0;
+  f.bf16 = f.tf32 = f.fp16 = true;
+  f.nvml_available = true;
+  f.cudnn_sdpa_note = "cudnn_frontend.h not found";
+  f.cudnn_runtime = true;
+  f.cudnn_detail = "9.26.0";
+  return f;
+}
+
+TEST(DoctorReport, HopperGetsBf16AndSaysWhy) {
+  const TrainConfig cfg;
+  const DoctorFacts f = h100();
+  EXPECT_EQ(auto_precision(f), "bf16");
+  const auto states = optimisation_states(f, cfg);
+  const OptimisationState* bf16 = find(states, "bf16 mixed precision");
+  ASSERT_NE(bf16, nullptr);
+  EXPECT_EQ(bf16->state, "planned");
+  EXPECT_NE(bf16->reason.find("training.precision auto (planned default), sm_90 supports bf16"),
+            std::string::npos)
+      << bf16->reason;
+  const OptimisationState* tf32 = find(states, "TF32 for fp32 GEMMs");
+  ASSERT_NE(tf32, nullptr);
+  EXPECT_EQ(tf32->state, "off");
+  EXPECT_NE(tf32->reason.find("sm_90 supports TF32"), std::string::npos) << tf32->reason;
+  const OptimisationState* flash = find(states, "flash attention (cuDNN)");
+  ASSERT_NE(flash, nullptr);
+  EXPECT_EQ(flash->state, "off");
+  EXPECT_EQ(flash->reason, "not compiled: cudnn_frontend.h not found");
+  EXPECT_EQ(find(states, "fused AdamW")->state, "on");
+  EXPECT_NE(find(states, "fused AdamW")->reason.find("one kernel launch"), std::string::npos);
+  EXPECT_EQ(find(states, "gradient checkpointing")->state, "auto");
+  EXPECT_EQ(find(states, "CUDA graphs")->state, "not implemented");
+  EXPECT_EQ(find(states, "pinned staging / copy stream")->state, "not implemented");
+  EXPECT_EQ(find(states, "NVML sampling")->state, "on");
+  for (const OptimisationState& s : states) EXPECT_FALSE(s.reason.empty()) << s.name;
+}
+
+TEST(DoctorReport, TuringGetsFp16AndNoTf32) {
+  DoctorFacts f = h100();
+  f.sm_major = 7;
+  f.sm_minor = 5;
+  f.bf16 = f.tf32 = false;
+  f.nvml_available = false;
+  f.nvml_reason = "libnvidia-ml.so.1: cannot open shared object file";
+  f.cudnn_sdpa_compiled = true;
+  EXPECT_EQ(auto_precision(f), "fp16");
+  const auto states = optimisation_states(f, TrainConfig{});
+  ASSERT_NE(find(states, "fp16 mixed precision + loss scaling"), nullptr);
+  EXPECT_EQ(find(states, "TF32 for fp32 GEMMs")->state, "unavailable");
+  EXPECT_EQ(find(states, "TF32 for fp32 GEMMs")->reason, "sm_75 has no TF32 tensor cores");
+  EXPECT_EQ(find(states, "flash attention (cuDNN)")->state, "unavailable");
+  EXPECT_EQ(find(states, "NVML sampling")->state, "unavailable");
+  EXPECT_EQ(find(states, "NVML sampling")->reason, f.nvml_reason);
+}
+
+TEST(DoctorReport, FollowsTheConfigAndTheCpu) {
+  TrainConfig cfg;
+  cfg.training.batch_size = 8;
+  cfg.training.effective_batch_size = 32;
+  cfg.training.gradient_checkpointing = GradientCheckpointing::On;
+  cfg.training.prefetch = 0;
+  DoctorFacts f;  // the CPU
+  EXPECT_EQ(auto_precision(f), "fp32");
+  const auto states = optimisation_states(f, cfg);
+  EXPECT_EQ(find(states, "micro-batch from the memory plan")->state, "off");
+  EXPECT_EQ(find(states, "micro-batch from the memory plan")->reason,
+            "training.batch_size 8 fixed, accumulation to effective batch 32");
+  EXPECT_EQ(find(states, "gradient checkpointing")->state, "on");
+  EXPECT_EQ(find(states, "input prefetch")->state, "off");
+  EXPECT_EQ(find(states, "NVML sampling")->state, "off");
+  EXPECT_EQ(find(states, "CUDA graphs"), nullptr);  // a GPU matter
+  const std::string text = format_optimisations(states);
+  EXPECT_NE(
+      text.find("  gradient checkpointing            on   training.gradient_checkpointing on\n"),
+      std::string::npos)
+      << text;
+}
+
+TEST(DoctorReport, InvisibleGpuIsUnknownNotGuessed) {
+  DoctorFacts f;
+  f.device = Device::cuda(3);
+  EXPECT_EQ(auto_precision(f), "unknown");
+  const auto states = optimisation_states(f, TrainConfig{});
+  EXPECT_EQ(find(states, "mixed precision (bf16/fp16)")->state, "unknown");
+  EXPECT_EQ(find(states, "NVML sampling")->reason, "cuda:3 is not visible here");
+}
+
+class DoctorCli : public ::testing::Test {
+ protected:
+  std::string config(const std::string& training = "") {
+    const std::string path = tmp_.path() + "/config.yaml";
+    std::ofstream(path) << "model:\n  path: " << tmp_.path()
+                        << "/model\ndata:\n  train: " << tmp_.path()
+                        << "/train.jsonl\ntraining:\n  epochs: 1\n"
+                        << training;
+    return path;
+  }
+  test::TempDir tmp_;
+};
+
+constexpr const char* kNoGpu = "CUDA_VISIBLE_DEVICES=-1 FTUNE_NVML_LIBRARY=/nonexistent/libnvml.so";
+
+TEST_F(DoctorCli, NoCudaDeviceSaysSoAndListsEveryOptimisationWithAReason) {
+  const test::CliResult r = test::run_ftune("doctor", kNoGpu);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line :
+       {"cuDNN flash attention: ", "NVML: unavailable: /nonexistent/libnvml.so",
+        "optimisations on cpu (no CUDA device, so the CPU; default configuration):",
+        "  mixed precision (bf16/fp16)  ", "  TF32 for fp32 GEMMs  ", "  fused AdamW  ",
+        "  flash attention (cuDNN)  ", "  gradient checkpointing  ",
+        "  micro-batch from the memory plan  ", "  NVML sampling  "})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+#ifdef FTUNE_WITH_CUDA
+  EXPECT_NE(r.output.find("cuda devices: none visible (no CUDA device"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("cuBLASLt: "), std::string::npos) << r.output;
+#else
+  EXPECT_NE(r.output.find("cuda devices: none (CUDA backend not built)"), std::string::npos)
+      << r.output;
+#endif
+}
+
+TEST_F(DoctorCli, ReadsNvmlThroughTheConfiguredLibrary) {
+  const test::CliResult r = test::run_ftune(
+      "doctor", std::string("CUDA_VISIBLE_DEVICES=-1 FTUNE_NVML_LIBRARY=") + FTUNE_FAKE_NVML);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find(std::string("NVML: available (driver 580.65.06, ") + FTUNE_FAKE_NVML + ")"),
+      std::string::npos)
+      << r.output;
+}
+
+TEST_F(DoctorCli, ReportsTheChoicesOfAConfig) {
+  const test::CliResult r =
+      test::run_ftune("doctor --config " + config("  batch_size: 8\n") +
+                          " training.gradient_checkpointing=on training.device=cpu",
+                      kNoGpu);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line : {"  device: cpu\n", "  precision: fp32",
+                           "  batch: micro-batch 8, effective batch 8, gradient checkpointing on",
+                           "optimisations on cpu (training.device of ",
+                           "training.batch_size 8 fixed", "training.gradient_checkpointing on\n"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+}
+
+TEST_F(DoctorCli, AGpuThatIsNotVisibleIsReportedNotFatal) {
+  const test::CliResult r =
+      test::run_ftune("doctor --config " + config() + " training.device=cuda:7", kNoGpu);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("  device: cuda:7 — not usable here: key 'training.device' is 'cuda:7'"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("cuda:7 is not visible here"), std::string::npos) << r.output;
+}
+
+TEST_F(DoctorCli, BadConfigFailsNamingTheKey) {
+  const test::CliResult r =
+      test::run_ftune("doctor --config " + config("  learnin_rate: 1.0e-3\n"), kNoGpu);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown key 'training.learnin_rate' (did you mean "
+                          "'training.learning_rate'?)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("config.yaml"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("optimisations"), std::string::npos) << r.output;  // nothing half-done
+
+  const test::CliResult bare = test::run_ftune("doctor training.device=cpu", kNoGpu);
+  EXPECT_EQ(bare.exit_code, 2) << bare.output;
+  EXPECT_NE(bare.output.find("overrides ('training.device=cpu') need --config"), std::string::npos)
+      << bare.output;
+}
+
+}  // namespace
+}  // namespace ftune::cli
