@@ -18,6 +18,7 @@
 #include "cuda/cuda_libraries.h"
 #include "cuda/nvml.h"
 #include "train/memory_planner.h"
+#include "train/precision.h"
 
 #ifdef FTUNE_WITH_CUDA
 #include "cuda/cuda_device.h"
@@ -75,7 +76,6 @@ void print_cuda_device(int index, const cuda::NvmlLibrary& nvml, DoctorFacts* fa
     facts->bf16 = c.bf16;
     facts->tf32 = c.tf32;
     facts->fp16 = c.fp16;
-    facts->tf32_enabled = cuda::gemm_tf32();
     facts->nvml_available = handle.has_value();
     facts->nvml_reason = handle ? "" : why;
   }
@@ -146,12 +146,17 @@ void run_doctor(const DoctorArgs& a) {
     }
     fmt::print("  device: {}{}\n", device_name(facts.device),
                device_problem.empty() ? "" : " — not usable here: " + device_problem);
-    fmt::print("  precision: {}\n",
-               facts.device.is_cpu()
-                   ? std::string("fp32 (the CPU computes in fp32)")
-                   : fmt::format("{} (planned default: training.precision auto picks bf16 where "
-                                 "the GPU has it, else fp16; this build trains in fp32)",
-                                 auto_precision(facts)));
+    std::string precision = "unknown (the device is not visible here)";
+    if (facts.device.is_cpu() || facts.device_visible) {
+      try {
+        const ResolvedPrecision r = resolve_precision(config.training.precision, facts.device,
+                                                      config.peft.dora(), facts.bf16);
+        precision = fmt::format("{} ({})", precision_name(r.precision), r.reason);
+      } catch (const InputError& e) {
+        precision = std::string("error: ") + e.what();
+      }
+    }
+    fmt::print("  precision: {}\n", precision);
     fmt::print("  batch: {}, effective batch {}, gradient checkpointing {}\n",
                config.training.batch_size == 0
                    ? std::string("micro-batch auto (memory plan)")

@@ -1,13 +1,16 @@
 // Optimisation states for `ftune doctor` (see doctor_report.h). Each rule states what the trainer
-// of this build really does; where a switch is planned but not yet wired (training.precision),
-// the row says "planned" so the report never claims more than the code does.
+// of this build really does, through the trainer's own resolution of the config where there is
+// one; what is not built says "not implemented", so the report never claims more than the code
+// does.
 #include "cli/doctor_report.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "core/error.h"
 #include "train/adamw.h"
+#include "train/precision.h"
 
 namespace ftune::cli {
 namespace {
@@ -17,12 +20,6 @@ std::string sm(const DoctorFacts& f) {
 }
 
 }  // namespace
-
-std::string auto_precision(const DoctorFacts& f) {
-  if (f.device.is_cpu()) return "fp32";
-  if (!f.device_visible) return "unknown";
-  return f.bf16 ? "bf16" : f.fp16 ? "fp16" : "fp32";
-}
 
 std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const TrainConfig& cfg) {
   const TrainConfig::Training& t = cfg.training;
@@ -34,28 +31,25 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
     out.push_back({std::move(name), std::move(state), std::move(reason)});
   };
 
-  // Mixed precision. training.precision is not a key of this build's TrainConfig yet: the row
-  // shows what its planned default (auto) will choose, labelled as such.
-  const std::string precision = auto_precision(f);
-  if (cpu)
-    add("mixed precision (bf16/fp16)", "off",
-        "CPU computes in fp32 (planned default of "
-        "training.precision auto)");
-  else if (!gpu)
+  // Mixed precision and TF32: the trainer's own resolution (train/precision.h), for the facts'
+  // device rather than the one this process can see.
+  Precision precision = Precision::FP32;
+  if (!cpu && !gpu) {
     add("mixed precision (bf16/fp16)", "unknown", not_visible);
-  else if (precision == "bf16")
-    add("bf16 mixed precision", "planned",
-        fmt::format("training.precision auto (planned default), {} supports bf16; this build "
-                    "still trains in fp32",
-                    sm(f)));
-  else if (precision == "fp16")
-    add("fp16 mixed precision + loss scaling", "planned",
-        fmt::format("training.precision auto (planned default): {} has fp16 but no bf16 tensor "
-                    "cores; this build still trains in fp32",
-                    sm(f)));
-  else
-    add("mixed precision (bf16/fp16)", "unavailable",
-        fmt::format("{} has neither bf16 nor fp16 tensor cores", sm(f)));
+  } else {
+    try {
+      const ResolvedPrecision r = resolve_precision(t.precision, f.device, cfg.peft.dora(), f.bf16);
+      precision = r.precision;
+      if (precision == Precision::BF16)
+        add("bf16 mixed precision", "on", r.reason);
+      else if (precision == Precision::FP16)
+        add("fp16 mixed precision + loss scaling", "on", r.reason);
+      else
+        add("mixed precision (bf16/fp16)", "off", r.reason);
+    } catch (const InputError& e) {
+      add("mixed precision (bf16/fp16)", "error", e.what());
+    }
+  }
 
   if (cpu)
     add("TF32 for fp32 GEMMs", "off", "CPU (OpenBLAS, fp32)");
@@ -63,12 +57,10 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
     add("TF32 for fp32 GEMMs", "unknown", not_visible);
   else if (!f.tf32)
     add("TF32 for fp32 GEMMs", "unavailable", fmt::format("{} has no TF32 tensor cores", sm(f)));
-  else
-    add("TF32 for fp32 GEMMs", f.tf32_enabled ? "on" : "off",
-        f.tf32_enabled ? fmt::format("{} supports TF32 (cuBLASLt COMPUTE_32F_FAST_TF32)", sm(f))
-                       : fmt::format("{} supports TF32; fp32 GEMMs stay exact fp32 (CPU parity "
-                                     "1e-5) until a config switch turns it on",
-                                     sm(f)));
+  else {
+    const ResolvedTf32 r = resolve_tf32(t.tf32, f.device, precision);
+    add("TF32 for fp32 GEMMs", r.on ? "on" : "off", r.reason);
+  }
 
   if (cpu)
     add("fused AdamW", "on", "one threaded pass over all parameters (fp32 master weights)");
@@ -94,8 +86,8 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
   }
   if (!cpu)
     add("fused attention kernel (ftune)", "on",
-        "fp32 kernels: masked softmax, dropout and both products per row; probabilities kept "
-        "for backward");
+        "fp32 / bf16 / fp16 storage, fp32 math: masked softmax, dropout and both products per "
+        "row; probabilities kept for backward; ftune's Philox masks (CPU parity)");
 
   switch (t.gradient_checkpointing) {
     case GradientCheckpointing::Auto:
@@ -137,8 +129,17 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
     add("input prefetch", "off", "training.prefetch 0");
 
   if (!cpu)
-    add("pinned staging / copy stream", "not implemented",
-        "batches are copied from pageable host memory, in order on the compute stream");
+    add("pinned staging / copy stream", "on",
+        "two pinned host slots: the next micro-batch's inputs are copied on the copy stream "
+        "while the current one computes (events order the streams)");
+  if (precision == Precision::FP16)
+    add("no host sync per step", "off",
+        "fp16: the host follows the loss scale, one small read per step");
+  else
+    add("no host sync per step", "on",
+        fmt::format("loss, gradient norm and skip counters stay on the device; the host reads "
+                    "them every training.log_every ({}) steps",
+                    t.log_every));
   if (!cpu) add("CUDA graphs", "not implemented", "each kernel is launched on its own");
 
   if (cpu)

@@ -1,5 +1,5 @@
 // What `ftune doctor` says about optimisations: for a training device (its capabilities) and a
-// configuration, each optimisation's state (on, off, auto, planned, unavailable, not implemented)
+// configuration, each optimisation's state (on, off, auto, unknown, unavailable, error, not implemented)
 // and the reason, derived in one place from the facts so that the rules can be tested on any
 // machine with made-up devices.
 #pragma once
@@ -20,7 +20,6 @@ struct DoctorFacts {
   bool device_visible = false;
   int sm_major = 0, sm_minor = 0;
   bool bf16 = false, tf32 = false, fp16 = false;
-  bool tf32_enabled = false;         // cuda::gemm_tf32() in this process
   bool nvml_available = false;       // NVML loaded and the device found in it
   std::string nvml_reason;           // why not
   bool cudnn_sdpa_compiled = false;  // FTUNE_WITH_CUDNN_SDPA
@@ -34,10 +33,6 @@ struct OptimisationState {
   std::string state;   // "on", "off", "auto", "planned", "unavailable", "not implemented"
   std::string reason;  // why, naming the config key or the capability it follows from
 };
-
-// The precision a run on `facts.device` computes in with training.precision auto:
-// bf16 on CUDA devices with bf16, fp16 on older CUDA devices, fp32 on the CPU.
-std::string auto_precision(const DoctorFacts& facts);
 
 std::vector<OptimisationState> optimisation_states(const DoctorFacts& facts,
                                                    const TrainConfig& config);

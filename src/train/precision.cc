@@ -51,6 +51,11 @@ bool device_has_bf16(Device device) {
 }  // namespace
 
 ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora) {
+  return resolve_precision(value, device, dora, device_has_bf16(device));
+}
+
+ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora,
+                                    bool device_bf16) {
   const char* key = "training.precision";
   if (value == "fp32") return {Precision::FP32, "fp32 as configured"};
   if ((value == "bf16" || value == "fp16") && dora)
@@ -71,7 +76,7 @@ ResolvedPrecision resolve_precision(const std::string& value, Device device, boo
       return {Precision::BF16,
               "bf16 as configured; the CPU has no bf16 arithmetic, so this is an emulation "
               "(bf16 storage, fp32 compute) and slower than fp32"};
-    if (!device_has_bf16(device))
+    if (!device_bf16)
       throw InputError(fmt::format(
           "key '{}' is 'bf16', but {} has no bf16 support (needs compute capability 8.0 or "
           "later); use {}=fp32 or auto",
@@ -84,7 +89,7 @@ ResolvedPrecision resolve_precision(const std::string& value, Device device, boo
   if (device.is_cpu()) return {Precision::FP32, "auto: the CPU computes in fp32"};
   if (dora)
     return {Precision::FP32, "auto: fp32 with DoRA (its mixed-precision path is not written yet)"};
-  if (device_has_bf16(device))
+  if (device_bf16)
     return {Precision::BF16, fmt::format("auto: {} has bf16 tensor cores", device_name(device))};
   return {Precision::FP16,
           fmt::format("auto: {} has no bf16: fp16 with dynamic loss scaling", device_name(device))};

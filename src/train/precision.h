@@ -32,6 +32,10 @@ struct ResolvedPrecision {
 // and the allowed values for an unknown value, and naming the key for a combination that is not
 // supported.
 ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora);
+// The same for a device whose bf16 support is given rather than queried (`ftune doctor`'s rules,
+// testable with made-up devices).
+ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora,
+                                    bool device_bf16);
 
 // training.tf32 (auto | on | off): whether the GEMMs that stay in fp32 use TF32 tensor cores
 // (~1e-3 relative error, PyTorch's allow_tf32). Never on the CPU (no TF32 there). auto: on with

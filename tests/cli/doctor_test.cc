@@ -38,18 +38,23 @@ DoctorFacts h100() {
 TEST(DoctorReport, HopperGetsBf16AndSaysWhy) {
   const TrainConfig cfg;
   const DoctorFacts f = h100();
-  EXPECT_EQ(auto_precision(f), "bf16");
   const auto states = optimisation_states(f, cfg);
   const OptimisationState* bf16 = find(states, "bf16 mixed precision");
   ASSERT_NE(bf16, nullptr);
-  EXPECT_EQ(bf16->state, "planned");
-  EXPECT_NE(bf16->reason.find("training.precision auto (planned default), sm_90 supports bf16"),
-            std::string::npos)
-      << bf16->reason;
+  EXPECT_EQ(bf16->state, "on");
+  EXPECT_EQ(bf16->reason, "auto: cuda:0 has bf16 tensor cores");
   const OptimisationState* tf32 = find(states, "TF32 for fp32 GEMMs");
   ASSERT_NE(tf32, nullptr);
-  EXPECT_EQ(tf32->state, "off");
-  EXPECT_NE(tf32->reason.find("sm_90 supports TF32"), std::string::npos) << tf32->reason;
+  EXPECT_EQ(tf32->state, "on");
+  EXPECT_NE(tf32->reason.find("auto: bf16 precision"), std::string::npos) << tf32->reason;
+  // fp32 precision (the parity mode) keeps TF32 off unless asked for.
+  TrainConfig fp32 = cfg;
+  fp32.training.precision = "fp32";
+  const auto exact = optimisation_states(f, fp32);
+  EXPECT_EQ(find(exact, "mixed precision (bf16/fp16)")->state, "off");
+  EXPECT_EQ(find(exact, "TF32 for fp32 GEMMs")->state, "off");
+  fp32.training.tf32 = "on";
+  EXPECT_EQ(find(optimisation_states(f, fp32), "TF32 for fp32 GEMMs")->state, "on");
   const OptimisationState* flash = find(states, "flash attention (cuDNN)");
   ASSERT_NE(flash, nullptr);
   EXPECT_EQ(flash->state, "off");
@@ -58,7 +63,8 @@ TEST(DoctorReport, HopperGetsBf16AndSaysWhy) {
   EXPECT_NE(find(states, "fused AdamW")->reason.find("one kernel launch"), std::string::npos);
   EXPECT_EQ(find(states, "gradient checkpointing")->state, "auto");
   EXPECT_EQ(find(states, "CUDA graphs")->state, "not implemented");
-  EXPECT_EQ(find(states, "pinned staging / copy stream")->state, "not implemented");
+  EXPECT_EQ(find(states, "pinned staging / copy stream")->state, "on");
+  EXPECT_EQ(find(states, "no host sync per step")->state, "on");
   EXPECT_EQ(find(states, "NVML sampling")->state, "on");
   for (const OptimisationState& s : states) EXPECT_FALSE(s.reason.empty()) << s.name;
 }
@@ -71,9 +77,10 @@ TEST(DoctorReport, TuringGetsFp16AndNoTf32) {
   f.nvml_available = false;
   f.nvml_reason = "libnvidia-ml.so.1: cannot open shared object file";
   f.cudnn_sdpa_compiled = true;
-  EXPECT_EQ(auto_precision(f), "fp16");
   const auto states = optimisation_states(f, TrainConfig{});
   ASSERT_NE(find(states, "fp16 mixed precision + loss scaling"), nullptr);
+  EXPECT_EQ(find(states, "fp16 mixed precision + loss scaling")->state, "on");
+  EXPECT_EQ(find(states, "no host sync per step")->state, "off");  // the host follows the scale
   EXPECT_EQ(find(states, "TF32 for fp32 GEMMs")->state, "unavailable");
   EXPECT_EQ(find(states, "TF32 for fp32 GEMMs")->reason, "sm_75 has no TF32 tensor cores");
   EXPECT_EQ(find(states, "flash attention (cuDNN)")->state, "unavailable");
@@ -88,8 +95,9 @@ TEST(DoctorReport, FollowsTheConfigAndTheCpu) {
   cfg.training.gradient_checkpointing = GradientCheckpointing::On;
   cfg.training.prefetch = 0;
   DoctorFacts f;  // the CPU
-  EXPECT_EQ(auto_precision(f), "fp32");
   const auto states = optimisation_states(f, cfg);
+  EXPECT_EQ(find(states, "mixed precision (bf16/fp16)")->state, "off");
+  EXPECT_EQ(find(states, "mixed precision (bf16/fp16)")->reason, "auto: the CPU computes in fp32");
   EXPECT_EQ(find(states, "micro-batch from the memory plan")->state, "off");
   EXPECT_EQ(find(states, "micro-batch from the memory plan")->reason,
             "training.batch_size 8 fixed, accumulation to effective batch 32");
@@ -107,7 +115,6 @@ TEST(DoctorReport, FollowsTheConfigAndTheCpu) {
 TEST(DoctorReport, InvisibleGpuIsUnknownNotGuessed) {
   DoctorFacts f;
   f.device = Device::cuda(3);
-  EXPECT_EQ(auto_precision(f), "unknown");
   const auto states = optimisation_states(f, TrainConfig{});
   EXPECT_EQ(find(states, "mixed precision (bf16/fp16)")->state, "unknown");
   EXPECT_EQ(find(states, "NVML sampling")->reason, "cuda:3 is not visible here");
