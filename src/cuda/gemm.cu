@@ -592,8 +592,8 @@ __global__ void epilogue_kernel(Pointwise op, TC* C, int64_t ldc, const float* b
 // 32 x 32 threads owns 32 outputs: thread (x, y) sums k = y, y + 32, ..., then the 32 partial sums
 // of an output are added in y order: the same bits every run.
 template <typename T>
-__global__ void sum_over_k_kernel(float* out, const T* x, int64_t s_k, int64_t s_j, int64_t K,
-                                  int64_t J) {
+__global__ void __launch_bounds__(1024)
+    sum_over_k_kernel(float* out, const T* x, int64_t s_k, int64_t s_j, int64_t K, int64_t J) {
   __shared__ float partial[32][33];
   const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   float acc = 0.0f;

@@ -32,9 +32,14 @@ __device__ double weight_total(const int32_t* labels, const float* weights, int6
   return total;
 }
 
-__global__ void cross_entropy_forward_kernel(float* loss, float* probs, const float* logits,
-                                             const int32_t* labels, const float* weights, float eps,
-                                             int64_t B, int64_t K) {
+// __launch_bounds__: launched with kForwardThreads = 1024 threads, so at most 64 registers per
+// thread fit a block's 64 K registers. Unbounded, ptxas gives this kernel (double exp / log) 66
+// registers for sm_90 and 72 for sm_120, and every launch failed with "too many resources
+// requested for launch".
+__global__ void __launch_bounds__(kForwardThreads)
+    cross_entropy_forward_kernel(float* loss, float* probs, const float* logits,
+                                 const int32_t* labels, const float* weights, float eps, int64_t B,
+                                 int64_t K) {
   __shared__ double warp_nll[32], warp_smooth[32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   double nll = 0.0, smooth = 0.0;  // meaningful in lane 0

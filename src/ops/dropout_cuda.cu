@@ -1,7 +1,9 @@
 // Dropout on CUDA: one thread per four consecutive elements, the same Philox stream and the same
 // stream index map (ops/dropout.h) as the CPU. When a sequence's run and stride are multiples of
 // four (the usual case) a thread's four elements are one Philox block and it evaluates Philox
-// once; otherwise it evaluates it again where the stream group changes.
+// once; otherwise it evaluates it again where the stream group changes. A dropped element is
+// multiplied by 0, as on the CPU and in PyTorch (x * mask * scale): NaN or inf stays non-finite
+// (NaN), a negative value gives -0.
 #include <type_traits>
 
 #include "cuda/cuda_check.h"
@@ -26,7 +28,7 @@ __global__ void dropout_kernel(float* out, const float* inp, int64_t n, float p,
       group = s >> 2;
       r = philox_block(rng, group);
     }
-    out[i] = philox_uniform(r.v[s & 3]) >= p ? inp[i] * scale : 0.0f;
+    out[i] = inp[i] * (philox_uniform(r.v[s & 3]) >= p ? scale : 0.0f);
   }
 }
 
@@ -46,7 +48,7 @@ __global__ void dropout_mixed_kernel(To* out, const From* inp, int64_t n, float 
       group = s >> 2;
       r = philox_block(rng, group);
     }
-    store_f32(out + i, philox_uniform(r.v[s & 3]) >= p ? load_f32(inp + i) * scale : 0.0f);
+    store_f32(out + i, load_f32(inp + i) * (philox_uniform(r.v[s & 3]) >= p ? scale : 0.0f));
   }
 }
 

@@ -77,9 +77,9 @@ __global__ void layer_norm_dinp_kernel(float* dinp, const float* dout, const flo
 // dweight[c] += sum_r dout[r, c] * xhat[r, c];  dbias[c] += sum_r dout[r, c]. A block of 32 x 32
 // threads owns 32 columns; thread (x, y) sums rows y, y + 32, ...; the 32 partial sums of a
 // column are then added in y order.
-__global__ void layer_norm_params_kernel(float* dweight, float* dbias, const float* dout,
-                                         const float* inp, const float* mean, const float* rstd,
-                                         int64_t N, int64_t C) {
+__global__ void __launch_bounds__(1024)
+    layer_norm_params_kernel(float* dweight, float* dbias, const float* dout, const float* inp,
+                             const float* mean, const float* rstd, int64_t N, int64_t C) {
   __shared__ float pw[32][33];
   __shared__ float pb[32][33];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;

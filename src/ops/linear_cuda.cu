@@ -18,8 +18,8 @@ namespace {
 // 32 x 32 threads owns 32 columns: thread (x, y) sums rows y, y + 32, ..., then the 32 partial
 // sums of a column are added in y order. The same launch shape every time: the same bits.
 template <typename T>
-__global__ void add_column_sums_kernel(float* out, const T* inp, int64_t ld, int64_t rows,
-                                       int64_t cols) {
+__global__ void __launch_bounds__(1024)
+    add_column_sums_kernel(float* out, const T* inp, int64_t ld, int64_t rows, int64_t cols) {
   __shared__ float partial[32][33];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   float acc = 0.0f;

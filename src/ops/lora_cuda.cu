@@ -83,9 +83,9 @@ __global__ void dora_output_forward_kernel(float* out, int64_t ldo, const float*
 // dm[o] += sum_r dout[r, o] z[r, o] / norm[o];  dout[r, o] *= m[o] / norm[o] (in place). A block
 // of 32 x 32 threads owns 32 columns; thread (x, y) walks rows y, y + 32, ...; the 32 partial
 // sums of a column are added in y order.
-__global__ void dora_output_backward_kernel(float* dm, float* dout, int64_t lddo, const float* z,
-                                            int64_t ldz, const float* m, const float* norm,
-                                            int64_t N, int64_t OC) {
+__global__ void __launch_bounds__(1024)
+    dora_output_backward_kernel(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
+                                const float* m, const float* norm, int64_t N, int64_t OC) {
   __shared__ float partial[32][33];
   const int64_t o = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   float acc = 0.0f;

@@ -5,6 +5,7 @@
 #include "ops/dropout.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "core/thread_pool.h"
@@ -77,6 +78,43 @@ TEST_P(DropoutTest, ZeroRateIsIdentityAndBadRateIsRejected) {
   dropout_forward(out.view(), dx.view(), 0.0f, RngKey{});
   EXPECT_EQ(to_vector(out.view()), x);
   EXPECT_THROW(dropout_forward(out.view(), dx.view(), 1.0f, RngKey{}), ShapeError);
+}
+
+// A dropped element is x * 0, as in PyTorch's x * mask * scale: a dropped NaN or inf gives NaN
+// (a non-finite gradient is never hidden from the step's finite check) and a dropped negative
+// value -0; kept ones are x * scale. The same on every device, for f32 and for a 16-bit output.
+TEST_P(DropoutTest, DroppedElementsAreMultipliedByZeroSoNonFiniteValuesStayNonFinite) {
+  const int64_t n = 256;
+  const float p = 0.5f, scale = 1.0f / (1.0f - p);
+  const RngKey key{77, 3, 1};
+  const float kinds[] = {std::nanf(""), INFINITY, -INFINITY, -1.5f};
+  std::vector<float> x(n), expected(n);
+  int dropped_of_kind[4] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = kinds[i % 4];
+    const bool keep = philox_uniform_at(key, i) >= p;
+    expected[i] = x[i] * (keep ? scale : 0.0f);
+    dropped_of_kind[i % 4] += !keep;
+  }
+  for (int k = 0; k < 4; ++k) ASSERT_GT(dropped_of_kind[k], 0) << "kind " << k;
+  auto same = [](float got, float want) {
+    return std::isnan(want) ? std::isnan(got)
+                            : std::memcmp(&got, &want, sizeof(float)) == 0;  // -0 is not +0
+  };
+  auto dx = device_f32(x, {n}, device());
+  auto out = device_f32(std::vector<float>(n, 123.0f), {n}, device());  // not NaN: see above
+  dropout_forward(out.view(), dx.view(), p, key);
+  const auto y = to_vector(out.view());
+  for (int64_t i = 0; i < n; ++i) EXPECT_TRUE(same(y[i], expected[i])) << i << ": " << y[i];
+
+  // f32 in, bf16 out: the mixed-precision kernel.
+  DeviceTensor out16(device(), DType::BF16, Shape{n});
+  dropout_forward(out16.view(), dx.view(), p, key);
+  HostTensor h(DType::BF16, Shape{n});
+  copy(h.view(), out16.view());
+  for (int64_t i = 0; i < n; ++i)
+    EXPECT_TRUE(same(bf16_to_float(h.data<bf16_t>()[i]), bf16_to_float(float_to_bf16(expected[i]))))
+        << i << " (bf16)";
 }
 
 // A (B, T, C) batch whose rows have real lengths `len`, padded to T; the rows [r0, r0 + n) cut
