@@ -501,6 +501,11 @@ bool try_cublaslt(const GemmArgs& g) {
     // epilogue / type combinations it does not fuse): remember that and fall back, now and later.
     std::lock_guard<std::mutex> lock(g_tune_mu);
     blas.chosen[exact_key(make_key(blas, g, tf32), g)] = CachedAlgo{};
+    // Said once per shape at info level: a real argument error would otherwise hide here as a
+    // slow path.
+    gemm_autotune_log(describe_gemm(g) + ": cuBLASLt refused the chosen algorithm (" +
+                          cublasLtGetStatusName(st) + "); the unfused fallback runs this shape",
+                      true);
     return false;
   }
   FTUNE_CUBLAS_CHECK(st);
