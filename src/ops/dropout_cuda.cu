@@ -14,25 +14,8 @@
 namespace ftune::cuda {
 namespace {
 
-__global__ void dropout_kernel(float* out, const float* inp, int64_t n, float p, float scale,
-                               RngKey rng, DropoutRuns runs) {
-  const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (g * 4 >= n) return;
-  Philox4 r{};
-  uint64_t group = ~0ull;
-  for (int k = 0; k < 4; ++k) {
-    const int64_t i = g * 4 + k;
-    if (i >= n) break;
-    const uint64_t s = dropout_stream_index(runs, i);
-    if ((s >> 2) != group) {
-      group = s >> 2;
-      r = philox_block(rng, group);
-    }
-    out[i] = inp[i] * (philox_uniform(r.v[s & 3]) >= p ? scale : 0.0f);
-  }
-}
-
-// The same for any pair of storage types: the multiplier in fp32, one rounding on the store.
+// Any pair of storage types (float/float included): the multiplier in fp32, one rounding on the
+// store.
 template <typename To, typename From>
 __global__ void dropout_mixed_kernel(To* out, const From* inp, int64_t n, float p, float scale,
                                      RngKey rng, DropoutRuns runs) {
@@ -73,11 +56,13 @@ void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng,
   if (n == 0) return;
   if (p == 0.0f) {
     if (out != inp)
-      FTUNE_CUDA_CHECK(cudaMemcpyAsync(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice, compute_stream()));
+      FTUNE_CUDA_CHECK(cudaMemcpyAsync(out, inp, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                       compute_stream()));
     return;
   }
   const int64_t groups = (n + 3) / 4;
-  dropout_kernel<<<grid_for(groups, 256), 256, 0, compute_stream()>>>(out, inp, n, p, 1.0f / (1.0f - p), rng, runs);
+  dropout_mixed_kernel<<<grid_for(groups, 256), 256, 0, compute_stream()>>>(
+      out, inp, n, p, 1.0f / (1.0f - p), rng, runs);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
