@@ -469,8 +469,12 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
     if (yw > 0) plan.add("work/lora_stage_y", f32, {N * yw});
     if (training && dxw > 0) plan.add("work/lora_stage_dx", f32, {N * dxw});
   }
-  const int64_t ws =
-      std::max(attention_workspace(max_seq, c.head_dim()), layer_norm_backward_workspace(C));
+  // Kernel scratch, as the target device's kernels use it: on the CPU per-thread scores and
+  // partial sums (compute_threads() of each); on CUDA the attention backward's row sums of every
+  // (b, h) pair and nothing else (ops/attention.h, ops/layer_norm.h).
+  const int64_t ws = std::max(
+      attention_workspace(how.device, max_batch, H, max_seq, c.head_dim(), training),
+      layer_norm_backward_workspace(how.device, C));
   plan.add("work/encoder", f32, {ws});
 }
 

@@ -111,6 +111,7 @@ struct EncoderTraining {
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
   AdapterConfig adapters;
   DType compute = DType::F32;  // mixed precision: bf16 (or f16) GEMM activations
+  Device device = Device::cpu();  // where it runs: sizes the kernels' workspace (work/encoder)
 };
 
 struct EncoderInputs {

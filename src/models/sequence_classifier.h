@@ -43,6 +43,7 @@ struct ClassifierOptions {
   AdapterConfig adapters;  // method none: full fine-tuning
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
   DType compute = DType::F32;  // mixed precision: bf16 (or f16) GEMM activations and weight shadow
+  Device device = Device::cpu();  // where it runs: sizes the kernels' workspace (the CPU's fits all)
 };
 
 struct LossOptions {
