@@ -150,7 +150,7 @@ void run_doctor(const DoctorArgs& a) {
     if (facts.device.is_cpu() || facts.device_visible) {
       try {
         const ResolvedPrecision r = resolve_precision(config.training.precision, facts.device,
-                                                      config.peft.dora(), facts.bf16);
+                                                      facts.bf16);
         precision = fmt::format("{} ({})", precision_name(r.precision), r.reason);
       } catch (const InputError& e) {
         precision = std::string("error: ") + e.what();

@@ -38,7 +38,7 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
     add("mixed precision (bf16/fp16)", "unknown", not_visible);
   } else {
     try {
-      const ResolvedPrecision r = resolve_precision(t.precision, f.device, cfg.peft.dora(), f.bf16);
+      const ResolvedPrecision r = resolve_precision(t.precision, f.device, f.bf16);
       precision = r.precision;
       if (precision == Precision::BF16)
         add("bf16 mixed precision", "on", r.reason);

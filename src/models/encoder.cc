@@ -85,7 +85,9 @@ TensorView site_gemm_weight(const EncoderWeights& w, int64_t l, AdapterSite s) {
     default:
       break;
   }
-  throw InternalError("mixed precision: the query / key / value GEMM is fused");
+  // DoRA on all of query, key and value: each block's own GEMM, on its rows of the fused shadow.
+  const int64_t C = w.shadow[l].qkv_w.dim(1), part = static_cast<int64_t>(s);
+  return w.shadow[l].qkv_w.slice0(part * C, (part + 1) * C);
 }
 
 // residual + LayerNorm: fused in fp32; under mixed precision the 16-bit sublayer output is added
@@ -114,14 +116,18 @@ bool has_dora(const EncoderWeights& w, int64_t l, AdapterSite s) {
   return w.adapters.any() && w.adapters.dora && w.adapters.at(l, s).defined();
 }
 
-// The frozen linear of (l, s) with its adapter, if any, into y (N, out). y_has_base: y already
-// holds the frozen x W^T + b (the fused QKV GEMM ran); otherwise this computes it. DoRA forms
-// z = x W^T in its own buffer (no bias to strip) when it can.
+// The frozen linear of (l, s) with its adapter, if any, into y (N, out). x: the adapter's input;
+// xg: the frozen GEMM's (x itself, except for query / key / value under mixed precision, where x
+// is the fp32 layer input and xg its 16-bit copy). y_has_base: y already holds the frozen
+// x W^T + b (the fused QKV GEMM ran); otherwise this computes it. DoRA forms z = x W^T in its own
+// fp32 buffer (no bias to strip) when it can.
+// Mixed precision: the frozen GEMM in 16 bits (fp32 result); the LoRA branch and DoRA's norms,
+// z and output scaling in fp32 on fp32 copies of a 16-bit x and y (the planned lora_stage_*).
 void adapter_forward(const EncoderWeights& w, LayerActivations& la, const EncoderActivations& a,
-                     int64_t l, AdapterSite s, TensorView y, TensorView x, const DropoutPlan& d,
-                     int64_t T, bool y_has_base, bool recompute) {
+                     int64_t l, AdapterSite s, TensorView y, TensorView x, TensorView xg,
+                     const DropoutPlan& d, int64_t T, bool y_has_base, bool recompute) {
   if (!y_has_base && !has_dora(w, l, s))
-    linear_forward(y, x, site_gemm_weight(w, l, s), adapted_bias(w, l, s));
+    linear_forward(y, xg, site_gemm_weight(w, l, s), adapted_bias(w, l, s));
   const EncoderAdapters& ad = w.adapters;
   if (!ad.any() || !ad.at(l, s).defined()) return;
   const AdapterWeights& aw = ad.at(l, s);
@@ -142,23 +148,35 @@ void adapter_forward(const EncoderWeights& w, LayerActivations& la, const Encode
   if (!recompute)
     dora_norms(norm, ad.weight_sq[l][i], adapted_weight(w, l, s), aw.a, aw.b, ad.scale,
                ad.norm_workspace);
-  if (y_has_base)
+  if (y_has_base && y.dtype == DType::F32) {
     dora_strip_bias(z, y, bias);
-  else
-    linear_forward(z, x, adapted_weight(w, l, s), TensorView());
-  lora_forward(z, u, x, aw.a, aw.b, ad.scale, drop);
-  dora_output_forward(y, z, bias, aw.magnitude, norm);
+  } else if (y_has_base) {
+    cast(z, y);  // the 16-bit fused GEMM's block, widened, then its bias removed in place
+    dora_strip_bias(z, z, bias);
+  } else {
+    linear_forward(z, xg, site_gemm_weight(w, l, s), TensorView());
+  }
+  lora_forward(z, u, staged(x, a.lora_stage_x), aw.a, aw.b, ad.scale, drop);
+  const TensorView yf =
+      y.dtype == DType::F32 ? y : a.lora_stage_y.flat_range(0, y.numel()).reshape(y.shape);
+  dora_output_forward(yf, z, bias, aw.magnitude, norm);
+  if (yf.data != y.data) cast(y, yf);
 }
 
 // Before the frozen layer's backward: DoRA's magnitude gradient, then dy *= m / n in place (the
-// gradient that flows through both x W^T and the LoRA branch).
+// gradient that flows through both x W^T and the LoRA branch). Mixed precision: in fp32 on a copy
+// of the 16-bit dy, which then takes the scaled gradient back in 16 bits (what the frozen GEMM and
+// the LoRA branch read, as autocast would hand them).
 void adapter_backward_scale(const EncoderWeights& w, const EncoderWeights& g,
-                            const LayerActivations& la, int64_t l, AdapterSite s, TensorView dy) {
+                            const LayerActivations& la, const EncoderActivations& a, int64_t l,
+                            AdapterSite s, TensorView dy) {
   const EncoderAdapters& ad = w.adapters;
   if (!ad.any() || !ad.dora || !ad.at(l, s).defined()) return;
   const int i = static_cast<int>(s);
-  dora_output_backward(g.adapters.at(l, s).magnitude, dy, la.dora_z[i].prefix(dy.shape),
+  const TensorView dyf = staged(dy, a.lora_stage_y);
+  dora_output_backward(g.adapters.at(l, s).magnitude, dyf, la.dora_z[i].prefix(dy.shape),
                        ad.at(l, s).magnitude, ad.norm[l][i]);
+  if (dyf.data != dy.data) cast(dy, dyf);
 }
 
 // After the frozen layer's backward: the LoRA branch's gradients; its input gradient is added to
@@ -205,22 +223,22 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                            has_dora(w, l, AdapterSite::Value));
   if (qkv_fused) linear_forward(qkv, xg, gemm_weight(w, l, &LayerWeights::qkv_w), lw.qkv_b);
   for (int part = 0; part < 3; ++part)
-    adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, d, T, qkv_fused,
-                    recompute);
+    adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, xg, d, T,
+                    qkv_fused, recompute);
   attention_forward(ctx.reshape({B, T, C}), la.probs.prefix({B, H, T, T}),
                     qkv.reshape({B, T, 3 * C}), mask, H, dropout_p(d, c.attention_dropout),
                     key(d, attention_probs_site(l)), a.workspace, rows(d, T));
-  adapter_forward(w, la, a, l, AdapterSite::AttnOut, attn, ctx, d, T, /*y_has_base=*/false,
+  adapter_forward(w, la, a, l, AdapterSite::AttnOut, attn, ctx, ctx, d, T, /*y_has_base=*/false,
                   recompute);
   dropout_forward(attn, attn, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                   rows(d, T));
   add_norm(ln1, ln1_h, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), attn, x,
            lw.ln1_w, lw.ln1_b, eps);
-  adapter_forward(w, la, a, l, AdapterSite::FfnIn, ffn_pre, mixed ? ln1_h : ln1, d, T,
-                  /*y_has_base=*/false, recompute);
+  adapter_forward(w, la, a, l, AdapterSite::FfnIn, ffn_pre, mixed ? ln1_h : ln1,
+                  mixed ? ln1_h : ln1, d, T, /*y_has_base=*/false, recompute);
   gelu_forward(ffn_act, ffn_pre, c.activation);
-  adapter_forward(w, la, a, l, AdapterSite::FfnOut, ffn_out, ffn_act, d, T, /*y_has_base=*/false,
-                  recompute);
+  adapter_forward(w, la, a, l, AdapterSite::FfnOut, ffn_out, ffn_act, ffn_act, d, T,
+                  /*y_has_base=*/false, recompute);
   dropout_forward(ffn_out, ffn_out, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
                   rows(d, T));
   add_norm(out, out_h, la.sum2.prefix(NC), la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), ffn_out,
@@ -254,12 +272,12 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                       la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), a.workspace);
   dropout_backward(dtmp, dsum, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
                    rows(d, T));
-  adapter_backward_scale(w, g, la, l, AdapterSite::FfnOut, dtmp);
+  adapter_backward_scale(w, g, la, a, l, AdapterSite::FfnOut, dtmp);
   linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, ffn_act,
                   gemm_weight(w, l, &LayerWeights::ffn_out_w));
   adapter_backward(w, g, la, a, l, AdapterSite::FfnOut, dtmp, ffn_act, dffn, d, T);
   gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
-  adapter_backward_scale(w, g, la, l, AdapterSite::FfnIn, dffn);
+  adapter_backward_scale(w, g, la, a, l, AdapterSite::FfnIn, dffn);
   // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
   linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1,
                   gemm_weight(w, l, &LayerWeights::ffn_in_w), /*accumulate_dinp=*/true);
@@ -270,7 +288,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                       la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), a.workspace);
   dropout_backward(dtmp, dout, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                    rows(d, T));
-  adapter_backward_scale(w, g, la, l, AdapterSite::AttnOut, dtmp);
+  adapter_backward_scale(w, g, la, a, l, AdapterSite::AttnOut, dtmp);
   linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx,
                   gemm_weight(w, l, &LayerWeights::attn_out_w));
   adapter_backward(w, g, la, a, l, AdapterSite::AttnOut, dtmp, ctx, dctx, d, T);
@@ -279,7 +297,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                      la.probs.prefix({B, H, T, T}), mask, H, dropout_p(d, c.attention_dropout),
                      key(d, attention_probs_site(l)), a.workspace, rows(d, T));
   for (int part = 0; part < 3; ++part)
-    adapter_backward_scale(w, g, la, l, qkv_site(part), columns(dqkv, part * C, C));
+    adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C));
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
   const TensorView dx = need_dx ? dout : TensorView();
   if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())
@@ -392,10 +410,6 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   // Mixed precision: the GEMMs' inputs and outputs (and their gradients) in the compute type.
   const DType h = how.compute;
   const bool mixed = h != f32;
-  if (mixed && how.adapters.dora())
-    throw InputError(
-        "mixed precision (training.precision bf16 / fp16) with DoRA is not supported yet; set "
-        "training.precision=fp32");
   const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
   plan.add("act/emb/sum", f32, {N, C});
   plan.add("act/emb/mean", f32, {N});
@@ -469,8 +483,12 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
     if (yw > 0) plan.add("work/lora_stage_y", f32, {N * yw});
     if (training && dxw > 0) plan.add("work/lora_stage_dx", f32, {N * dxw});
   }
-  const int64_t ws =
-      std::max(attention_workspace(max_seq, c.head_dim()), layer_norm_backward_workspace(C));
+  // Kernel scratch, as the target device's kernels use it: on the CPU per-thread scores and
+  // partial sums (compute_threads() of each); on CUDA the attention backward's row sums of every
+  // (b, h) pair and nothing else (ops/attention.h, ops/layer_norm.h).
+  const int64_t ws = std::max(
+      attention_workspace(how.device, max_batch, H, max_seq, c.head_dim(), training),
+      layer_norm_backward_workspace(how.device, C));
   plan.add("work/encoder", f32, {ws});
 }
 

@@ -27,7 +27,10 @@
 // that feeds a GEMM (ln1_h, out_h, the embeddings' emb_out_h). Parameter gradients are fp32,
 // accumulated from the 16-bit products in fp32. Biases and LayerNorm weights are read from the
 // fp32 master. A LoRA branch computes in fp32 from its fp32 weights on fp32 copies of its 16-bit
-// input and output (rounded once when added back); DoRA is not supported in mixed precision.
+// input and output (rounded once when added back). DoRA likewise: the frozen GEMM in 16 bits
+// into the fp32 z (the fused QKV block widened, less its bias), the LoRA branch, the weight norms
+// and the magnitude scaling in fp32 (y rounded once); in backward its magnitude gradient and
+// dy *= m / n in fp32 on a copy of the 16-bit dy.
 //
 // Gradient checkpointing: only each layer's output (= the next layer's input) is kept; the other
 // activations of all layers share one slot, and backward recomputes a layer's forward into it
@@ -111,6 +114,7 @@ struct EncoderTraining {
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
   AdapterConfig adapters;
   DType compute = DType::F32;  // mixed precision: bf16 (or f16) GEMM activations
+  Device device = Device::cpu();  // where it runs: sizes the kernels' workspace (work/encoder)
 };
 
 struct EncoderInputs {

@@ -46,6 +46,7 @@ Predictions predict_logits(const std::string& model_dir,
   options.max_batch = max_batch;
   options.max_seq = longest;
   options.training = false;
+  options.device = device;
   SequenceClassifier model(out.config, options);
   ArenaPlan plan;
   model.add_to_plan(plan);

@@ -43,6 +43,8 @@ struct ClassifierOptions {
   AdapterConfig adapters;  // method none: full fine-tuning
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
   DType compute = DType::F32;  // mixed precision: bf16 (or f16) GEMM activations and weight shadow
+  // Where it runs: sizes the kernels' workspace (a CPU-sized one also serves CUDA, in chunks).
+  Device device = Device::cpu();
 };
 
 struct LossOptions {

@@ -11,7 +11,7 @@ namespace {
 cpu::AttentionDims check_attention(const char* op, const TensorView& qkv,
                                    const TensorView& key_mask, const TensorView& probs,
                                    int num_heads, float dropout_p, const TensorView& workspace,
-                                   const DropoutRows& rows) {
+                                   const DropoutRows& rows, bool backward) {
   if (qkv.rank() != 3 || qkv.dim(2) % 3 != 0)
     throw ShapeError(fmt::format("{}: qkv must be (B, T, 3C), got {}", op, qkv.shape.str()));
   const int64_t B = qkv.dim(0), T = qkv.dim(1), C = qkv.dim(2) / 3;
@@ -27,9 +27,10 @@ cpu::AttentionDims check_attention(const char* op, const TensorView& qkv,
     throw ShapeError(fmt::format("{}: dropout p = {} outside [0, 1)", op, dropout_p));
   const int64_t D = C / num_heads;
   check_dtype(op, "workspace", workspace, DType::F32);
-  if (workspace.numel() < attention_workspace(T, D))
-    throw ShapeError(fmt::format("{}: workspace of {} floats, needs {}", op, workspace.numel(),
-                                 attention_workspace(T, D)));
+  const int64_t needed = attention_workspace_min(workspace.device, T, D, backward);
+  if (workspace.numel() < needed)
+    throw ShapeError(
+        fmt::format("{}: workspace of {} floats, needs {}", op, workspace.numel(), needed));
   const int64_t Tv = rows.stream_seq > 0 ? rows.stream_seq : T;
   if (Tv < T)
     throw ShapeError(
@@ -52,12 +53,23 @@ int64_t attention_workspace(int64_t T, int64_t D) {
   return compute_threads() * cpu::attention_workspace_per_thread(T, D);
 }
 
+int64_t attention_workspace(Device device, int64_t B, int64_t H, int64_t T, int64_t D,
+                            bool backward) {
+  if (device.is_cpu()) return attention_workspace(T, D);
+  return backward ? B * H * T : 0;
+}
+
+int64_t attention_workspace_min(Device device, int64_t T, int64_t D, bool backward) {
+  if (device.is_cpu()) return attention_workspace(T, D);
+  return backward ? T : 0;
+}
+
 void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorView key_mask,
                        int num_heads, float dropout_p, RngKey rng, TensorView workspace,
                        const DropoutRows& rows) {
   const char* op = "attention_forward";
   const cpu::AttentionDims d =
-      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace, rows);
+      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace, rows, false);
   check_float(op, "out", out, Shape{d.B, d.T, d.H * d.D});
   check_same_dtype(op, qkv, {{"out", out}});
   const Device dev = common_device(op, {out, probs, qkv, key_mask, workspace});
@@ -92,7 +104,7 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
                         TensorView workspace, const DropoutRows& rows) {
   const char* op = "attention_backward";
   const cpu::AttentionDims d =
-      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace, rows);
+      check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace, rows, true);
   check_float(op, "dout", dout, Shape{d.B, d.T, d.H * d.D});
   check_float(op, "dqkv", dqkv, qkv.shape);
   check_same_dtype(op, qkv, {{"dout", dout}, {"dqkv", dqkv}});

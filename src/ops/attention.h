@@ -13,9 +13,12 @@
 // the micro-batch carrying it or on its padding; backward regenerates them. With row0 = 0 and
 // Tv = T, e is the flat index ((b*H + h)*T + i)*T + j. A row whose keys are all padding attends
 // uniformly to every key, as HF's additive finfo.min mask does. Backward overwrites dqkv (B, T,
-// 3C). workspace: f32 scratch of at least attention_workspace(T, D) elements (CPU: per-thread
-// scores; CUDA: the backward pass's per-row sums). CPU and CUDA give the same results to fp32
-// rounding (ops/attention_cuda.cu: one block per query or key row, no atomics).
+// 3C). workspace: f32 scratch on the tensors' device, at least attention_workspace_min(device, T,
+// D) elements: on the CPU attention_workspace(T, D) (per-thread scores); on CUDA none for the
+// forward pass and T for the backward pass, whose per-row sums r_i take T floats per (b, h) pair
+// and which walks the B*H pairs in chunks of floor(workspace / T) (one chunk from B*H*T floats
+// on; ops/attention_cuda.cu). CPU and CUDA give the same results to fp32 rounding
+// (ops/attention_cuda.cu: one block per query or key row, no atomics).
 // Mixed precision (autocast): qkv, out, dout and dqkv may be bf16 (or f16), all of one type; the
 // scores, the softmax and probs stay fp32 and every product accumulates in fp32 (the CPU emulates
 // this through fp32 staging, ops/cast.h).
@@ -33,7 +36,17 @@ void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorV
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView probs,
                         TensorView key_mask, int num_heads, float dropout_p, RngKey rng,
                         TensorView workspace, const DropoutRows& rows = {});
+// The CPU kernel's scratch: compute_threads() x (2T^2 + T) floats (threads x per-thread scores).
 int64_t attention_workspace(int64_t T, int64_t D);
+// What a planned run on `device` reserves for attention of up to (B, H, T, D), forward and
+// (training) backward: the CPU kernel's attention_workspace(T, D); on CUDA the backward pass's
+// row sums of every (b, h) pair, B*H*T floats (so it runs in one chunk), and none without it
+// (the forward pass reads no workspace).
+int64_t attention_workspace(Device device, int64_t B, int64_t H, int64_t T, int64_t D,
+                            bool backward);
+// The least workspace the kernels of `device` accept (the CUDA backward pass chunks below
+// B*H*T): the CPU's attention_workspace(T, D); on CUDA T for the backward pass, 0 for forward.
+int64_t attention_workspace_min(Device device, int64_t T, int64_t D, bool backward);
 
 namespace cpu {
 struct AttentionDims {

@@ -18,8 +18,8 @@
 // sequence with no real key attends uniformly to all T keys (HF's additive-mask behaviour).
 // Limits: shared memory of (D + 2T) floats per block must fit 47 KiB (e.g. T = 512, D = 64 uses
 // 4.3 KiB; T up to ~5980 at D = 64; a clear ShapeError otherwise); the backward pass keeps T floats per (b, h) in
-// the caller's workspace (attention_workspace(T, D) >= 2T^2 + T floats holds at least 2T + 1
-// heads) and walks the (b, h) pairs in chunks of that many.
+// the caller's workspace (at least T floats; a planned run reserves B*H*T, ops/attention.h) and
+// walks the (b, h) pairs in chunks of floor(workspace / T); the forward pass reads none.
 #include <algorithm>
 #include <cmath>
 #include <string>

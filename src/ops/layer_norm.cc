@@ -68,6 +68,10 @@ int64_t layer_norm_backward_workspace(int64_t C) {
   return int64_t{compute_threads()} * 2 * C;
 }
 
+int64_t layer_norm_backward_workspace(Device device, int64_t C) {
+  return device.is_cpu() ? layer_norm_backward_workspace(C) : 0;
+}
+
 void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                          TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
                          TensorView workspace) {
@@ -85,9 +89,10 @@ void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, 
     check_stats(op, inp, mean, rstd, {{"weight", &weight}});
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);
   check_dtype(op, "workspace", workspace, DType::F32);
-  if (workspace.numel() < layer_norm_backward_workspace(C))
-    throw ShapeError(fmt::format("{}: workspace of {} floats, needs {}", op, workspace.numel(),
-                                 layer_norm_backward_workspace(C)));
+  const int64_t needed = layer_norm_backward_workspace(workspace.device, C);
+  if (workspace.numel() < needed)
+    throw ShapeError(
+        fmt::format("{}: workspace of {} floats, needs {}", op, workspace.numel(), needed));
   const Device dev =
       common_device(op, {dinp, dweight, dbias, dout, inp, weight, mean, rstd, workspace});
   FTUNE_DISPATCH(op, dev,

@@ -6,8 +6,8 @@
 //             frozen LayerNorm (adapters), which then only computes dinp.
 // The fused op's backward is layer_norm_backward on `sum`: its dinp is the gradient of a and b.
 // The backward pass reduces dweight/dbias through per-thread partial sums held in `workspace`
-// (f32, at least layer_norm_backward_workspace(C) elements, planned with the rest of the arena;
-// the CUDA twin checks it the same way but does not use it).
+// (f32, at least layer_norm_backward_workspace(device, C) elements, planned with the rest of the
+// arena: compute_threads() x 2C on the CPU; none on CUDA, whose twin reduces without it).
 #pragma once
 
 #include "core/tensor.h"
@@ -22,7 +22,10 @@ void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, Ten
 void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                          TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
                          TensorView workspace);
+// The CPU kernel's per-thread partial sums: compute_threads() x 2C floats.
 int64_t layer_norm_backward_workspace(int64_t C);
+// The workspace layer_norm_backward reads on `device`: the CPU's above, 0 on CUDA.
+int64_t layer_norm_backward_workspace(Device device, int64_t C);
 
 namespace cpu {
 void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* a,

@@ -17,7 +17,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
   if (data.test) max_seq = std::max(max_seq, data.test->longest);
   if (tc.plan_lengths == "max_length") max_seq = std::max(max_seq, max_length);
   p.target = PlanTarget{model, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
-  p.precision = resolve_precision(tc.precision, options.device, cfg.peft.dora());
+  p.precision = resolve_precision(tc.precision, options.device);
   p.target.precision = compute_dtype(p.precision.precision);
   if (options.device_memory) {
     p.memory = DeviceMemoryInfo{*options.device_memory, *options.device_memory, "--memory"};

@@ -96,6 +96,7 @@ ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t 
   options.adapters = target.adapters;
   options.checkpointing = checkpointing;
   options.compute = target.precision;
+  options.device = target.device;
   return options;
 }
 

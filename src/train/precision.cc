@@ -50,19 +50,13 @@ bool device_has_bf16(Device device) {
 
 }  // namespace
 
-ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora) {
-  return resolve_precision(value, device, dora, device_has_bf16(device));
+ResolvedPrecision resolve_precision(const std::string& value, Device device) {
+  return resolve_precision(value, device, device_has_bf16(device));
 }
 
-ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora,
-                                    bool device_bf16) {
+ResolvedPrecision resolve_precision(const std::string& value, Device device, bool device_bf16) {
   const char* key = "training.precision";
   if (value == "fp32") return {Precision::FP32, "fp32 as configured"};
-  if ((value == "bf16" || value == "fp16") && dora)
-    throw InputError(fmt::format(
-        "key '{}' is '{}', but mixed precision with DoRA adapters is not supported yet; use "
-        "{}=fp32 (or auto) with DoRA",
-        key, value, key));
   if (value == "fp16") {
     if (device.is_cpu())
       return {
@@ -87,8 +81,6 @@ ResolvedPrecision resolve_precision(const std::string& value, Device device, boo
     throw InputError(
         fmt::format("key '{}' must be one of auto, fp32, bf16, fp16, got '{}'", key, value));
   if (device.is_cpu()) return {Precision::FP32, "auto: the CPU computes in fp32"};
-  if (dora)
-    return {Precision::FP32, "auto: fp32 with DoRA (its mixed-precision path is not written yet)"};
   if (device_bf16)
     return {Precision::BF16, fmt::format("auto: {} has bf16 tensor cores", device_name(device))};
   return {Precision::FP16,

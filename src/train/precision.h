@@ -3,8 +3,9 @@
 // accumulation, fp32 LayerNorms, softmax, loss and parameter gradients (models/encoder.h).
 //   auto: bf16 on a CUDA device that has bf16 tensor cores (sm_80+), fp16 on an older GPU, fp32 on
 //         the CPU (which has no 16-bit arithmetic: bf16 / fp16 there are an emulation,
-//         ops/cast.h), and fp32 with DoRA adapters (whose mixed-precision path is not written
-//         yet; LoRA branches run in fp32 on fp32 copies of their 16-bit inputs, models/encoder.h).
+//         ops/cast.h). LoRA and DoRA adapters run in every precision: their branches (and DoRA's
+//         norms and magnitude scaling) compute in fp32 on fp32 copies of their 16-bit inputs,
+//         the frozen GEMM in 16 bits (models/encoder.cc).
 //   fp16: the same autocast semantics with f16 storage, plus dynamic loss scaling
 //         (train/loss_scaler.h) against f16's narrow exponent range.
 #pragma once
@@ -27,15 +28,13 @@ struct ResolvedPrecision {
   std::string reason;  // why (for the run log), e.g. "auto: the CPU computes in fp32"
 };
 
-// Resolves the value of training.precision (auto, fp32, bf16 or fp16) for a run on `device`;
-// `dora`: DoRA adapters are on (LoRA works in every precision). Throws InputError naming the key
-// and the allowed values for an unknown value, and naming the key for a combination that is not
-// supported.
-ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora);
+// Resolves the value of training.precision (auto, fp32, bf16 or fp16) for a run on `device`.
+// Throws InputError naming the key and the allowed values for an unknown value, and naming the
+// key for bf16 on a GPU without it.
+ResolvedPrecision resolve_precision(const std::string& value, Device device);
 // The same for a device whose bf16 support is given rather than queried (`ftune doctor`'s rules,
 // testable with made-up devices).
-ResolvedPrecision resolve_precision(const std::string& value, Device device, bool dora,
-                                    bool device_bf16);
+ResolvedPrecision resolve_precision(const std::string& value, Device device, bool device_bf16);
 
 // training.tf32 (auto | on | off): whether the GEMMs that stay in fp32 use TF32 tensor cores
 // (~1e-3 relative error, PyTorch's allow_tf32). Never on the CPU (no TF32 there). auto: on with

@@ -7,7 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
+#include "core/memory.h"
+#include "core/thread_pool.h"
 
 namespace ftune::test {
 namespace {
@@ -91,8 +95,8 @@ TEST(MemoryPlanner, PlanGrowsWithRowsAndSequenceLength) {
   for (const EncoderConfig& m : models()) {
     size_t prev = 0;
     for (int64_t rows : {1, 2, 5, 16, 33}) {
-      const size_t now = plan_memory({m, {}, 64, 0, Device::cpu()}, rows,
-                                     GradientCheckpointing::Off).total;
+      const size_t now =
+          plan_memory({m, {}, 64, 0, Device::cpu()}, rows, GradientCheckpointing::Off).total;
       EXPECT_GT(now, prev);
       prev = now;
     }
@@ -226,6 +230,104 @@ TEST(MemoryPlanner, NothingFitsIsAClearError) {
     EXPECT_NE(m.find("512 tokens"), std::string::npos) << m;
     EXPECT_NE(m.find("training.memory_budget"), std::string::npos) << m;
   }
+}
+
+// The CUDA attention kernels' documented contract (ops/attention_cuda.cu): the forward pass reads
+// no workspace; the backward pass keeps the row sums r_i, T floats per (b, h) pair, and runs in
+// one chunk when all B*H pairs fit. LayerNorm's CUDA backward reads none. So a training plan for
+// a GPU reserves rows*H*T floats, whatever the host's thread count.
+int64_t cuda_attention_floats(const EncoderConfig& m, int64_t rows, int64_t T) {
+  return rows * m.num_heads * T;
+}
+
+// The CPU kernels' scratch: per compute thread (2T^2 + T) floats of scores for attention, 2C of
+// partial sums for the LayerNorm backward.
+int64_t cpu_workspace_floats(const EncoderConfig& m, int64_t T) {
+  const int64_t threads = compute_threads();
+  return std::max(threads * (2 * T * T + T), threads * 2 * m.hidden_size);
+}
+
+size_t workspace_bytes(const PlanTarget& t, int64_t micro_batch) {
+  return training_arena_plan(t, micro_batch, GradientCheckpointing::Off)
+      .buffer("work/encoder")
+      .bytes;
+}
+
+TEST(MemoryPlanner, GpuPlanReservesTheAttentionWorkspaceTheCudaKernelsUse) {
+  const Device gpu{DeviceKind::CUDA, 0};
+  for (const EncoderConfig& m : models())
+    for (const AdapterConfig& a : adapter_settings())
+      for (const DType precision : {DType::F32, DType::BF16})
+        for (const auto& [seq, eval_batch] : {std::pair<int64_t, int64_t>{128, 0}, {77, 48}}) {
+          const PlanTarget t{m, a, seq, eval_batch, gpu, precision};
+          for (const int64_t mb : {1, 8, 33}) {
+            const int64_t rows = std::max(mb, eval_batch);
+            EXPECT_EQ(workspace_bytes(t, mb), cuda_attention_floats(m, rows, seq) * sizeof(float))
+                << m.hidden_size << " " << seq << " " << mb;
+            // The CPU plan is what it was: the CPU kernels' per-thread scratch.
+            PlanTarget cpu = t;
+            cpu.device = Device::cpu();
+            cpu.precision = DType::F32;
+            EXPECT_EQ(workspace_bytes(cpu, mb), cpu_workspace_floats(m, seq) * sizeof(float));
+          }
+        }
+}
+
+TEST(MemoryPlanner, GpuPlanDoesNotDependOnTheHostsThreads) {
+  const int before = compute_threads();
+  const PlanTarget t{models()[0], {}, 512, 0, Device{DeviceKind::CUDA, 0}, DType::BF16};
+  set_compute_threads(1);
+  const size_t one = plan_memory(t, 16, GradientCheckpointing::Off).total;
+  set_compute_threads(64);
+  const size_t many = plan_memory(t, 16, GradientCheckpointing::Off).total;
+  const size_t cpu_many =
+      plan_memory({t.model, {}, 512, 0, Device::cpu()}, 16, GradientCheckpointing::Off).total;
+  set_compute_threads(1);
+  const size_t cpu_one =
+      plan_memory({t.model, {}, 512, 0, Device::cpu()}, 16, GradientCheckpointing::Off).total;
+  set_compute_threads(before);
+  EXPECT_EQ(one, many);
+  EXPECT_EQ(cpu_many - cpu_one, align_up(64 * (2 * 512 * 512 + 512) * sizeof(float)) -
+                                    align_up((2 * 512 * 512 + 512) * sizeof(float)));
+}
+
+// BERT-base on an 80 GiB GPU at the default memory fraction: the largest micro-batch under the
+// GPU-exact workspace against the plan that reserved the CPU kernels' scratch for `threads` host
+// threads (what the planner did before: 16 on a 16-core GPU host, 128 on a large one). The new
+// plan is the old one with the workspace swapped, so the micro-batch grows by what that
+// difference holds.
+TEST(MemoryPlanner, GpuWorkspaceLetsTheLargestMicroBatchGrow) {
+  const EncoderConfig bert = models()[0];
+  const Device gpu{DeviceKind::CUDA, 0};
+  for (const int64_t threads : {int64_t{16}, int64_t{128}})
+    for (const size_t gib : {size_t{24}, size_t{80}})
+      for (const int64_t seq : {int64_t{128}, int64_t{512}})
+        for (const DType precision : {DType::BF16, DType::F32}) {
+          const PlanTarget t{bert, {}, seq, 0, gpu, precision};
+          const size_t budget = static_cast<size_t>(0.95 * static_cast<double>(gib << 30));
+          const int64_t cpu_ws =
+              std::max(threads * (2 * seq * seq + seq), threads * 2 * bert.hidden_size);
+          auto old_total = [&](int64_t mb) {
+            return plan_memory(t, mb, GradientCheckpointing::Off).total -
+                   align_up(workspace_bytes(t, mb)) + align_up(cpu_ws * sizeof(float));
+          };
+          int64_t old_fit = 0;
+          while (old_total(old_fit + 1) <= budget) ++old_fit;
+          const int64_t fit = largest_micro_batch(t, GradientCheckpointing::Off, budget, 100000);
+          EXPECT_GE(fit, old_fit);
+          ASSERT_GT(fit, 0);
+          EXPECT_LE(plan_memory(t, fit, GradientCheckpointing::Off).total, budget);
+          EXPECT_GT(plan_memory(t, fit + 1, GradientCheckpointing::Off).total, budget);
+          // Each extra row costs the same activations; the freed scratch buys whole rows.
+          const size_t freed = align_up(cpu_ws * sizeof(float)) - align_up(workspace_bytes(t, 1));
+          const size_t per_row = plan_memory(t, 2, GradientCheckpointing::Off).total -
+                                 plan_memory(t, 1, GradientCheckpointing::Off).total;
+          EXPECT_LE(fit - old_fit, static_cast<int64_t>(freed / per_row) + 1);
+          fmt::print(
+              "BERT-base {} tokens {} at 0.95 x {} GiB: largest micro-batch {} -> {} (before: "
+              "{} host threads' CPU scratch)\n",
+              seq, dtype_name(precision), gib, old_fit, fit, threads);
+        }
 }
 
 TEST(MemoryPlanner, ParsesSizes) {
