@@ -13,7 +13,8 @@
 # is non-zero when any part failed.
 #   bash tools/gpu_check.sh [build-dir] [--parts build,tests,parity,bench] [--bench-steps N]
 # (--parts lets a session with a per-command time limit run the parts in separate commands; the
-# build directory is reused.)
+# build directory is reused.) On a machine without network, first run `python3 tools/gpu_carry.py`
+# where the data is and carry `.cache/gpu` along.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-gpu
@@ -28,6 +29,16 @@ while [ $# -gt 0 ]; do
   esac
 done
 export PATH="$PATH:/usr/local/cuda/bin"
+# A GPU machine without network gets the cudnn_frontend headers, the WordNet pairs and a bf16
+# all-MiniLM-L6-v2 as one carried directory (tools/gpu_carry.py writes .cache/gpu): each part is
+# linked where the build and the scripts look, unless something is there already.
+for part in pydeps/include data/wordnet-3k models/all-MiniLM-L6-v2; do
+  if [ -e ".cache/gpu/$part" ] && [ ! -e ".cache/$part" ]; then
+    mkdir -p ".cache/$(dirname "$part")"
+    ln -s "$PWD/.cache/gpu/$part" ".cache/$part"
+    echo "gpu_check: .cache/$part from the carried .cache/gpu"
+  fi
+done
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
 status=0
 summary=$(mktemp)
