@@ -117,8 +117,9 @@ def write_pair_task(path, n, seed):
 def train_losses(ftune, config, device, out_dir, precision="fp32"):
     cmd = [ftune, "train", "--config", config, "training.device=" + device,
            "output.dir=" + out_dir, "output.overwrite=true", "output.progress=plain"]
-    r = subprocess.run(cmd + ["training.precision=" + precision], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True)
+    # ftune's attention kernel: cuDNN's (the bf16 default on a GPU) draws other dropout masks.
+    r = subprocess.run(cmd + ["training.precision=" + precision, "training.attention=ftune"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if r.returncode != 0 and "unknown key 'training.precision'" in r.stdout:
         if precision != "fp32":
             raise RuntimeError("this ftune has no training.precision (fp32 only): no %s run"

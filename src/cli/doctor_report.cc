@@ -71,7 +71,7 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
 
   // Attention.
   if (cpu) {
-    add("flash attention (cuDNN)", "off", "CPU: the fp32 reference attention");
+    add("flash attention (cuDNN)", "off", "CPU: ftune's reference attention");
   } else if (!f.cudnn_sdpa_compiled) {
     add("flash attention (cuDNN)", "off", "not compiled: " + f.cudnn_sdpa_note);
   } else if (!f.cudnn_runtime) {
@@ -80,9 +80,13 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
     add("flash attention (cuDNN)", "unavailable",
         fmt::format("cuDNN fused attention needs sm_80 or later, {} is older", sm(f)));
   } else {
-    add("flash attention (cuDNN)", "off",
-        "compiled in (cuDNN " + f.cudnn_detail +
-            "), not yet called by the attention op (bf16/fp16 only; runs are fp32)");
+    try {
+      const ResolvedAttention r = resolve_attention(t.attention, f.device, precision, true);
+      add("flash attention (cuDNN)", r.kernel == AttentionKernel::Cudnn ? "on" : "off",
+          r.reason + " (cuDNN " + f.cudnn_detail + ")");
+    } catch (const InputError& e) {
+      add("flash attention (cuDNN)", "error", e.what());
+    }
   }
   if (!cpu)
     add("fused attention kernel (ftune)", "on",

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "ops/attention.h"
+#include "ops/attention_cudnn.h"
 #include "ops/cast.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -295,7 +296,8 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   attention_backward(dqkv.reshape({B, T, 3 * C}), dctx.reshape({B, T, C}),
                      la.qkv.prefix({N, 3 * C}).reshape({B, T, 3 * C}),
                      la.probs.prefix({B, H, T, T}), mask, H, dropout_p(d, c.attention_dropout),
-                     key(d, attention_probs_site(l)), a.workspace, rows(d, T));
+                     key(d, attention_probs_site(l)), a.workspace, rows(d, T),
+                     la.ctx.prefix(NC).reshape({B, T, C}));
   for (int part = 0; part < 3; ++part)
     adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C));
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
@@ -485,10 +487,14 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   }
   // Kernel scratch, as the target device's kernels use it: on the CPU per-thread scores and
   // partial sums (compute_threads() of each); on CUDA the attention backward's row sums of every
-  // (b, h) pair and nothing else (ops/attention.h, ops/layer_norm.h).
-  const int64_t ws = std::max(
+  // (b, h) pair and nothing else (ops/attention.h, ops/layer_norm.h), plus, when 16-bit attention
+  // runs through cuDNN, its workspace (ops/attention_cudnn.h).
+  int64_t ws = std::max(
       attention_workspace(how.device, max_batch, H, max_seq, c.head_dim(), training),
       layer_norm_backward_workspace(how.device, C));
+  if (!how.device.is_cpu() && how.compute != DType::F32 &&
+      attention_kernel() == AttentionKernel::Cudnn)
+    ws = std::max(ws, cudnn_attention_workspace_floats(max_batch, H, max_seq, c.head_dim()));
   plan.add("work/encoder", f32, {ws});
 }
 

@@ -3,6 +3,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/cast.h"
+#include "ops/attention_cudnn.h"
 #include "ops/dispatch.h"
 
 namespace ftune {
@@ -85,9 +86,13 @@ void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorV
                                             workspace.data_as<float>());
                      cpu::store_f32(out.data, out.dtype, y, 1, n_out, n_out);
                    },
-                   cuda::attention_forward_16(out.data, probs.data_as<float>(), qkv.data,
-                                              qkv.dtype, key_mask.data_as<int32_t>(), d, dropout_p,
-                                              rng));
+                   {
+                     if (!try_cudnn_attention_forward(out, probs, qkv, key_mask, d, dropout_p, rng,
+                                                      workspace))
+                       cuda::attention_forward_16(out.data, probs.data_as<float>(), qkv.data,
+                                                  qkv.dtype, key_mask.data_as<int32_t>(), d,
+                                                  dropout_p, rng);
+                   });
     return;
   }
   FTUNE_DISPATCH(op, dev,
@@ -101,7 +106,7 @@ void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorV
 
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView probs,
                         TensorView key_mask, int num_heads, float dropout_p, RngKey rng,
-                        TensorView workspace, const DropoutRows& rows) {
+                        TensorView workspace, const DropoutRows& rows, TensorView out) {
   const char* op = "attention_backward";
   const cpu::AttentionDims d =
       check_attention(op, qkv, key_mask, probs, num_heads, dropout_p, workspace, rows, true);
@@ -123,10 +128,14 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
                                              workspace.data_as<float>());
                      cpu::store_f32(dqkv.data, dqkv.dtype, dx, 1, n_qkv, n_qkv);
                    },
-                   cuda::attention_backward_16(dqkv.data, dout.data, qkv.data, qkv.dtype,
-                                               probs.data_as<float>(), key_mask.data_as<int32_t>(),
-                                               d, dropout_p, rng, workspace.data_as<float>(),
-                                               workspace.numel()));
+                   {
+                     if (!try_cudnn_attention_backward(dqkv, dout, qkv, out, probs, key_mask, d,
+                                                       dropout_p, rng, workspace))
+                       cuda::attention_backward_16(dqkv.data, dout.data, qkv.data, qkv.dtype,
+                                                   probs.data_as<float>(),
+                                                   key_mask.data_as<int32_t>(), d, dropout_p, rng,
+                                                   workspace.data_as<float>(), workspace.numel());
+                   });
     return;
   }
   FTUNE_DISPATCH(

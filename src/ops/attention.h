@@ -21,7 +21,9 @@
 // (ops/attention_cuda.cu: one block per query or key row, no atomics).
 // Mixed precision (autocast): qkv, out, dout and dqkv may be bf16 (or f16), all of one type; the
 // scores, the softmax and probs stay fp32 and every product accumulates in fp32 (the CPU emulates
-// this through fp32 staging, ops/cast.h).
+// this through fp32 staging, ops/cast.h). On CUDA, 16-bit attention runs through cuDNN's flash
+// attention when the process chose it (training.attention: cudnn; ops/attention_cudnn.h), with
+// its own dropout masks and the probs buffer holding its softmax statistics instead.
 #pragma once
 
 #include "core/philox.h"
@@ -33,9 +35,11 @@ namespace ftune {
 void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorView key_mask,
                        int num_heads, float dropout_p, RngKey rng, TensorView workspace,
                        const DropoutRows& rows = {});
+// out: the forward pass's output, read only by cuDNN's kernel (ops/attention_cudnn.h).
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView probs,
                         TensorView key_mask, int num_heads, float dropout_p, RngKey rng,
-                        TensorView workspace, const DropoutRows& rows = {});
+                        TensorView workspace, const DropoutRows& rows = {},
+                        TensorView out = {});
 // The CPU kernel's scratch: compute_threads() x (2T^2 + T) floats (threads x per-thread scores).
 int64_t attention_workspace(int64_t T, int64_t D);
 // What a planned run on `device` reserves for attention of up to (B, H, T, D), forward and

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/attention_cudnn.h"
 #include "train/precision.h"
 
 namespace ftune {
@@ -19,6 +20,9 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
   p.target = PlanTarget{model, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
   p.precision = resolve_precision(tc.precision, options.device);
   p.target.precision = compute_dtype(p.precision.precision);
+  // Before planning: cuDNN attention adds its workspace to the plan (ops/attention_cudnn.h).
+  p.attention = resolve_attention(tc.attention, options.device, p.precision.precision);
+  set_attention_kernel(p.attention.kernel);
   if (options.device_memory) {
     p.memory = DeviceMemoryInfo{*options.device_memory, *options.device_memory, "--memory"};
   } else {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "cuda/cuda_libraries.h"
 #ifdef FTUNE_WITH_CUDA
 #include "cuda/cuda_device.h"
 #endif
@@ -97,6 +98,46 @@ ResolvedTf32 resolve_tf32(const std::string& value, Device device, Precision pre
     return {false, "auto: fp32 precision keeps fp32 GEMMs exact (parity with the CPU)"};
   return {true, "auto: " + std::string(precision_name(precision)) +
                     " precision; the remaining fp32 GEMMs use TF32"};
+}
+
+ResolvedAttention resolve_attention(const std::string& value, Device device, Precision precision,
+                                    bool cudnn_built) {
+  const char* key = "training.attention";
+  if (value != "auto" && value != "ftune" && value != "cudnn")
+    throw InputError(
+        fmt::format("key '{}' must be one of auto, ftune, cudnn, got '{}'", key, value));
+  if (value == "ftune") return {AttentionKernel::Ftune, "training.attention ftune"};
+  const bool is16 = precision != Precision::FP32;
+  if (value == "cudnn") {
+    if (device.is_cpu())
+      throw InputError(fmt::format("key '{}' is 'cudnn', which needs a CUDA device (the run is on "
+                                   "the CPU); use auto or ftune",
+                                   key));
+    if (!is16)
+      throw InputError(fmt::format("key '{}' is 'cudnn', which needs training.precision bf16 or "
+                                   "fp16 (cuDNN's flash attention has no fp32); use auto or ftune",
+                                   key));
+    if (!cudnn_built)
+      throw InputError(fmt::format("key '{}' is 'cudnn', but this build has no cuDNN attention "
+                                   "({}); use auto or ftune",
+                                   key, cuda::cudnn_sdpa_build_note()));
+    return {AttentionKernel::Cudnn, "training.attention cudnn (its own dropout masks)"};
+  }
+  if (device.is_cpu()) return {AttentionKernel::Ftune, "auto: the CPU runs ftune's attention"};
+  if (!is16)
+    return {AttentionKernel::Ftune, "auto: fp32 runs ftune's kernel (cuDNN flash attention is "
+                                    "16-bit only)"};
+  if (!cudnn_built)
+    return {AttentionKernel::Ftune,
+            "auto: no cuDNN attention in this build (" + cuda::cudnn_sdpa_build_note() + ")"};
+  return {AttentionKernel::Cudnn,
+          fmt::format("auto: {} on a GPU: cuDNN flash attention (its own dropout masks; "
+                      "training.attention ftune keeps the CPU's)",
+                      precision_name(precision))};
+}
+
+ResolvedAttention resolve_attention(const std::string& value, Device device, Precision precision) {
+  return resolve_attention(value, device, precision, cuda::cudnn_sdpa_compiled());
 }
 
 }  // namespace ftune

@@ -15,6 +15,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "ops/attention_cudnn.h"
 
 namespace ftune {
 
@@ -45,5 +46,19 @@ struct ResolvedTf32 {
   std::string reason;
 };
 ResolvedTf32 resolve_tf32(const std::string& value, Device device, Precision precision);
+
+// training.attention (auto | ftune | cudnn): the kernel of 16-bit attention on a GPU
+// (ops/attention_cudnn.h). auto: cuDNN's flash attention with bf16 / fp16 on a GPU when this
+// build has it, else ftune's fused kernel (always on the CPU and in fp32, which cuDNN's flash
+// attention does not take). cuDNN draws its own dropout masks: training.attention ftune keeps
+// the CPU's. Throws InputError naming the key when cudnn is asked for where it cannot run.
+struct ResolvedAttention {
+  AttentionKernel kernel = AttentionKernel::Ftune;
+  std::string reason;
+};
+ResolvedAttention resolve_attention(const std::string& value, Device device, Precision precision,
+                                    bool cudnn_built);
+ResolvedAttention resolve_attention(const std::string& value, Device device,
+                                    Precision precision);  // cudnn_built: this build's
 
 }  // namespace ftune

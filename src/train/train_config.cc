@@ -126,6 +126,7 @@ std::vector<Field> schema(TrainConfig& c) {
       {"training.precision", "auto, fp32, bf16 or fp16",
        scalar(&t.precision, "auto, fp32, bf16 or fp16")},
       {"training.tf32", "auto, on or off", scalar(&t.tf32, "auto, on or off")},
+      {"training.attention", "auto, ftune or cudnn", scalar(&t.attention, "auto, ftune or cudnn")},
       {"training.max_nonfinite_steps", integer, scalar(&t.max_nonfinite_steps, integer)},
       {"training.prefetch", integer, scalar(&t.prefetch, integer)},
       {"training.gradient_checkpointing", "off, on or auto",
@@ -361,6 +362,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   one_of(t.plan_lengths, {"data", "max_length"}, "training.plan_lengths");
   one_of(t.precision, {"auto", "fp32", "bf16", "fp16"}, "training.precision");
   one_of(t.tf32, {"auto", "on", "off"}, "training.tf32");
+  one_of(t.attention, {"auto", "ftune", "cudnn"}, "training.attention");
   require(t.max_nonfinite_steps >= 1, "training.max_nonfinite_steps", "must be at least 1");
   require(t.prefetch >= 1, "training.prefetch", "must be at least 1");
   one_of(t.schedule, {"linear", "cosine", "constant"}, "training.schedule");

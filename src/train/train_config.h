@@ -71,6 +71,8 @@ struct TrainConfig {
     std::string precision = "auto";
     // auto | on | off: TF32 tensor cores for the fp32 GEMMs on a GPU (train/precision.h).
     std::string tf32 = "auto";
+    // auto | ftune | cudnn: the kernel of 16-bit attention on a GPU (train/precision.h).
+    std::string attention = "auto";
     int64_t max_nonfinite_steps = 10;  // consecutive skipped steps before the run aborts
     int64_t prefetch = 4;              // batches assembled ahead of the step
     GradientCheckpointing gradient_checkpointing = GradientCheckpointing::Auto;  // off|on|auto

@@ -397,6 +397,9 @@ void Trainer::plan_batch() {
   checkpointing_ = c.checkpointing;
   spdlog::info("precision {} ({})", precision_name(plan_.precision.precision),
                plan_.precision.reason);
+  if (!plan_.target.device.is_cpu())
+    spdlog::info("attention kernel {} ({})", attention_kernel_name(plan_.attention.kernel),
+                 plan_.attention.reason);
   tf32_ = resolve_tf32(tc_.tf32, plan_.target.device, plan_.precision.precision);
 #ifdef FTUNE_WITH_CUDA
   if (!plan_.target.device.is_cpu()) cuda::set_gemm_tf32(tf32_.on);
@@ -901,6 +904,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["device"] = device_name(plan_.target.device);
   s["precision"] = std::string(precision_name(plan_.precision.precision));
   s["tf32"] = tf32_.on;
+  s["attention"] = attention_kernel_name(plan_.attention.kernel);
 #ifdef FTUNE_WITH_CUDA
   if (!plan_.target.device.is_cpu()) s["gemm_autotune"] = cuda::gemm_autotune_summary();
 #endif

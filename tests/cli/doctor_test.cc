@@ -69,6 +69,27 @@ TEST(DoctorReport, HopperGetsBf16AndSaysWhy) {
   for (const OptimisationState& s : states) EXPECT_FALSE(s.reason.empty()) << s.name;
 }
 
+TEST(DoctorReport, CudnnAttentionIsOnWithBf16WhereBuiltAndOffForParity) {
+  DoctorFacts f = h100();
+  f.cudnn_sdpa_compiled = true;
+  TrainConfig cfg;
+  const auto states = optimisation_states(f, cfg);
+  const OptimisationState* flash = find(states, "flash attention (cuDNN)");
+  ASSERT_NE(flash, nullptr);
+  EXPECT_EQ(flash->state, "on");
+  EXPECT_NE(flash->reason.find("auto: bf16 on a GPU: cuDNN flash attention"), std::string::npos)
+      << flash->reason;
+  const auto state_with = [&](const char* attention, const char* precision) {
+    TrainConfig c;
+    c.training.attention = attention;
+    c.training.precision = precision;
+    return find(optimisation_states(f, c), "flash attention (cuDNN)")->state;  // a copy
+  };
+  EXPECT_EQ(state_with("ftune", "auto"), "off");
+  EXPECT_EQ(state_with("auto", "fp32"), "off");
+  EXPECT_EQ(state_with("cudnn", "fp32"), "error");
+}
+
 TEST(DoctorReport, TuringGetsFp16AndNoTf32) {
   DoctorFacts f = h100();
   f.sm_major = 7;

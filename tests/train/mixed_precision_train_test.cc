@@ -239,6 +239,42 @@ TEST(Tf32, AutoIsOnWithMixedPrecisionOffInFp32AndNeverOnTheCpu) {
   for (const char* v : {"auto", "on", "off"}) EXPECT_FALSE(resolve_tf32(v, cpu, Precision::BF16).on);
 }
 
+TEST(AttentionKernel, AutoIsCudnnOnlyFor16BitOnAGpuThatHasItAndCudnnFailsClearlyElsewhere) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  EXPECT_EQ(resolve_attention("auto", gpu, Precision::BF16, true).kernel, AttentionKernel::Cudnn);
+  EXPECT_EQ(resolve_attention("auto", gpu, Precision::FP16, true).kernel, AttentionKernel::Cudnn);
+  EXPECT_EQ(resolve_attention("auto", gpu, Precision::FP32, true).kernel, AttentionKernel::Ftune);
+  EXPECT_EQ(resolve_attention("auto", gpu, Precision::BF16, false).kernel, AttentionKernel::Ftune);
+  EXPECT_EQ(resolve_attention("auto", cpu, Precision::BF16, true).kernel, AttentionKernel::Ftune);
+  EXPECT_EQ(resolve_attention("ftune", gpu, Precision::BF16, true).kernel, AttentionKernel::Ftune);
+  EXPECT_EQ(resolve_attention("cudnn", gpu, Precision::BF16, true).kernel, AttentionKernel::Cudnn);
+  auto fails = [](const std::string& value, Device d, Precision p, bool built, const char* what) {
+    try {
+      resolve_attention(value, d, p, built);
+      ADD_FAILURE() << value << " accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("training.attention"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  fails("cudnn", cpu, Precision::BF16, true, "needs a CUDA device");
+  fails("cudnn", gpu, Precision::FP32, true, "needs training.precision bf16 or fp16");
+  fails("cudnn", gpu, Precision::BF16, false, "this build has no cuDNN attention");
+  fails("flash", gpu, Precision::BF16, true, "auto, ftune, cudnn");
+}
+
+TEST_F(MixedPrecisionRun, AttentionKeyIsValidatedAndTheCpuRunsFtunesKernel) {
+  const CliResult r = run_ftune("train --config " + config("attn_bad", "  attention: flash\n"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("training.attention"), std::string::npos) << r.output;
+  const CliResult c = run_ftune("train --config " + config("attn_cpu", "  attention: cudnn\n"));
+  EXPECT_NE(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("needs a CUDA device"), std::string::npos) << c.output;
+  train("attn_auto", "  precision: bf16\n", 2);
+  EXPECT_EQ(summary("attn_auto")["attention"], "ftune");
+  EXPECT_EQ(attention_kernel(), AttentionKernel::Ftune);
+}
+
 TEST_F(MixedPrecisionRun, Tf32ErrorsNameTheKeyAndTheSummaryRecordsIt) {
   const CliResult r = run_ftune("train --config " + config("tf32_bad", "  tf32: yes\n"));
   EXPECT_NE(r.exit_code, 0) << r.output;

@@ -1,0 +1,159 @@
+// cuDNN flash attention behind the attention op (see attention_cudnn.h).
+#include "ops/attention_cudnn.h"
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#ifdef FTUNE_WITH_CUDA
+#include "cuda/cudnn_attention.h"
+#include "cuda/cuda_libraries.h"
+#endif
+
+namespace ftune {
+namespace {
+
+std::atomic<AttentionKernel> g_kernel{AttentionKernel::Ftune};
+
+constexpr size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+// Where stats, seq_lens and rng sit in the probs buffer (byte offsets), and the bytes they need.
+struct ProbsLayout {
+  size_t seq_lens = 0, rng = 0, end = 0;
+};
+ProbsLayout probs_layout(const cpu::AttentionDims& d) {
+  ProbsLayout l;
+  l.seq_lens = align16(static_cast<size_t>(d.B * d.H * d.T) * sizeof(float));
+  l.rng = align16(l.seq_lens + static_cast<size_t>(2 * d.B) * sizeof(int32_t));
+  l.end = l.rng + 2 * sizeof(int64_t);
+  return l;
+}
+
+// The cuDNN dropout key of a layer's call: a seed per (run seed, site, micro-batch row0) and the
+// optimizer step as the offset, so steps, layers and micro-batches draw different masks.
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+#ifdef FTUNE_WITH_CUDA
+// Whether this call runs through cuDNN; the same answer for a layer's forward and backward.
+bool qualifies(const TensorView& qkv, const TensorView& probs, const TensorView& workspace,
+               const cpu::AttentionDims& d, float dropout_p, cuda::SdpaShape* shape) {
+  if (g_kernel.load(std::memory_order_relaxed) != AttentionKernel::Cudnn) return false;
+  if (qkv.device.is_cpu() || (qkv.dtype != DType::BF16 && qkv.dtype != DType::F16)) return false;
+  if (!cuda::cudnn_sdpa_compiled()) return false;
+  if (probs_layout(d).end > static_cast<size_t>(probs.numel()) * sizeof(float)) return false;
+  shape->B = d.B;
+  shape->T = d.T;
+  shape->H = d.H;
+  shape->D = d.D;
+  shape->dtype = qkv.dtype == DType::BF16 ? cuda::SdpaDtype::BF16 : cuda::SdpaDtype::F16;
+  shape->dropout = dropout_p;
+  static std::mutex mu;
+  static std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int, float>> warned;
+  const auto key = std::make_tuple(d.B, d.T, d.H, d.D, static_cast<int>(shape->dtype), dropout_p);
+  std::string why;
+  if (!cuda::cudnn_sdpa_supported(*shape, &why)) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(key).second)
+      spdlog::warn("attention B={} T={} H={} D={}: cuDNN cannot run it ({}); ftune's kernel runs it",
+                   d.B, d.T, d.H, d.D, why);
+    return false;
+  }
+  const size_t need = cuda::cudnn_sdpa_workspace_bytes(*shape);
+  const size_t have = static_cast<size_t>(workspace.numel()) * sizeof(float);
+  if (need > have) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(key).second)
+      spdlog::warn("attention B={} T={} H={} D={}: cuDNN needs {} bytes of workspace, the plan has "
+                   "{}; ftune's kernel runs it",
+                   d.B, d.T, d.H, d.D, need, have);
+    return false;
+  }
+  return true;
+}
+
+// stats, seq_lens and rng in the probs buffer, written for this call (the key mask and the
+// dropout key), on the compute stream.
+struct CudnnBuffers {
+  float* stats;
+  int32_t* seq_lens;
+  int64_t* rng;
+};
+CudnnBuffers prepare(const TensorView& probs, const TensorView& key_mask,
+                     const cpu::AttentionDims& d, RngKey rng) {
+  char* base = static_cast<char*>(probs.data);
+  const ProbsLayout l = probs_layout(d);
+  CudnnBuffers b{reinterpret_cast<float*>(base), reinterpret_cast<int32_t*>(base + l.seq_lens),
+                 reinterpret_cast<int64_t*>(base + l.rng)};
+  cuda::sdpa_seq_lens_from_mask(b.seq_lens, key_mask.data_as<int32_t>(), d.B, d.T);
+  const uint64_t seed = mix(rng.seed ^ mix(0x9e3779b97f4a7c15ull * (uint64_t{rng.site} + 1)) ^
+                            mix(d.row0 + 0x632be59bd9b4e019ull));
+  cuda::sdpa_write_rng(b.rng, static_cast<int64_t>(seed >> 1),
+                       static_cast<int64_t>(uint64_t{rng.offset} << 32));
+  return b;
+}
+#endif
+
+}  // namespace
+
+void set_attention_kernel(AttentionKernel kernel) { g_kernel.store(kernel); }
+AttentionKernel attention_kernel() { return g_kernel.load(); }
+const char* attention_kernel_name(AttentionKernel kernel) {
+  return kernel == AttentionKernel::Cudnn ? "cudnn" : "ftune";
+}
+
+int64_t cudnn_attention_workspace_floats(int64_t B, int64_t H, int64_t T, int64_t D) {
+  return B * H * T * D + (int64_t{16} << 20) / static_cast<int64_t>(sizeof(float));
+}
+
+bool try_cudnn_attention_forward(TensorView out, TensorView probs, TensorView qkv,
+                                 TensorView key_mask, const cpu::AttentionDims& d,
+                                 float dropout_p, RngKey rng, TensorView workspace) {
+#ifdef FTUNE_WITH_CUDA
+  cuda::SdpaShape shape;
+  if (!qualifies(qkv, probs, workspace, d, dropout_p, &shape)) return false;
+  const CudnnBuffers b = prepare(probs, key_mask, d, rng);
+  cuda::cudnn_sdpa_forward(out.data, b.stats, qkv.data, b.seq_lens, b.rng, shape, workspace.data,
+                           static_cast<size_t>(workspace.numel()) * sizeof(float));
+  return true;
+#else
+  (void)out, (void)probs, (void)qkv, (void)key_mask, (void)d, (void)dropout_p, (void)rng,
+      (void)workspace;
+  return false;
+#endif
+}
+
+bool try_cudnn_attention_backward(TensorView dqkv, TensorView dout, TensorView qkv,
+                                  TensorView out, TensorView probs, TensorView key_mask,
+                                  const cpu::AttentionDims& d, float dropout_p, RngKey rng,
+                                  TensorView workspace) {
+#ifdef FTUNE_WITH_CUDA
+  cuda::SdpaShape shape;
+  if (!qualifies(qkv, probs, workspace, d, dropout_p, &shape)) return false;
+  if (!out.defined())
+    throw ShapeError(
+        "attention_backward: cuDNN attention needs the forward pass's output (the `out` "
+        "argument); pass it, or use training.attention: ftune");
+  const CudnnBuffers b = prepare(probs, key_mask, d, rng);
+  cuda::cudnn_sdpa_backward(dqkv.data, dout.data, qkv.data, out.data, b.stats, b.seq_lens, b.rng,
+                            shape, workspace.data,
+                            static_cast<size_t>(workspace.numel()) * sizeof(float));
+  return true;
+#else
+  (void)dqkv, (void)dout, (void)qkv, (void)out, (void)probs, (void)key_mask, (void)d,
+      (void)dropout_p, (void)rng, (void)workspace;
+  return false;
+#endif
+}
+
+}  // namespace ftune
