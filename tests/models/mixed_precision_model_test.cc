@@ -12,6 +12,7 @@
 #include <cmath>
 #include <random>
 
+#include "adapter_init.h"
 #include "golden_fixture.h"
 #include "models/hf_checkpoint.h"
 
@@ -54,13 +55,7 @@ Model build(const GoldenCase& c, DType compute, GradientCheckpointing ckpt,
   load_model_weights(*m.clf, c.model_dir);
   if (method != PeftMethod::None) {
     m.clf->init_adapters(5);
-    // Non-zero B, so every adapter gradient is non-trivial.
-    for (const ParamSpec& s : m.clf->adapter_params().specs())
-      if (s.name.ends_with("lora_B.weight")) {
-        std::mt19937_64 rng(11);
-        const HostTensor v = random_tensor(s.shape, rng, -0.3f, 0.3f);
-        copy(m.clf->param(s.name), v.view());
-      }
+    randomize_lora_b(*m.clf);
   }
   m.clf->set_batch(c.batch);
   return m;

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 
 #include "run_cli.h"
@@ -48,6 +49,18 @@ class MixedPrecisionRun : public ::testing::Test {
   }
   nlohmann::json summary(const std::string& run) {
     return nlohmann::json::parse(std::ifstream(run_dir(run) + "/summary.json"));
+  }
+  // The run touched at least 98% of its planned arena, in total and in each of `categories`.
+  void expect_touched_what_planned(const std::string& run,
+                                   std::initializer_list<const char*> categories) {
+    const nlohmann::json m = summary(run)["memory"];
+    const double planned = m["planned_bytes"].get<double>(),
+                 touched = m["touched_bytes"].get<double>();
+    EXPECT_LE(touched, planned);
+    EXPECT_GT(touched, 0.98 * planned) << m.dump(2);
+    for (const char* c : categories)
+      EXPECT_GT(m["touched"][c].get<double>(), 0.98 * m["planned"][c].get<double>()) << c << "\n"
+                                                                                     << m.dump(2);
   }
   nlohmann::json plan(const std::string& run, const std::string& extra) {
     const CliResult r = run_ftune("plan --json --config " + config(run, extra, 3));
@@ -109,14 +122,8 @@ TEST_F(MixedPrecisionRun, Bf16PlansFewerBytesAndTouchesWhatItPlans) {
 
     const std::string run = std::string("touch_") + ckpt;
     train(run, keys + "  precision: bf16\n", 10);  // one epoch: the longest rows come
-    const nlohmann::json m = summary(run)["memory"];
-    const double planned = m["planned_bytes"].get<double>(),
-                 touched = m["touched_bytes"].get<double>();
-    EXPECT_LE(touched, planned);
-    EXPECT_GT(touched, 0.98 * planned) << m.dump(2);
-    for (const char* c : {"activations", "attention", "activation gradients", "weight shadow"})
-      EXPECT_GT(m["touched"][c].get<double>(), 0.98 * m["planned"][c].get<double>()) << c << "\n"
-                                                                                     << m.dump(2);
+    expect_touched_what_planned(
+        run, {"activations", "attention", "activation gradients", "weight shadow"});
   }
 }
 
@@ -136,14 +143,7 @@ TEST_F(MixedPrecisionRun, LoraInBf16FollowsFp32AndTouchesWhatItPlans) {
     EXPECT_NEAR(b[i], a[i], 2e-2 * std::fabs(a[i])) << "step " << i + 1;
   EXPECT_NE(a, b);
   // Planned vs touched (20 steps of 16 rows: every row of the 160, so the longest too).
-  const nlohmann::json m = summary("lora16")["memory"];
-  const double planned = m["planned_bytes"].get<double>(),
-               touched = m["touched_bytes"].get<double>();
-  EXPECT_LE(touched, planned);
-  EXPECT_GT(touched, 0.98 * planned) << m.dump(2);
-  for (const char* c : {"activations", "workspace", "weight shadow"})
-    EXPECT_GT(m["touched"][c].get<double>(), 0.98 * m["planned"][c].get<double>()) << c << "\n"
-                                                                                   << m.dump(2);
+  expect_touched_what_planned("lora16", {"activations", "workspace", "weight shadow"});
 }
 
 TEST_F(MixedPrecisionRun, Bf16TrajectoryDoesNotDependOnTheMicroBatch) {
@@ -193,14 +193,7 @@ TEST_F(MixedPrecisionRun, DoraInBf16FollowsFp32AndTouchesWhatItPlans) {
   std::printf("DoRA bf16 vs fp32 over %zu steps: largest relative loss difference %.3g\n", a.size(),
               worst);
   // Planned vs touched (20 steps of 16 rows: every row of the 160, so the longest too).
-  const nlohmann::json m = summary("dora16")["memory"];
-  const double planned = m["planned_bytes"].get<double>(),
-               touched = m["touched_bytes"].get<double>();
-  EXPECT_LE(touched, planned);
-  EXPECT_GT(touched, 0.98 * planned) << m.dump(2);
-  for (const char* c : {"activations", "workspace", "weight shadow"})
-    EXPECT_GT(m["touched"][c].get<double>(), 0.98 * m["planned"][c].get<double>()) << c << "\n"
-                                                                                   << m.dump(2);
+  expect_touched_what_planned("dora16", {"activations", "workspace", "weight shadow"});
   // fp16 (with its loss scaling) trains DoRA as well.
   train("dora_fp16", fixed + "  precision: fp16\n" + peft, 4);
   EXPECT_EQ(summary("dora_fp16")["precision"], "fp16");
