@@ -43,11 +43,39 @@ FTUNE_HD float philox_uniform(uint32_t bits) {
 // Identifies one stream of random numbers: a run's seed, a site (which dropout in which layer)
 // and an offset (the optimizer step, so every step draws fresh masks; within a step, elements are
 // placed by their row in the step batch: ops/dropout.h).
+//
+// In a training step the offset and the micro-batch's first row can also come from device memory
+// (`micro`, MicroParams below): a replayed CUDA graph keeps the kernel arguments it was captured
+// with, so what changes between micro-batches of one shape must be read, not passed. Every
+// consumer of a key calls resolve_micro() first (kernels on the device, ops' CPU branches on the
+// host); with micro null the key's own values hold.
+struct MicroParams;
+
 struct RngKey {
   uint64_t seed = 0;
   uint32_t site = 0;
   uint32_t offset = 0;
+  const MicroParams* micro = nullptr;  // when set: offset and row0 are read from it
 };
+
+// What differs between the micro-batches of a training step, in memory on the step's device (the
+// input staging slot that carries the micro-batch, train/input_staging.h). 32 bytes, 8-aligned.
+struct MicroParams {
+  uint64_t row0 = 0;        // dropout: the micro-batch's first row in the step batch
+  uint32_t offset = 0;      // dropout: the optimizer step (RngKey::offset)
+  float grad_scale = 1.0f;  // backward: the micro-batch's share of the step loss x the loss scale
+  double loss_share = 1.0;  // step loss: the micro-batch's share of the step loss
+  uint64_t reserved = 0;
+};
+
+// Replaces the key's offset and `row0` by those of *key.micro (when set) and clears micro, so a
+// resolved key is a plain value.
+FTUNE_HD void resolve_micro(RngKey& key, uint64_t& row0) {
+  if (key.micro == nullptr) return;
+  key.offset = key.micro->offset;
+  row0 = key.micro->row0;
+  key.micro = nullptr;
+}
 
 // Four uniforms for elements [4*group, 4*group + 4) of the stream.
 FTUNE_HD Philox4 philox_block(RngKey key, uint64_t group) {

@@ -38,9 +38,20 @@ __global__ void seq_lens_kernel(int32_t* seq_lens, const int32_t* key_mask, int6
   seq_lens[B + b] = static_cast<int32_t>(last >= 0 ? last + 1 : T);
 }
 
-__global__ void write_rng_kernel(int64_t* rng, int64_t seed, int64_t offset) {
-  rng[0] = seed;
-  rng[1] = offset;
+__device__ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void write_rng_kernel(int64_t* rng, RngKey key, uint64_t row0) {
+  resolve_micro(key, row0);
+  const uint64_t seed = mix(key.seed ^ mix(0x9e3779b97f4a7c15ull * (uint64_t{key.site} + 1)) ^
+                            mix(row0 + 0x632be59bd9b4e019ull));
+  rng[0] = static_cast<int64_t>(seed >> 1);
+  rng[1] = static_cast<int64_t>(uint64_t{key.offset} << 32);
 }
 
 }  // namespace
@@ -68,8 +79,8 @@ void sdpa_seq_lens_from_mask(int32_t* seq_lens, const int32_t* key_mask, int64_t
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
-void sdpa_write_rng(int64_t* rng, int64_t seed, int64_t offset) {
-  write_rng_kernel<<<1, 1, 0, compute_stream()>>>(rng, seed, offset);
+void sdpa_write_rng(int64_t* rng, RngKey key, uint64_t row0) {
+  write_rng_kernel<<<1, 1, 0, compute_stream()>>>(rng, key, row0);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

@@ -39,6 +39,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/philox.h"
+
 namespace ftune::cuda {
 
 enum class SdpaDtype { BF16, F16 };
@@ -78,7 +80,10 @@ void cudnn_sdpa_backward(void* dqkv, const void* dout, const void* qkv, const vo
 // seq_lens (2B) from ftune's key mask (B, T) i32 (1 = real token), on the compute stream:
 // queries T each, keys 1 + the last real key (T when a row has none).
 void sdpa_seq_lens_from_mask(int32_t* seq_lens, const int32_t* key_mask, int64_t B, int64_t T);
-// rng (2) = {seed, offset}, written by a one-thread kernel on the compute stream (no host copy).
-void sdpa_write_rng(int64_t* rng, int64_t seed, int64_t offset);
+// rng (2) = {seed, offset}, written by a one-thread kernel on the compute stream (no host copy):
+// the seed mixes (key.seed, key.site, row0), the offset is key.offset << 32, so steps, layers and
+// micro-batches draw different masks. key.offset and row0 come from key.micro when set (read by the
+// kernel: a replayed CUDA graph sees the micro-batch's values; core/philox.h).
+void sdpa_write_rng(int64_t* rng, RngKey key, uint64_t row0);
 
 }  // namespace ftune::cuda

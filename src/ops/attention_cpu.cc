@@ -54,6 +54,7 @@ int64_t attention_workspace_per_thread(int64_t T, int64_t D) {
 
 void attention_forward(float* out, float* probs, const float* qkv, const int32_t* key_mask,
                        AttentionDims dims, float dropout_p, RngKey rng, float* workspace) {
+  resolve_micro(rng, dims.row0);
   const int64_t B = dims.B, T = dims.T, H = dims.H, D = dims.D, C = H * D, C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   for_each_head(B * H, workspace, attention_workspace_per_thread(T, D), [&](int64_t u, float* ws) {
@@ -97,6 +98,7 @@ void attention_forward(float* out, float* probs, const float* qkv, const int32_t
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
                         const int32_t* key_mask, AttentionDims dims, float dropout_p, RngKey rng,
                         float* workspace) {
+  resolve_micro(rng, dims.row0);
   const int64_t B = dims.B, T = dims.T, H = dims.H, D = dims.D, C = H * D, C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(D));
   const bool drop = dropout_p > 0.0f;

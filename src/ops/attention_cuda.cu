@@ -70,6 +70,7 @@ template <typename S>
 __global__ void attention_forward_kernel(S* out, float* probs, const S* qkv,
                                          const int32_t* key_mask, AttentionDims d, float p,
                                          RngKey rng) {
+  resolve_micro(rng, d.row0);  // a captured graph's micro-batch place, read at replay
   extern __shared__ float sh[];
   __shared__ float red[32];
   __shared__ int last_key;
@@ -128,6 +129,7 @@ template <typename S>
 __global__ void attention_dq_kernel(S* dqkv, float* rsum, const S* dout, const S* qkv,
                                     const float* probs, const int32_t* key_mask, AttentionDims d,
                                     int64_t u0, float p, RngKey rng) {
+  resolve_micro(rng, d.row0);  // a captured graph's micro-batch place, read at replay
   extern __shared__ float sh[];
   __shared__ float red[32];
   __shared__ int last_key;
@@ -174,6 +176,7 @@ template <typename S>
 __global__ void attention_dkv_kernel(S* dqkv, const float* rsum, const S* dout,
                                      const S* qkv, const float* probs, const int32_t* key_mask,
                                      AttentionDims d, int64_t u0, float p, RngKey rng) {
+  resolve_micro(rng, d.row0);  // a captured graph's micro-batch place, read at replay
   extern __shared__ float sh[];
   __shared__ int last_key;
   const int64_t T = d.T, H = d.H, D = d.D, C = H * D, C3 = 3 * C;

@@ -34,16 +34,6 @@ ProbsLayout probs_layout(const cpu::AttentionDims& d) {
   return l;
 }
 
-// The cuDNN dropout key of a layer's call: a seed per (run seed, site, micro-batch row0) and the
-// optimizer step as the offset, so steps, layers and micro-batches draw different masks.
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 #ifdef FTUNE_WITH_CUDA
 // Whether this call runs through cuDNN; the same answer for a layer's forward and backward.
 bool qualifies(const TensorView& qkv, const TensorView& probs, const TensorView& workspace,
@@ -96,10 +86,7 @@ CudnnBuffers prepare(const TensorView& probs, const TensorView& key_mask,
   CudnnBuffers b{reinterpret_cast<float*>(base), reinterpret_cast<int32_t*>(base + l.seq_lens),
                  reinterpret_cast<int64_t*>(base + l.rng)};
   cuda::sdpa_seq_lens_from_mask(b.seq_lens, key_mask.data_as<int32_t>(), d.B, d.T);
-  const uint64_t seed = mix(rng.seed ^ mix(0x9e3779b97f4a7c15ull * (uint64_t{rng.site} + 1)) ^
-                            mix(d.row0 + 0x632be59bd9b4e019ull));
-  cuda::sdpa_write_rng(b.rng, static_cast<int64_t>(seed >> 1),
-                       static_cast<int64_t>(uint64_t{rng.offset} << 32));
+  cuda::sdpa_write_rng(b.rng, rng, d.row0);
   return b;
 }
 #endif

@@ -49,7 +49,7 @@ void cross_entropy_forward(TensorView loss, TensorView probs, TensorView logits,
 }
 
 void cross_entropy_backward(TensorView dlogits, TensorView probs, TensorView labels,
-                            const CrossEntropyOptions& o, float dloss) {
+                            const CrossEntropyOptions& o, float dloss, const float* dloss_at) {
   const char* op = "cross_entropy_backward";
   check_ce(op, probs, labels, o);
   check_f32(op, "dlogits", dlogits, probs.shape);
@@ -58,11 +58,12 @@ void cross_entropy_backward(TensorView dlogits, TensorView probs, TensorView lab
                  cpu::cross_entropy_backward(
                      dlogits.data_as<float>(), probs.data_as<float>(), labels.data_as<int32_t>(),
                      o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
-                     o.label_smoothing, dloss, probs.dim(0), probs.dim(1)),
+                     o.label_smoothing, dloss_at ? dloss * *dloss_at : dloss, probs.dim(0),
+                     probs.dim(1)),
                  cuda::cross_entropy_backward(
                      dlogits.data_as<float>(), probs.data_as<float>(), labels.data_as<int32_t>(),
                      o.class_weights.defined() ? o.class_weights.data_as<float>() : nullptr,
-                     o.label_smoothing, dloss, probs.dim(0), probs.dim(1)));
+                     o.label_smoothing, dloss, dloss_at, probs.dim(0), probs.dim(1)));
 }
 
 }  // namespace ftune

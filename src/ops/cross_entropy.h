@@ -21,8 +21,12 @@ struct CrossEntropyOptions {
 
 void cross_entropy_forward(TensorView loss, TensorView probs, TensorView logits, TensorView labels,
                            const CrossEntropyOptions& options);
+// dloss_at (optional, in memory on the tensors' device): a further factor of dloss, read when the
+// kernel runs (the trainer's per-micro-batch loss share, so a replayed CUDA graph sees the
+// micro-batch's value: core/philox.h MicroParams).
 void cross_entropy_backward(TensorView dlogits, TensorView probs, TensorView labels,
-                            const CrossEntropyOptions& options, float dloss);
+                            const CrossEntropyOptions& options, float dloss,
+                            const float* dloss_at = nullptr);
 
 namespace cpu {
 void cross_entropy_forward(float* loss, float* probs, const float* logits, const int32_t* labels,
@@ -35,7 +39,8 @@ namespace cuda {
 void cross_entropy_forward(float* loss, float* probs, const float* logits, const int32_t* labels,
                            const float* weights, float eps, int64_t B, int64_t K);
 void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* labels,
-                            const float* weights, float eps, float dloss, int64_t B, int64_t K);
+                            const float* weights, float eps, float dloss, const float* dloss_at,
+                            int64_t B, int64_t K);
 }  // namespace cuda
 
 }  // namespace ftune

@@ -82,7 +82,9 @@ __global__ void __launch_bounds__(kForwardThreads)
 
 __global__ void cross_entropy_backward_kernel(float* dlogits, const float* probs,
                                               const int32_t* labels, const float* weights,
-                                              float eps, float dloss, int64_t B, int64_t K) {
+                                              float eps, float dloss, const float* dloss_at,
+                                              int64_t B, int64_t K) {
+  if (dloss_at) dloss *= *dloss_at;
   __shared__ double shared_W, shared_sum_w;
   if (threadIdx.x == 0) {
     shared_W = weight_total(labels, weights, B);
@@ -118,10 +120,11 @@ void cross_entropy_forward(float* loss, float* probs, const float* logits, const
 }
 
 void cross_entropy_backward(float* dlogits, const float* probs, const int32_t* labels,
-                            const float* weights, float eps, float dloss, int64_t B, int64_t K) {
+                            const float* weights, float eps, float dloss, const float* dloss_at,
+                            int64_t B, int64_t K) {
   if (B * K == 0) return;
   cross_entropy_backward_kernel<<<grid_stride_blocks(B * K, 256), 256, 0, compute_stream()>>>(dlogits, probs, labels,
-                                                                         weights, eps, dloss, B, K);
+                                                                         weights, eps, dloss, dloss_at, B, K);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

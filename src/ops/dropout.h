@@ -11,7 +11,8 @@
 //   ((row0 + b) * Tv + t) * inner + c
 // The trainer sets row0 to the sequence's row in the optimizer step's batch and Tv (>= T) to a run
 // constant, so a row's mask is the same whichever micro-batch carries it and however far that
-// micro-batch is padded. With row0 = 0 and Tv = T it is the flat index (the default).
+// micro-batch is padded. With row0 = 0 and Tv = T it is the flat index (the default). When the key
+// carries MicroParams (core/philox.h), row0 and the key's offset are read from them instead.
 //
 // Mixed precision: out and inp may each be f32, bf16 or f16 (e.g. backward from an fp32 LayerNorm
 // gradient into the bf16 gradient a GEMM reads); the multiplier is applied in fp32 and the result
@@ -42,6 +43,14 @@ FTUNE_HD uint64_t dropout_stream_index(const DropoutRuns& r, int64_t e) {
   const int64_t b = e / r.run;
   return r.first + static_cast<uint64_t>(b) * static_cast<uint64_t>(r.stride) +
          static_cast<uint64_t>(e - b * r.run);
+}
+
+// resolve_micro (core/philox.h) for the runs of a DropoutRows map: first = row0 * stride.
+FTUNE_HD void resolve_micro(RngKey& key, DropoutRuns& runs) {
+  if (key.micro == nullptr) return;
+  uint64_t row0 = 0;
+  resolve_micro(key, row0);
+  runs.first = row0 * static_cast<uint64_t>(runs.stride);
 }
 
 // Checks `rows` against a tensor of `numel` elements with `inner` values per token (a whole number

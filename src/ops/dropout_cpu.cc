@@ -46,6 +46,7 @@ void dropout_multipliers(float* m, RngKey rng, uint64_t first, int64_t n, float 
 }
 
 void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng, DropoutRuns runs) {
+  resolve_micro(rng, runs);
   if (p == 0.0f) {
     if (out != inp)
       parallel_for(

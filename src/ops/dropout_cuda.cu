@@ -21,6 +21,7 @@ __global__ void dropout_mixed_kernel(To* out, const From* inp, int64_t n, float 
                                      RngKey rng, DropoutRuns runs) {
   const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (g * 4 >= n) return;
+  resolve_micro(rng, runs);  // a captured graph's micro-batch place, read at replay
   Philox4 r{};
   uint64_t group = ~0ull;
   for (int k = 0; k < 4; ++k) {

@@ -39,13 +39,15 @@ void step_scalars_set(TensorView scalars, StepSlot slot, double value) {
 
 void step_scalars_begin(TensorView scalars) { step_scalars_set(scalars, kStepLoss, 0.0); }
 
-void step_scalars_add_loss(TensorView scalars, TensorView loss, double share) {
+void step_scalars_add_loss(TensorView scalars, TensorView loss, double share,
+                           const double* share_at) {
   const char* op = "step_scalars_add_loss";
   check_f32(op, "loss", loss, Shape{1});
   double* s = step_scalars_data(scalars);
   const Device dev = common_device(op, {scalars, loss});
-  FTUNE_DISPATCH(op, dev, cpu::step_scalars_add_loss(s, loss.data_as<float>(), share),
-                 cuda::step_scalars_add_loss(s, loss.data_as<float>(), share));
+  FTUNE_DISPATCH(op, dev,
+                 cpu::step_scalars_add_loss(s, loss.data_as<float>(), share_at ? *share_at : share),
+                 cuda::step_scalars_add_loss(s, loss.data_as<float>(), share, share_at));
 }
 
 void step_scalars_finish(TensorView scalars, TensorView grads, double max_norm,

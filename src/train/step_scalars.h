@@ -102,7 +102,10 @@ double* step_scalars_data(TensorView scalars);
 void step_scalars_begin(TensorView scalars);
 // Step loss += share x loss[0] (loss: a 1-element f32 tensor on the same device), unless share
 // is 0 (rows that all weigh 0 add nothing, not 0 x NaN).
-void step_scalars_add_loss(TensorView scalars, TensorView loss, double share);
+// share_at (optional, in memory on the scalars' device): the share is read from it when the kernel
+// runs instead (a replayed CUDA graph sees the micro-batch's value: core/philox.h MicroParams).
+void step_scalars_add_loss(TensorView scalars, TensorView loss, double share,
+                           const double* share_at = nullptr);
 // The gradients' sum of squares (deterministic, in double: grad_clip.h) then
 // finish_step_scalars.
 void step_scalars_finish(TensorView scalars, TensorView grads, double max_norm,
@@ -127,7 +130,7 @@ void step_scalars_add_loss(double* s, const float* loss, double share);
 
 namespace cuda {
 void step_scalars_set(double* s, int slot, double value);
-void step_scalars_add_loss(double* s, const float* loss, double share);
+void step_scalars_add_loss(double* s, const float* loss, double share, const double* share_at);
 void step_scalars_finish(double* s, double max_norm, double max_nonfinite, float loss_scale,
                          bool overflow_skips);
 void step_scalars_apply_unconditionally(double* s, float grad_scale);

@@ -11,7 +11,9 @@ __global__ void set_kernel(double* s, int slot, double value) { s[slot] = value;
 
 // Rounded multiply then add, never a fused multiply-add: the CPU's (and the former host loop's)
 // arithmetic, bit for bit.
-__global__ void add_loss_kernel(double* s, const float* loss, double share) {
+__global__ void add_loss_kernel(double* s, const float* loss, double share,
+                                const double* share_at) {
+  if (share_at) share = *share_at;
   if (share != 0.0) s[kStepLoss] = __dadd_rn(s[kStepLoss], __dmul_rn(share, double(loss[0])));
 }
 
@@ -33,8 +35,8 @@ void step_scalars_set(double* s, int slot, double value) {
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
-void step_scalars_add_loss(double* s, const float* loss, double share) {
-  add_loss_kernel<<<1, 1, 0, compute_stream()>>>(s, loss, share);
+void step_scalars_add_loss(double* s, const float* loss, double share, const double* share_at) {
+  add_loss_kernel<<<1, 1, 0, compute_stream()>>>(s, loss, share, share_at);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

@@ -204,7 +204,7 @@ TEST_F(CudnnSdpaGpu, ForwardAndBackwardMatchTheReferenceWithPadding) {
   upload(d_dqkv, std::vector<bf16_t>(qkv.size(), float_to_bf16(NAN)));
 
   sdpa_seq_lens_from_mask(d_lens.as<int32_t>(), d_mask.as<int32_t>(), B, T);
-  sdpa_write_rng(d_rng.as<int64_t>(), 1234, 0);
+  sdpa_write_rng(d_rng.as<int64_t>(), RngKey{1234}, 0);
   const std::vector<int32_t> seq = download<int32_t>(d_lens, 2 * B);
   for (int64_t b = 0; b < B; ++b) {
     EXPECT_EQ(seq[b], T);
@@ -250,7 +250,7 @@ TEST_F(CudnnSdpaGpu, DropoutIsReproducibleForASeedAndChangesWithIt) {
   upload(d_mask, std::vector<int32_t>(B * T, 1));
   sdpa_seq_lens_from_mask(d_lens.as<int32_t>(), d_mask.as<int32_t>(), B, T);
   auto run = [&](int64_t seed) {
-    sdpa_write_rng(d_rng.as<int64_t>(), seed, 0);
+    sdpa_write_rng(d_rng.as<int64_t>(), RngKey{static_cast<uint64_t>(seed)}, 0);
     cudnn_sdpa_forward(d_out.p, d_stats.as<float>(), d_qkv.p, d_lens.as<int32_t>(),
                        d_rng.as<int64_t>(), shape, d_ws.p, ws_bytes);
     synchronize(Device::cuda(0));
