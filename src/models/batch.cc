@@ -42,6 +42,23 @@ Batch slice_rows(const Batch& batch, int64_t row0, int64_t rows) {
   return out;
 }
 
+void pad_to_length(Batch& batch, int64_t T, int32_t pad_id) {
+  const int64_t B = batch.size, S = batch.seq_len;
+  FTUNE_ASSERT(T >= S, "pad_to_length: {} positions is shorter than the batch's {}", T, S);
+  if (T == S) return;
+  auto widen = [&](std::vector<int32_t>& v, int32_t fill) {
+    if (v.empty()) return;
+    std::vector<int32_t> out(static_cast<size_t>(B * T), fill);
+    for (int64_t r = 0; r < B; ++r)
+      std::copy(v.begin() + r * S, v.begin() + (r + 1) * S, out.begin() + r * T);
+    v = std::move(out);
+  };
+  widen(batch.input_ids, pad_id);
+  widen(batch.token_type_ids, 0);
+  widen(batch.attention_mask, 0);
+  batch.seq_len = T;
+}
+
 std::vector<int32_t> position_ids(const EncoderConfig& c, const Batch& b) {
   std::vector<int32_t> pos(b.size * b.seq_len);
   for (int64_t r = 0; r < b.size; ++r) {

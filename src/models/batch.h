@@ -26,6 +26,10 @@ struct Batch {
 // an optimizer step.
 Batch slice_rows(const Batch& batch, int64_t row0, int64_t rows);
 
+// Extends a right-padded batch to T >= batch.seq_len positions with padding (pad_id, type 0,
+// mask 0): what padding to a multiple of some length does (train/step_graphs.h).
+void pad_to_length(Batch& batch, int64_t T, int32_t pad_id);
+
 // Position ids exactly as HF computes them: BERT 0..T-1 for every row; RoBERTa / XLM-R
 // pad_token_id + 1 + (index among non-pad tokens) for tokens that are not the pad id, and
 // pad_token_id for pad tokens (create_position_ids_from_input_ids).

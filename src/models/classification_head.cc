@@ -80,10 +80,10 @@ TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActiva
   TensorView pooled_drop = a.pooled_drop.prefix(BC), logits = a.logits.prefix({B, K});
   first_token_forward(cls, hidden);
   if (c.roberta_like())
-    dropout_forward(x, cls, p, RngKey{d.seed, head_input_dropout_site(), d.offset}, head_rows(d));
+    dropout_forward(x, cls, p, RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
   const TensorView pooler_in = c.roberta_like() ? x : cls;
   tanh_pooler_forward(pooled, pooler_in, w.dense_w, w.dense_b);
-  dropout_forward(pooled_drop, pooled, p, RngKey{d.seed, head_pooled_dropout_site(), d.offset},
+  dropout_forward(pooled_drop, pooled, p, RngKey{d.seed, head_pooled_dropout_site(), d.offset, d.micro},
                   head_rows(d));
   linear_forward(logits, pooled_drop, w.out_w, w.out_b);
   return logits;
@@ -97,13 +97,13 @@ void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeigh
   const float p = head_p(c, d);
   TensorView dpooled = a.grad_pooled.prefix(BC), dx = a.grad_x.prefix(BC);
   linear_backward(dpooled, g.out_w, g.out_b, dlogits, a.pooled_drop.prefix(BC), w.out_w);
-  dropout_backward(dpooled, dpooled, p, RngKey{d.seed, head_pooled_dropout_site(), d.offset},
+  dropout_backward(dpooled, dpooled, p, RngKey{d.seed, head_pooled_dropout_site(), d.offset, d.micro},
                    head_rows(d));
   const TensorView pooler_in = c.roberta_like() ? a.x.prefix(BC) : a.cls.prefix(BC);
   tanh_pooler_backward(dx, g.dense_w, g.dense_b, dpooled, pooler_in, a.pooled.prefix(BC), w.dense_w,
                        a.grad_scratch.prefix(BC));
   if (c.roberta_like())
-    dropout_backward(dx, dx, p, RngKey{d.seed, head_input_dropout_site(), d.offset}, head_rows(d));
+    dropout_backward(dx, dx, p, RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
   first_token_backward(dhidden, dx);
 }
 

@@ -29,7 +29,7 @@ float dropout_p(const DropoutPlan& d, float p) {
 }
 
 RngKey key(const DropoutPlan& d, uint32_t site) {
-  return RngKey{d.seed, site, d.offset};
+  return RngKey{d.seed, site, d.offset, d.micro};
 }
 
 // Stream indices of the (B*T, inner) activations of a batch of padded length T.

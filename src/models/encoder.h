@@ -134,6 +134,9 @@ struct DropoutPlan {
   uint32_t offset = 0;     // the optimizer step
   uint64_t row0 = 0;       // the micro-batch's first row in the step batch
   int64_t stream_seq = 0;  // Tv >= T, a run constant; 0: the batch's own T
+  // Training step: offset and row0 in device memory (read by the kernels instead of the two
+  // fields above; core/philox.h), so a captured CUDA graph replays any micro-batch of its shape.
+  const MicroParams* micro = nullptr;
 };
 
 void plan_encoder_activations(const EncoderConfig& config, int64_t max_batch, int64_t max_seq,

@@ -180,10 +180,7 @@ EncoderInputs SequenceClassifier::current_inputs() const {
                        inputs_.mask.prefix(n)};
 }
 
-TensorView SequenceClassifier::forward(const DropoutPlan& dropout) {
-  FTUNE_ASSERT(inputs_.B > 0, "forward without a batch");
-  if (dropout.training && !options_.training)
-    throw InternalError("training forward on a classifier planned for inference");
+void SequenceClassifier::refresh_weight_caches() {
   if (!frozen_cache_valid_) {
     refresh_adapter_caches(enc_w_.adapters, enc_w_);
     frozen_cache_valid_ = true;
@@ -193,40 +190,58 @@ TensorView SequenceClassifier::forward(const DropoutPlan& dropout) {
     cast(shadow_, values_.flat_range(begin, count));
     shadow_valid_ = true;
   }
+}
+
+void SequenceClassifier::prepare_forward(const LossOptions& loss) {
+  refresh_weight_caches();
+  copy_class_weights(loss);
+}
+
+TensorView SequenceClassifier::forward(const DropoutPlan& dropout) {
+  FTUNE_ASSERT(inputs_.B > 0, "forward without a batch");
+  if (dropout.training && !options_.training)
+    throw InternalError("training forward on a classifier planned for inference");
+  refresh_weight_caches();
   hidden_ = encoder_forward(config_, enc_w_, enc_acts_, current_inputs(), dropout);
   logits_ = head_forward(config_, head_w_, head_acts_, hidden_, dropout);
   return logits_;
 }
 
-TensorView SequenceClassifier::loss(const LossOptions& options) {
-  if (!has_labels_) throw InputError("loss requested for a batch without labels");
-  const int64_t B = inputs_.B, K = config_.num_labels();
+// Copied once (a synchronous copy on a GPU), not per micro-batch; loss_options_ then holds them.
+void SequenceClassifier::copy_class_weights(const LossOptions& options) {
+  const int64_t K = config_.num_labels();
   if (!options.class_weights.empty() && static_cast<int64_t>(options.class_weights.size()) != K)
     throw InputError(
         fmt::format("{} class weights given for {} labels", options.class_weights.size(), K));
-  CrossEntropyOptions ce{options.label_smoothing, TensorView()};
-  if (!options.class_weights.empty()) {
-    // Copied once (a synchronous copy on a GPU), not per micro-batch.
-    if (!class_weights_copied_ || options.class_weights != loss_options_.class_weights) {
-      TensorView host(const_cast<float*>(options.class_weights.data()), DType::F32, Device::cpu(),
-                      Shape{K});
-      copy(class_weights_, host);
-      class_weights_copied_ = true;
-    }
-    ce.class_weights = class_weights_;
+  if (!options.class_weights.empty() &&
+      (!class_weights_copied_ || options.class_weights != loss_options_.class_weights)) {
+    TensorView host(const_cast<float*>(options.class_weights.data()), DType::F32, Device::cpu(),
+                    Shape{K});
+    copy(class_weights_, host);
+    class_weights_copied_ = true;
   }
   loss_options_ = options;
+}
+
+TensorView SequenceClassifier::loss(const LossOptions& options) {
+  if (!has_labels_) throw InputError("loss requested for a batch without labels");
+  const int64_t B = inputs_.B, K = config_.num_labels();
+  copy_class_weights(options);
+  CrossEntropyOptions ce{options.label_smoothing,
+                         options.class_weights.empty() ? TensorView() : class_weights_};
   cross_entropy_forward(loss_, probs_.prefix({B, K}), logits_, labels_.prefix({B}), ce);
   return loss_;
 }
 
-void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale) {
+void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale,
+                                  const float* loss_scale_at) {
   FTUNE_ASSERT(options_.training, "backward on a classifier planned for inference");
   const int64_t B = inputs_.B, T = inputs_.T, K = config_.num_labels(), C = config_.hidden_size;
   CrossEntropyOptions ce{loss_options_.label_smoothing,
                          loss_options_.class_weights.empty() ? TensorView() : class_weights_};
   TensorView dlogits = dlogits_.prefix({B, K});
-  cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale);
+  cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale,
+                         loss_scale_at);
   head_backward(config_, head_w_, head_g_, head_acts_, dlogits,
                 enc_acts_.grad_out.prefix({B, T, C}), dropout);
   encoder_backward(config_, enc_w_, enc_g_, enc_acts_, current_inputs(), dropout);

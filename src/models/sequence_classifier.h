@@ -109,6 +109,12 @@ class SequenceClassifier {
   int64_t batch_size() const { return inputs_.B; }
   int64_t seq_len() const { return inputs_.T; }
 
+  // Brings what forward() refreshes lazily up to date now: DoRA's frozen-weight caches, the 16-bit
+  // weight shadow after weights changed, and (with labels) the class weights of `loss` on the
+  // device. forward() and loss() call it themselves; the trainer calls it before a captured CUDA
+  // graph replays a forward pass, since a replay repeats only what was captured
+  // (train/step_graphs.h).
+  void prepare_forward(const LossOptions& loss);
   // Forward pass over the current batch; returns the logits (B, K).
   TensorView forward(const DropoutPlan& dropout);
   TensorView hidden() const { return hidden_; }  // last hidden state (B, T, C) of the last forward
@@ -119,11 +125,16 @@ class SequenceClassifier {
   // Backward from the loss, scaled by loss_scale (with gradient accumulation: this micro-batch's
   // share of the step's loss, e.g. its rows / the step's rows); parameter gradients accumulate
   // into param_grads().
-  void backward(const DropoutPlan& dropout, float loss_scale = 1.0f);
+  // loss_scale_at (optional, in memory on the model's device): a further factor, read when the
+  // kernel runs (the trainer's per-micro-batch share: core/philox.h MicroParams).
+  void backward(const DropoutPlan& dropout, float loss_scale = 1.0f,
+                const float* loss_scale_at = nullptr);
   void zero_grad();
 
  private:
   EncoderInputs current_inputs() const;  // the input buffers cut to the current batch
+  void refresh_weight_caches();           // DoRA's frozen caches and the 16-bit shadow
+  void copy_class_weights(const LossOptions& options);
 
   EncoderConfig config_;
   ClassifierOptions options_;

@@ -17,11 +17,22 @@ namespace {
 
 const char* kSlotNames[InputStaging::kSlots] = {"input/staged/0", "input/staged/1"};
 
+// The MicroParams at the start of a slot, in i32 elements (the arena aligns every buffer to at
+// least 16 bytes, so they are 8-aligned).
+constexpr int64_t kHead = sizeof(MicroParams) / sizeof(int32_t);
+static_assert(sizeof(MicroParams) % sizeof(int32_t) == 0 && sizeof(MicroParams) == 32);
+
+int64_t slot_elements(int64_t max_rows, int64_t max_seq) {
+  return kHead + 4 * max_rows * max_seq + max_rows;
+}
+
 }  // namespace
 
-InputStaging::InputStaging(int64_t max_rows, int64_t max_seq)
-    : max_rows_(max_rows), max_seq_(max_seq) {
-  FTUNE_ASSERT(max_rows > 0 && max_seq > 0, "input staging for {} x {} tokens", max_rows, max_seq);
+InputStaging::InputStaging(int64_t max_rows, int64_t max_seq, int64_t pad_multiple)
+    : max_rows_(max_rows), max_seq_(max_seq), pad_multiple_(pad_multiple) {
+  FTUNE_ASSERT(max_rows > 0 && max_seq > 0 && pad_multiple > 0,
+               "input staging for {} x {} tokens (padded to a multiple of {})", max_rows, max_seq,
+               pad_multiple);
 }
 
 InputStaging::~InputStaging() { free_host(); }
@@ -48,14 +59,14 @@ void InputStaging::free_host() {
 }
 
 void InputStaging::add_to_plan(ArenaPlan& plan) const {
-  const int64_t n = 4 * max_rows_ * max_seq_ + max_rows_;
+  const int64_t n = slot_elements(max_rows_, max_seq_);
   for (const char* name : kSlotNames) plan.add(name, DType::I32, {n});
 }
 
 void InputStaging::bind(const Arena& arena) {
   free_host();
   device_ = arena.device();
-  const int64_t n = 4 * max_rows_ * max_seq_ + max_rows_;
+  const int64_t n = slot_elements(max_rows_, max_seq_);
   if (device_.is_cpu()) cpu_host_.assign(static_cast<size_t>(n * kSlots), 0);
   for (int k = 0; k < kSlots; ++k) {
     slots_[k] = arena.view(kSlotNames[k]);
@@ -75,7 +86,7 @@ void InputStaging::bind(const Arena& arena) {
 }
 
 int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_positions,
-                        int64_t row0, int64_t rows) {
+                        int64_t row0, int64_t rows, const MicroParams& micro) {
   FTUNE_ASSERT(host_[0] != nullptr, "InputStaging::stage before bind");
   FTUNE_ASSERT(row0 >= 0 && rows >= 1 && row0 + rows <= step.size && rows <= max_rows_,
                "staging rows [{}, {}) of a batch of {} (at most {} rows)", row0, row0 + rows,
@@ -91,6 +102,8 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
     while (len > 0 && step.attention_mask[r * T + len - 1] == 0) --len;
     S = std::max(S, len);
   }
+  // Rounded up to the padding multiple, within the step batch (whose rows are padded that far).
+  S = std::min(T, (S + pad_multiple_ - 1) / pad_multiple_ * pad_multiple_);
   FTUNE_ASSERT(S <= max_seq_, "micro-batch of {} tokens; staging planned for {}", S, max_seq_);
   const int k = next_;
   next_ = (next_ + 1) % kSlots;
@@ -98,7 +111,8 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
   if (!device_.is_cpu()) cuda::event_synchronize(copied_[k]);  // its last copy left the buffer
 #endif
   const int64_t n = rows * S;
-  int32_t* h = host_[k];
+  std::memcpy(host_[k], &micro, sizeof(MicroParams));
+  int32_t* h = host_[k] + kHead;
   int32_t *ids = h, *types = h + n, *pos = h + 2 * n, *mask = h + 3 * n, *labels = h + 4 * n;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t src = (row0 + r) * T, dst = r * S;
@@ -111,12 +125,12 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
     std::memcpy(mask + dst, step.attention_mask.data() + src, S * sizeof(int32_t));
     labels[r] = step.labels[row0 + r];
   }
-  const int64_t used = 4 * n + rows;
+  const int64_t used = kHead + 4 * n + rows;
   if (device_.is_cpu()) {
-    std::memcpy(slots_[k].data, h, static_cast<size_t>(used) * sizeof(int32_t));
+    std::memcpy(slots_[k].data, host_[k], static_cast<size_t>(used) * sizeof(int32_t));
   } else {
 #ifdef FTUNE_WITH_CUDA
-    cuda::copy_to_device_on_copy_stream(slots_[k].data, device_, h,
+    cuda::copy_to_device_on_copy_stream(slots_[k].data, device_, host_[k],
                                         static_cast<size_t>(used) * sizeof(int32_t),
                                         released_[k], copied_[k]);
 #endif
@@ -136,11 +150,12 @@ StagedInputs InputStaging::acquire(int k) {
   StagedInputs s;
   s.inputs = EncoderInputs{B,
                            T,
-                           d.flat_range(0, n),
-                           d.flat_range(n, n),
-                           d.flat_range(2 * n, n),
-                           d.flat_range(3 * n, n)};
-  s.labels = d.flat_range(4 * n, B);
+                           d.flat_range(kHead, n),
+                           d.flat_range(kHead + n, n),
+                           d.flat_range(kHead + 2 * n, n),
+                           d.flat_range(kHead + 3 * n, n)};
+  s.labels = d.flat_range(kHead + 4 * n, B);
+  s.micro = static_cast<const MicroParams*>(d.data);
   return s;
 }
 

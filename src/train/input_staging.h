@@ -1,8 +1,10 @@
 // Input staging for the training step (DESIGN principle 4): the inputs of the next micro-batch are
 // written into a page-locked host buffer and copied to the device on the copy stream while the
 // current micro-batch computes. Two slots, each a pinned host buffer and a device buffer in the
-// arena ("input/staged/0", "input/staged/1": ids, type ids, position ids and mask of up to
-// max_rows x max_seq tokens, then max_rows labels), used in turn:
+// arena ("input/staged/0", "input/staged/1": the micro-batch's MicroParams (core/philox.h: its
+// dropout place, loss share and gradient scale, read by the kernels so that a replayed CUDA graph
+// sees them), then ids, type ids, position ids and mask of up to max_rows x max_seq tokens, then
+// max_rows labels), used in turn:
 //   stage(k)    host: wait until slot k's previous copy has left its host buffer (normally long
 //               done), fill it; copy stream: wait until the compute stream released slot k, copy,
 //               record "copied k"
@@ -26,13 +28,17 @@ namespace ftune {
 struct StagedInputs {
   EncoderInputs inputs;  // B x T views of the slot
   TensorView labels;     // (B) i32
+  const MicroParams* micro = nullptr;  // in the slot, on the device
 };
 
 class InputStaging {
  public:
   static constexpr int kSlots = 2;
 
-  InputStaging(int64_t max_rows, int64_t max_seq);
+  // pad_multiple: a micro-batch is padded to a multiple of this many tokens (at most the step
+  // batch's length, which the trainer pads likewise; train/step_graphs.h), not just to its
+  // longest row.
+  InputStaging(int64_t max_rows, int64_t max_seq, int64_t pad_multiple = 1);
   ~InputStaging();
   InputStaging(const InputStaging&) = delete;
   InputStaging& operator=(const InputStaging&) = delete;
@@ -43,9 +49,9 @@ class InputStaging {
   // Rows [row0, row0 + rows) of a right-padded, labelled step batch, cut to their own longest row
   // (as slice_rows), with their position ids cut from step_positions (position_ids of the step
   // batch: row-local, so the same as those of the cut rows), into the next slot; starts its copy.
-  // Returns the slot.
+  // `micro` goes with them. Returns the slot.
   int stage(const Batch& step, const std::vector<int32_t>& step_positions, int64_t row0,
-            int64_t rows);
+            int64_t rows, const MicroParams& micro = {});
   // The slot's inputs on the device, in stream order after its copy.
   StagedInputs acquire(int slot);
   // The compute stream is done with the slot (after the micro-batch's backward).
@@ -54,9 +60,9 @@ class InputStaging {
  private:
   void free_host();
 
-  int64_t max_rows_, max_seq_;
+  int64_t max_rows_, max_seq_, pad_multiple_;
   Device device_ = Device::cpu();
-  std::array<TensorView, kSlots> slots_{};  // (4 * max_rows * max_seq + max_rows) i32
+  std::array<TensorView, kSlots> slots_{};  // (kHead + 4 * max_rows * max_seq + max_rows) i32
   std::array<int32_t*, kSlots> host_{};
   std::vector<int32_t> cpu_host_;  // the host buffers when the arena is on the CPU
   std::array<void*, kSlots> copied_{}, released_{};

@@ -73,6 +73,65 @@ TEST_P(InputStagingTest, StagedMicroBatchesMatchTheirCutRows) {
   }
 }
 
+// Micro-batches padded to a multiple of 8 within a step batch padded likewise (the trainer's
+// pad_to_length), each carrying its MicroParams at the start of its slot.
+TEST_P(InputStagingTest, PadsToTheMultipleAndCarriesTheMicroParams) {
+  EncoderConfig config;
+  config.pad_token_id = 0;
+  const int64_t lens[] = {2, 3, 9, 11, 13};
+  const int64_t B = 5;
+  Batch step;
+  step.size = B;
+  step.seq_len = 13;
+  for (int64_t r = 0; r < B; ++r) {
+    for (int64_t t = 0; t < 13; ++t) {
+      step.input_ids.push_back(t < lens[r] ? 7 + static_cast<int32_t>(t) : 0);
+      step.attention_mask.push_back(t < lens[r] ? 1 : 0);
+    }
+    step.labels.push_back(static_cast<int32_t>(r % 2));
+  }
+  Batch padded = step;
+  pad_to_length(padded, 16, 0);
+  ASSERT_EQ(padded.seq_len, 16);
+  EXPECT_EQ(padded.real_tokens(), step.real_tokens());
+  EXPECT_TRUE(padded.token_type_ids.empty());  // all zeros stays implicit
+  const std::vector<int32_t> positions = position_ids(config, padded);
+
+  InputStaging staging(2, 16, 8);
+  ArenaPlan plan;
+  staging.add_to_plan(plan);
+  Arena arena(device(), plan);
+  staging.bind(arena);
+  struct Cut {
+    int64_t row0, rows, T;  // T: the longest row rounded up to 8, at most the step's 16
+  };
+  for (const Cut c : {Cut{0, 2, 8}, Cut{2, 2, 16}, Cut{4, 1, 16}}) {
+    SCOPED_TRACE(c.row0);
+    MicroParams m;
+    m.row0 = static_cast<uint64_t>(c.row0);
+    m.offset = 41;
+    m.grad_scale = 0.5f + static_cast<float>(c.row0);
+    m.loss_share = 0.125 * static_cast<double>(c.rows);
+    const int slot = staging.stage(padded, positions, c.row0, c.rows, m);
+    const StagedInputs in = staging.acquire(slot);
+    ASSERT_EQ(in.inputs.T, c.T);
+    Batch want = slice_rows(padded, c.row0, c.rows);
+    pad_to_length(want, c.T, 0);
+    EXPECT_EQ(read_i32(in.inputs.ids), want.input_ids);
+    EXPECT_EQ(read_i32(in.inputs.mask), want.attention_mask);
+    EXPECT_EQ(read_i32(in.inputs.pos_ids), position_ids(config, want));
+    MicroParams got;
+    copy(TensorView(&got, DType::U8, Device::cpu(), Shape{sizeof(MicroParams)}),
+         TensorView(const_cast<MicroParams*>(in.micro), DType::U8, device(),
+                    Shape{sizeof(MicroParams)}));
+    EXPECT_EQ(got.row0, m.row0);
+    EXPECT_EQ(got.offset, m.offset);
+    EXPECT_EQ(got.grad_scale, m.grad_scale);
+    EXPECT_EQ(got.loss_share, m.loss_share);
+    staging.release(slot);
+  }
+}
+
 TEST_P(InputStagingTest, MissingTypeIdsStageAsZeros) {
   EncoderConfig config;
   Batch step;
