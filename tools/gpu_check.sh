@@ -110,6 +110,13 @@ if want parity; then
       detail=${line#parity }
       row "parity $(basename "$m") $precision" "$([ $rc = 0 ] && echo ok || echo FAIL)" \
         "${detail#*: }"
+      # CUDA graphs on vs off (tools/gpu_parity.py runs the device twice when graphs are on).
+      gline=$(echo "$out" | grep '^graphs ' | tail -1)
+      if [ -n "$gline" ]; then
+        gstate=skipped
+        case "$gline" in *PASS) gstate=ok ;; *FAIL) gstate=FAIL ;; esac
+        row "graphs $(basename "$m") $precision" "$gstate" "${gline#*: }"
+      fi
     done
   done
   [ -f "$MINILM/model.safetensors" ] ||

@@ -114,9 +114,9 @@ def write_pair_task(path, n, seed):
             f.write(json.dumps({"text": text, "text_pair": pair, "label": int(good)}) + "\n")
 
 
-def train_losses(ftune, config, device, out_dir, precision="fp32"):
+def train_losses(ftune, config, device, out_dir, precision="fp32", extra=()):
     cmd = [ftune, "train", "--config", config, "training.device=" + device,
-           "output.dir=" + out_dir, "output.overwrite=true", "output.progress=plain"]
+           "output.dir=" + out_dir, "output.overwrite=true", "output.progress=plain"] + list(extra)
     # ftune's attention kernel: cuDNN's (the bf16 default on a GPU) draws other dropout masks.
     r = subprocess.run(cmd + ["training.precision=" + precision, "training.attention=ftune"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -140,7 +140,7 @@ def train_losses(ftune, config, device, out_dir, precision="fp32"):
     if summary.get("device") != ("cuda:0" if device == "cuda" else device):
         raise RuntimeError("summary.json of the %s run reports device %r" %
                            (device, summary.get("device")))
-    return losses, summary.get("memory", {})
+    return losses, summary
 
 
 def main():
@@ -182,8 +182,15 @@ def main():
                 % (a.steps, a.batch, a.batch, lr))
         f.write("output:\n  dir: %s\n" % os.path.join(work, "run"))
     try:  # the device first: a missing GPU or precision fails before the CPU run
-        gpu, memory = train_losses(a.ftune, config, a.device, os.path.join(work, "run-" + a.device),
-                                   a.precision)
+        gpu, gpu_summary = train_losses(a.ftune, config, a.device,
+                                        os.path.join(work, "run-" + a.device), a.precision)
+        memory = gpu_summary.get("memory", {})
+        # The same run without CUDA graphs: the graphs' replays must give the eager run's losses.
+        eager = None
+        if gpu_summary.get("cuda_graphs", {}).get("on"):
+            eager, _ = train_losses(a.ftune, config, a.device,
+                                    os.path.join(work, "run-" + a.device + "-eager"), a.precision,
+                                    ["training.cuda_graphs=off"])
         cpu, _ = train_losses(a.ftune, config, "cpu", os.path.join(work, "run-cpu"))
     except (RuntimeError, OSError, ValueError) as e:
         print("parity %s: ERROR %s" % (name, e))
@@ -209,6 +216,21 @@ def main():
         planned, measured = memory["planned_total_bytes"], memory["measured_device_bytes"]
         print("memory %s: planned %.1f MiB, measured %.1f MiB on %s (measured/planned %.3f)" %
               (name, planned / 2**20, measured / 2**20, a.device, measured / planned))
+    graphs = gpu_summary.get("cuda_graphs", {})
+    if eager is not None:
+        gdiff = max((abs(gpu[s] - eager[s]) / max(abs(eager[s]), 1e-12) for s in eager if s in gpu),
+                    default=math.inf)
+        graphs_ok = (set(eager) == set(gpu) and gdiff <= 1e-6 and graphs.get("replayed", 0) > 0
+                     and "failure" not in graphs)
+        print("graphs %s: captured %s, replayed %s, eager micro-batches %s%s; max rel loss diff vs "
+              "training.cuda_graphs=off %.3g, %s" %
+              (name, graphs.get("captured"), graphs.get("replayed"),
+               graphs.get("eager_micro_batches"),
+               (", FAILED: " + graphs["failure"]) if "failure" in graphs else "", gdiff,
+               "PASS" if graphs_ok else "FAIL"))
+        ok = ok and graphs_ok
+    else:
+        print("graphs %s: off (%s)" % (name, graphs.get("why", "no cuda_graphs in summary.json")))
     if not a.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "train/adamw.h"
 #include "train/precision.h"
+#include "train/step_graphs.h"
 
 namespace ftune::cli {
 namespace {
@@ -124,8 +125,8 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
         fmt::format("training.batch_size {} fixed, accumulation to {}", t.batch_size, effective));
 
   add("length-bucketed batches", "on",
-      "rows of similar length batched together, each "
-      "micro-batch padded to its own longest row");
+      "rows of similar length batched together, each micro-batch padded to its own longest row "
+      "(rounded up to training.pad_to_multiple_of)");
   if (t.prefetch > 0)
     add("input prefetch", "on",
         fmt::format("training.prefetch {}: step batches assembled ahead on a thread", t.prefetch));
@@ -144,7 +145,22 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
         fmt::format("loss, gradient norm and skip counters stay on the device; the host reads "
                     "them every training.log_every ({}) steps",
                     t.log_every));
-  if (!cpu) add("CUDA graphs", "not implemented", "each kernel is launched on its own");
+  try {
+    const ResolvedCudaGraphs g = resolve_cuda_graphs(t.cuda_graphs, f.device);
+    add("CUDA graphs", g.on ? "on" : "off", g.why);
+  } catch (const InputError& e) {
+    add("CUDA graphs", "error", e.what());
+  }
+  try {
+    const int64_t m = resolve_pad_multiple(t.pad_to_multiple_of, f.device);
+    add("padding to a multiple", m > 1 ? "on" : "off",
+        m > 1 ? fmt::format("micro-batches padded to a multiple of {} tokens (few shapes for "
+                            "graphs and cuDNN plans; masked, results unchanged)",
+                            m)
+              : std::string("each micro-batch padded only to its longest row"));
+  } catch (const InputError& e) {
+    add("padding to a multiple", "error", e.what());
+  }
 
   if (cpu)
     add("NVML sampling", "off", "CPU run");

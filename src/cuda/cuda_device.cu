@@ -4,9 +4,11 @@
 #include <array>
 #include <mutex>
 
+#include "core/error.h"
 #include "cuda/cuda_check.h"
 #include "cuda/streams.cuh"
 #include "cuda/cuda_device.h"
+#include "cuda/graph.h"
 
 namespace ftune::cuda {
 namespace {
@@ -138,11 +140,18 @@ void memcpy(void* dst, Device dst_device, const void* src, Device src_device, si
     set_device(dst_device);
   else if (!src_device.is_cpu())
     set_device(src_device);
-  // In order with the kernels on the compute stream; returns when the copy is done (host memory
-  // may be pageable).
+  // In order with the kernels on the compute stream. A copy from or to host memory returns when
+  // it is done (host memory may be pageable) and so cannot be part of a CUDA graph (cuda/graph.h);
+  // a device-to-device copy stays in stream order without the host waiting.
   const cudaStream_t stream = compute_stream();
+  const bool host_side = dst_device.is_cpu() || src_device.is_cpu();
+  if (host_side && compute_stream_capturing())
+    throw InternalError("a " + std::to_string(bytes) + " byte " +
+                        (dst_device.is_cpu() ? "device-to-host" : "host-to-device") +
+                        " copy inside a CUDA graph capture (it would wait for the host); move it "
+                        "before the captured region");
   FTUNE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, copy_kind(dst_device, src_device), stream));
-  FTUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (host_side) FTUNE_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void memset_zero(void* dst, Device device, size_t bytes) {

@@ -127,6 +127,14 @@ std::vector<Field> schema(TrainConfig& c) {
        scalar(&t.precision, "auto, fp32, bf16 or fp16")},
       {"training.tf32", "auto, on or off", scalar(&t.tf32, "auto, on or off")},
       {"training.attention", "auto, ftune or cudnn", scalar(&t.attention, "auto, ftune or cudnn")},
+      {"training.cuda_graphs", "auto, on or off", scalar(&t.cuda_graphs, "auto, on or off")},
+      {"training.pad_to_multiple_of", "auto or a positive integer",
+       [&t](const YAML::Node& n, const std::string& where) {
+         if (n.IsScalar() && n.Scalar() == "auto")
+           t.pad_to_multiple_of = 0;
+         else
+           scalar(&t.pad_to_multiple_of, "auto or a positive integer")(n, where);
+       }},
       {"training.max_nonfinite_steps", integer, scalar(&t.max_nonfinite_steps, integer)},
       {"training.prefetch", integer, scalar(&t.prefetch, integer)},
       {"training.gradient_checkpointing", "off, on or auto",
@@ -363,6 +371,9 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   one_of(t.precision, {"auto", "fp32", "bf16", "fp16"}, "training.precision");
   one_of(t.tf32, {"auto", "on", "off"}, "training.tf32");
   one_of(t.attention, {"auto", "ftune", "cudnn"}, "training.attention");
+  one_of(t.cuda_graphs, {"auto", "on", "off"}, "training.cuda_graphs");
+  require(t.pad_to_multiple_of >= 0 && t.pad_to_multiple_of <= 4096, "training.pad_to_multiple_of",
+          "must be auto or an integer in [1, 4096]");
   require(t.max_nonfinite_steps >= 1, "training.max_nonfinite_steps", "must be at least 1");
   require(t.prefetch >= 1, "training.prefetch", "must be at least 1");
   one_of(t.schedule, {"linear", "cosine", "constant"}, "training.schedule");

@@ -73,6 +73,11 @@ struct TrainConfig {
     std::string tf32 = "auto";
     // auto | ftune | cudnn: the kernel of 16-bit attention on a GPU (train/precision.h).
     std::string attention = "auto";
+    // auto | on | off: CUDA graphs of each micro-batch shape's step (train/step_graphs.h).
+    std::string cuda_graphs = "auto";
+    // Micro-batches are padded to a multiple of this many tokens; 0 = auto (8 on a GPU, 1 on the
+    // CPU: train/step_graphs.h).
+    int64_t pad_to_multiple_of = 0;
     int64_t max_nonfinite_steps = 10;  // consecutive skipped steps before the run aborts
     int64_t prefetch = 4;              // batches assembled ahead of the step
     GradientCheckpointing gradient_checkpointing = GradientCheckpointing::Auto;  // off|on|auto

@@ -73,6 +73,7 @@
 #include "train/batch_plan.h"
 #include "train/progress.h"
 #include "train/run_log.h"
+#include "train/step_graphs.h"
 #include "train/step_scalars.h"
 #include "train/stop_signal.h"
 #include "train/train_data.h"
@@ -86,6 +87,10 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
+
+// Executable CUDA graphs kept at most (train/step_graphs.h): (rows, padded length, slot) keys of
+// a run padded to multiples of 8 up to 512 tokens are 2 x 64 per micro-batch size.
+constexpr int64_t kMaxStepGraphs = 256;
 
 const std::vector<std::string> kTokenizerFiles = {
     "tokenizer.json", "tokenizer_config.json",   "special_tokens_map.json",
@@ -181,7 +186,7 @@ std::string trajectory_config(const YAML::Node& resolved) {
   for (const char* section : {"model", "data", "training", "preset", "peft"})
     if (resolved[section]) n[section] = YAML::Clone(resolved[section]);
   if (n["training"]) {
-    for (const char* k : {"threads", "log_every", "prefetch", "max_nonfinite_steps"})
+    for (const char* k : {"threads", "log_every", "prefetch", "max_nonfinite_steps", "cuda_graphs"})
       n["training"].remove(k);
   }
   YAML::Emitter out;
@@ -255,6 +260,9 @@ class Trainer {
   std::unique_ptr<SequenceClassifier> model_;
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<InputStaging> staging_;  // double-buffered micro-batch inputs
+  ResolvedCudaGraphs cuda_graphs_;          // training.cuda_graphs for the run's device
+  std::unique_ptr<StepGraphs> graphs_;      // the micro-batch graphs (GPU runs with graphs on)
+  int64_t pad_multiple_ = 1;                // training.pad_to_multiple_of, resolved
   ResolvedTf32 tf32_;  // TF32 for the fp32 GEMMs (a GPU setting)
   LossScaler scaler_;  // fp16: dynamic loss scaling (disabled otherwise: S = 1)
   std::unique_ptr<Arena> arena_;
@@ -401,6 +409,11 @@ void Trainer::plan_batch() {
     spdlog::info("attention kernel {} ({})", attention_kernel_name(plan_.attention.kernel),
                  plan_.attention.reason);
   tf32_ = resolve_tf32(tc_.tf32, plan_.target.device, plan_.precision.precision);
+  cuda_graphs_ = resolve_cuda_graphs(tc_.cuda_graphs, plan_.target.device);
+  pad_multiple_ = resolve_pad_multiple(tc_.pad_to_multiple_of, plan_.target.device);
+  if (!plan_.target.device.is_cpu())
+    spdlog::info("CUDA graphs {} ({}); micro-batches padded to a multiple of {} tokens",
+                 cuda_graphs_.on ? "on" : "off", cuda_graphs_.why, pad_multiple_);
 #ifdef FTUNE_WITH_CUDA
   if (!plan_.target.device.is_cpu()) cuda::set_gemm_tf32(tf32_.on);
 #endif
@@ -433,8 +446,9 @@ void Trainer::build_model_and_arena() {
         AdamWOptions{static_cast<float>(tc_.learning_rate), static_cast<float>(tc_.adam_beta1),
                      static_cast<float>(tc_.adam_beta2), static_cast<float>(tc_.adam_epsilon),
                      static_cast<float>(tc_.weight_decay)});
+    graphs_.reset();  // captured with the old arena's pointers
     staging_ = std::make_unique<InputStaging>(model_->options().max_batch,
-                                              model_->options().max_seq);
+                                              model_->options().max_seq, pad_multiple_);
     ArenaPlan plan;
     model_->add_to_plan(plan);
     adamw_->add_to_plan(plan);
@@ -487,6 +501,8 @@ void Trainer::build_model_and_arena() {
   model_->bind(*arena_);
   adamw_->bind(*arena_);
   staging_->bind(*arena_);
+  if (cuda_graphs_.on)
+    graphs_ = std::make_unique<StepGraphs>(cuda_graph_backend(plan_.target.device), kMaxStepGraphs);
   if (tc_.layer_decay < 1.0)
     apply_layer_decay(*adamw_, model_->trainable_params(), model_config_.num_layers,
                       tc_.layer_decay);
@@ -723,6 +739,14 @@ void Trainer::train_step() {
     const auto tw = Clock::now();
     step_batch_ = prefetch_->next();
     wait_seconds_ += seconds_since(tw);
+    // Padded to a multiple of pad_multiple_ tokens (within the planned length), so micro-batches
+    // come in few shapes (CUDA graphs, cuDNN plans); the padding is masked, so it changes results
+    // only through the order of sums.
+    const int64_t T = step_batch_.seq_len;
+    pad_to_length(step_batch_,
+                  std::max(T, std::min((T + pad_multiple_ - 1) / pad_multiple_ * pad_multiple_,
+                                       model_->options().max_seq)),
+                  pad_id_);
     step_batch_of_ = step_;
   }
   const Batch& step_batch = step_batch_;
@@ -740,8 +764,24 @@ void Trainer::train_step() {
   // an asynchronous copy) once k's kernels are queued, so they overlap k's compute.
   const bool inject_nonfinite = debug_nonfinite_step(step_ + 1);
   const float loss_scale = scaler_.scale();  // 1 unless fp16
+  // What differs between micro-batches, staged with their inputs (read on the device, so a CUDA
+  // graph replays any micro-batch of its shape: train/step_graphs.h).
+  const auto micro_params = [&](int64_t row0, int64_t rows) {
+    const double share = loss_weight(step_batch.labels, static_cast<size_t>(row0),
+                                     static_cast<size_t>(row0 + rows),
+                                     loss_options_.class_weights) /
+                         step_weight;
+    MicroParams m;
+    m.row0 = static_cast<uint64_t>(row0);
+    m.offset = static_cast<uint32_t>(step_);
+    m.grad_scale = static_cast<float>(share) * loss_scale;
+    m.loss_share = inject_nonfinite && row0 == 0 ? std::nan("") : share;
+    return m;
+  };
   int64_t micro_batches = micro_batches_;
-  int slot = staging_->stage(step_batch, step_positions_, 0, std::min(micro_batch_, step_batch.size));
+  const int64_t first_rows = std::min(micro_batch_, step_batch.size);
+  int slot = staging_->stage(step_batch, step_positions_, 0, first_rows,
+                             micro_params(0, first_rows));
   TrainingWork step_work;
   for (int64_t row0 = 0; row0 < step_batch.size; row0 += micro_batch_) {
     if (micro_batches == exit_at) {
@@ -749,26 +789,30 @@ void Trainer::train_step() {
       _exit(137);
     }
     const int64_t rows = std::min(micro_batch_, step_batch.size - row0);
-    const double share = loss_weight(step_batch.labels, static_cast<size_t>(row0),
-                                     static_cast<size_t>(row0 + rows),
-                                     loss_options_.class_weights) /
-                         step_weight;
-    const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(step_),
-                              static_cast<uint64_t>(row0), stream_seq_};
     const StagedInputs in = staging_->acquire(slot);
     model_->use_inputs(in.inputs, in.labels);
     step_work.add(flop_model(model_config_), step_batch, row0, rows, in.inputs.T);
-    model_->forward(dropout);
-    if (step_ + 1 == oom_at && oom_retries_.empty())
-      throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
-    const TensorView micro_loss = model_->loss(loss_options_);
-    step_scalars_add_loss(scalars, micro_loss,
-                          inject_nonfinite && row0 == 0 ? std::nan("") : share);
-    model_->backward(dropout, static_cast<float>(share) * loss_scale);
+    const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(step_),
+                              static_cast<uint64_t>(row0), stream_seq_, in.micro};
+    model_->prepare_forward(loss_options_);  // nothing lazy left inside the region
+    const auto region = [&] {
+      model_->forward(dropout);
+      if (step_ + 1 == oom_at && oom_retries_.empty())
+        throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
+      const TensorView micro_loss = model_->loss(loss_options_);
+      step_scalars_add_loss(scalars, micro_loss, 0.0, &in.micro->loss_share);
+      model_->backward(dropout, 1.0f, &in.micro->grad_scale);
+    };
+    if (graphs_)
+      graphs_->run(MicroGraphKey{rows, in.inputs.T, slot}, region);
+    else
+      region();
     staging_->release(slot);
-    if (row0 + micro_batch_ < step_batch.size)
-      slot = staging_->stage(step_batch, step_positions_, row0 + micro_batch_,
-                             std::min(micro_batch_, step_batch.size - row0 - micro_batch_));
+    if (row0 + micro_batch_ < step_batch.size) {
+      const int64_t next = std::min(micro_batch_, step_batch.size - row0 - micro_batch_);
+      slot = staging_->stage(step_batch, step_positions_, row0 + micro_batch_, next,
+                             micro_params(row0 + micro_batch_, next));
+    }
     ++micro_batches;
   }
   micro_batches_ = micro_batches;
@@ -905,6 +949,20 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["precision"] = std::string(precision_name(plan_.precision.precision));
   s["tf32"] = tf32_.on;
   s["attention"] = attention_kernel_name(plan_.attention.kernel);
+  s["pad_to_multiple_of"] = pad_multiple_;
+  {
+    nlohmann::json g{{"on", cuda_graphs_.on}, {"why", cuda_graphs_.why}};
+    if (graphs_) {
+      const StepGraphStats& st = graphs_->stats();
+      g["eager_micro_batches"] = st.eager;
+      g["captured"] = st.captured;
+      g["replayed"] = st.replayed;
+      g["evicted"] = st.evicted;
+      g["held"] = graphs_->graphs();
+      if (!st.failure.empty()) g["failure"] = st.failure;
+    }
+    s["cuda_graphs"] = g;
+  }
 #ifdef FTUNE_WITH_CUDA
   if (!plan_.target.device.is_cpu()) s["gemm_autotune"] = cuda::gemm_autotune_summary();
 #endif

@@ -62,7 +62,15 @@ TEST(DoctorReport, HopperGetsBf16AndSaysWhy) {
   EXPECT_EQ(find(states, "fused AdamW")->state, "on");
   EXPECT_NE(find(states, "fused AdamW")->reason.find("one kernel launch"), std::string::npos);
   EXPECT_EQ(find(states, "gradient checkpointing")->state, "auto");
-  EXPECT_EQ(find(states, "CUDA graphs")->state, "not implemented");
+  EXPECT_EQ(find(states, "CUDA graphs")->state, "on");
+  EXPECT_EQ(find(states, "padding to a multiple")->state, "on");
+  EXPECT_NE(find(states, "padding to a multiple")->reason.find("multiple of 8"), std::string::npos);
+  TrainConfig no_graphs = cfg;
+  no_graphs.training.cuda_graphs = "off";
+  no_graphs.training.pad_to_multiple_of = 1;
+  const auto eager = optimisation_states(f, no_graphs);
+  EXPECT_EQ(find(eager, "CUDA graphs")->state, "off");
+  EXPECT_EQ(find(eager, "padding to a multiple")->state, "off");
   EXPECT_EQ(find(states, "pinned staging / copy stream")->state, "on");
   EXPECT_EQ(find(states, "no host sync per step")->state, "on");
   EXPECT_EQ(find(states, "NVML sampling")->state, "on");
@@ -125,7 +133,11 @@ TEST(DoctorReport, FollowsTheConfigAndTheCpu) {
   EXPECT_EQ(find(states, "gradient checkpointing")->state, "on");
   EXPECT_EQ(find(states, "input prefetch")->state, "off");
   EXPECT_EQ(find(states, "NVML sampling")->state, "off");
-  EXPECT_EQ(find(states, "CUDA graphs"), nullptr);  // a GPU matter
+  EXPECT_EQ(find(states, "CUDA graphs")->state, "off");
+  EXPECT_EQ(find(states, "padding to a multiple")->state, "off");
+  cfg.training.cuda_graphs = "on";  // a GPU matter
+  EXPECT_EQ(find(optimisation_states(f, cfg), "CUDA graphs")->state, "error");
+  cfg.training.cuda_graphs = "auto";
   const std::string text = format_optimisations(states);
   EXPECT_NE(
       text.find("  gradient checkpointing            on   training.gradient_checkpointing on\n"),

@@ -191,5 +191,33 @@ TEST_F(MicroBatch, ARunThatChangedItsMicroBatchResumesBitExactly) {
   EXPECT_TRUE(wa == file_bytes(run_dir("killed") + "/model/model.safetensors"));
 }
 
+// training.pad_to_multiple_of pads every micro-batch (and the step batch) with masked tokens to a
+// multiple of 8 (the GPU default, which bounds the shapes CUDA graphs are captured for): the
+// trajectory is that of the unpadded run, and summary.json says what ran.
+TEST_F(MicroBatch, PaddingToAMultipleChangesNothingButTheOrderOfSums) {
+  train("unpadded", 4, 4);
+  train("padded", 4, 4, "  pad_to_multiple_of: 8\n");
+  expect_same_trajectory("unpadded", "padded");
+  const auto summary = nlohmann::json::parse(file_bytes(run_dir("padded") + "/summary.json"));
+  EXPECT_EQ(summary["pad_to_multiple_of"], 8);
+  EXPECT_EQ(summary["cuda_graphs"]["on"], false);
+  const auto plain = nlohmann::json::parse(file_bytes(run_dir("unpadded") + "/summary.json"));
+  EXPECT_EQ(plain["pad_to_multiple_of"], 1);  // auto on the CPU
+  // More tokens were computed for the same real ones.
+  EXPECT_GT(summary["padded_tokens_per_sample"].get<double>(),
+            plain["padded_tokens_per_sample"].get<double>());
+}
+
+TEST_F(MicroBatch, CudaGraphsOnTheCpuAreRefusedNamingTheKey) {
+  const CliResult r =
+      run_ftune("train --config " + config("graphs", 8, 2, "  cuda_graphs: on\n"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("training.cuda_graphs"), std::string::npos) << r.output;
+  const CliResult bad =
+      run_ftune("train --config " + config("pad", 8, 2, "  pad_to_multiple_of: -8\n"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("training.pad_to_multiple_of"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace ftune::test

@@ -1,0 +1,102 @@
+// CUDA graphs of the training step (training.cuda_graphs). A micro-batch's forward pass, loss and
+// backward pass launch hundreds of kernels; on a GPU their launch cost dominates small models and
+// short sequences. StepGraphs captures that region once per shape and replays it:
+//   key       (rows, padded length T, staging slot): the kernels' arguments are the arena's
+//             pointers and the shape, and each staging slot has its own input buffers
+//             (train/input_staging.h). What differs between micro-batches of one key — the
+//             dropout offset and row0, the loss share and gradient scale — is staged with the
+//             inputs in device memory (MicroParams, core/philox.h) and read by the kernels.
+//   1st use   runs eagerly: the warm-up in which GEMM autotuning, cuDNN graph builds and lazy
+//             caches happen (none of which may run inside a capture);
+//   2nd use   captures the region (nothing executes), instantiates it and launches the graph;
+//   later     launches the graph.
+// Work done lazily by forward() (the 16-bit weight shadow, DoRA's caches, class weights) is
+// brought up to date before the region by the caller (SequenceClassifier::prepare_forward), so a
+// replay never depends on it. At most max_graphs executable graphs are kept; the least recently
+// used is destroyed beyond that (its key is captured again on its next use). clear() forgets all
+// graphs: the trainer calls it whenever the arena is rebound (the pointers changed).
+// A capture that fails (an unsupported call in the region, instantiation failure) turns graphs off
+// for the rest of the run with one warning and runs that micro-batch eagerly; an exception of the
+// region itself (e.g. out of memory) abandons the capture and propagates.
+// The mechanism (begin/end/launch) is injected, so the policy is tested on the CPU with a fake.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "core/device.h"
+
+namespace ftune {
+
+struct MicroGraphKey {
+  int64_t rows = 0, seq = 0;
+  int slot = 0;
+  friend auto operator<=>(const MicroGraphKey&, const MicroGraphKey&) = default;
+};
+
+struct GraphBackend {
+  std::function<void()> begin;    // start capturing the compute stream
+  std::function<void*()> end;     // end capturing, instantiate; throws on failure
+  std::function<void()> abort;    // end an abandoned capture, discarding it (no throw)
+  std::function<void(void*)> launch;
+  std::function<void(void*)> destroy;
+};
+
+// The CUDA graphs of `device`'s compute stream (cuda/graph.h); NotBuiltError without CUDA.
+GraphBackend cuda_graph_backend(Device device);
+
+struct StepGraphStats {
+  int64_t eager = 0;     // regions run without a graph (warm-ups, and all after a failure)
+  int64_t captured = 0;  // graphs captured (each also launched once)
+  int64_t replayed = 0;  // launches of an existing graph
+  int64_t evicted = 0;   // graphs destroyed for max_graphs
+  std::string failure;   // why graphs were turned off; empty while they are on
+};
+
+class StepGraphs {
+ public:
+  StepGraphs(GraphBackend backend, int64_t max_graphs);
+  ~StepGraphs();
+  StepGraphs(const StepGraphs&) = delete;
+  StepGraphs& operator=(const StepGraphs&) = delete;
+
+  // Runs `body` (the micro-batch's region) for `key` as described above.
+  void run(const MicroGraphKey& key, const std::function<void()>& body);
+  void clear();  // destroys every graph and forgets every key
+  const StepGraphStats& stats() const { return stats_; }
+  int64_t graphs() const { return live_; }  // executable graphs held
+  bool enabled() const { return stats_.failure.empty(); }
+
+ private:
+  struct Entry {
+    int64_t uses = 0;
+    void* exec = nullptr;
+    uint64_t last_use = 0;
+  };
+  void evict_beyond_limit();
+
+  GraphBackend backend_;
+  int64_t max_graphs_;
+  std::map<MicroGraphKey, Entry> entries_;
+  int64_t live_ = 0;
+  uint64_t clock_ = 0;
+  StepGraphStats stats_;
+};
+
+struct ResolvedCudaGraphs {
+  bool on = false;
+  std::string why;
+};
+// training.cuda_graphs (auto | on | off) for a run on `device`: auto is on for CUDA devices; on is
+// an error (naming the key) on the CPU.
+ResolvedCudaGraphs resolve_cuda_graphs(const std::string& value, Device device);
+
+// training.pad_to_multiple_of (0 = auto) for a run on `device`: micro-batches are padded to a
+// multiple of it (bounding the shapes CUDA graphs and cuDNN plans are built for, and aligning
+// GEMM sizes). auto: 8 on a GPU, 1 (no extra padding) on the CPU.
+int64_t resolve_pad_multiple(int64_t value, Device device);
+
+}  // namespace ftune
