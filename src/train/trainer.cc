@@ -905,6 +905,8 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["precision"] = std::string(precision_name(plan_.precision.precision));
   s["tf32"] = tf32_.on;
   s["attention"] = attention_kernel_name(plan_.attention.kernel);
+  s["attention_memory"] = attention_memory_note(
+      uses_cudnn_attention(plan_.target.attention, plan_.target.device, plan_.target.precision));
 #ifdef FTUNE_WITH_CUDA
   if (!plan_.target.device.is_cpu()) s["gemm_autotune"] = cuda::gemm_autotune_summary();
 #endif
