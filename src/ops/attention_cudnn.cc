@@ -143,9 +143,9 @@ const char* attention_memory_note(bool cudnn_state) {
 
 std::string cudnn_attention_probe(int64_t B, int64_t T, int64_t H, int64_t D, DType dtype,
                                   float dropout_p) {
-#ifdef FTUNE_WITH_CUDA
   if (dtype != DType::BF16 && dtype != DType::F16)
     return fmt::format("cuDNN's flash attention is 16-bit only, not {}", dtype_name(dtype));
+#ifdef FTUNE_WITH_CUDA
   if (!cuda::cudnn_sdpa_compiled())
     return "this build has no cuDNN attention (" + cuda::cudnn_sdpa_build_note() + ")";
   if (cuda_device_count() == 0) return "no CUDA device is visible";
@@ -163,7 +163,7 @@ std::string cudnn_attention_probe(int64_t B, int64_t T, int64_t H, int64_t D, DT
   }
   return "";
 #else
-  (void)B, (void)T, (void)H, (void)D, (void)dtype, (void)dropout_p;
+  (void)B, (void)T, (void)H, (void)D, (void)dropout_p;
   return "this build has no CUDA";
 #endif
 }

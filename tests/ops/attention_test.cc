@@ -344,6 +344,14 @@ TEST(CudnnAttentionState, FollowsTheDocumentedLayout) {
   EXPECT_FALSE(uses_cudnn_attention(AttentionKernel::Ftune, Device::cuda(0), DType::BF16));
 }
 
+// The up-front check says why cuDNN cannot run a shape: fp32, and here no GPU or no CUDA build.
+TEST(CudnnAttentionState, ProbeSaysWhyItRefuses) {
+  EXPECT_NE(cudnn_attention_probe(2, 64, 2, 64, DType::F32, 0.1f).find("16-bit"),
+            std::string::npos);
+  if (cuda_device_count() == 0)
+    EXPECT_NE(cudnn_attention_probe(2, 64, 2, 64, DType::BF16, 0.1f), "");
+}
+
 FTUNE_INSTANTIATE_DEVICES(AttentionTest);
 
 }  // namespace
