@@ -83,8 +83,12 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
   } else {
     try {
       const ResolvedAttention r = resolve_attention(t.attention, f.device, precision, true);
-      add("flash attention (cuDNN)", r.kernel == AttentionKernel::Cudnn ? "on" : "off",
-          r.reason + " (cuDNN " + f.cudnn_detail + ")");
+      const bool on = r.kernel == AttentionKernel::Cudnn;
+      add("flash attention (cuDNN)", on ? "on" : "off",
+          r.reason + " (cuDNN " + f.cudnn_detail + ")" +
+              (on ? "; the (B, H, T, T) probabilities are not stored: per layer only the softmax "
+                    "statistics (B, H, T) fp32, so the planned micro-batch grows"
+                  : ""));
     } catch (const InputError& e) {
       add("flash attention (cuDNN)", "error", e.what());
     }

@@ -79,6 +79,8 @@ void run_plan(const PlanArgs& a) {
         {"model", model.architecture()},
         {"device", device_name(p.target.device)},
         {"precision", std::string(precision_name(p.precision.precision))},
+        {"attention", attention_kernel_name(p.attention.kernel)},
+        {"attention_reason", p.attention.reason},
         {"max_seq", p.target.max_seq},
         {"plan_lengths", cfg.training.plan_lengths},
         {"available_bytes", p.memory.available},
@@ -102,7 +104,7 @@ void run_plan(const PlanArgs& a) {
   std::cout << fmt::format(
       "{} ({} labels, {:.1f}M parameters{}), {} on {}\n"
       "longest sequence {} tokens ({}; data.max_length {})\n"
-      "memory: {} available ({}), budget {} = {}\n\n",
+      "memory: {} available ({}), budget {} = {}\n{}\n",
       model.architecture(), model.num_labels(),
       parameter_count(p.target) / 1e6,
       cfg.peft.enabled() ? fmt::format(", {}", peft_method_name(cfg.peft.method)) : "",
@@ -110,7 +112,11 @@ void run_plan(const PlanArgs& a) {
       cfg.training.plan_lengths == "data" ? "the data's, after tokenization"
                                           : "planned for data.max_length",
       max_length, format_bytes(p.memory.available), p.memory.source, format_bytes(c.budget),
-      p.budget_source);
+      p.budget_source,
+      p.target.device.is_cpu()
+          ? std::string()
+          : fmt::format("attention kernel {} ({})\n", attention_kernel_name(p.attention.kernel),
+                        p.attention.reason));
   const char* chosen_off = c.checkpointing == GradientCheckpointing::Off ? " *" : "";
   const char* chosen_on = c.checkpointing == GradientCheckpointing::On ? " *" : "";
   std::cout << fmt::format("micro-batch {} x {} tokens{}   {:>14} {:>14}\n", c.micro_batch,

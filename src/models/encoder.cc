@@ -37,6 +37,13 @@ DropoutRows rows(const DropoutPlan& d, int64_t T) {
   return DropoutRows{d.row0, T, d.stream_seq};
 }
 
+// The attention op's probs of a layer: (B, H, T, T), or the whole flat buffer of cuDNN's state
+// (ops/attention.h).
+TensorView attention_probs(const EncoderActivations& a, const LayerActivations& la, int64_t B,
+                           int64_t H, int64_t T) {
+  return a.cudnn_attention ? la.probs : la.probs.prefix({B, H, T, T});
+}
+
 // Columns [begin, begin + count) of a row-major 2-D view (a block of the fused QKV matrix).
 TensorView columns(const TensorView& v, int64_t begin, int64_t count) {
   TensorView out = v;
@@ -226,7 +233,7 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   for (int part = 0; part < 3; ++part)
     adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, xg, d, T,
                     qkv_fused, recompute);
-  attention_forward(ctx.reshape({B, T, C}), la.probs.prefix({B, H, T, T}),
+  attention_forward(ctx.reshape({B, T, C}), attention_probs(a, la, B, H, T),
                     qkv.reshape({B, T, 3 * C}), mask, H, dropout_p(d, c.attention_dropout),
                     key(d, attention_probs_site(l)), a.workspace, rows(d, T));
   adapter_forward(w, la, a, l, AdapterSite::AttnOut, attn, ctx, ctx, d, T, /*y_has_base=*/false,
@@ -295,7 +302,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   adapter_backward(w, g, la, a, l, AdapterSite::AttnOut, dtmp, ctx, dctx, d, T);
   attention_backward(dqkv.reshape({B, T, 3 * C}), dctx.reshape({B, T, C}),
                      la.qkv.prefix({N, 3 * C}).reshape({B, T, 3 * C}),
-                     la.probs.prefix({B, H, T, T}), mask, H, dropout_p(d, c.attention_dropout),
+                     attention_probs(a, la, B, H, T), mask, H, dropout_p(d, c.attention_dropout),
                      key(d, attention_probs_site(l)), a.workspace, rows(d, T),
                      la.ctx.prefix(NC).reshape({B, T, C}));
   for (int part = 0; part < 3; ++part)
@@ -413,6 +420,8 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   const DType h = how.compute;
   const bool mixed = h != f32;
   const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
+  // cuDNN's flash attention keeps its softmax statistics, not the probabilities.
+  const bool cudnn = uses_cudnn_attention(how.attention, how.device, h);
   plan.add("act/emb/sum", f32, {N, C});
   plan.add("act/emb/mean", f32, {N});
   plan.add("act/emb/rstd", f32, {N});
@@ -424,7 +433,10 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   const std::array<bool, kAdapterSites> sites = adapted_sites(c, how.adapters);
   for (int64_t s = 0; s < slots; ++s) {
     plan.add(act_name(s, "qkv"), h, {N, 3 * C});
-    plan.add(act_name(s, "probs"), f32, {max_batch, H, max_seq, max_seq});
+    if (cudnn)
+      plan.add(act_name(s, "probs"), f32, {cudnn_attention_state_floats(max_batch, H, max_seq)});
+    else
+      plan.add(act_name(s, "probs"), f32, {max_batch, H, max_seq, max_seq});
     plan.add(act_name(s, "ctx"), h, {N, C});
     plan.add(act_name(s, "attn"), h, {N, C});
     plan.add(act_name(s, "sum1"), f32, {N, C});
@@ -492,8 +504,7 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   int64_t ws = std::max(
       attention_workspace(how.device, max_batch, H, max_seq, c.head_dim(), training),
       layer_norm_backward_workspace(how.device, C));
-  if (!how.device.is_cpu() && how.compute != DType::F32 &&
-      attention_kernel() == AttentionKernel::Cudnn)
+  if (cudnn)
     ws = std::max(ws, cudnn_attention_workspace_floats(max_batch, H, max_seq, c.head_dim()));
   plan.add("work/encoder", f32, {ws});
 }
@@ -504,6 +515,7 @@ EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena&
   const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
   a.checkpointing = ckpt;
   a.compute = how.compute;
+  a.cudnn_attention = uses_cudnn_attention(how.attention, how.device, how.compute);
   const bool mixed = how.compute != DType::F32;
   if (mixed) a.emb_out_h = arena.view("act/emb/out_h");
   a.emb_sum = arena.view("act/emb/sum");

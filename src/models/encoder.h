@@ -6,7 +6,8 @@
 //
 // One layer (post-LayerNorm, as BERT):
 //   qkv   = x W_qkv^T + b_qkv                  (N, 3C)  [query | key | value] rows fused
-//   ctx   = attention(qkv, key mask)           (N, C)   probs (B, H, T, T) saved
+//   ctx   = attention(qkv, key mask)           (N, C)   probs (B, H, T, T) saved (with cuDNN's
+//                                                       flash attention only its softmax stats)
 //   a     = dropout(ctx W_o^T + b_o)           (N, C)
 //   h1    = LayerNorm(a + x)                   (N, C)   sum1 = a + x saved
 //   f     = dropout(gelu(h1 W_1^T + b_1) W_2^T + b_2)
@@ -48,6 +49,7 @@
 #include "models/adapters.h"
 #include "models/encoder_config.h"
 #include "models/param_table.h"
+#include "ops/attention_cudnn.h"
 
 namespace ftune {
 
@@ -107,6 +109,8 @@ struct EncoderActivations {
   TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
   bool checkpointing = false;
   DType compute = DType::F32;  // storage type of the GEMM activations (f32, bf16 or f16)
+  // The layers' probs are flat buffers of cuDNN's state (ops/attention_cudnn.h), not (B, H, T, T).
+  bool cudnn_attention = false;
 };
 
 // How the encoder is trained: checkpointing, and adapters (whose activations are planned).
@@ -115,6 +119,9 @@ struct EncoderTraining {
   AdapterConfig adapters;
   DType compute = DType::F32;  // mixed precision: bf16 (or f16) GEMM activations
   Device device = Device::cpu();  // where it runs: sizes the kernels' workspace (work/encoder)
+  // The attention kernel of the run: with cuDNN (on a GPU, 16-bit compute) each layer plans only
+  // cuDNN's state instead of the (B, H, T, T) probabilities (ops/attention_cudnn.h).
+  AttentionKernel attention = AttentionKernel::Ftune;
 };
 
 struct EncoderInputs {

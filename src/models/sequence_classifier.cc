@@ -67,10 +67,9 @@ void SequenceClassifier::add_to_plan(ArenaPlan& plan) const {
     plan.add(name, DType::I32, {N});
   plan.add("input/labels", DType::I32, {options_.max_batch});
   plan.add("input/class_weights", DType::F32, {K});
-  plan_encoder_activations(
-      config_, options_.max_batch, options_.max_seq, options_.training, plan,
-      EncoderTraining{options_.checkpointing, options_.adapters, options_.compute,
-                      options_.device});
+  plan_encoder_activations(config_, options_.max_batch, options_.max_seq, options_.training, plan,
+                           EncoderTraining{options_.checkpointing, options_.adapters,
+                                           options_.compute, options_.device, options_.attention});
   plan_adapter_caches(config_, options_.adapters, plan);
   plan_head_activations(config_, options_.max_batch, options_.training, plan);
   plan.add("act/loss/probs", DType::F32, {options_.max_batch, K});
@@ -125,8 +124,8 @@ void SequenceClassifier::bind(const Arena& arena) {
   class_weights_copied_ = false;
   enc_acts_ = bind_encoder_activations(
       config_, arena, options_.training,
-      EncoderTraining{options_.checkpointing, options_.adapters, options_.compute,
-                      options_.device});
+      EncoderTraining{options_.checkpointing, options_.adapters, options_.compute, options_.device,
+                      options_.attention});
   head_acts_ = bind_head_activations(arena, options_.training);
   probs_ = arena.view("act/loss/probs");
   loss_ = arena.view("act/loss/value");

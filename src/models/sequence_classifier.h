@@ -45,6 +45,9 @@ struct ClassifierOptions {
   DType compute = DType::F32;  // mixed precision: bf16 (or f16) GEMM activations and weight shadow
   // Where it runs: sizes the kernels' workspace (a CPU-sized one also serves CUDA, in chunks).
   Device device = Device::cpu();
+  // The run's attention kernel: cuDNN (with a GPU and 16-bit compute) plans its small state per
+  // layer instead of the probabilities (models/encoder.h, ops/attention_cudnn.h).
+  AttentionKernel attention = AttentionKernel::Ftune;
 };
 
 struct LossOptions {

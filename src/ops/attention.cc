@@ -23,7 +23,12 @@ cpu::AttentionDims check_attention(const char* op, const TensorView& qkv,
   check_shape(op, "key_mask", key_mask, Shape{B, T});
   check_dtype(op, "key_mask", key_mask, DType::I32);
   check_contiguous(op, "key_mask", key_mask);
-  check_f32(op, "probs", probs, Shape{B, num_heads, T, T});
+  if (probs.rank() == 1) {  // cuDNN's state (ops/attention_cudnn.h); sized where it is used
+    check_dtype(op, "probs", probs, DType::F32);
+    check_contiguous(op, "probs", probs);
+  } else {
+    check_f32(op, "probs", probs, Shape{B, num_heads, T, T});
+  }
   if (!(dropout_p >= 0.0f && dropout_p < 1.0f))
     throw ShapeError(fmt::format("{}: dropout p = {} outside [0, 1)", op, dropout_p));
   const int64_t D = C / num_heads;
@@ -46,6 +51,18 @@ void check_same_dtype(const char* op, const TensorView& qkv,
     if (v.dtype != qkv.dtype)
       throw ShapeError(fmt::format("{}: {} has dtype {} but qkv has {}", op, name,
                                    dtype_name(v.dtype), dtype_name(qkv.dtype)));
+}
+
+// ftune's kernels write and read (B, H, T, T) probabilities from the start of probs: a flat
+// buffer planned for cuDNN's state must be that large.
+void check_ftune_probs(const char* op, const TensorView& probs, const cpu::AttentionDims& d) {
+  const Shape shape{d.B, d.H, d.T, d.T};
+  if (probs.rank() == 1 && probs.numel() < shape.numel())
+    throw ShapeError(fmt::format(
+        "{}: ftune's kernel needs {} floats of probabilities for B={} T={} H={}, but the buffer "
+        "holds {} (it was planned for cuDNN's flash attention, which keeps no probabilities); "
+        "plan with training.attention: ftune",
+        op, shape.numel(), d.B, d.T, d.H, probs.numel()));
 }
 
 }  // namespace
@@ -74,6 +91,8 @@ void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorV
   check_float(op, "out", out, Shape{d.B, d.T, d.H * d.D});
   check_same_dtype(op, qkv, {{"out", out}});
   const Device dev = common_device(op, {out, probs, qkv, key_mask, workspace});
+  // On CUDA in 16 bits cuDNN may run: it checks a flat buffer itself (ops/attention_cudnn.h).
+  if (qkv.dtype == DType::F32 || dev.is_cpu()) check_ftune_probs(op, probs, d);
   if (qkv.dtype != DType::F32) {
     const int64_t n_qkv = qkv.numel(), n_out = out.numel();
     FTUNE_DISPATCH(op, dev,
@@ -114,6 +133,8 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
   check_float(op, "dqkv", dqkv, qkv.shape);
   check_same_dtype(op, qkv, {{"dout", dout}, {"dqkv", dqkv}});
   const Device dev = common_device(op, {dqkv, dout, qkv, probs, key_mask, workspace});
+  // On CUDA in 16 bits cuDNN may run: it checks a flat buffer itself (ops/attention_cudnn.h).
+  if (qkv.dtype == DType::F32 || dev.is_cpu()) check_ftune_probs(op, probs, d);
   if (qkv.dtype != DType::F32) {
     const int64_t n_qkv = qkv.numel(), n_out = dout.numel();
     FTUNE_DISPATCH(op, dev,

@@ -5,7 +5,10 @@
 // Shapes (C = H * D):
 //   qkv      (B, T, 3C)   per token [q | k | v]; head h uses columns [h*D, (h+1)*D) of each part
 //   key_mask (B, T) i32   1 = real token, 0 = padding (never attended to)
-//   probs    (B, H, T, T) softmax before dropout, saved for the backward pass
+//   probs    (B, H, T, T) softmax before dropout, saved for the backward pass; or a flat f32
+//            buffer (rank 1) planned for cuDNN's state (ops/attention_cudnn.h): cuDNN runs the
+//            call, and should it refuse, ftune's kernel runs on the buffer's first B*H*T*T floats
+//            if it has them (else ShapeError)
 //   out      (B, T, C)    context, head h in columns [h*D, (h+1)*D)
 // The dropout mask of probs element (b, h, i, j) is Philox(rng, e) >= p with stream index
 //   e = (((row0 + b) * H + h) * Tv + i) * Tv + j      (rows: ops/dropout.h; Tv = rows.stream_seq,

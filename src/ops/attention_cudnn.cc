@@ -7,6 +7,7 @@
 #include <string>
 #include <tuple>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
@@ -35,41 +36,53 @@ ProbsLayout probs_layout(const cpu::AttentionDims& d) {
 }
 
 #ifdef FTUNE_WITH_CUDA
-// Whether this call runs through cuDNN; the same answer for a layer's forward and backward.
+// Whether this call runs through cuDNN; the same answer for a layer's forward and backward (and a
+// recomputation): it depends only on the shape, the buffers and cuDNN's cached build.
+// probs (B, H, T, T): cuDNN when the process chose it and the call qualifies, else ftune's kernel
+// (one warning per refused shape). probs flat (cuDNN's state, ops/attention_cudnn.h): cuDNN
+// unless it refuses; then ftune's kernel when the buffer holds the probabilities (one warning per
+// shape), else a ShapeError naming the shape and training.attention: ftune.
 bool qualifies(const TensorView& qkv, const TensorView& probs, const TensorView& workspace,
                const cpu::AttentionDims& d, float dropout_p, cuda::SdpaShape* shape) {
-  if (g_kernel.load(std::memory_order_relaxed) != AttentionKernel::Cudnn) return false;
-  if (qkv.device.is_cpu() || (qkv.dtype != DType::BF16 && qkv.dtype != DType::F16)) return false;
-  if (!cuda::cudnn_sdpa_compiled()) return false;
-  if (probs_layout(d).end > static_cast<size_t>(probs.numel()) * sizeof(float)) return false;
+  const bool state_buffer = probs.rank() == 1;
+  if (!state_buffer && g_kernel.load(std::memory_order_relaxed) != AttentionKernel::Cudnn)
+    return false;
   shape->B = d.B;
   shape->T = d.T;
   shape->H = d.H;
   shape->D = d.D;
   shape->dtype = qkv.dtype == DType::BF16 ? cuda::SdpaDtype::BF16 : cuda::SdpaDtype::F16;
   shape->dropout = dropout_p;
+  std::string why;
+  if (qkv.device.is_cpu() || (qkv.dtype != DType::BF16 && qkv.dtype != DType::F16)) {
+    why = fmt::format("cuDNN runs 16-bit attention on a GPU, this is {} on {}",
+                      dtype_name(qkv.dtype), device_name(qkv.device));
+  } else if (!cuda::cudnn_sdpa_compiled()) {
+    why = "this build has no cuDNN attention (" + cuda::cudnn_sdpa_build_note() + ")";
+  } else if (probs_layout(d).end > static_cast<size_t>(probs.numel()) * sizeof(float)) {
+    why = fmt::format("the attention buffer holds {} floats, cuDNN's state needs {}", probs.numel(),
+                      cudnn_attention_state_floats(d.B, d.H, d.T));
+  } else if (cuda::cudnn_sdpa_supported(*shape, &why)) {
+    const size_t need = cuda::cudnn_sdpa_workspace_bytes(*shape);
+    const size_t have = static_cast<size_t>(workspace.numel()) * sizeof(float);
+    if (need <= have) return true;
+    why = fmt::format("it needs {} bytes of workspace, the plan has {}", need, have);
+  }
+  const int64_t probs_floats = d.B * d.H * d.T * d.T;
+  if (state_buffer && probs.numel() < probs_floats)
+    throw ShapeError(fmt::format(
+        "attention B={} T={} H={} D={}: cuDNN cannot run it ({}), and the run planned only "
+        "cuDNN's state for attention ({} floats per layer; ftune's kernel needs {} for this "
+        "call's probabilities); set training.attention: ftune",
+        d.B, d.T, d.H, d.D, why, probs.numel(), probs_floats));
   static std::mutex mu;
   static std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int, float>> warned;
   const auto key = std::make_tuple(d.B, d.T, d.H, d.D, static_cast<int>(shape->dtype), dropout_p);
-  std::string why;
-  if (!cuda::cudnn_sdpa_supported(*shape, &why)) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (warned.insert(key).second)
-      spdlog::warn("attention B={} T={} H={} D={}: cuDNN cannot run it ({}); ftune's kernel runs it",
-                   d.B, d.T, d.H, d.D, why);
-    return false;
-  }
-  const size_t need = cuda::cudnn_sdpa_workspace_bytes(*shape);
-  const size_t have = static_cast<size_t>(workspace.numel()) * sizeof(float);
-  if (need > have) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (warned.insert(key).second)
-      spdlog::warn("attention B={} T={} H={} D={}: cuDNN needs {} bytes of workspace, the plan has "
-                   "{}; ftune's kernel runs it",
-                   d.B, d.T, d.H, d.D, need, have);
-    return false;
-  }
-  return true;
+  std::lock_guard<std::mutex> lock(mu);
+  if (warned.insert(key).second)
+    spdlog::warn("attention B={} T={} H={} D={}: cuDNN cannot run it ({}); ftune's kernel runs it",
+                 d.B, d.T, d.H, d.D, why);
+  return false;
 }
 
 // stats, seq_lens and rng in the probs buffer, written for this call (the key mask and the
@@ -97,6 +110,49 @@ void set_attention_kernel(AttentionKernel kernel) { g_kernel.store(kernel); }
 AttentionKernel attention_kernel() { return g_kernel.load(); }
 const char* attention_kernel_name(AttentionKernel kernel) {
   return kernel == AttentionKernel::Cudnn ? "cudnn" : "ftune";
+}
+
+bool uses_cudnn_attention(AttentionKernel kernel, Device device, DType compute) {
+  return kernel == AttentionKernel::Cudnn && !device.is_cpu() && compute != DType::F32;
+}
+
+int64_t cudnn_attention_state_floats(int64_t B, int64_t H, int64_t T) {
+  const cpu::AttentionDims d{B, T, H, 1};
+  return static_cast<int64_t>(probs_layout(d).end / sizeof(float));
+}
+
+const char* attention_memory_note(bool cudnn_state) {
+  return cudnn_state
+             ? "cuDNN flash attention: softmax statistics (B, H, T) fp32, sequence lengths and "
+               "dropout seed per layer slot; the (B, H, T, T) probabilities are not stored"
+             : "attention probabilities (B, H, T, T) fp32 saved for backward, per layer slot";
+}
+
+std::string cudnn_attention_probe(int64_t B, int64_t T, int64_t H, int64_t D, DType dtype,
+                                  float dropout_p) {
+  if (dtype != DType::BF16 && dtype != DType::F16)
+    return fmt::format("cuDNN's flash attention is 16-bit only, not {}", dtype_name(dtype));
+#ifdef FTUNE_WITH_CUDA
+  if (!cuda::cudnn_sdpa_compiled())
+    return "this build has no cuDNN attention (" + cuda::cudnn_sdpa_build_note() + ")";
+  if (cuda_device_count() == 0) return "no CUDA device is visible";
+  const size_t have =
+      static_cast<size_t>(cudnn_attention_workspace_floats(B, H, T, D)) * sizeof(float);
+  for (const float p : {dropout_p, 0.0f}) {
+    const cuda::SdpaShape shape{
+        B, T, H, D, dtype == DType::BF16 ? cuda::SdpaDtype::BF16 : cuda::SdpaDtype::F16, p};
+    std::string why;
+    if (!cuda::cudnn_sdpa_supported(shape, &why)) return why;
+    const size_t need = cuda::cudnn_sdpa_workspace_bytes(shape);
+    if (need > have)
+      return fmt::format("dropout {}: it needs {} bytes of workspace, the plan reserves {}", p,
+                         need, have);
+  }
+  return "";
+#else
+  (void)B, (void)T, (void)H, (void)D, (void)dropout_p;
+  return "this build has no CUDA";
+#endif
 }
 
 int64_t cudnn_attention_workspace_floats(int64_t B, int64_t H, int64_t T, int64_t D) {

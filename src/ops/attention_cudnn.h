@@ -1,25 +1,52 @@
 // cuDNN's fused flash attention as the CUDA kernel of 16-bit attention (training.attention:
-// cudnn), behind the attention op's own contract (ops/attention.h): same inputs, same outputs, the
-// same planned buffers. What changes inside:
-//   - the (B, H, T, T) probs buffer of the call holds, from its start, what cuDNN keeps instead of
-//     probabilities: the softmax statistics (B, H, T) fp32, then the per-sequence lengths (2B i32)
-//     and the dropout seed / offset (2 i64), each 16-byte aligned; the buffer is far larger than
-//     that for every T >= 2 (a call whose buffer is too small runs ftune's kernel);
-//   - the workspace must hold cuDNN's (cudnn_sdpa_workspace_bytes of the shape); the planner adds
-//     cudnn_attention_workspace_floats for it, and a shape that needs more runs ftune's kernel
-//     (with one warning per shape);
-//   - dropout draws cuDNN's Philox masks, not ftune's: seed from (run seed, site, row0 of the
-//     micro-batch), offset from the optimizer step. Forward and backward (and checkpointing's
-//     recomputation) see the same mask, but masks differ from the CPU's and from ftune's CUDA
-//     kernel, and they depend on how a step is cut into micro-batches. Runs that must match the
-//     CPU (tools/gpu_parity.py) or stay micro-batch invariant use training.attention: ftune.
-// The choice is process-wide (set_attention_kernel, by the trainer); every qualifying call of the
-// forward and the backward pass makes the same decision, so a layer never mixes the two kernels.
+// cudnn), behind the attention op's own contract (ops/attention.h): same inputs, same outputs.
+//
+// What cuDNN keeps instead of the (B, H, T, T) probabilities (its "state"), from the start of the
+// call's probs buffer, in this layout (byte offsets; align16(n) rounds n up to a multiple of 16):
+//   stats     at 0                                (B, H, T) f32: softmax log-sum-exp per query row
+//   seq_lens  at S = align16(4 B H T)             (2B) i32: query lengths, then key lengths
+//   rng       at R = align16(S + 8 B)             (2) i64: dropout seed and offset
+//   end       =  R + 16 bytes = 4 * cudnn_attention_state_floats(B, H, T)
+// A run that uses cuDNN (uses_cudnn_attention: the kernel chosen, a GPU, 16-bit compute) plans
+// per layer slot only this: a flat f32 buffer of cudnn_attention_state_floats(max_batch, H,
+// max_seq) elements (BERT-base, B=32, T=512: 0.75 MiB where the probabilities take 384 MiB),
+// plus cuDNN's workspace (cudnn_attention_workspace_floats). The attention op knows the flat
+// (rank-1) buffer from the (B, H, T, T) one.
+//
+// The contract of a run on the small buffer (cuDNN's refusal is decided once, not per call):
+//   - up front, before the first step, the run's planner probes cuDNN with the run's largest shape
+//     (rows of the plan x longest sequence, the training dropout and 0 for evaluation;
+//     cudnn_attention_probe) where the GPU is visible; a refusal (shape not supported, workspace
+//     larger than planned) makes the whole run use ftune's kernel, with the (B, H, T, T)
+//     probabilities planned, and one warning (train/batch_plan.cc);
+//   - a call that cuDNN refuses later (some smaller shape) runs ftune's kernel for that call
+//     alone when the flat buffer holds its B*H*T*T probabilities (the planned buffer is
+//     max_batch*H*max_seq floats, so short or narrow batches often fit), with one warning per
+//     shape; when it does not, the call throws ShapeError naming the shape, cuDNN's reason and
+//     `training.attention: ftune`. Forward, backward and checkpointing's recomputation of a
+//     layer make the same choice (it depends only on the shape, the buffers and the cached
+//     build), so a layer never mixes the two kernels and the state written by the forward pass
+//     (or its recomputation) is what the backward pass reads;
+//   - the workspace must hold cuDNN's (cudnn_sdpa_workspace_bytes of the shape); a call whose
+//     workspace is smaller is refused as above.
+// With a (B, H, T, T) probs buffer (plans for ftune's kernel, and callers that do not plan for
+// cuDNN), the process-wide choice (set_attention_kernel) decides; a qualifying call runs cuDNN
+// on the buffer's start and a refused one runs ftune's kernel (one warning per shape).
+//
+// Dropout draws cuDNN's Philox masks, not ftune's: seed from (run seed, site, row0 of the
+// micro-batch), offset from the optimizer step. Forward and backward (and checkpointing's
+// recomputation) see the same mask, but masks differ from the CPU's and from ftune's CUDA kernel,
+// and they depend on how a step is cut into micro-batches. Runs that must match the CPU
+// (tools/gpu_parity.py) or stay micro-batch invariant use training.attention: ftune.
 // Plain C++; the cuDNN calls go through src/cuda/cudnn_attention.h.
 #pragma once
 
 #include <cstdint>
 
+#include <string>
+
+#include "core/device.h"
+#include "core/dtype.h"
 #include "core/philox.h"
 #include "core/tensor.h"
 #include "ops/attention.h"
@@ -32,14 +59,34 @@ void set_attention_kernel(AttentionKernel kernel);  // default Ftune
 AttentionKernel attention_kernel();
 const char* attention_kernel_name(AttentionKernel kernel);  // "ftune", "cudnn"
 
+// Whether a run plans cuDNN's state instead of the probabilities: the kernel is cuDNN, the device
+// a GPU and the compute type 16-bit (cuDNN's flash attention has no fp32).
+bool uses_cudnn_attention(AttentionKernel kernel, Device device, DType compute);
+
+// Floats of cuDNN's state for attention of (B, H, T) (the layout above, rounded up to whole
+// 16-byte units).
+int64_t cudnn_attention_state_floats(int64_t B, int64_t H, int64_t T);
+
+// What the attention category of a plan holds, for `ftune plan`, `ftune doctor` and summary.json.
+const char* attention_memory_note(bool cudnn_state);
+
+// Whether cuDNN runs attention of (B, T, H, D) in 16-bit `dtype` on the current GPU, training
+// (dropout_p) and evaluating (dropout 0), within cudnn_attention_workspace_floats(B, H, T, D) of
+// workspace: "" when it does, else why not. Builds (and caches) the graphs, tens to hundreds of
+// milliseconds; needs the GPU (without one, or without cuDNN in the build, says so).
+std::string cudnn_attention_probe(int64_t B, int64_t T, int64_t H, int64_t D, DType dtype,
+                                  float dropout_p);
+
 // What the planner reserves for cuDNN attention of up to (B, H, T, D) on top of the CUDA
 // kernel's own workspace: an fp32 (B, H, T, D) accumulator for dQ (what cuDNN's deterministic
 // backward uses) plus 16 MiB of slack, in floats.
 int64_t cudnn_attention_workspace_floats(int64_t B, int64_t H, int64_t T, int64_t D);
 
-// Run the pass through cuDNN and return true when the process uses cuDNN attention and this call
-// qualifies (CUDA, 16-bit storage, cuDNN built and accepting the shape, the buffers large
-// enough); return false, having done nothing, when ftune's kernel must run.
+// Run the pass through cuDNN and return true when the call asks for it (a flat state buffer, or
+// the process uses cuDNN attention) and qualifies (CUDA, 16-bit storage, cuDNN built and
+// accepting the shape, the buffers large enough); return false, having done nothing, when
+// ftune's kernel must run (probs then holds its (B, H, T, T) probabilities). Throws ShapeError
+// when cuDNN refuses a call whose flat buffer has no room for ftune's kernel (see above).
 bool try_cudnn_attention_forward(TensorView out, TensorView probs, TensorView qkv,
                                  TensorView key_mask, const cpu::AttentionDims& d,
                                  float dropout_p, RngKey rng, TensorView workspace);

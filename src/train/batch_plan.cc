@@ -2,7 +2,11 @@
 #include "train/batch_plan.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
+
+#include "core/device.h"
 #include "ops/attention_cudnn.h"
 #include "train/precision.h"
 
@@ -20,9 +24,10 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
   p.target = PlanTarget{model, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
   p.precision = resolve_precision(tc.precision, options.device);
   p.target.precision = compute_dtype(p.precision.precision);
-  // Before planning: cuDNN attention adds its workspace to the plan (ops/attention_cudnn.h).
+  // Before planning: with cuDNN attention each layer plans its softmax statistics instead of
+  // the probabilities, plus cuDNN's workspace (ops/attention_cudnn.h).
   p.attention = resolve_attention(tc.attention, options.device, p.precision.precision);
-  set_attention_kernel(p.attention.kernel);
+  p.target.attention = p.attention.kernel;
   if (options.device_memory) {
     p.memory = DeviceMemoryInfo{*options.device_memory, *options.device_memory, "--memory"};
   } else {
@@ -40,6 +45,30 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
     p.budget_source = "training.memory_budget";
   }
   p.choice = choose_batch(p.target, p.request);
+  // The plan's largest attention (its rows x the longest sequence, training dropout and
+  // evaluation) goes to cuDNN now, where the GPU is here: a refusal later could find no room for
+  // ftune's kernel in the small buffer. Refused: ftune's kernel for the whole run, planned again.
+  const bool cudnn = uses_cudnn_attention(p.attention.kernel, p.target.device, p.target.precision);
+  if (cudnn && p.target.device.index < cuda_device_count()) {
+    const int64_t rows = std::max(p.choice.micro_batch, p.target.eval_batch);
+    const std::string why =
+        cudnn_attention_probe(rows, p.target.max_seq, model.num_heads, model.head_dim(),
+                              p.target.precision, model.attention_dropout);
+    if (!why.empty()) {
+      spdlog::warn(
+          "training.attention {}: cuDNN cannot run this run's largest attention (B={} T={} H={} "
+          "D={}: {}); ftune's kernel runs the whole run, with the (B, H, T, T) probabilities "
+          "planned",
+          tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim(), why);
+      p.attention = {AttentionKernel::Ftune,
+                     fmt::format("training.attention {}, but cuDNN refused the run's largest "
+                                 "attention ({})",
+                                 tc.attention, why)};
+      p.target.attention = p.attention.kernel;
+      p.choice = choose_batch(p.target, p.request);
+    }
+  }
+  set_attention_kernel(p.attention.kernel);
   return p;
 }
 

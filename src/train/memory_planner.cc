@@ -10,6 +10,7 @@
 #include "core/memory.h"
 #include "cuda/gemm.h"
 #include "models/sequence_classifier.h"
+#include "ops/attention_cudnn.h"
 #include "train/adamw.h"
 #include "train/input_staging.h"
 
@@ -34,7 +35,7 @@ const std::vector<CategoryInfo>& category_list() {
       {"activations",
        "saved for the backward pass (checkpointing: layer outputs + one layer); mixed precision: "
        "GEMM inputs and outputs in bf16 / f16, residual stream and LayerNorms in fp32"},
-      {"attention", "attention probabilities saved for backward, per layer slot"},
+      {"attention", attention_memory_note(false)},
       {"activation gradients", "reused across layers"},
       {"workspace", "attention and layer-norm scratch, LoRA dropout"},
       {"GEMM workspace", "none on the CPU"},
@@ -55,8 +56,12 @@ const char* MemoryPlan::category_of(const std::string& name) {
   if (starts("adapter/")) return "adapter caches";
   if (starts("gradact/")) return "activation gradients";
   if (starts("act/")) {
+    // A layer's attention probabilities (or cuDNN's state); the head's softmax ("act/loss/probs")
+    // is an activation.
     const size_t slash = name.rfind('/');
-    return name.compare(slash + 1, std::string::npos, "probs") == 0 ? "attention" : "activations";
+    return starts("act/layer") && name.compare(slash + 1, std::string::npos, "probs") == 0
+               ? "attention"
+               : "activations";
   }
   if (starts("work/")) return "workspace";
   if (starts("input/")) return "input staging";
@@ -97,6 +102,7 @@ ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t 
   options.checkpointing = checkpointing;
   options.compute = target.precision;
   options.device = target.device;
+  options.attention = target.attention;
   return options;
 }
 
@@ -120,6 +126,10 @@ MemoryPlan plan_memory(const PlanTarget& target, int64_t micro_batch,
   m.rows = std::max(micro_batch, target.eval_batch);
   m.max_seq = target.max_seq;
   m.checkpointing = checkpointing;
+  for (MemoryCategory& c : m.categories)
+    if (c.name == "attention")
+      c.note = attention_memory_note(
+          uses_cudnn_attention(target.attention, target.device, target.precision));
   return m;
 }
 

@@ -37,6 +37,9 @@ struct PlanTarget {
   int64_t eval_batch = 0;  // rows of an evaluation batch; 0: the micro-batch
   Device device = Device::cpu();
   DType precision = DType::F32;  // GEMM activations and weight shadow (train/precision.h)
+  // training.attention resolved: cuDNN (on a GPU, 16-bit) plans its softmax statistics per layer
+  // instead of the (B, H, T, T) probabilities (ops/attention_cudnn.h).
+  AttentionKernel attention = AttentionKernel::Ftune;
 };
 
 struct MemoryCategory {

@@ -949,6 +949,8 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["precision"] = std::string(precision_name(plan_.precision.precision));
   s["tf32"] = tf32_.on;
   s["attention"] = attention_kernel_name(plan_.attention.kernel);
+  s["attention_memory"] = attention_memory_note(
+      uses_cudnn_attention(plan_.target.attention, plan_.target.device, plan_.target.precision));
   s["pad_to_multiple_of"] = pad_multiple_;
   {
     nlohmann::json g{{"on", cuda_graphs_.on}, {"why", cuda_graphs_.why}};

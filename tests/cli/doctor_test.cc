@@ -87,6 +87,8 @@ TEST(DoctorReport, CudnnAttentionIsOnWithBf16WhereBuiltAndOffForParity) {
   EXPECT_EQ(flash->state, "on");
   EXPECT_NE(flash->reason.find("auto: bf16 on a GPU: cuDNN flash attention"), std::string::npos)
       << flash->reason;
+  EXPECT_NE(flash->reason.find("probabilities are not stored"), std::string::npos)
+      << flash->reason;
   const auto state_with = [&](const char* attention, const char* precision) {
     TrainConfig c;
     c.training.attention = attention;

@@ -2,13 +2,19 @@
 // masks and dropout; backward vs finite differences with the dropout mask held fixed; an
 // all-padding row attends uniformly (HF's additive-mask behaviour); thread-count independence; the
 // (row0, Tv) dropout layout: sequences cut into micro-batches of other padded lengths get the
-// probability-dropout masks they get in the whole batch.
+// probability-dropout masks they get in the whole batch. A flat probs buffer (planned for cuDNN's
+// state, ops/attention_cudnn.h) serves ftune's kernel when it holds the probabilities, with the
+// same results, and is a clear error naming training.attention when it does not.
 #include "ops/attention.h"
 
 #include <cmath>
+#include <string>
+#include <tuple>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "op_test_util.h"
+#include "ops/attention_cudnn.h"
 
 namespace ftune::test {
 namespace {
@@ -266,6 +272,84 @@ TEST_P(AttentionTest, MatchesTheCpuOpWithPaddingDropoutAndManyHeads) {
     check(got.dqkv, want.dqkv, "dqkv");
   }
   set_compute_threads(0);
+}
+
+TEST_P(AttentionTest, FlatStateBufferServesFtunesKernelOnlyWhenItHoldsTheProbabilities) {
+  // fp32 never runs through cuDNN: a flat buffer is ftune's (B, H, T, T) probabilities at its
+  // start when it is that large, else the call fails before touching anything.
+  const Case c = make_case();
+  const int64_t C = c.H * c.D, n_probs = c.B * c.H * c.T * c.T;
+  const float p = 0.25f;
+  const RngKey key{9, 4, 2};
+  const auto qkv = random_values(c.B * c.T * 3 * C, rng, -2, 2);
+  const auto r = random_values(c.B * c.T * C, rng);
+  auto dq = device_f32(qkv, {c.B, c.T, 3 * C}, device());
+  auto dm = device_i32(c.mask, {c.B, c.T}, device());
+  auto ws = zeros({attention_workspace(c.T, c.D)}, device());
+  auto dout = device_f32(r, {c.B, c.T, C}, device());
+  auto run = [&](TensorView probs) {
+    auto out = poisoned({c.B, c.T, C}, device());
+    auto dqkv = poisoned({c.B, c.T, 3 * C}, device());
+    attention_forward(out.view(), probs, dq.view(), dm.view(), int(c.H), p, key, ws.view());
+    attention_backward(dqkv.view(), dout.view(), dq.view(), probs, dm.view(), int(c.H), p, key,
+                       ws.view());
+    return std::pair{to_vector(out.view()), to_vector(dqkv.view())};
+  };
+  auto full = poisoned({c.B, c.H, c.T, c.T}, device());
+  auto flat = poisoned({n_probs + 5}, device());
+  const auto want = run(full.view());
+  EXPECT_EQ(run(flat.view()), want);
+  EXPECT_EQ(to_vector(flat.view().flat_range(0, n_probs)), to_vector(full.view()));
+  // cuDNN's state for this shape is far smaller than the probabilities: ftune's kernel cannot run.
+  const int64_t state = cudnn_attention_state_floats(c.B, c.H, c.T);
+  ASSERT_LT(state, n_probs);
+  auto small = poisoned({state}, device());
+  auto out = poisoned({c.B, c.T, C}, device());
+  try {
+    attention_forward(out.view(), small.view(), dq.view(), dm.view(), int(c.H), p, key, ws.view());
+    FAIL() << "a state-sized buffer ran ftune's kernel";
+  } catch (const ShapeError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("attention_forward"), std::string::npos) << m;
+    EXPECT_NE(m.find("training.attention: ftune"), std::string::npos) << m;
+    EXPECT_NE(m.find(std::to_string(n_probs)), std::string::npos) << m;
+  }
+  auto dqkv = poisoned({c.B, c.T, 3 * C}, device());
+  EXPECT_THROW(attention_backward(dqkv.view(), dout.view(), dq.view(), small.view(), dm.view(),
+                                  int(c.H), p, key, ws.view()),
+               ShapeError);
+  // Nothing was written.
+  for (float v : to_vector(out.view())) ASSERT_TRUE(std::isnan(v));
+  // A flat buffer must be f32.
+  auto wrong = zeros({n_probs}, device(), DType::BF16);
+  EXPECT_THROW(attention_forward(out.view(), wrong.view(), dq.view(), dm.view(), int(c.H), p, key,
+                                 ws.view()),
+               ShapeError);
+}
+
+// The layout of cuDNN's state documented in ops/attention_cudnn.h, computed independently.
+TEST(CudnnAttentionState, FollowsTheDocumentedLayout) {
+  auto align16 = [](int64_t n) { return (n + 15) / 16 * 16; };
+  for (const auto& [B, H, T] :
+       {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {3, 2, 7}, {32, 12, 512}, {5, 12, 77}}) {
+    const int64_t S = align16(4 * B * H * T), R = align16(S + 8 * B), end = R + 16;
+    EXPECT_EQ(cudnn_attention_state_floats(B, H, T) * 4, end) << B << " " << H << " " << T;
+  }
+  // BERT-base, B=32, T=512: 0.75 MiB instead of 384 MiB of probabilities per layer.
+  EXPECT_LT(cudnn_attention_state_floats(32, 12, 512) * 4, (size_t{3} << 18) + 512);
+  EXPECT_TRUE(uses_cudnn_attention(AttentionKernel::Cudnn, Device::cuda(0), DType::BF16));
+  EXPECT_TRUE(uses_cudnn_attention(AttentionKernel::Cudnn, Device::cuda(0), DType::F16));
+  EXPECT_FALSE(uses_cudnn_attention(AttentionKernel::Cudnn, Device::cuda(0), DType::F32));
+  EXPECT_FALSE(uses_cudnn_attention(AttentionKernel::Cudnn, Device::cpu(), DType::BF16));
+  EXPECT_FALSE(uses_cudnn_attention(AttentionKernel::Ftune, Device::cuda(0), DType::BF16));
+}
+
+// The up-front check says why cuDNN cannot run a shape: fp32, and here no GPU or no CUDA build.
+TEST(CudnnAttentionState, ProbeSaysWhyItRefuses) {
+  EXPECT_NE(cudnn_attention_probe(2, 64, 2, 64, DType::F32, 0.1f).find("16-bit"),
+            std::string::npos);
+  if (cuda_device_count() == 0)
+    EXPECT_NE(cudnn_attention_probe(2, 64, 2, 64, DType::BF16, 0.1f), "");
 }
 
 FTUNE_INSTANTIATE_DEVICES(AttentionTest);

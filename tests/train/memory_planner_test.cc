@@ -2,7 +2,9 @@
 // largest micro-batch is exact (plan(m) <= budget < plan(m + 1)) and never over budget across
 // model shapes, checkpointing and adapters, and the batch choice splits the effective batch as
 // documented (fewest accumulation steps, even micro-batches, checkpointing only when it reduces
-// accumulation). Sizes parse with units and fail with the key named.
+// accumulation). Sizes parse with units and fail with the key named. A GPU plan with cuDNN's flash
+// attention (bf16 / f16) keeps per layer only cuDNN's state, not the (B, H, T, T) probabilities;
+// every other plan is unchanged by the attention setting.
 #include "train/memory_planner.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +14,7 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "ops/attention_cudnn.h"
 
 namespace ftune::test {
 namespace {
@@ -328,6 +331,126 @@ TEST(MemoryPlanner, GpuWorkspaceLetsTheLargestMicroBatchGrow) {
               "{} host threads' CPU scratch)\n",
               seq, dtype_name(precision), gib, old_fit, fit, threads);
         }
+}
+
+// cuDNN's state per layer, from the layout documented in ops/attention_cudnn.h: stats (B, H, T)
+// f32, then seq_lens (2B) i32 and rng (2) i64, each at a 16-byte aligned offset.
+size_t cudnn_state_bytes(int64_t B, int64_t H, int64_t T) {
+  auto align16 = [](int64_t n) { return (n + 15) / 16 * 16; };
+  const int64_t seq_lens = align16(4 * B * H * T), rng = align16(seq_lens + 8 * B);
+  return static_cast<size_t>(rng + 16);
+}
+
+// cudnn_attention_workspace_floats as documented: an fp32 (B, H, T, D) dQ accumulator + 16 MiB.
+int64_t cudnn_workspace_floats(const EncoderConfig& m, int64_t rows, int64_t T) {
+  return rows * m.num_heads * T * m.head_dim() + (int64_t{16} << 20) / 4;
+}
+
+TEST(MemoryPlanner, CudnnAttentionPlansOnlyItsStatePerLayer) {
+  const Device gpu{DeviceKind::CUDA, 0};
+  for (const EncoderConfig& m : models())
+    for (const AdapterConfig& a : adapter_settings())
+      for (const DType precision : {DType::BF16, DType::F16})
+        for (auto ckpt : {GradientCheckpointing::Off, GradientCheckpointing::On})
+          for (const auto& [seq, eval_batch] : {std::pair<int64_t, int64_t>{128, 0}, {77, 48}}) {
+            PlanTarget ftune{m, a, seq, eval_batch, gpu, precision};
+            PlanTarget cudnn = ftune;
+            cudnn.attention = AttentionKernel::Cudnn;
+            for (const int64_t mb : {1, 8, 33}) {
+              const int64_t rows = std::max(mb, eval_batch);
+              const ArenaPlan with = training_arena_plan(cudnn, mb, ckpt);
+              const ArenaPlan without = training_arena_plan(ftune, mb, ckpt);
+              ASSERT_EQ(with.buffers().size(), without.buffers().size());
+              int64_t layers = 0;
+              size_t saved = 0;
+              for (size_t i = 0; i < with.buffers().size(); ++i) {
+                const PlannedBuffer& b = with.buffers()[i];
+                const PlannedBuffer& f = without.buffers()[i];
+                ASSERT_EQ(b.name, f.name);
+                if (MemoryPlan::category_of(b.name) == std::string("attention")) {
+                  ++layers;
+                  EXPECT_EQ(b.bytes, cudnn_state_bytes(rows, m.num_heads, seq)) << b.name;
+                  EXPECT_EQ(f.bytes, size_t(rows * m.num_heads * seq * seq) * sizeof(float));
+                  saved += align_up(f.bytes) - align_up(b.bytes);
+                } else if (b.name == "work/encoder") {
+                  EXPECT_EQ(b.bytes, std::max(cuda_attention_floats(m, rows, seq),
+                                              cudnn_workspace_floats(m, rows, seq)) *
+                                         sizeof(float));
+                  EXPECT_EQ(f.bytes, cuda_attention_floats(m, rows, seq) * sizeof(float));
+                } else {
+                  EXPECT_EQ(b.bytes, f.bytes) << b.name;
+                }
+              }
+              EXPECT_EQ(layers, ckpt == GradientCheckpointing::On ? 1 : m.num_layers);
+              const MemoryPlan pc = plan_memory(cudnn, mb, ckpt), pf = plan_memory(ftune, mb, ckpt);
+              EXPECT_EQ(pc.arena, with.total_bytes());
+              for (size_t i = 0; i < pc.categories.size(); ++i)
+                if (pc.categories[i].name == "attention") {
+                  EXPECT_EQ(pf.categories[i].bytes - pc.categories[i].bytes, saved);
+                  EXPECT_NE(pc.categories[i].note.find("not stored"), std::string::npos);
+                  EXPECT_EQ(pf.categories[i].note.find("not stored"), std::string::npos);
+                }
+            }
+          }
+}
+
+TEST(MemoryPlanner, AttentionSettingLeavesCpuAndFp32PlansUnchanged) {
+  // cuDNN runs only 16-bit attention on a GPU: a CPU plan (any precision) and a GPU fp32 plan are
+  // the same whatever the attention kernel.
+  for (const EncoderConfig& m : models())
+    for (const AdapterConfig& a : adapter_settings())
+      for (auto ckpt : {GradientCheckpointing::Off, GradientCheckpointing::On})
+        for (const auto& [device, precision] :
+             {std::pair{Device::cpu(), DType::F32}, std::pair{Device::cpu(), DType::BF16},
+              std::pair{Device{DeviceKind::CUDA, 0}, DType::F32}}) {
+          PlanTarget ftune{m, a, 77, 0, device, precision};
+          PlanTarget cudnn = ftune;
+          cudnn.attention = AttentionKernel::Cudnn;
+          const ArenaPlan x = training_arena_plan(ftune, 12, ckpt),
+                          y = training_arena_plan(cudnn, 12, ckpt);
+          ASSERT_EQ(x.buffers().size(), y.buffers().size());
+          for (size_t i = 0; i < x.buffers().size(); ++i) {
+            EXPECT_EQ(x.buffers()[i].name, y.buffers()[i].name);
+            EXPECT_EQ(x.buffers()[i].bytes, y.buffers()[i].bytes) << x.buffers()[i].name;
+            EXPECT_EQ(x.buffers()[i].dtype, y.buffers()[i].dtype) << x.buffers()[i].name;
+          }
+          EXPECT_EQ(x.total_bytes(), y.total_bytes());
+        }
+}
+
+// BERT-base in bf16 on a 24 GiB and an 80 GiB GPU at the default memory fraction: the largest
+// micro-batch with cuDNN's state per layer against ftune's kernel with the probabilities, exact
+// (plan(fit) <= budget < plan(fit + 1)) and larger, the more so the longer the sequences.
+TEST(MemoryPlanner, CudnnAttentionLetsTheLargestMicroBatchGrow) {
+  const EncoderConfig bert = models()[0];
+  const Device gpu{DeviceKind::CUDA, 0};
+  for (const size_t gib : {size_t{24}, size_t{80}})
+    for (const int64_t seq : {int64_t{128}, int64_t{512}})
+      for (auto ckpt : {GradientCheckpointing::Off, GradientCheckpointing::On}) {
+        const size_t budget = static_cast<size_t>(0.95 * static_cast<double>(gib << 30));
+        PlanTarget ftune{bert, {}, seq, 0, gpu, DType::BF16};
+        PlanTarget cudnn = ftune;
+        cudnn.attention = AttentionKernel::Cudnn;
+        const int64_t f = largest_micro_batch(ftune, ckpt, budget, 100000);
+        const int64_t c = largest_micro_batch(cudnn, ckpt, budget, 100000);
+        for (const auto& [t, fit] : {std::pair{ftune, f}, std::pair{cudnn, c}}) {
+          ASSERT_GT(fit, 0);
+          EXPECT_LE(plan_memory(t, fit, ckpt).total, budget);
+          EXPECT_GT(plan_memory(t, fit + 1, ckpt).total, budget);
+        }
+        EXPECT_GT(c, f);
+        // Without the probabilities a row costs less by their 12 layers' (or one slot's) H*T*T
+        // floats (the state takes H*T plus a little).
+        const auto per_row = [&](const PlanTarget& t) {
+          return plan_memory(t, 2, ckpt).total - plan_memory(t, 1, ckpt).total;
+        };
+        EXPECT_LT(per_row(cudnn), per_row(ftune));
+        fmt::print(
+            "BERT-base {} tokens bf16 at 0.95 x {} GiB, gradient checkpointing {}: largest "
+            "micro-batch {} with ftune's kernel (probabilities stored), {} with cuDNN (state "
+            "only)\n",
+            seq, gib, gradient_checkpointing_name(ckpt), f, c);
+      }
 }
 
 TEST(MemoryPlanner, ParsesSizes) {

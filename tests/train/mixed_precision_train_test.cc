@@ -5,7 +5,8 @@
 // touches what it plans (with and without gradient checkpointing); the micro-batch split does not
 // change a bf16 trajectory; LoRA and DoRA in bf16 follow fp32 LoRA / DoRA and touch their plans
 // (DoRA in fp16 trains too); fp16 skips the steps whose gradients overflow and halves its loss
-// scale; training.precision errors name the key and the allowed values.
+// scale; training.precision errors name the key and the allowed values. `ftune plan` for a GPU
+// in bf16 with cuDNN attention plans its small state per layer instead of the probabilities.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,8 @@
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 
+#include "core/device.h"
+#include "cuda/cuda_libraries.h"
 #include "run_cli.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -265,7 +268,57 @@ TEST_F(MixedPrecisionRun, AttentionKeyIsValidatedAndTheCpuRunsFtunesKernel) {
   EXPECT_NE(c.output.find("needs a CUDA device"), std::string::npos) << c.output;
   train("attn_auto", "  precision: bf16\n", 2);
   EXPECT_EQ(summary("attn_auto")["attention"], "ftune");
+  EXPECT_NE(summary("attn_auto")["attention_memory"].get<std::string>().find("saved for backward"),
+            std::string::npos);
   EXPECT_EQ(attention_kernel(), AttentionKernel::Ftune);
+}
+
+TEST_F(MixedPrecisionRun, GpuPlanWithCudnnAttentionStoresNoProbabilities) {
+  // A plan for a GPU of 24 GiB (--memory: no GPU needed), bf16, 16 rows: ftune's kernel plans the
+  // (B, H, T, T) probabilities per layer, cuDNN (auto, where this build has it) only its state.
+  auto gpu_plan = [&](const std::string& run, const std::string& attention, bool json) {
+    const CliResult r =
+        run_ftune(std::string("plan ") + (json ? "--json " : "") + "--memory 24GiB --config " +
+                  config(run, "  batch_size: 16\n  precision: bf16\n", 3) +
+                  " training.device=cuda training.attention=" + attention);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  };
+  auto parse = [](const std::string& out) {
+    return nlohmann::json::parse(out.substr(out.find("{\n")));
+  };
+  const nlohmann::json ftune = parse(gpu_plan("plan_ftune", "ftune", true));
+  const nlohmann::json autop = parse(gpu_plan("plan_auto", "auto", true));
+  EXPECT_EQ(ftune["attention"], "ftune");
+  auto note = [](const nlohmann::json& plan) {
+    for (const auto& c : plan["categories"])
+      if (c["name"] == "attention") return c["note"].get<std::string>();
+    return std::string();
+  };
+  EXPECT_EQ(note(ftune["plan"]).find("not stored"), std::string::npos);
+  if (!cuda::cudnn_sdpa_compiled()) {
+    EXPECT_EQ(autop["attention"], "ftune");
+    GTEST_SKIP() << "no cuDNN attention in this build: " << cuda::cudnn_sdpa_build_note();
+  }
+  if (autop["attention"] == "ftune") {
+    // A GPU is here and cuDNN refused the run's largest attention: planned for ftune's kernel.
+    ASSERT_GT(cuda_device_count(), 0) << autop.dump(2);
+    EXPECT_NE(autop["attention_reason"].get<std::string>().find("refused"), std::string::npos);
+    EXPECT_EQ(autop["plan"], ftune["plan"]);
+    return;
+  }
+  EXPECT_EQ(autop["attention"], "cudnn");
+  const int64_t rows = 16, H = 4, T = autop["max_seq"].get<int64_t>(), layers = 2;
+  EXPECT_EQ(category(ftune["plan"], "attention"), size_t(layers * rows * H * T * T * 4));
+  EXPECT_LT(category(autop["plan"], "attention"), size_t(layers * (rows * H * T * 4 + 1024)));
+  EXPECT_NE(note(autop["plan"]).find("not stored"), std::string::npos);
+  for (const char* c : {"activations", "parameters", "weight shadow", "activation gradients"})
+    EXPECT_EQ(category(autop["plan"], c), category(ftune["plan"], c)) << c;
+  EXPECT_GE(autop["largest_micro_batch"]["without_checkpointing"].get<int64_t>(),
+            ftune["largest_micro_batch"]["without_checkpointing"].get<int64_t>());
+  const std::string text = gpu_plan("plan_text", "auto", false);
+  EXPECT_NE(text.find("attention kernel cudnn"), std::string::npos) << text;
+  EXPECT_NE(text.find("probabilities are not stored"), std::string::npos) << text;
 }
 
 TEST_F(MixedPrecisionRun, Tf32ErrorsNameTheKeyAndTheSummaryRecordsIt) {
