@@ -7,7 +7,8 @@
 // if any, are left alone, as on the CPU. The step's scalars come from the device (step_scalars.h):
 // a skipped step returns before touching anything; the clip coefficient and t are read once per
 // thread, and the step size lr / (1 - beta1^t) once per segment a thread enters. The bf16 / f16
-// shadow of the weights, when given, is written from the updated value in the same pass.
+// shadow of the weights, when given, is written from the updated value in the same pass for the
+// elements it covers, [shadow_begin, shadow_end).
 #include <algorithm>
 #include <string>
 
@@ -40,7 +41,8 @@ __device__ int find_segment(const SegmentTable& t, int64_t i) {
 }
 
 __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
-                             f16_t* shadow_f16, const __grid_constant__ SegmentTable table,
+                             f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
+                             const __grid_constant__ SegmentTable table,
                              int64_t begin, int64_t end, float beta1, float beta2, float eps,
                              const double* scalars) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
@@ -69,16 +71,19 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, bf16_
     v[i] = v[i] * beta2 + (1.0f - beta2) * gi * gi;
     const float denom = sqrtf(v[i]) / bias_correction2_sqrt + eps;
     p[i] -= step_size * m[i] / denom;
-    if (shadow_bf16) shadow_bf16[i] = float_to_bf16(p[i]);
-    if (shadow_f16) shadow_f16[i] = float_to_f16(p[i]);
+    if (i >= shadow_begin && i < shadow_end) {
+      if (shadow_bf16) shadow_bf16[i - shadow_begin] = float_to_bf16(p[i]);
+      if (shadow_f16) shadow_f16[i - shadow_begin] = float_to_f16(p[i]);
+    }
   }
 }
 
 }  // namespace
 
 void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
-                  f16_t* shadow_f16, const AdamWSegment* segments, int64_t count, float beta1,
-                  float beta2, float eps, const double* scalars) {
+                  f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
+                  const AdamWSegment* segments, int64_t count, float beta1, float beta2,
+                  float eps, const double* scalars) {
   for (int64_t first = 0; first < count; first += kAdamWSegmentsPerLaunch) {
     SegmentTable table{};
     table.count = static_cast<int>(std::min<int64_t>(kAdamWSegmentsPerLaunch, count - first));
@@ -92,7 +97,8 @@ void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* shadow_b
     const int64_t end = table.seg[table.count - 1].offset + table.seg[table.count - 1].count;
     if (end <= begin) continue;
     adamw_kernel<<<grid_stride_blocks(end - begin, 256), 256, 0, compute_stream()>>>(
-        p, g, m, v, shadow_bf16, shadow_f16, table, begin, end, beta1, beta2, eps, scalars);
+        p, g, m, v, shadow_bf16, shadow_f16, shadow_begin, shadow_end, table, begin, end, beta1,
+        beta2, eps, scalars);
     FTUNE_CUDA_CHECK_LAUNCH();
   }
 }
