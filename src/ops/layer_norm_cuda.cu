@@ -1,6 +1,7 @@
 // Layer norm (and the fused residual add + layer norm) on CUDA; mirrors ops/layer_norm_cpu.cc.
 //   forward:  one warp per row: mean, biased variance, rstd = 1 / sqrt(var + eps) (IEEE sqrt and
-//             division, as the CPU), out = (x - mean) * rstd * weight + bias. The fused form first
+//             division, as the CPU), out = (x - mean) * rstd * weight + bias (and its 16-bit copy
+//             out_bf16 / out_f16 when asked, rounded from the same value). The fused form first
 //             writes sum = a + b and then runs the very same code on it, so it gives the same
 //             bits as residual_forward followed by layer_norm_forward.
 //   backward: one warp per row for dinp (overwritten):
@@ -22,7 +23,8 @@ constexpr int kRowsPerBlock = kRowThreads / 32;
 __global__ void layer_norm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
                                           const float* a, const float* b, float* sum,
                                           const float* weight, const float* bias, int64_t N,
-                                          int64_t C, float eps) {
+                                          int64_t C, float eps, bf16_t* out_bf16,
+                                          f16_t* out_f16) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   if (r >= N) return;  // whole warps leave together
   const int lane = threadIdx.x % 32;
@@ -42,7 +44,12 @@ __global__ void layer_norm_forward_kernel(float* out, float* mean, float* rstd, 
   v = warp_sum(v) / static_cast<float>(C);
   const float rs = 1.0f / sqrtf(v + eps);
   float* o = out + r * C;
-  for (int64_t c = lane; c < C; c += 32) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+  for (int64_t c = lane; c < C; c += 32) {
+    const float y = (x[c] - m) * rs * weight[c] + bias[c];
+    o[c] = y;
+    if (out_bf16) out_bf16[r * C + c] = float_to_bf16(y);
+    if (out_f16) out_f16[r * C + c] = float_to_f16(y);
+  }
   if (lane == 0) {
     mean[r] = m;
     rstd[r] = rs;
@@ -108,10 +115,10 @@ __global__ void __launch_bounds__(1024)
 
 void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* a,
                         const float* b, float* sum, const float* weight, const float* bias,
-                        int64_t N, int64_t C, float eps) {
+                        int64_t N, int64_t C, float eps, bf16_t* out_bf16, f16_t* out_f16) {
   if (N == 0) return;
   layer_norm_forward_kernel<<<grid_for(N, kRowsPerBlock), kRowThreads, 0, compute_stream()>>>(
-      out, mean, rstd, inp, a, b, sum, weight, bias, N, C, eps);
+      out, mean, rstd, inp, a, b, sum, weight, bias, N, C, eps, out_bf16, out_f16);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
