@@ -149,6 +149,11 @@ PY
     fi
     [ $rc = 0 ] && row bench ok "bench/results/gpu_vs_hf.md" ||
       row bench FAIL "exit $rc (a run failed; see the table above)"
+    # The vectorised elementwise kernels: 128-bit vs scalar path, GB/s.
+    "$BUILD/bench/elementwise_bench" 2>&1 | tee "$work/elementwise.log"
+    rc=${PIPESTATUS[0]}
+    [ $rc = 0 ] && row "bench elementwise" ok "128-bit vs scalar GB/s in the table above" ||
+      row "bench elementwise" FAIL "exit $rc"
   fi
 fi
 

@@ -100,7 +100,7 @@ TensorView site_gemm_weight(const EncoderWeights& w, int64_t l, AdapterSite s) {
 
 // residual + LayerNorm: fused in fp32; under mixed precision the 16-bit sublayer output is added
 // to the fp32 stream (autocast's promotion), normalised in fp32, and copied to 16 bits for the next
-// GEMM (out_h).
+// GEMM (out_h) by the LayerNorm's own pass.
 void add_norm(TensorView out, TensorView out_h, TensorView sum, TensorView mean, TensorView rstd,
               TensorView a, TensorView b, TensorView w, TensorView bias, float eps) {
   if (a.dtype == DType::F32) {
@@ -108,8 +108,7 @@ void add_norm(TensorView out, TensorView out_h, TensorView sum, TensorView mean,
     return;
   }
   residual_forward(sum, a, b);
-  layer_norm_forward(out, mean, rstd, sum, w, bias, eps);
-  cast(out_h, out);
+  layer_norm_forward(out, mean, rstd, sum, w, bias, eps, out_h);
 }
 
 // v itself when it is f32; else an fp32 copy of it in `stage` (mixed precision's LoRA branch).

@@ -52,6 +52,12 @@ TensorView SequenceClassifier::param(const std::string& name) const {
   return ParamTable::slice(trainable_values(), trainable_params().at(name));
 }
 
+SequenceClassifier::OptimizerShadow SequenceClassifier::optimizer_shadow() const {
+  if (!shadow_.defined() || adapters_on()) return {};
+  // Without adapters the trainable values are every parameter: the offset is the layers' own.
+  return {shadow_, encoder_layer_range(config_, params_).first};
+}
+
 void SequenceClassifier::init_adapters(uint64_t seed) {
   FTUNE_ASSERT(values_.defined(), "init_adapters before bind");
   ftune::init_adapters(enc_w_.adapters, enc_w_, seed);

@@ -21,9 +21,11 @@
 //
 // Mixed precision (options.compute bf16 / f16, autocast semantics; models/encoder.h): the fp32
 // parameters are the master weights; "shadow/layers" holds the encoder layers' weights in the
-// compute type for the GEMMs. The shadow is rewritten before the next forward whenever the weights
-// changed: call weights_updated() after the optimizer writes them (loaders call
-// frozen_weights_changed(), which does the same).
+// compute type for the GEMMs. In full fine-tuning the optimizer writes it in its own update pass
+// (optimizer_shadow(): the shadow is a sub-range of the trainable parameters, AdamW::apply takes
+// it with its offset) and weights_updated(true) keeps it; otherwise (weights written by a loader,
+// frozen_weights_changed(); an optimizer that did not write it, weights_updated()) a cast pass
+// rewrites it before the next forward.
 #pragma once
 
 #include <optional>
@@ -94,11 +96,21 @@ class SequenceClassifier {
     frozen_cache_valid_ = false;
     shadow_valid_ = false;
   }
-  // Call after the optimizer updates the parameters (mixed precision: the weight shadow is
-  // rewritten before the next forward).
+  // Mixed precision, full fine-tuning: the 16-bit shadow of the encoder layers' weights and the
+  // offset of its first element in trainable_values(), for an optimizer that writes the updated
+  // weights into it in the same pass (AdamW::apply). An undefined view otherwise: fp32 has no
+  // shadow, and with adapters the base weights it holds are frozen.
+  struct OptimizerShadow {
+    TensorView view;
+    int64_t offset = 0;
+  };
+  OptimizerShadow optimizer_shadow() const;
+  // Call after the optimizer updates the parameters. shadow_written: it also wrote
+  // optimizer_shadow() (or skipped the step, leaving weights and shadow alike), so the shadow is
+  // as valid as before the step; otherwise it is rewritten by a cast before the next forward.
   // With adapters the base weights are frozen: the shadow stays valid.
-  void weights_updated() {
-    if (!adapters_on()) shadow_valid_ = false;
+  void weights_updated(bool shadow_written = false) {
+    if (!adapters_on() && !shadow_written) shadow_valid_ = false;
   }
 
   // Validates the batch against the model and the planned size, computes position ids and copies

@@ -1,5 +1,7 @@
 // Embedding lookup and its sparse gradient on CUDA; mirrors ops/embedding_cpu.cc.
-//   forward:  out (N, C) = table[ids] (or +=), one thread per output element.
+//   forward:  out (N, C) = table[ids] (or +=), four elements of a row per thread with 128-bit
+//             accesses when C is a multiple of 4 and out / table are 16-byte aligned (then every
+//             row is), one element per thread otherwise; a copy or one add per element either way.
 //   backward: dtable[ids[n]] += dout[n], deterministic without atomics or sorting: one block per
 //             token n; the block of the FIRST token with a given id owns that table row and adds
 //             the gradients of every token with that id in token order, starting from the row's
@@ -12,6 +14,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/streams.cuh"
 #include "cuda/reduce.cuh"
+#include "cuda/vec.cuh"
 #include "ops/embedding.h"
 
 namespace ftune::cuda {
@@ -19,17 +22,24 @@ namespace {
 
 constexpr unsigned kBackwardThreads = 256;
 
+// V = 4: C % 4 == 0 and aligned rows, element i .. i + 3 of out in one float4; V = 1: one element.
+template <int V>
 __global__ void embedding_forward_kernel(float* out, const int32_t* ids, const float* table,
                                          int64_t N, int64_t C, bool accumulate) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N * C;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * V;
+  for (int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V; i < N * C;
        i += stride) {
     const int64_t n = i / C, c = i % C;
-    const float v = table[static_cast<int64_t>(ids[n]) * C + c];
-    if (accumulate)
-      out[i] += v;
-    else
-      out[i] = v;
+    const float* row = table + static_cast<int64_t>(ids[n]) * C;
+    float v[V];
+    load_vec<V>(row + c, v);
+    if (accumulate) {
+      float o[V];
+      load_vec<V>(out + i, o);
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = o[j] + v[j];
+    }
+    store_vec<V>(out + i, v);
   }
 }
 
@@ -72,8 +82,12 @@ __global__ void embedding_backward_kernel(float* dtable, const float* dout, cons
 void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t C,
                        bool accumulate) {
   if (N * C == 0) return;
-  embedding_forward_kernel<<<grid_stride_blocks(N * C, 256), 256, 0, compute_stream()>>>(out, ids, table, N, C,
-                                                                    accumulate);
+  if (C % 4 == 0 && all_aligned16(out, table))
+    embedding_forward_kernel<4><<<grid_stride_blocks(N * C / 4, 256), 256, 0, compute_stream()>>>(
+        out, ids, table, N, C, accumulate);
+  else
+    embedding_forward_kernel<1><<<grid_stride_blocks(N * C, 256), 256, 0, compute_stream()>>>(
+        out, ids, table, N, C, accumulate);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,21 +25,38 @@ void check_stats(const char* op, const TensorView& inp, const TensorView& mean,
 }  // namespace
 
 void layer_norm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp,
-                        TensorView weight, TensorView bias, float eps) {
+                        TensorView weight, TensorView bias, float eps, TensorView out_h) {
   const char* op = "layer_norm_forward";
   check_f32(op, "inp", inp, inp.shape);
   check_f32(op, "out", out, inp.shape);
   check_stats(op, inp, mean, rstd, {{"weight", &weight}, {"bias", &bias}});
+  bf16_t* out_bf16 = nullptr;
+  f16_t* out_f16 = nullptr;
+  if (out_h.defined()) {
+    if ((out_h.dtype != DType::BF16 && out_h.dtype != DType::F16) || out_h.shape != inp.shape ||
+        !out_h.is_contiguous())
+      throw ShapeError(fmt::format("{}: out_h must be a contiguous bf16 or f16 tensor of shape {}, "
+                                   "got {}",
+                                   op, inp.describe(), out_h.describe()));
+    if (out_h.dtype == DType::BF16)
+      out_bf16 = out_h.data_as<bf16_t>();
+    else
+      out_f16 = out_h.data_as<f16_t>();
+  }
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);
-  const Device dev = common_device(op, {out, mean, rstd, inp, weight, bias});
+  const Device dev = out_h.defined()
+                         ? common_device(op, {out, mean, rstd, inp, weight, bias, out_h})
+                         : common_device(op, {out, mean, rstd, inp, weight, bias});
   FTUNE_DISPATCH(
       op, dev,
       cpu::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
                               inp.data_as<float>(), nullptr, nullptr, nullptr,
-                              weight.data_as<float>(), bias.data_as<float>(), N, C, eps),
+                              weight.data_as<float>(), bias.data_as<float>(), N, C, eps, out_bf16,
+                              out_f16),
       cuda::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
                                inp.data_as<float>(), nullptr, nullptr, nullptr,
-                               weight.data_as<float>(), bias.data_as<float>(), N, C, eps));
+                               weight.data_as<float>(), bias.data_as<float>(), N, C, eps,
+                               out_bf16, out_f16));
 }
 
 void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, TensorView rstd,

@@ -10,7 +10,7 @@ namespace ftune::cpu {
 
 void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, const float* a,
                         const float* b, float* sum, const float* weight, const float* bias,
-                        int64_t N, int64_t C, float eps) {
+                        int64_t N, int64_t C, float eps, bf16_t* out_bf16, f16_t* out_f16) {
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
@@ -36,6 +36,10 @@ void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, 
           const float rs = 1.0f / std::sqrt(v + eps);
           float* o = out + r * C;
           for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+          if (out_bf16)  // the 16-bit copy, rounded from the stored fp32 value (as cast)
+            for (int64_t c = 0; c < C; ++c) out_bf16[r * C + c] = float_to_bf16(o[c]);
+          if (out_f16)
+            for (int64_t c = 0; c < C; ++c) out_f16[r * C + c] = float_to_f16(o[c]);
           mean[r] = m;
           rstd[r] = rs;
         }

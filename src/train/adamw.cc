@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/memory.h"
@@ -45,17 +46,36 @@ void AdamW::set_lr_scale(const std::string& param, float scale) {
 }
 
 void AdamW::update_cpu(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
-                       f16_t* shadow_f16, const double* scalars) const {
+                       f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
+                       const double* scalars) const {
   if (scalars[kStepOk] == 0.0) return;  // a skipped step: nothing is touched
   const AdamWBiasCorrection bc =
       adamw_bias_correction(options_.beta1, options_.beta2, scalars[kAdamSteps]);
   const float grad_scale = static_cast<float>(scalars[kClipCoef]);
-  for (const AdamWSegment& s : launch_)
-    cpu::adamw_update(p + s.offset, g + s.offset, m + s.offset, v + s.offset, s.count, s.lr,
-                      s.weight_decay, options_.beta1, options_.beta2, options_.eps,
-                      static_cast<float>(double(s.lr) / bc.bc1), bc.bc2_sqrt, grad_scale,
-                      shadow_bf16 ? shadow_bf16 + s.offset : nullptr,
-                      shadow_f16 ? shadow_f16 + s.offset : nullptr);
+  const bool shadowed = shadow_bf16 || shadow_f16;
+  for (const AdamWSegment& s : launch_) {
+    const float step_size = static_cast<float>(double(s.lr) / bc.bc1);
+    // Elements [lo, hi) of this segment, with the shadow written when `shadow` (each element's
+    // arithmetic is the same either way).
+    auto update = [&](int64_t lo, int64_t hi, bool shadow) {
+      if (hi <= lo) return;
+      cpu::adamw_update(p + lo, g + lo, m + lo, v + lo, hi - lo, s.lr, s.weight_decay,
+                        options_.beta1, options_.beta2, options_.eps, step_size, bc.bc2_sqrt,
+                        grad_scale,
+                        shadow && shadow_bf16 ? shadow_bf16 + (lo - shadow_begin) : nullptr,
+                        shadow && shadow_f16 ? shadow_f16 + (lo - shadow_begin) : nullptr);
+    };
+    const int64_t begin = s.offset, end = s.offset + s.count;
+    if (!shadowed) {
+      update(begin, end, false);
+      continue;
+    }
+    // The segment cut at the shadow's bounds: before it, inside it, after it.
+    const int64_t sb = std::clamp(shadow_begin, begin, end), se = std::clamp(shadow_end, sb, end);
+    update(begin, sb, false);
+    update(sb, se, true);
+    update(se, end, false);
+  }
 }
 
 void AdamW::step(TensorView values, TensorView grads, float lr, float grad_scale) {
@@ -64,7 +84,8 @@ void AdamW::step(TensorView values, TensorView grads, float lr, float grad_scale
   apply(values, grads, lr);
 }
 
-void AdamW::apply(TensorView values, TensorView grads, float lr, TensorView shadow) {
+void AdamW::apply(TensorView values, TensorView grads, float lr, TensorView shadow,
+                  int64_t shadow_offset) {
   const char* op = "adamw_step";
   check_f32(op, "values", values, Shape{params_.total()});
   check_f32(op, "grads", grads, Shape{params_.total()});
@@ -72,11 +93,11 @@ void AdamW::apply(TensorView values, TensorView grads, float lr, TensorView shad
   bf16_t* shadow_bf16 = nullptr;
   f16_t* shadow_f16 = nullptr;
   if (shadow.defined()) {
-    if (shadow.numel() != params_.total() || !shadow.is_contiguous() ||
-        (shadow.dtype != DType::BF16 && shadow.dtype != DType::F16))
-      throw ShapeError(fmt::format("{}: shadow must be a contiguous bf16 or f16 view of {} "
-                                   "elements, got {}",
-                                   op, params_.total(), shadow.describe()));
+    if (shadow_offset < 0 || shadow.numel() > params_.total() - shadow_offset ||
+        !shadow.is_contiguous() || (shadow.dtype != DType::BF16 && shadow.dtype != DType::F16))
+      throw ShapeError(fmt::format("{}: shadow must be a contiguous bf16 or f16 view of at most "
+                                   "the {} parameters from element {}, got {}",
+                                   op, params_.total(), shadow_offset, shadow.describe()));
     if (shadow.dtype == DType::BF16)
       shadow_bf16 = shadow.data_as<bf16_t>();
     else
@@ -89,13 +110,15 @@ void AdamW::apply(TensorView values, TensorView grads, float lr, TensorView shad
   float* m = m_.data_as<float>();
   float* v = v_.data_as<float>();
   const double* scalars = step_scalars_data(scalars_);
+  const int64_t shadow_end = shadow.defined() ? shadow_offset + shadow.numel() : shadow_offset;
   launch_.clear();
   for (const Segment& s : segments_)
     launch_.push_back({s.offset, s.count, lr * s.lr_scale, s.decay ? options_.weight_decay : 0.0f});
-  FTUNE_DISPATCH(op, dev, update_cpu(p, g, m, v, shadow_bf16, shadow_f16, scalars),
-                 cuda::adamw_update(p, g, m, v, shadow_bf16, shadow_f16, launch_.data(),
-                                    static_cast<int64_t>(launch_.size()), options_.beta1,
-                                    options_.beta2, options_.eps, scalars));
+  FTUNE_DISPATCH(
+      op, dev, update_cpu(p, g, m, v, shadow_bf16, shadow_f16, shadow_offset, shadow_end, scalars),
+      cuda::adamw_update(p, g, m, v, shadow_bf16, shadow_f16, shadow_offset, shadow_end,
+                         launch_.data(), static_cast<int64_t>(launch_.size()), options_.beta1,
+                         options_.beta2, options_.eps, scalars));
 }
 
 }  // namespace ftune

@@ -8,7 +8,8 @@
 //
 // Multi-tensor: one launch updates every parameter (CUDA), with fp32 master weights and, when
 // asked, a bf16 / f16 shadow copy of the updated weights written in the same pass (compute
-// weights for mixed precision). The step's own scalars come from the device (train/step_scalars.h,
+// weights for mixed precision). The shadow may cover a sub-range of the parameters (the encoder
+// layers' weights, models/sequence_classifier.h): no separate cast pass after the step. The step's own scalars come from the device (train/step_scalars.h,
 // the buffer "step/scalars" this class plans): the clip coefficient the gradients are multiplied
 // by, the "apply" flag (a skipped non-finite step leaves weights, moments and shadow bit for bit
 // as they were) and the step count t of the bias corrections, advanced on the device by applied
@@ -58,9 +59,11 @@ class AdamW {
   // The trainer's step: the update of every parameter with learning rate `lr` (the scheduled value
   // for this step) if the step scalars say the step is applied (t already advanced by
   // step_scalars_finish), with the gradients multiplied by the clip coefficient as they are read
-  // (clipping costs no extra pass). shadow: undefined, or a bf16 / f16 view of values' numel that
-  // receives the updated weights rounded to nearest even.
-  void apply(TensorView values, TensorView grads, float lr, TensorView shadow = TensorView());
+  // (clipping costs no extra pass). shadow: undefined, or a contiguous bf16 / f16 view that
+  // receives the updated weights values[shadow_offset, shadow_offset + shadow.numel()) rounded to
+  // nearest even (a skipped step leaves it untouched, as the weights).
+  void apply(TensorView values, TensorView grads, float lr, TensorView shadow = TensorView(),
+             int64_t shadow_offset = 0);
   // An unconditional step with a host-given gradient factor (tests and parity checks): t += 1,
   // then apply().
   void step(TensorView values, TensorView grads, float lr, float grad_scale = 1.0f);
@@ -84,8 +87,10 @@ class AdamW {
   AdamWOptions options_;
   const ParamTable& params_;
   std::vector<Segment> segments_;
+  // shadow_bf16 / shadow_f16: null, or the shadow of elements [shadow_begin, shadow_end).
   void update_cpu(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
-                  f16_t* shadow_f16, const double* scalars) const;
+                  f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
+                  const double* scalars) const;
   std::vector<AdamWSegment> launch_;  // this step's per-segment scalars (reused, host memory)
   TensorView m_, v_, scalars_;
 };
@@ -107,10 +112,13 @@ namespace cuda {
 // The same update over every segment (sorted by offset, not overlapping) in ONE launch per
 // kAdamWSegmentsPerLaunch segments (the table travels as a kernel parameter: no device memory, no
 // copy; a BERT-large has ~400 parameter tensors). scalars: the device's step scalars.
+// shadow_bf16 / shadow_f16: null, or the shadow of elements [shadow_begin, shadow_end) (its
+// element 0 is element shadow_begin of p).
 constexpr int kAdamWSegmentsPerLaunch = 768;
 void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
-                  f16_t* shadow_f16, const AdamWSegment* segments, int64_t count, float beta1,
-                  float beta2, float eps, const double* scalars);
+                  f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
+                  const AdamWSegment* segments, int64_t count, float beta1, float beta2,
+                  float eps, const double* scalars);
 }  // namespace cuda
 
 }  // namespace ftune

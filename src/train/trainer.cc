@@ -825,8 +825,12 @@ void Trainer::train_step() {
                       tc_.max_nonfinite_steps, loss_scale,
                       scaler_.enabled() && !scaler_.exhausted());
   const double lr = schedule_.lr(step_);
-  adamw_->apply(model_->trainable_values(), model_->trainable_grads(), static_cast<float>(lr));
-  model_->weights_updated();  // mixed precision: the 16-bit weight shadow follows the master
+  // Mixed precision: AdamW writes the 16-bit weight shadow in its pass where it can (full
+  // fine-tuning); otherwise the model recasts it before the next forward.
+  const SequenceClassifier::OptimizerShadow shadow = model_->optimizer_shadow();
+  adamw_->apply(model_->trainable_values(), model_->trainable_grads(), static_cast<float>(lr),
+                shadow.view, shadow.offset);
+  model_->weights_updated(shadow.view.defined());
   if (scaler_.enabled()) follow_loss_scale();
   ++step_;
 #ifdef FTUNE_WITH_CUDA

@@ -2,7 +2,9 @@
 // golden BERT pair batch with every dropout on: logits, loss and every parameter gradient follow
 // the fp32 model within the DESIGN's bf16 tolerance; gradient checkpointing gives bit-identical
 // gradients in bf16 too and bf16 activations take less memory than fp32; the bf16 weight shadow
-// follows the master weights after weights_updated() (and only then); LoRA (adapter dropout on, on
+// follows the master weights after weights_updated() (and only then), and AdamW writing it in its own
+// pass (optimizer_shadow(), skipped non-finite steps included) leaves it bit-identical to the cast
+// of the master weights, with the weights and logits of the separate cast pass; LoRA (adapter dropout on, on
 // every site kind: fused QKV blocks, attention output, FFN in and out) follows fp32 LoRA and stays
 // bit-identical under checkpointing; so does DoRA (its norms, z and magnitude scaling in fp32), on
 // the fused QKV blocks and on separate query / key / value GEMMs of the 16-bit shadow.
@@ -15,6 +17,9 @@
 #include "adapter_init.h"
 #include "golden_fixture.h"
 #include "models/hf_checkpoint.h"
+#include "ops/cast.h"
+#include "train/adamw.h"
+#include "train/step_scalars.h"
 
 namespace ftune::test {
 namespace {
@@ -138,6 +143,79 @@ TEST(MixedPrecisionModel, WeightShadowFollowsTheMasterAfterAnUpdate) {
   copy(fresh.clf->param(name), h.view());
   fresh.clf->frozen_weights_changed();
   EXPECT_EQ(to_vector(fresh.clf->forward(eval)), after);
+}
+
+// The raw bytes of a 16-bit view.
+std::string raw_bytes(TensorView v) {
+  HostTensor h(v.dtype, v.shape);
+  copy(h.view(), v);
+  return std::string(static_cast<const char*>(h.view().data), h.view().nbytes());
+}
+
+TEST(MixedPrecisionModel, AdamWWritesTheWeightShadowInItsPass) {
+  const GoldenCase c = GoldenCase::load("bert_pair");
+  for (DType t : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    // fused: AdamW writes the shadow; cast: the shadow is recast before each forward (as before).
+    Model fused = build(c, t, GradientCheckpointing::Off),
+          cast_pass = build(c, t, GradientCheckpointing::Off);
+    AdamWOptions options;
+    options.lr = 2e-3f;
+    options.weight_decay = 0.01f;
+    AdamW adam_fused(fused.clf->trainable_params(), options),
+        adam_cast(cast_pass.clf->trainable_params(), options);
+    ArenaPlan plan;
+    adam_fused.add_to_plan(plan);
+    Arena state_fused(Device::cpu(), plan), state_cast(Device::cpu(), plan);
+    adam_fused.bind(state_fused);
+    adam_cast.bind(state_cast);
+    const SequenceClassifier::OptimizerShadow shadow = fused.clf->optimizer_shadow();
+    ASSERT_TRUE(shadow.view.defined());
+    const auto [begin, count] = encoder_layer_range(fused.clf->config(), fused.clf->params());
+    EXPECT_EQ(shadow.offset, begin);
+    EXPECT_EQ(shadow.view.numel(), count);
+    EXPECT_GT(begin, 0);  // the embeddings come first: a true sub-range
+    EXPECT_LT(begin + count, fused.clf->trainable_params().total());  // and the head after it
+    for (int s = 1; s <= 4; ++s) {
+      SCOPED_TRACE(s);
+      const bool skipped = s == 3;  // a non-finite step: nothing may move
+      for (Model* m : {&fused, &cast_pass}) {
+        AdamW& adam = m == &fused ? adam_fused : adam_cast;
+        m->clf->zero_grad();
+        step_scalars_begin(adam.step_scalars());
+        for (uint32_t micro = 0; micro < 2; ++micro) {
+          const DropoutPlan d{true, 77, micro + 2 * static_cast<uint32_t>(s)};
+          m->clf->forward(d);
+          step_scalars_add_loss(adam.step_scalars(), m->clf->loss({}),
+                                skipped ? std::nan("") : 0.5);
+          m->clf->backward(d, 0.5f);
+        }
+        step_scalars_finish(adam.step_scalars(), m->clf->trainable_grads(), 1.0, 3);
+        if (m == &fused) {
+          adam.apply(m->clf->trainable_values(), m->clf->trainable_grads(), 2e-3f, shadow.view,
+                     shadow.offset);
+          m->clf->weights_updated(/*shadow_written=*/true);
+        } else {
+          adam.apply(m->clf->trainable_values(), m->clf->trainable_grads(), 2e-3f);
+          m->clf->weights_updated();
+        }
+      }
+      EXPECT_EQ(read_step_scalars(adam_fused.step_scalars())[kStepOk], skipped ? 0.0 : 1.0);
+      // Before any forward: the shadow already is the cast of the master weights.
+      HostTensor expect(t, {count});
+      cast(expect.view(), fused.clf->param_values().flat_range(begin, count));
+      ASSERT_EQ(raw_bytes(shadow.view), raw_bytes(expect.view()));
+      ASSERT_EQ(to_vector(fused.clf->param_values()), to_vector(cast_pass.clf->param_values()));
+    }
+    const DropoutPlan eval{};
+    EXPECT_EQ(to_vector(fused.clf->forward(eval)), to_vector(cast_pass.clf->forward(eval)));
+    EXPECT_EQ(raw_bytes(shadow.view), raw_bytes(cast_pass.clf->optimizer_shadow().view));
+  }
+  // No shadow to write: fp32, and adapters (the base weights it holds are frozen).
+  EXPECT_FALSE(build(c, DType::F32, GradientCheckpointing::Off).clf->optimizer_shadow().view.defined());
+  EXPECT_FALSE(build(c, DType::BF16, GradientCheckpointing::Off, PeftMethod::Lora)
+                   .clf->optimizer_shadow()
+                   .view.defined());
 }
 
 TEST(MixedPrecisionModel, LoraFollowsFp32AndCheckpointingIsBitIdentical) {

@@ -1,10 +1,13 @@
-// Layer norm: forward vs reference, backward vs finite differences, fused add+norm vs composed.
+// Layer norm: forward vs reference, backward vs finite differences, fused add+norm vs composed, the
+// 16-bit output copy vs a separate cast.
 #include "ops/layer_norm.h"
 
 #include <cmath>
 
+#include "core/memory.h"
 #include "core/thread_pool.h"
 #include "op_test_util.h"
+#include "ops/cast.h"
 #include "ops/residual.h"
 
 namespace ftune::test {
@@ -82,6 +85,48 @@ TEST_P(LayerNormTest, FusedAddNormEqualsResidualThenNorm) {
   EXPECT_EQ(to_vector(sum.view()), to_vector(sum2.view()));
   EXPECT_EQ(to_vector(out1.view()), to_vector(out2.view()));
   EXPECT_EQ(to_vector(r1.view()), to_vector(r2.view()));
+}
+
+// Raw bytes of a view on any device.
+std::string bytes_of(TensorView v) {
+  HostTensor h(v.dtype, v.shape);
+  copy(h.view(), v);
+  return std::string(static_cast<const char*>(h.view().data), h.view().nbytes());
+}
+
+TEST_P(LayerNormTest, SixteenBitCopyEqualsACastOfTheOutput) {
+  for (const int64_t C : {int64_t{33}, int64_t{384}}) {
+    const int64_t N = 7;
+    auto x = random_values(N * C, rng, -3, 3), w = random_values(C, rng),
+         b = random_values(C, rng);
+    auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()),
+         db = device_f32(b, {C}, device());
+    for (DType t : {DType::BF16, DType::F16}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " C " + std::to_string(C));
+      auto out = poisoned({N, C}, device()), mean = poisoned({N}, device()),
+           rstd = poisoned({N}, device());
+      DeviceTensor out_h(device(), t, {N, C}), cast_h(device(), t, {N, C});
+      fill_zero(out_h.view());
+      layer_norm_forward(out.view(), mean.view(), rstd.view(), dx.view(), dw.view(), db.view(),
+                         kEps, out_h.view());
+      auto out2 = poisoned({N, C}, device()), m2 = poisoned({N}, device()),
+           r2 = poisoned({N}, device());
+      layer_norm_forward(out2.view(), m2.view(), r2.view(), dx.view(), dw.view(), db.view(), kEps);
+      EXPECT_EQ(bytes_of(out.view()), bytes_of(out2.view()));  // the copy changes nothing else
+      EXPECT_EQ(bytes_of(rstd.view()), bytes_of(r2.view()));
+      cast(cast_h.view(), out2.view());
+      EXPECT_EQ(bytes_of(out_h.view()), bytes_of(cast_h.view()));
+    }
+  }
+  auto x = zeros({2, 8}, device()), w = zeros({8}, device()), b = zeros({8}, device());
+  auto out = zeros({2, 8}, device()), mean = zeros({2}, device()), rstd = zeros({2}, device());
+  DeviceTensor wrong_shape(device(), DType::BF16, {2, 9});
+  EXPECT_THROW(layer_norm_forward(out.view(), mean.view(), rstd.view(), x.view(), w.view(),
+                                  b.view(), kEps, wrong_shape.view()),
+               ShapeError);
+  EXPECT_THROW(layer_norm_forward(out.view(), mean.view(), rstd.view(), x.view(), w.view(),
+                                  b.view(), kEps, out.view()),  // f32 is not a 16-bit copy
+               ShapeError);
 }
 
 TEST_P(LayerNormTest, ParameterGradientsDoNotDependOnThreadCount) {

@@ -5,7 +5,8 @@
 // loss accumulation, norm, clip factor and AdamW reading them from the device give the same bits
 // as the host-driven step they replace; a non-finite step leaves weights and moments untouched bit
 // for bit and is counted; the abort latch stops every later update; the bf16 / f16 shadow copy
-// holds the updated weights rounded to nearest even.
+// holds the updated weights rounded to nearest even, also when it covers only a sub-range of the
+// parameters that cuts segments (elements outside it untouched, the weights the same bits).
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -277,6 +278,54 @@ TEST_P(OptimizerTest, ShadowCopyHoldsTheRoundedUpdatedWeights) {
     }
   }
   EXPECT_THROW(a->adam->apply(a->values(), a->grads(), 1e-2f, a->grads()), ShapeError);
+}
+
+TEST_P(OptimizerTest, ShadowOfASubRangeCutsSegmentsAndLeavesTheRestAlone) {
+  auto a = make_adam(device()), ref = make_adam(device());
+  const auto p0 = random_values(a->n, rng);
+  copy(a->values(), tensor_from(p0, Shape{a->n}).view());
+  copy(ref->values(), tensor_from(p0, Shape{ref->n}).view());
+  // From inside the first segment (37 x 41) to inside the last (3 x 50): cut at both ends.
+  const int64_t begin = 1000, count = a->n - begin - 77;
+  for (const char* name : {"shadow/bf16", "shadow/f16"}) {
+    SCOPED_TRACE(name);
+    const TensorView whole = a->arena->view(name);
+    HostTensor fill(whole.dtype, whole.shape);
+    std::memset(fill.view().data, 0xA5, fill.view().nbytes());
+    copy(whole, fill.view());
+    const std::string poison = raw_bytes(whole);
+    const auto g = random_values(a->n, rng);
+    copy(a->grads(), tensor_from(g, Shape{a->n}).view());
+    copy(ref->grads(), tensor_from(g, Shape{ref->n}).view());
+    // The shadow view starts at element 5 of the buffer: its offset in the buffer is not the
+    // parameters' offset.
+    const TensorView shadow = whole.flat_range(5, count);
+    step_scalars_apply_unconditionally(a->scalars(), 0.8f);
+    a->adam->apply(a->values(), a->grads(), 1e-2f, shadow, begin);
+    ref->adam->step(ref->values(), ref->grads(), 1e-2f, 0.8f);
+    const auto p = to_vector(a->values());
+    EXPECT_TRUE(same_bits(p, to_vector(ref->values())));  // the shadow changes no weight
+    EXPECT_TRUE(same_bits(to_vector(a->adam->exp_avg()), to_vector(ref->adam->exp_avg())));
+    const std::string got = raw_bytes(whole);
+    const size_t es = dtype_size(whole.dtype);
+    for (int64_t i = 0; i < whole.numel(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, got.data() + i * es, es);
+      if (i < 5 || i >= 5 + count) {
+        ASSERT_EQ(got.substr(i * es, es), poison.substr(i * es, es)) << "outside, element " << i;
+        continue;
+      }
+      const float w = p[begin + i - 5];
+      ASSERT_EQ(bits, whole.dtype == DType::BF16 ? float_to_bf16(w).bits : float_to_f16(w).bits)
+          << i;
+    }
+  }
+  const TensorView bf = a->arena->view("shadow/bf16");
+  // A shadow reaching past the parameters, or a negative offset, is refused.
+  EXPECT_THROW(a->adam->apply(a->values(), a->grads(), 1e-2f, bf.flat_range(0, 100), a->n - 99),
+               ShapeError);
+  EXPECT_THROW(a->adam->apply(a->values(), a->grads(), 1e-2f, bf.flat_range(0, 100), -1),
+               ShapeError);
 }
 
 FTUNE_INSTANTIATE_DEVICES(OptimizerTest);
