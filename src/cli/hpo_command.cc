@@ -75,12 +75,14 @@ void run_search(const HpoArgs& a) {
   hpo::install_interrupt_handlers();
   const hpo::WorkerStats s = worker.run();
   const auto counts = storage->count_by_state(study.id);
+  const std::string discarded =
+      s.discarded ? fmt::format(", {} discarded: failed as stale meanwhile", s.discarded) : "";
   std::printf(
-      "worker: %lld trials (%lld complete, %lld pruned, %lld failed); study '%s': %lld complete, "
-      "%lld pruned, %lld failed, %lld running\n",
+      "worker: %lld trials (%lld complete, %lld pruned, %lld failed%s); study '%s': %lld "
+      "complete, %lld pruned, %lld failed, %lld running\n",
       static_cast<long long>(s.total()), static_cast<long long>(s.complete),
-      static_cast<long long>(s.pruned), static_cast<long long>(s.failed), study.name.c_str(),
-      static_cast<long long>(counts[2]), static_cast<long long>(counts[3]),
+      static_cast<long long>(s.pruned), static_cast<long long>(s.failed), discarded.c_str(),
+      study.name.c_str(), static_cast<long long>(counts[2]), static_cast<long long>(counts[3]),
       static_cast<long long>(counts[4]), static_cast<long long>(counts[1]));
   if (hpo::interrupted())
     throw Error("interrupted: the trial in flight was failed, no further trial was started");

@@ -4,6 +4,12 @@
 // Because the lock is held until commit, both counters commit in increasing order, so a reader
 // that has seen finish_seq k has seen every trial that finished before it: "finished since k" is
 // exact and each finished trial reaches each worker's sampler once.
+//
+// Every change of a trial's state is a compare-and-set (UPDATE ... WHERE state = 'RUNNING'
+// RETURNING, its rows counted) in the transaction that also takes the finish number and queues a
+// retry, and a worker's writes (params, reports) first claim their trial the same way: a late
+// write to a trial that another worker failed as stale changes nothing and raises
+// TrialNotRunning, which says when the trial failed and which trial retries it.
 #include "hpo/sql_storage.h"
 
 #include <fmt/format.h>
@@ -302,10 +308,15 @@ std::optional<Trial> SqlStorage::start_trial(int64_t study_id, int64_t max_trial
         {study_id});
     if (!waiting.empty()) {
       const int64_t id = waiting[0].get_int(0);
-      conn_->exec(fmt::format("UPDATE trials SET state = 'RUNNING', start_time = {0}, heartbeat "
-                              "= {0} WHERE id = $1",
-                              conn_->now_sql()),
-                  {id});
+      const bool claimed =
+          !conn_
+               ->exec(fmt::format("UPDATE trials SET state = 'RUNNING', start_time "
+                                  "= {0}, heartbeat = {0} WHERE id = $1 AND "
+                                  "state = 'WAITING' RETURNING id",
+                                  conn_->now_sql()),
+                      {id})
+               .empty();
+      FTUNE_ASSERT(claimed, "queued trial id {} was claimed under the study lock by another", id);
       return id;
     }
     if (max_trials >= 0) {
@@ -329,12 +340,46 @@ std::optional<Trial> SqlStorage::start_trial(int64_t study_id, int64_t max_trial
   return t.at(0);
 }
 
+void SqlStorage::claim_running(int64_t trial_id, const std::string& discarded) {
+  if (conn_
+          ->exec(fmt::format("UPDATE trials SET heartbeat = {} WHERE id = $1 AND state = "
+                             "'RUNNING' RETURNING id",
+                             conn_->now_sql()),
+                 {trial_id})
+          .empty())
+    refuse(trial_id, discarded);
+}
+
+void SqlStorage::refuse(int64_t trial_id, const std::string& discarded) {
+  auto rows = conn_->exec(
+      "SELECT study_id, number, state, end_time, error FROM trials WHERE id = $1", {trial_id});
+  if (rows.empty())
+    throw InternalError(fmt::format("{}: no trial with id {}; {} was not stored", conn_->describe(),
+                                    trial_id, discarded));
+  const SqlRow& r = rows[0];
+  const int64_t number = r.get_int(1);
+  auto retry = conn_->exec(
+      "SELECT number FROM trials WHERE study_id = $1 AND retry_of = $2 ORDER BY number LIMIT 1",
+      {r.get_int(0), number});
+  throw TrialNotRunning(
+      number, parse_trial_state(r.get_text(2)), r.is_null(3) ? 0 : r.get_double(3), r.get_text(4),
+      retry.empty() ? std::nullopt : std::optional<int64_t>(retry[0].get_int(0)), discarded);
+}
+
 void SqlStorage::set_params(int64_t trial_id, const Params& params,
                             const std::map<std::string, Distribution>& distributions) {
   std::lock_guard lock(mutex_);
   write([&] {
-    conn_->exec("UPDATE trials SET params = $2 WHERE id = $1",
-                {trial_id, params_to_json(params, distributions).dump()});
+    // One statement: a second UPDATE of the row in this transaction would make PostgreSQL check
+    // the study foreign key (a share lock on the study row, which a stale check may hold while
+    // it waits for this trial's row: a deadlock).
+    if (conn_
+            ->exec(fmt::format("UPDATE trials SET params = $2, heartbeat = {} WHERE id = $1 AND "
+                               "state = 'RUNNING' RETURNING id",
+                               conn_->now_sql()),
+                   {trial_id, params_to_json(params, distributions).dump()})
+            .empty())
+      refuse(trial_id, "its sampled params");
     return 0;
   });
 }
@@ -342,6 +387,8 @@ void SqlStorage::set_params(int64_t trial_id, const Params& params,
 void SqlStorage::put_value(int64_t trial_id, int64_t kind, int64_t key, double value) {
   std::lock_guard lock(mutex_);
   write([&] {
+    claim_running(trial_id, fmt::format("its report of {} {} (value {})",
+                                        kind == kFold ? "fold" : "step", key, value));
     conn_->exec(
         "INSERT INTO trial_values (trial_id, kind, key, value) VALUES ($1, $2, $3, $4) "
         "ON CONFLICT (trial_id, kind, key) DO UPDATE SET value = excluded.value",
@@ -370,7 +417,7 @@ bool SqlStorage::heartbeat(int64_t trial_id) {
   });
 }
 
-bool SqlStorage::finish(int64_t trial_id, TrialState state, std::optional<double> value,
+void SqlStorage::finish(int64_t trial_id, TrialState state, std::optional<double> value,
                         const std::string& error) {
   FTUNE_ASSERT(
       state == TrialState::Complete || state == TrialState::Pruned || state == TrialState::Failed,
@@ -378,39 +425,44 @@ bool SqlStorage::finish(int64_t trial_id, TrialState state, std::optional<double
   FTUNE_ASSERT(state != TrialState::Complete || (value && !std::isnan(*value)),
                "a complete trial needs a value");
   std::lock_guard lock(mutex_);
-  return write([&] {
+  const std::string discarded = fmt::format("its result ({}{})", to_string(state),
+                                            value           ? fmt::format(", value {}", *value)
+                                            : error.empty() ? std::string()
+                                                            : ": " + error);
+  write([&] {
     auto rows = conn_->exec("SELECT study_id FROM trials WHERE id = $1", {trial_id});
-    if (rows.empty()) return false;
+    if (rows.empty()) refuse(trial_id, discarded);
     const int64_t study_id = rows[0].get_int(0);
     conn_->lock_study(study_id);
-    const int64_t seq = next_finish_seq(study_id);
+    const int64_t seq = next_finish_seq(study_id);  // rolled back with a refusal
     SqlValue v = value ? SqlValue(*value) : SqlValue();
-    return !conn_
-                ->exec(fmt::format("UPDATE trials SET state = $2, value = $3, error = $4, "
-                                   "end_time = {}, finish_seq = $5 WHERE id = $1 AND state = "
-                                   "'RUNNING' RETURNING id",
-                                   conn_->now_sql()),
-                       {trial_id, std::string(to_string(state)), v, error, seq})
-                .empty();
+    // Compare-and-set: only a RUNNING trial ends here.
+    if (conn_
+            ->exec(fmt::format("UPDATE trials SET state = $2, value = $3, error = $4, end_time = "
+                               "{}, finish_seq = $5 WHERE id = $1 AND state = 'RUNNING' "
+                               "RETURNING id",
+                               conn_->now_sql()),
+                   {trial_id, std::string(to_string(state)), v, error, seq})
+            .empty())
+      refuse(trial_id, discarded);
+    return 0;
   });
 }
 
 std::optional<int64_t> SqlStorage::enqueue_retry_locked(int64_t trial_id, int max_retries) {
+  // Compare-and-set on `retried`: a failed trial is retried once at most.
   auto rows = conn_->exec(
-      "SELECT study_id, number, state, params, attempt, retried FROM trials WHERE id = $1",
-      {trial_id});
+      "UPDATE trials SET retried = 1 WHERE id = $1 AND state = 'FAIL' AND retried = 0 AND "
+      "attempt < $2 RETURNING study_id, number, params, attempt",
+      {trial_id, static_cast<int64_t>(max_retries)});
   if (rows.empty()) return std::nullopt;
   const SqlRow& r = rows[0];
-  if (r.get_text(2) != to_string(TrialState::Failed) || r.get_int(5) != 0 ||
-      r.get_int(4) >= max_retries)
-    return std::nullopt;
   const int64_t study_id = r.get_int(0);
   const int64_t number = next_number(study_id);
   conn_->exec(
       "INSERT INTO trials (study_id, number, state, params, retry_of, attempt) VALUES "
       "($1, $2, 'WAITING', $3, $4, $5)",
-      {study_id, number, r.get_text(3), r.get_int(1), r.get_int(4) + 1});
-  conn_->exec("UPDATE trials SET retried = 1 WHERE id = $1", {trial_id});
+      {study_id, number, r.get_text(2), r.get_int(1), r.get_int(3) + 1});
   return number;
 }
 
@@ -439,19 +491,31 @@ int SqlStorage::fail_stale(int64_t study_id, double grace_s, int max_retries) {
     conn_->lock_study(study_id);
     auto rows = conn_->exec("SELECT id, number FROM trials WHERE " + stale + " ORDER BY number",
                             {study_id, grace_s});
+    int failed = 0;
     for (const auto& r : rows) {
-      const int64_t seq = next_finish_seq(study_id);
-      conn_->exec(
-          fmt::format("UPDATE trials SET state = 'FAIL', error = $2, end_time = {}, "
-                      "finish_seq = $3 WHERE id = $1",
-                      conn_->now_sql()),
-          {r.get_int(0),
-           fmt::format("no heartbeat for more than {} s (its worker died or hung)", grace_s), seq});
+      // Compare-and-set, the staleness checked again: on PostgreSQL a heartbeat or report of
+      // the trial's worker may have committed since the SELECT (it does not take the study lock).
+      if (conn_
+              ->exec(fmt::format("UPDATE trials SET state = 'FAIL', error = $2, end_time = {0} "
+                                 "WHERE id = $1 AND state = 'RUNNING' AND heartbeat < {0} - $3 "
+                                 "RETURNING id",
+                                 conn_->now_sql()),
+                     {r.get_int(0),
+                      fmt::format("no heartbeat for more than {} s (its worker died or hung)",
+                                  grace_s),
+                      grace_s})
+              .empty())
+        continue;
+      ++failed;
+      conn_->exec("UPDATE trials SET finish_seq = $2 WHERE id = $1",
+                  {r.get_int(0), next_finish_seq(study_id)});
       auto retry = enqueue_retry_locked(r.get_int(0), max_retries);
-      spdlog::warn("trial {} lost its worker (no heartbeat for {} s): failed{}", r.get_int(1),
-                   grace_s, retry ? fmt::format(", retried as trial {}", *retry) : "");
+      spdlog::warn(
+          "trial {} lost its worker (no heartbeat for {} s): failed{}; a late result of it will be "
+          "discarded",
+          r.get_int(1), grace_s, retry ? fmt::format(", retried as trial {}", *retry) : "");
     }
-    return static_cast<int>(rows.size());
+    return failed;
   });
 }
 

@@ -26,7 +26,7 @@ class SqlStorage : public Storage {
   void report_intermediate(int64_t trial_id, int64_t step, double value) override;
   void report_fold(int64_t trial_id, int64_t fold, double value) override;
   bool heartbeat(int64_t trial_id) override;
-  bool finish(int64_t trial_id, TrialState state, std::optional<double> value,
+  void finish(int64_t trial_id, TrialState state, std::optional<double> value,
               const std::string& error) override;
   std::optional<int64_t> enqueue_retry(int64_t trial_id, int max_retries) override;
   int fail_stale(int64_t study_id, double grace_s, int max_retries) override;
@@ -52,6 +52,12 @@ class SqlStorage : public Storage {
   int64_t next_number(int64_t study_id);
   // Within a write transaction: queue a retry of failed trial `id` if allowed.
   std::optional<int64_t> enqueue_retry_locked(int64_t trial_id, int max_retries);
+  // Within a write transaction: refreshes the heartbeat of trial `id` if it is RUNNING (on
+  // PostgreSQL this also locks its row until commit, so no stale check can fail it meanwhile);
+  // else throws TrialNotRunning saying that `discarded` was.
+  void claim_running(int64_t trial_id, const std::string& discarded);
+  // Within a write transaction: the TrialNotRunning for a write to trial `id` that was refused.
+  [[noreturn]] void refuse(int64_t trial_id, const std::string& discarded);
 
   std::unique_ptr<SqlConnection> conn_;
   bool postgres_;

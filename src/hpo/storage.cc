@@ -1,9 +1,13 @@
 // open_storage: picks the backend from the URL. SQLite URLs follow SQLAlchemy (as Optuna users
 // write them): sqlite:///relative/path.db, sqlite:////absolute/path.db; a plain path is a SQLite
-// file too. postgresql:// (or postgres://, postgresql+DRIVER://) goes to libpq unchanged.
+// file too. postgresql:// (or postgres://, postgresql+DRIVER://) goes to libpq unchanged. Also
+// the message of TrialNotRunning.
 #include "hpo/storage.h"
 
 #include <fmt/format.h>
+
+#include <cmath>
+#include <ctime>
 
 #include "core/error.h"
 #include "hpo/postgres_connection.h"
@@ -11,6 +15,46 @@
 #include "hpo/sqlite_connection.h"
 
 namespace ftune::hpo {
+
+namespace {
+
+// "2026-11-23 03:12:27 UTC" for seconds since the epoch.
+std::string utc_time(double seconds) {
+  const std::time_t t = static_cast<std::time_t>(std::floor(seconds));
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+std::string fate(TrialState state, double end_time, const std::string& error,
+                 std::optional<int64_t> retried_as) {
+  const std::string at = end_time > 0 ? " at " + utc_time(end_time) : "";
+  if (state == TrialState::Failed) {
+    const bool stale = error.rfind("no heartbeat", 0) == 0;
+    return fmt::format(
+        "the trial was failed{}{} ({}) and {}", stale ? " as stale" : "", at,
+        error.empty() ? "no reason given" : error,
+        retried_as ? fmt::format("retried as trial {}", *retried_as) : std::string("not retried"));
+  }
+  if (state == TrialState::Waiting || state == TrialState::Running)
+    return fmt::format("the trial is {}", to_string(state));
+  return fmt::format("the trial had already ended {}{}", to_string(state), at);
+}
+
+}  // namespace
+
+TrialNotRunning::TrialNotRunning(int64_t number, TrialState state, double end_time,
+                                 std::string error, std::optional<int64_t> retried_as,
+                                 const std::string& discarded)
+    : Error(fmt::format("trial {}: {} was discarded: {}", number, discarded,
+                        fate(state, end_time, error, retried_as))),
+      number(number),
+      state(state),
+      end_time(end_time),
+      error(std::move(error)),
+      retried_as(retried_as) {}
 
 std::unique_ptr<Storage> open_storage(const std::string& url) {
   if (url.empty())

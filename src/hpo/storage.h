@@ -4,6 +4,13 @@
 // transaction, trial numbers are handed out atomically (0, 1, 2, ... never twice), and a trial
 // whose worker died (no heartbeat for a grace period) is failed and retried.
 //
+// A trial's end is final, as in Optuna: once a trial is COMPLETE, PRUNED or FAIL (a worker that
+// stalled past the grace period included: another worker failed it as stale and queued a retry,
+// a new trial with the same params), every later write to it (params, reports, finish) is refused
+// with TrialNotRunning and changes nothing, so no trial ends twice and no value that samplers,
+// pruners or reports have taken as final changes under them. Each state change is a
+// compare-and-set on state = 'RUNNING' (or 'WAITING') inside one transaction.
+//
 // open_storage("sqlite:///path/study.db" | "path/study.db" | "postgresql://user@host:port/db").
 #pragma once
 
@@ -17,9 +24,27 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "hpo/trial.h"
 
 namespace ftune::hpo {
+
+// A write to a trial that is not RUNNING any more was refused; nothing of it was stored. what()
+// names the trial, what was discarded and why: e.g. "trial 3: its result (COMPLETE, value 0.25)
+// was discarded: the trial was failed as stale at 2026-11-23 03:12:27 UTC (no heartbeat for
+// more than 60 s ...) and retried as trial 9".
+class TrialNotRunning : public Error {
+ public:
+  // `discarded`: what the refused write carried ("its result (COMPLETE, value 0.25)").
+  TrialNotRunning(int64_t number, TrialState state, double end_time, std::string error,
+                  std::optional<int64_t> retried_as, const std::string& discarded);
+
+  int64_t number;                     // the trial's number in its study
+  TrialState state;                   // what the trial is now
+  double end_time;                    // when it ended (seconds since the epoch; 0: not ended)
+  std::string error;                  // FAIL: why (the stale check's "no heartbeat ...")
+  std::optional<int64_t> retried_as;  // the number of the retry queued for it, if any
+};
 
 struct StudyInfo {
   int64_t id = -1;
@@ -51,6 +76,8 @@ class Storage {
   // count towards the budget (all trials but failed ones that were retried; max_trials < 0: no
   // limit). The trial is RUNNING with a fresh heartbeat. nullopt: the budget is used up.
   virtual std::optional<Trial> start_trial(int64_t study_id, int64_t max_trials = -1) = 0;
+  // The writes of a trial's worker. Each applies only while the trial is RUNNING (checked and
+  // written in one transaction) and refreshes its heartbeat; otherwise TrialNotRunning.
   virtual void set_params(int64_t trial_id, const Params& params,
                           const std::map<std::string, Distribution>& distributions) = 0;
   virtual void report_intermediate(int64_t trial_id, int64_t step, double value) = 0;
@@ -59,15 +86,17 @@ class Storage {
   // it as stale), so its worker should stop it.
   virtual bool heartbeat(int64_t trial_id) = 0;
   // Ends a RUNNING trial as Complete (value required), Pruned (value: last intermediate, may be
-  // nullopt) or Failed (error says why). false when the trial was not RUNNING any more.
-  virtual bool finish(int64_t trial_id, TrialState state, std::optional<double> value,
+  // nullopt) or Failed (error says why). TrialNotRunning when it was not RUNNING any more (a
+  // late result of a trial failed as stale: discarded, its retry stands in for it).
+  virtual void finish(int64_t trial_id, TrialState state, std::optional<double> value,
                       const std::string& error) = 0;
   // Queues a WAITING copy of a Failed trial (same params, retry_of = its number) unless it was
   // already retried or `max_retries` retries of the original were made. Returns the new trial's
   // number, or nullopt.
   virtual std::optional<int64_t> enqueue_retry(int64_t trial_id, int max_retries) = 0;
   // Fails every RUNNING trial of the study whose heartbeat is older than `grace_s` seconds (error
-  // "no heartbeat for ...") and queues its retry (up to `max_retries`). Returns how many failed.
+  // "no heartbeat for ...") and queues its retry (up to `max_retries`). Returns how many failed;
+  // a trial whose heartbeat or finish commits first is left alone.
   virtual int fail_stale(int64_t study_id, double grace_s, int max_retries) = 0;
 
   virtual std::vector<Trial> trials(int64_t study_id) = 0;

@@ -1,10 +1,11 @@
-// The worker loop (see worker.h): trial life cycle, heartbeat thread, reports and pruning.
+// The worker loop (see worker.h): trial life cycle, heartbeat thread, reports and pruning, and
+// what a worker does when its trial was taken away (failed as stale by another worker after a
+// stall): it stops the trial and logs which result was discarded and which trial retries it.
 #include "hpo/worker.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -21,8 +22,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Refreshes a trial's heartbeat every period until stopped; notes when the trial was taken away
-// (failed as stale by another worker after a long stall), so that its reports say "stop".
+// Refreshes a trial's heartbeat every period until stopped, or until the trial is taken away
+// (failed as stale by another worker after a long stall; the worker learns it from its next
+// write, which the storage refuses).
 class HeartbeatThread {
  public:
   HeartbeatThread(Storage& storage, int64_t trial_id, double period_s)
@@ -38,10 +40,7 @@ class HeartbeatThread {
               spdlog::warn("heartbeat of trial id {} failed: {}", trial_id, e.what());
             }
             lock.lock();
-            if (!alive) {
-              lost_ = true;
-              return;
-            }
+            if (!alive) return;
           }
         }) {}
   ~HeartbeatThread() {
@@ -52,40 +51,38 @@ class HeartbeatThread {
     cv_.notify_all();
     thread_.join();
   }
-  bool lost() const { return lost_; }
 
  private:
   std::mutex mutex_;
   std::condition_variable cv_;
   bool stop_ = false;
-  std::atomic<bool> lost_ = false;
   std::thread thread_;  // last: starts after the members it uses exist
 };
 
 }  // namespace
 
 // Stores reports and asks the pruner; the trial it holds is the running trial as the pruner sees
-// it (with every value reported so far).
+// it (with every value reported so far). A report the storage refuses (the trial was failed as
+// stale meanwhile) says "stop" and keeps the storage's reason.
 class WorkerReporter : public TrialReporter {
  public:
   WorkerReporter(Storage& storage, const StudyInfo& study, Trial& trial, const Pruner* pruner,
-                 std::vector<Trial>& finished, const HeartbeatThread& heartbeat,
-                 std::function<void()> catch_up)
+                 std::vector<Trial>& finished, std::function<void()> catch_up)
       : storage_(storage),
         study_(study),
         trial_(trial),
         pruner_(pruner),
         finished_(finished),
-        heartbeat_(heartbeat),
         catch_up_(std::move(catch_up)) {}
 
   bool report(int64_t step, double value) override {
-    storage_.report_intermediate(trial_.id, step, value);
-    trial_.intermediate[step] = value;
-    if (heartbeat_.lost()) {
-      stop_reason_ = "taken over: failed as stale by another worker";
-      return should_stop_ = true;
+    if (taken_away_) return true;
+    try {
+      storage_.report_intermediate(trial_.id, step, value);
+    } catch (const TrialNotRunning& e) {
+      return take_away(e);
     }
+    trial_.intermediate[step] = value;
     if (!pruner_) return false;
     // The pruner compares with every trial of the study: the finished ones (kept incrementally)
     // and those still running, this one with its newest values.
@@ -107,7 +104,12 @@ class WorkerReporter : public TrialReporter {
   }
 
   bool report_fold(int64_t fold, double value) override {
-    storage_.report_fold(trial_.id, fold, value);
+    if (taken_away_) return true;
+    try {
+      storage_.report_fold(trial_.id, fold, value);
+    } catch (const TrialNotRunning& e) {
+      return take_away(e);
+    }
     trial_.fold_values[fold] = value;
     double sum = 0;
     for (const auto& [k, v] : trial_.fold_values) sum += v;
@@ -115,18 +117,25 @@ class WorkerReporter : public TrialReporter {
   }
 
   bool should_stop() const { return should_stop_; }
-  const std::string& stop_reason() const { return stop_reason_; }
+  // Not empty once the storage refused a report: why (TrialNotRunning's message).
+  const std::string& taken_away() const { return taken_away_reason_; }
 
  private:
+  bool take_away(const TrialNotRunning& e) {
+    taken_away_ = true;
+    taken_away_reason_ = e.what();
+    return should_stop_ = true;
+  }
+
   Storage& storage_;
   const StudyInfo& study_;
   Trial& trial_;
   const Pruner* pruner_;
   std::vector<Trial>& finished_;  // the worker's; running trials are appended for a moment
-  const HeartbeatThread& heartbeat_;
   std::function<void()> catch_up_;
   bool should_stop_ = false;
-  std::string stop_reason_;
+  bool taken_away_ = false;
+  std::string taken_away_reason_;
 };
 
 Worker::Worker(Storage& storage, const StudyInfo& study, const SearchSpace& space, Sampler& sampler,
@@ -181,8 +190,8 @@ void Worker::run_trial(Trial trial, WorkerStats& stats) {
   std::string error;
   std::optional<double> value;
   TrialState state = TrialState::Failed;
-  WorkerReporter reporter(storage_, study_, trial, pruner_, finished_, heartbeat,
-                          [this] { catch_up(); });
+  WorkerReporter reporter(storage_, study_, trial, pruner_, finished_, [this] { catch_up(); });
+  std::string taken_away;  // why the storage refused the params (the trial is not ours any more)
   try {
     catch_up();
     if (trial.params.empty()) {  // a new trial; a retry keeps the params of the one it retries
@@ -202,6 +211,8 @@ void Worker::run_trial(Trial trial, WorkerStats& stats) {
       state = TrialState::Complete;
       value = v;
     }
+  } catch (const TrialNotRunning& e) {
+    taken_away = e.what();
   } catch (const TrialPruned&) {
     state = TrialState::Pruned;
   } catch (const std::exception& e) {
@@ -210,16 +221,23 @@ void Worker::run_trial(Trial trial, WorkerStats& stats) {
     else
       error = e.what();
   }
+  if (taken_away.empty()) taken_away = reporter.taken_away();
+  if (!taken_away.empty()) {
+    // Another worker failed the trial as stale while this one stalled; its retry (if any) runs
+    // the same params. Nothing more of this run is stored.
+    ++stats.discarded;
+    spdlog::warn("{}; stopped it here", taken_away);
+    return;
+  }
   if (state == TrialState::Pruned) {
     value = trial.last_intermediate();
     if (value && std::isnan(*value)) value.reset();
   }
-  if (!reporter.stop_reason().empty()) {
-    spdlog::warn("trial {}: {}", trial.number, reporter.stop_reason());
-    return;  // another worker failed it already (and queued its retry)
-  }
-  if (!storage_.finish(trial.id, state, value, error)) {
-    spdlog::warn("trial {} was failed by another worker before it finished here", trial.number);
+  try {
+    storage_.finish(trial.id, state, value, error);
+  } catch (const TrialNotRunning& e) {
+    ++stats.discarded;
+    spdlog::warn("{}", e.what());
     return;
   }
   switch (state) {

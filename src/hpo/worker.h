@@ -6,7 +6,9 @@
 // finishes it. The worker stops when the study's trial budget is spent and no trial of another
 // worker is still running (one may yet fail and need a retry), or when the timeout passes (the
 // trial in flight is finished first), or on Ctrl-C / SIGTERM (interrupt.h: the trial in flight
-// ends FAILED "interrupted").
+// ends FAILED "interrupted"). A trial that another worker failed as stale while this one stalled
+// is final (storage.h): this worker stops it at its next report, or finds at its end that the
+// result is refused, and logs what was discarded, when the trial failed and which trial retries it.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,9 @@ struct WorkerOptions {
 
 struct WorkerStats {
   int64_t complete = 0, pruned = 0, failed = 0;
+  // Trials this worker ran but another worker had failed as stale meanwhile (this worker stalled
+  // past the grace period): their late results were discarded (logged), their retries count.
+  int64_t discarded = 0;
   int64_t total() const { return complete + pruned + failed; }
 };
 

@@ -1,6 +1,7 @@
 // `ftune hpo` end to end: several worker processes on one SQLite file and on PostgreSQL (every
 // trial terminal, numbers 0..N-1 once each, the SQLite file intact), a worker killed with -9
-// mid-trial (its trial failed after the grace period and retried with the same params), kill -9
+// mid-trial (its trial failed after the grace period and retried with the same params), a worker
+// stopped (SIGSTOP) past the grace period whose late result is discarded and logged, kill -9
 // during heavy writes (file intact, the study resumable), status/best/export, and bad input
 // (exit 2 with a message naming what is wrong).
 #include <gtest/gtest.h>
@@ -32,7 +33,8 @@ using test::PgServer;
 // The trial command: reads --x=, --y= and answers with an intermediate value, two folds and
 // the value x^2 + y. MODE slow: sleeps briefly; heavy: 300 intermediate reports; killme: the
 // first trial to run never ends (it prints a line every 0.1 s, so once its worker is dead the
-// closed pipe ends it) after leaving a marker file.
+// closed pipe ends it) after leaving a marker file; stall: the first trial to run leaves a marker
+// file, waits for the file $DIR/go and then prints only "value 7".
 void write_objective(const std::string& dir) {
   const std::string script = R"SH(#!/bin/sh
 for a in "$@"; do case $a in --x=*) x=${a#--x=};; --y=*) y=${a#--y=};; esac; done
@@ -42,6 +44,7 @@ case "$MODE" in
   prune) i=0; while [ $i -lt 30 ]; do echo "intermediate $i $x"; i=$((i+1)); sleep 0.01; done ;;
   heavy) i=0; while [ $i -lt 300 ]; do echo "intermediate $i $x"; i=$((i+1)); done ;;
   killme) if mkdir "$DIR/marker" 2>/dev/null; then echo $$ > "$DIR/marker/pid"; echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while :; do echo tick; sleep 0.1; done; fi ;;
+  stall) if mkdir "$DIR/marker" 2>/dev/null; then echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while [ ! -e "$DIR/go" ]; do sleep 0.05; done; echo "value 7"; exit 0; fi ;;
 esac
 echo "some log line"
 echo "intermediate 0 $x"
@@ -73,7 +76,9 @@ std::string write_config(const std::string& dir, const std::string& storage,
       mode + " DIR=" + dir + " " + dir +
       "/objective.sh\"}\n"
       "heartbeat_s: 0.2\n"
-      "grace_s: " + grace_s + "\n"
+      "grace_s: " +
+      grace_s +
+      "\n"
       "retries: 1\n" +
       extra;
   io::write_file_atomic(dir + "/search.yaml", yaml);
@@ -258,6 +263,65 @@ bool process_gone(int pid) {
   if (!std::getline(stat, line)) return true;
   const size_t paren = line.rfind(')');
   return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
+}
+
+// Worker A's process is stopped (SIGSTOP: a stalled machine) mid-trial, past the grace period;
+// worker B fails the trial as stale and runs its retry to the end. A then resumes and its trial's
+// command prints a value: the study keeps B's result only, A's is refused and A's log says what
+// was discarded, since when the trial was failed and which trial retried it.
+TEST(HpoCli, StalledWorkersLateResultIsDiscardedAndLogged) {
+  test::TempDir dir;
+  write_objective(dir.path());
+  const std::string db = dir.path() + "/study.db";
+  const std::string cfg = write_config(dir.path(), db, "stall");
+  // `exec` keeps the pid written by the shell: a.pid is the worker itself.
+  const std::string start_a = fmt::format(
+      "cd {0}; (sh -c 'echo $$ > a.pid; exec {1} hpo run --config {2} --trials 1' > a.log 2>&1; "
+      "echo $? > a.rc) &",
+      dir.path(), test::ftune_binary(), cfg);
+  ASSERT_EQ(std::system(start_a.c_str()), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(dir.path() + "/marker/n")) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const int worker_a = std::stoi(io::read_file(dir.path() + "/a.pid"));
+  ASSERT_EQ(kill(worker_a, SIGSTOP), 0);
+  // B waits out the grace period, fails trial 0, runs its retry (trial 1) and ends: the budget of
+  // one trial is spent and nothing runs any more.
+  run_workers(1, "--config " + cfg + " --trials 1", dir.path());
+  io::write_file_atomic(dir.path() + "/go", "");
+  ASSERT_EQ(kill(worker_a, SIGCONT), 0);
+  // a.rc is written once A has exited (non-empty: its exit status written).
+  while (!std::filesystem::exists(dir.path() + "/a.rc") ||
+         std::filesystem::file_size(dir.path() + "/a.rc") == 0) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::string log_a = io::read_file(dir.path() + "/a.log");
+  EXPECT_EQ(std::stoi(io::read_file(dir.path() + "/a.rc")), 0) << log_a;
+  EXPECT_NE(log_a.find("trial 0: its result (COMPLETE, value 7) was discarded: the trial was "
+                       "failed as stale at "),
+            std::string::npos)
+      << log_a;
+  EXPECT_NE(log_a.find("and retried as trial 1"), std::string::npos) << log_a;
+  EXPECT_NE(log_a.find("1 discarded"), std::string::npos) << log_a;
+  auto storage = open_storage(db);
+  const auto trials = storage->trials(storage->find_study("demo")->id);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].state, TrialState::Failed);
+  EXPECT_NE(trials[0].error.find("no heartbeat"), std::string::npos) << trials[0].error;
+  EXPECT_FALSE(trials[0].value);
+  EXPECT_EQ(trials[1].state, TrialState::Complete);
+  EXPECT_EQ(trials[1].retry_of, 0);
+  EXPECT_EQ(trials[1].params, trials[0].params);
+  const double x = trials[1].params.at("x"), y = trials[1].params.at("y");
+  ASSERT_TRUE(trials[1].value);
+  EXPECT_NEAR(*trials[1].value, x * x + y, 1e-4 * (1 + x * x + y));
+  const auto counts = storage->count_by_state(storage->find_study("demo")->id);
+  EXPECT_EQ(counts[static_cast<int>(TrialState::Complete)], 1);
+  EXPECT_EQ(counts[static_cast<int>(TrialState::Failed)], 1);
+  EXPECT_EQ(integrity_check(db), "ok");
 }
 
 TEST(HpoCli, SigtermFailsTheTrialAtOnceAndStopsItsCommand) {

@@ -1,16 +1,23 @@
 // Study storage semantics, one test body per backend (SQLite file, PostgreSQL server): studies and
 // their spaces, trial numbers under concurrency, params and reports round trips, the incremental
-// "finished since" feed, the trial budget, stale trials failed and retried, errors for bad URLs.
+// "finished since" feed, the trial budget, stale trials failed and retried, the late writes of a
+// stalled worker whose trial was failed as stale (refused, saying why; the retry's result is the
+// only one), errors for bad URLs.
 #include <gtest/gtest.h>
 
 #include <sqlite3.h>
 #include <chrono>
 
+#include <atomic>
 #include <cmath>
+#include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
 #include "core/error.h"
+#include "hpo/postgres_connection.h"
+#include "hpo/sqlite_connection.h"
 #include "hpo/storage.h"
 #include "pg_server.h"
 #include "test_util.h"
@@ -36,6 +43,16 @@ class StorageTest : public ::testing::TestWithParam<std::string> {
       url_ = pg->fresh_database_url();
     }
     storage_ = open_storage(url_);
+  }
+  // Moves a trial's last heartbeat `seconds` into the past, as if its worker had stalled that
+  // long: makes it stale for fail_stale without sleeping.
+  void age_heartbeat(int64_t trial_id, double seconds) {
+    std::unique_ptr<SqlConnection> c;
+    if (GetParam() == "sqlite")
+      c = std::make_unique<SqliteConnection>(dir_.path() + "/study.db");
+    else
+      c = std::make_unique<PostgresConnection>(url_);
+    c->exec("UPDATE trials SET heartbeat = heartbeat - $2 WHERE id = $1", {trial_id, seconds});
   }
   test::TempDir dir_;
   std::string url_;
@@ -80,8 +97,18 @@ TEST_P(StorageTest, TrialRoundTrip) {
   storage_->report_intermediate(t0->id, 2, 0.125);  // a step reported again keeps the last value
   storage_->report_fold(t0->id, 0, 0.7);
   storage_->report_fold(t0->id, 1, 0.9);
-  EXPECT_TRUE(storage_->finish(t0->id, TrialState::Complete, 0.8, ""));
-  EXPECT_FALSE(storage_->finish(t0->id, TrialState::Failed, std::nullopt, "again"));
+  storage_->finish(t0->id, TrialState::Complete, 0.8, "");
+  try {
+    storage_->finish(t0->id, TrialState::Failed, std::nullopt, "again");
+    FAIL() << "a finished trial was finished again";
+  } catch (const TrialNotRunning& e) {
+    EXPECT_EQ(e.state, TrialState::Complete);
+    EXPECT_NE(std::string(e.what()).find(
+                  "trial 0: its result (FAIL: again) was discarded: the trial had already ended "
+                  "COMPLETE at 20"),
+              std::string::npos)
+        << e.what();
+  }
   auto t = storage_->trial(t0->id);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->state, TrialState::Complete);
@@ -97,7 +124,7 @@ TEST_P(StorageTest, TrialRoundTrip) {
   EXPECT_EQ(t->fold_values, (std::map<int64_t, double>{{0, 0.7}, {1, 0.9}}));
   EXPECT_GT(t->end_time, 0);
   EXPECT_GE(t->end_time, t->start_time);
-  EXPECT_TRUE(storage_->finish(t1->id, TrialState::Failed, std::nullopt, "objective raised"));
+  storage_->finish(t1->id, TrialState::Failed, std::nullopt, "objective raised");
   EXPECT_EQ(storage_->trial(t1->id)->error, "objective raised");
   auto counts = storage_->count_by_state(s);
   EXPECT_EQ(counts[static_cast<int>(TrialState::Complete)], 1);
@@ -141,7 +168,7 @@ TEST_P(StorageTest, StaleTrialIsFailedAndRetriedUpToTheLimit) {
   EXPECT_EQ(failed->state, TrialState::Failed);
   EXPECT_NE(failed->error.find("no heartbeat"), std::string::npos) << failed->error;
   EXPECT_FALSE(storage_->heartbeat(t->id));
-  EXPECT_FALSE(storage_->finish(t->id, TrialState::Complete, 1.0, ""));
+  EXPECT_THROW(storage_->finish(t->id, TrialState::Complete, 1.0, ""), TrialNotRunning);
   // The retry is claimed first, even though the budget of 1 trial is used up by the original.
   auto retry = storage_->start_trial(s, 1);
   ASSERT_TRUE(retry);
@@ -154,9 +181,136 @@ TEST_P(StorageTest, StaleTrialIsFailedAndRetriedUpToTheLimit) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(storage_->fail_stale(s, 0.3, 1), 1);
   EXPECT_FALSE(storage_->start_trial(s, 1));
+  try {
+    storage_->report_intermediate(retry->id, 0, 1.0);
+    FAIL() << "a report of a failed trial was stored";
+  } catch (const TrialNotRunning& e) {
+    EXPECT_FALSE(e.retried_as);
+    EXPECT_NE(std::string(e.what()).find("and not retried"), std::string::npos) << e.what();
+  }
   auto all = storage_->trials(s);
   ASSERT_EQ(all.size(), 2u);
   for (const auto& x : all) EXPECT_EQ(x.state, TrialState::Failed);
+}
+
+// (b) A stalled worker whose trial was failed as stale wakes up and writes: nothing of it may
+// reach the failed trial, which samplers, pruners and reports have already taken as final, and
+// its retry must keep the params it was queued with.
+TEST_P(StorageTest, WritesToATrialFailedAsStaleAreRefused) {
+  const int64_t s = storage_->create_or_load_study("s", Direction::Minimize, space_a()).id;
+  auto t = storage_->start_trial(s);
+  Distribution lr{Distribution::Kind::Float, 1e-5, 1e-3, true, 0, {}};
+  storage_->set_params(t->id, {{"lr", 1e-4}}, {{"lr", lr}});
+  storage_->report_intermediate(t->id, 0, 0.5);
+  age_heartbeat(t->id, 3600);
+  auto other = open_storage(url_);  // the worker that finds the trial stale
+  ASSERT_EQ(other->fail_stale(s, 60, 1), 1);
+  const Trial failed = *other->trial(t->id);
+  try {
+    storage_->report_intermediate(t->id, 1, 9.0);
+    FAIL() << "a report of a trial failed as stale was stored";
+  } catch (const TrialNotRunning& e) {
+    EXPECT_EQ(e.number, 0);
+    EXPECT_EQ(e.state, TrialState::Failed);
+    EXPECT_EQ(e.retried_as, 1);
+    EXPECT_EQ(e.end_time, failed.end_time);
+    EXPECT_NE(e.error.find("no heartbeat for more than 60 s"), std::string::npos) << e.error;
+    EXPECT_NE(std::string(e.what()).find("trial 0: its report of step 1 (value 9) was discarded: "
+                                         "the trial was failed as stale at 20"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("and retried as trial 1"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(storage_->report_fold(t->id, 0, 9.0), TrialNotRunning);
+  EXPECT_THROW(storage_->set_params(t->id, {{"lr", 5e-4}}, {{"lr", lr}}), TrialNotRunning);
+  EXPECT_FALSE(storage_->heartbeat(t->id));
+  const Trial after = *other->trial(t->id);
+  EXPECT_EQ(after.state, TrialState::Failed);
+  EXPECT_EQ(after.intermediate, failed.intermediate);
+  EXPECT_EQ(after.intermediate, (std::map<int64_t, double>{{0, 0.5}}));
+  EXPECT_TRUE(after.fold_values.empty());
+  EXPECT_EQ(after.params, failed.params);
+  auto retry = other->start_trial(s);
+  EXPECT_EQ(retry->retry_of, 0);
+  EXPECT_EQ(retry->params, failed.params);
+}
+
+// (a) and (c): the stalled worker's result arrives while the retry is queued, while it runs and
+// after it finished. Each time it is refused; the study ends with one FAIL (the original, no
+// value) and one COMPLETE (the retry), each fed once to the samplers' "finished since" feed.
+TEST_P(StorageTest, LateResultOfATrialFailedAsStaleIsRefusedWhateverItsRetryDoes) {
+  const int64_t s = storage_->create_or_load_study("s", Direction::Minimize, space_a()).id;
+  auto t = storage_->start_trial(s, 1);
+  age_heartbeat(t->id, 3600);
+  auto other = open_storage(url_);
+  ASSERT_EQ(other->fail_stale(s, 60, 1), 1);
+  FinishedBatch seen = other->finished_since(s, 0);
+  ASSERT_EQ(seen.trials.size(), 1u);
+  EXPECT_EQ(seen.trials[0].number, 0);
+  auto late_finishes = [&](const char* when) {
+    SCOPED_TRACE(when);
+    for (TrialState state : {TrialState::Complete, TrialState::Pruned, TrialState::Failed}) {
+      try {
+        storage_->finish(t->id, state,
+                         state == TrialState::Failed ? std::nullopt : std::optional(1.5),
+                         state == TrialState::Failed ? "boom" : "");
+        FAIL() << "a late " << to_string(state) << " was stored";
+      } catch (const TrialNotRunning& e) {
+        EXPECT_EQ(e.state, TrialState::Failed);
+        EXPECT_EQ(e.retried_as, 1);
+      }
+    }
+    EXPECT_TRUE(other->finished_since(s, seen.cursor).trials.empty()) << "a refused finish "
+                                                                         "showed up as finished";
+  };
+  late_finishes("retry queued");
+  auto retry = other->start_trial(s, 1);  // the budget of 1 is the retry's now
+  ASSERT_TRUE(retry);
+  EXPECT_EQ(retry->number, 1);
+  late_finishes("retry running");
+  other->report_intermediate(retry->id, 0, 2.5);
+  other->finish(retry->id, TrialState::Complete, 2.0, "");
+  seen = other->finished_since(s, seen.cursor);
+  ASSERT_EQ(seen.trials.size(), 1u);
+  EXPECT_EQ(seen.trials[0].number, 1);
+  late_finishes("retry complete");
+  EXPECT_FALSE(storage_->start_trial(s, 1));
+  const auto all = storage_->trials(s);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].state, TrialState::Failed);
+  EXPECT_FALSE(all[0].value);
+  EXPECT_NE(all[0].error.find("no heartbeat"), std::string::npos) << all[0].error;
+  EXPECT_EQ(all[1].state, TrialState::Complete);
+  EXPECT_EQ(all[1].value, 2.0);
+  EXPECT_EQ(all[1].intermediate, (std::map<int64_t, double>{{0, 2.5}}));
+  const auto counts = storage_->count_by_state(s);
+  EXPECT_EQ(counts[static_cast<int>(TrialState::Complete)], 1);
+  EXPECT_EQ(counts[static_cast<int>(TrialState::Failed)], 1);
+  EXPECT_EQ(counts[static_cast<int>(TrialState::Pruned)], 0);
+  // Everything fed once in all, from the start: the FAIL and the retry's COMPLETE.
+  EXPECT_EQ(open_storage(url_)->finished_since(s, 0).trials.size(), 2u);
+}
+
+// Two workers that both find the trial stale: one fails it and queues one retry; the other
+// changes nothing. A trial that finished before the check is left alone.
+TEST_P(StorageTest, AStaleTrialIsFailedOnceAndRetriedOnce) {
+  const int64_t s = storage_->create_or_load_study("s", Direction::Minimize, space_a()).id;
+  auto stale = storage_->start_trial(s);
+  auto done = storage_->start_trial(s);
+  age_heartbeat(stale->id, 3600);
+  age_heartbeat(done->id, 3600);
+  storage_->finish(done->id, TrialState::Complete, 1.0, "");
+  auto a = open_storage(url_), b = open_storage(url_);
+  EXPECT_EQ(a->fail_stale(s, 60, 3), 1);
+  EXPECT_EQ(b->fail_stale(s, 60, 3), 0);
+  EXPECT_FALSE(b->enqueue_retry(stale->id, 3));  // retried already
+  const auto all = storage_->trials(s);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].state, TrialState::Failed);
+  EXPECT_EQ(all[1].state, TrialState::Complete);
+  EXPECT_EQ(all[1].value, 1.0);
+  EXPECT_EQ(all[2].state, TrialState::Waiting);
+  EXPECT_EQ(all[2].retry_of, 0);
 }
 
 TEST_P(StorageTest, RaisedTrialIsRetriedOnlyWhenAsked) {
@@ -201,6 +355,99 @@ TEST_P(StorageTest, ConcurrentWorkersNeverShareATrialNumber) {
   EXPECT_EQ(*all.rbegin(), kBudget - 1);
   FinishedBatch b = storage_->finished_since(s, 0);
   EXPECT_EQ(b.trials.size(), static_cast<size_t>(kBudget));
+}
+
+// Workers run trials (params, four reports, finish) while a reaper fails their running trials as
+// stale at random moments, as the peers of stalled workers do. Whatever the interleaving, every
+// trial ends exactly once (by its worker's finish or by the stale check), each failure refuses
+// exactly one write of the trial's worker, the stored reports are exactly the accepted ones, and
+// every trial failed as stale has one retry with its params.
+TEST_P(StorageTest, StaleChecksRacingLiveWorkersLoseNoWriteAndEndNoTrialTwice) {
+  const int64_t s = storage_->create_or_load_study("s", Direction::Minimize, space_a()).id;
+  // Until the reaper has failed kFailures trials and kCompleted were completed.
+  constexpr int kWorkers = 6, kSteps = 4, kFailures = 20, kCompleted = 40;
+  const Distribution lr{Distribution::Kind::Float, 1e-5, 1e-3, true, 0, {}};
+  std::mutex mutex;                                       // guards the tallies below
+  std::map<int64_t, std::map<int64_t, double>> accepted;  // trial id -> step -> value
+  std::map<int64_t, double> completed;                    // trial id -> value, finish accepted
+  int64_t refused = 0, failed_stale = 0;
+  std::atomic<bool> stop = false;  // the workers start no further trial
+  // The reaper fails every running trial at random moments: with a grace period of -3600 s
+  // every heartbeat counts as stale. (The pause only spaces its rounds; nothing waits on it.)
+  auto reaper_storage = open_storage(url_);  // opened before the workers contend for the file
+  std::thread reaper([&] {
+    Storage* st = reaper_storage.get();
+    std::mt19937 rng(7);
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 4000));
+      const int n = st->fail_stale(s, -3600, 1);
+      std::lock_guard lock(mutex);
+      failed_stale += n;
+      if (failed_stale >= kFailures && completed.size() >= kCompleted) break;
+    }
+    stop = true;
+  });
+  std::vector<std::thread> workers;
+  for (int w = 0; w < kWorkers; ++w)
+    workers.emplace_back([&, w] {
+      auto st = open_storage(url_);
+      while (!stop) {
+        auto t = st->start_trial(s);
+        try {
+          if (t->params.empty())
+            st->set_params(t->id, {{"lr", 1e-5 * (1 + t->number)}}, {{"lr", lr}});
+          for (int step = 0; step < kSteps; ++step) {
+            const double v = w * 1000 + t->number + 0.1 * step;
+            st->report_intermediate(t->id, step, v);
+            std::lock_guard lock(mutex);
+            accepted[t->id][step] = v;
+          }
+          st->finish(t->id, TrialState::Complete, t->number + 0.5, "");
+          std::lock_guard lock(mutex);
+          completed[t->id] = t->number + 0.5;
+        } catch (const TrialNotRunning& e) {
+          EXPECT_EQ(e.state, TrialState::Failed) << e.what();
+          std::lock_guard lock(mutex);
+          ++refused;
+        }
+      }
+    });
+  reaper.join();
+  for (auto& t : workers) t.join();
+  const auto all = storage_->trials(s);
+  EXPECT_EQ(refused, failed_stale);
+  int64_t waiting = 0;  // retries queued after the workers stopped
+  for (const Trial& t : all) waiting += t.state == TrialState::Waiting;
+  EXPECT_EQ(static_cast<int64_t>(completed.size()) + failed_stale + waiting,
+            static_cast<int64_t>(all.size()));
+  std::map<int64_t, int> retries;  // original number -> retries of it
+  for (const Trial& t : all) {
+    if (t.retry_of >= 0) ++retries[t.retry_of];
+    const std::map<int64_t, double> values =
+        accepted.count(t.id) ? accepted.at(t.id) : std::map<int64_t, double>{};
+    EXPECT_EQ(t.intermediate, values) << "trial " << t.number;
+    if (completed.count(t.id)) {
+      EXPECT_EQ(t.state, TrialState::Complete) << "trial " << t.number;
+      EXPECT_EQ(t.value, completed.at(t.id));
+    } else if (t.state != TrialState::Waiting) {
+      EXPECT_EQ(t.state, TrialState::Failed) << "trial " << t.number;
+      EXPECT_NE(t.error.find("no heartbeat"), std::string::npos) << t.error;
+      EXPECT_FALSE(t.value);
+    }
+  }
+  for (const Trial& t : all) {
+    const bool first_attempt = t.retry_of < 0;
+    if (t.state == TrialState::Failed && first_attempt)
+      EXPECT_EQ(retries[t.number], 1) << "trial " << t.number;
+    // A retry keeps its original's params; one failed before it had any samples its own.
+    if (t.retry_of >= 0 && !all.at(t.retry_of).params.empty())
+      EXPECT_EQ(t.params, all.at(t.retry_of).params) << "trial " << t.number;
+  }
+  const FinishedBatch fed = storage_->finished_since(s, 0);
+  std::set<int64_t> numbers;
+  for (const Trial& t : fed.trials) numbers.insert(t.number);
+  EXPECT_EQ(static_cast<int64_t>(fed.trials.size()), static_cast<int64_t>(all.size()) - waiting);
+  EXPECT_EQ(numbers.size(), fed.trials.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StorageTest, ::testing::Values("sqlite", "postgres"),

@@ -3,12 +3,20 @@
 // worker's running trial (constant liar input), pruned trials keep their last value, and an
 // objective that raises fails its trial with the message. TPE samplers of two workers, whose
 // incremental above-trial index is fed from the storage's deltas in each worker's own order,
-// and a sampler rebuilt from storage (a restart) agree once they have seen the same trials.
+// and a sampler rebuilt from storage (a restart) agree once they have seen the same trials. A
+// worker whose trial another worker failed as stale while it stalled stores nothing more of it
+// and logs what it discarded.
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+#include <sqlite3.h>
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "hpo/storage.h"
@@ -149,6 +157,126 @@ TEST(Worker, TpeSummariesOfTwoWorkersAndARestartAgree) {
     EXPECT_EQ(samplers[0]->sample(space, number, {}), p);
     EXPECT_EQ(samplers[1]->sample(space, number, {}), p);
   }
+}
+
+// Trial 0 stalls (as a process stalls in a long evaluation) until released; then, by `late`,
+// returns 1.0 (its result comes late) or reports fold 0 (a report comes late). Other trials
+// complete with 3.0.
+class StallingObjective : public Objective {
+ public:
+  enum class Late { Result, Report };
+  explicit StallingObjective(Late late) : late_(late) {}
+  double run(const Trial& t, const SearchSpace&, TrialReporter& r) override {
+    if (t.number != 0) return 3.0;
+    std::unique_lock lock(mutex_);
+    started_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return released_; });
+    if (late_ == Late::Report && r.report_fold(0, 1.0)) throw TrialPruned();
+    return 1.0;
+  }
+  void wait_started() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return started_; });
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  Late late_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool started_ = false, released_ = false;
+};
+
+// Worker A's trial 0 stalls; meanwhile another worker (driven here through its own storage
+// handle) finds it stale, fails it and runs its retry, trial 1, to the end. Then A wakes up.
+void late_worker(StallingObjective::Late late) {
+  test::TempDir dir;
+  const std::string url = dir.path() + "/study.db";
+  const SearchSpace space =
+      SearchSpace::parse(YAML::Load("{x: {type: float, low: 0, high: 1}}"), "test");
+  const StudyInfo study =
+      open_storage(url)->create_or_load_study("w", Direction::Minimize, space.to_json());
+  WorkerOptions o;
+  o.max_trials = 1;
+  o.heartbeat_s = 600;  // A's heartbeat thread stays quiet; staleness is made below
+  o.grace_s = 1200;
+  auto log = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*log);
+  spdlog::default_logger()->sinks().push_back(sink);
+  RecordingSampler sampler(
+      make_sampler(YAML::Load("{type: random}"), "test", Direction::Minimize, 1));
+  StallingObjective objective(late);
+  WorkerStats stats;
+  std::thread a([&] {
+    auto storage = open_storage(url);
+    stats = Worker(*storage, study, space, sampler, nullptr, objective, o).run();
+  });
+  // Wakes A and waits for it, also when an assertion below returns early.
+  struct WakeAndJoin {
+    StallingObjective& objective;
+    std::thread& thread;
+    std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink;
+    ~WakeAndJoin() {
+      objective.release();
+      if (thread.joinable()) thread.join();
+      spdlog::default_logger()->flush();
+      auto& sinks = spdlog::default_logger()->sinks();
+      sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+    }
+  };
+  std::unique_ptr<WakeAndJoin> wake_and_join(new WakeAndJoin{objective, a, sink});
+  objective.wait_started();
+  auto other = open_storage(url);
+  const Trial original = other->running_trials(study.id).at(0);
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(url.c_str(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    ASSERT_EQ(sqlite3_exec(db, "UPDATE trials SET heartbeat = heartbeat - 3600", nullptr, nullptr,
+                           nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  ASSERT_EQ(other->fail_stale(study.id, o.grace_s, 1), 1);
+  auto retry = other->start_trial(study.id, o.max_trials);
+  ASSERT_TRUE(retry);
+  EXPECT_EQ(retry->retry_of, 0);
+  EXPECT_EQ(retry->params, original.params);
+  other->finish(retry->id, TrialState::Complete, 2.0, "");
+  wake_and_join.reset();  // A wakes up late
+
+  EXPECT_EQ(stats.discarded, 1);
+  EXPECT_EQ(stats.total(), 0);
+  const std::string text = log->str();
+  const std::string what = late == StallingObjective::Late::Result
+                               ? "trial 0: its result (COMPLETE, value 1) was discarded: "
+                               : "trial 0: its report of fold 0 (value 1) was discarded: ";
+  EXPECT_NE(text.find(what + "the trial was failed as stale at "), std::string::npos) << text;
+  EXPECT_NE(text.find("and retried as trial 1"), std::string::npos) << text;
+  const auto trials = other->trials(study.id);
+  ASSERT_EQ(trials.size(), 2u);
+  EXPECT_EQ(trials[0].state, TrialState::Failed);
+  EXPECT_FALSE(trials[0].value);
+  EXPECT_TRUE(trials[0].fold_values.empty());
+  EXPECT_TRUE(trials[0].intermediate.empty());
+  EXPECT_EQ(trials[1].state, TrialState::Complete);
+  EXPECT_EQ(trials[1].value, 2.0);
+  // A's sampler saw no trial twice.
+  const std::set<int64_t> distinct(sampler.observed.begin(), sampler.observed.end());
+  EXPECT_EQ(distinct.size(), sampler.observed.size());
+}
+
+TEST(Worker, LateResultOfATrialFailedAsStaleIsDiscardedAndLogged) {
+  late_worker(StallingObjective::Late::Result);
+}
+
+TEST(Worker, LateReportOfATrialFailedAsStaleStopsItAndIsLogged) {
+  late_worker(StallingObjective::Late::Report);
 }
 
 }  // namespace
