@@ -35,6 +35,16 @@ using test::PgServer;
 // first trial to run never ends (it prints a line every 0.1 s, so once its worker is dead the
 // closed pipe ends it) after leaving a marker file; stall: the first trial to run leaves a marker
 // file, waits for the file $DIR/go and then prints only "value 7".
+// Polls every 20 ms until `path` exists; false after 30 s.
+bool wait_for_file(const std::string& path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(path)) {
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(30)) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 void write_objective(const std::string& dir) {
   const std::string script = R"SH(#!/bin/sh
 for a in "$@"; do case $a in --x=*) x=${a#--x=};; --y=*) y=${a#--y=};; esac; done
@@ -213,11 +223,7 @@ void kill_worker_mid_trial(const std::string& url, const std::string& sqlite_fil
       "& echo $! > a.pid",
       dir.path(), test::ftune_binary(), cfg);
   ASSERT_EQ(std::system(start_a.c_str()), 0);
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!std::filesystem::exists(dir.path() + "/marker/n")) {
-    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ASSERT_TRUE(wait_for_file(dir.path() + "/marker/n")) << "no trial started within 30 s";
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const int pid = std::stoi(io::read_file(dir.path() + "/a.pid"));
   ASSERT_EQ(kill(pid, SIGKILL), 0);
@@ -280,11 +286,8 @@ TEST(HpoCli, StalledWorkersLateResultIsDiscardedAndLogged) {
       "echo $? > a.rc) &",
       dir.path(), test::ftune_binary(), cfg);
   ASSERT_EQ(std::system(start_a.c_str()), 0);
+  ASSERT_TRUE(wait_for_file(dir.path() + "/marker/n")) << "no trial started within 30 s";
   const auto t0 = std::chrono::steady_clock::now();
-  while (!std::filesystem::exists(dir.path() + "/marker/n")) {
-    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   const int worker_a = std::stoi(io::read_file(dir.path() + "/a.pid"));
   ASSERT_EQ(kill(worker_a, SIGSTOP), 0);
   // B waits out the grace period, fails trial 0, runs its retry (trial 1) and ends: the budget of
@@ -333,11 +336,8 @@ TEST(HpoCli, SigtermFailsTheTrialAtOnceAndStopsItsCommand) {
       fmt::format("cd {}; {} hpo run --config {} --trials 3 > a.log 2>&1 & echo $! > a.pid",
                   dir.path(), test::ftune_binary(), cfg);
   ASSERT_EQ(std::system(start.c_str()), 0);
+  ASSERT_TRUE(wait_for_file(dir.path() + "/marker/n")) << "no trial started within 30 s";
   const auto t0 = std::chrono::steady_clock::now();
-  while (!std::filesystem::exists(dir.path() + "/marker/n")) {
-    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
   const int worker = std::stoi(io::read_file(dir.path() + "/a.pid"));
   const int command = std::stoi(io::read_file(dir.path() + "/marker/pid"));
   ASSERT_EQ(kill(worker, SIGTERM), 0);
