@@ -84,10 +84,18 @@ FTUNE_HD Philox4 philox_block(RngKey key, uint64_t group) {
   return philox4x32_10(c, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
 }
 
+// Word j % 4 of a block, by selects rather than an indexed load: a run-time index into r.v puts
+// the block in local memory on the GPU (a 16-byte stack frame in every dropout and attention
+// kernel); the selects keep it in registers. The same word either way.
+FTUNE_HD uint32_t philox_word(const Philox4& r, uint64_t j) {
+  const uint32_t lo = (j & 1) ? r.v[1] : r.v[0], hi = (j & 1) ? r.v[3] : r.v[2];
+  return (j & 2) ? hi : lo;
+}
+
 // Uniform for element i of the stream (one Philox evaluation; kernels that handle four
 // consecutive elements call philox_block once instead).
 FTUNE_HD float philox_uniform_at(RngKey key, uint64_t i) {
-  return philox_uniform(philox_block(key, i >> 2).v[i & 3]);
+  return philox_uniform(philox_word(philox_block(key, i >> 2), i));
 }
 
 }  // namespace ftune

@@ -166,6 +166,8 @@ void fill_f32(float* dst, Device device, int64_t n, float value) {
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
+void use_device(Device device) { set_device(device); }
+
 void synchronize(Device device) {
   set_device(device);
   FTUNE_CUDA_CHECK(cudaDeviceSynchronize());

@@ -17,6 +17,7 @@ void memcpy(void* dst, Device dst_device, const void* src, Device src_device, si
 void memset_zero(void* dst, Device device, size_t bytes);
 void fill_f32(float* dst, Device device, int64_t n, float value);
 void synchronize(Device device);
+void use_device(Device device);  // makes `device` the calling thread's current device
 // Free and total bytes of the device as the driver reports them (cudaMemGetInfo).
 void memory_info(Device device, size_t* free_bytes, size_t* total_bytes);
 std::string device_description(Device device);  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"

@@ -42,14 +42,23 @@ void* graph_capture_end(Device device) {
 
 void graph_capture_abort(Device device) noexcept {
   if (cudaSetDevice(device.index) != cudaSuccess) return;
+  // compute_stream() reports a failing cudaGetDevice by throwing: caught here, or this noexcept
+  // function would terminate the process instead of letting the region's exception propagate.
+  cudaStream_t stream = nullptr;
+  try {
+    stream = compute_stream();
+  } catch (...) {
+    (void)cudaGetLastError();
+    return;
+  }
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(compute_stream(), &status) != cudaSuccess ||
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess ||
       status == cudaStreamCaptureStatusNone) {
     (void)cudaGetLastError();
     return;
   }
   cudaGraph_t graph = nullptr;
-  cudaStreamEndCapture(compute_stream(), &graph);
+  cudaStreamEndCapture(stream, &graph);  // an invalidated capture ends too (no graph)
   if (graph) cudaGraphDestroy(graph);
   (void)cudaGetLastError();
 }

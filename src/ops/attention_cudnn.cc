@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #ifdef FTUNE_WITH_CUDA
+#include "cuda/cuda_device.h"
 #include "cuda/cudnn_attention.h"
 #include "cuda/cuda_libraries.h"
 #endif
@@ -128,14 +129,17 @@ const char* attention_memory_note(bool cudnn_state) {
              : "attention probabilities (B, H, T, T) fp32 saved for backward, per layer slot";
 }
 
-std::string cudnn_attention_probe(int64_t B, int64_t T, int64_t H, int64_t D, DType dtype,
-                                  float dropout_p) {
+std::string cudnn_attention_probe(Device device, int64_t B, int64_t T, int64_t H, int64_t D,
+                                  DType dtype, float dropout_p) {
   if (dtype != DType::BF16 && dtype != DType::F16)
     return fmt::format("cuDNN's flash attention is 16-bit only, not {}", dtype_name(dtype));
 #ifdef FTUNE_WITH_CUDA
   if (!cuda::cudnn_sdpa_compiled())
     return "this build has no cuDNN attention (" + cuda::cudnn_sdpa_build_note() + ")";
   if (cuda_device_count() == 0) return "no CUDA device is visible";
+  if (device.is_cpu() || device.index >= cuda_device_count())
+    return fmt::format("{} is not a visible CUDA device", device_name(device));
+  cuda::use_device(device);  // the graphs are built on, and cached for, the current device
   const size_t have =
       static_cast<size_t>(cudnn_attention_workspace_floats(B, H, T, D)) * sizeof(float);
   for (const float p : {dropout_p, 0.0f}) {
@@ -150,7 +154,7 @@ std::string cudnn_attention_probe(int64_t B, int64_t T, int64_t H, int64_t D, DT
   }
   return "";
 #else
-  (void)B, (void)T, (void)H, (void)D, (void)dropout_p;
+  (void)device, (void)B, (void)T, (void)H, (void)D, (void)dropout_p;
   return "this build has no CUDA";
 #endif
 }

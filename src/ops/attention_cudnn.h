@@ -70,12 +70,13 @@ int64_t cudnn_attention_state_floats(int64_t B, int64_t H, int64_t T);
 // What the attention category of a plan holds, for `ftune plan`, `ftune doctor` and summary.json.
 const char* attention_memory_note(bool cudnn_state);
 
-// Whether cuDNN runs attention of (B, T, H, D) in 16-bit `dtype` on the current GPU, training
+// Whether cuDNN runs attention of (B, T, H, D) in 16-bit `dtype` on GPU `device` (made the
+// current device: cuDNN's graphs are built for, and cached per, the current device), training
 // (dropout_p) and evaluating (dropout 0), within cudnn_attention_workspace_floats(B, H, T, D) of
 // workspace: "" when it does, else why not. Builds (and caches) the graphs, tens to hundreds of
 // milliseconds; needs the GPU (without one, or without cuDNN in the build, says so).
-std::string cudnn_attention_probe(int64_t B, int64_t T, int64_t H, int64_t D, DType dtype,
-                                  float dropout_p);
+std::string cudnn_attention_probe(Device device, int64_t B, int64_t T, int64_t H, int64_t D,
+                                  DType dtype, float dropout_p);
 
 // What the planner reserves for cuDNN attention of up to (B, H, T, D) on top of the CUDA
 // kernel's own workspace: an fp32 (B, H, T, D) accumulator for dQ (what cuDNN's deterministic

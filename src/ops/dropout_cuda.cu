@@ -32,7 +32,7 @@ __global__ void dropout_mixed_kernel(To* out, const From* inp, int64_t n, float 
       group = s >> 2;
       r = philox_block(rng, group);
     }
-    store_f32(out + i, load_f32(inp + i) * (philox_uniform(r.v[s & 3]) >= p ? scale : 0.0f));
+    store_f32(out + i, load_f32(inp + i) * (philox_uniform(philox_word(r, s)) >= p ? scale : 0.0f));
   }
 }
 

@@ -52,7 +52,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
   if (cudnn && p.target.device.index < cuda_device_count()) {
     const int64_t rows = std::max(p.choice.micro_batch, p.target.eval_batch);
     const std::string why =
-        cudnn_attention_probe(rows, p.target.max_seq, model.num_heads, model.head_dim(),
+        cudnn_attention_probe(p.target.device, rows, p.target.max_seq, model.num_heads, model.head_dim(),
                               p.target.precision, model.attention_dropout);
     if (!why.empty()) {
       spdlog::warn(

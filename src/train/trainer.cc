@@ -795,15 +795,16 @@ void Trainer::train_step() {
     const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(step_),
                               static_cast<uint64_t>(row0), stream_seq_, in.micro};
     model_->prepare_forward(loss_options_);  // nothing lazy left inside the region
+    const bool inject_oom = step_ + 1 == oom_at && oom_retries_.empty();
     const auto region = [&] {
       model_->forward(dropout);
-      if (step_ + 1 == oom_at && oom_retries_.empty())
-        throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
+      if (inject_oom) throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
       const TensorView micro_loss = model_->loss(loss_options_);
       step_scalars_add_loss(scalars, micro_loss, 0.0, &in.micro->loss_share);
       model_->backward(dropout, 1.0f, &in.micro->grad_scale);
     };
-    if (graphs_)
+    // A replayed graph runs none of the region's host code: the injected failure runs eagerly.
+    if (graphs_ && !inject_oom)
       graphs_->run(MicroGraphKey{rows, in.inputs.T, slot}, region);
     else
       region();

@@ -52,6 +52,11 @@ TEST(Philox, UniformsAreInRangeAndStreamsDiffer) {
   EXPECT_LT(same_offset, 5);
   // Element i is word i%4 of block i/4.
   EXPECT_EQ(philox_uniform_at(a, 7), philox_uniform(philox_block(a, 1).v[3]));
+  // philox_word (the kernels' register-only pick) is the indexed word, for every j % 4.
+  const Philox4 r = philox_block(a, 5);
+  for (uint64_t j = 0; j < 12; ++j) EXPECT_EQ(philox_word(r, j), r.v[j & 3]) << j;
+  for (int i = 0; i < 64; ++i)
+    EXPECT_EQ(philox_uniform_at(a, i), philox_uniform(philox_block(a, i / 4).v[i % 4])) << i;
 }
 
 }  // namespace

@@ -133,7 +133,7 @@ class CudnnAttentionModelGpu : public ::testing::Test {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
     if (!cuda::cudnn_sdpa_compiled())
       GTEST_SKIP() << "cuDNN attention not compiled: " << cuda::cudnn_sdpa_build_note();
-    const std::string why = cudnn_attention_probe(3, 40, 2, 64, DType::BF16, 0.1f);
+    const std::string why = cudnn_attention_probe(Device::cuda(0), 3, 40, 2, 64, DType::BF16, 0.1f);
     if (!why.empty()) GTEST_SKIP() << "cuDNN refuses the shape: " << why;
   }
 };

@@ -346,10 +346,12 @@ TEST(CudnnAttentionState, FollowsTheDocumentedLayout) {
 
 // The up-front check says why cuDNN cannot run a shape: fp32, and here no GPU or no CUDA build.
 TEST(CudnnAttentionState, ProbeSaysWhyItRefuses) {
-  EXPECT_NE(cudnn_attention_probe(2, 64, 2, 64, DType::F32, 0.1f).find("16-bit"),
+  EXPECT_NE(cudnn_attention_probe(Device::cuda(0), 2, 64, 2, 64, DType::F32, 0.1f).find("16-bit"),
             std::string::npos);
   if (cuda_device_count() == 0)
-    EXPECT_NE(cudnn_attention_probe(2, 64, 2, 64, DType::BF16, 0.1f), "");
+    EXPECT_NE(cudnn_attention_probe(Device::cuda(0), 2, 64, 2, 64, DType::BF16, 0.1f), "");
+  // A device that is not there is named, not probed on another one.
+  EXPECT_NE(cudnn_attention_probe(Device::cuda(63), 2, 64, 2, 64, DType::BF16, 0.1f), "");
 }
 
 FTUNE_INSTANTIATE_DEVICES(AttentionTest);

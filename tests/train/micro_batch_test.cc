@@ -13,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "core/device.h"
 #include "io/safetensors.h"
 #include "run_cli.h"
 #include "test_util.h"
@@ -206,6 +207,48 @@ TEST_F(MicroBatch, PaddingToAMultipleChangesNothingButTheOrderOfSums) {
   // More tokens were computed for the same real ones.
   EXPECT_GT(summary["padded_tokens_per_sample"].get<double>(),
             plain["padded_tokens_per_sample"].get<double>());
+}
+
+// GPU only: a run with CUDA graphs (each micro-batch shape run eagerly once, captured, then
+// replayed with the next micro-batches' MicroParams read from the staging slot) follows the eager
+// run bit for bit: the same per-step losses and final weights, fp32 and bf16 (the 16-bit shadow,
+// cuDNN attention where the build has it). GEMM autotuning is off in both runs so that both choose
+// the same cuBLASLt algorithms (timing could pick different ones).
+TEST_F(MicroBatch, CudaGraphsOnAGpuReplayTheEagerTrajectoryBitForBit) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  for (const std::string precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    const std::string common = "  device: cuda\n  precision: " + precision + "\n";
+    train("eager_" + precision, 4, 4, common + "  cuda_graphs: off\n", "FTUNE_GEMM_AUTOTUNE=0");
+    train("graphs_" + precision, 4, 4, common + "  cuda_graphs: on\n", "FTUNE_GEMM_AUTOTUNE=0");
+    const auto le = step_losses(run_dir("eager_" + precision));
+    const auto lg = step_losses(run_dir("graphs_" + precision));
+    ASSERT_EQ(le.size(), 16u);
+    EXPECT_EQ(le, lg);
+    EXPECT_EQ(weights(run_dir("eager_" + precision)), weights(run_dir("graphs_" + precision)));
+    const auto s =
+        nlohmann::json::parse(file_bytes(run_dir("graphs_" + precision) + "/summary.json"));
+    const auto& g = s["cuda_graphs"];
+    EXPECT_EQ(g["on"], true) << g.dump();
+    EXPECT_FALSE(g.contains("failure")) << g.dump();
+    EXPECT_GT(g["captured"].get<int64_t>(), 0) << g.dump();
+    EXPECT_GT(g["replayed"].get<int64_t>(), 0) << g.dump();
+  }
+}
+
+// GPU only: FTUNE_DEBUG_OOM_AT_STEP still fails step 3 with CUDA graphs on, although the first
+// micro-batch shape of that step has a graph by then (a replay runs none of the region's host
+// code, so the injection must not sit inside a replayed region), and the run recovers.
+TEST_F(MicroBatch, CudaGraphsKeepTheInjectedOutOfMemoryFailure) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  const CliResult r = run_ftune(
+      "train --config " + config("graphs_oom", 4, 4, "  device: cuda\n  cuda_graphs: on\n"),
+      "FTUNE_DEBUG_OOM_AT_STEP=3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("out of memory at step 3"), std::string::npos) << r.output;
+  const auto s = nlohmann::json::parse(file_bytes(run_dir("graphs_oom") + "/summary.json"));
+  ASSERT_EQ(s["memory"]["oom_retries"].size(), 1u) << s.dump();
+  EXPECT_EQ(s["memory"]["oom_retries"][0]["step"], 3);
 }
 
 TEST_F(MicroBatch, CudaGraphsOnTheCpuAreRefusedNamingTheKey) {
