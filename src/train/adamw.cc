@@ -47,19 +47,21 @@ void AdamW::set_lr_scale(const std::string& param, float scale) {
 
 void AdamW::update_cpu(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
                        f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
-                       const double* scalars) const {
+                       const double* scalars, bool lr_from_scalars) const {
   if (scalars[kStepOk] == 0.0) return;  // a skipped step: nothing is touched
   const AdamWBiasCorrection bc =
       adamw_bias_correction(options_.beta1, options_.beta2, scalars[kAdamSteps]);
   const float grad_scale = static_cast<float>(scalars[kClipCoef]);
   const bool shadowed = shadow_bf16 || shadow_f16;
+  const float step_lr = lr_from_scalars ? static_cast<float>(scalars[kLearningRate]) : 1.0f;
   for (const AdamWSegment& s : launch_) {
-    const float step_size = static_cast<float>(double(s.lr) / bc.bc1);
+    const float lr = lr_from_scalars ? step_lr * s.lr : s.lr;
+    const float step_size = static_cast<float>(double(lr) / bc.bc1);
     // Elements [lo, hi) of this segment, with the shadow written when `shadow` (each element's
     // arithmetic is the same either way).
     auto update = [&](int64_t lo, int64_t hi, bool shadow) {
       if (hi <= lo) return;
-      cpu::adamw_update(p + lo, g + lo, m + lo, v + lo, hi - lo, s.lr, s.weight_decay,
+      cpu::adamw_update(p + lo, g + lo, m + lo, v + lo, hi - lo, lr, s.weight_decay,
                         options_.beta1, options_.beta2, options_.eps, step_size, bc.bc2_sqrt,
                         grad_scale,
                         shadow && shadow_bf16 ? shadow_bf16 + (lo - shadow_begin) : nullptr,
@@ -86,6 +88,21 @@ void AdamW::step(TensorView values, TensorView grads, float lr, float grad_scale
 
 void AdamW::apply(TensorView values, TensorView grads, float lr, TensorView shadow,
                   int64_t shadow_offset) {
+  update(values, grads, lr, false, shadow, shadow_offset);
+}
+
+void AdamW::set_learning_rate(float lr) {
+  FTUNE_ASSERT(scalars_.defined(), "AdamW::set_learning_rate before bind");
+  step_scalars_set(scalars_, kLearningRate, double(lr));
+}
+
+void AdamW::apply_scheduled(TensorView values, TensorView grads, TensorView shadow,
+                            int64_t shadow_offset) {
+  update(values, grads, 1.0f, true, shadow, shadow_offset);
+}
+
+void AdamW::update(TensorView values, TensorView grads, float lr, bool lr_from_scalars,
+                   TensorView shadow, int64_t shadow_offset) {
   const char* op = "adamw_step";
   check_f32(op, "values", values, Shape{params_.total()});
   check_f32(op, "grads", grads, Shape{params_.total()});
@@ -113,12 +130,15 @@ void AdamW::apply(TensorView values, TensorView grads, float lr, TensorView shad
   const int64_t shadow_end = shadow.defined() ? shadow_offset + shadow.numel() : shadow_offset;
   launch_.clear();
   for (const Segment& s : segments_)
-    launch_.push_back({s.offset, s.count, lr * s.lr_scale, s.decay ? options_.weight_decay : 0.0f});
+    launch_.push_back({s.offset, s.count, lr_from_scalars ? s.lr_scale : lr * s.lr_scale,
+                       s.decay ? options_.weight_decay : 0.0f});
   FTUNE_DISPATCH(
-      op, dev, update_cpu(p, g, m, v, shadow_bf16, shadow_f16, shadow_offset, shadow_end, scalars),
+      op, dev,
+      update_cpu(p, g, m, v, shadow_bf16, shadow_f16, shadow_offset, shadow_end, scalars,
+                 lr_from_scalars),
       cuda::adamw_update(p, g, m, v, shadow_bf16, shadow_f16, shadow_offset, shadow_end,
                          launch_.data(), static_cast<int64_t>(launch_.size()), options_.beta1,
-                         options_.beta2, options_.eps, scalars));
+                         options_.beta2, options_.eps, scalars, lr_from_scalars));
 }
 
 }  // namespace ftune

@@ -64,6 +64,13 @@ class AdamW {
   // nearest even (a skipped step leaves it untouched, as the weights).
   void apply(TensorView values, TensorView grads, float lr, TensorView shadow = TensorView(),
              int64_t shadow_offset = 0);
+  // The same update with this step's learning rate read from the step scalars (kLearningRate,
+  // written by set_learning_rate in stream order before it) instead of passed: what a captured
+  // CUDA graph of the optimizer step replays (train/step_graphs.h). Bit-identical to apply() with
+  // that rate.
+  void set_learning_rate(float lr);
+  void apply_scheduled(TensorView values, TensorView grads, TensorView shadow = TensorView(),
+                       int64_t shadow_offset = 0);
   // An unconditional step with a host-given gradient factor (tests and parity checks): t += 1,
   // then apply().
   void step(TensorView values, TensorView grads, float lr, float grad_scale = 1.0f);
@@ -90,7 +97,10 @@ class AdamW {
   // shadow_bf16 / shadow_f16: null, or the shadow of elements [shadow_begin, shadow_end).
   void update_cpu(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
                   f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
-                  const double* scalars) const;
+                  const double* scalars, bool lr_from_scalars) const;
+  // apply() and apply_scheduled(): the segments carry lr x scale, or only the scale.
+  void update(TensorView values, TensorView grads, float lr, bool lr_from_scalars,
+              TensorView shadow, int64_t shadow_offset);
   std::vector<AdamWSegment> launch_;  // this step's per-segment scalars (reused, host memory)
   TensorView m_, v_, scalars_;
 };
@@ -118,7 +128,7 @@ constexpr int kAdamWSegmentsPerLaunch = 768;
 void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
                   f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
                   const AdamWSegment* segments, int64_t count, float beta1, float beta2,
-                  float eps, const double* scalars);
+                  float eps, const double* scalars, bool lr_from_scalars = false);
 }  // namespace cuda
 
 }  // namespace ftune

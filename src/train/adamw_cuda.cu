@@ -66,13 +66,19 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, bf16_
                              f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
                              bool shadow_vec, const __grid_constant__ SegmentTable table,
                              int64_t begin, int64_t end, float beta1, float beta2, float eps,
-                             const double* scalars) {
+                             const double* scalars, bool lr_from_scalars) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   const int64_t q_end = (end + 3) / 4;
   int64_t q = begin / 4 + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (q >= q_end) return;
   if (scalars[kStepOk] == 0.0) return;  // a skipped step: nothing is touched
   const float grad_scale = static_cast<float>(scalars[kClipCoef]);
+  // apply_scheduled: a segment carries its LR scale and the step's rate is read here (the same
+  // f32 product as the host's lr x scale).
+  const float step_lr = lr_from_scalars ? static_cast<float>(scalars[kLearningRate]) : 1.0f;
+  const auto seg_lr = [&](const AdamWSegment& seg) {
+    return lr_from_scalars ? step_lr * seg.lr : seg.lr;
+  };
   const AdamWBiasCorrection bc = adamw_bias_correction(beta1, beta2, scalars[kAdamSteps]);
   const float bias_correction2_sqrt = bc.bc2_sqrt;
   const bool shadowed = shadow_bf16 || shadow_f16;
@@ -91,7 +97,7 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, bf16_
           shadowed && shadow_vec && g0 >= shadow_begin && g0 + 4 <= shadow_end;
       if (in_segment && (no_shadow || whole_shadow)) {
         if (sized != s) {
-          step_size = static_cast<float>(double(seg.lr) / bc.bc1);
+          step_size = static_cast<float>(double(seg_lr(seg)) / bc.bc1);
           sized = s;
         }
         float pv[4], gv[4], mv[4], vv[4];
@@ -101,7 +107,7 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, bf16_
         load_vec<4>(v + g0, vv);
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-          adamw_element(pv[j], gv[j], mv[j], vv[j], seg.lr, seg.weight_decay, beta1, beta2, eps,
+          adamw_element(pv[j], gv[j], mv[j], vv[j], seg_lr(seg), seg.weight_decay, beta1, beta2, eps,
                         step_size, bias_correction2_sqrt, grad_scale);
         store_vec<4>(p + g0, pv);
         store_vec<4>(m + g0, mv);
@@ -119,11 +125,11 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, bf16_
       const AdamWSegment& seg = table.seg[s];
       if (i < seg.offset) continue;  // between segments
       if (sized != s) {
-        step_size = static_cast<float>(double(seg.lr) / bc.bc1);
+        step_size = static_cast<float>(double(seg_lr(seg)) / bc.bc1);
         sized = s;
       }
       float pi = p[i], mi = m[i], vi = v[i];
-      adamw_element(pi, g[i], mi, vi, seg.lr, seg.weight_decay, beta1, beta2, eps, step_size,
+      adamw_element(pi, g[i], mi, vi, seg_lr(seg), seg.weight_decay, beta1, beta2, eps, step_size,
                     bias_correction2_sqrt, grad_scale);
       p[i] = pi;
       m[i] = mi;
@@ -141,7 +147,7 @@ __global__ void adamw_kernel(float* p, const float* g, float* m, float* v, bf16_
 void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* shadow_bf16,
                   f16_t* shadow_f16, int64_t shadow_begin, int64_t shadow_end,
                   const AdamWSegment* segments, int64_t count, float beta1, float beta2,
-                  float eps, const double* scalars) {
+                  float eps, const double* scalars, bool lr_from_scalars) {
   // 128-bit accesses need aligned tensors (arena buffers are); the shadow's 64-bit stores of four
   // elements need its group starts, element 4k - shadow_begin, 8-byte aligned.
   const bool vec = all_aligned16(p, g, m, v);
@@ -164,7 +170,7 @@ void adamw_update(float* p, const float* g, float* m, float* v, bf16_t* shadow_b
     (vec ? adamw_kernel<true> : adamw_kernel<false>)
         <<<grid_stride_blocks(groups, 256), 256, 0, compute_stream()>>>(
             p, g, m, v, shadow_bf16, shadow_f16, shadow_begin, shadow_end, shadow_vec, table,
-            begin, end, beta1, beta2, eps, scalars);
+            begin, end, beta1, beta2, eps, scalars, lr_from_scalars);
     FTUNE_CUDA_CHECK_LAUNCH();
   }
 }

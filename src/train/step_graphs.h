@@ -15,6 +15,9 @@
 // replay never depends on it. At most max_graphs executable graphs are kept; the least recently
 // used is destroyed beyond that (its key is captured again on its next use). clear() forgets all
 // graphs: the trainer calls it whenever the arena is rebound (the pointers changed).
+// The optimizer tail of a step (gradient norm, finish, AdamW) is a region of its own (key
+// {0, 0, -1}): its learning rate is read from the step scalars (AdamW::apply_scheduled). fp16 runs
+// keep that tail eager: their loss scale is a kernel argument that changes between steps.
 // A capture that fails (an unsupported call in the region, instantiation failure) turns graphs off
 // for the rest of the run with one warning and runs that micro-batch eagerly; an exception of the
 // region itself (e.g. out of memory) abandons the capture and propagates.

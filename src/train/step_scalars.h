@@ -41,6 +41,7 @@ enum StepSlot : int {
   kStepsFinished,      // steps finished (the data cursor as the device counts it)
   kAbortStep,          // 0, or the step (1-based) at which kNonfiniteInRow reached the limit
   kScaleOverflow,      // fp16: 1 when the last step was skipped for an overflow at its loss scale
+  kLearningRate,       // this step's scheduled learning rate (AdamW::apply_scheduled reads it)
   kStepSlots = 16      // (spare slots up to here)
 };
 

@@ -91,6 +91,8 @@ double seconds_since(Clock::time_point t) {
 // Executable CUDA graphs kept at most (train/step_graphs.h): (rows, padded length, slot) keys of
 // a run padded to multiples of 8 up to 512 tokens are 2 x 64 per micro-batch size.
 constexpr int64_t kMaxStepGraphs = 256;
+// The optimizer tail's graph (gradient norm, finish, AdamW): no micro-batch has 0 rows.
+constexpr MicroGraphKey kOptimizerGraphKey{0, 0, -1};
 
 const std::vector<std::string> kTokenizerFiles = {
     "tokenizer.json", "tokenizer_config.json",   "special_tokens_map.json",
@@ -822,15 +824,25 @@ void Trainer::train_step() {
   // Norm, clip factor and the finite check on the device; AdamW applies the step or, when the
   // loss or the norm is not finite, touches nothing (the counters move on the device). fp16: the
   // gradients are S times too large; the device unscales the norm and the clip coefficient.
-  step_scalars_finish(scalars, model_->trainable_grads(), tc_.max_grad_norm,
-                      tc_.max_nonfinite_steps, loss_scale,
-                      scaler_.enabled() && !scaler_.exhausted());
-  const double lr = schedule_.lr(step_);
   // Mixed precision: AdamW writes the 16-bit weight shadow in its pass where it can (full
-  // fine-tuning); otherwise the model recasts it before the next forward.
+  // fine-tuning); otherwise the model recasts it before the next forward. The scheduled learning
+  // rate goes to the device first (one small kernel), so the tail's launches take the same
+  // arguments every step and, with CUDA graphs, replay as one graph (not in fp16, whose loss
+  // scale changes the arguments).
+  const double lr = schedule_.lr(step_);
   const SequenceClassifier::OptimizerShadow shadow = model_->optimizer_shadow();
-  adamw_->apply(model_->trainable_values(), model_->trainable_grads(), static_cast<float>(lr),
-                shadow.view, shadow.offset);
+  adamw_->set_learning_rate(static_cast<float>(lr));
+  const auto tail = [&] {
+    step_scalars_finish(scalars, model_->trainable_grads(), tc_.max_grad_norm,
+                        tc_.max_nonfinite_steps, loss_scale,
+                        scaler_.enabled() && !scaler_.exhausted());
+    adamw_->apply_scheduled(model_->trainable_values(), model_->trainable_grads(), shadow.view,
+                            shadow.offset);
+  };
+  if (graphs_ && !scaler_.enabled())
+    graphs_->run(kOptimizerGraphKey, tail);
+  else
+    tail();
   model_->weights_updated(shadow.view.defined());
   if (scaler_.enabled()) follow_loss_scale();
   ++step_;

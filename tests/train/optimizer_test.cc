@@ -328,6 +328,38 @@ TEST_P(OptimizerTest, ShadowOfASubRangeCutsSegmentsAndLeavesTheRestAlone) {
                ShapeError);
 }
 
+// apply_scheduled (the learning rate read from the step scalars, what a CUDA graph of the
+// optimizer step replays) gives apply()'s bits, with LR scales and the shadow, over steps whose
+// rates differ; a stale rate on the device would show.
+TEST_P(OptimizerTest, ScheduledRateFromTheDeviceGivesTheBitsOfThePassedRate) {
+  auto a = make_adam(device()), ref = make_adam(device());
+  for (auto* x : {&a, &ref}) (*x)->adam->set_lr_scale("classifier.weight", 0.37f);
+  const auto p0 = random_values(a->n, rng);
+  copy(a->values(), tensor_from(p0, Shape{a->n}).view());
+  copy(ref->values(), tensor_from(p0, Shape{ref->n}).view());
+  const TensorView sa = a->arena->view("shadow/bf16"), sr = ref->arena->view("shadow/bf16");
+  for (const float lr : {3e-3f, 7.77e-4f, 1.1e-2f}) {
+    const auto g = random_values(a->n, rng);
+    copy(a->grads(), tensor_from(g, Shape{a->n}).view());
+    copy(ref->grads(), tensor_from(g, Shape{ref->n}).view());
+    step_scalars_apply_unconditionally(a->scalars(), 0.9f);
+    step_scalars_apply_unconditionally(ref->scalars(), 0.9f);
+    a->adam->set_learning_rate(lr);
+    a->adam->apply_scheduled(a->values(), a->grads(), sa.flat_range(0, 500), 100);
+    ref->adam->apply(ref->values(), ref->grads(), lr, sr.flat_range(0, 500), 100);
+    EXPECT_TRUE(same_bits(to_vector(a->values()), to_vector(ref->values()))) << lr;
+    EXPECT_TRUE(same_bits(to_vector(a->adam->exp_avg()), to_vector(ref->adam->exp_avg())));
+    EXPECT_TRUE(raw_bytes(sa.flat_range(0, 500)) == raw_bytes(sr.flat_range(0, 500)));
+  }
+  // The device's rate is what counts: a wrong one gives other weights.
+  a->adam->set_learning_rate(5e-3f);
+  step_scalars_apply_unconditionally(a->scalars(), 1.0f);
+  step_scalars_apply_unconditionally(ref->scalars(), 1.0f);
+  a->adam->apply_scheduled(a->values(), a->grads());
+  ref->adam->apply(ref->values(), ref->grads(), 6e-3f);
+  EXPECT_FALSE(same_bits(to_vector(a->values()), to_vector(ref->values())));
+}
+
 FTUNE_INSTANTIATE_DEVICES(OptimizerTest);
 
 }  // namespace
