@@ -42,6 +42,10 @@ Batch slice_rows(const Batch& batch, int64_t row0, int64_t rows) {
   return out;
 }
 
+int64_t padded_length(int64_t longest, int64_t multiple, int64_t cap) {
+  return std::max(longest, std::min(cap, (longest + multiple - 1) / multiple * multiple));
+}
+
 void pad_to_length(Batch& batch, int64_t T, int32_t pad_id) {
   const int64_t B = batch.size, S = batch.seq_len;
   FTUNE_ASSERT(T >= S, "pad_to_length: {} positions is shorter than the batch's {}", T, S);

@@ -29,6 +29,9 @@ Batch slice_rows(const Batch& batch, int64_t row0, int64_t rows);
 // Extends a right-padded batch to T >= batch.seq_len positions with padding (pad_id, type 0,
 // mask 0): what padding to a multiple of some length does (train/step_graphs.h).
 void pad_to_length(Batch& batch, int64_t T, int32_t pad_id);
+// The length `longest` tokens are padded to: rounded up to a multiple of `multiple`, but not past
+// `cap` (and never below `longest`).
+int64_t padded_length(int64_t longest, int64_t multiple, int64_t cap);
 
 // Position ids exactly as HF computes them: BERT 0..T-1 for every row; RoBERTa / XLM-R
 // pad_token_id + 1 + (index among non-pad tokens) for tokens that are not the pad id, and

@@ -103,7 +103,7 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
     S = std::max(S, len);
   }
   // Rounded up to the padding multiple, within the step batch (whose rows are padded that far).
-  S = std::min(T, (S + pad_multiple_ - 1) / pad_multiple_ * pad_multiple_);
+  S = padded_length(S, pad_multiple_, T);
   FTUNE_ASSERT(S <= max_seq_, "micro-batch of {} tokens; staging planned for {}", S, max_seq_);
   const int k = next_;
   next_ = (next_ + 1) % kSlots;

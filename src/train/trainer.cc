@@ -744,10 +744,8 @@ void Trainer::train_step() {
     // Padded to a multiple of pad_multiple_ tokens (within the planned length), so micro-batches
     // come in few shapes (CUDA graphs, cuDNN plans); the padding is masked, so it changes results
     // only through the order of sums.
-    const int64_t T = step_batch_.seq_len;
     pad_to_length(step_batch_,
-                  std::max(T, std::min((T + pad_multiple_ - 1) / pad_multiple_ * pad_multiple_,
-                                       model_->options().max_seq)),
+                  padded_length(step_batch_.seq_len, pad_multiple_, model_->options().max_seq),
                   pad_id_);
     step_batch_of_ = step_;
   }

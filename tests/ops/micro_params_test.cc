@@ -24,15 +24,17 @@ class MicroParamsTest : public OpTest {
     DeviceTensor buf;
     const MicroParams* ptr() const { return static_cast<const MicroParams*>(buf.view().data); }
   };
+  static std::vector<float> words(const MicroParams& m) {
+    std::vector<float> w(sizeof(MicroParams) / sizeof(float));
+    std::memcpy(w.data(), &m, sizeof(MicroParams));
+    return w;
+  }
   OnDevice place(const MicroParams& m) {
-    std::vector<float> words(sizeof(MicroParams) / sizeof(float));
-    std::memcpy(words.data(), &m, sizeof(MicroParams));
-    return OnDevice{device_f32(words, {static_cast<int64_t>(words.size())}, device())};
+    const std::vector<float> w = words(m);
+    return OnDevice{device_f32(w, {static_cast<int64_t>(w.size())}, device())};
   }
   void set(OnDevice& d, const MicroParams& m) {
-    std::vector<float> words(sizeof(MicroParams) / sizeof(float));
-    std::memcpy(words.data(), &m, sizeof(MicroParams));
-    copy(d.buf.view(), tensor_from(words, d.buf.view().shape).view());
+    copy(d.buf.view(), tensor_from(words(m), d.buf.view().shape).view());
   }
 };
 
