@@ -35,7 +35,8 @@ struct EvalArgs {
 
 void run(const EvalArgs& a) {
   if (a.threads > 0) set_compute_threads(a.threads);
-  const EncoderConfig config = load_model_config(a.model);
+  const ModelSpec model_spec = load_model_spec(a.model);
+  const ModelInfo& config = model_spec.info();
   data::DataSpec spec;
   spec.path = a.data;
   spec.format = data::parse_data_format(a.format, "--format");
@@ -49,7 +50,7 @@ void run(const EvalArgs& a) {
   data::DatasetReport report = data::read_dataset(spec, &raw);
   const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
   const int64_t positions =
-      config.max_position_embeddings - (config.roberta_like() ? config.pad_token_id + 1 : 0);
+      config.max_tokens;
   const int64_t max_length = a.max_length > 0 ? std::min(a.max_length, positions) : positions;
   const auto rows = data::tokenize_dataset(tok, raw, max_length, &report);
   const Predictions p = predict_logits(a.model, rows, a.batch_size, Device::cpu());

@@ -84,12 +84,12 @@ void run(const PredictArgs& a) {
     if (!std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json"))
       throw InputError(fmt::format("{}: text input needs {}/tokenizer.json", a.data, a.model));
     const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
-    const EncoderConfig config = load_model_config(a.model);
+    const ModelInfo config = load_model_spec(a.model).info();
     text::EncodeOptions opts = tok.default_options();
     opts.truncation = text::Truncation::kLongestFirst;
     // The model's positions bound the length (RoBERTa's start after the padding index).
     int64_t limit =
-        config.max_position_embeddings - (config.roberta_like() ? config.pad_token_id + 1 : 0);
+        config.max_tokens;
     if (tok.model_max_length()) limit = std::min(limit, *tok.model_max_length());
     opts.max_length = a.max_length > 0 ? std::min(a.max_length, limit) : limit;
     const std::vector<text::Encoding> enc = tok.encode_batch(texts, opts);

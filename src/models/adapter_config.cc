@@ -9,17 +9,10 @@
 #include <set>
 
 #include "core/error.h"
+#include "models/backbone.h"
 
 namespace ftune {
 namespace {
-
-// The linear modules of one encoder layer, as PEFT names them after the layer prefix.
-const std::vector<std::string>& layer_linear_suffixes() {
-  static const std::vector<std::string> s = {"attention.self.query", "attention.self.key",
-                                             "attention.self.value", "attention.output.dense",
-                                             "intermediate.dense",   "output.dense"};
-  return s;
-}
 
 std::string expand_alias(const std::string& pattern) {
   if (pattern == "intermediate") return "intermediate.dense";
@@ -32,15 +25,10 @@ bool suffix_match(const std::string& name, const std::string& pattern) {
   return name == p || (name.size() > p.size() && name.ends_with("." + p));
 }
 
-// Module names of both families up to 128 layers, for validating patterns (which may name a
-// layer) before a model exists.
+// Module names of every registered family up to 128 layers, for validating patterns (which may
+// name a layer) before a model exists.
 std::vector<std::string> example_modules() {
-  std::vector<std::string> out;
-  for (const char* prefix : {"bert", "roberta"})
-    for (int layer = 0; layer < 128; ++layer)
-      for (const std::string& s : layer_linear_suffixes())
-        out.push_back(fmt::format("{}.encoder.layer.{}.{}", prefix, layer, s));
-  return out;
+  return known_adapter_modules();
 }
 
 template <typename T>
@@ -95,10 +83,9 @@ bool AdapterConfig::trains_pooler() const {
 bool AdapterConfig::targets(const std::string& name) const {
   if (!target_regex.empty()) return std::regex_match(name, std::regex(target_regex));
   for (const std::string& p : target_modules) {
-    if (p == "all-linear") {
-      for (const std::string& s : layer_linear_suffixes())
-        if (suffix_match(name, s)) return true;
-    } else if (suffix_match(name, p)) {
+    // all-linear: every adaptable module (a family's adapter sites are its linear layers but the
+    // classification head, as PEFT's all-linear).
+    if (p == "all-linear" || suffix_match(name, p)) {
       return true;
     }
   }
@@ -171,8 +158,9 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
                                    [&](const std::string& m) { return suffix_match(m, p); });
       if (!any)
         throw InputError(fmt::format(
-            "{}: unknown module pattern '{}' (expected query, key, value, attention.output.dense, "
-            "intermediate.dense, output.dense, all-linear, or a suffix of a full module name)",
+            "{}: unknown module pattern '{}' (expected a linear module of the model, e.g. query, "
+            "key, value, attention.output.dense, intermediate.dense, output.dense, all-linear, or "
+            "a suffix of a full module name)",
             at("target_modules"), p));
     }
   }

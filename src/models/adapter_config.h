@@ -44,8 +44,8 @@ struct AdapterConfig {
   bool dora() const { return method == PeftMethod::Dora; }
   float scaling() const;       // alpha / r, or alpha / sqrt(r) with rsLoRA
   bool trains_pooler() const;  // "pooler" in modules_to_save (BERT's pooler.dense)
-  // Whether the linear module `full_name` (e.g. "bert.encoder.layer.0.attention.self.query")
-  // gets an adapter.
+  // Whether the linear module `full_name` (e.g. "bert.encoder.layer.0.attention.self.query"), one of
+  // a family's adapter sites (models/backbone.h), gets an adapter.
   bool targets(const std::string& full_name) const;
 };
 

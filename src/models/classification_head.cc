@@ -1,6 +1,8 @@
 // Classification heads: forward and backward (see classification_head.h).
 #include "models/classification_head.h"
 
+#include "core/memory.h"
+
 #include "ops/dropout.h"
 #include "ops/first_token.h"
 #include "ops/linear.h"
@@ -17,6 +19,30 @@ float head_p(const EncoderConfig& c, const DropoutPlan& d) {
 // (row0 + b) * C + c.
 DropoutRows head_rows(const DropoutPlan& d) {
   return DropoutRows{d.row0, 1, 1};
+}
+
+// The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch.
+void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in) {
+  if (!in.packed()) {
+    first_tokens_forward(cls, hidden, in);
+    return;
+  }
+  for (int64_t b = 0; b < in.B; ++b) {
+    const int64_t t = in.host_cu_seqlens[b];
+    copy(cls.slice0(b, b + 1), hidden.slice0(t, t + 1));
+  }
+}
+
+void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInputs& in) {
+  if (!in.packed()) {
+    first_token_backward(dhidden, dcls);
+    return;
+  }
+  fill_zero(dhidden);
+  for (int64_t b = 0; b < in.B; ++b) {
+    const int64_t t = in.host_cu_seqlens[b];
+    copy(dhidden.slice0(t, t + 1), dcls.slice0(b, b + 1));
+  }
 }
 
 }  // namespace
@@ -38,47 +64,33 @@ void add_head_params(const EncoderConfig& c, ParamTable& t) {
   t.add(names[3], {K});
 }
 
-HeadWeights bind_head_weights(const EncoderConfig& c, const ParamTable& t, TensorView flat) {
+HeadWeights bind_head_weights(const EncoderConfig& c, const ParamViews& p) {
   const auto names = head_param_names(c);
-  return HeadWeights{
-      ParamTable::slice(flat, t.at(names[0])), ParamTable::slice(flat, t.at(names[1])),
-      ParamTable::slice(flat, t.at(names[2])), ParamTable::slice(flat, t.at(names[3]))};
+  return HeadWeights{p.get(names[0]), p.get(names[1]), p.get(names[2]), p.get(names[3])};
 }
 
-void plan_head_activations(const EncoderConfig& c, int64_t max_batch, bool training,
-                           ArenaPlan& plan) {
+void head_buffers(const EncoderConfig& c, int64_t max_rows, bool training, HeadActivations& a,
+                  BufferTable& t) {
   const int64_t C = c.hidden_size, K = c.num_labels();
-  for (const char* name : {"act/head/cls", "act/head/x", "act/head/pooled", "act/head/pooled_drop"})
-    plan.add(name, DType::F32, {max_batch, C});
-  plan.add("act/head/logits", DType::F32, {max_batch, K});
-  if (training)
-    for (const char* name : {"gradact/head/pooled", "gradact/head/x", "gradact/head/scratch"})
-      plan.add(name, DType::F32, {max_batch, C});
-}
-
-HeadActivations bind_head_activations(const Arena& arena, bool training) {
-  HeadActivations a;
-  a.cls = arena.view("act/head/cls");
-  a.x = arena.view("act/head/x");
-  a.pooled = arena.view("act/head/pooled");
-  a.pooled_drop = arena.view("act/head/pooled_drop");
-  a.logits = arena.view("act/head/logits");
-  if (training) {
-    a.grad_pooled = arena.view("gradact/head/pooled");
-    a.grad_x = arena.view("gradact/head/x");
-    a.grad_scratch = arena.view("gradact/head/scratch");
-  }
-  return a;
+  t.add("act/head/cls", DType::F32, {max_rows, C}, &a.cls);
+  t.add("act/head/x", DType::F32, {max_rows, C}, &a.x);
+  t.add("act/head/pooled", DType::F32, {max_rows, C}, &a.pooled);
+  t.add("act/head/pooled_drop", DType::F32, {max_rows, C}, &a.pooled_drop);
+  t.add("act/head/logits", DType::F32, {max_rows, K}, &a.logits);
+  if (!training) return;
+  t.add("gradact/head/pooled", DType::F32, {max_rows, C}, &a.grad_pooled);
+  t.add("gradact/head/x", DType::F32, {max_rows, C}, &a.grad_x);
+  t.add("gradact/head/scratch", DType::F32, {max_rows, C}, &a.grad_scratch);
 }
 
 TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActivations& a,
-                        TensorView hidden, const DropoutPlan& d) {
-  const int64_t B = hidden.dim(0), C = c.hidden_size, K = c.num_labels();
+                        TensorView hidden, const TokenInputs& in, const DropoutPlan& d) {
+  const int64_t B = in.B, C = c.hidden_size, K = c.num_labels();
   const Shape BC{B, C};
   const float p = head_p(c, d);
   TensorView cls = a.cls.prefix(BC), x = a.x.prefix(BC), pooled = a.pooled.prefix(BC);
   TensorView pooled_drop = a.pooled_drop.prefix(BC), logits = a.logits.prefix({B, K});
-  first_token_forward(cls, hidden);
+  first_tokens_forward(cls, hidden, in);
   if (c.roberta_like())
     dropout_forward(x, cls, p, RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
   const TensorView pooler_in = c.roberta_like() ? x : cls;
@@ -91,7 +103,7 @@ TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActiva
 
 void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeights& g,
                    HeadActivations& a, TensorView dlogits, TensorView dhidden,
-                   const DropoutPlan& d) {
+                   const TokenInputs& in, const DropoutPlan& d) {
   const int64_t B = dlogits.dim(0), C = c.hidden_size;
   const Shape BC{B, C};
   const float p = head_p(c, d);
@@ -104,7 +116,7 @@ void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeigh
                        a.grad_scratch.prefix(BC));
   if (c.roberta_like())
     dropout_backward(dx, dx, p, RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
-  first_token_backward(dhidden, dx);
+  first_tokens_backward(dhidden, dx, in);
 }
 
 }  // namespace ftune

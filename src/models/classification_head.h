@@ -3,7 +3,8 @@
 //   BERT:            logits = classifier(dropout(tanh(pooler.dense(h0))))
 //   RoBERTa / XLM-R: logits = out_proj(dropout(tanh(dense(dropout(h0)))))
 // The dense + tanh part is ops/tanh_pooler in both. Dropout rate: classifier_dropout, or
-// hidden_dropout_prob when the config leaves it null (as HF).
+// hidden_dropout_prob when the config leaves it null (as HF). The first token of a row is its
+// position 0 in a padded batch and token cu[b] of a packed one.
 // Gradient rule: parameter gradients accumulate (+=); activation gradients overwrite (=).
 #pragma once
 
@@ -25,20 +26,20 @@ struct HeadActivations {
 // HF names of the head parameters (added in this order).
 std::vector<std::string> head_param_names(const EncoderConfig& config);
 void add_head_params(const EncoderConfig& config, ParamTable& table);
-HeadWeights bind_head_weights(const EncoderConfig& config, const ParamTable& table,
-                              TensorView flat);
+HeadWeights bind_head_weights(const EncoderConfig& config, const ParamViews& p);
 
-void plan_head_activations(const EncoderConfig& config, int64_t max_batch, bool training,
-                           ArenaPlan& plan);
-HeadActivations bind_head_activations(const Arena& arena, bool training);
+// The head's buffers for batches of up to max_rows rows, bound to `acts`.
+void head_buffers(const EncoderConfig& config, int64_t max_rows, bool training,
+                  HeadActivations& acts, BufferTable& table);
 
-// hidden (B, T, C) -> logits (B, K), returned as a view of acts.logits.
+// hidden (B, T, C) padded or (N, C) packed -> logits (B, K), returned as a view of acts.logits.
 TensorView head_forward(const EncoderConfig& config, const HeadWeights& w, HeadActivations& acts,
-                        TensorView hidden, const DropoutPlan& dropout);
-// dlogits (B, K) -> parameter gradients (+=) and dhidden (B, T, C) (overwritten).
+                        TensorView hidden, const TokenInputs& in, const DropoutPlan& dropout);
+// dlogits (B, K) -> parameter gradients (+=) and dhidden (N, C) (overwritten: zero but at the
+// first tokens).
 void head_backward(const EncoderConfig& config, const HeadWeights& w, const HeadWeights& grads,
                    HeadActivations& acts, TensorView dlogits, TensorView dhidden,
-                   const DropoutPlan& dropout);
+                   const TokenInputs& in, const DropoutPlan& dropout);
 
 inline uint32_t head_input_dropout_site() {
   return 0x10000;

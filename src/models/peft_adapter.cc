@@ -137,9 +137,7 @@ void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
         modules.insert(spec.name.substr(0, spec.name.size() - std::string(suffix).size()));
   }
   io::write_safetensors(weights_path(dir), tensors);
-  nlohmann::json modules_to_save = {"classifier", "score"};
-  if (model.config().family == ModelFamily::Bert && c.trains_pooler())
-    modules_to_save.push_back("pooler");
+  const nlohmann::json modules_to_save = model.spec().backbone().peft_modules_to_save(c);
   const nlohmann::json j = {
       {"peft_type", "LORA"},
       {"task_type", "SEQ_CLS"},
@@ -175,11 +173,9 @@ void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
 void merge_adapters(SequenceClassifier& model) {
   const AdapterConfig& c = model.options().adapters;
   if (!c.enabled()) return;
-  const EncoderConfig& cfg = model.config();
   const double s = c.scaling();
-  for (int64_t l = 0; l < cfg.num_layers; ++l)
-    for (int i = 0; i < kAdapterSites; ++i) {
-      const std::string m = adapter_module_name(cfg, l, static_cast<AdapterSite>(i));
+  for (const AdapterSite& site : model.spec().backbone().adapter_sites()) {
+      const std::string& m = site.module;
       if (!model.trainable_params().find(m + ".lora_A.weight")) continue;
       const HostTensor a = to_host(model.param(m + ".lora_A.weight"));
       const HostTensor b = to_host(model.param(m + ".lora_B.weight"));
@@ -206,7 +202,7 @@ void merge_adapters(SequenceClassifier& model) {
         }
       }
       copy(wv, w.view());
-    }
+  }
   model.frozen_weights_changed();
 }
 
