@@ -59,6 +59,7 @@
 #include "io/safetensors.h"
 #include "models/batch.h"
 #include "models/hf_checkpoint.h"
+#include "models/adapters.h"
 #include "models/peft_adapter.h"
 #include "train/adamw.h"
 #include "train/checkpoint_store.h"
@@ -349,6 +350,15 @@ void Trainer::load_data_and_model() {
   LoadOptions load;
   load.reinit_mismatched_head = true;
   load.init_seed = tc_.seed;
+  if (cfg_.peft.enabled()) {
+    // PEFT's reading of target_modules on this model, before the data is read: a target ftune
+    // cannot adapt fails here; the modules adapted are logged.
+    const EncoderConfig base = load_model_config(cfg_.model.path, {});
+    const std::vector<std::string> adapted = resolve_target_modules(
+        cfg_.peft, classifier_modules(base.family == ModelFamily::Bert, base.num_layers), "peft");
+    spdlog::info("peft: adapters on {} modules{}", adapted.size(),
+                 adapted.back() == kPoolerModule ? ", bert.pooler.dense included" : "");
+  }
   // Labels come from the data unless the config names them; the head is sized to match.
   const int64_t max_length = usable_max_length(cfg_);
   data_ = load_train_data(cfg_, *tok_, max_length);
