@@ -80,14 +80,6 @@ Ref reference(const Problem& p, const std::vector<float>& xd, const std::vector<
   return f;
 }
 
-void expect_close(const std::vector<float>& got, const Vec& want, double tol, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 1e-6;
-  for (double v : want) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * scale) << what << "[" << i << "]";
-}
-
 // A (rows, cols) view of columns [col, col + count) of a (rows, width) buffer.
 TensorView block(const DeviceTensor& t, int64_t rows, int64_t col, int64_t count) {
   TensorView v = t.view();
