@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace ftune {
@@ -20,6 +22,15 @@ TensorView ParamViews::span(const std::string& first, Shape shape) const {
   const int64_t at = spec->offset - base, n = shape.numel();
   if (at < 0 || at + n > flat.numel() || spec->offset + n > table->total()) return {};
   return flat.flat_range(at, n).reshape(shape);
+}
+
+DropoutRows dropout_rows(const DropoutPlan& d, const TokenInputs& in) {
+  if (!in.packed()) return DropoutRows{d.row0, in.T, d.stream_seq};
+  DropoutRows r{d.row0, 1, std::max(d.stream_seq, in.max_len)};
+  r.cu_seqlens = in.cu_seqlens.data_as<int32_t>();
+  r.host_cu_seqlens = in.host_cu_seqlens;
+  r.rows = in.B;
+  return r;
 }
 
 const Backbone& ModelSpec::backbone() const {

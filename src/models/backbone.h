@@ -32,6 +32,7 @@
 #include "models/adapter_config.h"
 #include "models/param_table.h"
 #include "ops/attention_cudnn.h"
+#include "ops/dropout.h"
 
 namespace ftune {
 
@@ -65,7 +66,8 @@ struct DropoutRates {
 };
 
 // An adaptable linear module (a PEFT target): its frozen weight is `module + ".weight"` (out, in)
-// in the parameter table, its bias `module + ".bias"` when the family has one.
+// in the parameter table, its bias `module + ".bias"` when the family has one. Modules outside
+// the layers (BERT's pooler.dense) take a layer index past the last one.
 struct AdapterSite {
   int64_t layer = 0;
   int kind = 0;        // index in the family's per-layer list of adaptable modules
@@ -121,6 +123,10 @@ struct TokenInputs {
   int64_t tokens() const { return packed() ? N : B * T; }
 };
 using EncoderInputs = TokenInputs;
+
+// Where the (N, inner) activations of `in` draw from the dropout streams of `d` (ops/dropout.h):
+// B rows of padded length T, or packed rows at their cu_seqlens.
+DropoutRows dropout_rows(const DropoutPlan& d, const TokenInputs& in);
 
 // What a BackboneModel is planned for.
 struct BackboneShape {
@@ -224,6 +230,9 @@ class Backbone {
   virtual std::pair<int64_t, int64_t> gemm_weight_range(const ParamTable& table) const = 0;
   // Every adaptable linear module, layer by layer.
   virtual std::vector<AdapterSite> adapter_sites() const = 0;
+  // named_modules() of its HF *ForSequenceClassification: what PEFT's target_modules are
+  // resolved against (resolve_target_modules; its adaptable ones are adapter_sites()).
+  virtual std::vector<ClassifierModule> modules() const = 0;
 
   // Position ids of one row of n tokens (padding, if any, at its end), as HF computes them.
   virtual void row_positions(const int32_t* ids, int64_t n, int32_t* positions) const = 0;
@@ -252,15 +261,15 @@ class ModelSpec {
 
 // The family registry: model_type -> a Backbone from config.json content (errors name `path`).
 // BERT, RoBERTa and XLM-R are built in; tests register more.
-// `modules` lists every adaptable module name a model of the family may have (layers up to 128):
-// what peft.target_modules is checked against before a model is loaded.
+// `modules` lists the named modules a model of the family may have (layers up to 128): what
+// peft.target_modules is checked against for typos before a model is loaded.
 using BackboneFactory =
     std::function<std::shared_ptr<const Backbone>(const nlohmann::json& config, const std::string& path)>;
-using AdapterModuleList = std::function<std::vector<std::string>()>;
+using ModuleList = std::function<std::vector<ClassifierModule>()>;
 void register_backbone(const std::string& model_type, BackboneFactory factory,
-                       AdapterModuleList modules = {});
+                       ModuleList modules = {});
 ModelSpec model_spec_from_json(const nlohmann::json& config, const std::string& path);
-// The adaptable module names of every registered family.
-std::vector<std::string> known_adapter_modules();
+// The module names of every registered family (BERT and RoBERTa trees up to 128 layers first).
+std::vector<ClassifierModule> known_modules();
 
 }  // namespace ftune

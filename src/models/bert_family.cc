@@ -43,7 +43,7 @@ class BertModel final : public BackboneModel {
 
   void buffers(BufferTable& t) override {
     encoder_buffers(c_, shape_, acts_, t);
-    head_buffers(c_, shape_.max_rows, shape_.training, head_acts_, t);
+    head_buffers(c_, shape_.max_rows, shape_.training, shape_.adapters, head_acts_, t);
   }
 
   void bind(const BoundParams& p) override {
@@ -66,14 +66,15 @@ class BertModel final : public BackboneModel {
 
   TensorView forward(const TokenInputs& in, const DropoutPlan& d) override {
     hidden_ = encoder_forward(c_, w_, acts_, in, d);
-    return head_forward(c_, head_w_, head_acts_, hidden_, in, d);
+    return head_forward(c_, head_w_, head_acts_, hidden_, in, d, w_.adapters);
   }
 
   void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& d) override {
     const int64_t C = c_.hidden_size;
     const TensorView dhidden = in.packed() ? acts_.grad_out.prefix({in.N, C})
                                            : acts_.grad_out.prefix({in.B, in.T, C});
-    head_backward(c_, head_w_, head_g_, head_acts_, dlogits, dhidden, in, d);
+    head_backward(c_, head_w_, head_g_, head_acts_, dlogits, dhidden, in, d, w_.adapters,
+                  g_.adapters);
     encoder_backward(c_, w_, g_, acts_, in, d);
   }
 
@@ -158,7 +159,16 @@ class BertBackbone final : public Backbone {
     return encoder_layer_range(c_, t);
   }
 
-  std::vector<AdapterSite> adapter_sites() const override { return encoder_adapter_sites(c_); }
+  // The encoder's six linear modules per layer, then BERT's pooler.dense (past the last layer).
+  std::vector<AdapterSite> adapter_sites() const override {
+    std::vector<AdapterSite> sites = encoder_adapter_sites(c_);
+    if (c_.family == ModelFamily::Bert) sites.push_back(pooler_adapter_site(c_));
+    return sites;
+  }
+
+  std::vector<ClassifierModule> modules() const override {
+    return classifier_modules(c_.family == ModelFamily::Bert, c_.num_layers);
+  }
 
   void row_positions(const int32_t* ids, int64_t n, int32_t* pos) const override {
     int32_t count = 0;

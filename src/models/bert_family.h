@@ -12,7 +12,5 @@
 namespace ftune {
 
 std::shared_ptr<const Backbone> make_bert_backbone(EncoderConfig config);
-// The family's adaptable module names, BERT's and RoBERTa's prefixes, layers up to 128.
-std::vector<std::string> bert_family_adapter_modules();
 
 }  // namespace ftune

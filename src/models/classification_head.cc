@@ -2,7 +2,8 @@
 #include "models/classification_head.h"
 
 #include "core/memory.h"
-
+#include "models/adapter_site.h"
+#include "models/adapters.h"
 #include "ops/dropout.h"
 #include "ops/first_token.h"
 #include "ops/linear.h"
@@ -24,7 +25,7 @@ DropoutRows head_rows(const DropoutPlan& d) {
 // The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch.
 void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in) {
   if (!in.packed()) {
-    first_tokens_forward(cls, hidden, in);
+    first_token_forward(cls, hidden);
     return;
   }
   for (int64_t b = 0; b < in.B; ++b) {
@@ -43,6 +44,40 @@ void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInput
     const int64_t t = in.host_cu_seqlens[b];
     copy(dhidden.slice0(t, t + 1), dcls.slice0(b, b + 1));
   }
+}
+
+// The pooler's adapter (undefined without one).
+const AdapterWeights* pooler_adapter(const EncoderConfig& c, const AdapterSet& ad) {
+  const AdapterSite s = pooler_adapter_site(c);
+  if (!ad.any() || static_cast<int64_t>(ad.layers.size()) <= s.layer) return nullptr;
+  const AdapterWeights& w = ad.at(s.layer, s.kind);
+  return w.defined() ? &w : nullptr;
+}
+
+// BERT's pooler.dense with its adapter, as models/adapter_site.h runs it (all in fp32: the head
+// reads the fp32 hidden state and the fp32 weights). grads: undefined in forward.
+AdapterSiteRun pooler_run(const EncoderConfig& c, const HeadWeights& w, const HeadActivations& a,
+                          const AdapterSet& ad, const AdapterSet& grads, const DropoutPlan& d) {
+  const AdapterSite s = pooler_adapter_site(c);
+  AdapterSiteRun r;
+  r.w = ad.at(s.layer, s.kind);
+  if (grads.any()) r.g = grads.at(s.layer, s.kind);
+  r.dora = ad.dora;
+  r.scale = ad.scale;
+  r.weight = r.gemm_weight = w.dense_w;
+  r.bias = w.dense_b;
+  if (ad.dora) {
+    r.weight_sq = ad.weight_sq[s.layer][s.kind];
+    r.norm = ad.norm[s.layer][s.kind];
+    r.norm_workspace = ad.norm_workspace;
+  }
+  r.u = a.lora_u;
+  r.z = a.dora_z;
+  r.h = a.lora_h;
+  r.dropout = LoraDropout{d.training ? ad.dropout : 0.0f,
+                          RngKey{d.seed, pooler_adapter_dropout_site(), d.offset, d.micro},
+                          a.lora_scratch, head_rows(d)};
+  return r;
 }
 
 }  // namespace
@@ -69,22 +104,36 @@ HeadWeights bind_head_weights(const EncoderConfig& c, const ParamViews& p) {
   return HeadWeights{p.get(names[0]), p.get(names[1]), p.get(names[2]), p.get(names[3])};
 }
 
-void head_buffers(const EncoderConfig& c, int64_t max_rows, bool training, HeadActivations& a,
-                  BufferTable& t) {
+AdapterSite pooler_adapter_site(const EncoderConfig& c) {
+  return AdapterSite{c.num_layers, 0, "bert.pooler.dense", c.hidden_size, c.hidden_size};
+}
+
+void head_buffers(const EncoderConfig& c, int64_t max_rows, bool training,
+                  const AdapterConfig& adapters, HeadActivations& a, BufferTable& t) {
   const int64_t C = c.hidden_size, K = c.num_labels();
   t.add("act/head/cls", DType::F32, {max_rows, C}, &a.cls);
   t.add("act/head/x", DType::F32, {max_rows, C}, &a.x);
   t.add("act/head/pooled", DType::F32, {max_rows, C}, &a.pooled);
   t.add("act/head/pooled_drop", DType::F32, {max_rows, C}, &a.pooled_drop);
   t.add("act/head/logits", DType::F32, {max_rows, K}, &a.logits);
-  if (!training) return;
-  t.add("gradact/head/pooled", DType::F32, {max_rows, C}, &a.grad_pooled);
-  t.add("gradact/head/x", DType::F32, {max_rows, C}, &a.grad_x);
-  t.add("gradact/head/scratch", DType::F32, {max_rows, C}, &a.grad_scratch);
+  if (training) {
+    t.add("gradact/head/pooled", DType::F32, {max_rows, C}, &a.grad_pooled);
+    t.add("gradact/head/x", DType::F32, {max_rows, C}, &a.grad_x);
+    t.add("gradact/head/scratch", DType::F32, {max_rows, C}, &a.grad_scratch);
+  }
+  if (c.family != ModelFamily::Bert ||
+      targeted_sites({pooler_adapter_site(c)}, adapters).empty())
+    return;
+  t.add("act/head/lora_u", DType::F32, {max_rows, adapters.r}, &a.lora_u);
+  if (adapters.dora()) t.add("act/head/dora_z", DType::F32, {max_rows, C}, &a.dora_z);
+  if (training) t.add("gradact/head/lora_h", DType::F32, {max_rows, adapters.r}, &a.lora_h);
+  if (training && adapters.dropout > 0)
+    t.add("work/head/lora_dropout", DType::F32, {max_rows, C}, &a.lora_scratch);
 }
 
 TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActivations& a,
-                        TensorView hidden, const TokenInputs& in, const DropoutPlan& d) {
+                        TensorView hidden, const TokenInputs& in, const DropoutPlan& d,
+                        const AdapterSet& adapters) {
   const int64_t B = in.B, C = c.hidden_size, K = c.num_labels();
   const Shape BC{B, C};
   const float p = head_p(c, d);
@@ -94,7 +143,13 @@ TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActiva
   if (c.roberta_like())
     dropout_forward(x, cls, p, RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
   const TensorView pooler_in = c.roberta_like() ? x : cls;
-  tanh_pooler_forward(pooled, pooler_in, w.dense_w, w.dense_b);
+  if (pooler_adapter(c, adapters)) {
+    adapter_site_forward(pooler_run(c, w, a, adapters, AdapterSet(), d), pooled, pooler_in, pooler_in,
+                         /*y_has_base=*/false, /*recompute=*/false);
+    tanh_forward(pooled);
+  } else {
+    tanh_pooler_forward(pooled, pooler_in, w.dense_w, w.dense_b);
+  }
   dropout_forward(pooled_drop, pooled, p, RngKey{d.seed, head_pooled_dropout_site(), d.offset, d.micro},
                   head_rows(d));
   linear_forward(logits, pooled_drop, w.out_w, w.out_b);
@@ -103,7 +158,8 @@ TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActiva
 
 void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeights& g,
                    HeadActivations& a, TensorView dlogits, TensorView dhidden,
-                   const TokenInputs& in, const DropoutPlan& d) {
+                   const TokenInputs& in, const DropoutPlan& d, const AdapterSet& adapters,
+                   const AdapterSet& adapter_grads) {
   const int64_t B = dlogits.dim(0), C = c.hidden_size;
   const Shape BC{B, C};
   const float p = head_p(c, d);
@@ -112,8 +168,17 @@ void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeigh
   dropout_backward(dpooled, dpooled, p, RngKey{d.seed, head_pooled_dropout_site(), d.offset, d.micro},
                    head_rows(d));
   const TensorView pooler_in = c.roberta_like() ? a.x.prefix(BC) : a.cls.prefix(BC);
-  tanh_pooler_backward(dx, g.dense_w, g.dense_b, dpooled, pooler_in, a.pooled.prefix(BC), w.dense_w,
-                       a.grad_scratch.prefix(BC));
+  if (pooler_adapter(c, adapters)) {
+    const AdapterSiteRun run = pooler_run(c, w, a, adapters, adapter_grads, d);
+    const TensorView dpre = a.grad_scratch.prefix(BC);
+    tanh_backward(dpre, dpooled, a.pooled.prefix(BC));
+    adapter_site_backward_scale(run, dpre);
+    linear_backward(dx, g.dense_w, g.dense_b, dpre, pooler_in, w.dense_w);
+    adapter_site_backward(run, dpre, pooler_in, dx);
+  } else {
+    tanh_pooler_backward(dx, g.dense_w, g.dense_b, dpooled, pooler_in, a.pooled.prefix(BC),
+                         w.dense_w, a.grad_scratch.prefix(BC));
+  }
   if (c.roberta_like())
     dropout_backward(dx, dx, p, RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
   first_tokens_backward(dhidden, dx, in);

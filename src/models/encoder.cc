@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "models/adapter_site.h"
 #include "models/adapters.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
@@ -27,14 +28,8 @@ RngKey key(const DropoutPlan& d, uint32_t site) {
   return RngKey{d.seed, site, d.offset, d.micro};
 }
 
-// Stream indices of the (N, inner) activations of a batch: B rows of padded length T, or packed.
 DropoutRows rows(const DropoutPlan& d, const TokenInputs& in) {
-  if (!in.packed()) return DropoutRows{d.row0, in.T, d.stream_seq};
-  DropoutRows r{d.row0, 1, std::max(d.stream_seq, in.max_len)};
-  r.cu_seqlens = in.cu_seqlens.data_as<int32_t>();
-  r.host_cu_seqlens = in.host_cu_seqlens;
-  r.rows = in.B;
-  return r;
+  return dropout_rows(d, in);
 }
 
 // The attention op's probs of a layer: (B, H, T, T), or the whole flat buffer of cuDNN's state
@@ -170,99 +165,73 @@ void add_norm(TensorView out, TensorView out_h, TensorView sum, TensorView mean,
   layer_norm_forward(out, mean, rstd, sum, w, bias, eps, out_h);
 }
 
-// v itself when it is f32; else an fp32 copy of it in `stage` (mixed precision's LoRA branch).
-TensorView staged(const TensorView& v, const TensorView& stage) {
-  if (v.dtype == DType::F32) return v;
-  const TensorView f = stage.flat_range(0, v.numel()).reshape(v.shape);
-  cast(f, v);
-  return f;
-}
-
 bool has_dora(const EncoderWeights& w, int64_t l, EncoderSite s) {
   return w.adapters.any() && w.adapters.dora && w.adapters.at(l, static_cast<int>(s)).defined();
+}
+
+// The adapter of (l, s) as models/adapter_site.h runs it; g: the gradients (backward only).
+AdapterSiteRun site_run(const EncoderWeights& w, const EncoderWeights* g,
+                        const LayerActivations& la, const EncoderActivations& a, int64_t l,
+                        EncoderSite s, const DropoutPlan& d, const TokenInputs& in) {
+  const AdapterSet& ad = w.adapters;
+  const int i = static_cast<int>(s);
+  AdapterSiteRun r;
+  r.w = ad.at(l, i);
+  if (g) r.g = g->adapters.at(l, i);
+  r.dora = ad.dora;
+  r.scale = ad.scale;
+  r.weight = site_weight(w, l, s);
+  r.bias = site_bias(w, l, s);
+  r.gemm_weight = site_gemm_weight(w, l, s);
+  if (ad.dora) {
+    r.weight_sq = ad.weight_sq[l][i];
+    r.norm = ad.norm[l][i];
+    r.norm_workspace = ad.norm_workspace;
+  }
+  r.u = la.lora_u[i];
+  r.z = la.dora_z[i];
+  r.h = a.lora_h;
+  r.stage_x = a.lora_stage_x;
+  r.stage_y = a.lora_stage_y;
+  r.stage_dx = a.lora_stage_dx;
+  r.dropout = lora_dropout(ad, a, d, in, l, s);
+  return r;
+}
+
+bool adapted(const EncoderWeights& w, int64_t l, EncoderSite s) {
+  return w.adapters.any() && w.adapters.at(l, static_cast<int>(s)).defined();
 }
 
 // The frozen linear of (l, s) with its adapter, if any, into y (N, out). x: the adapter's input;
 // xg: the frozen GEMM's (x itself, except for query / key / value under mixed precision, where x
 // is the fp32 layer input and xg its 16-bit copy). y_has_base: y already holds the frozen
-// x W^T + b (the fused QKV GEMM ran); otherwise this computes it. DoRA forms z = x W^T in its own
-// fp32 buffer (no bias to strip) when it can.
-// Mixed precision: the frozen GEMM in 16 bits (fp32 result); the LoRA branch and DoRA's norms,
-// z and output scaling in fp32 on fp32 copies of a 16-bit x and y (the planned lora_stage_*).
+// x W^T + b (the fused QKV GEMM ran); otherwise this computes it.
 void adapter_forward(const EncoderWeights& w, LayerActivations& la, const EncoderActivations& a,
                      int64_t l, EncoderSite s, TensorView y, TensorView x, TensorView xg,
                      const DropoutPlan& d, const TokenInputs& in, bool y_has_base,
                      bool recompute) {
-  if (!y_has_base && !has_dora(w, l, s))
+  if (adapted(w, l, s))
+    adapter_site_forward(site_run(w, nullptr, la, a, l, s, d, in), y, x, xg, y_has_base,
+                         recompute);
+  else if (!y_has_base)
     linear_forward(y, xg, site_gemm_weight(w, l, s), site_bias(w, l, s));
-  const AdapterSet& ad = w.adapters;
-  if (!ad.any() || !ad.at(l, static_cast<int>(s)).defined()) return;
-  const AdapterWeights& aw = ad.at(l, static_cast<int>(s));
-  const int i = static_cast<int>(s);
-  const int64_t N = x.dim(0);
-  const TensorView u = la.lora_u[i].prefix({N, ad.r});
-  const LoraDropout drop = lora_dropout(ad, a, d, in, l, s);
-  if (!ad.dora) {
-    // Mixed precision: the branch in fp32 on fp32 copies of 16-bit x and y.
-    const TensorView xf = staged(x, a.lora_stage_x), yf = staged(y, a.lora_stage_y);
-    lora_forward(yf, u, xf, aw.a, aw.b, ad.scale, drop);
-    if (yf.data != y.data) cast(y, yf);
-    return;
-  }
-  const TensorView z = la.dora_z[i].prefix({N, y.dim(1)}), bias = site_bias(w, l, s);
-  const TensorView norm = ad.norm[l][i];
-  // The weights do not change between forward and backward: a recomputation keeps the norms.
-  if (!recompute)
-    dora_norms(norm, ad.weight_sq[l][i], site_weight(w, l, s), aw.a, aw.b, ad.scale,
-               ad.norm_workspace);
-  if (y_has_base && y.dtype == DType::F32) {
-    dora_strip_bias(z, y, bias);
-  } else if (y_has_base) {
-    cast(z, y);  // the 16-bit fused GEMM's block, widened, then its bias removed in place
-    dora_strip_bias(z, z, bias);
-  } else {
-    linear_forward(z, xg, site_gemm_weight(w, l, s), TensorView());
-  }
-  lora_forward(z, u, staged(x, a.lora_stage_x), aw.a, aw.b, ad.scale, drop);
-  const TensorView yf =
-      y.dtype == DType::F32 ? y : a.lora_stage_y.flat_range(0, y.numel()).reshape(y.shape);
-  dora_output_forward(yf, z, bias, aw.magnitude, norm);
-  if (yf.data != y.data) cast(y, yf);
 }
 
-// Before the frozen layer's backward: DoRA's magnitude gradient, then dy *= m / n in place (the
-// gradient that flows through both x W^T and the LoRA branch). Mixed precision: in fp32 on a copy
-// of the 16-bit dy, which then takes the scaled gradient back in 16 bits (what the frozen GEMM and
-// the LoRA branch read, as autocast would hand them).
+// Before the frozen layer's backward: DoRA's magnitude gradient and the gradient the frozen
+// layer reads (models/adapter_site.h).
 void adapter_backward_scale(const EncoderWeights& w, const EncoderWeights& g,
                             const LayerActivations& la, const EncoderActivations& a, int64_t l,
-                            EncoderSite s, TensorView dy) {
-  const AdapterSet& ad = w.adapters;
-  if (!ad.any() || !ad.dora || !ad.at(l, static_cast<int>(s)).defined()) return;
-  const int i = static_cast<int>(s);
-  const TensorView dyf = staged(dy, a.lora_stage_y);
-  dora_output_backward(g.adapters.at(l, static_cast<int>(s)).magnitude, dyf, la.dora_z[i].prefix(dy.shape),
-                       ad.at(l, static_cast<int>(s)).magnitude, ad.norm[l][i]);
-  if (dyf.data != dy.data) cast(dy, dyf);
+                            EncoderSite s, TensorView dy, const DropoutPlan& d,
+                            const TokenInputs& in) {
+  if (has_dora(w, l, s)) adapter_site_backward_scale(site_run(w, &g, la, a, l, s, d, in), dy);
 }
 
-// After the frozen layer's backward: the LoRA branch's gradients; its input gradient is added to
-// dx (skipped when dx is undefined).
+// After the frozen layer's backward: the adapter's gradients; its input gradient is added to dx
+// (skipped when dx is undefined).
 void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const LayerActivations& la,
                       const EncoderActivations& a, int64_t l, EncoderSite s, TensorView dy,
                       TensorView x, TensorView dx, const DropoutPlan& d, const TokenInputs& in) {
-  const AdapterSet& ad = w.adapters;
-  if (!ad.any() || !ad.at(l, static_cast<int>(s)).defined()) return;
-  const AdapterWeights& aw = ad.at(l, static_cast<int>(s));
-  const AdapterWeights& ag = g.adapters.at(l, static_cast<int>(s));
-  const int64_t N = x.dim(0);
-  // Mixed precision: fp32 copies of 16-bit dy, x and dx (dx accumulates, so it is copied in too).
-  const TensorView dyf = staged(dy, a.lora_stage_y), xf = staged(x, a.lora_stage_x);
-  const TensorView dxf = dx.defined() ? staged(dx, a.lora_stage_dx) : dx;
-  lora_backward(dxf, ag.a, ag.b, a.lora_h.prefix({N, ad.r}), dyf, xf,
-                la.lora_u[static_cast<int>(s)].prefix({N, ad.r}), aw.a, aw.b, ad.scale,
-                /*accumulate_dinp=*/true, lora_dropout(ad, a, d, in, l, s));
-  if (dxf.defined() && dxf.data != dx.data) cast(dx, dxf);
+  if (adapted(w, l, s)) adapter_site_backward(site_run(w, &g, la, a, l, s, d, in), dy, x, dx);
 }
 
 // One transformer layer: x (N, C) -> la.out; x_h: x's 16-bit copy under mixed precision (the
@@ -341,12 +310,12 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                       la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), a.workspace);
   dropout_backward(dtmp, dsum, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
                    rows(d, in));
-  adapter_backward_scale(w, g, la, a, l, EncoderSite::FfnOut, dtmp);
+  adapter_backward_scale(w, g, la, a, l, EncoderSite::FfnOut, dtmp, d, in);
   linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, ffn_act,
                   gemm_weight(w, l, &LayerWeights::ffn_out_w));
   adapter_backward(w, g, la, a, l, EncoderSite::FfnOut, dtmp, ffn_act, dffn, d, in);
   gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
-  adapter_backward_scale(w, g, la, a, l, EncoderSite::FfnIn, dffn);
+  adapter_backward_scale(w, g, la, a, l, EncoderSite::FfnIn, dffn, d, in);
   // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
   linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1,
                   gemm_weight(w, l, &LayerWeights::ffn_in_w), /*accumulate_dinp=*/true);
@@ -357,7 +326,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                       la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), a.workspace);
   dropout_backward(dtmp, dout, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                    rows(d, in));
-  adapter_backward_scale(w, g, la, a, l, EncoderSite::AttnOut, dtmp);
+  adapter_backward_scale(w, g, la, a, l, EncoderSite::AttnOut, dtmp, d, in);
   linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx,
                   gemm_weight(w, l, &LayerWeights::attn_out_w));
   adapter_backward(w, g, la, a, l, EncoderSite::AttnOut, dtmp, ctx, dctx, d, in);
@@ -372,7 +341,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                        dropout_p(d, c.attention_dropout), key(d, attention_probs_site(l)),
                        a.workspace, rows(d, in), la.ctx.prefix(NC).reshape({B, T, C}));
   for (int part = 0; part < 3; ++part)
-    adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C));
+    adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), d, in);
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
   const TensorView dx = need_dx ? dout : TensorView();
   if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())

@@ -118,15 +118,6 @@ const char* encoder_site_suffix(EncoderSite s) {
   return kSites[static_cast<int>(s)].module;
 }
 
-std::vector<std::string> bert_family_adapter_modules() {
-  std::vector<std::string> out;
-  for (const char* prefix : {"bert", "roberta"})
-    for (int layer = 0; layer < 128; ++layer)
-      for (const SiteName& s : kSites)
-        out.push_back(fmt::format("{}.encoder.layer.{}.{}", prefix, layer, s.module));
-  return out;
-}
-
 std::vector<AdapterSite> encoder_adapter_sites(const EncoderConfig& c) {
   std::vector<AdapterSite> sites;
   for (int64_t l = 0; l < c.num_layers; ++l)

@@ -16,7 +16,7 @@ namespace {
 struct Registry {
   std::mutex mu;
   std::map<std::string, BackboneFactory> factories;
-  std::map<std::string, AdapterModuleList> modules;
+  std::map<std::string, ModuleList> modules;
   std::vector<std::string> order;  // model types in registration order, for messages
 };
 
@@ -29,7 +29,11 @@ Registry& registry() {
       };
       reg->order.push_back(type);
     }
-    reg->modules["bert"] = bert_family_adapter_modules;
+    reg->modules["bert"] = [] {
+      std::vector<ClassifierModule> m = classifier_modules(true, 128);
+      for (ClassifierModule& r : classifier_modules(false, 128)) m.push_back(std::move(r));
+      return m;
+    };
     return reg;
   }();
   return *r;
@@ -38,7 +42,7 @@ Registry& registry() {
 }  // namespace
 
 void register_backbone(const std::string& model_type, BackboneFactory factory,
-                       AdapterModuleList modules) {
+                       ModuleList modules) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   if (!r.factories.count(model_type)) r.order.push_back(model_type);
@@ -46,16 +50,16 @@ void register_backbone(const std::string& model_type, BackboneFactory factory,
   if (modules) r.modules[model_type] = std::move(modules);
 }
 
-std::vector<std::string> known_adapter_modules() {
+std::vector<ClassifierModule> known_modules() {
   Registry& r = registry();
-  std::vector<AdapterModuleList> lists;
+  std::vector<ModuleList> lists;
   {
     std::lock_guard<std::mutex> lock(r.mu);
     for (const auto& [type, list] : r.modules) lists.push_back(list);
   }
-  std::vector<std::string> out;
-  for (const AdapterModuleList& list : lists) {
-    const std::vector<std::string> names = list();
+  std::vector<ClassifierModule> out;
+  for (const ModuleList& list : lists) {
+    const std::vector<ClassifierModule> names = list();
     out.insert(out.end(), names.begin(), names.end());
   }
   return out;

@@ -53,10 +53,10 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
   if (options_.adapters.r <= 0 || !(options_.adapters.alpha > 0))
     throw InputError(fmt::format("adapter rank and alpha must be positive, got r {} alpha {}",
                                  options_.adapters.r, options_.adapters.alpha));
+  // PEFT's resolution of target_modules over the family's module tree: errors for what cannot
+  // take an adapter; what it adapts are the targeted adapter sites.
+  resolve_target_modules(options_.adapters, b.modules(), "peft");
   add_adapter_params(sites_, options_.adapters, adapter_params_);
-  if (adapter_params_.specs().empty())
-    throw InputError(fmt::format("peft.target_modules matches no linear module of this {} model",
-                                 spec_.info().model_type));
   // The head (PEFT's modules_to_save) comes last in params_, so it and the adapters that follow
   // it form one flat range.
   trainable_offset_ = params_.at(b.head_params(options_.adapters).front()).offset;

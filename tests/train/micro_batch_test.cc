@@ -16,31 +16,15 @@
 #include "core/device.h"
 #include "io/safetensors.h"
 #include "run_cli.h"
+#include "run_files.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
 namespace ftune::test {
 namespace {
 
-// step -> logged train loss.
-std::map<int64_t, double> step_losses(const std::string& run) {
-  std::map<int64_t, double> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["split"] == "train") out[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return out;
-}
-
 std::map<std::string, std::vector<float>> weights(const std::string& run) {
-  const auto f = io::SafetensorsFile::open(run + "/model/model.safetensors");
-  std::map<std::string, std::vector<float>> out;
-  for (const auto& e : f.entries()) {
-    const HostTensor t = f.read(e.name, DType::F32);
-    out[e.name].assign(t.data<float>(), t.data<float>() + t.numel());
-  }
-  return out;
+  return tensor_values(run + "/model/model.safetensors");
 }
 
 class MicroBatch : public ::testing::Test {

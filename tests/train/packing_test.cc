@@ -14,31 +14,12 @@
 #include "models/hf_checkpoint.h"
 #include "train/memory_planner.h"
 #include "run_cli.h"
+#include "run_files.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
 namespace ftune::test {
 namespace {
-
-std::map<int64_t, double> step_losses(const std::string& run) {
-  std::map<int64_t, double> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["split"] == "train") out[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return out;
-}
-
-std::map<std::string, std::vector<float>> weights(const std::string& file) {
-  const auto f = io::SafetensorsFile::open(file);
-  std::map<std::string, std::vector<float>> out;
-  for (const auto& e : f.entries()) {
-    const HostTensor t = f.read(e.name, DType::F32);
-    out[e.name].assign(t.data<float>(), t.data<float>() + t.numel());
-  }
-  return out;
-}
 
 class Packing : public ::testing::Test {
  protected:
@@ -78,7 +59,8 @@ class Packing : public ::testing::Test {
       EXPECT_LT(rel, 1e-6) << "step " << step << ": " << loss << " vs " << lb.at(step);
       loss_rel = std::max(loss_rel, rel);
     }
-    const auto wa = weights(run_dir(a) + weights_file), wb = weights(run_dir(b) + weights_file);
+    const auto wa = tensor_values(run_dir(a) + weights_file),
+               wb = tensor_values(run_dir(b) + weights_file);
     ASSERT_EQ(wa.size(), wb.size());
     for (const auto& [name, va] : wa) {
       if (name.find("attention.self.key.bias") != std::string::npos) continue;

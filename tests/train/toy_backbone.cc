@@ -37,6 +37,14 @@ constexpr const char* kNorm = "toy.blocks.0.norm";
 constexpr const char* kScore = "score.weight";
 constexpr uint32_t kDropoutSite = 7;
 
+// Its named modules as PEFT sees them: the mix linear takes adapters, the score head is saved whole.
+std::vector<ClassifierModule> toy_modules() {
+  return {{"", ModuleKind::Other},          {"toy", ModuleKind::Other},
+          {"toy.embed", ModuleKind::Embedding}, {"toy.blocks.0", ModuleKind::Other},
+          {kMix, ModuleKind::Adaptable},    {kNorm, ModuleKind::Other},
+          {"score", ModuleKind::Head}};
+}
+
 std::string param(const char* module, const char* what) {
   return std::string(module) + "." + what;
 }
@@ -161,14 +169,7 @@ class ToyModel final : public BackboneModel {
   }
   float p(const DropoutPlan& d) const { return d.training ? c_.dropout : 0.0f; }
   RngKey key(const DropoutPlan& d) const { return RngKey{d.seed, kDropoutSite, d.offset, d.micro}; }
-  DropoutRows rows(const TokenInputs& in, const DropoutPlan& d) const {
-    if (!in.packed()) return DropoutRows{d.row0, in.T, d.stream_seq};
-    DropoutRows r{d.row0, 1, std::max(d.stream_seq, in.max_len)};
-    r.cu_seqlens = in.cu_seqlens.data_as<int32_t>();
-    r.host_cu_seqlens = in.host_cu_seqlens;
-    r.rows = in.B;
-    return r;
-  }
+  DropoutRows rows(const TokenInputs& in, const DropoutPlan& d) const { return dropout_rows(d, in); }
   LoraDropout lora_dropout(const TokenInputs& in, const DropoutPlan& d) const {
     LoraDropout drop;
     drop.p = d.training ? adapters_.dropout : 0.0f;
@@ -257,6 +258,7 @@ class ToyBackbone final : public Backbone {
   std::vector<AdapterSite> adapter_sites() const override {
     return {AdapterSite{0, 0, kMix, c_.hidden, c_.hidden}};
   }
+  std::vector<ClassifierModule> modules() const override { return toy_modules(); }
   void row_positions(const int32_t*, int64_t n, int32_t* pos) const override {
     for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(t);
   }
@@ -293,7 +295,7 @@ void register_toy_backbone() {
         for (int64_t i = 0; i < io::get_optional_int(j, "num_labels", path).value_or(2); ++i)
           c.labels.push_back(fmt::format("LABEL_{}", i));
       return std::make_shared<ToyBackbone>(std::move(c));
-    }, [] { return std::vector<std::string>{kMix}; });
+    }, toy_modules);
   });
 }
 
