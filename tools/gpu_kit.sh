@@ -52,7 +52,9 @@ build() {
   case "$ROOT/" in "${CCACHE_BASEDIR:-/nonexistent}"/*) ;; *) export CCACHE_BASEDIR="$ROOT" ;; esac
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFTUNE_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="$ARCHS" -DFTUNE_NATIVE=OFF -DCMAKE_CXX_FLAGS= \
-    -DFTUNE_SHARED_LIB=ON -DFTUNE_BUILD_TESTS=ON -DFTUNE_BUILD_BENCH=ON > "$BUILD.configure.log" 2>&1 ||
+    -DFTUNE_SHARED_LIB=ON -DFTUNE_BUILD_TESTS=ON -DFTUNE_BUILD_BENCH=ON -DCMAKE_SKIP_BUILD_RPATH=ON \
+    -DCMAKE_GTEST_DISCOVER_TESTS_DISCOVERY_MODE=PRE_TEST \
+    > "$BUILD.configure.log" 2>&1 ||
     { cat "$BUILD.configure.log"; die "cmake configure failed"; }
   grep -q "cuDNN flash attention: cudnn_frontend" "$BUILD.configure.log" ||
     die "this build has no cuDNN attention ($(grep 'cuDNN flash attention' "$BUILD.configure.log")):" \
@@ -62,6 +64,9 @@ build() {
 
 assemble() {
   local tree="$1"
+  # The kit build is linked without RUNPATHs (kit_libs.py dynamic_symbols says why): here its
+  # programs find libftune.so, CUDA's libraries and OpenBLAS's threaded build through this.
+  export LD_LIBRARY_PATH="$(cd "$BUILD" && pwd):/usr/local/cuda/lib:/usr/local/cuda/lib64:/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   mkdir -p "$tree"/bin/tests "$tree"/bin/bench "$tree"/lib "$tree"/share "$tree"/data
   cp "$BUILD/ftune" "$tree/bin/"
   cp "$BUILD/tests/libfake-nvidia-ml.so" "$tree/lib/"

@@ -79,6 +79,8 @@ char *la_objsearch(const char *name, uintptr_t *cookie, unsigned int flag) {
   (void)cookie;
   /* The original name: a bare soname is searched for next; a path is opened as it is. */
   if (flag == LA_SER_ORIG && !strchr(name, '/')) return (char *)name;
+  /* A path that names no file: the loader's own error names it, as it would on any machine. */
+  if (flag == LA_SER_ORIG && access(name, F_OK) != 0) return (char *)name;
   if (!active() || system_ok(name, getenv("FTUNE_HIDE_SYSTEM_OK")) ||
       under(name, getenv("FTUNE_HIDE_ALLOW")))
     return (char *)name;

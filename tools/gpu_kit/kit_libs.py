@@ -119,6 +119,17 @@ def dynamic_entries(path, tag):
     return out
 
 
+def dynamic_symbols(path):
+    """The dynamic symbol names of an ELF file. patchelf (0.14 to 0.18 at least, NixOS/patchelf
+    issue #162) overwrites an old RUNPATH with 'X's, and the linker stores a symbol name that is a
+    tail of the RUNPATH string ("read" of ".../openblas-pthread") inside it: the symbol becomes
+    "XXXX" and the library fails to load. gpu_kit.sh links the kit without RUNPATHs; this check
+    keeps the failure here, not on the GPU machine."""
+    r = subprocess.run(["nm", "-D", "--format=posix", path], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    return sorted(line.split(" ")[0] for line in r.stdout.splitlines() if line)
+
+
 def within(path, root):
     path, root = os.path.realpath(path), os.path.realpath(root)
     return path == root or path.startswith(root + os.sep)
@@ -157,7 +168,12 @@ def bundle(kit):
         else:
             runpath = ":".join([base] + [base + "/" + slot for slot in [CXX_SLOT] + DEVICE_SLOTS])
         subprocess.run(["strip", "--strip-unneeded", elf], check=True)
+        before = dynamic_symbols(elf)
         subprocess.run(["patchelf", "--set-rpath", runpath, elf], check=True)
+        if dynamic_symbols(elf) != before:  # patchelf issue #162: see dynamic_symbols
+            raise RuntimeError("patchelf --set-rpath renamed dynamic symbols of %s (an old RUNPATH "
+                               "shared its tail with a symbol name): link it without a RUNPATH"
+                               % elf)
     return {"bundled": {k: copied[k] for k in sorted(copied)}}
 
 
