@@ -196,12 +196,12 @@ PY
 
 selfcheck() {
   [ -f "$KIT/kit.json" ] && [ -f "$KIT/run.sh" ] || die "no kit in $KIT: build it (bash tools/gpu_kit.sh)"
-  local total tmp
+  local total  # tmp stays global: the EXIT trap removes it after this function returns
   total=$(du -cb "$KIT"/* | tail -1 | cut -f1)
   sizes
   [ "$total" -le $MAX_BYTES ] || die "selfcheck: the kit is $(mib "$total"), over 40 MiB"
   tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
+  trap 'rm -rf "${tmp:-}"' EXIT
   local auditor="$tmp/hide_system_libs.so"
   python3 tools/gpu_kit/kit_libs.py build-auditor --out "$auditor" > /dev/null
   export FTUNE_KIT_WORK="$tmp/work" FTUNE_KIT_HIDE="$auditor"

@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kit_stage import Kit, Stage, run, stage_args  # noqa: E402
 
 GPU_NAME = re.compile(r"cuda|gpu|cudnn|nvml|graph|device", re.IGNORECASE)
-RESULT = re.compile(r"^\[\s+(OK|FAILED|SKIPPED)\s+\] (\S+)")
+# A parametrised case's result line ends its name with ", where GetParam() = ...".
+RESULT = re.compile(r"^\[\s+(OK|FAILED|SKIPPED)\s+\] ([^\s,]+)")
 RUN = re.compile(r"^\[ RUN      \] (\S+)")
 PER_BINARY_S = 60  # a hung binary leaves time for the others
 
