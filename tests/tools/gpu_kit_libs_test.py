@@ -129,6 +129,28 @@ class KitLibraryCheck(unittest.TestCase):
         self.assertTrue(any("RUNPATH entry %s is outside the kit" % self.build in p
                             for p in problems), problems)
 
+    def test_a_symbol_stored_in_an_old_runpath_is_never_renamed(self):
+        # The linker may store a symbol name as the tail of a longer .dynstr string: "read" inside
+        # ".../openblas-pthread". patchelf (NixOS/patchelf#162) overwrote the old RUNPATH with
+        # X's, so the first GPU kit's libftune.so needed "XXXX" and failed to load. bundle() must
+        # refuse such a file or leave every symbol intact.
+        src = os.path.join(self.tmp, "reads.c")
+        with open(src, "w") as f:
+            f.write("#include <unistd.h>\nint main(void) { char b; return (int)read(0, &b, 0); }\n")
+        exe = os.path.join(self.build, "reads")
+        cc("-o", exe, src, "-Wl,-rpath," + os.path.join(self.tmp, "openblas-pthread"))
+        names = lambda path: [n.split("@")[0] for n in kit_libs.dynamic_symbols(path)]
+        self.assertIn("read", names(exe))
+        kit = tempfile.mkdtemp(prefix="kit-", dir=self.tmp)
+        os.makedirs(os.path.join(kit, "bin"))
+        shutil.copy(exe, os.path.join(kit, "bin", "reads"))
+        try:
+            kit_libs.bundle(kit)
+        except RuntimeError as e:
+            self.assertIn("renamed dynamic symbols", str(e))
+            return
+        self.assertIn("read", names(os.path.join(kit, "bin", "reads")))
+
     def test_the_slots_follow_what_run_sh_chose(self):
         kit = self.kit()
         self.assertTrue(os.path.islink(os.path.join(kit, "lib", "cxx")))
