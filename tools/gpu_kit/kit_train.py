@@ -13,6 +13,8 @@ summary.json and op_profile.json.
            off and on, effective batch 32 at 128 tokens on the WordNet pairs, 3 steps: the plan's
            total (arena + cuBLASLt workspace) next to the device memory the run took
            (cudaMemGetInfo before the arena minus the lowest free memory seen).
+  steady   (only when named) samples/s per window of a 400-step BERT-base run, graphs on / off /
+           padded to 32 tokens, with the input wait and graph counters: where a long run's time goes.
   profile  the per-op time of one BERT-base training step (FTUNE_PROFILE_OPS=1, step 8 of 8):
            the largest rows of op_profile.json, the GEMM and attention shares and the gap; with
            the "gpu_paths" counters of summary.json where the build writes them.
@@ -232,13 +234,61 @@ def profile(runs, stage, on_gpu):
         size, p["step_ms"], 100 * share["gemm"], 100 * share["attention"], 100 * p["gap_ms"] / step)
 
 
+STEADY_STEPS, STEADY_WINDOW = 400, 50
+
+
+def steady(runs, stage, on_gpu):
+    """Where the time of a long run goes (asked for by name: run.sh --stages steady): BERT-base,
+    bf16, batch 32 of the WordNet pairs (max 128 tokens), STEADY_STEPS steps, samples/s per window
+    of STEADY_WINDOW steps, with CUDA graphs on (the default), off, and with micro-batches padded to
+    a multiple of 32 tokens (fewer shapes, each captured and planned once); the input wait and the
+    graph counters of summary.json."""
+    size, steps, window = ("bert-base", STEADY_STEPS, STEADY_WINDOW) if on_gpu else ("tiny", 6, 2)
+    config = ("model:\n  path: %s\ndata:\n  train: %s\n  max_length: 128\ntraining:\n"
+              "  max_steps: %d\n  effective_batch_size: 32\n  log_every: %d\n" % (
+                  runs.model(size), os.path.join(runs.kit.data, "train.jsonl"), steps, window))
+    variants = [("graphs on, pad 8", []), ("graphs off", ["training.cuda_graphs=off"]),
+                ("graphs on, pad 32", ["training.pad_to_multiple_of=32"])]
+    ok, best = True, {}
+    for name, overrides in variants:
+        if stage.left() < 10:
+            stage.row({"variant": name, "result": "not run: the stage's time ran out"})
+            ok = False
+            continue
+        try:
+            s, _, out = runs.train("steady-" + name.replace(" ", "").replace(",", "-"), config,
+                                   ["training.device=" + runs.device] + overrides)
+        except RuntimeError as e:
+            stage.row({"variant": name, "result": "FAIL: %s" % e})
+            ok = False
+            continue
+        rates = []
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            for line in f:
+                m = json.loads(line)
+                if m.get("split") == "train" and "samples_per_s" in m:
+                    rates.append(round(m["samples_per_s"]))
+        late = rates[len(rates) // 2:]
+        best[name] = sum(late) / len(late) if late else 0
+        g = s.get("cuda_graphs", {})
+        stage.row({"variant": name, "samples_per_s_by_window": rates,
+                   "second_half_samples_per_s": round(best[name]),
+                   "input_wait_fraction": round(s.get("input_wait_fraction", 0), 3),
+                   "graphs_captured": g.get("captured"), "graphs_replayed": g.get("replayed"),
+                   "graphs_evicted": g.get("evicted"), "eager_micro_batches": g.get("eager_micro_batches"),
+                   "micro_batch": s.get("micro_batch"), "seconds": round(s.get("train_seconds", 0), 1)})
+    return ok, "%s, second half of %d steps, samples/s: %s" % (
+        size, steps, ", ".join("%s %.0f" % kv for kv in best.items()))
+
+
 def main():
     a = stage_args(__doc__.split("\n\n")[0]).parse_args()
     kit = Kit(a.work)
     stage = Stage(a.stage, a.stages, a.limit)
     runs = Runs(kit, stage, os.path.join(a.logs, a.stage + ".log"), a.device)
     try:
-        ok, headline = {"parity": parity, "memory": memory, "profile": profile}[a.stage](
+        ok, headline = {"parity": parity, "memory": memory, "profile": profile,
+                        "steady": steady}[a.stage](
             runs, stage, a.device != "cpu")
     except RuntimeError as e:
         ok, headline = False, str(e)

@@ -42,7 +42,9 @@ STAGES=(
   "memory kit_train.py 30"
   "bench kit_bench.py 260"
   "profile kit_train.py 20"
+  "steady kit_train.py 90"
 )
+OPTIONAL_STAGES=" steady "  # run only when --stages names them
 PREFLIGHT_LIMIT=20
 
 [ -f "$KIT/kit.json" ] || refuse "$KIT/kit.json is missing (build the kit: bash tools/gpu_kit.sh)"
@@ -219,7 +221,8 @@ PY
 for entry in "${STAGES[@]}"; do
   read -r name script limit <<< "$entry"
   for o in ${FTUNE_KIT_LIMITS:+${FTUNE_KIT_LIMITS//,/ }}; do [ "${o%%=*}" != "$name" ] || limit="${o#*=}"; done
-  [ -z "$ONLY" ] || [[ ",$ONLY," == *",$name,"* ]] || continue
+  if [ -z "$ONLY" ]; then [[ "$OPTIONAL_STAGES" != *" $name "* ]] || continue
+  else [[ ",$ONLY," == *",$name,"* ]] || continue; fi
   echo "gpu kit: stage $name (limit ${limit}s)"
   t0=$(date +%s.%N)
   timeout -k 10 "$limit" "$PY" "$SCRIPTS/$script" "$name" --work "$WORK" --stages "$STAGE_DIR" \
