@@ -271,7 +271,7 @@ def steady(runs, stage, on_gpu):
         late = rates[len(rates) // 2:]
         best[name] = sum(late) / len(late) if late else 0
         g = s.get("cuda_graphs", {})
-        stage.row({"variant": name, "samples_per_s_by_window": rates,
+        stage.row({"variant": name, "samples_per_s_by_window": " ".join(map(str, rates)),
                    "second_half_samples_per_s": round(best[name]),
                    "input_wait_fraction": round(s.get("input_wait_fraction", 0), 3),
                    "graphs_captured": g.get("captured"), "graphs_replayed": g.get("replayed"),
