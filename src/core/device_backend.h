@@ -1,4 +1,4 @@
-// The accelerator operations core/ needs (device count, memory, copies, fills), as a table the
+// The accelerator operations core/ needs (device count, memory, copies, fills, step timing), as a table the
 // accelerator backend installs: cuda/ registers its own (cuda/cuda_backend.cc) when the library is
 // built with CUDA, so core/ stays below cuda/ in the layering and never includes it. Without an
 // installed backend there are no CUDA devices, and CUDA memory operations throw NotBuiltError.
@@ -19,6 +19,11 @@ struct DeviceBackend {
   void (*memcpy)(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
   void (*memset_zero)(void* dst, Device device, size_t bytes);
   void (*fill_f32)(float* dst, Device device, int64_t n, float value);
+  // Timing on the compute stream (core/op_profile.h): events, recorded and compared.
+  void (*synchronize)(Device device);
+  void* (*timing_event_create)(Device device);
+  void (*record_event)(Device device, void* event);  // on the compute stream
+  float (*event_elapsed_ms)(void* start, void* end);
 };
 
 // Installed once, before main (a static initialiser of the backend).

@@ -16,7 +16,9 @@ namespace ftune::cuda {
 namespace {
 
 const DeviceBackend kBackend{
-    &device_count, &malloc, &free, &memory_info, &memcpy, &memset_zero, &fill_f32,
+    &device_count, &malloc,      &free,          &memory_info,
+    &memcpy,       &memset_zero, &fill_f32,      &synchronize,
+    &timing_event_create,        &record_on_compute_stream, &event_elapsed_ms,
 };
 
 const bool kInstalled = [] {
