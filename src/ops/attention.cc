@@ -157,6 +157,12 @@ AttentionWindow hf_sliding_window(int64_t sliding_window) {
   return {sliding_window - 1, -1};
 }
 
+AttentionWindow hf_bidirectional_sliding_window(int64_t sliding_window) {
+  if (sliding_window < 1)
+    throw ShapeError(fmt::format("sliding_window {}: expected >= 1", sliding_window));
+  return {sliding_window / 2, sliding_window / 2};
+}
+
 AttentionWindow hf_local_attention(int64_t local_attention) {
   if (local_attention < 0)
     throw ShapeError(fmt::format("local_attention {}: expected >= 0", local_attention));

@@ -18,6 +18,9 @@
 // each side, in positions, bounds included; -1 is unbounded. HF's config keys map to it by:
 //   hf_sliding_window(W)  (Mistral, Qwen2, Gemma 2/3 `sliding_window`; transformers' masking_utils
 //                          keeps kv_idx > q_idx - W): {left = W - 1, right = -1}, with causal
+//   hf_bidirectional_sliding_window(W) (Gemma 3 with use_bidirectional_attention, sliding
+//                          layers, W as config.json holds it: transformers keeps W // 2 + 1 in
+//                          memory and |i - j| < W // 2 + 1): {W / 2, W / 2}, bidirectional
 //   hf_local_attention(W) (ModernBERT `local_attention`: |i - j| <= W // 2): {W / 2, W / 2}
 //
 // Layouts (N tokens in the call; C_q = Hq * D, C_kv = Hkv * D):
@@ -73,6 +76,8 @@ struct AttentionWindow {
 
 // HF's `sliding_window` (Mistral, Qwen2, Gemma 2 and 3): the query and the W - 1 keys before it.
 AttentionWindow hf_sliding_window(int64_t sliding_window);
+// Gemma 3's config.json `sliding_window` with use_bidirectional_attention: |i - j| <= W // 2.
+AttentionWindow hf_bidirectional_sliding_window(int64_t sliding_window);
 // ModernBERT's `local_attention`: keys within W // 2 positions on either side.
 AttentionWindow hf_local_attention(int64_t local_attention);
 
