@@ -205,18 +205,31 @@ int64_t attention_workspace(Device device, int64_t B, int64_t H, int64_t T, int6
 
 namespace {
 
+// q, k, v as fp32 for the CPU kernels (16-bit storage staged through fp32 copies in staging
+// slots 0-2, ops/cast.h; fp32 read in place), with their row strides set in `a`.
+struct StagedQkv {
+  const float *q, *k, *v;
+};
+StagedQkv stage_qkv(AttentionArgs& a, const TensorView& q, const TensorView& k,
+                    const TensorView& v) {
+  const int64_t N = q.dim(0);
+  int64_t ld;
+  StagedQkv s{};
+  s.q = cpu::stage_f32(q.data, q.dtype, N, q.dim(1), a.ldq, 0, &ld);
+  a.ldq = ld;
+  s.k = cpu::stage_f32(k.data, k.dtype, N, k.dim(1), a.ldk, 1, &ld);
+  a.ldk = ld;
+  s.v = cpu::stage_f32(v.data, v.dtype, N, v.dim(1), a.ldv, 2, &ld);
+  a.ldv = ld;
+  return s;
+}
+
 // The CPU kernels on fp32 (16-bit storage staged through fp32 copies, ops/cast.h).
 void forward_cpu(AttentionArgs a, const TensorView& out, const TensorView& saved,
                  const TensorView& q, const TensorView& k, const TensorView& v,
                  const TensorView& workspace) {
-  const int64_t N = q.dim(0), Cq = q.dim(1), Ckv = k.dim(1);
-  int64_t ld;
-  const float* qs = cpu::stage_f32(q.data, q.dtype, N, Cq, a.ldq, 0, &ld);
-  a.ldq = ld;
-  const float* ks = cpu::stage_f32(k.data, k.dtype, N, Ckv, a.ldk, 1, &ld);
-  a.ldk = ld;
-  const float* vs = cpu::stage_f32(v.data, v.dtype, N, Ckv, a.ldv, 2, &ld);
-  a.ldv = ld;
+  const int64_t N = q.dim(0), Cq = q.dim(1);
+  const auto [qs, ks, vs] = stage_qkv(a, q, k, v);
   if (out.dtype == DType::F32) {
     cpu::attention_forward(a, out.data_as<float>(), saved.data_as<float>(), qs, ks, vs,
                            workspace.data_as<float>());
@@ -234,13 +247,8 @@ void backward_cpu(AttentionArgs a, const TensorView& dq, const TensorView& dk,
                   const TensorView& k, const TensorView& v, const TensorView& saved,
                   const TensorView& workspace) {
   const int64_t N = q.dim(0), Cq = q.dim(1), Ckv = k.dim(1);
+  const auto [qs, ks, vs] = stage_qkv(a, q, k, v);
   int64_t ld;
-  const float* qs = cpu::stage_f32(q.data, q.dtype, N, Cq, a.ldq, 0, &ld);
-  a.ldq = ld;
-  const float* ks = cpu::stage_f32(k.data, k.dtype, N, Ckv, a.ldk, 1, &ld);
-  a.ldk = ld;
-  const float* vs = cpu::stage_f32(v.data, v.dtype, N, Ckv, a.ldv, 2, &ld);
-  a.ldv = ld;
   const float* dos = cpu::stage_f32(dout.data, dout.dtype, N, Cq, a.ldo, 3, &ld);
   a.ldo = ld;
   if (dq.dtype == DType::F32) {

@@ -11,8 +11,10 @@
 // dK and dV of grouped-query attention sum without races or atomics.
 // Keys past the last real key of a sequence are padding with probability 0 (unless some query
 // sees no key at all and attends uniformly), so the GEMMs stop there: right-padded batches cost
-// what their real lengths cost. Causal and windowed calls compute the whole (len, keys) block of
-// scores and mask it: this is the reference, not the fast path.
+// what their real lengths cost. Causal and windowed calls walk the queries in blocks of
+// kQueryBlock rows, and each block's GEMMs cover only the band of keys its rows can see (a causal
+// sequence costs about half the products, a window of W keys about len x W instead of len^2);
+// bidirectional calls without a window are one block over every key, as before (same bits).
 #include <cmath>
 #include <limits>
 
@@ -61,6 +63,37 @@ Seq sequence(const AttentionArgs& a, int64_t b) {
     if (!scan.sees_a_key(lo, std::min(hi, L))) s.keys = s.len;
   }
   return s;
+}
+
+// Queries per block of a causal or windowed call.
+constexpr int64_t kQueryBlock = 64;
+
+// Whether the call's visibility is a band narrower than the whole sequence.
+bool banded(const AttentionArgs& a) {
+  return a.spec.causal || a.spec.window.left >= 0 || a.spec.window.right >= 0;
+}
+
+// Keys [c0, c1) that hold every nonzero probability of query rows [i0, i1): the union of the
+// rows' ranges clipped to s.keys, or all of [0, s.keys) when a row sees no key and attends
+// uniformly (or the call is not banded). `ahead` walks the rows in order, as softmax_row's scan.
+// A single block of a whole sequence always gets [0, s.keys) (row 0 sees key 0 onwards, the last
+// row every key up to the end).
+struct Band {
+  int64_t c0 = 0, c1 = 0;
+  int64_t width() const { return c1 - c0; }
+};
+Band key_band(const AttentionArgs& a, const Seq& s, int64_t i0, int64_t i1, VisibleScan& ahead) {
+  if (!banded(a)) return {0, s.keys};
+  Band band{s.keys, 0};
+  for (int64_t i = i0; i < i1; ++i) {
+    int64_t lo, hi;
+    a.key_range(i, s.len, &lo, &hi);
+    hi = std::min(hi, s.keys);
+    if (!ahead.sees_a_key(lo, hi)) return {0, s.keys};
+    band.c0 = std::min(band.c0, lo);
+    band.c1 = std::max(band.c1, hi);
+  }
+  return band;
 }
 
 // Runs fn(unit, thread_workspace) for every unit, one static block per thread (the GEMMs inside
@@ -116,26 +149,31 @@ void attention_forward(const AttentionArgs& args, float* out, float* probs, cons
     const int64_t b = u / H, h = u % H, g = h / G;
     const Seq s = sequence(a, b);
     if (s.len == 0) return;
-    const int64_t keys = s.keys;
     const float* qh = q + s.start * a.ldq + h * D;
     const float* kg = k + s.start * a.ldk + g * D;
     const float* vg = v + s.start * a.ldv + g * D;
     float* P = probs + a.probs_row(s.start, s.len, h, 0) * T;  // (len, T), row stride T
-    float* Pd = ws;                                            // (len, keys) dropped P
-    float* m = ws + T * T;                                     // (keys) multipliers of one row
-
-    gemm(false, true, s.len, keys, D, a.spec.scale, qh, a.ldq, kg, a.ldk, 0.0f, P, T);
-    VisibleScan scan{s.mask};
-    for (int64_t i = 0; i < s.len; ++i) {
-      float* row = P + i * T;
-      softmax_row(a, s, i, scan, row);
-      if (drop) {
-        dropout_multipliers(m, a.rng, a.stream_row(a.row0, b, h, i), keys, a.dropout_p);
-        for (int64_t j = 0; j < keys; ++j) Pd[i * keys + j] = row[j] * m[j];
+    float* Pd = ws;                                            // (block, band) dropped P
+    float* m = ws + T * T;                                     // (band) multipliers of one row
+    const int64_t block = banded(a) ? kQueryBlock : s.len;
+    VisibleScan scan{s.mask}, ahead{s.mask};
+    for (int64_t i0 = 0; i0 < s.len; i0 += block) {
+      const int64_t i1 = std::min(s.len, i0 + block), rows = i1 - i0;
+      const Band band = key_band(a, s, i0, i1, ahead);
+      const int64_t w = band.width();
+      gemm(false, true, rows, w, D, a.spec.scale, qh + i0 * a.ldq, a.ldq, kg + band.c0 * a.ldk,
+           a.ldk, 0.0f, P + i0 * T + band.c0, T);
+      for (int64_t i = i0; i < i1; ++i) {
+        float* row = P + i * T;
+        softmax_row(a, s, i, scan, row);  // probabilities outside the band are 0
+        if (drop) {
+          dropout_multipliers(m, a.rng, a.stream_row(a.row0, b, h, i) + band.c0, w, a.dropout_p);
+          for (int64_t j = 0; j < w; ++j) Pd[(i - i0) * w + j] = row[band.c0 + j] * m[j];
+        }
       }
+      gemm(false, false, rows, D, w, 1.0f, drop ? Pd : P + i0 * T + band.c0, drop ? w : T,
+           vg + band.c0 * a.ldv, a.ldv, 0.0f, out + (s.start + i0) * a.ldo + h * D, a.ldo);
     }
-    gemm(false, false, s.len, D, keys, 1.0f, drop ? Pd : P, drop ? keys : T, vg, a.ldv, 0.0f,
-         out + s.start * a.ldo + h * D, a.ldo);
   });
 }
 
@@ -157,42 +195,55 @@ void attention_backward(const AttentionArgs& args, float* dq, float* dk, float* 
     const float* vg = v + s.start * a.ldv + g * D;
     float* dkg = dk + s.start * a.lddk + g * D;
     float* dvg = dv + s.start * a.lddv + g * D;
-    float* dS = ws;             // (len, keys): dP' = dO V^T, turned into dS in place
-    float* Pd = ws + T * T;     // (len, keys): dropped probabilities P', then (softcap) scores
-    float* m = ws + 2 * T * T;  // (keys): dropout multipliers of one row
+    float* dS = ws;             // (block, band): dP' = dO V^T, turned into dS in place
+    float* Pd = ws + T * T;     // (block, band): dropped probabilities P', then (softcap) scores
+    float* m = ws + 2 * T * T;  // (band): dropout multipliers of one row
+    const int64_t block = banded(a) ? kQueryBlock : s.len;
+    // Blocks add into dK and dV; one block (no band) writes them with the group's first head.
+    if (block < s.len)
+      for (int64_t j = 0; j < keys; ++j)
+        for (int64_t d = 0; d < D; ++d) dkg[j * a.lddk + d] = dvg[j * a.lddv + d] = 0.0f;
     for (int64_t h = g * G; h < (g + 1) * G; ++h) {
-      const float beta = h == g * G ? 0.0f : 1.0f;  // dK, dV sum over the group's query heads
+      const float beta = h == g * G && block >= s.len ? 0.0f : 1.0f;
       const float* qh = q + s.start * a.ldq + h * D;
       const float* dO = dout + s.start * a.ldo + h * D;
       float* dqh = dq + s.start * a.lddq + h * D;
       const float* P = probs + a.probs_row(s.start, s.len, h, 0) * T;
-
-      gemm(false, true, s.len, keys, D, 1.0f, dO, a.ldo, vg, a.ldv, 0.0f, dS, keys);
-      for (int64_t i = 0; i < s.len; ++i) {
-        const float* prow = P + i * T;
-        float* drow = dS + i * keys;
-        if (drop) {
-          dropout_multipliers(m, a.rng, a.stream_row(a.row0, b, h, i), keys, a.dropout_p);
-          for (int64_t j = 0; j < keys; ++j) {
-            Pd[i * keys + j] = prow[j] * m[j];
-            drow[j] *= m[j];
+      VisibleScan ahead{s.mask};
+      for (int64_t i0 = 0; i0 < s.len; i0 += block) {
+        const int64_t i1 = std::min(s.len, i0 + block), rows = i1 - i0;
+        const Band band = key_band(a, s, i0, i1, ahead);
+        const int64_t w = band.width(), c0 = band.c0;
+        const float* kb = kg + c0 * a.ldk;
+        gemm(false, true, rows, w, D, 1.0f, dO + i0 * a.ldo, a.ldo, vg + c0 * a.ldv, a.ldv, 0.0f,
+             dS, w);
+        for (int64_t i = i0; i < i1; ++i) {
+          const float* prow = P + i * T + c0;
+          float* drow = dS + (i - i0) * w;
+          if (drop) {
+            dropout_multipliers(m, a.rng, a.stream_row(a.row0, b, h, i) + c0, w, a.dropout_p);
+            for (int64_t j = 0; j < w; ++j) {
+              Pd[(i - i0) * w + j] = prow[j] * m[j];
+              drow[j] *= m[j];
+            }
+          }
+          float dot = 0.0f;
+          for (int64_t j = 0; j < w; ++j) dot += prow[j] * drow[j];
+          for (int64_t j = 0; j < w; ++j) drow[j] = prow[j] * (drow[j] - dot);
+        }
+        gemm(true, false, w, D, rows, 1.0f, drop ? Pd : P + i0 * T + c0, drop ? w : T,
+             dO + i0 * a.ldo, a.ldo, beta, dvg + c0 * a.lddv, a.lddv);
+        if (cap > 0.0f) {  // through s = cap tanh(x / cap): ds/dx = 1 - (s / cap)^2
+          gemm(false, true, rows, w, D, scale, qh + i0 * a.ldq, a.ldq, kb, a.ldk, 0.0f, Pd, w);
+          for (int64_t e = 0; e < rows * w; ++e) {
+            const float t = std::tanh(Pd[e] / cap);
+            dS[e] *= 1.0f - t * t;
           }
         }
-        float dot = 0.0f;
-        for (int64_t j = 0; j < keys; ++j) dot += prow[j] * drow[j];
-        for (int64_t j = 0; j < keys; ++j) drow[j] = prow[j] * (drow[j] - dot);
+        gemm(false, false, rows, D, w, scale, dS, w, kb, a.ldk, 0.0f, dqh + i0 * a.lddq, a.lddq);
+        gemm(true, false, w, D, rows, scale, dS, w, qh + i0 * a.ldq, a.ldq, beta,
+             dkg + c0 * a.lddk, a.lddk);
       }
-      gemm(true, false, keys, D, s.len, 1.0f, drop ? Pd : P, drop ? keys : T, dO, a.ldo, beta, dvg,
-           a.lddv);
-      if (cap > 0.0f) {  // through s = cap tanh(x / cap): ds/dx = 1 - (s / cap)^2
-        gemm(false, true, s.len, keys, D, scale, qh, a.ldq, kg, a.ldk, 0.0f, Pd, keys);
-        for (int64_t e = 0; e < s.len * keys; ++e) {
-          const float t = std::tanh(Pd[e] / cap);
-          dS[e] *= 1.0f - t * t;
-        }
-      }
-      gemm(false, false, s.len, D, keys, scale, dS, keys, kg, a.ldk, 0.0f, dqh, a.lddq);
-      gemm(true, false, keys, D, s.len, scale, dS, keys, qh, a.ldq, beta, dkg, a.lddk);
     }
     // Keys past `keys` are padding no query attends to: zero gradients.
     for (int64_t j = keys; j < s.len; ++j)

@@ -209,14 +209,15 @@ Got run_op(const Problem& pr, Device dev, DType dtype = DType::F32, int64_t work
   return g;
 }
 
-// max |a - b| <= tol * max(max |b|, 1e-3), element by element.
-template <typename A, typename B>
-void expect_close(const std::vector<A>& a, const std::vector<B>& b, double tol, const char* what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  double scale = 1e-3;
-  for (auto x : b) scale = std::max(scale, std::fabs(double(x)));
-  for (size_t i = 0; i < a.size(); ++i)
-    ASSERT_NEAR(double(a[i]), double(b[i]), tol * scale) << what << " element " << i;
+// Every output of the op within tolerance of the reference (a Result in double, or another Got).
+template <typename Want>
+void expect_all_close(const Got& got, const Want& want, double out_tol, double probs_tol,
+                      double grad_tol) {
+  expect_close(got.out, want.out, out_tol, "out");
+  expect_close(got.probs, want.probs, probs_tol, "probs");
+  expect_close(got.dq, want.dq, grad_tol, "dq");
+  expect_close(got.dk, want.dk, grad_tol, "dk");
+  expect_close(got.dv, want.dv, grad_tol, "dv");
 }
 
 // Sequences for a layout: padded rows of T = 7 with a key mask (a full row, right padding, a hole
@@ -279,14 +280,47 @@ TEST_P(AttentionContractTest, EveryFeatureCombinationMatchesThePlainComposition)
                            << " layout " << lay << " p " << p << " scale " << pr.spec.scale);
               const Result want = reference(pr);
               const Got got = run_op(pr, device());
-              expect_close(got.out, want.out, 2e-5, "out");
-              expect_close(got.probs, want.probs, 2e-6, "probs");
-              expect_close(got.dq, want.dq, 5e-5, "dq");
-              expect_close(got.dk, want.dk, 5e-5, "dk");
-              expect_close(got.dv, want.dv, 5e-5, "dv");
+              expect_all_close(got, want, 2e-5, 2e-6, 5e-5);
               ++cases;
             }
   EXPECT_EQ(cases, 288);
+}
+
+TEST_P(AttentionContractTest, LongSequencesMatchThePlainCompositionBlockByBlock) {
+  // Causal and windowed calls run in blocks of queries over bands of keys (ops/attention_cpu.cc):
+  // sequences of several blocks, bands that start past 0, a padding hole and left padding
+  // (uniform rows inside a block), GQA, soft-cap and dropout, against the plain composition.
+  struct Case {
+    bool causal;
+    AttentionWindow w;
+    bool packed;
+  };
+  for (const Case cs : {Case{true, {-1, -1}, true}, Case{true, {40, -1}, false},
+                        Case{false, {30, 20}, true}, Case{false, {-1, 5}, false},
+                        Case{true, {0, -1}, true}}) {
+    Problem pr;
+    pr.spec = spec(4, 2, 8, cs.causal, cs.w, 2.0f, false);
+    pr.packed = cs.packed;
+    if (cs.packed) {
+      pr.T = 150;
+      pr.lens = {150, 70, 1, 130};
+      pr.mask.assign(351, 1);
+      pr.mask[150 + 66] = 0;  // a hole in the second sequence
+    } else {
+      pr.T = 140;
+      pr.lens = {140, 140};
+      pr.mask.assign(280, 1);
+      for (int t = 0; t < 70; ++t) pr.mask[140 + t] = 0;  // left padding past the first block
+      for (int t = 100; t < 140; ++t) pr.mask[t] = 0;     // right padding
+    }
+    pr.p = 0.2f;
+    finish(pr, rng);
+    SCOPED_TRACE(::testing::Message() << "causal " << cs.causal << " window (" << cs.w.left
+                                      << ", " << cs.w.right << ") packed " << cs.packed);
+    const Result want = reference(pr);
+    const Got got = run_op(pr, device());
+    expect_all_close(got, want, 2e-5, 2e-6, 5e-5);
+  }
 }
 
 TEST_P(AttentionContractTest, BackwardMatchesFiniteDifferences) {
@@ -369,9 +403,10 @@ TEST_P(AttentionContractTest, PackedAndPaddedRowsDrawTheSameMasksAndAgree) {
                         const char* what) {
           for (int64_t c = 0; c < C; ++c) {
             const float want = t < lens[b] ? x[an * C + c] : 0.0f;
-            if (t < lens[b] || std::string(what) != "dq")  // padding queries' dq is unused
+            if (t < lens[b] || std::string(what) != "dq") {  // padding queries' dq is unused
               ASSERT_NEAR(y[pn * C + c], want, 2e-6 * (1 + std::fabs(want)))
                   << what << " row " << b << " t " << t << " causal " << causal;
+            }
           }
         };
         if (t < lens[b]) same(a.out, p.out, packed.Cq(), "out");
@@ -479,11 +514,7 @@ TEST_P(AttentionContractTest, MatchesTheCpuAtModelShapesWithAChunkedWorkspace) {
     finish(pr, rng);
     const int64_t ws = device().is_cpu() ? -1 : pr.spec.heads * pr.T;
     const Got got = run_op(pr, device(), DType::F32, ws), want = run_op(pr, Device::cpu());
-    expect_close(got.out, want.out, 1e-5, "out");
-    expect_close(got.probs, want.probs, 1e-5, "probs");
-    expect_close(got.dq, want.dq, 1e-5, "dq");
-    expect_close(got.dk, want.dk, 1e-5, "dk");
-    expect_close(got.dv, want.dv, 1e-5, "dv");
+    expect_all_close(got, want, 1e-5, 1e-5, 1e-5);
   }
 }
 
