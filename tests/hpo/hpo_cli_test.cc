@@ -3,10 +3,7 @@
 // mid-trial (its trial failed after the grace period and retried with the same params), a worker
 // stopped (SIGSTOP) past the grace period whose late result is discarded and logged, kill -9
 // during heavy writes (file intact, the study resumable), status/best/export, and bad input
-// (exit 2 with a message naming what is wrong). Failing fast: a worker whose trials keep failing
-// the same way gives up (with back-off meanwhile) and exits non-zero; trial_timeout_s stops a
-// hung command's whole process group (SIGTERM, then SIGKILL); a worker killed with -9 takes its
-// command along; status/best/export never create a storage.
+// (exit 2 with a message naming what is wrong). Failing fast: hpo_cli_failfast_test.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -22,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpo/storage.h"
+#include "hpo_cli_util.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "pg_server.h"
@@ -32,75 +30,6 @@ namespace ftune::hpo {
 namespace {
 
 using test::PgServer;
-
-// The trial command: reads --x=, --y= and answers with an intermediate value, two folds and
-// the value x^2 + y. MODE slow: sleeps briefly; heavy: 300 intermediate reports; killme: the
-// first trial to run never ends (it prints a line every 0.1 s, so once its worker is dead the
-// closed pipe ends it) after leaving a marker file; stall: the first trial to run leaves a marker
-// file, waits for the file $DIR/go and then prints only "value 7"; hang: starts a child that
-// sleeps for good (its pid in $DIR/child.pid), reports once and waits for it; stubborn: the same
-// but ignoring SIGTERM (the child too), so only SIGKILL ends it.
-// Polls every 20 ms until `path` exists; false after 30 s.
-bool wait_for_file(const std::string& path) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!std::filesystem::exists(path)) {
-    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(30)) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-void write_objective(const std::string& dir) {
-  const std::string script = R"SH(#!/bin/sh
-for a in "$@"; do case $a in --x=*) x=${a#--x=};; --y=*) y=${a#--y=};; esac; done
-case "$MODE" in
-  slow) sleep 0.05 ;;
-  fail) echo "bad things" >&2; exit 3 ;;
-  prune) i=0; while [ $i -lt 30 ]; do echo "intermediate $i $x"; i=$((i+1)); sleep 0.01; done ;;
-  heavy) i=0; while [ $i -lt 300 ]; do echo "intermediate $i $x"; i=$((i+1)); done ;;
-  killme) if mkdir "$DIR/marker" 2>/dev/null; then echo $$ > "$DIR/marker/pid"; echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while :; do echo tick; sleep 0.1; done; fi ;;
-  stall) if mkdir "$DIR/marker" 2>/dev/null; then echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while [ ! -e "$DIR/go" ]; do sleep 0.05; done; echo "value 7"; exit 0; fi ;;
-  hang) sleep 1000 & echo $! > "$DIR/child.tmp"; mv "$DIR/child.tmp" "$DIR/child.pid"; echo "intermediate 0 $x"; wait ;;
-  stubborn) trap '' TERM; sleep 1000 & echo $! > "$DIR/child.tmp"; mv "$DIR/child.tmp" "$DIR/child.pid"; echo "intermediate 0 $x"; while :; do sleep 0.1; done ;;
-esac
-echo "some log line"
-echo "intermediate 0 $x"
-echo "fold 0 $x"
-echo "fold 1 $y"
-echo "value $(awk "BEGIN{print ($x)*($x) + $y}")"
-)SH";
-  io::write_file_atomic(dir + "/objective.sh", script);
-  std::filesystem::permissions(dir + "/objective.sh", std::filesystem::perms::owner_all);
-}
-
-// `grace_s`: how long a silent worker's trial stays RUNNING. The tests of worker death use a short
-// one; the concurrency tests a long one, so a loaded machine (heartbeats delayed past the grace
-// period) cannot turn live trials into retries and change the trial count they check.
-std::string write_config(const std::string& dir, const std::string& storage,
-                         const std::string& mode, const std::string& extra = "",
-                         const std::string& grace_s = "1.5") {
-  const std::string yaml =
-      "study: {name: demo, direction: minimize, metric: loss}\n"
-      "storage: " +
-      storage +
-      "\n"
-      "sampler: {type: random}\n"
-      "pruner: {type: none}\n"
-      "space:\n"
-      "  x: {type: float, low: -3, high: 3}\n"
-      "  y: {type: int, low: 0, high: 4}\n"
-      "objective: {command: \"MODE=" +
-      mode + " DIR=" + dir + " " + dir +
-      "/objective.sh\"}\n"
-      "heartbeat_s: 0.2\n"
-      "grace_s: " +
-      grace_s +
-      "\n"
-      "retries: 1\n" +
-      extra;
-  io::write_file_atomic(dir + "/search.yaml", yaml);
-  return dir + "/search.yaml";
-}
 
 // Starts `n` workers in the background; returns a shell snippet's exit status per worker.
 std::vector<int> run_workers(int n, const std::string& args, const std::string& dir) {
@@ -267,15 +196,6 @@ TEST(HpoCli, KilledWorkersTrialIsFailedAndRetriedOnPostgres) {
   if (!pg) GTEST_SKIP() << why;
   test::TempDir dir;
   kill_worker_mid_trial(pg->fresh_database_url(), "", dir);
-}
-
-// True when `pid` no longer runs (gone, or a zombie nobody reaped yet).
-bool process_gone(int pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
 }
 
 // Worker A's process is stopped (SIGSTOP: a stalled machine) mid-trial, past the grace period;
@@ -502,125 +422,6 @@ TEST(HpoCli, BadInputExitsWithTwoAndSaysWhy) {
   r = test::run_ftune("hpo status --storage " + db + " --study nope");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("no study named 'nope'"), std::string::npos) << r.output;
-}
-
-// A study whose every trial fails the same way (here: the command exits 3) no longer churns
-// through trials: the worker waits between failures (failure_backoff_s, doubling), gives up after
-// max_consecutive_failures in a row and exits non-zero saying why.
-TEST(HpoCli, WorkerGivesUpAfterRepeatedFailuresAndExitsNonZero) {
-  test::TempDir dir;
-  write_objective(dir.path());
-  const std::string db = dir.path() + "/study.db";
-  const std::string cfg =
-      write_config(dir.path(), db, "fail", "max_consecutive_failures: 3\nfailure_backoff_s: 0.1\n");
-  const auto t0 = std::chrono::steady_clock::now();
-  auto r = test::run_ftune("hpo run --config " + cfg);  // no trial budget
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("this worker stopped: 3 trials in a row failed with the same error "
-                          "(max_consecutive_failures: 3); the last: trial 2: command exited "
-                          "with status 3"),
-            std::string::npos)
-      << r.output;
-  EXPECT_GE(seconds, 0.1 + 0.2);  // the back-off after the first and the second failure
-  auto storage = open_storage(db);
-  EXPECT_EQ(storage->trials(storage->find_study("demo")->id).size(), 3u);
-  // The default: five in a row.
-  write_config(dir.path(), db, "fail", "failure_backoff_s: 0.01\n");
-  r = test::run_ftune("hpo run --config " + cfg + " --study defaults");
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_EQ(storage->trials(storage->find_study("defaults")->id).size(), 5u);
-}
-
-// Polls until `pid` has ended (or is a zombie); false after `seconds`.
-bool wait_gone(int pid, double seconds) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!process_gone(pid)) {
-    if (std::chrono::steady_clock::now() - t0 > std::chrono::duration<double>(seconds))
-      return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-// trial_timeout_s: a hung command (its child sleeps for good) is stopped after the timeout with
-// its whole process group, SIGTERM first; one that ignores SIGTERM gets SIGKILL kill_grace_s
-// later. The trial fails with the reason and the worker exits non-zero.
-TEST(HpoCli, TrialTimeoutStopsTheCommandsProcessGroup) {
-  for (const std::string mode : {"hang", "stubborn"}) {
-    SCOPED_TRACE(mode);
-    test::TempDir dir;
-    write_objective(dir.path());
-    const std::string db = dir.path() + "/study.db";
-    const std::string cfg =
-        write_config(dir.path(), db, mode, "trial_timeout_s: 1\nkill_grace_s: 1\n", "60");
-    const auto t0 = std::chrono::steady_clock::now();
-    auto r = test::run_ftune("hpo run --config " + cfg + " --trials 1");
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_LT(seconds, 30) << r.output;
-    ASSERT_TRUE(std::filesystem::exists(dir.path() + "/child.pid")) << r.output;
-    const int child = std::stoi(io::read_file(dir.path() + "/child.pid"));
-    EXPECT_TRUE(wait_gone(child, 5)) << "the command's child outlived the timeout";
-    kill(child, SIGKILL);
-    auto storage = open_storage(db);
-    const auto trials = storage->trials(storage->find_study("demo")->id);
-    ASSERT_EQ(trials.size(), 1u);
-    EXPECT_EQ(trials[0].state, TrialState::Failed);
-    EXPECT_NE(trials[0].error.find("trial_timeout_s: the trial ran for more than 1 s"),
-              std::string::npos)
-        << trials[0].error;
-    EXPECT_EQ(trials[0].intermediate.size(), 1u);  // what it reported before is kept
-  }
-}
-
-// A worker killed with -9 takes its command along: the command's supervisor gets a signal when
-// the worker dies (PR_SET_PDEATHSIG) and stops the command's whole process group, so a retry of
-// the trial never runs next to the orphaned first attempt.
-TEST(HpoCli, KilledWorkerTakesItsCommandAlong) {
-  test::TempDir dir;
-  write_objective(dir.path());
-  const std::string db = dir.path() + "/study.db";
-  const std::string cfg = write_config(dir.path(), db, "hang", "", "60");
-  const std::string start =
-      fmt::format("cd {}; {} hpo run --config {} --trials 1 > a.log 2>&1 & echo $! > a.pid",
-                  dir.path(), test::ftune_binary(), cfg);
-  ASSERT_EQ(std::system(start.c_str()), 0);
-  ASSERT_TRUE(wait_for_file(dir.path() + "/child.pid")) << "no trial started within 30 s";
-  const int worker = std::stoi(io::read_file(dir.path() + "/a.pid"));
-  const int child = std::stoi(io::read_file(dir.path() + "/child.pid"));
-  EXPECT_FALSE(process_gone(child));
-  ASSERT_EQ(kill(worker, SIGKILL), 0);
-  EXPECT_TRUE(wait_gone(child, 10)) << "the trial command outlived its worker (kill -9)";
-  kill(child, SIGKILL);
-}
-
-// status, best and export read a storage; a mistyped path must not leave an empty database
-// behind. --trials and --timeout take positive values only.
-TEST(HpoCli, MissingStorageIsNotCreatedAndBadBudgetsAreRefused) {
-  test::TempDir dir;
-  write_objective(dir.path());
-  const std::string missing = dir.path() + "/missing.db";
-  for (const std::string verb : {"status", "best", "export --format json --output x.json"}) {
-    for (const std::string url : {missing, "sqlite:///" + missing}) {
-      auto r = test::run_ftune("hpo " + verb + " --storage " + url);
-      EXPECT_EQ(r.exit_code, 2) << verb << ": " << r.output;
-      EXPECT_NE(r.output.find(missing + ": no such study storage"), std::string::npos)
-          << verb << ": " << r.output;
-      EXPECT_FALSE(std::filesystem::exists(missing)) << verb << " created " << missing;
-    }
-  }
-  const std::string db = dir.path() + "/study.db";
-  const std::string cfg = write_config(dir.path(), db, "fast");
-  for (const std::string bad : {"--trials 0", "--trials -2", "--timeout 0", "--timeout -1"}) {
-    auto r = test::run_ftune("hpo run --config " + cfg + " " + bad);
-    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
-    EXPECT_NE(r.output.find(bad.substr(0, bad.find(' ')) + " must be"), std::string::npos)
-        << bad << ": " << r.output;
-    EXPECT_FALSE(std::filesystem::exists(db)) << bad;
-  }
 }
 
 }  // namespace
