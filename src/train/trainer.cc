@@ -1157,12 +1157,14 @@ nlohmann::json Trainer::run() {
         cfg_.checkpoint.every_steps > 0 ? step_ % cfg_.checkpoint.every_steps == 0 : eval_now;
     if (periodic || last || stop_now || (is_best && cfg_.checkpoint.save_best))
       save_checkpoint(is_best && cfg_.checkpoint.save_best);
-    if (stop.requested()) {
+    if (stop.requested() || (options_.stop_requested && options_.stop_requested())) {
       if (saved_step_ != step_) save_checkpoint(false);
       io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted"));
-      throw Interrupted(fmt::format("stopped by signal {} at step {}; checkpoint saved, continue "
+      throw Interrupted(fmt::format("stopped by {} at step {}; checkpoint saved, continue "
                                     "with `ftune train --config ... --resume`",
-                                    stop.signal(), step_),
+                                    stop.requested() ? fmt::format("signal {}", stop.signal())
+                                                     : std::string("request"),
+                                    step_),
                         stop.signal());
     }
     if (stop_now) break;
