@@ -128,6 +128,9 @@ std::string file_bytes(const std::string& path) {
 }
 
 std::string ftune_binary() {
+  // FTUNE_TEST_BINARY runs the CLI tests against another build (say, main's, to see a new test
+  // fail without the change it comes with).
+  if (const char* other = std::getenv("FTUNE_TEST_BINARY"); other && *other) return other;
   return FTUNE_BINARY;
 }
 

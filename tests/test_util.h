@@ -57,7 +57,7 @@ std::vector<Device> devices_present();
 std::string device_param_name(const ::testing::TestParamInfo<Device>& info);
 std::string fixtures_dir();  // tests/fixtures in the source tree
 std::string source_dir();
-std::string ftune_binary();  // path of the built `ftune` executable
+std::string ftune_binary();  // the built `ftune` executable, or $FTUNE_TEST_BINARY when set
 // The bytes of a file (empty when it cannot be read): for comparing files a run wrote.
 std::string file_bytes(const std::string& path);
 

@@ -54,6 +54,7 @@
 #include "data/batcher.h"
 #include "data/prefetcher.h"
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "io/fingerprint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
@@ -249,6 +250,9 @@ class Trainer {
   nlohmann::json summary(const std::string& status) const;
   int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
 
+  // The run directory's lock (io/dir_lock.h): taken before anything there is read or written,
+  // released last (declared first, destroyed last).
+  std::optional<io::DirLock> lock_;
   const TrainConfig& cfg_;
   const TrainConfig::Training& tc_;
   TrainOptions options_;
@@ -1047,6 +1051,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
 
 nlohmann::json Trainer::run() {
   set_compute_threads(static_cast<int>(tc_.threads));
+  lock_.emplace(io::DirLock::acquire(run_.string(), "output.dir"));
   check_run_dir();
   load_data_and_model();
   prepare_run_dir();
