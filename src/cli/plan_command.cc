@@ -52,7 +52,7 @@ nlohmann::json plan_json(const MemoryPlan& m) {
 
 void run_plan(const PlanArgs& a) {
   const TrainConfig cfg = TrainConfig::load(a.config, a.overrides);
-  const text::Tokenizer tok = text::Tokenizer::from_dir(cfg.model.path);
+  const text::Tokenizer tok = load_run_tokenizer(cfg);
   const int64_t max_length = usable_max_length(cfg);
   const TrainData data = load_train_data(cfg, tok, max_length);
   LoadOptions load;

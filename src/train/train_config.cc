@@ -425,22 +425,7 @@ void apply_overrides(YAML::Node root, const std::vector<std::string>& overrides)
 }
 
 Device training_device(const TrainConfig& config) {
-  const Device device = parse_device(config.training.device);
-  if (device.is_cpu()) return device;
-  if (!cuda_built())
-    throw InputError(fmt::format(
-        "key 'training.device' is '{}', but this ftune was built without CUDA (rebuild with "
-        "-DFTUNE_CUDA=ON, or set training.device=cpu)",
-        config.training.device));
-  const int count = cuda_device_count();
-  if (device.index >= count)
-    throw InputError(fmt::format(
-        "key 'training.device' is '{}', but {} (`ftune doctor` lists the devices)",
-        config.training.device,
-        count == 0 ? std::string("no CUDA GPU is visible")
-                   : fmt::format("only {} CUDA GPU{} visible (cuda:0 .. cuda:{})", count,
-                                 count == 1 ? " is" : "s are", count - 1)));
-  return device;
+  return usable_device(config.training.device, "key 'training.device'");
 }
 
 }  // namespace ftune

@@ -369,7 +369,7 @@ void Trainer::prepare_run_dir() {
 }
 
 void Trainer::load_data_and_model() {
-  tok_.emplace(text::Tokenizer::from_dir(cfg_.model.path));
+  tok_.emplace(load_run_tokenizer(cfg_));
   LoadOptions load;
   load.reinit_mismatched_head = true;
   load.init_seed = tc_.seed;

@@ -43,11 +43,13 @@ class MemoryPlanRun : public ::testing::Test {
                         << extra << "output:\n  dir: " << tmp_.path() << "/" << name << "\n";
     return path;
   }
+  // stdout alone is the JSON document (log lines go to stderr).
   nlohmann::json plan(const std::string& cfg, const std::string& args = "") {
-    const CliResult r = run_ftune("plan --json --config " + cfg + " " + args);
+    const CliResult r = run_ftune("plan --json --config " + cfg + " " + args, "", Streams::kStdout);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    const size_t brace = r.output.find("{\n");
-    return nlohmann::json::parse(r.output.substr(brace));
+    const nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "stdout is not JSON alone:\n" << r.output;
+    return j;
   }
   nlohmann::json summary(const std::string& name) {
     return nlohmann::json::parse(std::ifstream(tmp_.path() + "/" + name + "/summary.json"));
