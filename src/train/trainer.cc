@@ -1067,6 +1067,15 @@ nlohmann::json Trainer::summary(const std::string& status) const {
                                    {"with_checkpointing", plan_.choice.fits_with_checkpointing}};
   memory["batch_choice"] = plan_.choice.reason;
   memory["oom_retries"] = oom_retries_;
+  if (plan_.host) {
+    // What the plan's margin held for the process outside the arena, next to what the process
+    // holds now (its anonymous memory less the arena's is what the run added outside it).
+    const ProcessMemory now = process_memory();
+    memory["host"] = plan_.host->to_json();
+    memory["host"]["rss_anon_at_plan_bytes"] = plan_.host->at_plan.rss_anon;
+    memory["host"]["rss_anon_at_end_bytes"] = now.rss_anon;
+    memory["host"]["peak_rss_bytes"] = now.peak_rss;
+  }
   if (!plan_.target.device.is_cpu() && free_before_run_ > 0) {
     const size_t planned = memory["planned_total_bytes"].get<size_t>();
     // Measured on the device: free memory before the arena minus the lowest free memory seen at
