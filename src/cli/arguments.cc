@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <string>
 
 namespace ftune::cli {
 namespace {
@@ -18,26 +19,27 @@ bool parse_integer(const std::string& text, long long* out) {
   return errno == 0 && *end == '\0';
 }
 
+// Integers >= `min`; a refusal says "must be <expected>, got '<value>'".
+CLI::Validator integer_at_least(long long min, const std::string& expected, const std::string& name,
+                                const std::string& description) {
+  return CLI::Validator(
+      [min, expected](std::string& value) -> std::string {
+        long long v = 0;
+        if (parse_integer(value, &v) && v >= min) return "";
+        return fmt::format("must be {}, got '{}'", expected, value);
+      },
+      name, description);
+}
+
 }  // namespace
 
 CLI::Validator positive_integer() {
-  return CLI::Validator(
-      [](std::string& value) -> std::string {
-        long long v = 0;
-        if (parse_integer(value, &v) && v >= 1) return "";
-        return fmt::format("must be a positive integer, got '{}'", value);
-      },
-      "POSITIVE", "positive integer");
+  return integer_at_least(1, "a positive integer", "POSITIVE", "positive integer");
 }
 
 CLI::Validator non_negative_integer() {
-  return CLI::Validator(
-      [](std::string& value) -> std::string {
-        long long v = 0;
-        if (parse_integer(value, &v) && v >= 0) return "";
-        return fmt::format("must be an integer >= 0 (0: all cores), got '{}'", value);
-      },
-      "NON-NEGATIVE", "non-negative integer");
+  return integer_at_least(0, "an integer >= 0 (0: all cores)", "NON-NEGATIVE",
+                          "non-negative integer");
 }
 
 CLI::Validator open_probability() {

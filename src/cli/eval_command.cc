@@ -46,8 +46,8 @@ void run(const EvalArgs& a) {
   const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
   check_tokenizer_vocabulary(tok, config, a.model);
   const int64_t max_length = inference_max_length(
-      config, tok, a.has_max_length ? std::optional<int64_t>(a.max_length) : std::nullopt,
-      a.model, "--max-length");
+      config, tok, a.has_max_length ? std::optional<int64_t>(a.max_length) : std::nullopt, a.model,
+      "--max-length");
   data::DataSpec spec;
   spec.path = a.data;
   spec.format = data::parse_data_format(a.format, "--format");

@@ -29,8 +29,7 @@ std::string unknown_verb(CLI::App& app, int argc, char** argv) {
       names += (names.empty() ? "" : ", ") + s->get_name();
       if (s->get_name() == argv[i]) next = s;
     }
-    if (!next)
-      return "unknown command '" + path + " " + argv[i] + "'; the commands are: " + names;
+    if (!next) return "unknown command '" + path + " " + argv[i] + "'; the commands are: " + names;
     cur = next;
     path += " " + cur->get_name();
   }

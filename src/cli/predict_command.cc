@@ -54,8 +54,8 @@ void run(const PredictArgs& a) {
   // The model and the device first: bad arguments are refused before the data is read.
   const EncoderConfig config = load_model_config(a.model);
   if (a.threshold && config.num_labels() != 2)
-    throw InputError(fmt::format("--threshold applies to binary models; {} has {} labels",
-                                 a.model, config.num_labels()));
+    throw InputError(fmt::format("--threshold applies to binary models; {} has {} labels", a.model,
+                                 config.num_labels()));
   const Device device = usable_device(a.device, "--device");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<data::TokenizedExample> rows;

@@ -42,11 +42,11 @@ Device usable_device(const std::string& text, const std::string& what) {
         what, text));
   const int count = cuda_device_count();
   if (device.index >= count)
-    throw InputError(fmt::format(
-        "{} is '{}', but {} (`ftune doctor` lists the devices; or use cpu)", what, text,
-        count == 0 ? std::string("no CUDA GPU is visible")
-                   : fmt::format("only {} CUDA GPU{} visible (cuda:0 .. cuda:{})", count,
-                                 count == 1 ? " is" : "s are", count - 1)));
+    throw InputError(
+        fmt::format("{} is '{}', but {} (`ftune doctor` lists the devices; or use cpu)", what, text,
+                    count == 0 ? std::string("no CUDA GPU is visible")
+                               : fmt::format("only {} CUDA GPU{} visible (cuda:0 .. cuda:{})",
+                                             count, count == 1 ? " is" : "s are", count - 1)));
   return device;
 }
 

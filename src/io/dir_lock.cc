@@ -38,16 +38,14 @@ DirLock DirLock::acquire(const std::string& dir, const std::string& what) {
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw InputError(fmt::format("{} {} exists and is not a directory", what, dir));
   const bool created = fs::create_directories(dir, ec);
-  if (ec)
-    throw InputError(fmt::format("cannot create {} {}: {}", what, dir, ec.message()));
+  if (ec) throw InputError(fmt::format("cannot create {} {}: {}", what, dir, ec.message()));
   const std::string path = (fs::path(dir) / kFileName).string();
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
       const int err = errno;
       if (created) fs::remove(dir, ec);
-      throw InputError(
-          fmt::format("cannot write in {} {}: {}", what, dir, std::strerror(err)));
+      throw InputError(fmt::format("cannot write in {} {}: {}", what, dir, std::strerror(err)));
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
@@ -60,7 +58,8 @@ DirLock DirLock::acquire(const std::string& dir, const std::string& what) {
           "or use another {}",
           what, dir, pid, what));
     }
-    struct stat locked{}, named{};
+    struct stat locked {
+    }, named{};
     if (::fstat(fd, &locked) != 0 || ::stat(path.c_str(), &named) != 0 ||
         locked.st_ino != named.st_ino || locked.st_dev != named.st_dev) {
       ::close(fd);  // a file its last holder had already removed: try the one there now

@@ -25,7 +25,8 @@ class DirLock {
   static constexpr const char* kFileName = ".ftune.lock";
 
  private:
-  DirLock(std::string dir, int fd, bool created) : dir_(std::move(dir)), fd_(fd), created_(created) {}
+  DirLock(std::string dir, int fd, bool created)
+      : dir_(std::move(dir)), fd_(fd), created_(created) {}
   std::string dir_;
   int fd_ = -1;
   bool created_ = false;

@@ -11,8 +11,7 @@
 namespace ftune {
 
 int64_t max_input_tokens(const EncoderConfig& config) {
-  return config.max_position_embeddings -
-         (config.roberta_like() ? config.pad_token_id + 1 : 0);
+  return config.max_position_embeddings - (config.roberta_like() ? config.pad_token_id + 1 : 0);
 }
 
 void check_tokenizer_vocabulary(const text::Tokenizer& tokenizer, const EncoderConfig& config,
@@ -23,8 +22,8 @@ void check_tokenizer_vocabulary(const text::Tokenizer& tokenizer, const EncoderC
   throw InputError(fmt::format(
       "{} has {} tokens, but the model's vocabulary ({} vocab_size) has only {}: token ids {} "
       "and up have no embedding. Use the tokenizer that was trained with this model",
-      (dir / "tokenizer.json").string(), tokens, (dir / "config.json").string(),
-      config.vocab_size, config.vocab_size));
+      (dir / "tokenizer.json").string(), tokens, (dir / "config.json").string(), config.vocab_size,
+      config.vocab_size));
 }
 
 int64_t inference_max_length(const EncoderConfig& config, const text::Tokenizer& tokenizer,

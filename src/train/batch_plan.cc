@@ -46,8 +46,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
       const size_t prefetch = static_cast<size_t>(tc.prefetch * cfg.effective_batch() * max_seq) *
                               4 * sizeof(int32_t);  // ids, types, mask, positions
       p.host = host_reserve(p.memory, process_memory(), compute_threads(), prefetch);
-      const size_t budget =
-          cpu_budget(p.memory.available, tc.memory_fraction, p.host->total());
+      const size_t budget = cpu_budget(p.memory.available, tc.memory_fraction, p.host->total());
       if (budget < p.request.budget) {
         p.request.budget = budget;
         p.budget_source = fmt::format(

@@ -13,8 +13,8 @@ nlohmann::json HostReserve::to_json() const {
           {"reserve_bytes", total()}};
 }
 
-HostReserve host_reserve(const DeviceMemoryInfo& memory, const ProcessMemory& process,
-                         int threads, size_t prefetch_bytes) {
+HostReserve host_reserve(const DeviceMemoryInfo& memory, const ProcessMemory& process, int threads,
+                         size_t prefetch_bytes) {
   HostReserve r;
   r.at_plan = process;
   // An artificial limit (tests) bounds the arena's allocations only: nothing else to hold.

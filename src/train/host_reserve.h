@@ -34,8 +34,8 @@ struct HostReserve {
 
 // `memory` is the CPU's device_memory_info (its source says whether file-backed pages are
 // already charged); `prefetch_bytes` the step batches the prefetch thread holds at once.
-HostReserve host_reserve(const DeviceMemoryInfo& memory, const ProcessMemory& process,
-                         int threads, size_t prefetch_bytes);
+HostReserve host_reserve(const DeviceMemoryInfo& memory, const ProcessMemory& process, int threads,
+                         size_t prefetch_bytes);
 
 // min(fraction x available, available - reserve): the CPU budget under memory_fraction.
 size_t cpu_budget(size_t available, double fraction, size_t reserve);

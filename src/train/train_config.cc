@@ -348,8 +348,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
       if (value == a) return;
     std::string list;
     for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    throw InputError(
-        fmt::format("{} must be one of {}, got '{}'", origin.key(key), list, value));
+    throw InputError(fmt::format("{} must be one of {}, got '{}'", origin.key(key), list, value));
   };
   const auto& d = c.data;
   const auto& t = c.training;
@@ -406,8 +405,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   }
   require(t.memory_fraction > 0 && t.memory_fraction <= 1, "training.memory_fraction",
           "must be in (0, 1]");
-  if (!t.memory_budget.empty())
-    parse_bytes(t.memory_budget, origin.key("training.memory_budget"));
+  if (!t.memory_budget.empty()) parse_bytes(t.memory_budget, origin.key("training.memory_budget"));
   one_of(t.plan_lengths, {"data", "max_length"}, "training.plan_lengths");
   one_of(t.precision, {"auto", "fp32", "bf16", "fp16"}, "training.precision");
   one_of(t.tf32, {"auto", "on", "off"}, "training.tf32");

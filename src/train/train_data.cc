@@ -132,9 +132,9 @@ TokenizedSplit make_split(const std::string& name, const std::string& source,
 
 text::Tokenizer load_run_tokenizer(const TrainConfig& cfg) {
   if (!std::filesystem::is_directory(cfg.model.path))
-    throw InputError(fmt::format("key 'model.path': the model directory '{}' {}", cfg.model.path,
-                                 std::filesystem::exists(cfg.model.path) ? "is not a directory"
-                                                                         : "does not exist"));
+    throw InputError(fmt::format(
+        "key 'model.path': the model directory '{}' {}", cfg.model.path,
+        std::filesystem::exists(cfg.model.path) ? "is not a directory" : "does not exist"));
   text::Tokenizer tok = text::Tokenizer::from_dir(cfg.model.path);
   check_tokenizer_vocabulary(tok, load_model_config(cfg.model.path), cfg.model.path);
   return tok;

@@ -1064,9 +1064,9 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["wall_seconds"] = seconds_since(t_start_);
   // FLOPs and MFU (train/flops.h); the precision is the run's GEMM math.
   // (null when this process trained nothing: a resumed run that only had to finish)
-  const nlohmann::json flops = flops_summary(work_, s["train_samples_per_s"].get<double>(),
-                                             plan_.target.device, plan_.precision.precision,
-                                             tf32_gemms_on());
+  const nlohmann::json flops =
+      flops_summary(work_, s["train_samples_per_s"].get<double>(), plan_.target.device,
+                    plan_.precision.precision, tf32_gemms_on());
   if (flops.is_object()) s.update(flops);
   s["arena_bytes"] = arena_->capacity();
   nlohmann::json memory = memory_report(*arena_, plan_.target.device);

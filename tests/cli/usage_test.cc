@@ -52,22 +52,22 @@ TEST_F(Usage, ParseErrorsExitWithStatusTwo) {
   EXPECT_NE(missing.output.find("--config is required"), std::string::npos) << missing.output;
   const CliResult extra = run_ftune("eval --model " + model_ + " --data " + data_ + " surplus");
   EXPECT_EQ(extra.exit_code, 2) << extra.output;
-  const CliResult nodir = run_ftune("predict --model " + tmp_.path() + "/none --data " + data_ +
-                                    " --output " + out_);
+  const CliResult nodir =
+      run_ftune("predict --model " + tmp_.path() + "/none --data " + data_ + " --output " + out_);
   EXPECT_EQ(nodir.exit_code, 2) << nodir.output;
 }
 
 TEST_F(Usage, NumbersAreCheckedInWords) {
-  const std::string predict = "predict --model " + model_ + " --data " + data_ + " --output " +
-                              out_;
+  const std::string predict =
+      "predict --model " + model_ + " --data " + data_ + " --output " + out_;
   const std::string eval = "eval --model " + model_ + " --data " + data_;
   for (const std::string& c : {predict, eval}) {
     for (const char* v : {"0", "many"}) {
       const CliResult r = run_ftune(c + " --batch-size " + v);
       EXPECT_EQ(r.exit_code, 2) << r.output;
-      EXPECT_NE(r.output.find(std::string("--batch-size: must be a positive integer, got '") + v +
-                              "'"),
-                std::string::npos)
+      EXPECT_NE(
+          r.output.find(std::string("--batch-size: must be a positive integer, got '") + v + "'"),
+          std::string::npos)
           << r.output;
     }
     // Every value outside (0, 1) is refused the same way, -1 included (it used to mean "use the
@@ -83,9 +83,9 @@ TEST_F(Usage, NumbersAreCheckedInWords) {
     }
     const CliResult multi = run_ftune(c + " --threshold 0.5");
     EXPECT_EQ(multi.exit_code, 2) << multi.output;
-    EXPECT_NE(multi.output.find("--threshold applies to binary models; " + model_ +
-                                " has 3 labels"),
-              std::string::npos)
+    EXPECT_NE(
+        multi.output.find("--threshold applies to binary models; " + model_ + " has 3 labels"),
+        std::string::npos)
         << multi.output;
   }
   EXPECT_FALSE(fs::exists(out_));

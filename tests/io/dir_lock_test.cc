@@ -28,8 +28,10 @@ TEST(DirLock, OneHolderAtATime) {
     io::DirLock::acquire(dir, "output.dir");
     ADD_FAILURE() << "a second lock was granted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("output.dir " + dir + " is in use by another ftune "
-                                         "process (pid " + std::to_string(getpid()) + ")"),
+    EXPECT_NE(std::string(e.what()).find("output.dir " + dir +
+                                         " is in use by another ftune "
+                                         "process (pid " +
+                                         std::to_string(getpid()) + ")"),
               std::string::npos)
         << e.what();
   }
@@ -59,8 +61,7 @@ TEST(DirLock, NamesAPathThatCannotBeADirectory) {
     return std::string("no error");
   };
   EXPECT_EQ(message(file), "output.dir " + file + " exists and is not a directory");
-  EXPECT_EQ(message(file + "/run"),
-            "cannot create output.dir " + file + "/run: Not a directory");
+  EXPECT_EQ(message(file + "/run"), "cannot create output.dir " + file + "/run: Not a directory");
 }
 
 }  // namespace

@@ -132,7 +132,8 @@ TEST_F(MemoryPlanRun, PlanUsesTheRunsThreadCount) {
   EXPECT_EQ(one["threads"], 1);
   EXPECT_EQ(two["threads"], 2);
   EXPECT_LT(one["plan"]["total_bytes"].get<size_t>(), two["plan"]["total_bytes"].get<size_t>());
-  const CliResult r = run_ftune("train --config " + cfg + " training.threads=1 training.max_steps=1");
+  const CliResult r =
+      run_ftune("train --config " + cfg + " training.threads=1 training.max_steps=1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(summary("threads")["memory"]["planned_bytes"], one["plan"]["total_bytes"]);
 }

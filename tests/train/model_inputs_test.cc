@@ -54,8 +54,7 @@ TEST_F(ModelInputs, MissingModelDirectoryIsNamed) {
   for (const std::string& c : {commands(nope)[0], commands(nope)[1]}) {
     const CliResult r = run_ftune(c);
     EXPECT_EQ(r.exit_code, 2) << c << "\n" << r.output;
-    EXPECT_NE(r.output.find("key 'model.path': the model directory '" + nope +
-                            "' does not exist"),
+    EXPECT_NE(r.output.find("key 'model.path': the model directory '" + nope + "' does not exist"),
               std::string::npos)
         << r.output;
   }
@@ -72,8 +71,10 @@ TEST_F(ModelInputs, MissingModelDirectoryIsNamed) {
 TEST_F(ModelInputs, VocabularySmallerThanTheTokenizerIsRefusedUpFront) {
   const std::string small = tmp_.path() + "/small";
   write_tiny_bert(small, 2, 1000);
-  const std::string message = small + "/tokenizer.json has 30522 tokens, but the model's "
-                              "vocabulary (" + small + "/config.json vocab_size) has only 1000";
+  const std::string message = small +
+                              "/tokenizer.json has 30522 tokens, but the model's "
+                              "vocabulary (" +
+                              small + "/config.json vocab_size) has only 1000";
   for (const std::string& c : commands(small)) {
     const CliResult r = run_ftune(c);
     EXPECT_EQ(r.exit_code, 2) << c << "\n" << r.output;
@@ -117,9 +118,9 @@ TEST_F(ModelInputs, PredictAndEvalLengthsStayWithinThePositions) {
     for (const char* bad : {"0", "-3"}) {
       const CliResult r = run_ftune(c + " --max-length " + bad);
       EXPECT_EQ(r.exit_code, 2) << r.output;
-      EXPECT_NE(r.output.find(std::string("--max-length: must be a positive integer, got '") +
-                              bad + "'"),
-                std::string::npos)
+      EXPECT_NE(
+          r.output.find(std::string("--max-length: must be a positive integer, got '") + bad + "'"),
+          std::string::npos)
           << r.output;
     }
     const CliResult ok = run_ftune(c + " --max-length 64");

@@ -96,8 +96,8 @@ TEST_F(Resume, FinishesARunKilledAfterItsFinalCheckpoint) {
   // summary, as the uninterrupted run did.
   const std::string test = " data.test=" + tmp_.path() + "/val.jsonl";
   ASSERT_EQ(run_ftune("train --config " + config("full") + test).exit_code, 0);
-  const CliResult killed = run_ftune("train --config " + config("fin") + test,
-                                     "FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=16");
+  const CliResult killed =
+      run_ftune("train --config " + config("fin") + test, "FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=16");
   ASSERT_EQ(killed.exit_code, 137) << killed.output;
   EXPECT_FALSE(fs::exists(run_dir("fin") + "/summary.json"));
   EXPECT_FALSE(fs::exists(run_dir("fin") + "/model"));

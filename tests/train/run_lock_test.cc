@@ -23,8 +23,9 @@ class RunLock : public ::testing::Test {
     write_pair_task(tmp_.path() + "/train.jsonl", 64, 1);
     // Long enough never to finish while the test holds it stopped; no evaluation, and no
     // checkpoint before the end unless a signal asks for one.
-    std::ofstream(config_) << "model:\n  path: " << tmp_.path() << "/tiny\ndata:\n  train: "
-                           << tmp_.path() << "/train.jsonl\n  max_length: 16\n"
+    std::ofstream(config_) << "model:\n  path: " << tmp_.path()
+                           << "/tiny\ndata:\n  train: " << tmp_.path()
+                           << "/train.jsonl\n  max_length: 16\n"
                            << "training:\n  max_steps: 1000000\n  batch_size: 8\n"
                            << "  log_every: 1\n  threads: 1\n"
                            << "output:\n  dir: " << run_ << "\n  progress: plain\n";
@@ -43,9 +44,8 @@ class RunLock : public ::testing::Test {
 
 TEST_F(RunLock, ASecondProcessIsRefusedUntilTheHolderDies) {
   const pid_t pid = start_and_stop("", "for 1000000 steps");
-  const std::string in_use =
-      "output.dir " + run_ + " is in use by another ftune process (pid " + std::to_string(pid) +
-      ")";
+  const std::string in_use = "output.dir " + run_ + " is in use by another ftune process (pid " +
+                             std::to_string(pid) + ")";
   // (max_steps 2 keeps a run that wrongly starts, as before the lock, short.)
   for (const char* args : {" --resume", " output.overwrite=true training.max_steps=2", ""}) {
     const CliResult r = run_ftune("train --config " + config_ + args);

@@ -93,9 +93,9 @@ TEST(HostReserve, CountsWhatAvailableMemoryDoesNotExclude) {
   EXPECT_EQ(cgroup.unaccounted_rss, 0u);
   EXPECT_EQ(cgroup.total(), after);
   // An artificial limit bounds the arena's allocations only.
-  EXPECT_EQ(host_reserve({size_t{1} << 30, size_t{1} << 30, "memory limit"}, process, 2, 1000)
-                .total(),
-            0u);
+  EXPECT_EQ(
+      host_reserve({size_t{1} << 30, size_t{1} << 30, "memory limit"}, process, 2, 1000).total(),
+      0u);
   // The budget is the smaller of the fraction and what the reserve leaves.
   const size_t gib = size_t{1} << 30;
   EXPECT_EQ(cpu_budget(20 * gib, 0.95, 300 << 20), static_cast<size_t>(0.95 * 20 * gib));
