@@ -78,8 +78,16 @@ std::string CheckpointStore::save(int64_t step, bool best,
                                                          static_cast<long>(getpid())))
                               .string();
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  write(tmp);
+  try {
+    fs::create_directories(tmp);
+    write(tmp);
+  } catch (...) {
+    // A write that failed (a full disk) leaves nothing behind: the previous checkpoints stay
+    // the complete ones, and no partial directory waits for the next resume to be removed.
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
   fs::remove_all(dir);  // not in the index: a leftover
   fs::rename(tmp, dir);
   entries_.push_back({step, dir});

@@ -55,6 +55,7 @@
 #include "data/batcher.h"
 #include "data/prefetcher.h"
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "io/fingerprint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
@@ -109,20 +110,34 @@ void copy_tokenizer_files(const std::string& from, const std::string& to) {
   }
 }
 
-// Hard links (or copies, across file systems) the HF model files of a checkpoint into `dst`.
-void publish_model(const std::string& checkpoint, const std::string& dst) {
+// Fills `dst` through `dst`.tmp, renamed into place; a failure (a full disk) removes the
+// temporary directory before the error goes on, so nothing half-written stays behind.
+void publish_dir(const std::string& dst, const std::function<void(const std::string&)>& fill) {
   const std::string tmp = dst + ".tmp";
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  for (const auto& item : fs::directory_iterator(checkpoint)) {
-    const std::string name = item.path().filename().string();
-    if (name == "trainer_state.json" || name == "optimizer.safetensors") continue;
+  try {
+    fs::create_directories(tmp);
+    fill(tmp);
+  } catch (...) {
     std::error_code ec;
-    fs::create_hard_link(item.path(), fs::path(tmp) / name, ec);
-    if (ec) fs::copy_file(item.path(), fs::path(tmp) / name);
+    fs::remove_all(tmp, ec);
+    throw;
   }
   fs::remove_all(dst);
   fs::rename(tmp, dst);
+}
+
+// Hard links (or copies, across file systems) the HF model files of a checkpoint into `dst`.
+void publish_model(const std::string& checkpoint, const std::string& dst) {
+  publish_dir(dst, [&](const std::string& tmp) {
+    for (const auto& item : fs::directory_iterator(checkpoint)) {
+      const std::string name = item.path().filename().string();
+      if (name == "trainer_state.json" || name == "optimizer.safetensors") continue;
+      std::error_code ec;
+      fs::create_hard_link(item.path(), fs::path(tmp) / name, ec);
+      if (ec) fs::copy_file(item.path(), fs::path(tmp) / name);
+    }
+  });
 }
 
 int64_t peak_rss_bytes() {
@@ -132,7 +147,8 @@ int64_t peak_rss_bytes() {
 }
 
 // Fault injection for the tests: FTUNE_DEBUG_EXIT_AT_MICRO_STEP=m ends the process like kill -9
-// just before micro-batch m (counted over the run); FTUNE_DEBUG_SIGTERM_AT_STEP=s sends SIGTERM
+// just before micro-batch m (counted over the run); FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=s does so
+// right after the checkpoint of step s is saved; FTUNE_DEBUG_SIGTERM_AT_STEP=s sends SIGTERM
 // to itself after optimizer step s; FTUNE_DEBUG_MICRO_BATCH_AT_STEP=s:m switches to micro-batches
 // of m rows from optimizer step s on, as the out-of-memory fallback would.
 int64_t debug_env(const char* name) {
@@ -253,6 +269,9 @@ class Trainer {
   nlohmann::json summary(const std::string& status) const;
   int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
 
+  // The run directory's lock (io/dir_lock.h): taken before anything there is read or written,
+  // released last (declared first, destroyed last).
+  std::optional<io::DirLock> lock_;
   const TrainConfig& cfg_;
   const TrainConfig::Training& tc_;
   TrainOptions options_;
@@ -308,10 +327,15 @@ class Trainer {
           nonfinite_in_row_ = 0;
   double train_seconds_ = 0, wait_seconds_ = 0;
   nlohmann::json best_eval_, last_eval_;
+  // "completed", or what stopped the run early ("early_stopping", "hook"): a resumed run that
+  // had stopped does not train on.
+  std::string stopped_by_ = "completed";
 
-  // Logging window (its loss sum is on the device: kWindowLoss).
+  // Logging window (its loss sum is on the device: kWindowLoss). Saved in checkpoints, so the
+  // first line logged after a resume is the uninterrupted run's.
   int64_t window_steps_ = 0, window_samples_ = 0, window_tokens_ = 0;
   Clock::time_point window_start_ = Clock::now();
+  double window_restored_seconds_ = 0;  // the window's training time before the resume
   double shown_loss_ = 0;  // the progress bar's loss: the last logged window's mean
   const int64_t step_scalar_reads_at_start_ = step_scalar_reads();
   const int64_t host_scalar_reads_at_start_ = host_scalar_reads();
@@ -349,7 +373,7 @@ void Trainer::prepare_run_dir() {
 }
 
 void Trainer::load_data_and_model() {
-  tok_.emplace(text::Tokenizer::from_dir(cfg_.model.path));
+  tok_.emplace(load_run_tokenizer(cfg_));
   LoadOptions load;
   load.reinit_mismatched_head = true;
   load.init_seed = tc_.seed;
@@ -666,8 +690,17 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   if (s.contains("loss_scale"))
     scaler_.restore(s["loss_scale"].get<float>(), s["loss_scale_good_steps"].get<int64_t>());
   nonfinite_in_row_ = s.at("nonfinite_in_row").get<int64_t>();
-  // What the device keeps between reads (step_scalars.h); the logging window starts empty.
+  // What the device keeps between reads (step_scalars.h), the logging window's loss sum included.
   StepScalarValues scalars{};
+  if (s.contains("window")) {
+    const nlohmann::json& w = s["window"];
+    window_steps_ = w.at("steps").get<int64_t>();
+    window_samples_ = w.at("samples").get<int64_t>();
+    window_tokens_ = w.at("real_tokens").get<int64_t>();
+    scalars[kWindowLoss] = w.at("loss_sum").get<double>();
+    window_restored_seconds_ = w.value("seconds", 0.0);
+  }
+  stopped_by_ = s.value("stopped_by", std::string("completed"));
   scalars[kAdamSteps] = static_cast<double>(s.at("optimizer_steps").get<int64_t>());
   scalars[kSkippedSteps] = static_cast<double>(skipped_);
   scalars[kNonfiniteInRow] = static_cast<double>(nonfinite_in_row_);
@@ -717,6 +750,13 @@ void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& s
   s["loss_scale_good_steps"] = scaler_.good_steps();
   s["train_seconds"] = train_seconds_;
   s["input_wait_seconds"] = wait_seconds_;
+  // The logging window so far (steps since the last train line), exact on resume.
+  s["window"] = {{"steps", window_steps_},
+                 {"samples", window_samples_},
+                 {"real_tokens", window_tokens_},
+                 {"loss_sum", scalars[kWindowLoss]},
+                 {"seconds", seconds_since(window_start_)}};
+  s["stopped_by"] = stopped_by_;
   s["best_eval"] = best_eval_;
   s["last_eval"] = last_eval_;
   s["early_stopping"] = early_->state();
@@ -735,6 +775,11 @@ void Trainer::save_checkpoint(bool best) {
       store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d, scalars); });
   saved_step_ = step_;
   spdlog::info("checkpoint {}{} ({:.1f} s)", dir, best ? " (best so far)" : "", seconds_since(t0));
+  static const int64_t exit_after = debug_env("FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT");
+  if (step_ == exit_after) {
+    std::fflush(nullptr);
+    _exit(137);
+  }
 }
 
 void Trainer::set_micro_batch(int64_t rows) {
@@ -1028,8 +1073,11 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
   s["wall_seconds"] = seconds_since(t_start_);
   // FLOPs and MFU (train/flops.h); the precision is the run's GEMM math.
-  s.update(flops_summary(work_, s["train_samples_per_s"].get<double>(), plan_.target.device,
-                         plan_.precision.precision, tf32_gemms_on()));
+  // (null when this process trained nothing: a resumed run that only had to finish)
+  const nlohmann::json flops =
+      flops_summary(work_, s["train_samples_per_s"].get<double>(), plan_.target.device,
+                    plan_.precision.precision, tf32_gemms_on());
+  if (flops.is_object()) s.update(flops);
   s["arena_bytes"] = arena_->capacity();
   nlohmann::json memory = memory_report(*arena_, plan_.target.device);
   memory["device"] = device_name(plan_.target.device);
@@ -1040,6 +1088,15 @@ nlohmann::json Trainer::summary(const std::string& status) const {
                                    {"with_checkpointing", plan_.choice.fits_with_checkpointing}};
   memory["batch_choice"] = plan_.choice.reason;
   memory["oom_retries"] = oom_retries_;
+  if (plan_.host) {
+    // What the plan's margin held for the process outside the arena, next to what the process
+    // holds now (its anonymous memory less the arena's is what the run added outside it).
+    const ProcessMemory now = process_memory();
+    memory["host"] = plan_.host->to_json();
+    memory["host"]["rss_anon_at_plan_bytes"] = plan_.host->at_plan.rss_anon;
+    memory["host"]["rss_anon_at_end_bytes"] = now.rss_anon;
+    memory["host"]["peak_rss_bytes"] = now.peak_rss;
+  }
   if (!plan_.target.device.is_cpu() && free_before_run_ > 0) {
     const size_t planned = memory["planned_total_bytes"].get<size_t>();
     // Measured on the device: free memory before the arena minus the lowest free memory seen at
@@ -1068,6 +1125,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
 
 nlohmann::json Trainer::run() {
   set_compute_threads(static_cast<int>(tc_.threads));
+  lock_.emplace(io::DirLock::acquire(run_.string(), "output.dir"));
   check_run_dir();
   load_data_and_model();
   prepare_run_dir();
@@ -1115,9 +1173,12 @@ nlohmann::json Trainer::run() {
   static const int64_t sigterm_at = debug_env("FTUNE_DEBUG_SIGTERM_AT_STEP");
   static const std::pair<int64_t, int64_t> micro_change = debug_micro_batch_change();
   StopSignal stop;
-  std::string stopped_by = "completed";
-  window_start_ = Clock::now();
-  while (step_ < total_steps_) {
+  if (stopped_by_ != "completed")
+    spdlog::info("the run had stopped at step {} ({}); finishing it", step_, stopped_by_);
+  // A restored window's rates count its time before the resume too.
+  window_start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(window_restored_seconds_));
+  while (step_ < total_steps_ && stopped_by_ == "completed") {
     if (step_ == micro_change.first) set_micro_batch(micro_change.second);
     try {
       profile::StepRecorder op_profile(step_ + 1, total_steps_, plan_.target.device);
@@ -1145,11 +1206,11 @@ nlohmann::json Trainer::run() {
             "early stopping: {} has not improved for {} evaluations (best {:.4f} at step {})",
             eval_metric_, early_->evals_without_improvement(), *early_->best(),
             early_->best_step());
-        stopped_by = "early_stopping";
+        stopped_by_ = "early_stopping";
         stop_now = true;
       }
       if (options_.on_eval && options_.on_eval(step_, last_eval_)) {
-        stopped_by = "hook";
+        stopped_by_ = "hook";
         stop_now = true;
       }
     }
@@ -1184,12 +1245,10 @@ nlohmann::json Trainer::run() {
     // base weights, a plain HF model for predict, eval and transformers.
     publish_model(chosen.dir, (run_ / "adapter").string());
     merge_adapters(*model_);
-    const std::string tmp = model_dir + ".tmp";
-    fs::remove_all(tmp);
-    save_model(*model_, tmp);
-    copy_tokenizer_files(cfg_.model.path, tmp);
-    fs::remove_all(model_dir);
-    fs::rename(tmp, model_dir);
+    publish_dir(model_dir, [&](const std::string& tmp) {
+      save_model(*model_, tmp);
+      copy_tokenizer_files(cfg_.model.path, tmp);
+    });
   } else {
     publish_model(chosen.dir, model_dir);
   }
@@ -1207,13 +1266,13 @@ nlohmann::json Trainer::run() {
                            {"step", best_eval_["step"]}});
   }
   if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run
-  nlohmann::json s = summary(stopped_by);
+  nlohmann::json s = summary(stopped_by_);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;
   s["model_step"] = chosen.step;
   io::write_json_atomic((run_ / "summary.json").string(), s);
   spdlog::info("done in {:.1f} s ({}): model of step {} saved to {}", seconds_since(t_start_),
-               stopped_by, chosen.step, model_dir);
+               stopped_by_, chosen.step, model_dir);
   return s;
 }
 

@@ -66,9 +66,10 @@ class MixedPrecisionRun : public ::testing::Test {
                                                                                      << m.dump(2);
   }
   nlohmann::json plan(const std::string& run, const std::string& extra) {
-    const CliResult r = run_ftune("plan --json --config " + config(run, extra, 3));
+    const CliResult r =
+        run_ftune("plan --json --config " + config(run, extra, 3), "", Streams::kStdout);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    return nlohmann::json::parse(r.output.substr(r.output.find("{\n")));
+    return nlohmann::json::parse(r.output);
   }
   static size_t category(const nlohmann::json& plan, const std::string& name) {
     for (const auto& c : plan["categories"])
