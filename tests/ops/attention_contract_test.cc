@@ -215,9 +215,15 @@ void expect_all_close(const Got& got, const Want& want, double out_tol, double p
                       double grad_tol) {
   expect_close(got.out, want.out, out_tol, "out");
   expect_close(got.probs, want.probs, probs_tol, "probs");
-  expect_close(got.dq, want.dq, grad_tol, "dq");
-  expect_close(got.dk, want.dk, grad_tol, "dk");
-  expect_close(got.dv, want.dv, grad_tol, "dv");
+  // The gradients against the largest of them: where a query sees one key alone (causal with
+  // window (0, 0)) dq and dk are exactly zero in double, and a float kernel leaves rounding of
+  // the size of dv's (an H200 gave dk = -3.5e-09 with |dv| ~ 1).
+  double grads = 1e-6;
+  for (const auto* t : {&want.dq, &want.dk, &want.dv})
+    for (const auto v : *t) grads = std::max(grads, std::fabs(double(v)));
+  expect_close(got.dq, want.dq, grad_tol, "dq", grads);
+  expect_close(got.dk, want.dk, grad_tol, "dk", grads);
+  expect_close(got.dv, want.dv, grad_tol, "dv", grads);
 }
 
 // Sequences for a layout: padded rows of T = 7 with a key mask (a full row, right padding, a hole
