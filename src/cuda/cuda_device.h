@@ -36,6 +36,10 @@ void copy_to_device_on_copy_stream(void* dst, Device device, const void* src, si
                                    void* after, void* done);
 void compute_stream_wait(Device device, void* event);    // later compute work waits for `event`
 void record_on_compute_stream(Device device, void* event);
+// Per-op timing (core/op_profile.h): an event with timing on, and the milliseconds between two
+// recorded events (both complete).
+void* timing_event_create(Device device);
+float event_elapsed_ms(void* start, void* end);
 
 // What a device can do, from cudaGetDeviceProperties and the driver / runtime versions.
 struct DeviceCapabilities {

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "core/memory.h"
+#include "core/op_profile.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_device.h"
 #include "cuda/gemm.h"
@@ -730,6 +731,7 @@ std::string gemm_autotune_summary() {
 
 void gemm(const GemmArgs& g) {
   check_gemm_args(g);
+  const profile::OpScope scope("gemm", Device::cuda(0));  // the kind is what counts
   const bool product = g.M > 0 && g.N > 0 && g.K > 0;
   if (product && g.epilogue != GemmEpilogue::None && fusable(g) && try_cublaslt(g)) return;
   GemmArgs plain = g;

@@ -49,6 +49,7 @@
 #include <memory>
 
 #include "core/memory.h"
+#include "core/op_profile.h"
 #include "core/thread_pool.h"
 #include "cuda/nvml.h"
 #include "data/batcher.h"
@@ -239,6 +240,8 @@ class Trainer {
   nlohmann::json fingerprints() const;
   void restore(const CheckpointEntry& ckpt);
   void train_step();
+  // FTUNE_PROFILE_OPS: the per-op table of the profiled step, logged and written to op_profile.json.
+  void write_op_profile(const profile::StepProfile& p) const;
   // The host's read of the step scalars: updates the skip counters, warns about skipped steps and
   // throws when the device latched the non-finite abort.
   StepScalarValues sync_step_scalars();
@@ -416,6 +419,8 @@ void Trainer::plan_batch() {
                  plan_.attention.reason);
   tf32_ = resolve_tf32(tc_.tf32, plan_.target.device, plan_.precision.precision);
   cuda_graphs_ = resolve_cuda_graphs(tc_.cuda_graphs, plan_.target.device);
+  if (cuda_graphs_.on && profile::ops_enabled())  // a replayed graph has no op launches to time
+    cuda_graphs_ = {false, "FTUNE_PROFILE_OPS times the ops of a step eagerly"};
   pad_multiple_ = resolve_pad_multiple(tc_.pad_to_multiple_of, plan_.target.device);
   if (!plan_.target.device.is_cpu())
     spdlog::info("CUDA graphs {} ({}); micro-batches padded to a multiple of {} tokens",
@@ -905,6 +910,11 @@ StepScalarValues Trainer::sync_step_scalars() {
   return v;
 }
 
+void Trainer::write_op_profile(const profile::StepProfile& p) const {
+  spdlog::info("{}", p.table());
+  io::write_json_atomic((run_ / "op_profile.json").string(), p.to_json());
+}
+
 // fp16 only: the host keeps the loss scale, so it reads the step's outcome after every step (one
 // small read per step; bf16 and fp32 steps make none). An overflow at the current scale halves it
 // and is logged here; a real divergence (non-finite loss, or gradients once the scale is
@@ -1110,7 +1120,9 @@ nlohmann::json Trainer::run() {
   while (step_ < total_steps_) {
     if (step_ == micro_change.first) set_micro_batch(micro_change.second);
     try {
+      profile::StepRecorder op_profile(step_ + 1, total_steps_, plan_.target.device);
       train_step();
+      if (op_profile.active()) write_op_profile(op_profile.finish());
     } catch (const OutOfMemoryError& e) {
       shrink_micro_batch(e);
       continue;  // the same step again, on the same batch
