@@ -68,7 +68,6 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
       p.choice = choose_batch(p.target, p.request);
     }
   }
-  set_attention_kernel(p.attention.kernel);
   return p;
 }
 

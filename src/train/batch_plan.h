@@ -22,7 +22,7 @@ struct RunBatchPlan {
   BatchChoice choice;
   std::string budget_source;  // "training.memory_fraction 0.95" or "training.memory_budget"
   ResolvedPrecision precision;  // training.precision resolved for the device (target.precision)
-  ResolvedAttention attention;  // training.attention (the process's attention kernel is set to it)
+  ResolvedAttention attention;  // training.attention, passed to the model (one channel)
 };
 
 struct BatchPlanOptions {
