@@ -4,11 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
-#include <regex>
 #include <set>
 
 #include "core/error.h"
+#include "text/regex.h"
 
 namespace ftune {
 namespace {
@@ -25,6 +26,26 @@ std::string expand_alias(const std::string& pattern) {
   if (pattern == "intermediate") return "intermediate.dense";
   if (pattern == "attention.output") return "attention.output.dense";
   return pattern;
+}
+
+// PEFT matches a single-string target_modules with Python's re.fullmatch. The pattern may come
+// from a downloaded adapter_config.json, so it runs on PCRE2 (text/regex.h) anchored at both ends,
+// whose match limit stops a pattern such as "(.*)*x" that std::regex backtracked on for ever.
+text::Regex compile_module_regex(const std::string& pattern, const std::string& where) {
+  return text::Regex("\\A(?:" + pattern + ")\\z", where);
+}
+
+bool regex_full_match(const text::Regex& re, const std::string& name, const std::string& where) {
+  std::vector<text::Match> matches;
+  try {
+    re.find_all(name, matches);
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {  // PCRE2's match limit
+    throw InputError(
+        fmt::format("{}: regex cannot be matched against '{}': {}", where, name, e.what()));
+  }
+  return !matches.empty();
 }
 
 bool suffix_match(const std::string& name, const std::string& pattern) {
@@ -93,7 +114,9 @@ bool AdapterConfig::trains_pooler() const {
 }
 
 bool AdapterConfig::targets(const std::string& name) const {
-  if (!target_regex.empty()) return std::regex_match(name, std::regex(target_regex));
+  if (!target_regex.empty())
+    return regex_full_match(compile_module_regex(target_regex, "target_modules"), name,
+                            "target_modules");
   for (const std::string& p : target_modules) {
     if (p == "all-linear") {
       for (const std::string& s : layer_linear_suffixes())
@@ -103,6 +126,10 @@ bool AdapterConfig::targets(const std::string& name) const {
     }
   }
   return false;
+}
+
+void validate_module_regex(const std::string& pattern, const std::string& where) {
+  (void)compile_module_regex(pattern, where);
 }
 
 AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string& where) {
@@ -133,8 +160,12 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
                             at("method"));
   if (section["r"]) c.r = read_scalar<int64_t>(section["r"], at("r"), "an integer");
   if (c.r <= 0) throw InputError(fmt::format("{} must be > 0, got {}", at("r"), c.r));
+  if (c.r > INT32_MAX)
+    throw InputError(fmt::format("{} must be at most {}, got {}", at("r"), INT32_MAX, c.r));
   if (section["alpha"]) c.alpha = read_scalar<double>(section["alpha"], at("alpha"), "a number");
   if (!(c.alpha > 0)) throw InputError(fmt::format("{} must be > 0, got {}", at("alpha"), c.alpha));
+  if (c.alpha > FLT_MAX)  // the scaling is a float
+    throw InputError(fmt::format("{} must be a finite float, got {}", at("alpha"), c.alpha));
   if (section["dropout"])
     c.dropout = read_scalar<double>(section["dropout"], at("dropout"), "a number");
   if (!(c.dropout >= 0 && c.dropout < 1))
@@ -145,21 +176,17 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
     if (t.IsScalar() && t.Scalar() != "all-linear") {
       c.target_modules.clear();
       c.target_regex = t.Scalar();
-      try {
-        (void)std::regex(c.target_regex);
-      } catch (const std::regex_error& e) {
-        throw InputError(fmt::format("{}: '{}' is not a valid regular expression ({})",
-                                     at("target_modules"), c.target_regex, e.what()));
-      }
+      validate_module_regex(c.target_regex, at("target_modules"));
     } else {
       c.target_modules = read_names(t, at("target_modules"));
     }
   }
   const std::vector<std::string> examples = example_modules();
   if (!c.target_regex.empty()) {
-    const std::regex re(c.target_regex);
-    if (std::none_of(examples.begin(), examples.end(),
-                     [&](const std::string& m) { return std::regex_match(m, re); }))
+    const text::Regex re = compile_module_regex(c.target_regex, at("target_modules"));
+    if (std::none_of(examples.begin(), examples.end(), [&](const std::string& m) {
+          return regex_full_match(re, m, at("target_modules"));
+        }))
       throw InputError(fmt::format("{}: regex '{}' matches no linear module (e.g. {})",
                                    at("target_modules"), c.target_regex, examples[0]));
   } else {
