@@ -119,19 +119,25 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
   // Labels: id2label ({"0": "neg", "1": "pos"}) as transformers writes it, else num_labels, else 2.
   // The keys must be exactly the ids 0..n-1 ("01" next to "1" would leave a label unnamed).
   if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
+    // Keys "0".."K-1", each once (transformers reads them with int(key)); names as written.
     const auto& m = j["id2label"];
     if (m.size() > static_cast<size_t>(kMaxLabels))
       throw InputError(fmt::format("{}: id2label has {} labels, more than the {} ftune supports",
                                    path, m.size(), kMaxLabels));
-    c.id2label.resize(m.size());
+    c.id2label.assign(m.size(), {});
+    std::vector<bool> seen(m.size(), false);
     for (auto it = m.begin(); it != m.end(); ++it) {
-      const std::string& key = it.key();
       size_t idx = m.size();
-      std::from_chars(key.data(), key.data() + key.size(), idx);
-      if (idx >= m.size() || key != std::to_string(idx) || !it.value().is_string())
-        throw InputError(
-            fmt::format("{}: id2label must map the ids 0..{} to label names; bad entry '{}'", path,
-                        m.size() - 1, key));
+      const std::string& key = it.key();
+      const auto parsed = std::from_chars(key.data(), key.data() + key.size(), idx);
+      if (parsed.ec != std::errc() || parsed.ptr != key.data() + key.size() ||
+          std::to_string(idx) != key)
+        idx = m.size();
+      if (idx >= m.size() || seen[idx] || !it.value().is_string())
+        throw InputError(fmt::format(
+            "{}: id2label must map each id 0..{} to a label name; bad entry '{}'", path,
+            m.size() - 1, it.key()));
+      seen[idx] = true;
       c.id2label[idx] = it.value().get<std::string>();
     }
   } else {

@@ -117,9 +117,13 @@ void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const
       16);
 }
 
-void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
-                         const float* m, const float* norm, int64_t N, int64_t OC) {
-  // Row by row, streaming through memory (the outputs are far larger than any cache).
+namespace {
+
+// y = bias + (m/n) z (DoRA), or y += (m/n - 1) z (DoRA with adapter dropout: y holds the rest).
+// Row by row, streaming through memory (the outputs are far larger than any cache).
+template <bool kDropout>
+void dora_output_rows(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
+                      const float* m, const float* norm, int64_t N, int64_t OC) {
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
@@ -127,17 +131,24 @@ void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, c
           float* y = out + r * ldo;
           const float* zr = z + r * ldz;
 #pragma omp simd
-          for (int64_t o = 0; o < OC; ++o) y[o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * zr[o];
+          for (int64_t o = 0; o < OC; ++o) {
+            if constexpr (kDropout)
+              y[o] += (m[o] / norm[o] - 1.0f) * zr[o];
+            else
+              y[o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * zr[o];
+          }
         }
       },
       16);
 }
 
-void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
-                          const float* m, const float* norm, int64_t N, int64_t OC) {
-  // One wide block of columns per thread, rows in order within it: every column's sum runs over
-  // the rows in the same order whatever the thread count, and each row is touched in long
-  // contiguous runs (narrow blocks would jump a page per row).
+// dm += colsum(dout * z) / n, then dout *= m/n in place (DoRA), or z := (m/n - 1) dout (DoRA with
+// adapter dropout; dout unchanged). One wide block of columns per thread, rows in order within it:
+// every column's sum runs over the rows in the same order whatever the thread count, and each row
+// is touched in long contiguous runs (narrow blocks would jump a page per row).
+template <bool kDropout>
+void dora_output_columns(float* dm, float* dout, int64_t lddo, float* z, int64_t ldz,
+                         const float* m, const float* norm, int64_t N, int64_t OC) {
   const int64_t threads = compute_threads();
   const int64_t width = std::min<int64_t>(kMaxBlock, (OC + threads - 1) / threads);
   const int64_t blocks = (OC + width - 1) / width;
@@ -148,17 +159,43 @@ void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, 
       for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
       for (int64_t r = 0; r < N; ++r) {
         float* d = dout + r * lddo + o0;
-        const float* zr = z + r * ldz + o0;
+        float* zr = z + r * ldz + o0;
 #pragma omp simd
         for (int64_t j = 0; j < n; ++j) {
           acc[j] += d[j] * zr[j];
-          d[j] *= m[o0 + j] / norm[o0 + j];
+          if constexpr (kDropout)
+            zr[j] = (m[o0 + j] / norm[o0 + j] - 1.0f) * d[j];
+          else
+            d[j] *= m[o0 + j] / norm[o0 + j];
         }
       }
       if (dm)
         for (int64_t j = 0; j < n; ++j) dm[o0 + j] += acc[j] / norm[o0 + j];
     }
   });
+}
+
+}  // namespace
+
+void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
+                         const float* m, const float* norm, int64_t N, int64_t OC) {
+  dora_output_rows<false>(out, ldo, z, ldz, bias, m, norm, N, OC);
+}
+
+void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
+                          const float* m, const float* norm, int64_t N, int64_t OC) {
+  dora_output_columns<false>(dm, dout, lddo, const_cast<float*>(z), ldz, m, norm, N, OC);
+}
+
+void dora_dropout_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz,
+                                 const float* m, const float* norm, int64_t N, int64_t OC) {
+  dora_output_rows<true>(out, ldo, z, ldz, nullptr, m, norm, N, OC);
+}
+
+void dora_dropout_output_backward(float* dm, float* z, int64_t ldz, const float* dout,
+                                  int64_t lddo, const float* m, const float* norm, int64_t N,
+                                  int64_t OC) {
+  dora_output_columns<true>(dm, const_cast<float*>(dout), lddo, z, ldz, m, norm, N, OC);
 }
 
 }  // namespace ftune::cpu

@@ -69,6 +69,8 @@ __global__ void dora_strip_bias_kernel(float* z, int64_t ldz, const float* out, 
   }
 }
 
+// y = bias + (m/n) z (DoRA), or y += (m/n - 1) z (DoRA with adapter dropout).
+template <bool kDropout>
 __global__ void dora_output_forward_kernel(float* out, int64_t ldo, const float* z, int64_t ldz,
                                            const float* bias, const float* m, const float* norm,
                                            int64_t N, int64_t OC) {
@@ -76,15 +78,20 @@ __global__ void dora_output_forward_kernel(float* out, int64_t ldo, const float*
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N * OC;
        i += stride) {
     const int64_t r = i / OC, o = i % OC;
-    out[r * ldo + o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * z[r * ldz + o];
+    if constexpr (kDropout)
+      out[r * ldo + o] += (m[o] / norm[o] - 1.0f) * z[r * ldz + o];
+    else
+      out[r * ldo + o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * z[r * ldz + o];
   }
 }
 
-// dm[o] += sum_r dout[r, o] z[r, o] / norm[o];  dout[r, o] *= m[o] / norm[o] (in place). A block
-// of 32 x 32 threads owns 32 columns; thread (x, y) walks rows y, y + 32, ...; the 32 partial
-// sums of a column are added in y order.
+// dm[o] += sum_r dout[r, o] z[r, o] / norm[o]; then dout[r, o] *= m[o] / norm[o] in place (DoRA), or
+// z[r, o] = (m[o] / norm[o] - 1) dout[r, o] (DoRA with adapter dropout). A block of 32 x 32
+// threads owns 32 columns; thread (x, y) walks rows y, y + 32, ...; the 32 partial sums of a column
+// are added in y order.
+template <bool kDropout>
 __global__ void __launch_bounds__(1024)
-    dora_output_backward_kernel(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
+    dora_output_backward_kernel(float* dm, float* dout, int64_t lddo, float* z, int64_t ldz,
                                 const float* m, const float* norm, int64_t N, int64_t OC) {
   __shared__ float partial[32][33];
   const int64_t o = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
@@ -92,8 +99,12 @@ __global__ void __launch_bounds__(1024)
   if (o < OC)
     for (int64_t r = threadIdx.y; r < N; r += 32) {
       float* d = dout + r * lddo + o;
-      acc += *d * z[r * ldz + o];
-      *d *= m[o] / norm[o];
+      float* zr = z + r * ldz + o;
+      acc += *d * *zr;
+      if constexpr (kDropout)
+        *zr = (m[o] / norm[o] - 1.0f) * *d;
+      else
+        *d *= m[o] / norm[o];
     }
   partial[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -102,6 +113,27 @@ __global__ void __launch_bounds__(1024)
     for (int k = 0; k < 32; ++k) s += partial[k][threadIdx.x];
     dm[o] += s / norm[o];
   }
+}
+
+template <bool kDropout>
+void dora_output_forward_launch(float* out, int64_t ldo, const float* z, int64_t ldz,
+                                const float* bias, const float* m, const float* norm, int64_t N,
+                                int64_t OC) {
+  if (N * OC == 0) return;
+  dora_output_forward_kernel<kDropout><<<grid_stride_blocks(N * OC, 256), 256, 0,
+                                         compute_stream()>>>(out, ldo, z, ldz, bias, m, norm, N,
+                                                             OC);
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
+
+// In each mode only one of dout and z is written (the other is read only).
+template <bool kDropout>
+void dora_output_backward_launch(float* dm, float* dout, int64_t lddo, float* z, int64_t ldz,
+                                 const float* m, const float* norm, int64_t N, int64_t OC) {
+  if (OC == 0) return;
+  dora_output_backward_kernel<kDropout><<<grid_for(OC, 32), dim3(32, 32), 0, compute_stream()>>>(
+      dm, dout, lddo, z, ldz, m, norm, N, OC);
+  FTUNE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -176,18 +208,23 @@ void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const
 
 void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
                          const float* m, const float* norm, int64_t N, int64_t OC) {
-  if (N * OC == 0) return;
-  dora_output_forward_kernel<<<grid_stride_blocks(N * OC, 256), 256, 0, compute_stream()>>>(out, ldo, z, ldz, bias, m,
-                                                                       norm, N, OC);
-  FTUNE_CUDA_CHECK_LAUNCH();
+  dora_output_forward_launch<false>(out, ldo, z, ldz, bias, m, norm, N, OC);
 }
 
 void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
                           const float* m, const float* norm, int64_t N, int64_t OC) {
-  if (OC == 0) return;
-  dora_output_backward_kernel<<<grid_for(OC, 32), dim3(32, 32), 0, compute_stream()>>>(dm, dout, lddo, z, ldz, m, norm,
-                                                                  N, OC);
-  FTUNE_CUDA_CHECK_LAUNCH();
+  dora_output_backward_launch<false>(dm, dout, lddo, const_cast<float*>(z), ldz, m, norm, N, OC);
+}
+
+void dora_dropout_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz,
+                                 const float* m, const float* norm, int64_t N, int64_t OC) {
+  dora_output_forward_launch<true>(out, ldo, z, ldz, nullptr, m, norm, N, OC);
+}
+
+void dora_dropout_output_backward(float* dm, float* z, int64_t ldz, const float* dout,
+                                  int64_t lddo, const float* m, const float* norm, int64_t N,
+                                  int64_t OC) {
+  dora_output_backward_launch<true>(dm, const_cast<float*>(dout), lddo, z, ldz, m, norm, N, OC);
 }
 
 }  // namespace ftune::cuda

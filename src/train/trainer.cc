@@ -59,6 +59,7 @@
 #include "io/safetensors.h"
 #include "models/batch.h"
 #include "models/hf_checkpoint.h"
+#include "models/adapters.h"
 #include "models/peft_adapter.h"
 #include "train/adamw.h"
 #include "train/checkpoint_store.h"
@@ -350,6 +351,15 @@ void Trainer::load_data_and_model() {
   LoadOptions load;
   load.reinit_mismatched_head = true;
   load.init_seed = tc_.seed;
+  if (cfg_.peft.enabled()) {
+    // PEFT's reading of target_modules on this model, before the data is read: a target ftune
+    // cannot adapt fails here; the modules adapted are logged.
+    const EncoderConfig base = load_model_config(cfg_.model.path, {});
+    const std::vector<std::string> adapted = resolve_target_modules(
+        cfg_.peft, classifier_modules(base.family == ModelFamily::Bert, base.num_layers), "peft");
+    spdlog::info("peft: adapters on {} modules{}", adapted.size(),
+                 adapted.back() == kPoolerModule ? ", bert.pooler.dense included" : "");
+  }
   // Labels come from the data unless the config names them; the head is sized to match.
   const int64_t max_length = usable_max_length(cfg_);
   data_ = load_train_data(cfg_, *tok_, max_length);
@@ -375,13 +385,7 @@ void Trainer::load_data_and_model() {
                  gradient_checkpointing_name(checkpointing_));
   }
   loss_options_.label_smoothing = static_cast<float>(tc_.label_smoothing);
-  loss_options_.class_weights.assign(tc_.class_weights.begin(), tc_.class_weights.end());
-  if (!loss_options_.class_weights.empty() &&
-      static_cast<int64_t>(loss_options_.class_weights.size()) != model_config_.num_labels())
-    throw InputError(
-        fmt::format("key 'training.class_weights' has {} values but the task has {} labels ({})",
-                    loss_options_.class_weights.size(), model_config_.num_labels(),
-                    fmt::join(data_.labels.names, ", ")));
+  loss_options_.class_weights = resolve_class_weights(tc_, data_.labels.names);
   pad_id_ = static_cast<int32_t>(model_config_.pad_token_id);
 }
 
@@ -589,6 +593,9 @@ nlohmann::json Trainer::fingerprints() const {
   f["tokenizer"] = io::directory_fingerprint(cfg_.model.path, kTokenizerFiles);
   for (const std::string& file : data_.files) f["data"][file] = io::file_fingerprint(file);
   f["config"] = io::text_fingerprint(trajectory_config(cfg_.resolved));
+  // The label set in id order: what the head's rows mean (it follows from the data and the
+  // config, and from how ftune reads labels, which changed once: data/examples.h).
+  f["labels"] = data_.labels.names;
   return f;
 }
 
@@ -614,6 +621,10 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   }
   if (was.at("config") != now["config"])
     refuse("the configuration (model, data or training keys; see config.yaml of the run)");
+  if (was.contains("labels") && was["labels"] != now["labels"])
+    refuse(fmt::format("the label set (was [{}], now [{}])",
+                       fmt::join(was["labels"].get<std::vector<std::string>>(), ", "),
+                       fmt::join(data_.labels.names, ", ")));
   if (s.threads != compute_threads())
     spdlog::warn(
         "resuming with {} threads; the checkpoint was written with {}: results will "
@@ -1169,6 +1180,7 @@ nlohmann::json Trainer::run() {
                            {"margin", t["margin"]},
                            {"chosen_by", t["chosen_by"]},
                            {"validation_value", t["validation_value"]},
+                           {"positive_label", data_.labels.names[1]},  // id 1: P(1) > threshold
                            {"step", best_eval_["step"]}});
   }
   if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -76,6 +77,13 @@ TrainerState parse_trainer_state(const nlohmann::json& j, const std::string& pat
   for (const char* key : {"model", "tokenizer", "data", "config"})
     if (!s.fingerprints.is_object() || !s.fingerprints.contains(key))
       throw InputError(fmt::format("{}: key 'fingerprints' must hold '{}'", path, key));
+  if (s.fingerprints.contains("labels")) {  // the label names (runs from before labels: absent)
+    const nlohmann::json& labels = s.fingerprints["labels"];
+    if (!labels.is_array() ||
+        !std::all_of(labels.begin(), labels.end(), [](const auto& l) { return l.is_string(); }))
+      throw InputError(fmt::format(
+          "{}: key 'fingerprints.labels' must be a list of label names", path));
+  }
   return s;
 }
 

@@ -62,7 +62,7 @@ TEST(PeftFiles, InvalidRegexNamesTheFile) {
 TEST(PeftFiles, BacktrackingRegexDoesNotHang) {
   TempDir tmp;
   const auto t0 = std::chrono::steady_clock::now();
-  expect_refused(adapter_with(tmp, "target_modules", "(.*)*x"), {"matches no linear module"});
+  expect_refused(adapter_with(tmp, "target_modules", "(.*)*x"), {"matches no"});
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   // A regex that matches still selects modules as PEFT's re.fullmatch does.
   const std::string ok = adapter_with(tmp, "target_modules", R"(.*\.layer\.1\..*\.(query|value))");
@@ -94,7 +94,7 @@ TEST(PeftFiles, YamlSectionIsProtectedToo) {
     }
     return "";
   };
-  EXPECT_NE(error_of("{method: lora, target_modules: '(.*)*x'}").find("matches no linear module"),
+  EXPECT_NE(error_of("{method: lora, target_modules: '(.*)*x'}").find("matches no module"),
             std::string::npos);
   EXPECT_NE(error_of("{method: lora, target_modules: '(['}").find("invalid regex"),
             std::string::npos);

@@ -105,6 +105,10 @@ TEST(TrainerState, EveryFieldIsValidatedWithItsKey) {
       {"early_stopping", nullptr, "'early_stopping' must be an object"},
       {"gradient_checkpointing", "no", "'gradient_checkpointing' must be true or false"},
       {"fingerprints", nlohmann::json::object(), "'fingerprints' must hold 'model'"},
+      // The label check of resume read these names with get<vector<string>>: a type_error.
+      {"fingerprints",
+       {{"model", "a"}, {"tokenizer", "b"}, {"data", {}}, {"config", "c"}, {"labels", {"a", 1}}},
+       "'fingerprints.labels' must be a list of label names"},
       {"version", 1, "version 1, expected 2"},
   };
   for (const auto& [key, value, fragment] : cases) {
