@@ -9,7 +9,9 @@
 
 #include "golden_fixture.h"
 #include "io/json_file.h"
+#include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
+#include "models/sequence_classifier.h"
 
 namespace ftune::test {
 namespace {
