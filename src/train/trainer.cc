@@ -80,6 +80,7 @@
 #include "train/step_scalars.h"
 #include "train/stop_signal.h"
 #include "train/train_data.h"
+#include "train/trainer_state.h"
 
 namespace ftune {
 namespace {
@@ -422,14 +423,11 @@ void Trainer::plan_batch() {
     // A resumed run continues with the micro-batch and checkpointing it was using (the budget
     // may differ now); an allocation failure still halves it.
     if (const auto last = CheckpointStore(run_.string(), cfg_.checkpoint.keep_last).last()) {
-      const nlohmann::json s =
-          io::read_json_file((fs::path(last->dir) / "trainer_state.json").string());
-      if (s.contains("micro_batch")) {
-        options.micro_batch = s["micro_batch"].get<int64_t>();
-        options.checkpointing = s["gradient_checkpointing"].get<bool>()
-                                    ? GradientCheckpointing::On
-                                    : GradientCheckpointing::Off;
-      }
+      const TrainerState s =
+          read_trainer_state((fs::path(last->dir) / "trainer_state.json").string());
+      options.micro_batch = s.micro_batch;
+      options.checkpointing =
+          s.gradient_checkpointing ? GradientCheckpointing::On : GradientCheckpointing::Off;
     }
   }
   plan_ = plan_run_batch(cfg_, model_config_, data_, stream_seq_, options);
@@ -632,14 +630,9 @@ nlohmann::json Trainer::fingerprints() const {
 
 void Trainer::restore(const CheckpointEntry& ckpt) {
   const std::string state_path = (fs::path(ckpt.dir) / "trainer_state.json").string();
-  const nlohmann::json s = io::read_json_file(state_path);
-  if (s.value("version", 0) != 2)
-    throw InputError(fmt::format(
-        "cannot resume from {}: {} was written by an earlier ftune whose batching counted "
-        "micro-batches (version {}, expected 2); start a new run",
-        ckpt.dir, state_path, s.value("version", 0)));
+  const TrainerState s = read_trainer_state(state_path);
   const nlohmann::json now = fingerprints();
-  const nlohmann::json& was = s.at("fingerprints");
+  const nlohmann::json& was = s.fingerprints;
   auto refuse = [&](const std::string& what) {
     throw InputError(fmt::format(
         "cannot resume from {}: {} changed since the checkpoint was written; start a new run "
@@ -661,56 +654,53 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
     refuse(fmt::format("the label set (was [{}], now [{}])",
                        fmt::join(was["labels"].get<std::vector<std::string>>(), ", "),
                        fmt::join(data_.labels.names, ", ")));
-  if (s.at("threads").get<int64_t>() != compute_threads())
+  if (s.threads != compute_threads())
     spdlog::warn(
         "resuming with {} threads; the checkpoint was written with {}: results will "
         "not be bit-identical to an uninterrupted run",
-        compute_threads(), s.at("threads").get<int64_t>());
+        compute_threads(), s.threads);
 
   load_weights_from(ckpt.dir);
   const auto opt =
       io::SafetensorsFile::open((fs::path(ckpt.dir) / "optimizer.safetensors").string());
   opt.read_into("exp_avg", adamw_->exp_avg());
   opt.read_into("exp_avg_sq", adamw_->exp_avg_sq());
-  step_ = s.at("step").get<int64_t>();
-  micro_batches_ = s.at("micro_batches").get<int64_t>();
+  step_ = s.step;
+  micro_batches_ = s.micro_batches;
   // The micro-batch in use when the checkpoint was written (smaller than configured after an
   // out-of-memory fallback): the same cut of every step, so the same bits as without the kill.
-  const int64_t micro = s.at("micro_batch").get<int64_t>();
-  if (micro <= model_->options().max_batch)
-    set_micro_batch(micro);
+  if (s.micro_batch <= model_->options().max_batch)
+    set_micro_batch(s.micro_batch);
   else
     spdlog::warn(
         "the checkpoint ran micro-batches of {} rows; this run plans {}: results will "
         "match only up to float summation order",
-        micro, micro_batch_);
-  samples_ = s.at("samples").get<int64_t>();
-  tokens_ = s.at("real_tokens").get<int64_t>();
-  skipped_ = s.at("skipped_steps").get<int64_t>();
-  if (s.contains("loss_scale"))
-    scaler_.restore(s["loss_scale"].get<float>(), s["loss_scale_good_steps"].get<int64_t>());
-  nonfinite_in_row_ = s.at("nonfinite_in_row").get<int64_t>();
+        s.micro_batch, micro_batch_);
+  samples_ = s.samples;
+  tokens_ = s.real_tokens;
+  skipped_ = s.skipped_steps;
+  if (s.loss_scale) scaler_.restore(*s.loss_scale, s.loss_scale_good_steps);
+  nonfinite_in_row_ = s.nonfinite_in_row;
   // What the device keeps between reads (step_scalars.h), the logging window's loss sum included.
   StepScalarValues scalars{};
-  if (s.contains("window")) {
-    const nlohmann::json& w = s["window"];
-    window_steps_ = w.at("steps").get<int64_t>();
-    window_samples_ = w.at("samples").get<int64_t>();
-    window_tokens_ = w.at("real_tokens").get<int64_t>();
-    scalars[kWindowLoss] = w.at("loss_sum").get<double>();
-    window_restored_seconds_ = w.value("seconds", 0.0);
+  if (s.window) {
+    window_steps_ = s.window->steps;
+    window_samples_ = s.window->samples;
+    window_tokens_ = s.window->real_tokens;
+    scalars[kWindowLoss] = s.window->loss_sum;
+    window_restored_seconds_ = s.window->seconds;
   }
-  stopped_by_ = s.value("stopped_by", std::string("completed"));
-  scalars[kAdamSteps] = static_cast<double>(s.at("optimizer_steps").get<int64_t>());
+  stopped_by_ = s.stopped_by;
+  scalars[kAdamSteps] = static_cast<double>(s.optimizer_steps);
   scalars[kSkippedSteps] = static_cast<double>(skipped_);
   scalars[kNonfiniteInRow] = static_cast<double>(nonfinite_in_row_);
   scalars[kStepsFinished] = static_cast<double>(step_);
   write_step_scalars(adamw_->step_scalars(), scalars);
-  train_seconds_ = s.at("train_seconds").get<double>();
-  wait_seconds_ = s.at("input_wait_seconds").get<double>();
-  best_eval_ = s.at("best_eval");
-  last_eval_ = s.at("last_eval");
-  early_->restore(s.at("early_stopping"));
+  train_seconds_ = s.train_seconds;
+  wait_seconds_ = s.input_wait_seconds;
+  best_eval_ = s.best_eval;
+  last_eval_ = s.last_eval;
+  early_->restore(s.early_stopping, state_path + ": early_stopping");
   saved_step_ = step_;
   spdlog::info("resumed from {} at step {} (epoch {}, micro-batch {} x {})", ckpt.dir, step_,
                epoch_of(step_), micro_batch_, accumulation());
