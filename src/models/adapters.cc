@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/error.h"
 #include "core/memory.h"
 #include "ops/lora.h"
 
@@ -40,6 +41,15 @@ std::vector<AdapterSite> targeted_sites(const std::vector<AdapterSite>& sites,
 
 void add_adapter_params(const std::vector<AdapterSite>& sites, const AdapterConfig& ac,
                         ParamTable& t) {
+  // The rank may come from a downloaded adapter_config.json: bound the adapters' size (a double
+  // cannot overflow) before the table sums it in int64, as config.json bounds the model's.
+  double total = 0;
+  for (const AdapterSite& s : sites) total += double(ac.r) * double(s.in + s.out + 1);
+  if (ac.enabled() && total > 1099511627776.0)  // 2^40, config.json's bound on the model
+    throw InputError(fmt::format(
+        "adapters of rank {} on this model would have up to {:.3g} parameters, more than the 2^40 "
+        "ftune supports",
+        ac.r, total));
   for (const AdapterSite& s : targeted_sites(sites, ac)) {
     t.add(s.module + ".lora_A.weight", {ac.r, s.in});
     t.add(s.module + ".lora_B.weight", {s.out, ac.r});

@@ -218,6 +218,9 @@ class Backbone {
   // All parameters a missing checkpoint tensor may be freshly initialised for (the head, and a
   // pooler): anything else missing is an error.
   virtual bool may_initialise(const std::string& param) const = 0;
+  // The output layer's parameters, whose shape follows the labels: the only ones a checkpoint of
+  // another label count may be re-initialised for.
+  virtual bool sized_by_labels(const std::string& param) const = 0;
   // modules_to_save as PEFT's adapter_config.json lists them.
   virtual std::vector<std::string> peft_modules_to_save(const AdapterConfig& adapters) const = 0;
   // Names under which a checkpoint may hold `param` (the HF name first; prefix-less base models,

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/input_limits.h"
 
 namespace ftune {
 

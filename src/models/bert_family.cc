@@ -57,11 +57,6 @@ class BertModel final : public BackboneModel {
       g_.adapters = p.adapter_grads;
       head_g_ = bind_head_weights(c_, p.grads);
     }
-    if (acts_.ones.defined()) {
-      const std::vector<int32_t> ones(static_cast<size_t>(acts_.ones.numel()), 1);
-      copy(acts_.ones, TensorView(const_cast<int32_t*>(ones.data()), DType::I32, Device::cpu(),
-                                  acts_.ones.shape));
-    }
   }
 
   TensorView forward(const TokenInputs& in, const DropoutPlan& d) override {
@@ -128,6 +123,11 @@ class BertBackbone final : public Backbone {
   bool may_initialise(const std::string& param) const override {
     const std::vector<std::string> head = head_param_names(c_);
     return std::find(head.begin(), head.end(), param) != head.end();
+  }
+
+  bool sized_by_labels(const std::string& param) const override {
+    const std::vector<std::string> head = head_param_names(c_);  // dense/pooler, then output
+    return param == head[2] || param == head[3];
   }
 
   std::vector<std::string> peft_modules_to_save(const AdapterConfig& adapters) const override {

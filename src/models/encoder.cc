@@ -18,6 +18,15 @@
 #include "ops/residual.h"
 
 namespace ftune {
+
+AttentionSpec encoder_attention_spec(const EncoderConfig& c) {
+  AttentionSpec s;
+  s.heads = s.kv_heads = c.num_heads;
+  s.head_dim = c.head_dim();
+  s.scale = default_attention_scale(s.head_dim);
+  return s;
+}
+
 namespace {
 
 float dropout_p(const DropoutPlan& d, float p) {
@@ -32,13 +41,6 @@ DropoutRows rows(const DropoutPlan& d, const TokenInputs& in) {
   return dropout_rows(d, in);
 }
 
-// The attention op's probs of a layer: (B, H, T, T), or the whole flat buffer of cuDNN's state
-// (ops/attention.h).
-TensorView attention_probs(const EncoderActivations& a, const LayerActivations& la, int64_t B,
-                           int64_t H, int64_t T) {
-  return a.cudnn_attention ? la.probs : la.probs.prefix({B, H, T, T});
-}
-
 // Packed batches: a key is resolved on the host (the micro-batch's step and first row read from
 // its MicroParams, CPU memory), so that each row's attention can take its own place in the stream.
 DropoutPlan resolved_on_host(DropoutPlan d, const TokenInputs& in) {
@@ -50,53 +52,31 @@ DropoutPlan resolved_on_host(DropoutPlan d, const TokenInputs& in) {
   return d;
 }
 
-// Attention of a packed batch, row by row over the padded kernel (one row of L real tokens is a
-// padded batch of one row with nothing padded): qkv rows [cu[b], cu[b + 1]), probs (1, H, L, L)
-// one after another in the layer's flat buffer, the dropout stream at row row0 + b. The attention
-// op's varlen form (cu_seqlens) replaces this loop when it lands.
-template <typename Row>
-void for_each_packed_row(const TokenInputs& in, int64_t H, Row&& row) {
-  int64_t probs_at = 0;
-  for (int64_t b = 0; b < in.B; ++b) {
-    const int64_t t0 = in.host_cu_seqlens[b], L = in.host_cu_seqlens[b + 1] - t0;
-    if (L > 0) row(b, t0, L, probs_at);
-    probs_at += H * L * L;
-  }
-}
-
-void attention_forward_packed(TensorView ctx, TensorView probs, TensorView qkv,
-                              const EncoderActivations& a, int H, float p, RngKey rng,
-                              const DropoutPlan& d, const TokenInputs& in) {
-  const int64_t C = ctx.dim(1);
-  for_each_packed_row(in, H, [&](int64_t b, int64_t t0, int64_t L, int64_t at) {
-    attention_forward(ctx.slice0(t0, t0 + L).reshape({1, L, C}),
-                      probs.flat_range(at, H * L * L).reshape({1, H, L, L}),
-                      qkv.slice0(t0, t0 + L).reshape({1, L, 3 * C}), a.ones.prefix({1, L}), H, p,
-                      rng, a.workspace, DropoutRows{d.row0 + b, L, std::max(d.stream_seq, in.max_len)});
-  });
-}
-
-void attention_backward_packed(TensorView dqkv, TensorView dctx, TensorView qkv, TensorView probs,
-                               TensorView ctx, const EncoderActivations& a, int H, float p,
-                               RngKey rng, const DropoutPlan& d, const TokenInputs& in) {
-  const int64_t C = dctx.dim(1);
-  for_each_packed_row(in, H, [&](int64_t b, int64_t t0, int64_t L, int64_t at) {
-    attention_backward(dqkv.slice0(t0, t0 + L).reshape({1, L, 3 * C}),
-                       dctx.slice0(t0, t0 + L).reshape({1, L, C}),
-                       qkv.slice0(t0, t0 + L).reshape({1, L, 3 * C}),
-                       probs.flat_range(at, H * L * L).reshape({1, H, L, L}),
-                       a.ones.prefix({1, L}), H, p, rng, a.workspace,
-                       DropoutRows{d.row0 + b, L, std::max(d.stream_seq, in.max_len)},
-                       ctx.slice0(t0, t0 + L).reshape({1, L, C}));
-  });
-}
-
 // Columns [begin, begin + count) of a row-major 2-D view (a block of the fused QKV matrix).
 TensorView columns(const TensorView& v, int64_t begin, int64_t count) {
   TensorView out = v;
   out.data = static_cast<char*>(v.data) + begin * static_cast<int64_t>(dtype_size(v.dtype));
   out.shape = Shape{v.dim(0), count};
   return out;
+}
+
+// Layer l's attention call: padded rows with the key mask, or packed rows at their cu_seqlens
+// (varlen, nothing masked); the run's kernel (one channel: EncoderActivations::cudnn_attention);
+// the layer's probability-dropout stream, row b of the call at row0 + b of the step's batch.
+AttentionCall attention_call(const EncoderConfig& c, const EncoderActivations& a,
+                             const TokenInputs& in, const DropoutPlan& d, int64_t l) {
+  AttentionCall call;
+  call.spec = encoder_attention_spec(c);
+  if (in.packed())
+    call.rows = {in.B, in.max_len, in.cu_seqlens, {}};
+  else
+    call.rows = {in.B, in.T, {}, in.mask.prefix(Shape{in.B, in.T})};
+  call.dropout_p = dropout_p(d, c.attention_dropout);
+  call.rng = key(d, attention_probs_site(l));
+  call.place = rows(d, in);
+  call.kernel = a.cudnn_attention ? AttentionKernel::Cudnn : AttentionKernel::Ftune;
+  call.workspace = a.workspace;
+  return call;
 }
 
 EncoderSite qkv_site(int part) {
@@ -239,8 +219,7 @@ void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const La
 void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivations& la,
                    const EncoderActivations& a, int64_t l, TensorView x, TensorView x_h,
                    const TokenInputs& in, const DropoutPlan& d, bool recompute = false) {
-  const int64_t B = in.B, T = in.T, N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
-  const int H = static_cast<int>(c.num_heads);
+  const int64_t N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
   const float eps = c.layer_norm_eps;
   const Shape NC{N, C}, N1{N};
   const LayerWeights& lw = w.layers[l];
@@ -260,14 +239,8 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   for (int part = 0; part < 3; ++part)
     adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, xg, d, in,
                     qkv_fused, recompute);
-  if (in.packed())
-    attention_forward_packed(ctx, la.probs, qkv, a, H, dropout_p(d, c.attention_dropout),
-                             key(d, attention_probs_site(l)), d, in);
-  else
-    attention_forward(ctx.reshape({B, T, C}), attention_probs(a, la, B, H, T),
-                      qkv.reshape({B, T, 3 * C}), in.mask.prefix(Shape{B, T}), H,
-                      dropout_p(d, c.attention_dropout), key(d, attention_probs_site(l)),
-                      a.workspace, rows(d, in));
+  attention_forward(attention_call(c, a, in, d, l), ctx, la.probs, columns(qkv, 0, C),
+                    columns(qkv, C, C), columns(qkv, 2 * C, C));
   adapter_forward(w, la, a, l, EncoderSite::AttnOut, attn, ctx, ctx, d, in, /*y_has_base=*/false,
                   recompute);
   dropout_forward(attn, attn, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
@@ -289,8 +262,7 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
 void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights& g,
                     const LayerActivations& la, EncoderActivations& a, int64_t l, TensorView x,
                     TensorView x_h, bool need_dx, const TokenInputs& in, const DropoutPlan& d) {
-  const int64_t B = in.B, T = in.T, N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
-  const int H = static_cast<int>(c.num_heads);
+  const int64_t N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
   const Shape NC{N, C}, N1{N};
   // grad_out holds dL/d(output of the current layer); grad_sum, grad_tmp, grad_ctx are scratch.
   TensorView dout = a.grad_out.prefix(NC), dsum = a.grad_sum.prefix(NC),
@@ -330,16 +302,10 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx,
                   gemm_weight(w, l, &LayerWeights::attn_out_w));
   adapter_backward(w, g, la, a, l, EncoderSite::AttnOut, dtmp, ctx, dctx, d, in);
-  if (in.packed())
-    attention_backward_packed(dqkv, dctx, la.qkv.prefix({N, 3 * C}), la.probs, la.ctx.prefix(NC),
-                              a, H, dropout_p(d, c.attention_dropout),
-                              key(d, attention_probs_site(l)), d, in);
-  else
-    attention_backward(dqkv.reshape({B, T, 3 * C}), dctx.reshape({B, T, C}),
-                       la.qkv.prefix({N, 3 * C}).reshape({B, T, 3 * C}),
-                       attention_probs(a, la, B, H, T), in.mask.prefix(Shape{B, T}), H,
-                       dropout_p(d, c.attention_dropout), key(d, attention_probs_site(l)),
-                       a.workspace, rows(d, in), la.ctx.prefix(NC).reshape({B, T, C}));
+  const TensorView qkv = la.qkv.prefix({N, 3 * C});
+  attention_backward(attention_call(c, a, in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C),
+                     columns(dqkv, 2 * C, C), dctx, columns(qkv, 0, C), columns(qkv, C, C),
+                     columns(qkv, 2 * C, C), ctx, la.probs);
   for (int part = 0; part < 3; ++part)
     adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), d, in);
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.

@@ -55,6 +55,7 @@
 #include "core/buffer_table.h"
 #include "models/backbone.h"
 #include "models/encoder_config.h"
+#include "ops/attention.h"
 
 namespace ftune {
 
@@ -119,7 +120,6 @@ struct EncoderActivations {
   // Mixed precision with LoRA: fp32 copies of a LoRA branch's 16-bit input, output and input
   // gradient (the branch computes in fp32 from the fp32 adapter weights).
   TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
-  TensorView ones;  // packed batches: (max_seq) i32 ones, the key mask of one row's attention
   bool checkpointing = false;
   DType compute = DType::F32;  // storage type of the GEMM activations (f32, bf16 or f16)
   // The layers' probs are flat buffers of cuDNN's state (ops/attention_cudnn.h), not (B, H, T, T).
@@ -130,6 +130,9 @@ struct EncoderActivations {
 using EncoderTraining = BackboneShape;
 
 // The encoder's activation buffers for `shape`, each bound to its view in `acts` (sized here).
+// BERT's attention: equal heads, bidirectional, scale 1/sqrt(D), no window or soft-cap.
+AttentionSpec encoder_attention_spec(const EncoderConfig& config);
+
 void encoder_buffers(const EncoderConfig& config, const BackboneShape& shape,
                      EncoderActivations& acts, BufferTable& table);
 

@@ -33,7 +33,7 @@ int64_t site_out(const EncoderConfig& c, int i) {
 void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderActivations& a,
                      BufferTable& t) {
   const int64_t N = how.max_tokens > 0 ? how.max_tokens : how.max_rows * how.max_seq;
-  const int64_t C = c.hidden_size, F = c.intermediate_size, H = c.num_heads, T = how.max_seq;
+  const int64_t C = c.hidden_size, F = c.intermediate_size, T = how.max_seq;
   const DType f32 = DType::F32;
   // Mixed precision: the GEMMs' inputs and outputs (and their gradients) in the compute type.
   const DType h = how.compute;
@@ -63,15 +63,13 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
     t.add(act_name(s, what), dtype, shape);
     each_layer(s, [&](LayerActivations& la) { t.also(act_name(s, what), &(la.*view)); });
   };
+  // The op's saved state per layer slot (probabilities, or cuDNN's statistics) and its scratch:
+  // packed rows keep each row's probabilities at its tokens (ops/attention.h), no padding.
+  const AttentionBuffers attention = attention_buffers(encoder_attention_spec(c), how.device, cudnn,
+                                                       how.max_rows, N, T, training);
   for (int64_t s = 0; s < slots; ++s) {
     slot_buffer(s, "qkv", h, {N, 3 * C}, &LayerActivations::qkv);
-    if (cudnn)
-      slot_buffer(s, "probs", f32, {cudnn_attention_state_floats(how.max_rows, H, T)},
-                  &LayerActivations::probs);
-    else if (how.packed)  // each row's (H, L, L) after the previous row's: at most H * N * T
-      slot_buffer(s, "probs", f32, {H * N * T}, &LayerActivations::probs);
-    else
-      slot_buffer(s, "probs", f32, {how.max_rows, H, T, T}, &LayerActivations::probs);
+    slot_buffer(s, "probs", f32, {attention.saved}, &LayerActivations::probs);
     slot_buffer(s, "ctx", h, {N, C}, &LayerActivations::ctx);
     slot_buffer(s, "attn", h, {N, C}, &LayerActivations::attn);
     slot_buffer(s, "sum1", f32, {N, C}, &LayerActivations::sum1);
@@ -139,17 +137,11 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
     if (yw > 0) t.add("work/lora_stage_y", f32, {N * yw}, &a.lora_stage_y);
     if (training && dxw > 0) t.add("work/lora_stage_dx", f32, {N * dxw}, &a.lora_stage_dx);
   }
-  // Packed batches: each row's attention reads a key mask of ones (models/encoder.cc).
-  if (how.packed) t.add("work/ones", DType::I32, {T}, &a.ones);
   // Kernel scratch, as the target device's kernels use it: on the CPU per-thread scores and
   // partial sums (compute_threads() of each); on CUDA the attention backward's row sums of every
   // (b, h) pair and nothing else (ops/attention.h, ops/layer_norm.h), plus, when 16-bit attention
   // runs through cuDNN, its workspace (ops/attention_cudnn.h).
-  int64_t ws = std::max(
-      attention_workspace(how.device, how.max_rows, H, T, c.head_dim(), training),
-      layer_norm_backward_workspace(how.device, C));
-  if (cudnn)
-    ws = std::max(ws, cudnn_attention_workspace_floats(how.max_rows, H, T, c.head_dim()));
+  const int64_t ws = std::max(attention.workspace, layer_norm_backward_workspace(how.device, C));
   t.add("work/encoder", f32, {ws}, &a.workspace);
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/memory.h"
+#include "train/host_reserve.h"
 #include "train/memory_planner.h"
 #include "train/precision.h"
 #include "train/train_config.h"
@@ -32,6 +33,8 @@ struct RunBatchPlan {
   ResolvedPrecision precision;  // training.precision resolved for the device (target.precision)
   ResolvedAttention attention;  // training.attention (the trainer sets it: ops/backend_context.h)
   ResolvedPacking packing;      // data.packing (target.packed)
+  // CPU runs under memory_fraction: what the margin holds outside the arena (host_reserve.h).
+  std::optional<HostReserve> host;
 };
 
 struct BatchPlanOptions {

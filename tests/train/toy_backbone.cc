@@ -237,6 +237,7 @@ class ToyBackbone final : public Backbone {
   }
   std::vector<std::string> head_params(const AdapterConfig&) const override { return {kScore}; }
   bool may_initialise(const std::string& name) const override { return name == kScore; }
+  bool sized_by_labels(const std::string& name) const override { return name == kScore; }
   std::vector<std::string> peft_modules_to_save(const AdapterConfig&) const override {
     return {"score"};
   }

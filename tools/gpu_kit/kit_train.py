@@ -13,8 +13,9 @@ summary.json and op_profile.json.
            off and on, effective batch 32 at 128 tokens on the WordNet pairs, 3 steps: the plan's
            total (arena + cuBLASLt workspace) next to the device memory the run took
            (cudaMemGetInfo before the arena minus the lowest free memory seen).
-  steady   (only when named) samples/s per window of a 400-step BERT-base run, graphs on / off /
-           padded to 32 tokens, with the input wait and graph counters: where a long run's time goes.
+  steady   (only when named) samples/s per window of 400-step runs, BERT-base with graphs on / off
+           / padded to 32 tokens, MiniLM with graphs on, with the input wait and graph counters:
+           where a long run's time goes.
   profile  the per-op time of one BERT-base training step (FTUNE_PROFILE_OPS=1, step 8 of 8):
            the largest rows of op_profile.json, the GEMM and attention shares and the gap; with
            the "gpu_paths" counters of summary.json where the build writes them.
@@ -238,25 +239,30 @@ STEADY_STEPS, STEADY_WINDOW = 400, 50
 
 
 def steady(runs, stage, on_gpu):
-    """Where the time of a long run goes (asked for by name: run.sh --stages steady): BERT-base,
-    bf16, batch 32 of the WordNet pairs (max 128 tokens), STEADY_STEPS steps, samples/s per window
-    of STEADY_WINDOW steps, with CUDA graphs on (the default), off, and with micro-batches padded to
-    a multiple of 32 tokens (fewer shapes, each captured and planned once); the input wait and the
-    graph counters of summary.json."""
-    size, steps, window = ("bert-base", STEADY_STEPS, STEADY_WINDOW) if on_gpu else ("tiny", 6, 2)
-    config = ("model:\n  path: %s\ndata:\n  train: %s\n  max_length: 128\ntraining:\n"
-              "  max_steps: %d\n  effective_batch_size: 32\n  log_every: %d\n" % (
-                  runs.model(size), os.path.join(runs.kit.data, "train.jsonl"), steps, window))
-    variants = [("graphs on, pad 8", []), ("graphs off", ["training.cuda_graphs=off"]),
-                ("graphs on, pad 32", ["training.pad_to_multiple_of=32"])]
+    """Where the time of a long run goes (asked for by name: run.sh --stages steady): bf16, batch
+    32 of the WordNet pairs (max 128 tokens), STEADY_STEPS steps, samples/s per window of
+    STEADY_WINDOW steps; BERT-base with CUDA graphs on (the default), off, and with micro-batches
+    padded to a multiple of 32 tokens (fewer shapes, each captured and planned once), MiniLM with
+    graphs on; the input wait and the graph counters of summary.json."""
+    big, small, steps, window = (("bert-base", "minilm", STEADY_STEPS, STEADY_WINDOW) if on_gpu
+                                 else ("tiny", "tiny", 6, 2))
+    config = lambda size: ("model:\n  path: %s\ndata:\n  train: %s\n  max_length: 128\n"
+                           "training:\n  max_steps: %d\n  effective_batch_size: 32\n"
+                           "  log_every: %d\n" % (runs.model(size),
+                                                   os.path.join(runs.kit.data, "train.jsonl"),
+                                                   steps, window))
+    variants = [(big, "graphs on, pad 8", []), (big, "graphs off", ["training.cuda_graphs=off"]),
+                (big, "graphs on, pad 32", ["training.pad_to_multiple_of=32"]),
+                (small, "graphs on, pad 8", [])]
     ok, best = True, {}
-    for name, overrides in variants:
+    for size, variant, overrides in variants:
+        name = "%s %s" % (size, variant)
         if stage.left() < 10:
             stage.row({"variant": name, "result": "not run: the stage's time ran out"})
             ok = False
             continue
         try:
-            s, _, out = runs.train("steady-" + name.replace(" ", "").replace(",", "-"), config,
+            s, _, out = runs.train("steady-" + name.replace(" ", "").replace(",", "-"), config(size),
                                    ["training.device=" + runs.device] + overrides)
         except RuntimeError as e:
             stage.row({"variant": name, "result": "FAIL: %s" % e})
@@ -277,8 +283,8 @@ def steady(runs, stage, on_gpu):
                    "graphs_captured": g.get("captured"), "graphs_replayed": g.get("replayed"),
                    "graphs_evicted": g.get("evicted"), "eager_micro_batches": g.get("eager_micro_batches"),
                    "micro_batch": s.get("micro_batch"), "seconds": round(s.get("train_seconds", 0), 1)})
-    return ok, "%s, second half of %d steps, samples/s: %s" % (
-        size, steps, ", ".join("%s %.0f" % kv for kv in best.items()))
+    return ok, "second half of %d steps, samples/s: %s" % (
+        steps, "; ".join("%s %.0f" % kv for kv in best.items()))
 
 
 def main():
