@@ -25,6 +25,7 @@ mkdir -p "$OUT"
 
 run_ftune() {  # packing
   "$BUILD/ftune" train --config examples/minilm_wordnet.yaml model.path="$MODEL" \
+    data.train="$DATA/train.jsonl" data.validation="$DATA/validation.jsonl" data.max_length=96 \
     output.dir="$OUT/ftune-$1" output.overwrite=true output.progress=plain output.tensorboard=false \
     training.max_steps="$STEPS" training.batch_size=32 training.threads="$THREADS" \
     training.log_every="$STEPS" data.packing="$1" eval.each_epoch=false \

@@ -1,5 +1,4 @@
-// The backend context (see backend_context.h): forwards to the GEMM wrapper's TF32 switch and the
-// attention op's kernel choice.
+// The backend context (see backend_context.h): forwards to the GEMM wrapper's TF32 switch.
 #include "ops/backend_context.h"
 
 #ifdef FTUNE_WITH_CUDA
@@ -12,7 +11,6 @@ void set_backend_context(Device device, const BackendContext& context) {
 #ifdef FTUNE_WITH_CUDA
   if (!device.is_cpu()) cuda::set_gemm_tf32(context.tf32);
 #endif
-  set_attention_kernel(context.attention);
 }
 
 BackendContext backend_context() {
@@ -20,7 +18,6 @@ BackendContext backend_context() {
 #ifdef FTUNE_WITH_CUDA
   c.tf32 = cuda::gemm_tf32();
 #endif
-  c.attention = attention_kernel();
   return c;
 }
 

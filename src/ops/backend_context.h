@@ -1,20 +1,19 @@
 // The backend context: the run-wide choices the ops of a device follow — TF32 for the GEMMs that
-// stay in fp32 (cuda/gemm.h) and the attention kernel (ops/attention_cudnn.h) — set and read in
-// one place, plus what the backend reports back (GEMM autotuning, its fixed workspace). train/ and
-// cli/ go through this channel; they do not reach into cuda/ or the ops' own switches.
+// stay in fp32 (cuda/gemm.h) — set and read in one place, plus what the backend reports back
+// (GEMM autotuning, its fixed workspace). train/ and cli/ go through this channel; they do not
+// reach into cuda/. The attention kernel is not a process setting: it travels with each call
+// (ops/attention.h), chosen by the model's plan (BackboneShape::attention).
 #pragma once
 
 #include <cstddef>
 #include <string>
 
 #include "core/device.h"
-#include "ops/attention_cudnn.h"
 
 namespace ftune {
 
 struct BackendContext {
   bool tf32 = false;  // TF32 tensor cores for fp32 GEMMs (a GPU setting; the CPU has none)
-  AttentionKernel attention = AttentionKernel::Ftune;
 };
 
 // Sets the context of the process's runs on `device` (the CPU ignores TF32).

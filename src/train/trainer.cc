@@ -474,8 +474,9 @@ void Trainer::plan_batch() {
   if (!plan_.target.device.is_cpu())
     spdlog::info("CUDA graphs {} ({}); micro-batches padded to a multiple of {} tokens",
                  cuda_graphs_.on ? "on" : "off", cuda_graphs_.why, pad_multiple_);
-  // The ops follow the run's choices through one channel (TF32, the attention kernel).
-  set_backend_context(plan_.target.device, BackendContext{tf32_.on, plan_.attention.kernel});
+  // The ops follow the run's TF32 choice through one channel (the attention kernel travels
+  // with the model's plan: ClassifierOptions::attention).
+  set_backend_context(plan_.target.device, BackendContext{tf32_.on});
   if (!plan_.target.device.is_cpu())
     spdlog::info("TF32 for fp32 GEMMs {} ({})", tf32_.on ? "on" : "off", tf32_.reason);
   // fp16 scales the loss; FTUNE_DEBUG_LOSS_SCALE=s starts from 2^s (tests force overflows).

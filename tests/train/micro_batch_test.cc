@@ -35,11 +35,13 @@ class MicroBatch : public ::testing::Test {
     // 120 rows: 8 steps of 16 per epoch, the last one of 8 rows.
     write_pair_task(tmp_.path() + "/train.jsonl", 120, 3);
   }
+  // Padded micro-batches (rows x longest row), whose cuts and plan these tests pin; packed ones
+  // (data.packing on) are tested in packing_test.cc.
   std::string config(const std::string& run, int micro, int accumulation,
                      const std::string& extra = "") {
     const std::string path = tmp_.path() + "/" + run + ".yaml";
     std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
-                        << "/train.jsonl\n  max_length: 24\n"
+                        << "/train.jsonl\n  max_length: 24\n  packing: off\n"
                         << "training:\n  epochs: 2\n  batch_size: " << micro
                         << "\n  gradient_accumulation: " << accumulation
                         << "\n  learning_rate: 3.0e-3\n  log_every: 1\n  threads: 2\n"

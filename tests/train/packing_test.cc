@@ -12,6 +12,7 @@
 
 #include "io/safetensors.h"
 #include "models/hf_checkpoint.h"
+#include "train/batch_plan.h"
 #include "train/memory_planner.h"
 #include "run_cli.h"
 #include "run_files.h"
@@ -131,6 +132,20 @@ TEST_F(Packing, OnIsRefusedWhereItCannotRun) {
   const CliResult r = run_ftune("plan --config " + path + " --memory 8GiB");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("data.packing on"), std::string::npos) << r.output;
+}
+
+// auto keeps padded, length-bucketed micro-batches (they ran faster than packed ones on the CPU:
+// bench/results/packing.md); on packs where the family and the device can.
+TEST(PackingChoice, AutoIsPaddedAndOnPacksOnTheCpu) {
+  ModelInfo info;
+  info.architecture = "BertForSequenceClassification";
+  info.packing = true;
+  EXPECT_FALSE(resolve_packing("auto", info, Device::cpu()).on);
+  EXPECT_TRUE(resolve_packing("on", info, Device::cpu()).on);
+  EXPECT_FALSE(resolve_packing("off", info, Device::cpu()).on);
+  info.packing = false;
+  EXPECT_FALSE(resolve_packing("auto", info, Device::cpu()).on);
+  EXPECT_THROW(resolve_packing("on", info, Device::cpu()), InputError);
 }
 
 }  // namespace
