@@ -75,7 +75,7 @@ Section overview(const RunData& run) {
 }
 
 Section loss_view(const RunData& run) {
-  Chart loss{"run-loss", "Loss per step", {"step"}, {"loss"}, {}, ""};
+  Chart loss{"run-loss", "Loss per step", {"step"}, {"loss"}};
   loss.series.push_back(train_series(run.train, "loss", "train loss"));
   Series eval_loss{"validation loss", {}, true, true};
   for (const json& e : run.evals)
@@ -84,9 +84,9 @@ Section loss_view(const RunData& run) {
         eval_loss.points.push_back({e["step"].get<double>(), *v, "", ""});
   if (!eval_loss.points.empty()) loss.series.push_back(eval_loss);
   loss.note = "Train loss: mean over each log interval (training.log_every steps).";
-  Chart lr{"run-lr", "Learning rate per step", {"step"}, {"learning rate"}, {}, ""};
+  Chart lr{"run-lr", "Learning rate per step", {"step"}, {"learning rate"}};
   lr.series.push_back(train_series(run.train, "lr", "learning rate"));
-  Chart gn{"run-grad-norm", "Gradient norm per step", {"step"}, {"gradient norm"}, {}, ""};
+  Chart gn{"run-grad-norm", "Gradient norm per step", {"step"}, {"gradient norm"}};
   gn.series.push_back(train_series(run.train, "grad_norm", "gradient norm"));
   gn.note = "Before clipping, at the last step of each log interval.";
   const std::string none = "no train lines in metrics.jsonl yet";
@@ -99,7 +99,7 @@ Section eval_view(const RunData& run) {
   // Scalar metrics of the validation evaluations, one series each, in a fixed order.
   const std::vector<std::string> metrics = {"accuracy", "macro_f1", "f1",     "mcc",
                                             "roc_auc",  "average_precision"};
-  Chart chart{"run-eval", "Validation metrics per evaluation", {"step"}, {"value"}, {}, ""};
+  Chart chart{"run-eval", "Validation metrics per evaluation", {"step"}, {"value"}};
   std::string table =
       "<table class=\"data sortable\" id=\"run-eval-table\"><thead><tr><th>split</th>"
       "<th>step</th><th>epoch</th><th>loss</th>";
@@ -136,9 +136,9 @@ Section eval_view(const RunData& run) {
 }
 
 Section throughput_view(const RunData& run) {
-  Chart sps{"run-samples-per-s", "Samples/s per log interval", {"step"}, {"samples/s"}, {}, ""};
+  Chart sps{"run-samples-per-s", "Samples/s per log interval", {"step"}, {"samples/s"}};
   sps.series.push_back(train_series(run.train, "samples_per_s", "samples/s"));
-  Chart tps{"run-tokens-per-s", "Real tokens/s per log interval", {"step"}, {"tokens/s"}, {}, ""};
+  Chart tps{"run-tokens-per-s", "Real tokens/s per log interval", {"step"}, {"tokens/s"}};
   tps.series.push_back(train_series(run.train, "tokens_per_s", "real tokens/s"));
   tps.note = "Real tokens: padding not counted.";
   const std::string none = "no train lines in metrics.jsonl yet";
@@ -166,7 +166,7 @@ Section memory_view(const RunData& run) {
             missing_note("the memory plan (summary.json, written when the run ends)")};
   const json& planned = (*memory)["planned"];
   const json* touched = memory->contains("touched") ? &(*memory)["touched"] : nullptr;
-  BarChart bars{"run-memory-chart", "Memory by category", "bytes", {}, {}, ""};
+  BarChart bars{"run-memory-chart", "Memory by category", "bytes"};
   std::vector<std::optional<double>> p, t;
   for (const auto& [category, bytes] : planned.items()) {
     if (!bytes.is_number() || bytes.get<double>() <= 0) continue;  // categories this run lacks

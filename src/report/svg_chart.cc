@@ -200,7 +200,8 @@ std::string svg_xy_chart(const Chart& chart) {
   for (size_t i = 0; i < chart.series.size(); ++i) {
     const Series& s = chart.series[i];
     const std::string cls = fmt::format("s{}", i % 8);
-    out += fmt::format("<g class=\"series {}\" data-name=\"{}\">", cls, escape_html(s.name));
+    out += fmt::format("<g class=\"series {}{}\" data-name=\"{}\">", cls,
+                       s.css.empty() ? "" : " " + s.css, escape_html(s.name));
     if (s.line) {
       std::string pts;
       for (const Point& p : s.points)
@@ -217,7 +218,7 @@ std::string svg_xy_chart(const Chart& chart) {
                            escape_html(point_title(p)));
       }
     out += "</g>";
-    if (chart.series.size() > 1 || !s.name.empty()) {
+    if (chart.legend && (chart.series.size() > 1 || !s.name.empty())) {
       out += fmt::format("<g class=\"legend {}\"><rect x=\"{:.0f}\" y=\"10\" width=\"10\" "
                          "height=\"10\"/><text x=\"{:.0f}\" y=\"19\">{}</text></g>",
                          cls, legend_x, legend_x + 14, escape_html(s.name));

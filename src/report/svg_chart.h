@@ -20,13 +20,21 @@ struct Point {
 };
 
 struct Series {
+  Series() = default;
+  Series(std::string name_, std::vector<Point> points_ = {}, bool line_ = true,
+         bool markers_ = true, std::string css_ = "")
+      : name(std::move(name_)), points(std::move(points_)), line(line_), markers(markers_),
+        css(std::move(css_)) {}
   std::string name;
   std::vector<Point> points;
   bool line = true;     // join the points (in order) with a polyline
   bool markers = true;  // draw a circle per point (counted in data-points)
+  std::string css;      // extra class on the series' group (e.g. "pruned")
 };
 
 struct Axis {
+  Axis() = default;
+  Axis(std::string label_, bool log_ = false) : label(std::move(label_)), log(log_) {}
   std::string label;
   bool log = false;  // log10 scale (all values must be > 0; others are dropped)
   std::optional<double> min, max;  // fixed range; default: the data's
@@ -34,11 +42,15 @@ struct Axis {
 };
 
 struct Chart {
+  Chart() = default;
+  Chart(std::string id_, std::string title_, Axis x_, Axis y_)
+      : id(std::move(id_)), title(std::move(title_)), x(std::move(x_)), y(std::move(y_)) {}
   std::string id;     // the figure's element id
   std::string title;
   Axis x, y;
   std::vector<Series> series;
   std::string note;   // a line under the chart (what is plotted, what is missing)
+  bool legend = true;  // false: no legend (many series, e.g. one per trial)
 };
 
 // A line / scatter chart (Series::line decides per series).
@@ -46,6 +58,9 @@ std::string svg_xy_chart(const Chart& chart);
 
 // Grouped horizontal bars: one group per category, one bar per series value (bytes, counts...).
 struct BarChart {
+  BarChart() = default;
+  BarChart(std::string id_, std::string title_, std::string unit_)
+      : id(std::move(id_)), title(std::move(title_)), unit(std::move(unit_)) {}
   std::string id, title, unit;  // unit "bytes" formats values as KiB/MiB/GiB
   std::vector<std::string> categories;
   std::vector<std::pair<std::string, std::vector<std::optional<double>>>> series;
