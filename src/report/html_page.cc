@@ -19,16 +19,24 @@ std::string render_page(const Page& page) {
       "<meta name=\"generator\" content=\"ftune\"><title>" +
       escape_html(page.title) + "</title><style>\n";
   out += assets::report_css;
-  out += "</style></head>\n<body><header><h1>" + escape_html(page.title) + "</h1><p id=\"subtitle\">" +
+  out += "</style></head>\n<body";
+  if (!page.live_api.empty())
+    out += " data-api=\"" + escape_html(page.live_api) + "\" data-poll-ms=\"" +
+           std::to_string(page.poll_ms) + "\"";
+  out += "><header><h1>" + escape_html(page.title) + "</h1><p id=\"subtitle\">" +
          escape_html(page.subtitle) + "</p></header>\n<nav>";
   for (const Section& s : page.sections)
     out += "<a href=\"#" + escape_html(s.id) + "\">" + escape_html(s.title) + "</a>";
-  out += "</nav>\n<main>\n";
+  out += "</nav>\n";
+  if (!page.live_api.empty() || !page.error.empty())
+    out += std::string("<div id=\"live-error\" class=\"error\"") +
+           (page.error.empty() ? " hidden" : "") + ">" + escape_html(page.error) + "</div>\n";
+  out += "<main>\n";
   for (const Section& s : page.sections) out += render_section(s);
   out += "</main>\n<script>\n";
   out += assets::report_js;
+  if (!page.live_api.empty()) out += assets::live_js;
   out += "</script>\n";
-  if (!page.extra_script.empty()) out += "<script>\n" + page.extra_script + "</script>\n";
   return out + "</body></html>\n";
 }
 

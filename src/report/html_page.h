@@ -18,7 +18,11 @@ struct Page {
   std::string title;     // <title> and the header
   std::string subtitle;  // a line under it: what was read, when
   std::vector<Section> sections;
-  std::string extra_script;  // more inline JavaScript (the dashboard's live updates)
+  std::string error;     // shown in a red banner above the sections (e.g. the storage is locked)
+  // The dashboard: the JSON endpoint the page polls for fresh sections (assets/live.js), and how
+  // often. Empty: a static page (the report file).
+  std::string live_api;
+  int poll_ms = 2000;
 };
 
 // The whole document.
