@@ -76,6 +76,9 @@ void Server::start() {
   http.Get("/api/run", [views](const httplib::Request& req, httplib::Response& res) {
     send_json(res, views.run_sections(req.get_param_value("id")));
   });
+  http.Get("/favicon.ico", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 204;  // none; browsers ask for one on every page
+  });
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     // Unknown paths and the library's own refusals (400, 413, 414): a short page, logged. (A
     // view's own 404 page, e.g. a run number out of range, is left as it is.)
