@@ -6,11 +6,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "core/error.h"
 #include "report/run_view.h"
+#include "html_probe.h"
 #include "run_cli.h"
 #include "test_util.h"
 
@@ -21,26 +21,9 @@ namespace fs = std::filesystem;
 
 std::string run_fixture() { return test::fixtures_dir() + "/report/run"; }
 
-// The markup of the <figure> with this id (up to its </figure>).
-std::string figure(const std::string& html, const std::string& id) {
-  const size_t at = html.find("id=\"" + id + "\"");
-  if (at == std::string::npos) return "";
-  const size_t begin = html.rfind("<figure", at);
-  const size_t end = html.find("</figure>", at);
-  return html.substr(begin, end - begin);
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-int declared_points(const std::string& fig) {
-  std::smatch m;
-  if (!std::regex_search(fig, m, std::regex("data-points=\"([0-9]+)\""))) return -1;
-  return std::stoi(m[1]);
-}
+using test_html::count;
+using test_html::declared_points;
+using test_html::figure;
 
 // Lines of metrics.jsonl with this split that hold a numeric `key`.
 int lines_with(const std::string& split, const std::string& key) {

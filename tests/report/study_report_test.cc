@@ -6,9 +6,9 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 
 #include "report/study_view.h"
+#include "html_probe.h"
 #include "run_cli.h"
 #include "study_fixture.h"
 #include "test_util.h"
@@ -18,24 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string figure(const std::string& html, const std::string& id) {
-  const size_t at = html.find("id=\"" + id + "\"");
-  if (at == std::string::npos) return "";
-  const size_t begin = html.rfind("<figure", at);
-  return html.substr(begin, html.find("</figure>", at) - begin);
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-int declared_points(const std::string& fig) {
-  std::smatch m;
-  if (!std::regex_search(fig, m, std::regex("data-points=\"([0-9]+)\""))) return -1;
-  return std::stoi(m[1]);
-}
+using test_html::count;
+using test_html::declared_points;
+using test_html::figure;
 
 class StudyReport : public ::testing::Test {
  protected:
