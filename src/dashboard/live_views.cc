@@ -8,7 +8,7 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "hpo/storage.h"
+#include "report/study_data.h"
 #include "report/run_view.h"
 #include "report/study_view.h"
 #include "report/svg_chart.h"
@@ -103,11 +103,10 @@ std::string Views::index_page() const {
   if (!state_->storage.empty()) {
     std::string html;
     const std::string error = guarded([&] {
-      const auto storage = hpo::open_storage(state_->storage, /*existing=*/true);
       html = "<ul id=\"studies\">";
-      for (const hpo::StudyInfo& s : storage->studies())
-        html += fmt::format("<li><a href=\"/study?name={0}\">{1}</a></li>",
-                            url_encode(s.name), escape_html(s.name));
+      for (const std::string& name : report::study_names(state_->storage))
+        html += fmt::format("<li><a href=\"/study?name={0}\">{1}</a></li>", url_encode(name),
+                            escape_html(name));
       html += "</ul>";
     });
     state_->note("storage " + state_->storage, error);

@@ -26,6 +26,8 @@ std::string param_text(const StudyData& study, const std::string& name, double i
 // Reads study `name` (empty: the storage's only study). InputError naming the URL when the
 // storage cannot be opened or read, and the studies it holds when `name` is not one of them.
 StudyData read_study(const std::string& url, const std::string& name);
+// The names of the storage's studies (the dashboard's index), with the same errors.
+std::vector<std::string> study_names(const std::string& url);
 // The same through an open storage (the dashboard keeps one open between refreshes).
 StudyData read_study(hpo::Storage& storage, const std::string& name);
 

@@ -1,11 +1,14 @@
 // `ftune dashboard`'s server (dashboard/server.h) in process, over the study fixture and a real run
 // directory: it serves the views and their JSON; unknown paths, a 20 KB query string, 48 parallel
-// clients, clients that reset the connection mid-response or cut their request off, and a
-// malformed database all leave it serving, with the errors on the page and in the log.
+// clients, clients that reset the connection mid-response or cut their request off, a malformed
+// database and a database locked by another process all leave it serving, with the errors on the page and in the log.
 #include "dashboard/server.h"
 
 #include <gtest/gtest.h>
 
+#include <sqlite3.h>
+
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -116,6 +119,33 @@ TEST_F(DashboardServer, MalformedDatabaseIsAnErrorOnThePageNotACrash) {
   EXPECT_EQ(index.status, 200);
   EXPECT_NE(index.body.find("not a database"), std::string::npos);
   EXPECT_EQ(http_get(port_, "/run?id=0").status, 200);
+}
+
+// Another process holding the database under an exclusive lock: an error on the page within
+// seconds (not a request stuck for minutes), and the views come back once the lock is released.
+TEST_F(DashboardServer, LockedDatabaseIsAnErrorThenRecovers) {
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(db().c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder,
+                         "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; "
+                         "UPDATE trials SET number = number WHERE 0;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(holder);
+  const auto start = std::chrono::steady_clock::now();
+  test::HttpResponse r = http_get(port_, "/api/study?name=search");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  ASSERT_EQ(r.status, 200);
+  const std::string error = nlohmann::json::parse(r.body)["error"].get<std::string>();
+  EXPECT_NE(error.find("study.db: the study database is locked by another process"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(http_get(port_, "/").body.find("locked by another process"), std::string::npos);
+  sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  r = http_get(port_, "/api/study?name=search");
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error"], "");
+  expect_serving();
 }
 
 TEST(DashboardHosts, LoopbackAddresses) {
