@@ -15,7 +15,7 @@ struct StudyCounts {
   int folds = 0;         // fold values over all trials
 };
 
-// Creates study `name` (maximize) in the SQLite file `db` with `n` finished trials (plus one
+// Creates study `name` (maximize) in the storage `db` (a SQLite file or any storage URL) with `n` finished trials (plus one
 // running); returns what it wrote.
 StudyCounts write_study(const std::string& db, const std::string& name, int n);
 // Adds one complete trial to the study (the dashboard's live-update test).

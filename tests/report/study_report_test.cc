@@ -9,6 +9,7 @@
 
 #include "report/study_view.h"
 #include "html_probe.h"
+#include "pg_server.h"
 #include "run_cli.h"
 #include "study_fixture.h"
 #include "test_util.h"
@@ -100,6 +101,21 @@ TEST_F(StudyReport, CliWritesTheFileAndRefusesBadStorages) {
   r = test::run_ftune("report --output " + out);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("name a run directory or a study storage"), std::string::npos);
+}
+
+// The same views from a PostgreSQL storage (the study written there by the same fixture).
+TEST(StudyReportPostgres, ReadsAPostgresStudy) {
+  std::string why;
+  test::PgServer* pg = test::PgServer::shared(&why);
+  if (!pg) GTEST_SKIP() << why;
+  const std::string url = pg->fresh_database_url();
+  const test_fixture::StudyCounts counts = test_fixture::write_study(url, "search", 14);
+  const StudyData study = read_study(url, "search");
+  EXPECT_EQ(static_cast<int>(study.trials.size()), counts.trials);
+  const std::string html = render_page(study_page(study));
+  EXPECT_EQ(declared_points(figure(html, "study-history")), counts.complete);
+  EXPECT_EQ(declared_points(figure(html, "study-intermediate")), counts.intermediate);
+  EXPECT_EQ(declared_points(figure(html, "study-folds")), counts.folds);
 }
 
 }  // namespace
