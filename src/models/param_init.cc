@@ -21,7 +21,7 @@ void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConf
         p[config.pad_token_id * C + c] = 0.0f;  // nn.Embedding(padding_idx)
     }
   }
-  copy(dst, host.view());
+  convert_copy(dst, host.view());  // a frozen GEMM weight may be stored in 16 bits
 }
 
 void init_all_params_like_hf(SequenceClassifier& model, uint64_t seed) {
