@@ -31,7 +31,7 @@ Loaded load(const GoldenCase& c, bool training, const AdamWOptions& adam = {},
             const LoadOptions& lo = {}) {
   Loaded l;
   l.model = std::make_unique<SequenceClassifier>(
-      load_model_config(c.model_dir, lo),
+      load_model_spec(c.model_dir, lo),
       ClassifierOptions{c.batch.size, c.batch.seq_len, training});
   ArenaPlan plan;
   l.model->add_to_plan(plan);
@@ -157,7 +157,8 @@ TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfParity,
-                         ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair"));
+                         ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair", "llama_pair",
+                                           "qwen2_pair", "mistral_pair"));
 
 // Checkpoints stored in bf16 / f16, sharded, or as base encoders without a head.
 class HfLoading : public ::testing::TestWithParam<std::string> {};
