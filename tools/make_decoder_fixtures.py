@@ -8,9 +8,11 @@ groups, clipping and a schedule. fp32 on the CPU, eager attention, deterministic
 
 Cases:
     llama_pair   LlamaForSequenceClassification: GQA (8 query / 4 kv heads), head_dim 6,
-                 rope_type llama3 (its three frequency bands all present), SwiGLU, no biases
+                 rope_type llama3 (its three frequency bands all present), SwiGLU, mlp_bias
     qwen2_pair   Qwen2ForSequenceClassification: GQA, q/k/v biases, rope_type linear
     mistral_pair MistralForSequenceClassification: GQA, sliding_window 4 (shorter than the rows)
+    qwen3_pair   Qwen3ForSequenceClassification: q_norm / k_norm per head, explicit head_dim 6 with
+                 hidden 40 (not heads x head_dim), attention_bias (q/k/v/o), layer 1 sliding (4)
 
     python tools/make_decoder_fixtures.py [--out tests/fixtures/engine]
 """
@@ -23,6 +25,8 @@ from pathlib import Path
 import torch
 import transformers
 from transformers import (
+    Qwen3Config,
+    Qwen3ForSequenceClassification,
     LlamaConfig,
     MistralConfig,
     MistralForSequenceClassification,
@@ -190,7 +194,7 @@ CASES = {
     "llama_pair": lambda: build(
         LlamaForSequenceClassification,
         LlamaConfig(
-            **common(3), hidden_act="silu", attention_bias=False, mlp_bias=False,
+            **common(3), hidden_act="silu", attention_bias=False, mlp_bias=True,
             rope_parameters=dict(rope_type="llama3", rope_theta=10000.0, factor=8.0, low_freq_factor=1.0,
                                  high_freq_factor=4.0, original_max_position_embeddings=16),
         ),
@@ -207,6 +211,13 @@ CASES = {
         MistralConfig(**common(3), hidden_act="silu", sliding_window=4,
                       rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
         seed=13,
+    ),
+    "qwen3_pair": lambda: build(
+        Qwen3ForSequenceClassification,
+        Qwen3Config(**{**common(3), "hidden_size": 40}, hidden_act="silu", attention_bias=True,
+                    use_sliding_window=True, sliding_window=4, max_window_layers=1,
+                    rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+        seed=14,
     ),
 }
 

@@ -94,6 +94,7 @@ CASES = {
                        target_modules=DECODER_LINEAR),
     "mistral_dora_dropout": dict(base="mistral_pair", r=3, lora_alpha=6, use_dora=True,
                                  lora_dropout=0.1, target_modules=DECODER_LINEAR),
+    "qwen3_lora": dict(base="qwen3_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
 }
 
 # ftune's Philox sites of the adapters' input dropouts (models/adapters.h, classification_head.h).

@@ -140,10 +140,19 @@ void layer_forward(const Layer& L, TensorView x) {
   const DecoderLayerActs& la = L.la;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   const TensorView h1 = la.h1.prefix({N, C}), qkv = la.qkv.prefix({N, c.qkv_size()});
+  const TensorView raw = la.qkv_raw.prefix({N, c.qkv_size()});
   rms_norm_forward(h1, la.rstd1.prefix({N}), x, lw.in_norm, c.rms_norm_eps, c.norm_offset);
-  linear_forward(qkv, h1, lw.qkv_w, lw.qkv_b);
+  linear_forward(raw, h1, lw.qkv_w, lw.qkv_b);
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
-    L.adapter(s, L.block(s, qkv), h1, true);
+    L.adapter(s, L.block(s, raw), h1, true);
+  if (c.qk_norm) {  // per head, from the raw projections into qkv (v stays in raw)
+    rms_norm_forward(L.block(DecoderSite::Q, qkv), la.rstd_q.prefix({N * c.num_heads}),
+                     L.block(DecoderSite::Q, raw), lw.q_norm, c.rms_norm_eps, c.norm_offset,
+                     c.num_heads);
+    rms_norm_forward(L.block(DecoderSite::K, qkv), la.rstd_k.prefix({N * c.num_kv_heads}),
+                     L.block(DecoderSite::K, raw), lw.k_norm, c.rms_norm_eps, c.norm_offset,
+                     c.num_kv_heads);
+  }
   const float scaling = c.rope.attention_scaling();
   rope_forward(L.block(DecoderSite::Q, qkv), L.in.pos_ids.prefix({N}), L.a.inv_freq, c.num_heads, scaling);
   rope_forward(L.block(DecoderSite::K, qkv), L.in.pos_ids.prefix({N}), L.a.inv_freq, c.num_kv_heads,
@@ -151,7 +160,7 @@ void layer_forward(const Layer& L, TensorView x) {
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), tmp = L.a.tmp.prefix({N, C});
   attention_forward(attention_call(c, L.a, L.in, L.d, L.l), ctx, la.probs,
                     L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
-                    L.block(DecoderSite::V, qkv));
+                    L.block(DecoderSite::V, raw));
   L.adapter(DecoderSite::O, tmp, ctx, false);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, tmp);
@@ -202,11 +211,21 @@ void layer_backward(const Layer& L, TensorView x) {
   attention_backward(attention_call(c, a, L.in, L.d, L.l), L.block(DecoderSite::Q, dqkv),
                      L.block(DecoderSite::K, dqkv), L.block(DecoderSite::V, dqkv), dctx,
                      L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
-                     L.block(DecoderSite::V, qkv), ctx, la.probs);
+                     L.block(DecoderSite::V, la.qkv_raw.prefix({N, c.qkv_size()})), ctx, la.probs);
   const float scaling = c.rope.attention_scaling();
   rope_backward(L.block(DecoderSite::Q, dqkv), L.in.pos_ids.prefix({N}), a.inv_freq, c.num_heads, scaling);
   rope_backward(L.block(DecoderSite::K, dqkv), L.in.pos_ids.prefix({N}), a.inv_freq, c.num_kv_heads,
                 scaling);
+  if (c.qk_norm) {  // in place: the gradients of the raw q and k projections
+    const TensorView raw = la.qkv_raw.prefix({N, c.qkv_size()});
+    rms_norm_backward(L.block(DecoderSite::Q, dqkv), lg.q_norm, L.block(DecoderSite::Q, dqkv),
+                      L.block(DecoderSite::Q, raw), lw.q_norm, la.rstd_q.prefix({N * c.num_heads}),
+                      c.norm_offset, a.workspace, c.num_heads);
+    rms_norm_backward(L.block(DecoderSite::K, dqkv), lg.k_norm, L.block(DecoderSite::K, dqkv),
+                      L.block(DecoderSite::K, raw), lw.k_norm,
+                      la.rstd_k.prefix({N * c.num_kv_heads}), c.norm_offset, a.workspace,
+                      c.num_kv_heads);
+  }
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V}) L.adapter_scale(s, L.block(s, dqkv));
   const TensorView h1 = la.h1.prefix({N, C});
   linear_backward(dh, lg.qkv_w, lg.qkv_b, dqkv, h1, lw.qkv_w);

@@ -1,4 +1,4 @@
-// The decoder stack of Llama / Mistral / Qwen2 classifiers (models/decoder_config.h) with explicit
+// The decoder stack of Llama / Mistral / Qwen2 / Qwen3 classifiers (models/decoder_config.h) with explicit
 // forward and backward passes over planned buffers; one code path, the variants' differences are
 // config fields. Gradient rule: parameter gradients accumulate (+=), activation gradients
 // overwrite (=).
@@ -7,6 +7,7 @@
 //   layer l (pre-norm):
 //     h1  = RMSNorm(x_l) w_in                                  rstd1 (N) saved
 //     qkv = h1 [Wq; Wk; Wv]^T (+ biases)                       (N, Hq D + 2 Hkv D), one GEMM
+//     q, k <- RMSNorm per head (Qwen3's q_norm / k_norm)       from qkv_raw, rstd_q / rstd_k
 //     q, k <- RoPE(q, k) at the tokens' position ids           in place (ops/rope.h)
 //     ctx = attention(q, k, v): causal, GQA, the layer's sliding window, scale 1/sqrt(D)
 //     x1  = x_l + ctx Wo^T (+ bias)
@@ -38,8 +39,9 @@ enum class DecoderSite { Q, K, V, O, Gate, Up, Down };
 constexpr int kDecoderSites = 7;
 const char* decoder_site_suffix(DecoderSite site);  // "self_attn.q_proj", ...
 std::vector<AdapterSite> decoder_adapter_sites(const DecoderConfig& c);
-// named_modules() of the *ForSequenceClassification with `layers` layers.
-std::vector<ClassifierModule> decoder_modules(int64_t layers);
+// named_modules() of the *ForSequenceClassification with `layers` layers (q_norm / k_norm when
+// `qk_norm`).
+std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm);
 
 struct DecoderLayerWeights {
   TensorView qkv_w, qkv_b;    // (Hq D + 2 Hkv D, C), its bias or undefined
@@ -47,6 +49,7 @@ struct DecoderLayerWeights {
   TensorView gu_w, gu_b;      // (2F, C): gate_proj then up_proj
   TensorView down_w, down_b;  // (C, F)
   TensorView in_norm, post_norm;  // (C)
+  TensorView q_norm, k_norm;      // (D): Qwen3
 };
 
 struct DecoderWeights {
@@ -66,6 +69,7 @@ void init_decoder_param(const DecoderConfig& c, const ParamSpec& spec, TensorVie
 
 struct DecoderLayerActs {
   TensorView h1, rstd1, qkv, probs, ctx, x1, rstd2, h2, gu, m, out;
+  TensorView qkv_raw, rstd_q, rstd_k;  // q/k norms: the projections before them; else qkv_raw = qkv
   std::array<TensorView, kDecoderSites> lora_u, dora_z;
 };
 

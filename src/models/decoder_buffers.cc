@@ -48,6 +48,14 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
     add("h1", {N, C}, &DecoderLayerActs::h1);
     add("rstd1", {N}, &DecoderLayerActs::rstd1);
     add("qkv", {N, QKV}, &DecoderLayerActs::qkv);
+    if (c.qk_norm) {
+      add("qkv_raw", {N, QKV}, &DecoderLayerActs::qkv_raw);
+      add("rstd_q", {N * c.num_heads}, &DecoderLayerActs::rstd_q);
+      add("rstd_k", {N * c.num_kv_heads}, &DecoderLayerActs::rstd_k);
+    } else {
+      for (int64_t l = s; l < c.num_layers; l += slots)
+        t.also(fmt::format("act/dec{}/qkv", s), &a.layers[l].qkv_raw);
+    }
     add("probs", {attention.saved}, &DecoderLayerActs::probs);
     add("ctx", {N, Q}, &DecoderLayerActs::ctx);
     add("x1", {N, C}, &DecoderLayerActs::x1);

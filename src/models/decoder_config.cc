@@ -21,12 +21,14 @@ struct Variant {
   bool mlp_bias;         // reads mlp_bias (Llama)
   bool sliding_all;      // sliding_window on every layer when set (Mistral)
   bool sliding_by_type;  // layer_types / use_sliding_window pick the sliding layers (Qwen2)
+  bool qk_norm;          // q_norm / k_norm per head (Qwen3)
 };
 
 constexpr Variant kVariants[] = {
-    {"llama", "LlamaForSequenceClassification", false, true, true, false, false},
-    {"mistral", "MistralForSequenceClassification", false, false, false, true, false},
-    {"qwen2", "Qwen2ForSequenceClassification", true, false, false, false, true},
+    {"llama", "LlamaForSequenceClassification", false, true, true, false, false, false},
+    {"mistral", "MistralForSequenceClassification", false, false, false, true, false, false},
+    {"qwen2", "Qwen2ForSequenceClassification", true, false, false, false, true, false},
+    {"qwen3", "Qwen3ForSequenceClassification", false, true, false, false, true, true},
 };
 
 const Variant* find_variant(const std::string& type) {
@@ -125,6 +127,7 @@ DecoderConfig DecoderConfig::from_json(const nlohmann::json& j, const std::strin
   c.activation = glu_act_from_hf(io::get_optional_string(j, "hidden_act", path).value_or("silu"),
                                  path + ": hidden_act");
   c.qkv_bias = v->qkv_bias;
+  c.qk_norm = v->qk_norm;
   if (v->attention_bias) c.qkv_bias = c.o_bias = io::get_optional_bool(j, "attention_bias", path).value_or(false);
   if (v->mlp_bias) c.mlp_bias = io::get_optional_bool(j, "mlp_bias", path).value_or(false);
   if (io::get_optional_int(j, "pretraining_tp", path).value_or(1) != 1)

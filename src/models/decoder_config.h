@@ -1,4 +1,4 @@
-// The configuration of a decoder-LM classifier (Llama, Mistral, Qwen2/2.5; Qwen3 and Gemma next),
+// The configuration of a decoder-LM classifier (Llama, Mistral, Qwen2/2.5, Qwen3; Gemma next),
 // read from HF's config.json. One family, whose variants are data: each model_type names its
 // architecture and which config keys switch on biases, sliding windows and the rest; the layers
 // read only the resulting fields. The original JSON is kept so that saving writes back every field
@@ -16,7 +16,7 @@
 namespace ftune {
 
 struct DecoderConfig {
-  std::string model_type;    // "llama", "mistral", "qwen2"
+  std::string model_type;    // "llama", "mistral", "qwen2", "qwen3"
   std::string architecture;  // "LlamaForSequenceClassification", ...
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0;
   int64_t head_dim = 0, intermediate_size = 0, max_position_embeddings = 0;
@@ -26,6 +26,7 @@ struct DecoderConfig {
   bool qkv_bias = false;  // q_proj, k_proj, v_proj biases (Qwen2; Llama's attention_bias)
   bool o_bias = false;    // o_proj bias (Llama's attention_bias)
   bool mlp_bias = false;  // gate / up / down biases (Llama's mlp_bias)
+  bool qk_norm = false;   // RMSNorm over each head of q and k before RoPE (Qwen3)
   float attention_scale = 0;  // multiplies q . k: 1 / sqrt(head_dim)
   std::vector<int64_t> window;  // per layer: HF sliding_window W, or 0 for full attention
   RopeConfig rope;

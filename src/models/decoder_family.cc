@@ -124,7 +124,7 @@ class DecoderBackbone final : public Backbone {
   }
 
   std::vector<AdapterSite> adapter_sites() const override { return decoder_adapter_sites(c_); }
-  std::vector<ClassifierModule> modules() const override { return decoder_modules(c_.num_layers); }
+  std::vector<ClassifierModule> modules() const override { return decoder_modules(c_.num_layers, c_.qk_norm); }
 
   // HF's decoders count positions 0..T-1 over the whole row, padding included (left padding too).
   void row_positions(const int32_t*, int64_t n, int32_t* pos) const override {

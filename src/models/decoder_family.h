@@ -1,4 +1,4 @@
-// The decoder family (Llama, Mistral, Qwen2/2.5) as an implementation of the backbone interface
+// The decoder family (Llama, Mistral, Qwen2/2.5, Qwen3) as an implementation of the backbone interface
 // (models/backbone.h): models/decoder.h's stack over a DecoderConfig, HF's
 // *ForSequenceClassification pooling (the last non-pad token) and score head (no bias).
 #pragma once

@@ -42,7 +42,7 @@ std::vector<AdapterSite> decoder_adapter_sites(const DecoderConfig& c) {
   return sites;
 }
 
-std::vector<ClassifierModule> decoder_modules(int64_t layers) {
+std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm) {
   const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
   std::vector<ClassifierModule> m = {{"", O}, {"model", O}, {"model.embed_tokens", ModuleKind::Embedding},
                                      {"model.layers", O}};
@@ -55,6 +55,8 @@ std::vector<ClassifierModule> decoder_modules(int64_t layers) {
         {".mlp.down_proj", A},    {".mlp.act_fn", O},       {".input_layernorm", O},
         {".post_attention_layernorm", O}};
     for (const auto& [suffix, kind] : layer) m.push_back({p + suffix, kind});
+    if (qk_norm)
+      for (const char* n : {".self_attn.q_norm", ".self_attn.k_norm"}) m.push_back({p + n, O});
   }
   for (const char* o : {"model.norm", "model.rotary_emb"}) m.push_back({o, O});
   m.push_back({"score", ModuleKind::Head});
@@ -83,6 +85,10 @@ void add_decoder_params(const DecoderConfig& c, ParamTable& t) {
     }
     t.add(layer_name(l, "mlp.down_proj", "weight"), {C, F});
     if (c.mlp_bias) t.add(layer_name(l, "mlp.down_proj", "bias"), {C});
+    if (c.qk_norm) {
+      t.add(layer_name(l, "self_attn.q_norm", "weight"), {c.head_dim});
+      t.add(layer_name(l, "self_attn.k_norm", "weight"), {c.head_dim});
+    }
     t.add(layer_name(l, "input_layernorm", "weight"), {C});
     t.add(layer_name(l, "post_attention_layernorm", "weight"), {C});
   }
@@ -108,6 +114,8 @@ DecoderWeights bind_decoder_weights(const DecoderConfig& c, const ParamViews& p)
     lw.down_b = p.get(layer_name(l, "mlp.down_proj", "bias"));
     lw.in_norm = p.get(layer_name(l, "input_layernorm", "weight"));
     lw.post_norm = p.get(layer_name(l, "post_attention_layernorm", "weight"));
+    lw.q_norm = p.get(layer_name(l, "self_attn.q_norm", "weight"));
+    lw.k_norm = p.get(layer_name(l, "self_attn.k_norm", "weight"));
     w.layers.push_back(lw);
   }
   return w;

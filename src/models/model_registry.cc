@@ -37,7 +37,7 @@ Registry& registry() {
       };
       reg->order.push_back(type);
     }
-    reg->modules["llama"] = [] { return decoder_modules(128); };
+    reg->modules["llama"] = [] { return decoder_modules(128, true); };
     reg->modules["bert"] = [] {
       std::vector<ClassifierModule> m = classifier_modules(true, 128);
       for (ClassifierModule& r : classifier_modules(false, 128)) m.push_back(std::move(r));
@@ -90,7 +90,7 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& path)
   if (!factory)
     throw InputError(
         fmt::format("{}: model_type '{}' is not supported; expected {} (BERT, MiniLM, RoBERTa, "
-                    "XLM-R, BGE rerankers, Llama, Mistral, Qwen2)",
+                    "XLM-R, BGE rerankers, Llama, Mistral, Qwen2, Qwen3)",
                     path, type, known));
   return ModelSpec(factory(j, path));
 }

@@ -87,7 +87,7 @@ TEST_F(PredictCli, LogitsMatchTransformersInInputOrder) {
   expect_golden_logits("bert_pair", output(), 1e-5);
 }
 
-// Decoder classifiers (Llama, Qwen2, Mistral): rows padded by predict on the right with the pad id,
+// Decoder classifiers (Llama, Qwen2, Mistral, Qwen3): rows padded by predict on the right with the pad id,
 // pooled at the last non-pad token as transformers does.
 class PredictDecoderCli : public ::testing::TestWithParam<std::string> {};
 
@@ -102,7 +102,8 @@ TEST_P(PredictDecoderCli, LogitsMatchTransformers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, PredictDecoderCli,
-                         ::testing::Values("llama_pair", "qwen2_pair", "mistral_pair"));
+                         ::testing::Values("llama_pair", "qwen2_pair", "mistral_pair",
+                                           "qwen3_pair"));
 
 TEST_F(PredictCli, BadInputNamesFileAndLineAndWritesNothing) {
   struct Case {
