@@ -103,40 +103,8 @@ def training_case(out_root, name, model, inputs, lengths, labels, loss_cfg, opt_
     model.save_pretrained(str(case_dir / "model"), safe_serialization=True)
     # The engine's loader reads token_type_ids too: all 0 (decoders have none).
     engine.write_inputs(case_dir, {**inputs, "token_type_ids": torch.zeros_like(inputs["input_ids"])}, labels)
-    model.train()
-    param_names = [n for n, _ in model.named_parameters()]
-    no_decay = engine.no_decay_names(model)
-    params = dict(model.named_parameters())
-    groups = [
-        {"params": [params[n] for n in param_names if n not in no_decay], "weight_decay": opt_cfg["weight_decay"]},
-        {"params": [params[n] for n in param_names if n in no_decay], "weight_decay": 0.0},
-    ]
-    optimizer = torch.optim.AdamW(
-        groups, lr=opt_cfg["lr"], betas=tuple(opt_cfg["betas"]), eps=opt_cfg["eps"], foreach=False, fused=False
-    )
-    scheduler = engine.SCHEDULES[sched_cfg["type"]](optimizer, sched_cfg["warmup_steps"], sched_cfg["total_steps"])
-    expected, losses, grad_norms, lrs = {}, [], [], []
-    for step in range(engine.STEPS):
-        lrs.append(optimizer.param_groups[0]["lr"])
-        logits, hidden = forward(model, inputs)
-        loss = engine.cross_entropy(logits, labels, loss_cfg["class_weights"], loss_cfg["label_smoothing"])
-        loss.backward()
-        if step == 0:
-            expected["logits"], expected["hidden"], expected["loss"] = logits, hidden, loss
-            for n in param_names:
-                assert params[n].grad is not None, f"{name}: no gradient for {n}"
-                expected[f"grad.{n}"] = params[n].grad.clone()
-        total = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm, foreach=False)
-        losses.append(loss.item())
-        grad_norms.append(total.item())
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad()
-    for n in param_names:
-        expected[f"step3.{n}"] = params[n].detach().clone()
-    expected["losses"] = torch.tensor(losses)
-    expected["grad_norms"] = torch.tensor(grad_norms)
-    expected["lrs"] = torch.tensor(lrs)
+    expected, losses, grad_norms, lrs, param_names, no_decay = engine.train_steps(
+        name, model, inputs, labels, loss_cfg, opt_cfg, max_grad_norm, sched_cfg, forward)
     engine.write_expected(case_dir, expected)
 
     reloaded = type(model).from_pretrained(str(case_dir / "model"), dtype=torch.float32, attn_implementation="eager")

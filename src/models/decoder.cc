@@ -2,8 +2,10 @@
 #include "models/decoder.h"
 
 #include "core/memory.h"
+#include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
+#include "models/packed_dropout.h"
 #include "ops/attention.h"
 #include "ops/embedding.h"
 #include "ops/glu.h"
@@ -19,24 +21,6 @@ namespace {
 // Philox sites: attention probabilities per layer (adapter dropout has its own, adapters.h).
 uint32_t probs_site(int64_t layer) {
   return static_cast<uint32_t>(1 + layer);
-}
-
-// Packed batches: the micro-batch's step and first row read on the host (as the encoder does),
-// so that each row's attention takes its own place in the dropout streams.
-DropoutPlan resolved_on_host(DropoutPlan d, const TokenInputs& in) {
-  if (!in.packed() || d.micro == nullptr) return d;
-  d.offset = d.micro->offset;
-  d.row0 = d.micro->row0;
-  d.micro = nullptr;
-  return d;
-}
-
-// Columns [begin, begin + count) of a row-major 2-D view.
-TensorView columns(const TensorView& v, int64_t begin, int64_t count) {
-  TensorView out = v;
-  out.data = static_cast<char*>(v.data) + begin * static_cast<int64_t>(dtype_size(v.dtype));
-  out.shape = Shape{v.dim(0), count};
-  return out;
 }
 
 AttentionCall attention_call(const DecoderConfig& c, const DecoderActs& a, const TokenInputs& in,
