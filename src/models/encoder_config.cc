@@ -49,6 +49,42 @@ std::string EncoderConfig::architecture() const {
   return "?";
 }
 
+std::vector<std::string> labels_from_json(const nlohmann::json& j, const std::string& path) {
+  std::vector<std::string> labels;
+  // Labels: id2label ({"0": "neg", "1": "pos"}) as transformers writes it, else num_labels, else 2.
+  // The keys must be exactly the ids 0..n-1 ("01" next to "1" would leave a label unnamed).
+  if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
+    // Keys "0".."K-1", each once (transformers reads them with int(key)); names as written.
+    const auto& m = j["id2label"];
+    if (m.size() > static_cast<size_t>(kMaxLabels))
+      throw InputError(fmt::format("{}: id2label has {} labels, more than the {} ftune supports",
+                                   path, m.size(), kMaxLabels));
+    labels.assign(m.size(), {});
+    std::vector<bool> seen(m.size(), false);
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      size_t idx = m.size();
+      const std::string& key = it.key();
+      const auto parsed = std::from_chars(key.data(), key.data() + key.size(), idx);
+      if (parsed.ec != std::errc() || parsed.ptr != key.data() + key.size() ||
+          std::to_string(idx) != key)
+        idx = m.size();
+      if (idx >= m.size() || seen[idx] || !it.value().is_string())
+        throw InputError(fmt::format(
+            "{}: id2label must map each id 0..{} to a label name; bad entry '{}'", path,
+            m.size() - 1, it.key()));
+      seen[idx] = true;
+      labels[idx] = it.value().get<std::string>();
+    }
+  } else {
+    const int64_t n = io::get_optional_int(j, "num_labels", path).value_or(2);
+    if (n <= 0 || n > kMaxLabels)
+      throw InputError(
+          fmt::format("{}: key 'num_labels' must be in [1, {}], got {}", path, kMaxLabels, n));
+    for (int64_t i = 0; i < n; ++i) labels.push_back(fmt::format("LABEL_{}", i));
+  }
+  return labels;
+}
+
 EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", path));
   EncoderConfig c;
@@ -116,38 +152,7 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
     throw InputError(fmt::format("{}: pad_token_id {} outside the vocabulary of {}", path,
                                  c.pad_token_id, c.vocab_size));
 
-  // Labels: id2label ({"0": "neg", "1": "pos"}) as transformers writes it, else num_labels, else 2.
-  // The keys must be exactly the ids 0..n-1 ("01" next to "1" would leave a label unnamed).
-  if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
-    // Keys "0".."K-1", each once (transformers reads them with int(key)); names as written.
-    const auto& m = j["id2label"];
-    if (m.size() > static_cast<size_t>(kMaxLabels))
-      throw InputError(fmt::format("{}: id2label has {} labels, more than the {} ftune supports",
-                                   path, m.size(), kMaxLabels));
-    c.id2label.assign(m.size(), {});
-    std::vector<bool> seen(m.size(), false);
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      size_t idx = m.size();
-      const std::string& key = it.key();
-      const auto parsed = std::from_chars(key.data(), key.data() + key.size(), idx);
-      if (parsed.ec != std::errc() || parsed.ptr != key.data() + key.size() ||
-          std::to_string(idx) != key)
-        idx = m.size();
-      if (idx >= m.size() || seen[idx] || !it.value().is_string())
-        throw InputError(fmt::format(
-            "{}: id2label must map each id 0..{} to a label name; bad entry '{}'", path,
-            m.size() - 1, it.key()));
-      seen[idx] = true;
-      c.id2label[idx] = it.value().get<std::string>();
-    }
-  } else {
-    const int64_t n = io::get_optional_int(j, "num_labels", path).value_or(2);
-    if (n <= 0 || n > kMaxLabels)
-      throw InputError(
-          fmt::format("{}: key 'num_labels' must be in [1, {}], got {}", path, kMaxLabels, n));
-    c.set_num_labels(n);
-  }
-
+  c.id2label = labels_from_json(j, path);
   // A bound on the parameter count (a double: the products cannot overflow it), so that a corrupt
   // config is refused here rather than by an allocation of terabytes.
   const double C = c.hidden_size, F = c.intermediate_size, K = c.num_labels();
@@ -182,6 +187,11 @@ nlohmann::json EncoderConfig::to_json() const {
   nlohmann::json j = raw.is_object() ? raw : nlohmann::json::object();
   j["model_type"] = model_type();
   j["architectures"] = nlohmann::json::array({architecture()});
+  write_labels(j, id2label);
+  return j;
+}
+
+void write_labels(nlohmann::json& j, const std::vector<std::string>& id2label) {
   nlohmann::json id2 = nlohmann::json::object(), label2 = nlohmann::json::object();
   for (size_t i = 0; i < id2label.size(); ++i) {
     id2[std::to_string(i)] = id2label[i];
@@ -190,7 +200,6 @@ nlohmann::json EncoderConfig::to_json() const {
   j["id2label"] = id2;
   j["label2id"] = label2;
   j.erase("num_labels");
-  return j;
 }
 
 }  // namespace ftune

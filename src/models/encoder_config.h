@@ -18,6 +18,12 @@ namespace ftune {
 
 enum class ModelFamily : uint8_t { Bert, Roberta, XlmRoberta };
 
+// id2label ({"0": "neg", "1": "pos"}, keys exactly 0..K-1) as transformers writes it, else
+// num_labels (LABEL_i), else 2 labels; InputError naming `path` otherwise. Shared by every family.
+std::vector<std::string> labels_from_json(const nlohmann::json& j, const std::string& path);
+// Writes id2label and label2id for `labels` into j and drops num_labels (saving config.json).
+void write_labels(nlohmann::json& j, const std::vector<std::string>& labels);
+
 struct EncoderConfig {
   ModelFamily family = ModelFamily::Bert;
   int64_t vocab_size = 0;
