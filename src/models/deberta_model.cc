@@ -40,12 +40,11 @@ class DebertaModel final : public BackboneModel {
     const char* what = shape.compute != DType::F32              ? "mixed precision (bf16 / f16)"
                        : shape.adapters.enabled()               ? "LoRA / DoRA adapters"
                        : shape.packed                           ? "packed batches"
-                       : shape.checkpointing == GradientCheckpointing::On ? "gradient checkpointing"
-                                                                          : nullptr;
+                                                                : nullptr;
     if (what)
       throw InputError(fmt::format(
           "DeBERTa (deberta-v2) does not support {} yet: train it in fp32, padded, with full "
-          "fine-tuning and without gradient checkpointing",
+          "fine-tuning",
           what));
   }
 
@@ -84,6 +83,9 @@ class DebertaModel final : public BackboneModel {
     fill_zero(a_.grad_rel);
     for (int64_t l = c_.num_layers - 1; l >= 0; --l) {
       const TensorView x = l > 0 ? a_.layers[l - 1].out.prefix(NC) : a_.emb_out.prefix(NC);
+      // Checkpointing: the slot holds the last layer's activations; recompute the others (same
+      // inputs, same Philox keys: the same bits).
+      if (a_.checkpointing && l != c_.num_layers - 1) layer_forward(l, x, in, d);
       layer_backward(l, x, in, d);
     }
     // The relative embeddings: every layer's gradient summed in grad_rel, through the LayerNorm.

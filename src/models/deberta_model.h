@@ -14,8 +14,10 @@
 // of the LayerNorm: they reach no real token (padding keys are masked, a padding query's scores
 // pass no gradient), so logits, loss and gradients are HF's; only the hidden states at padding
 // positions differ.
-// This version: fp32, padded batches, full fine-tuning, no gradient checkpointing (make_model
-// refuses the others with a message).
+// Gradient checkpointing keeps each layer's output only and recomputes a layer's forward before
+// its backward (Philox dropout masks: the same bits).
+// This version: fp32, padded batches, full fine-tuning (make_model refuses the others with a
+// message).
 #pragma once
 
 #include <memory>

@@ -216,7 +216,9 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   const int64_t R = c.rel_rows(), K = c.num_labels();
   const DType f32 = DType::F32;
   const bool training = how.training;
+  const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
   a = DebertaActs{};
+  a.checkpointing = ckpt;
   a.layers.resize(c.num_layers);
   t.add("act/emb/sum", f32, {N, C}, &a.emb_sum);
   t.add("act/emb/mean", f32, {N}, &a.emb_mean);
@@ -225,7 +227,9 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   t.add("act/rel/norm", f32, {R, C}, &a.rel_norm);
   t.add("act/rel/mean", f32, {R}, &a.rel_mean);
   t.add("act/rel/rstd", f32, {R}, &a.rel_rstd);
-  const int64_t slots = training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
+  // Checkpointing keeps every layer's output and one slot for the rest (backward recomputes a
+  // layer's forward into it).
+  const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
   const DisentangledBuffers att =
       disentangled_attention_buffers(c.attention(), how.device, B, T, training);
   struct Slot {
@@ -246,10 +250,14 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   };
   for (int64_t s = 0; s < slots; ++s)
     for (const Slot& e : per_layer) {
+      if (ckpt && e.view == &DebertaLayerActs::out) continue;
       const std::string name = fmt::format("act/layer{}/{}", s, e.what);
       t.add(name, f32, e.shape);
       for (int64_t l = s; l < c.num_layers; l += slots) t.also(name, &(a.layers[l].*e.view));
     }
+  if (ckpt)
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      t.add(fmt::format("act/layer{}/out", l), f32, {N, C}, &a.layers[l].out);
   t.add("act/head/cls", f32, {B, C}, &a.cls);
   t.add("act/head/cls_drop", f32, {B, C}, &a.cls_drop);
   t.add("act/head/pool_pre", f32, {B, C}, &a.pool_pre);

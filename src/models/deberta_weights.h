@@ -45,7 +45,8 @@ std::vector<AdapterSite> deberta_adapter_sites(const DebertaConfig& config);
 // pos_key_proj / pos_query_proj present, i.e. share_att_key false).
 std::vector<ClassifierModule> deberta_modules(int64_t layers, bool separate_pos);
 
-// Activation buffers (training: every layer's; inference: two slots, ping-pong).
+// Activation buffers (training: every layer's, or with gradient checkpointing every layer's output
+// and one slot for the rest; inference: two slots, ping-pong).
 struct DebertaLayerActs {
   TensorView qkv, probs, ctx, attn, sum1, ln1, ln1_mean, ln1_rstd;
   TensorView ffn_pre, ffn_act, ffn_out, sum2, out, ln2_mean, ln2_rstd;
@@ -62,6 +63,7 @@ struct DebertaActs {
   TensorView grad_pos_key, grad_pos_query, grad_rel_drop, grad_rel, grad_rel_norm;
   TensorView grad_pool_a, grad_pool_b;  // (B, C)
   TensorView workspace;
+  bool checkpointing = false;  // one slot for all layers but their outputs: backward recomputes
 };
 
 void deberta_buffers(const DebertaConfig& config, const BackboneShape& shape, DebertaActs& acts,

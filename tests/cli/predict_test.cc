@@ -1,4 +1,5 @@
-// `ftune predict` through the command line: logits equal to transformers' on the golden batch,
+// `ftune predict` through the command line: logits equal to transformers' on the golden batch of
+// each family (BERT, DeBERTa-v3, DeBERTa-v2),
 // one output line per input line in order, and bad input -> exit code 2, a message naming the
 // file and line, and no output file.
 #include <gtest/gtest.h>
@@ -25,10 +26,12 @@ std::vector<std::string> read_lines(const std::string& path) {
 
 class PredictCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    model_ = fixtures_dir() + "/engine/bert_pair/model";
-    const auto inputs =
-        io::SafetensorsFile::open(fixtures_dir() + "/engine/bert_pair/inputs.safetensors");
+  void SetUp() override { use_case("bert_pair"); }
+  // The golden case (tools/make_engine_fixtures.py layout) whose model and batch the test reads.
+  void use_case(const std::string& name) {
+    case_ = fixtures_dir() + "/engine/" + name;
+    model_ = case_ + "/model";
+    const auto inputs = io::SafetensorsFile::open(case_ + "/inputs.safetensors");
     const HostTensor ids = inputs.read("input_ids"), types = inputs.read("token_type_ids"),
                      mask = inputs.read("attention_mask");
     const int64_t B = ids.shape()[0], T = ids.shape()[1];
@@ -46,31 +49,40 @@ class PredictCli : public ::testing::Test {
   }
   std::string data() const { return tmp_.path() + "/in.jsonl"; }
   std::string output() const { return tmp_.path() + "/out.jsonl"; }
-  std::string model_;
+  std::string case_, model_;
   TempDir tmp_;
 };
 
-TEST_F(PredictCli, LogitsMatchTransformersInInputOrder) {
+// Every family's golden case: BERT, and DeBERTa-v3 / v2 (tools/make_deberta_fixtures.py).
+class PredictGolden : public PredictCli, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override { use_case(GetParam()); }
+};
+
+TEST_P(PredictGolden, LogitsMatchTransformersInInputOrder) {
   const CliResult r = run_ftune("predict --model " + model_ + " --data " + data() + " --output " +
                                 output() + " --batch-size 3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto lines = read_lines(output());
   ASSERT_EQ(lines.size(), 4u);
   const HostTensor expected =
-      io::SafetensorsFile::open(fixtures_dir() + "/engine/bert_pair/expected.safetensors")
-          .read("logits");
+      io::SafetensorsFile::open(case_ + "/expected.safetensors").read("logits");
+  const size_t K = static_cast<size_t>(expected.shape()[1]);
   for (size_t b = 0; b < lines.size(); ++b) {
     const auto j = nlohmann::json::parse(lines[b]);
     const auto logits = j["logits"].get<std::vector<float>>();
-    ASSERT_EQ(logits.size(), 3u);
+    ASSERT_EQ(logits.size(), K);
     size_t best = 0;
-    for (size_t k = 0; k < 3; ++k) {
-      EXPECT_NEAR(logits[k], expected.data<float>()[b * 3 + k], 1e-5) << "row " << b;
+    for (size_t k = 0; k < K; ++k) {
+      EXPECT_NEAR(logits[k], expected.data<float>()[b * K + k], 1e-5) << "row " << b;
       if (logits[k] > logits[best]) best = k;
     }
     EXPECT_EQ(j["label"], "LABEL_" + std::to_string(best));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, PredictGolden,
+                         ::testing::Values("bert_pair", "deberta_v3_pair", "deberta_v2_pair"));
 
 TEST_F(PredictCli, BadInputNamesFileAndLineAndWritesNothing) {
   struct Case {
