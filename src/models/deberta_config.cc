@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cfloat>
 #include <sstream>
 
 #include "core/error.h"
@@ -73,13 +72,7 @@ DebertaConfig DebertaConfig::from_json(const nlohmann::json& j, const std::strin
     return v;
   };
   auto real = [&](const char* key, double fallback, bool probability) {
-    const double v = io::get_optional_float(j, key, path).value_or(fallback);
-    const bool ok =
-        probability ? v >= 0 && v < 1 && static_cast<float>(v) < 1.0f : v >= 0 && v <= FLT_MAX;
-    if (!ok)
-      throw InputError(fmt::format("{}: key '{}' must be {}, got {}", path, key,
-                                   probability ? "in [0, 1)" : "a finite number >= 0", v));
-    return static_cast<float>(v);
+    return config_float(j, key, fallback, probability, path);
   };
   auto flag = [&](const char* key, bool fallback) {
     return io::get_optional_bool(j, key, path).value_or(fallback);

@@ -49,6 +49,19 @@ std::string EncoderConfig::architecture() const {
   return "?";
 }
 
+float config_float(const nlohmann::json& j, const char* key, double fallback, bool probability,
+                   const std::string& path) {
+  // Read as a double, it must fit a float (casting 1e300 is undefined behaviour).
+  const double v = io::get_optional_float(j, key, path).value_or(fallback);
+  // (A probability just below 1 would round to 1.0f: compared as the float it becomes.)
+  const bool ok =
+      probability ? v >= 0 && v < 1 && static_cast<float>(v) < 1.0f : v >= 0 && v <= FLT_MAX;
+  if (!ok)
+    throw InputError(fmt::format("{}: key '{}' must be {}, got {}", path, key,
+                                 probability ? "in [0, 1)" : "a finite number >= 0", v));
+  return static_cast<float>(v);
+}
+
 std::vector<std::string> labels_from_json(const nlohmann::json& j, const std::string& path) {
   std::vector<std::string> labels;
   // Labels: id2label ({"0": "neg", "1": "pos"}) as transformers writes it, else num_labels, else 2.
@@ -125,16 +138,8 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
   if (c.hidden_size % c.num_heads != 0)
     throw InputError(fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {}",
                                  path, c.hidden_size, c.num_heads));
-  // Floats are read as doubles and must fit a float (casting 1e300 is undefined behaviour).
   auto real = [&](const char* key, double fallback, bool probability) {
-    const double v = io::get_optional_float(j, key, path).value_or(fallback);
-    // (A probability just below 1 would round to 1.0f: compared as the float it becomes.)
-    const bool ok =
-        probability ? v >= 0 && v < 1 && static_cast<float>(v) < 1.0f : v >= 0 && v <= FLT_MAX;
-    if (!ok)
-      throw InputError(fmt::format("{}: key '{}' must be {}, got {}", path, key,
-                                   probability ? "in [0, 1)" : "a finite number >= 0", v));
-    return static_cast<float>(v);
+    return config_float(j, key, fallback, probability, path);
   };
   c.layer_norm_eps = real("layer_norm_eps", 1e-12, false);
   c.hidden_dropout = real("hidden_dropout_prob", 0.1, true);

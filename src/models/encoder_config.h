@@ -18,6 +18,10 @@ namespace ftune {
 
 enum class ModelFamily : uint8_t { Bert, Roberta, XlmRoberta };
 
+// A float key of config.json (`fallback` when absent): a probability in [0, 1), or a finite
+// number >= 0; InputError naming `path` and the key otherwise. Shared by every family.
+float config_float(const nlohmann::json& j, const char* key, double fallback, bool probability,
+                   const std::string& path);
 // id2label ({"0": "neg", "1": "pos"}, keys exactly 0..K-1) as transformers writes it, else
 // num_labels (LABEL_i), else 2 labels; InputError naming `path` otherwise. Shared by every family.
 std::vector<std::string> labels_from_json(const nlohmann::json& j, const std::string& path);

@@ -21,18 +21,6 @@
 namespace ftune::cpu {
 namespace {
 
-// Runs fn(unit, thread_workspace) for every unit, one static block per thread.
-template <typename Fn>
-void for_each_unit(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
-  const int threads = compute_threads();
-  compute_pool().parallel_for(threads, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* ws = workspace + t * per_thread;
-      for (int64_t u = units * t / threads; u < units * (t + 1) / threads; ++u) fn(u, ws);
-    }
-  });
-}
-
 // Row i of P from its scores: softmax over the sequence's real keys for a real query, uniform
 // over all T for a padding one (HF's all-masked row).
 void softmax_row(const DisentangledArgs& a, int64_t b, int64_t i, float* row) {
@@ -152,24 +140,18 @@ void disentangled_attention_backward(const DisentangledArgs& args, float* dq, fl
       gemm(true, false, T, D, T, 1.0f, drop ? Pd : P, T, dO, a.ldo, 0.0f, dvh, a.lddv);
       gemm(false, false, T, D, T, 1.0f, dS, T, kh, a.ldk, 0.0f, dqh, a.lddq);
       gemm(true, false, T, D, T, 1.0f, dS, T, qh, a.ldq, 0.0f, dkh, a.lddk);
-      if (c2p) {
-        std::memset(dc2p, 0, sizeof(float) * T * W);
+      // A position term's backward: dG[x, r'] sums dS over the pairs (i, j) reading r', x = i
+      // (c2p: the query's row) or j (p2c: the key's); d(content) += dG PE, dPE += dG^T content.
+      auto term = [&](bool by_query, float* dg, const float* content, int64_t ldc, float* dcontent,
+                      int64_t lddc, const float* pos, int64_t ldp, float* dpos, int64_t lddp) {
+        std::memset(dg, 0, sizeof(float) * T * W);
         for (int64_t i = 0; i < T; ++i)
-          for (int64_t j = 0; j < T; ++j) dc2p[i * W + a.rel(i, j) - a.rlo] += dS[i * T + j];
-        const float* pkh = pk + a.rlo * a.ldpk + h * D;
-        gemm(false, false, T, D, W, 1.0f, dc2p, W, pkh, a.ldpk, 1.0f, dqh, a.lddq);
-        gemm(true, false, W, D, T, 1.0f, dc2p, W, qh, a.ldq, 1.0f, dpk + a.rlo * a.lddpk + h * D,
-             a.lddpk);
-      }
-      if (p2c) {
-        std::memset(dp2c, 0, sizeof(float) * T * W);
-        for (int64_t i = 0; i < T; ++i)
-          for (int64_t j = 0; j < T; ++j) dp2c[j * W + a.rel(i, j) - a.rlo] += dS[i * T + j];
-        const float* pqh = pq + a.rlo * a.ldpq + h * D;
-        gemm(false, false, T, D, W, 1.0f, dp2c, W, pqh, a.ldpq, 1.0f, dkh, a.lddk);
-        gemm(true, false, W, D, T, 1.0f, dp2c, W, kh, a.ldk, 1.0f, dpq + a.rlo * a.lddpq + h * D,
-             a.lddpq);
-      }
+          for (int64_t j = 0; j < T; ++j) dg[(by_query ? i : j) * W + a.rel(i, j) - a.rlo] += dS[i * T + j];
+        gemm(false, false, T, D, W, 1.0f, dg, W, pos + a.rlo * ldp + h * D, ldp, 1.0f, dcontent, lddc);
+        gemm(true, false, W, D, T, 1.0f, dg, W, content, ldc, 1.0f, dpos + a.rlo * lddp + h * D, lddp);
+      };
+      if (c2p) term(true, dc2p, qh, a.ldq, dqh, a.lddq, pk, a.ldpk, dpk, a.lddpk);
+      if (p2c) term(false, dp2c, kh, a.ldk, dkh, a.lddk, pq, a.ldpq, dpq, a.lddpq);
     }
   });
 }

@@ -10,10 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/arena.h"
 #include "io/safetensors.h"
 #include "models/hf_checkpoint.h"
-#include "models/param_init.h"
 #include "models/predictor.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -34,37 +32,16 @@ nlohmann::json tiny_deberta_config() {
           {"attention_probs_dropout_prob", 0.1}, {"num_labels", 2}};
 }
 
-void write_tiny_deberta(const std::string& dir) {
-  SequenceClassifier model(model_spec_from_json(tiny_deberta_config(), "tiny"), {1, 1, false});
-  ArenaPlan plan;
-  model.add_to_plan(plan);
-  Arena arena(Device::cpu(), std::move(plan));
-  model.bind(arena);
-  init_all_params_like_hf(model, 7);
-  save_model(model, dir);
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(fixtures_dir() + "/tokenizers/minilm/" + f, dir + "/" + f,
-                               std::filesystem::copy_options::overwrite_existing);
-}
-
 class DebertaRun : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = tmp_.path() + "/deberta";
-    write_tiny_deberta(model_);
+    write_random_model(tiny_deberta_config(), model_, 7);
     write_pair_task(tmp_.path() + "/train.jsonl", 96, 5);
     write_pair_task(tmp_.path() + "/val.jsonl", 32, 6);
   }
   std::string yaml(const std::string& run, const std::string& extra = "") {
-    const std::string path = tmp_.path() + "/" + run + ".yaml";
-    std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
-                        << "/train.jsonl\n  validation: " << tmp_.path()
-                        << "/val.jsonl\n  max_length: 24\n"
-                        << "training:\n  epochs: 3\n  effective_batch_size: 16\n"
-                        << "  learning_rate: 3.0e-3\n  log_every: 1\n  threads: 2\n"
-                        << extra << "output:\n  dir: " << tmp_.path() << "/" << run
-                        << "\n  progress: plain\n";
-    return path;
+    return write_train_yaml(tmp_.path(), run, model_, "  learning_rate: 3.0e-3\n" + extra);
   }
   TempDir tmp_;
   std::string model_;
