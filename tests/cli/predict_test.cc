@@ -45,22 +45,23 @@ void write_golden_rows(const std::string& name, const std::string& path, bool ty
   }
 }
 
-// `ftune predict`'s logits on case `name`'s model and batch against transformers' (3 labels),
-// within tol x max(1, |expected|).
+// `ftune predict`'s logits on case `name`'s model and batch against transformers' (K labels, from
+// the expected logits), within tol x max(1, |expected|).
 void expect_golden_logits(const std::string& name, const std::string& output, double tol) {
   const auto lines = read_lines(output);
   ASSERT_EQ(lines.size(), 4u);
   const HostTensor expected =
       io::SafetensorsFile::open(fixtures_dir() + "/engine/" + name + "/expected.safetensors")
           .read("logits");
+  const size_t K = static_cast<size_t>(expected.shape()[1]);
   for (size_t b = 0; b < lines.size(); ++b) {
     const auto j = nlohmann::json::parse(lines[b]);
     const auto logits = j["logits"].get<std::vector<float>>();
-    ASSERT_EQ(logits.size(), 3u);
+    ASSERT_EQ(logits.size(), K);
     size_t best = 0;
-    for (size_t k = 0; k < 3; ++k) {
-      EXPECT_NEAR(logits[k], expected.data<float>()[b * 3 + k],
-                  tol * std::max(1.0f, std::fabs(expected.data<float>()[b * 3 + k])))
+    for (size_t k = 0; k < K; ++k) {
+      EXPECT_NEAR(logits[k], expected.data<float>()[b * K + k],
+                  tol * std::max(1.0f, std::fabs(expected.data<float>()[b * K + k])))
           << name << " row " << b;
       if (logits[k] > logits[best]) best = k;
     }
@@ -100,6 +101,23 @@ TEST_P(PredictDecoderCli, LogitsMatchTransformers) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   expect_golden_logits(GetParam(), tmp.path() + "/out.jsonl", 1e-4);
 }
+
+// DeBERTa-v3 (no token types) and DeBERTa-v2 (two) cross-encoders
+// (tools/make_deberta_fixtures.py).
+class PredictDebertaCli : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PredictDebertaCli, LogitsMatchTransformers) {
+  TempDir tmp;
+  write_golden_rows(GetParam(), tmp.path() + "/in.jsonl", true);
+  const CliResult r = run_ftune("predict --model " + fixtures_dir() + "/engine/" + GetParam() +
+                                "/model --data " + tmp.path() + "/in.jsonl --output " +
+                                tmp.path() + "/out.jsonl --batch-size 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_golden_logits(GetParam(), tmp.path() + "/out.jsonl", 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PredictDebertaCli,
+                         ::testing::Values("deberta_v3_pair", "deberta_v2_pair"));
 
 INSTANTIATE_TEST_SUITE_P(Families, PredictDecoderCli,
                          ::testing::Values("llama_pair", "qwen2_pair", "mistral_pair",
