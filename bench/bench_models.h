@@ -1,5 +1,6 @@
 // Model shapes the benchmarks share: all-MiniLM-L6-v2-sized and BERT-base-sized BERT configs
-// (random weights; 30,522-token vocabulary, 512 positions, 2 labels).
+// (random weights; 30,522-token vocabulary, 512 positions, 2 labels), and DeBERTa-v3-base's
+// config (128,100-token vocabulary, 256 position buckets, shared position projections).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,16 @@
 namespace ftune::bench {
 
 inline ModelSpec bench_model_config(const std::string& model) {
+  if (model == "deberta-v3-base")
+    return model_spec_from_json(
+        {{"model_type", "deberta-v2"}, {"vocab_size", 128100}, {"hidden_size", 768},
+         {"num_hidden_layers", 12}, {"num_attention_heads", 12}, {"intermediate_size", 3072},
+         {"max_position_embeddings", 512}, {"type_vocab_size", 0}, {"relative_attention", true},
+         {"position_buckets", 256}, {"max_relative_positions", -1}, {"pos_att_type", "p2c|c2p"},
+         {"share_att_key", true}, {"norm_rel_ebd", "layer_norm"},
+         {"position_biased_input", false}, {"layer_norm_eps", 1e-7}, {"hidden_act", "gelu"},
+         {"pooler_hidden_act", "gelu"}, {"num_labels", 2}},
+        "<deberta-v3-base benchmark config>");
   nlohmann::json j = {{"model_type", "bert"},           {"vocab_size", 30522},
                       {"max_position_embeddings", 512}, {"type_vocab_size", 2},
                       {"hidden_act", "gelu"},           {"num_labels", 2}};
@@ -25,7 +36,7 @@ inline ModelSpec bench_model_config(const std::string& model) {
               {"num_attention_heads", 12},
               {"intermediate_size", 3072}});
   else
-    throw InputError("--model must be minilm or bert-base, got '" + model + "'");
+    throw InputError("--model must be minilm, bert-base or deberta-v3-base, got '" + model + "'");
   return model_spec_from_json(j, "<" + model + " benchmark config>");
 }
 

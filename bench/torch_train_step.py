@@ -24,13 +24,20 @@ import time
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import BertConfig, BertForSequenceClassification
+from transformers import BertConfig, BertForSequenceClassification, DebertaV2Config, DebertaV2ForSequenceClassification
 
 MODELS = {
     # sentence-transformers/all-MiniLM-L6-v2 is this geometry (MiniLM-L6-H384).
     "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536),
     "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    # microsoft/deberta-v3-base's config.json (eager attention: HF has no SDPA path for it).
+    "deberta-v3-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
 }
+DEBERTA_V3 = dict(
+    vocab_size=128100, max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
+    position_buckets=256, max_relative_positions=-1, pos_att_type=["p2c", "c2p"], share_att_key=True,
+    norm_rel_ebd="layer_norm", position_biased_input=False, layer_norm_eps=1e-7, pooler_hidden_act="gelu",
+)
 
 
 def make_optimizer(params, impl, lr=2e-5):
@@ -67,12 +74,20 @@ def main():
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
 
-    config = BertConfig(
-        vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
-        hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, num_labels=2,
-        attn_implementation=args.attn, **MODELS[args.model],
-    )
-    model = BertForSequenceClassification(config)
+    if args.model.startswith("deberta"):
+        config = DebertaV2Config(
+            **DEBERTA_V3, hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+            num_labels=2, attn_implementation="eager", **MODELS[args.model],
+        )
+        model = DebertaV2ForSequenceClassification(config)
+        args.attn = "eager"
+    else:
+        config = BertConfig(
+            vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
+            hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, num_labels=2,
+            attn_implementation=args.attn, **MODELS[args.model],
+        )
+        model = BertForSequenceClassification(config)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     optimizer, opt_impl = make_optimizer(model.parameters(), args.optimizer)
@@ -82,8 +97,10 @@ def main():
     input_ids = torch.randint(1000, config.vocab_size, (args.batch, args.seq), generator=gen)
     input_ids[:, 0] = 101  # [CLS]
     input_ids[:, -1] = 102  # [SEP]
+    input_ids = input_ids.clamp(max=config.vocab_size - 1)
     token_type_ids = torch.zeros_like(input_ids)
-    token_type_ids[:, args.seq // 2:] = 1  # a text pair: second half is segment B
+    if config.type_vocab_size > 1:
+        token_type_ids[:, args.seq // 2:] = 1  # a text pair: second half is segment B
     attention_mask = torch.ones_like(input_ids)
     labels = torch.randint(0, 2, (args.batch,), generator=gen)
 

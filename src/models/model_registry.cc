@@ -1,5 +1,6 @@
-// The family registry: config.json's model_type -> a Backbone (see backbone.h). The BERT family
-// is built in; tests register their own.
+// The family registry: config.json's model_type -> a Backbone (see backbone.h). The BERT,
+// DeBERTa-v2/v3 and decoder (Llama, Mistral, Qwen2, Qwen3) families are built in; tests register
+// their own.
 #include <fmt/format.h>
 
 #include <map>
@@ -9,6 +10,9 @@
 #include "io/json_file.h"
 #include "models/backbone.h"
 #include "models/bert_family.h"
+#include "models/deberta_family.h"
+#include "models/decoder.h"
+#include "models/decoder_family.h"
 
 namespace ftune {
 namespace {
@@ -29,6 +33,18 @@ Registry& registry() {
       };
       reg->order.push_back(type);
     }
+    for (const std::string& type : decoder_model_types()) {
+      reg->factories[type] = [](const nlohmann::json& j, const std::string& path) {
+        return make_decoder_backbone(DecoderConfig::from_json(j, path));
+      };
+      reg->order.push_back(type);
+    }
+    reg->modules["llama"] = [] { return decoder_modules(128, true); };
+    reg->factories["deberta-v2"] = [](const nlohmann::json& j, const std::string& path) {
+      return make_deberta_backbone(DebertaConfig::from_json(j, path));
+    };
+    reg->order.push_back("deberta-v2");
+    reg->modules["deberta-v2"] = deberta_known_modules;
     reg->modules["bert"] = [] {
       std::vector<ClassifierModule> m = classifier_modules(true, 128);
       for (ClassifierModule& r : classifier_modules(false, 128)) m.push_back(std::move(r));
@@ -81,7 +97,7 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& path)
   if (!factory)
     throw InputError(
         fmt::format("{}: model_type '{}' is not supported; expected {} (BERT, MiniLM, RoBERTa, "
-                    "XLM-R, BGE rerankers)",
+                    "XLM-R, BGE rerankers, DeBERTa-v2/v3, Llama, Mistral, Qwen2, Qwen3)",
                     path, type, known));
   return ModelSpec(factory(j, path));
 }

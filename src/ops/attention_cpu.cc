@@ -96,19 +96,6 @@ Band key_band(const AttentionArgs& a, const Seq& s, int64_t i0, int64_t i1, Visi
   return band;
 }
 
-// Runs fn(unit, thread_workspace) for every unit, one static block per thread (the GEMMs inside
-// run on the calling thread).
-template <typename Fn>
-void for_each_unit(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
-  const int threads = compute_threads();
-  compute_pool().parallel_for(threads, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      float* ws = workspace + t * per_thread;
-      for (int64_t u = units * t / threads; u < units * (t + 1) / threads; ++u) fn(u, ws);
-    }
-  });
-}
-
 // Row i of P (T floats) from its scores in row[0, keys): the masked softmax over the keys query i
 // sees, or 1 / len over the whole sequence when it sees none; 0 in [keys, T).
 void softmax_row(const AttentionArgs& a, const Seq& s, int64_t i, VisibleScan& scan, float* row) {

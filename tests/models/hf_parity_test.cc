@@ -1,6 +1,6 @@
 // End-to-end parity with Hugging Face transformers on golden fixtures
 // (tools/make_engine_fixtures.py): logits, encoder output, loss and every parameter gradient of
-// BERT, RoBERTa and XLM-R classifiers on a padded text-pair batch (class weights and label
+// BERT, RoBERTa, XLM-R and DeBERTa-v2/v3 classifiers on a padded text-pair batch (class weights and label
 // smoothing on), then three AdamW steps with clipping and an LR schedule. Tolerance: max relative
 // error 1e-4 per tensor.
 #include <gtest/gtest.h>
@@ -31,7 +31,7 @@ Loaded load(const GoldenCase& c, bool training, const AdamWOptions& adam = {},
             const LoadOptions& lo = {}) {
   Loaded l;
   l.model = std::make_unique<SequenceClassifier>(
-      load_model_config(c.model_dir, lo),
+      load_model_spec(c.model_dir, lo),
       ClassifierOptions{c.batch.size, c.batch.seq_len, training});
   ArenaPlan plan;
   l.model->add_to_plan(plan);
@@ -59,6 +59,22 @@ DropoutPlan no_dropout() {
   return DropoutPlan{true, 0, 0};
 }  // the fixtures' configs have p = 0
 
+// The encoder output's error: every position, or (case.json "hidden_rows": "real": DeBERTa, whose
+// HF embeddings are multiplied by the mask) the real positions only.
+double hidden_error(const GoldenCase& c, TensorView got) {
+  const HostTensor want = c.tensor("hidden");
+  if (c.meta.value("hidden_rows", "all") != "real") return max_rel_error(got, want.view());
+  const std::vector<float> g = to_vector(got), w = to_vector(want.view());
+  const int64_t C = static_cast<int64_t>(g.size()) / (c.batch.size * c.batch.seq_len);
+  double scale = 1e-6, err = 0;
+  for (int64_t n = 0; n < c.batch.size * c.batch.seq_len; ++n)
+    for (int64_t i = n * C; i < (n + 1) * C && c.batch.attention_mask[n]; ++i) {
+      scale = std::max(scale, std::fabs(double(w[i])));
+      err = std::max(err, std::fabs(double(g[i]) - w[i]));
+    }
+  return err / scale;
+}
+
 class HfParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfParity, LogitsLossAndEveryGradient) {
@@ -68,7 +84,7 @@ TEST_P(HfParity, LogitsLossAndEveryGradient) {
   l.model->set_batch(c.batch);
   const TensorView logits = l.model->forward(no_dropout());
   EXPECT_LT(max_rel_error(logits, c.tensor("logits").view()), kTol);
-  EXPECT_LT(max_rel_error(l.model->hidden(), c.tensor("hidden").view()), kTol);
+  EXPECT_LT(hidden_error(c, l.model->hidden()), kTol);
   const TensorView loss = l.model->loss(loss_options(c));
   EXPECT_LT(max_rel_error(loss, c.tensor("loss").view()), kTol);
   l.model->backward(no_dropout());
@@ -94,7 +110,7 @@ TEST_P(HfParity, LogitsLossAndEveryGradient) {
   EXPECT_EQ(checked, static_cast<int>(c.meta["param_names"].size()));
   std::printf("%s: max relative error logits %.2e, hidden %.2e, loss %.2e, worst of %d gradients %.2e\n",
               GetParam().c_str(), max_rel_error(logits, c.tensor("logits").view()),
-              max_rel_error(l.model->hidden(), c.tensor("hidden").view()),
+              hidden_error(c, l.model->hidden()),
               max_rel_error(loss, c.tensor("loss").view()), checked, worst_grad);
 }
 
@@ -136,6 +152,7 @@ TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
                   static_cast<float>(schedule.lr(step)));
   }
   double lr_sum = 0, worst_param = 0;
+  int noise_elements = 0;
   for (float lr : lrs) lr_sum += lr;
   std::set<std::string> zero_grads;
   if (c.meta.contains("analytically_zero_grads"))
@@ -148,16 +165,24 @@ TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
       const auto got = to_vector(l.model->param(spec.name)), w = to_vector(want.view());
       for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], w[i], 2 * lr_sum) << spec.name;
     } else {
-      const double err = max_rel_error(l.model->param(spec.name), want.view());
-      EXPECT_LT(err, kTol) << spec.name;
-      worst_param = std::max(worst_param, err);
+      // Elements whose first gradient is fp32-noise-sized: within 2 sum(lr) (compare_after_adam).
+      const AdamComparison cmp = compare_after_adam(
+          l.model->param(spec.name), want.view(), c.tensor("grad." + spec.name).view(),
+          2 * lr_sum, spec.name);
+      EXPECT_LT(cmp.rel_error, kTol) << spec.name;
+      worst_param = std::max(worst_param, cmp.rel_error);
+      noise_elements += cmp.noise_elements;
     }
   }
-  std::printf("%s: worst parameter after 3 AdamW steps: max relative error %.2e\n", GetParam().c_str(), worst_param);
+  std::printf("%s: worst parameter after 3 AdamW steps: max relative error %.2e (%d elements with "
+              "noise-sized first gradients)\n",
+              GetParam().c_str(), worst_param, noise_elements);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, HfParity,
-                         ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair"));
+                         ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair", "llama_pair",
+                                           "qwen2_pair", "mistral_pair", "qwen3_pair",
+                                           "deberta_v3_pair", "deberta_v2_pair"));
 
 // Checkpoints stored in bf16 / f16, sharded, or as base encoders without a head.
 class HfLoading : public ::testing::TestWithParam<std::string> {};
@@ -167,7 +192,7 @@ TEST_P(HfLoading, EncoderOutputMatchesAndHeadIsReportedAsHfDoes) {
   Loaded l = load(c, false);
   l.model->set_batch(c.batch);
   const TensorView logits = l.model->forward(DropoutPlan{});
-  EXPECT_LT(max_rel_error(l.model->hidden(), c.tensor("hidden").view()), kTol);
+  EXPECT_LT(hidden_error(c, l.model->hidden()), kTol);
   if (c.expected.find("logits")) EXPECT_LT(max_rel_error(logits, c.tensor("logits").view()), kTol);
 
   std::vector<std::string> missing;

@@ -30,16 +30,32 @@ void write_tiny_bert(const std::string& dir, int num_labels, int vocab_size) {
                       {"initializer_range", 0.02},
                       {"num_labels", num_labels},
                       {"pad_token_id", 0}};
-  SequenceClassifier model(EncoderConfig::from_json(j, "tiny"), {1, 1, false});
+  write_random_model(j, dir, 3);
+}
+
+void write_random_model(const nlohmann::json& config, const std::string& dir, uint64_t seed) {
+  SequenceClassifier model(model_spec_from_json(config, "tiny"), {1, 1, false});
   ArenaPlan plan;
   model.add_to_plan(plan);
   Arena arena(Device::cpu(), std::move(plan));
   model.bind(arena);
-  init_all_params_like_hf(model, 3);
+  init_all_params_like_hf(model, seed);
   save_model(model, dir);
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
     std::filesystem::copy_file(fixtures_dir() + "/tokenizers/minilm/" + f, dir + "/" + f,
                                std::filesystem::copy_options::overwrite_existing);
+}
+
+std::string write_train_yaml(const std::string& dir, const std::string& run,
+                             const std::string& model, const std::string& training) {
+  const std::string path = dir + "/" + run + ".yaml";
+  std::ofstream(path) << "model:\n  path: " << model << "\ndata:\n  train: " << dir
+                      << "/train.jsonl\n  validation: " << dir << "/val.jsonl\n  max_length: 24\n"
+                      << "training:\n  epochs: 3\n  effective_batch_size: 16\n"
+                      << "  log_every: 1\n  threads: 2\n"
+                      << training << "output:\n  dir: " << dir << "/" << run
+                      << "\n  progress: plain\n";
+  return path;
 }
 
 void write_pair_task(const std::string& path, int n, uint64_t seed) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,14 @@ namespace ftune::test {
 // uncased tokenizer of MiniLM (an embedding of `vocab_size` rows: fewer make a model too small
 // for its tokenizer).
 void write_tiny_bert(const std::string& dir, int num_labels = 2, int vocab_size = 30522);
+// Any registered family's classifier from its config.json content, initialised by the family's
+// rule (seeded), saved with the MiniLM tokenizer files.
+void write_random_model(const nlohmann::json& config, const std::string& dir, uint64_t seed);
+// A training YAML for the pair task of write_pair_task in `dir` (train.jsonl, val.jsonl): 3
+// epochs of 16 rows, max_length 24, 2 threads, logging every step, output in dir/run; `training`
+// adds lines to the training section (and may open later sections). Returns its path.
+std::string write_train_yaml(const std::string& dir, const std::string& run,
+                             const std::string& model, const std::string& training);
 
 // A synthetic pair task in JSONL: label 1 when the second text says "good", 0 when it says "bad",
 // among distractor words; a tiny model learns it within a few dozen steps from a random start.

@@ -19,6 +19,7 @@
 #include "ops/linear.h"
 #include "ops/lora.h"
 #include "test_util.h"
+#include "tiny_model.h"
 
 namespace ftune::test {
 namespace {
@@ -305,16 +306,7 @@ void write_toy_model(const std::string& dir, int num_labels) {
   const nlohmann::json j = {{"model_type", "ftune-toy"}, {"vocab_size", 30522},
                             {"hidden_size", 16},         {"max_position_embeddings", 64},
                             {"hidden_dropout_prob", 0.1}, {"num_labels", num_labels}};
-  SequenceClassifier model(model_spec_from_json(j, "toy"), {1, 1, false});
-  ArenaPlan plan;
-  model.add_to_plan(plan);
-  Arena arena(Device::cpu(), std::move(plan));
-  model.bind(arena);
-  init_all_params_like_hf(model, 5);
-  save_model(model, dir);
-  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-    std::filesystem::copy_file(fixtures_dir() + "/tokenizers/minilm/" + f, dir + "/" + f,
-                               std::filesystem::copy_options::overwrite_existing);
+  write_random_model(j, dir, 5);
 }
 
 }  // namespace ftune::test

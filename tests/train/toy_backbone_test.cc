@@ -125,15 +125,8 @@ class ToyRun : public ::testing::Test {
     write_pair_task(tmp_.path() + "/val.jsonl", 32, 6);
   }
   nlohmann::json train(const std::string& run, const std::string& extra = "") {
-    const std::string path = tmp_.path() + "/" + run + ".yaml";
-    std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
-                        << "/train.jsonl\n  validation: " << tmp_.path()
-                        << "/val.jsonl\n  max_length: 24\n"
-                        << "training:\n  epochs: 3\n  effective_batch_size: 16\n"
-                        << "  learning_rate: 3.0e-2\n  log_every: 1\n  threads: 2\n"
-                        << extra << "output:\n  dir: " << tmp_.path() << "/" << run
-                        << "\n  progress: plain\n";
-    return run_training(TrainConfig::load(path));
+    return run_training(TrainConfig::load(
+        write_train_yaml(tmp_.path(), run, model_, "  learning_rate: 3.0e-2\n" + extra)));
   }
   TempDir tmp_;
   std::string model_;

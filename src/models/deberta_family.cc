@@ -1,0 +1,129 @@
+// The DeBERTa-v2/v3 family's Backbone (see deberta_family.h).
+#include "models/deberta_family.h"
+
+#include <algorithm>
+
+#include "models/deberta_model.h"
+#include "models/deberta_weights.h"
+#include "models/param_init.h"
+
+namespace ftune {
+namespace {
+
+ModelInfo info_of(const DebertaConfig& c) {
+  ModelInfo i;
+  i.model_type = "deberta-v2";
+  i.architecture = "DebertaV2ForSequenceClassification";
+  i.num_layers = c.num_layers;
+  i.hidden_size = c.hidden_size;
+  i.num_heads = i.num_kv_heads = c.num_heads;
+  i.head_dim = c.head_dim();
+  i.intermediate_size = c.intermediate_size;
+  i.vocab_size = c.vocab_size;
+  i.type_vocab_size = c.type_vocab_size;
+  i.max_position_embeddings = c.max_position_embeddings;
+  i.max_tokens = c.max_position_embeddings;
+  i.pad_token_id = c.pad_token_id;
+  i.hidden_dropout = c.hidden_dropout;
+  i.attention_dropout = c.attention_dropout;
+  i.classifier_dropout = c.cls_dropout;
+  i.id2label = c.id2label;
+  i.packing = false;
+  return i;
+}
+
+class DebertaBackbone final : public Backbone {
+ public:
+  explicit DebertaBackbone(DebertaConfig c) : c_(std::move(c)), info_(info_of(c_)) {}
+
+  const ModelInfo& info() const override { return info_; }
+
+  std::shared_ptr<const Backbone> with_labels(std::vector<std::string> labels) const override {
+    DebertaConfig c = c_;
+    c.id2label = std::move(labels);
+    return std::make_shared<DebertaBackbone>(std::move(c));
+  }
+
+  std::shared_ptr<const Backbone> with_dropout(const DropoutRates& r) const override {
+    DebertaConfig c = c_;
+    if (r.hidden >= 0) c.hidden_dropout = r.hidden;
+    if (r.attention >= 0) c.attention_dropout = r.attention;
+    if (r.classifier >= 0) c.cls_dropout = r.classifier;
+    return std::make_shared<DebertaBackbone>(std::move(c));
+  }
+
+  nlohmann::json config_json() const override { return c_.to_json(); }
+
+  void add_params(ParamTable& t) const override { add_deberta_params(c_, t); }
+
+  // PEFT's SEQ_CLS modules_to_save: the classifier, plus the pooler when asked.
+  std::vector<std::string> head_params(const AdapterConfig& adapters) const override {
+    const std::vector<std::string> head = deberta_head_param_names();
+    if (adapters.trains_pooler()) return head;
+    return {head[2], head[3]};
+  }
+
+  bool may_initialise(const std::string& param) const override {
+    const std::vector<std::string> head = deberta_head_param_names();
+    return std::find(head.begin(), head.end(), param) != head.end();
+  }
+
+  bool sized_by_labels(const std::string& param) const override {
+    return param == "classifier.weight" || param == "classifier.bias";
+  }
+
+  std::vector<std::string> peft_modules_to_save(const AdapterConfig& adapters) const override {
+    std::vector<std::string> m = {"classifier", "score"};
+    if (adapters.trains_pooler()) m.push_back("pooler");
+    return m;
+  }
+
+  // The HF name, and the name without "deberta." (a DebertaV2Model saved on its own).
+  std::vector<std::string> checkpoint_names(const std::string& name) const override {
+    std::vector<std::string> out{name};
+    if (name.rfind("deberta.", 0) == 0) out.push_back(name.substr(8));
+    return out;
+  }
+
+  void init_param(const ParamSpec& spec, TensorView dst, std::mt19937_64& rng) const override {
+    const bool padded = spec.name.ends_with("word_embeddings.weight");
+    init_param_like_hf(spec, dst, c_.initializer_range, padded ? c_.pad_token_id : -1, rng);
+  }
+
+  std::pair<int64_t, int64_t> gemm_weight_range(const ParamTable& t) const override {
+    return deberta_layer_range(c_, t);
+  }
+
+  std::vector<AdapterSite> adapter_sites() const override { return deberta_adapter_sites(c_); }
+
+  std::vector<ClassifierModule> modules() const override {
+    return deberta_modules(c_.num_layers, !c_.share_att_key);
+  }
+
+  void row_positions(const int32_t*, int64_t n, int32_t* pos) const override {
+    for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(t);
+  }
+
+  // BERT's count (the c2p / p2c products, 2 x T x 2S x D per head and query, are not in it yet).
+  FlopModel flops() const override {
+    return {c_.num_layers, c_.hidden_size, c_.intermediate_size, c_.num_labels()};
+  }
+
+  std::unique_ptr<BackboneModel> make_model(const BackboneShape& shape) const override {
+    return make_deberta_model(c_, shape);
+  }
+
+ private:
+  DebertaConfig c_;
+  ModelInfo info_;
+};
+
+}  // namespace
+
+std::vector<ClassifierModule> deberta_known_modules() { return deberta_modules(128, true); }
+
+std::shared_ptr<const Backbone> make_deberta_backbone(DebertaConfig config) {
+  return std::make_shared<DebertaBackbone>(std::move(config));
+}
+
+}  // namespace ftune

@@ -1,0 +1,237 @@
+// The disentangled attention op (ops/disentangled_attention.h): against transformers' own
+// DebertaV2 DisentangledSelfAttention (tests/fixtures/deberta/disentangled_cases.safetensors,
+// written by tools/make_deberta_op_fixtures.py: shared and separate position projections, c2p and
+// p2c alone and together, log buckets narrower than the sequence, clamped plain distances, padded
+// rows), the relative-index tables of HF's build_relative_position, a plain double-precision
+// reference with dropout (the masks keyed as ops/attention.h's), and finite differences of every
+// input. Runs on every device present.
+#include "ops/disentangled_attention.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <string>
+
+#include "io/safetensors.h"
+#include "op_test_util.h"
+
+namespace ftune::test {
+namespace {
+
+class DisentangledAttentionTest : public OpTest {};
+
+DisentangledSpec spec_of(const nlohmann::json& cs) {
+  DisentangledSpec s;
+  s.heads = cs.at("heads");
+  s.head_dim = cs.at("head_dim");
+  s.c2p = cs.at("c2p");
+  s.p2c = cs.at("p2c");
+  s.position_buckets = cs.at("position_buckets");
+  s.max_relative_positions = cs.at("max_relative_positions");
+  return s;
+}
+
+// Inputs and outputs of one call, on a device.
+struct OpRun {
+  DisentangledCall call;
+  DeviceTensor q, k, v, pk, pq, dout, mask, saved, ws;
+  DeviceTensor out, dq, dk, dv, dpk, dpq;
+  OpRun(const DisentangledSpec& s, int64_t B, int64_t T, Device dev, const std::vector<float>& qv,
+      const std::vector<float>& kv, const std::vector<float>& vv, const std::vector<float>& pkv,
+      const std::vector<float>& pqv, const std::vector<float>& doutv,
+      const std::vector<int32_t>& maskv, float p = 0.0f)
+      : q(device_f32(qv, {B * T, s.heads * s.head_dim}, dev)),
+        k(device_f32(kv, {B * T, s.heads * s.head_dim}, dev)),
+        v(device_f32(vv, {B * T, s.heads * s.head_dim}, dev)),
+        pk(device_f32(pkv, {2 * s.span(), s.heads * s.head_dim}, dev)),
+        pq(device_f32(pqv, {2 * s.span(), s.heads * s.head_dim}, dev)),
+        dout(device_f32(doutv, {B * T, s.heads * s.head_dim}, dev)),
+        mask(device_i32(maskv, {B * T}, dev)),
+        saved(poisoned({disentangled_attention_buffers(s, dev, B, T, true).saved}, dev)),
+        ws(zeros({disentangled_attention_buffers(s, dev, B, T, true).workspace}, dev)),
+        out(poisoned({B * T, s.heads * s.head_dim}, dev)),
+        dq(poisoned({B * T, s.heads * s.head_dim}, dev)),
+        dk(poisoned({B * T, s.heads * s.head_dim}, dev)),
+        dv(poisoned({B * T, s.heads * s.head_dim}, dev)),
+        dpk(poisoned({2 * s.span(), s.heads * s.head_dim}, dev)),
+        dpq(poisoned({2 * s.span(), s.heads * s.head_dim}, dev)) {
+    call.spec = s;
+    call.batch = B;
+    call.seq = T;
+    call.key_mask = mask.view();
+    call.dropout_p = p;
+    call.rng = RngKey{77, 5, 3};
+    call.workspace = ws.view();
+  }
+  TensorView opt(const DeviceTensor& t, bool on) const { return on ? t.view() : TensorView(); }
+  void forward() {
+    disentangled_attention_forward(call, out.view(), saved.view(), q.view(), k.view(), v.view(),
+                                   opt(pk, call.spec.c2p), opt(pq, call.spec.p2c));
+  }
+  void backward() {
+    disentangled_attention_backward(call, dq.view(), dk.view(), dv.view(), opt(dpk, call.spec.c2p),
+                                    opt(dpq, call.spec.p2c), dout.view(), q.view(), k.view(),
+                                    v.view(), opt(pk, call.spec.c2p), opt(pq, call.spec.p2c),
+                                    saved.view());
+  }
+};
+
+std::vector<float> host_or_empty(const io::SafetensorsFile& f, const std::string& name,
+                                 int64_t n) {
+  if (f.find(name) != nullptr) return to_vector(f.read(name).view());
+  return std::vector<float>(n, 0.0f);
+}
+
+TEST_P(DisentangledAttentionTest, MatchesTransformersDisentangledSelfAttention) {
+  const auto file =
+      io::SafetensorsFile::open(fixtures_dir() + "/deberta/disentangled_cases.safetensors");
+  const auto cases = nlohmann::json::parse(file.metadata().at("cases"));
+  ASSERT_EQ(cases.size(), 4u);
+  for (const auto& cs : cases) {
+    const std::string name = cs.at("name");
+    SCOPED_TRACE(name);
+    const DisentangledSpec s = spec_of(cs);
+    const int64_t B = cs.at("batch"), T = cs.at("seq"), C = s.heads * s.head_dim;
+    const int64_t R = 2 * s.span() * C;
+    auto get = [&](const std::string& t) { return to_vector(file.read(name + "." + t).view()); };
+    auto maybe = [&](const std::string& t) { return host_or_empty(file, name + "." + t, R); };
+    const HostTensor mask_h = file.read(name + ".key_mask");
+    const auto* mp = mask_h.view().data_as<int32_t>();
+    OpRun run(s, B, T, device(), get("q"), get("k"), get("v"), maybe("pos_key"), maybe("pos_query"),
+            get("dout"), std::vector<int32_t>(mp, mp + B * T));
+    run.forward();
+    run.backward();
+    auto want = [&](const std::string& t) { return file.read(name + "." + t); };
+    EXPECT_LE(max_rel_error(run.out.view(), want("out").view()), 2e-5) << "out";
+    EXPECT_LE(max_rel_error(run.dq.view(), want("dq").view()), 5e-5) << "dq";
+    EXPECT_LE(max_rel_error(run.dk.view(), want("dk").view()), 5e-5) << "dk";
+    EXPECT_LE(max_rel_error(run.dv.view(), want("dv").view()), 5e-5) << "dv";
+    if (s.c2p) EXPECT_LE(max_rel_error(run.dpk.view(), want("dpos_key").view()), 5e-5) << "dpk";
+    if (s.p2c) EXPECT_LE(max_rel_error(run.dpq.view(), want("dpos_query").view()), 5e-5) << "dpq";
+  }
+}
+
+TEST(DisentangledRelativeIndex, MatchesBuildRelativePosition) {
+  const auto file =
+      io::SafetensorsFile::open(fixtures_dir() + "/deberta/disentangled_cases.safetensors");
+  const auto tables = nlohmann::json::parse(file.metadata().at("indices"));
+  ASSERT_EQ(tables.size(), 5u);
+  for (const auto& t : tables) {
+    const std::string name = t.at("name");
+    DisentangledSpec s;
+    s.position_buckets = t.at("position_buckets");
+    s.max_relative_positions = t.at("max_relative_positions");
+    const int64_t T = t.at("seq");
+    const HostTensor want = file.read("index." + name);
+    const int32_t* w = want.view().data_as<int32_t>();
+    int wrong = 0;
+    for (int64_t d = 0; d < 2 * T - 1; ++d)
+      if (deberta_relative_index(s, d - (T - 1)) != w[d] && ++wrong < 5)
+        ADD_FAILURE() << name << ": delta " << d - (T - 1) << " gives "
+                      << deberta_relative_index(s, d - (T - 1)) << ", HF " << w[d];
+    EXPECT_EQ(wrong, 0) << name;
+  }
+}
+
+// A plain reference in double: scores, masked softmax, dropout with the multipliers at the
+// attention op's stream indices.
+std::vector<double> reference_out(const DisentangledSpec& s, int64_t B, int64_t T,
+                                  const std::vector<float>& q, const std::vector<float>& k,
+                                  const std::vector<float>& v, const std::vector<float>& pk,
+                                  const std::vector<float>& pq, const std::vector<int32_t>& mask,
+                                  float p, RngKey rng) {
+  const int64_t H = s.heads, D = s.head_dim, C = H * D;
+  const double c = 1.0 / std::sqrt(double(D) * (1 + s.c2p + s.p2c));
+  std::vector<double> out(B * T * C, 0.0), row(T);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        double mx = -1e300, sum = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          const int64_t r = deberta_relative_index(s, i - j);
+          double x = 0;
+          for (int64_t d = 0; d < D; ++d) {
+            const double qi = q[(b * T + i) * C + h * D + d], kj = k[(b * T + j) * C + h * D + d];
+            x += qi * kj + (s.c2p ? qi * pk[r * C + h * D + d] : 0) +
+                 (s.p2c ? kj * pq[r * C + h * D + d] : 0);
+          }
+          row[j] = c * x;
+          if (mask[b * T + j]) mx = std::max(mx, row[j]);
+        }
+        for (int64_t j = 0; j < T; ++j) sum += (row[j] = mask[b * T + j] ? std::exp(row[j] - mx) : 0);
+        for (int64_t j = 0; j < T; ++j) {
+          double pij = mask[b * T + i] ? row[j] / sum : 1.0 / T;
+          if (p > 0) {
+            const uint64_t e = ((uint64_t(b) * H + h) * T + i) * T + j;
+            pij *= philox_uniform_at(rng, e) >= p ? 1.0 / (1.0 - p) : 0.0;
+          }
+          for (int64_t d = 0; d < D; ++d)
+            out[(b * T + i) * C + h * D + d] += pij * v[(b * T + j) * C + h * D + d];
+        }
+      }
+  return out;
+}
+
+DisentangledSpec small_spec(bool c2p, bool p2c) {
+  DisentangledSpec s;
+  s.heads = 2;
+  s.head_dim = 3;
+  s.c2p = c2p;
+  s.p2c = p2c;
+  s.position_buckets = 4;
+  s.max_relative_positions = 12;
+  return s;
+}
+
+TEST_P(DisentangledAttentionTest, DropoutAndGradientsMatchReferenceAndFiniteDifferences) {
+  for (const auto& [c2p, p2c] : {std::pair{true, true}, {true, false}, {false, true}}) {
+    SCOPED_TRACE(::testing::Message() << "c2p " << c2p << " p2c " << p2c);
+    const DisentangledSpec s = small_spec(c2p, p2c);
+    const int64_t B = 2, T = 9, C = s.heads * s.head_dim, R = 2 * s.span() * C;
+    const float p = 0.25f;
+    std::vector<float> q = random_values(B * T * C, rng), k = random_values(B * T * C, rng),
+                       v = random_values(B * T * C, rng), pk = random_values(R, rng),
+                       pq = random_values(R, rng), r = random_values(B * T * C, rng);
+    std::vector<int32_t> mask(B * T, 1);
+    for (int64_t t = 6; t < T; ++t) mask[T + t] = 0;  // row 1 has 6 real tokens
+    auto run_out = [&]() {
+      OpRun run(s, B, T, device(), q, k, v, pk, pq, r, mask, p);
+      run.forward();
+      return to_vector(run.out.view());
+    };
+    OpRun run(s, B, T, device(), q, k, v, pk, pq, r, mask, p);
+    run.forward();
+    run.backward();
+    expect_close(to_vector(run.out.view()),
+                 reference_out(s, B, T, q, k, v, pk, pq, mask, p, run.call.rng), 1e-5, "out");
+    auto loss = [&]() { return weighted_sum(run_out(), r); };
+    expect_gradient(loss, q.data(), q.size(), to_vector(run.dq.view()), 2e-3, "dq");
+    expect_gradient(loss, k.data(), k.size(), to_vector(run.dk.view()), 2e-3, "dk");
+    expect_gradient(loss, v.data(), v.size(), to_vector(run.dv.view()), 2e-3, "dv");
+    if (c2p) expect_gradient(loss, pk.data(), pk.size(), to_vector(run.dpk.view()), 2e-3, "dpk");
+    if (p2c) expect_gradient(loss, pq.data(), pq.size(), to_vector(run.dpq.view()), 2e-3, "dpq");
+  }
+}
+
+TEST_P(DisentangledAttentionTest, RejectsAMissingPositionTensorAndASmallWorkspace) {
+  const DisentangledSpec s = small_spec(true, true);
+  const int64_t B = 1, T = 5, C = s.heads * s.head_dim, R = 2 * s.span() * C;
+  OpRun run(s, B, T, device(), random_values(T * C, rng), random_values(T * C, rng),
+          random_values(T * C, rng), random_values(R, rng), random_values(R, rng),
+          random_values(T * C, rng), std::vector<int32_t>(T, 1));
+  EXPECT_THROW(disentangled_attention_forward(run.call, run.out.view(), run.saved.view(),
+                                              run.q.view(), run.k.view(), run.v.view(),
+                                              run.pk.view(), TensorView()),
+               ShapeError);
+  DisentangledCall small = run.call;
+  small.workspace = run.ws.view().flat_range(0, 3);
+  EXPECT_THROW(disentangled_attention_forward(small, run.out.view(), run.saved.view(),
+                                              run.q.view(), run.k.view(), run.v.view(),
+                                              run.pk.view(), run.pq.view()),
+               ShapeError);
+}
+
+FTUNE_INSTANTIATE_DEVICES(DisentangledAttentionTest);
+
+}  // namespace
+}  // namespace ftune::test
