@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <limits>
 
+#include "cuda/cuda_libraries.h"
+
 namespace ftune::test {
 
 uint64_t test_seed() {
@@ -129,6 +131,25 @@ std::string file_bytes(const std::string& path) {
 
 std::string ftune_binary() {
   return FTUNE_BINARY;
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) old_ = old;
+  if (value)
+    ::setenv(name, value, 1);
+  else
+    ::unsetenv(name);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (old_)
+    ::setenv(name_, old_->c_str(), 1);
+  else
+    ::unsetenv(name_);
+}
+
+bool cudnn_required_by_env() {
+  return cuda::cudnn_required();
 }
 
 TempDir::TempDir() {

@@ -228,6 +228,10 @@ def main():
                graphs.get("eager_micro_batches"),
                (", FAILED: " + graphs["failure"]) if "failure" in graphs else "", gdiff,
                "PASS" if graphs_ok else "FAIL"))
+        paths = gpu_summary.get("gpu_paths", {})
+        if not graphs_ok and paths.get("deterministic") is False:
+            print("graphs %s: cuDNN ran its non-deterministic attention backward (%s): the "
+                  "difference need not come from the graphs" % (name, paths.get("cudnn_plans")))
         ok = ok and graphs_ok
     else:
         print("graphs %s: off (%s)" % (name, graphs.get("why", "no cuda_graphs in summary.json")))

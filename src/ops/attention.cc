@@ -1,6 +1,7 @@
 // Attention: argument checks and dispatch.
 #include "ops/attention.h"
 
+#include "core/gpu_paths.h"
 #include "core/thread_pool.h"
 #include "ops/cast.h"
 #include "ops/attention_cudnn.h"
@@ -118,9 +119,10 @@ void attention_forward(TensorView out, TensorView probs, TensorView qkv, TensorV
                  cpu::attention_forward(out.data_as<float>(), probs.data_as<float>(),
                                         qkv.data_as<float>(), key_mask.data_as<int32_t>(), d,
                                         dropout_p, rng, workspace.data_as<float>()),
-                 cuda::attention_forward(out.data_as<float>(), probs.data_as<float>(),
-                                         qkv.data_as<float>(), key_mask.data_as<int32_t>(), d,
-                                         dropout_p, rng));
+                 (count_gpu_path(GpuPath::AttentionFtune),
+                  cuda::attention_forward(out.data_as<float>(), probs.data_as<float>(),
+                                          qkv.data_as<float>(), key_mask.data_as<int32_t>(), d,
+                                          dropout_p, rng)));
 }
 
 void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, TensorView probs,
@@ -164,9 +166,11 @@ void attention_backward(TensorView dqkv, TensorView dout, TensorView qkv, Tensor
       cpu::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(),
                               probs.data_as<float>(), key_mask.data_as<int32_t>(), d, dropout_p,
                               rng, workspace.data_as<float>()),
-      cuda::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(), qkv.data_as<float>(),
-                               probs.data_as<float>(), key_mask.data_as<int32_t>(), d, dropout_p,
-                               rng, workspace.data_as<float>(), workspace.numel()));
+      (count_gpu_path(GpuPath::AttentionFtune),
+       cuda::attention_backward(dqkv.data_as<float>(), dout.data_as<float>(),
+                                qkv.data_as<float>(), probs.data_as<float>(),
+                                key_mask.data_as<int32_t>(), d, dropout_p, rng,
+                                workspace.data_as<float>(), workspace.numel())));
 }
 
 }  // namespace ftune

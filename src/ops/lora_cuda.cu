@@ -6,8 +6,7 @@
 // unless accumulate_dinp.
 #include <cmath>
 
-#include "cuda/cuda_check.h"
-#include "cuda/streams.cuh"
+#include "cuda/column_reduce.cuh"
 #include "cuda/gemm.h"
 #include "cuda/reduce.cuh"
 #include "ops/dropout.h"
@@ -80,29 +79,27 @@ __global__ void dora_output_forward_kernel(float* out, int64_t ldo, const float*
   }
 }
 
-// dm[o] += sum_r dout[r, o] z[r, o] / norm[o];  dout[r, o] *= m[o] / norm[o] (in place). A block
-// of 32 x 32 threads owns 32 columns; thread (x, y) walks rows y, y + 32, ...; the 32 partial
-// sums of a column are added in y order.
-__global__ void __launch_bounds__(1024)
-    dora_output_backward_kernel(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
-                                const float* m, const float* norm, int64_t N, int64_t OC) {
-  __shared__ float partial[32][33];
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  float acc = 0.0f;
-  if (o < OC)
-    for (int64_t r = threadIdx.y; r < N; r += 32) {
-      float* d = dout + r * lddo + o;
-      acc += *d * z[r * ldz + o];
-      *d *= m[o] / norm[o];
-    }
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && o < OC && dm) {
-    float s = 0.0f;
-    for (int k = 0; k < 32; ++k) s += partial[k][threadIdx.x];
-    dm[o] += s / norm[o];
+// dm[o] += sum_r dout[r, o] z[r, o] / norm[o] (a column reduction, cuda/column_reduce.cuh, in the
+// CPU's order); dout[r, o] *= m[o] / norm[o] in place as each element is read (exactly once).
+struct DoraMagnitudeValues {
+  float* dout;
+  int64_t lddo;
+  const float *z;
+  int64_t ldz;
+  const float *m, *norm;
+  __device__ void operator()(int64_t r, int64_t o, float* v) const {
+    float* d = dout + r * lddo + o;
+    v[0] = *d * z[r * ldz + o];
+    *d *= m[o] / norm[o];
   }
-}
+};
+struct DoraMagnitudeAdd {
+  float* dm;
+  const float* norm;
+  __device__ void operator()(int64_t o, const float* t) const {
+    if (dm) dm[o] += t[0] / norm[o];
+  }
+};
 
 }  // namespace
 
@@ -185,9 +182,8 @@ void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, c
 void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
                           const float* m, const float* norm, int64_t N, int64_t OC) {
   if (OC == 0) return;
-  dora_output_backward_kernel<<<grid_for(OC, 32), dim3(32, 32), 0, compute_stream()>>>(dm, dout, lddo, z, ldz, m, norm,
-                                                                  N, OC);
-  FTUNE_CUDA_CHECK_LAUNCH();
+  column_reduce<1>(N, OC, DoraMagnitudeValues{dout, lddo, z, ldz, m, norm},
+                   DoraMagnitudeAdd{dm, norm});
 }
 
 }  // namespace ftune::cuda

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/column_order.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "cuda/gemm.h"
@@ -81,13 +82,17 @@ MemoryPlan MemoryPlan::from(const ArenaPlan& plan, Device device) {
                m.arena, plan.total_bytes());
   m.total = m.arena;
   if (!device.is_cpu()) {
-    // cuBLASLt's workspace: one per device, allocated once outside the arena (cuda/gemm.h).
+    // cuBLASLt's workspace and the column reductions' partial sums: one of each per device,
+    // allocated once outside the arena (cuda/gemm.h, core/column_order.h).
+    const size_t fixed = cuda::kGemmWorkspaceBytes +
+                         static_cast<size_t>(kColumnPartialFloats + kColumnResultFloats) *
+                             sizeof(float);
     for (MemoryCategory& c : m.categories)
       if (c.name == "GEMM workspace") {
-        c.bytes = cuda::kGemmWorkspaceBytes;
-        c.note = "cuBLASLt workspace, one per device, outside the arena";
+        c.bytes = fixed;
+        c.note = "cuBLASLt workspace and column-sum partials, one per device, outside the arena";
       }
-    m.total += cuda::kGemmWorkspaceBytes;
+    m.total += fixed;
   }
   return m;
 }

@@ -65,6 +65,7 @@
 #include "train/early_stopping.h"
 #include "train/evaluate.h"
 #include "train/flops.h"
+#include "train/gpu_paths_report.h"
 #include "train/grad_clip.h"
 #include "train/input_staging.h"
 #include "train/layer_decay.h"
@@ -88,11 +89,11 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Executable CUDA graphs kept at most (train/step_graphs.h): (rows, padded length, slot) keys of
-// a run padded to multiples of 8 up to 512 tokens are 2 x 64 per micro-batch size.
+// Executable CUDA graphs kept at most (train/step_graphs.h): (rows, padded length) keys of a GPU
+// run's length buckets up to 512 tokens are 20 per micro-batch size.
 constexpr int64_t kMaxStepGraphs = 256;
 // The optimizer tail's graph (gradient norm, finish, AdamW): no micro-batch has 0 rows.
-constexpr MicroGraphKey kOptimizerGraphKey{0, 0, -1};
+constexpr MicroGraphKey kOptimizerGraphKey{0, 0};
 
 const std::vector<std::string> kTokenizerFiles = {
     "tokenizer.json", "tokenizer_config.json",   "special_tokens_map.json",
@@ -264,7 +265,7 @@ class Trainer {
   std::unique_ptr<InputStaging> staging_;  // double-buffered micro-batch inputs
   ResolvedCudaGraphs cuda_graphs_;          // training.cuda_graphs for the run's device
   std::unique_ptr<StepGraphs> graphs_;      // the micro-batch graphs (GPU runs with graphs on)
-  int64_t pad_multiple_ = 1;                // training.pad_to_multiple_of, resolved
+  PadRule pad_;                             // training.pad_to_multiple_of, resolved
   ResolvedTf32 tf32_;  // TF32 for the fp32 GEMMs (a GPU setting)
   LossScaler scaler_;  // fp16: dynamic loss scaling (disabled otherwise: S = 1)
   std::unique_ptr<Arena> arena_;
@@ -311,6 +312,7 @@ class Trainer {
   double shown_loss_ = 0;  // the progress bar's loss: the last logged window's mean
   const int64_t step_scalar_reads_at_start_ = step_scalar_reads();
   const int64_t host_scalar_reads_at_start_ = host_scalar_reads();
+  const GpuPathCounts gpu_paths_at_start_ = gpu_path_counts();  // summary.json "gpu_paths"
   int64_t saved_step_ = -1;
   TrainingWork work_;  // micro-batches computed by this process (FLOPs, padded / real tokens)
 };
@@ -412,10 +414,10 @@ void Trainer::plan_batch() {
                  plan_.attention.reason);
   tf32_ = resolve_tf32(tc_.tf32, plan_.target.device, plan_.precision.precision);
   cuda_graphs_ = resolve_cuda_graphs(tc_.cuda_graphs, plan_.target.device);
-  pad_multiple_ = resolve_pad_multiple(tc_.pad_to_multiple_of, plan_.target.device);
+  pad_ = resolve_padding(tc_.pad_to_multiple_of, plan_.target.device);
   if (!plan_.target.device.is_cpu())
-    spdlog::info("CUDA graphs {} ({}); micro-batches padded to a multiple of {} tokens",
-                 cuda_graphs_.on ? "on" : "off", cuda_graphs_.why, pad_multiple_);
+    spdlog::info("CUDA graphs {} ({}); micro-batch padding: {}", cuda_graphs_.on ? "on" : "off",
+                 cuda_graphs_.why, pad_.describe());
 #ifdef FTUNE_WITH_CUDA
   if (!plan_.target.device.is_cpu()) cuda::set_gemm_tf32(tf32_.on);
 #endif
@@ -450,7 +452,7 @@ void Trainer::build_model_and_arena() {
                      static_cast<float>(tc_.weight_decay)});
     graphs_.reset();  // captured with the old arena's pointers
     staging_ = std::make_unique<InputStaging>(model_->options().max_batch,
-                                              model_->options().max_seq, pad_multiple_);
+                                              model_->options().max_seq, pad_);
     ArenaPlan plan;
     model_->add_to_plan(plan);
     adamw_->add_to_plan(plan);
@@ -741,11 +743,11 @@ void Trainer::train_step() {
     const auto tw = Clock::now();
     step_batch_ = prefetch_->next();
     wait_seconds_ += seconds_since(tw);
-    // Padded to a multiple of pad_multiple_ tokens (within the planned length), so micro-batches
+    // Padded by the run's rule (within the planned length), so micro-batches
     // come in few shapes (CUDA graphs, cuDNN plans); the padding is masked, so it changes results
     // only through the order of sums.
     pad_to_length(step_batch_,
-                  padded_length(step_batch_.seq_len, pad_multiple_, model_->options().max_seq),
+                  pad_.length(step_batch_.seq_len, model_->options().max_seq),
                   pad_id_);
     step_batch_of_ = step_;
   }
@@ -805,10 +807,9 @@ void Trainer::train_step() {
     };
     // A replayed graph runs none of the region's host code: the injected failure runs eagerly.
     if (graphs_ && !inject_oom)
-      graphs_->run(MicroGraphKey{rows, in.inputs.T, slot}, region);
+      graphs_->run(MicroGraphKey{rows, in.inputs.T}, region);
     else
       region();
-    staging_->release(slot);
     if (row0 + micro_batch_ < step_batch.size) {
       const int64_t next = std::min(micro_batch_, step_batch.size - row0 - micro_batch_);
       slot = staging_->stage(step_batch, step_positions_, row0 + micro_batch_, next,
@@ -845,8 +846,10 @@ void Trainer::train_step() {
   if (scaler_.enabled()) follow_loss_scale();
   ++step_;
 #ifdef FTUNE_WITH_CUDA
-  if (step_ == 1 && !plan_.target.device.is_cpu())
+  if (step_ == 1 && !plan_.target.device.is_cpu()) {
     spdlog::info("gemm autotune after the first step: {}", cuda::gemm_autotune_summary());
+    cuda::gemm_autotune_save();  // the shapes timed so far, for every later process
+  }
 #endif
   samples_ += step_samples;
   tokens_ += step_tokens;
@@ -966,7 +969,8 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["attention"] = attention_kernel_name(plan_.attention.kernel);
   s["attention_memory"] = attention_memory_note(
       uses_cudnn_attention(plan_.target.attention, plan_.target.device, plan_.target.precision));
-  s["pad_to_multiple_of"] = pad_multiple_;
+  s["pad_to_multiple_of"] = pad_.multiple;
+  s["padding"] = pad_.describe();
   {
     nlohmann::json g{{"on", cuda_graphs_.on}, {"why", cuda_graphs_.why}};
     if (graphs_) {
@@ -975,6 +979,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
       g["captured"] = st.captured;
       g["replayed"] = st.replayed;
       g["evicted"] = st.evicted;
+      g["capture_seconds"] = st.capture_seconds;
       g["held"] = graphs_->graphs();
       if (!st.failure.empty()) g["failure"] = st.failure;
     }
@@ -983,6 +988,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
 #ifdef FTUNE_WITH_CUDA
   if (!plan_.target.device.is_cpu()) s["gemm_autotune"] = cuda::gemm_autotune_summary();
 #endif
+  s["gpu_paths"] = gpu_paths_json(gpu_path_counts() - gpu_paths_at_start_);
   s["peft"] = peft_method_name(cfg_.peft.method);
   s["trainable_parameters"] = model_->trainable_params().total();
   s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;
@@ -1181,6 +1187,9 @@ nlohmann::json Trainer::run() {
                            {"step", best_eval_["step"]}});
   }
   if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run
+#ifdef FTUNE_WITH_CUDA
+  if (!plan_.target.device.is_cpu()) cuda::gemm_autotune_save();
+#endif
   nlohmann::json s = summary(stopped_by);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;
