@@ -4,8 +4,12 @@ side by side per (model, precision): BERT-base (random init, written once with a
 loaded by both) and all-MiniLM-L6-v2 (pretrained), on the same data (the WordNet gloss pairs of
 examples/wordnet_pairs.py), max_length, effective batch, steps, schedule, warm-up, weight decay,
 clipping and seed. Prints a table: model, impl, precision, samples/s, real tokens/s, MFU, peak
-memory, ftune/HF samples/s ratio; writes bench/results/gpu_vs_hf.md on a GPU (a --cpu smoke run
-writes bench/results/gpu_vs_hf_cpu_smoke.md, labelled as such). Run through bench/gpu_vs_hf.sh.
+memory, ftune/HF samples/s ratio; writes bench/results/gpu_vs_hf.md on a GPU (a --device cpu smoke
+run writes bench/results/gpu_vs_hf_cpu_smoke.md, labelled as such). On the project's GPU machine
+the GPU kit runs it (tools/gpu_kit.sh: BERT-base and MiniLM-sized with random weights, --model);
+where a build and the data are at hand:
+
+  python3 bench/gpu_vs_hf.py --ftune build/ftune [--steps N] [--device cpu --threads 2]
 
 Timing, both sides: the first --timing-warmup optimizer steps are left out (torch.compile compiles
 there; ftune's first steps pick cuBLASLt algorithms); samples/s and real tokens/s are over the
@@ -219,6 +223,9 @@ def main():
     ap.add_argument("--batch", type=int, default=32, help="effective batch (HF micro-batch)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--minilm", default=MINILM)
+    ap.add_argument("--model", action="append", default=[], metavar="NAME=DIR",
+                    help="an HF BERT directory to run under NAME (repeatable; replaces --models): "
+                         "the GPU kit passes random BERT-base and MiniLM-sized models it wrote")
     ap.add_argument("--work", help="working directory (default: a temporary one, removed)")
     ap.add_argument("--results", help="markdown results file (default by device; '' none)")
     ap.add_argument("--json", help="also write the rows as JSON lines here")
@@ -241,7 +248,12 @@ def main():
                  % a.device)
 
     models = []
-    for m in a.models.split(","):
+    for spec in a.model:
+        name, sep, path = spec.partition("=")
+        if not sep or not os.path.isfile(os.path.join(path, "config.json")):
+            sys.exit("gpu_vs_hf: --model %s: expected NAME=DIR with DIR/config.json" % spec)
+        models.append((name, path))
+    for m in ([] if a.model else a.models.split(",")):
         if m == "bert-base":
             path = os.path.join(work, "bert-base-random")
             if not os.path.exists(os.path.join(path, "model.safetensors")):
@@ -259,12 +271,17 @@ def main():
             sys.exit("gpu_vs_hf: --models: unknown %r (bert-base, minilm)" % m)
 
     rows = []
+    if a.json:
+        open(a.json, "w").close()
     for name, path in models:
         for precision in a.precisions.split(","):
             for impl in ("ftune", "hf"):
                 print("gpu_vs_hf: %s %s %s ..." % (name, impl, precision), flush=True)
                 row = (ftune_row if impl == "ftune" else hf_row)(a, name, path, precision, work, log)
                 rows.append(row)
+                if a.json:  # as each run finishes: a run killed later leaves the earlier rows
+                    with open(a.json, "a") as f:
+                        f.write(json.dumps(dict(row, gpu=gpu)) + "\n")
                 if "error" in row:
                     print("gpu_vs_hf:   failed: %s (log: %s)" % (row["error"], log), flush=True)
     lines = table(rows, gpu)
@@ -285,10 +302,10 @@ def main():
     for r in goal:
         print("goal: BERT-base bf16 ftune/HF samples/s = %.2fx (target >= 1.5x): %s" %
               (r["ratio_vs_hf"], "met" if r["ratio_vs_hf"] >= 1.5 else "NOT met"))
-    if a.json:
+    if a.json:  # again, with the MFU and ratio columns table() added
         with open(a.json, "w") as f:
             for r in rows:
-                f.write(json.dumps(r) + "\n")
+                f.write(json.dumps(dict(r, gpu=gpu)) + "\n")
     results = a.results
     if results is None:
         results = os.path.join(ROOT, "bench", "results",
@@ -301,13 +318,13 @@ def main():
             if on_gpu:
                 f.write("# ftune vs PyTorch + HF Trainer on the GPU\n\n")
             else:
-                f.write("# CPU smoke run of bench/gpu_vs_hf.sh (not a benchmark)\n\n"
+                f.write("# CPU smoke run of bench/gpu_vs_hf.py (not a benchmark)\n\n"
                         "Checks that the scripts run end to end; CPU numbers say nothing about "
                         "the GPU comparison (bench/results/gpu_vs_hf.md).\n\n")
             f.write("%s, %s UTC, ftune %s, torch %s, transformers %s.\n\n" % (
                 where, datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
                 commit or "?", versions.get("torch", "?"), versions.get("transformers", "?")))
-            f.write("Command: `bench/gpu_vs_hf.py %s` (through bench/gpu_vs_hf.sh)\n\n"
+            f.write("Command: `bench/gpu_vs_hf.py %s`\n\n"
                     % " ".join(sys.argv[1:]))
             f.write("Same data (%s), max_length %d, effective batch %d, %s, linear schedule "
                     "(warm-up 0.1), weight decay 0.01, clip 1.0, seed 42; the first %d optimizer "

@@ -118,11 +118,20 @@ std::vector<Device> devices_present() {
   return out;
 }
 
+namespace {
+// A path compiled in at build time, unless the environment names another: the GPU kit
+// (tools/gpu_kit.sh) runs the test binaries far from the tree they were built in.
+std::string env_or(const char* name, const char* built_in) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : std::string(built_in);
+}
+}  // namespace
+
 std::string fixtures_dir() {
-  return FTUNE_FIXTURES_DIR;
+  return env_or("FTUNE_TEST_FIXTURES_DIR", FTUNE_FIXTURES_DIR);
 }
 std::string source_dir() {
-  return FTUNE_SOURCE_DIR;
+  return env_or("FTUNE_TEST_SOURCE_DIR", FTUNE_SOURCE_DIR);
 }
 std::string file_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -130,7 +139,11 @@ std::string file_bytes(const std::string& path) {
 }
 
 std::string ftune_binary() {
-  return FTUNE_BINARY;
+  return env_or("FTUNE_TEST_BINARY", FTUNE_BINARY);
+}
+
+std::string fake_nvml_library() {
+  return env_or("FTUNE_TEST_FAKE_NVML", FTUNE_FAKE_NVML);
 }
 
 ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {

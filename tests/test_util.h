@@ -56,9 +56,12 @@ DeviceTensor zeros(Shape shape, Device device, DType dtype = DType::F32);
 
 std::vector<Device> devices_present();
 std::string device_param_name(const ::testing::TestParamInfo<Device>& info);
-std::string fixtures_dir();  // tests/fixtures in the source tree
-std::string source_dir();
-std::string ftune_binary();  // path of the built `ftune` executable
+// Paths compiled in at build time; the environment variables in brackets name others (the GPU
+// kit runs the test binaries from its own folder: tools/gpu_kit.sh).
+std::string fixtures_dir();  // tests/fixtures in the source tree [FTUNE_TEST_FIXTURES_DIR]
+std::string source_dir();    // [FTUNE_TEST_SOURCE_DIR]
+std::string ftune_binary();  // path of the built `ftune` executable [FTUNE_TEST_BINARY]
+std::string fake_nvml_library();  // tests/cuda/fake_nvml, built as a module [FTUNE_TEST_FAKE_NVML]
 // The bytes of a file (empty when it cannot be read): for comparing files a run wrote.
 std::string file_bytes(const std::string& path);
 

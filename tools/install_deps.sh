@@ -17,6 +17,7 @@ DEBIAN_PACKAGES=(
   libpcre2-dev           # tokenizers: JIT regex for tokenizer.json Split/Replace patterns
   libxxhash-dev          # content fingerprints (resume refuses changed model, data, tokenizer)
   libgtest-dev libgmock-dev  # tests
+  patchelf               # the GPU kit (tools/gpu_kit.sh): RUNPATHs of the carried programs
   libboost-dev           # hpo: Sobol sequence (Boost.Random, header-only) for the QMC sampler
   wordnet-base           # real sentence-pair data for the main job
   libsqlite3-dev         # hpo: study storage in one SQLite file

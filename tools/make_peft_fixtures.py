@@ -19,7 +19,13 @@ case directory holds:
 <name> is ftune's name: PEFT's key without "base_model.model." and the adapter name, e.g.
 bert.encoder.layer.0.attention.self.query.lora_A.weight, ...lora_magnitude_vector, classifier.weight.
 
-    python tools/make_peft_fixtures.py                 # writes tests/fixtures/peft/<case>/
+Cases with lora_dropout > 0 use ftune's dropout masks on PEFT's side: each adapted module's
+lora_dropout is replaced by the mask ftune draws for it (Philox4x32-10 keyed as src/core/philox.h:
+seed DROPOUT_SEED, the module's site, the optimizer step as offset; stream index = flat index of
+the module's input, ops/dropout.h), so PEFT's training step and ftune's see the same x_d. Step 0's
+masks of two modules are stored (mask.<module>) for the C++ test to check the keying bit for bit.
+
+    python tools/make_peft_fixtures.py [--cases ...]   # writes tests/fixtures/peft/<case>/
     python tools/make_peft_fixtures.py --check DIR     # DIR/<case>/ written by ftune (test_models
                                                        # with FTUNE_PEFT_OUT=DIR): PEFT loads each
                                                        # adapter and must give ftune's logits; a
@@ -33,6 +39,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import peft
 import torch
 import torch.nn.functional as F
@@ -45,6 +52,8 @@ REPO = Path(__file__).resolve().parents[1]
 ENGINE = REPO / "tests" / "fixtures" / "engine"
 STEPS = 3
 OPT = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
+
+DROPOUT_SEED = 5
 
 CASES = {
     # query + value only: a subset of ftune's fused QKV GEMM.
@@ -63,7 +72,68 @@ CASES = {
     "roberta_dora": dict(base="roberta_pair", r=4, lora_alpha=8, use_dora=True,
                          target_modules=["value", "attention.output.dense", "intermediate.dense",
                                          "output.dense"]),
+    # PEFT's suffix rule: "dense" also adapts bert.pooler.dense (and every layer's dense).
+    "bert_lora_pooler": dict(base="bert_pair", r=4, lora_alpha=8,
+                             target_modules=["query", "value", "dense"]),
+    # DoRA with adapter dropout on every linear layer, the pooler included (all-linear).
+    "bert_dora_dropout": dict(base="bert_pair", r=4, lora_alpha=8, use_dora=True,
+                              lora_dropout=0.25, target_modules="all-linear"),
+    # RoBERTa has no pooler; "dense" leaves classifier.dense alone (modules_to_save).
+    "roberta_dora_dropout": dict(base="roberta_pair", r=3, lora_alpha=6, use_dora=True,
+                                 lora_dropout=0.25, target_modules=["query", "dense"]),
 }
+
+# ftune's Philox sites of the adapters' input dropouts (models/adapters.h, classification_head.h).
+SITES = ["attention.self.query", "attention.self.key", "attention.self.value",
+         "attention.output.dense", "intermediate.dense", "output.dense"]
+
+
+def dropout_site(module):
+    """ftune's Philox site of the input dropout of adapted module `module` (ftune's name)."""
+    if module == "bert.pooler.dense":
+        return 0x10002
+    layer, site = module.split(".encoder.layer.")[1].split(".", 1)
+    return 0x20000 + 8 * int(layer) + SITES.index(site)
+
+
+def philox_uniforms(seed, site, offset, n):
+    """Uniforms of stream elements 0..n-1 of key (seed, site, offset): src/core/philox.h."""
+    m32 = np.uint64(0xFFFFFFFF)
+    group = np.arange((n + 3) // 4, dtype=np.uint64)
+    c = [group & m32, group >> np.uint64(32), np.full_like(group, site), np.full_like(group, offset)]
+    k0, k1 = np.uint64(seed & 0xFFFFFFFF), np.uint64(seed >> 32)
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c[0]
+        p1 = np.uint64(0xCD9E8D57) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & m32, (p0 >> np.uint64(32)) ^ c[3] ^ k1, p0 & m32]
+        k0 = (k0 + np.uint64(0x9E3779B9)) & m32
+        k1 = (k1 + np.uint64(0xBB67AE85)) & m32
+    words = np.stack(c, axis=1).reshape(-1)[:n]  # element 4g + j is word j of block g
+    return (words >> np.uint64(8)).astype(np.float64) / 16777216.0
+
+
+def ftune_mask(module, p, step, shape):
+    """ftune's dropout multipliers for `module`'s input of `shape` at optimizer step `step`."""
+    n = int(np.prod(shape))
+    keep = philox_uniforms(DROPOUT_SEED, dropout_site(module), step, n) >= float(np.float32(p))
+    scale = np.float32(1.0) / (np.float32(1.0) - np.float32(p))
+    return torch.from_numpy(np.where(keep, scale, np.float32(0.0)).astype(np.float32).reshape(shape))
+
+
+class FtuneDropout(torch.nn.Module):
+    """Stands in for a LoRA layer's nn.Dropout: multiplies by ftune's mask of this step."""
+
+    def __init__(self, module, p, clock):
+        super().__init__()
+        self.module, self.p, self.clock = module, p, clock
+
+    def forward(self, x):
+        if not self.training:
+            return x
+        mask = ftune_mask(self.module, self.p, self.clock["step"], tuple(x.shape))
+        self.clock.setdefault("masks", {})[self.module] = mask
+        return x * mask
+
 
 
 def ftune_name(peft_key):
@@ -89,10 +159,16 @@ def load_base(base):
 def make_case(out_root, name, spec):
     spec = dict(spec)
     base = spec.pop("base")
+    p_drop = spec.pop("lora_dropout", 0.0)
     torch.manual_seed(1234)
     model = load_base(base)
-    cfg = LoraConfig(task_type=TaskType.SEQ_CLS, lora_dropout=0.0, **spec)
+    cfg = LoraConfig(task_type=TaskType.SEQ_CLS, lora_dropout=p_drop, **spec)
     pm = get_peft_model(model, cfg)
+    clock = {"step": 0}
+    if p_drop > 0:
+        for module_name, module in pm.named_modules():
+            if hasattr(module, "lora_dropout") and "default" in module.lora_dropout:
+                module.lora_dropout["default"] = FtuneDropout(ftune_name(module_name), p_drop, clock)
     gen = torch.Generator().manual_seed(99)
     with torch.no_grad():
         for n, p in pm.named_parameters():
@@ -120,6 +196,7 @@ def make_case(out_root, name, spec):
                             foreach=False, fused=False)
     expected, losses = {}, []
     for step in range(STEPS):
+        clock["step"] = step
         opt.zero_grad()
         logits = pm(**inputs).logits
         loss = F.cross_entropy(logits, labels)
@@ -128,6 +205,9 @@ def make_case(out_root, name, spec):
             expected["logits"], expected["loss"] = logits.detach().clone(), loss.detach().clone()
             for n, p in trainable:
                 expected[f"grad.{ftune_name(n)}"] = p.grad.detach().clone()
+            masks = clock.get("masks", {})
+            for module in sorted(masks)[:1] + [m for m in masks if "pooler" in m]:
+                expected[f"mask.{module}"] = masks[module]
         losses.append(loss.item())
         opt.step()
     for n, p in trainable:
@@ -140,6 +220,10 @@ def make_case(out_root, name, spec):
         "case": name,
         "base": f"engine/{base}",
         "peft": {k: (list(v) if isinstance(v, (list, tuple, set)) else v) for k, v in spec.items()},
+        "lora_dropout": p_drop,
+        "dropout_seed": DROPOUT_SEED,
+        "adapted_modules": sorted({ftune_name(n).rsplit(".lora_A", 1)[0]
+                                   for n, _ in pm.named_parameters() if ".lora_A." in n}),
         "method": "dora" if spec.get("use_dora") else "lora",
         "scaling": next(m.scaling["default"] for m in pm.modules()
                         if isinstance(getattr(m, "scaling", None), dict)),
@@ -152,7 +236,10 @@ def make_case(out_root, name, spec):
         "steps": STEPS,
         "init": "lora_A: PEFT's kaiming_uniform (torch seed 1234); lora_B ~ 0.2 * N(0,1); "
                 "magnitude *= 1 + 0.1 * N(0,1) (generator seed 99)",
-        "expected": "logits, loss, grad.* at step 1; step3.* after 3 AdamW steps; losses",
+        "expected": "logits, loss, grad.* at step 1; step3.* after 3 AdamW steps; losses"
+                    + ("; mask.<module>: ftune's dropout multipliers of step 0" if p_drop else ""),
+        "dropout": ("ftune's Philox masks (seed dropout_seed, offset = step) on each adapter's "
+                    "input, in PEFT's lora_dropout" if p_drop else "none"),
         "tolerance": "max relative error 1e-4 (max|got - want| / max|want|)",
         "generator": {"script": "tools/make_peft_fixtures.py", "torch": torch.__version__,
                       "transformers": transformers.__version__, "peft": peft.__version__},
@@ -200,12 +287,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(REPO / "tests" / "fixtures" / "peft"))
     ap.add_argument("--check", help="directory of ftune-written adapters to load with PEFT")
+    ap.add_argument("--cases", nargs="*", help="only these cases (default: all)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.check:
         sys.exit(0 if check(a.check) else 1)
     for name, spec in CASES.items():
-        make_case(Path(a.out), name, spec)
+        if not a.cases or name in a.cases:
+            make_case(Path(a.out), name, spec)
 
 
 if __name__ == "__main__":

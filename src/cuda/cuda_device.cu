@@ -105,6 +105,20 @@ void* event_create(Device device) {
   return e;
 }
 
+void* timing_event_create(Device device) {
+  set_device(device);
+  cudaEvent_t e = nullptr;
+  FTUNE_CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+
+float event_elapsed_ms(void* start, void* end) {
+  float ms = 0;
+  FTUNE_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start),
+                                        static_cast<cudaEvent_t>(end)));
+  return ms;
+}
+
 void event_destroy(void* event) { FTUNE_CUDA_CHECK(cudaEventDestroy(static_cast<cudaEvent_t>(event))); }
 
 void event_synchronize(void* event) {

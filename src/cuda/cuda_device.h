@@ -45,6 +45,10 @@ bool compute_stream_capturing();
 // or a fault of any kernel queued so far): throws DeviceError "<what>: <CUDA's error>". For
 // FTUNE_CUDA_DEBUG_SYNC (ops/dispatch.h).
 void synchronize_and_check(const std::string& what);
+// Per-op timing (core/op_profile.h): an event with timing on, and the milliseconds between two
+// recorded events (both complete).
+void* timing_event_create(Device device);
+float event_elapsed_ms(void* start, void* end);
 
 // What a device can do, from cudaGetDeviceProperties and the driver / runtime versions.
 struct DeviceCapabilities {

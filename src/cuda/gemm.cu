@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "core/memory.h"
+#include "core/op_profile.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_device.h"
 #include "cuda/gemm.h"
@@ -594,6 +595,7 @@ void gemm_autotune_save() {
 
 void gemm(const GemmArgs& g) {
   const bool tf32 = g.a_type == DType::F32 && g_tf32.load(std::memory_order_relaxed);
+  const profile::OpScope scope("gemm", Device::cuda(0));  // the kind is what counts
   CublasLtBackend backend;
   run_gemm(g, tf32, current_device(), backend);
 }

@@ -21,13 +21,6 @@ std::string listing(const std::string& path, const std::vector<BadRow>& bad) {
   return s;
 }
 
-std::string label_list(const LabelSet& labels) {
-  std::string s;
-  for (size_t i = 0; i < labels.names.size() && i < 8; ++i) s += (i ? ", " : "") + labels.names[i];
-  if (labels.names.size() > 8) s += ", ...";
-  return s;
-}
-
 }  // namespace
 
 BadRowPolicy parse_bad_row_policy(const std::string& value, const std::string& key) {
@@ -75,25 +68,26 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
     throw InputError(
         fmt::format("{}: give the label names as a list or as a map, not both", spec.labels_key));
   if (!spec.labels.names.empty()) {
-    ds.labels = LabelSet::from_names(spec.labels.names);
+    ds.labels = LabelSet::from_names(spec.labels.names, spec.labels_key);
   } else if (!spec.labels.ids.empty()) {
     ds.labels = LabelSet::from_map(spec.labels.ids, spec.labels_key);
   }
-  // Without an explicit set the set is the data's (integer labels keep their ids). A label that
-  // the set cannot address (outside an explicit set, or an integer written as "01") is a bad row.
-  if (spec.labels.empty()) ds.labels = LabelSet::from_examples(rows.examples);
+  // Without an explicit set the set is the data's (examples.h: every label a name). A label that
+  // an explicit set cannot address is a bad row.
+  if (spec.labels.empty()) ds.labels = LabelSet::from_examples(rows.examples, spec.path);
+  ds.labels.integer_aliases = ds.labels.integer_aliases && spec.labels.integer_aliases;
   {
     std::vector<RawExample> kept;
     kept.reserve(rows.examples.size());
     const size_t bad_before = bad.size();
     for (RawExample& e : rows.examples) {
-      auto it = ds.labels.ids.find(e.label);
-      if (it == ds.labels.ids.end()) {
+      const std::optional<int32_t> id = ds.labels.find(e.label);
+      if (!id) {
         bad.push_back({e.line, fmt::format("label '{}' is not one of the {} labels ({})", e.label,
-                                           ds.labels.names.size(), label_list(ds.labels))});
+                                           ds.labels.names.size(), ds.labels.describe())});
         continue;
       }
-      ds.label_ids.push_back(it->second);
+      ds.label_ids.push_back(*id);
       kept.push_back(std::move(e));
     }
     rows.examples = std::move(kept);

@@ -39,11 +39,13 @@ enum class BadRowPolicy {
 BadRowPolicy parse_bad_row_policy(const std::string& value, const std::string& key);
 
 // An explicit label set: names in id order, or a name -> id map (ids 0..K-1). Both empty: the
-// labels are taken from the data (LabelSet::from_examples). Integer labels in the data address
-// names by id.
+// labels are taken from the data (LabelSet::from_examples). How labels are read: examples.h.
 struct LabelMapping {
   std::vector<std::string> names;
   std::map<std::string, int32_t> ids;
+  // Whether integers may address ids (examples.h); off for a validation or test file read with
+  // the label set the training data gave (its ids are ftune's order, not the user's).
+  bool integer_aliases = true;
 
   bool empty() const { return names.empty() && ids.empty(); }
 };

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
+#include <map>
 
 #include "core/error.h"
 #include "data/jsonl.h"
@@ -49,62 +49,96 @@ std::vector<RawExample> read_examples(const std::string& path, const ExampleFiel
   return out;
 }
 
-LabelSet LabelSet::from_examples(const std::vector<RawExample>& examples) {
-  std::set<std::string> names;
-  bool all_int = true;
-  int64_t max_int = -1;
-  for (const RawExample& e : examples) {
-    names.insert(e.label);
-    const bool is_int = !e.label.empty() &&
-                        e.label.find_first_not_of("0123456789") == std::string::npos &&
-                        e.label.size() < 9;
-    all_int = all_int && is_int;
-    if (is_int) max_int = std::max<int64_t>(max_int, std::stoll(e.label));
+std::optional<int64_t> integer_label(const std::string& label) {
+  const size_t digits = label.size() - (label.starts_with('-') ? 1 : 0);
+  if (digits == 0 || digits > 18 ||
+      label.find_first_not_of("0123456789", label.size() - digits) != std::string::npos)
+    return std::nullopt;
+  return std::stoll(label);
+}
+
+LabelSet LabelSet::from_examples(const std::vector<RawExample>& examples, const std::string& path) {
+  // Distinct labels with the line each first appears on.
+  std::map<std::string, int64_t> first_line;
+  for (const RawExample& e : examples) first_line.emplace(e.label, e.line);
+  std::vector<std::pair<int64_t, std::string>> in_file_order;
+  for (const auto& [label, line] : first_line) in_file_order.emplace_back(line, label);
+  std::sort(in_file_order.begin(), in_file_order.end());
+  bool all_integers = true;
+  std::map<int64_t, std::string> by_value;
+  for (const auto& [line, label] : in_file_order) {
+    const std::optional<int64_t> v = integer_label(label);
+    if (!v) {
+      all_integers = false;
+      break;
+    }
+    if (const auto [it, fresh] = by_value.emplace(*v, label); !fresh)
+      throw InputError(fmt::format(
+          "{}:{}: label '{}' is the integer {} that line {} writes '{}'; write each integer label "
+          "one way (labels are names, so these would be two classes)",
+          path, line, label, *v, first_line.at(it->second), it->second));
   }
-  LabelSet s;
-  s.integer = all_int;
-  if (all_int) {
-    for (int64_t i = 0; i <= std::max<int64_t>(max_int, 1); ++i)
-      s.names.push_back(std::to_string(i));
+  std::vector<std::string> names;
+  if (all_integers) {
+    for (const auto& [value, label] : by_value) names.push_back(label);
   } else {
-    s.names.assign(names.begin(), names.end());
+    for (const auto& [label, line] : first_line) names.push_back(label);
   }
-  for (size_t i = 0; i < s.names.size(); ++i) s.ids[s.names[i]] = static_cast<int32_t>(i);
+  LabelSet s = from_names(names, path);
+  s.integer_aliases = false;  // the ids are ftune's order: only names address them
   return s;
 }
 
-LabelSet LabelSet::from_names(const std::vector<std::string>& names) {
+LabelSet LabelSet::from_names(const std::vector<std::string>& names, const std::string& key) {
   LabelSet s;
   s.names = names;
+  s.integer_aliases = true;
   for (size_t i = 0; i < names.size(); ++i) {
     if (!s.ids.emplace(names[i], static_cast<int32_t>(i)).second)
-      throw InputError(fmt::format("label '{}' is listed twice", names[i]));
-    s.ids[std::to_string(i)] = static_cast<int32_t>(i);  // integer labels address names by id
+      throw InputError(fmt::format("{}: label '{}' is listed twice", key, names[i]));
+    if (integer_label(names[i])) s.integer_aliases = false;
   }
   return s;
 }
 
 LabelSet LabelSet::from_map(const std::map<std::string, int32_t>& ids, const std::string& key) {
   std::vector<std::string> names(ids.size());
+  std::vector<bool> taken(ids.size(), false);
   for (const auto& [name, id] : ids) {
     if (id < 0 || id >= static_cast<int32_t>(ids.size()))
       throw InputError(fmt::format("{}: label '{}' has id {}; ids must be 0..{}", key, name, id,
                                    ids.size() - 1));
-    if (!names[id].empty())
+    if (taken[id])
       throw InputError(
           fmt::format("{}: labels '{}' and '{}' both have id {}", key, names[id], name, id));
+    taken[id] = true;
     names[id] = name;
   }
-  return from_names(names);
+  return from_names(names, key);
+}
+
+std::optional<int32_t> LabelSet::find(const std::string& label) const {
+  if (auto it = ids.find(label); it != ids.end()) return it->second;
+  if (integer_aliases) {
+    const std::optional<int64_t> v = integer_label(label);
+    if (v && *v >= 0 && *v < static_cast<int64_t>(names.size()) && std::to_string(*v) == label)
+      return static_cast<int32_t>(*v);
+  }
+  return std::nullopt;
+}
+
+std::string LabelSet::describe() const {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) s += fmt::format("{}'{}'", i ? ", " : "", names[i]);
+  if (names.size() > 8) s += ", ...";
+  if (integer_aliases) s += fmt::format(", or an id 0..{}", names.size() - 1);
+  return s;
 }
 
 int32_t LabelSet::id(const RawExample& e, const std::string& path) const {
-  auto it = ids.find(e.label);
-  if (it == ids.end())
-    throw InputError(fmt::format("{}:{}: label '{}' is not one of the {} labels ({}{})", path,
-                                 e.line, e.label, names.size(), names.front(),
-                                 names.size() > 1 ? ", ..." : ""));
-  return it->second;
+  if (const std::optional<int32_t> i = find(e.label)) return *i;
+  throw InputError(fmt::format("{}:{}: label '{}' is not one of the {} labels ({})", path, e.line,
+                               e.label, names.size(), describe()));
 }
 
 std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer,

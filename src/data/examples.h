@@ -26,20 +26,44 @@ struct RawExample {
 
 std::vector<RawExample> read_examples(const std::string& path, const ExampleFields& fields);
 
-// Label names in id order. Integer labels 0..K-1 keep their ids; string labels are sorted.
+// A label set: a bijection between label names and class ids 0..K-1 (names[id], ids[name]).
+// How data labels are read (README "Labels"):
+//   - Every label is a name, whatever it looks like: "pos", "1", "-1" and "5000" alike. A JSON
+//     integer is the name of its decimal form (1 -> "1").
+//   - A set taken from the data (from_examples) is ordered numerically when every name is an
+//     integer (an optional '-' and up to 18 digits), else by byte order. So the ids 0..K-1 that
+//     HF datasets store keep their values ({0, 1, 2} -> ids 0, 1, 2), and any other integers are
+//     names too ({1, 2} -> "1" id 0, "2" id 1; {-1, 0, 1} -> ids 0, 1, 2): never a phantom class.
+//     One integer written two ways ("1" and "01") is an error naming both lines.
+//   - The one alias: when the names are given in id order (model.labels: [neg, pos], or a saved
+//     model's id2label such as LABEL_0, LABEL_1) and none of them is an integer, the integer i
+//     (written canonically, 0..K-1) also addresses the class with id i, as HF datasets store a
+//     ClassLabel column. An alias never shadows a name; a set taken from the data has none.
 struct LabelSet {
-  std::vector<std::string> names;
-  std::unordered_map<std::string, int32_t> ids;
-  bool integer = false;  // labels were integers (ids are the integers themselves)
+  std::vector<std::string> names;                // by id
+  std::unordered_map<std::string, int32_t> ids;  // name -> id: exactly the inverse of names
+  bool integer_aliases = false;                  // "0".."K-1" address ids (no name is an integer)
 
-  static LabelSet from_examples(const std::vector<RawExample>& examples);
-  static LabelSet from_names(const std::vector<std::string>& names);
+  // From the labels of `examples` (path names the file in errors).
+  static LabelSet from_examples(const std::vector<RawExample>& examples,
+                                const std::string& path = "");
+  // Names in id order; a name given twice is an InputError naming `key`.
+  static LabelSet from_names(const std::vector<std::string>& names,
+                             const std::string& key = "model.labels");
   // From a name -> id map whose ids are exactly 0..K-1, each once (InputError naming `key`
-  // otherwise). As with from_names, an integer label i also addresses the name with id i.
+  // otherwise).
   static LabelSet from_map(const std::map<std::string, int32_t>& ids, const std::string& key);
+  // The id `label` stands for: its name, else (integer_aliases) its id; nullopt otherwise.
+  std::optional<int32_t> find(const std::string& label) const;
   // The id of `label` of the example at path:line; InputError when it is not in the set.
   int32_t id(const RawExample& e, const std::string& path) const;
+  // "'neg', 'pos'" (the first 8), with ", or an id 0..K-1" when integer aliases are on.
+  std::string describe() const;
 };
+
+// The value of a label written as an integer (an optional '-' and 1 to 18 digits); nullopt for
+// any other text.
+std::optional<int64_t> integer_label(const std::string& label);
 
 struct TokenizedExample {
   std::vector<int32_t> input_ids, token_type_ids;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <regex>
 #include <set>
@@ -13,34 +14,31 @@
 namespace ftune {
 namespace {
 
-// The linear modules of one encoder layer, as PEFT names them after the layer prefix.
-const std::vector<std::string>& layer_linear_suffixes() {
-  static const std::vector<std::string> s = {"attention.self.query", "attention.self.key",
-                                             "attention.self.value", "attention.output.dense",
-                                             "intermediate.dense",   "output.dense"};
-  return s;
+// PEFT's list rule: the full name, or a suffix after a dot.
+bool name_matches(const std::string& name, const std::string& entry) {
+  return name == entry || (name.size() > entry.size() && name.ends_with("." + entry));
 }
 
-std::string expand_alias(const std::string& pattern) {
-  if (pattern == "intermediate") return "intermediate.dense";
-  if (pattern == "attention.output") return "attention.output.dense";
-  return pattern;
+bool is_all_linear(const std::string& s) {
+  std::string lower = s;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return lower == "all-linear";
 }
 
-bool suffix_match(const std::string& name, const std::string& pattern) {
-  const std::string p = expand_alias(pattern);
-  return name == p || (name.size() > p.size() && name.ends_with("." + p));
+// PEFT's test of one module against target_modules, before kinds and exclusions.
+bool pattern_matches(const AdapterConfig& c, const std::string& name, bool linear) {
+  if (!c.target_regex.empty()) return std::regex_match(name, std::regex(c.target_regex));
+  for (const std::string& p : c.target_modules)
+    if (is_all_linear(p) ? linear : name_matches(name, p)) return true;
+  return false;
 }
 
-// Module names of both families up to 128 layers, for validating patterns (which may name a
-// layer) before a model exists.
-std::vector<std::string> example_modules() {
-  std::vector<std::string> out;
-  for (const char* prefix : {"bert", "roberta"})
-    for (int layer = 0; layer < 128; ++layer)
-      for (const std::string& s : layer_linear_suffixes())
-        out.push_back(fmt::format("{}.encoder.layer.{}.{}", prefix, layer, s));
-  return out;
+std::string listing(const std::vector<std::string>& names, size_t most = 8) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < most; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > most) s += fmt::format(", ... ({} in all)", names.size());
+  return s.empty() ? "none" : s;
 }
 
 template <typename T>
@@ -92,17 +90,107 @@ bool AdapterConfig::trains_pooler() const {
          modules_to_save.end();
 }
 
+bool AdapterConfig::saved_whole(const std::string& name) const {
+  // PEFT: re.match(rf"(^|.*\.){m}($|\..*)", key) for m in modules_to_save (SEQ_CLS adds
+  // classifier and score): m is a run of whole name components.
+  auto inside = [&](const std::string& m) {
+    for (size_t at = name.find(m); at != std::string::npos; at = name.find(m, at + 1)) {
+      const size_t end = at + m.size();
+      if ((at == 0 || name[at - 1] == '.') && (end == name.size() || name[end] == '.'))
+        return true;
+    }
+    return false;
+  };
+  if (inside("classifier") || inside("score")) return true;
+  return std::any_of(modules_to_save.begin(), modules_to_save.end(), inside);
+}
+
 bool AdapterConfig::targets(const std::string& name) const {
-  if (!target_regex.empty()) return std::regex_match(name, std::regex(target_regex));
-  for (const std::string& p : target_modules) {
-    if (p == "all-linear") {
-      for (const std::string& s : layer_linear_suffixes())
-        if (suffix_match(name, s)) return true;
-    } else if (suffix_match(name, p)) {
-      return true;
+  return !saved_whole(name) && pattern_matches(*this, name, /*linear=*/true);
+}
+
+std::vector<ClassifierModule> classifier_modules(bool bert, int64_t layers) {
+  const std::string p = bert ? "bert" : "roberta";
+  const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
+  std::vector<ClassifierModule> m = {{"", O}, {p, O}, {p + ".embeddings", O}};
+  for (const char* e : {"word_embeddings", "position_embeddings", "token_type_embeddings"})
+    m.push_back({p + ".embeddings." + e, ModuleKind::Embedding});
+  for (const char* e : {"LayerNorm", "dropout"}) m.push_back({p + ".embeddings." + e, O});
+  m.push_back({p + ".encoder", O});
+  m.push_back({p + ".encoder.layer", O});
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string q = fmt::format("{}.encoder.layer.{}", p, l);
+    const std::pair<const char*, ModuleKind> layer[] = {
+        {"", O},
+        {".attention", O},
+        {".attention.self", O},
+        {".attention.self.query", A},
+        {".attention.self.key", A},
+        {".attention.self.value", A},
+        {".attention.self.dropout", O},
+        {".attention.output", O},
+        {".attention.output.dense", A},
+        {".attention.output.LayerNorm", O},
+        {".attention.output.dropout", O},
+        {".intermediate", O},
+        {".intermediate.dense", A},
+        {".intermediate.intermediate_act_fn", O},
+        {".output", O},
+        {".output.dense", A},
+        {".output.LayerNorm", O},
+        {".output.dropout", O}};
+    for (const auto& [suffix, kind] : layer) m.push_back({q + suffix, kind});
+  }
+  if (bert) {
+    m.push_back({"bert.pooler", O});
+    m.push_back({"bert.pooler.dense", A});
+    m.push_back({"bert.pooler.activation", O});
+    m.push_back({"dropout", O});
+    m.push_back({"classifier", ModuleKind::Head});
+  } else {
+    m.push_back({"classifier", O});
+    m.push_back({"classifier.dense", ModuleKind::Head});
+    m.push_back({"classifier.dropout", O});
+    m.push_back({"classifier.out_proj", ModuleKind::Head});
+  }
+  return m;
+}
+
+std::vector<std::string> resolve_target_modules(const AdapterConfig& c,
+                                                const std::vector<ClassifierModule>& modules,
+                                                const std::string& where) {
+  std::vector<std::string> adapted;
+  std::set<std::string> used;  // list entries that matched a module outside modules_to_save
+  for (const ClassifierModule& m : modules) {
+    const bool linear = m.kind == ModuleKind::Adaptable || m.kind == ModuleKind::Head;
+    if (c.saved_whole(m.name) || !pattern_matches(c, m.name, linear)) continue;
+    for (const std::string& p : c.target_modules)
+      if (is_all_linear(p) || name_matches(m.name, p)) used.insert(p);
+    if (m.kind == ModuleKind::Adaptable) {
+      adapted.push_back(m.name);
+    } else if (m.kind == ModuleKind::Embedding) {
+      throw InputError(fmt::format(
+          "{}: target_modules matches {}, an embedding: PEFT would put a LoRA embedding there, "
+          "which ftune does not support; name linear layers only",
+          where, m.name));
+    } else {
+      throw InputError(fmt::format(
+          "{}: target_modules matches '{}', which is not a linear layer; PEFT refuses it too "
+          "(name linear layers: query, key, value, dense, intermediate.dense, output.dense, ...)",
+          where, m.name));
     }
   }
-  return false;
+  if (c.target_regex.empty())
+    for (const std::string& p : c.target_modules)
+      if (!used.count(p))
+        throw InputError(fmt::format(
+            "{}: target_modules entry '{}' matches no module that can take an adapter (modules "
+            "of modules_to_save take none); with this list PEFT would adapt: {}",
+            where, p, listing(adapted)));
+  if (adapted.empty())
+    throw InputError(fmt::format("{}: target_modules matches no linear module of this model",
+                                 where));
+  return adapted;
 }
 
 AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string& where) {
@@ -142,7 +230,7 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
   if (section["use_rslora"])
     c.use_rslora = read_scalar<bool>(section["use_rslora"], at("use_rslora"), "true or false");
   if (const YAML::Node t = section["target_modules"]) {
-    if (t.IsScalar() && t.Scalar() != "all-linear") {
+    if (t.IsScalar() && !is_all_linear(t.Scalar())) {
       c.target_modules.clear();
       c.target_regex = t.Scalar();
       try {
@@ -151,28 +239,34 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
         throw InputError(fmt::format("{}: '{}' is not a valid regular expression ({})",
                                      at("target_modules"), c.target_regex, e.what()));
       }
+    } else if (t.IsScalar()) {
+      c.target_modules = {"all-linear"};
     } else {
       c.target_modules = read_names(t, at("target_modules"));
     }
   }
-  const std::vector<std::string> examples = example_modules();
+  // Typos are caught here, against the module names of both families; which modules a model
+  // really adapts is resolved when it is built (resolve_target_modules).
+  std::vector<ClassifierModule> modules = classifier_modules(true, 128);
+  for (const ClassifierModule& m : classifier_modules(false, 128)) modules.push_back(m);
   if (!c.target_regex.empty()) {
     const std::regex re(c.target_regex);
-    if (std::none_of(examples.begin(), examples.end(),
-                     [&](const std::string& m) { return std::regex_match(m, re); }))
-      throw InputError(fmt::format("{}: regex '{}' matches no linear module (e.g. {})",
-                                   at("target_modules"), c.target_regex, examples[0]));
+    if (std::none_of(modules.begin(), modules.end(),
+                     [&](const ClassifierModule& m) { return std::regex_match(m.name, re); }))
+      throw InputError(fmt::format(
+          "{}: regex '{}' matches no module (it must match a whole name, e.g. {})",
+          at("target_modules"), c.target_regex, "bert.encoder.layer.0.attention.self.query"));
   } else {
     if (c.target_modules.empty())
       throw InputError(fmt::format("{} must name at least one module", at("target_modules")));
     for (const std::string& p : c.target_modules) {
-      if (p == "all-linear") continue;
-      const bool any = std::any_of(examples.begin(), examples.end(),
-                                   [&](const std::string& m) { return suffix_match(m, p); });
-      if (!any)
+      if (is_all_linear(p)) continue;
+      if (std::none_of(modules.begin(), modules.end(),
+                       [&](const ClassifierModule& m) { return name_matches(m.name, p); }))
         throw InputError(fmt::format(
             "{}: unknown module pattern '{}' (expected query, key, value, attention.output.dense, "
-            "intermediate.dense, output.dense, all-linear, or a suffix of a full module name)",
+            "intermediate.dense, output.dense, dense, pooler.dense, all-linear, or a suffix of a "
+            "full module name)",
             at("target_modules"), p));
     }
   }
@@ -188,11 +282,6 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
         c.modules_to_save.end())
       c.modules_to_save.insert(c.modules_to_save.begin(), "classifier");
   }
-  if (c.dora() && c.dropout > 0)
-    throw InputError(fmt::format(
-        "{}: DoRA with dropout > 0 is not supported yet (PEFT then runs a second frozen GEMM on "
-        "the dropped-out input); use dropout: 0 with method: dora",
-        at("dropout")));
   return c;
 }
 

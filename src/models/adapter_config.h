@@ -10,11 +10,17 @@
 //     use_rslora: false
 //     modules_to_save: [classifier]    # classifier (always trained, as PEFT's SEQ_CLS), pooler
 //
-// Module patterns follow PEFT: a list entry matches a module whose full name equals it or ends
-// with "." + entry; a single string other than "all-linear" is a regular expression that must
-// match the whole name. The linear modules of a layer are attention.self.{query,key,value},
-// attention.output.dense, intermediate.dense and output.dense (which, as in PEFT, also matches
-// attention.output.dense); "intermediate" and "attention.output" are accepted as short forms.
+// The same names mean the same modules as in PEFT 0.21 (tuners_utils.check_target_module_exists,
+// _maybe_include_all_linear_layers), over the module tree of HF's *ForSequenceClassification
+// (classifier_modules below):
+//   - a list entry matches a module whose full name equals it or ends with "." + entry; a single
+//     string is "all-linear" (any case) or a regular expression that must match the whole name;
+//   - "all-linear" is every nn.Linear but the classification head ("classifier");
+//   - no adapter goes inside a module of modules_to_save (SEQ_CLS adds classifier and score), so
+//     RoBERTa's classifier.dense never gets one, nor BERT's pooler.dense with "pooler" saved.
+// So [query, value, dense] and all-linear adapt bert.pooler.dense (BERT's pooler; RoBERTa and
+// XLM-R classifiers have none). A target that matches a module PEFT cannot or ftune does not
+// adapt (a container such as "intermediate", a LayerNorm, an embedding) is an error naming it.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -44,10 +50,33 @@ struct AdapterConfig {
   bool dora() const { return method == PeftMethod::Dora; }
   float scaling() const;       // alpha / r, or alpha / sqrt(r) with rsLoRA
   bool trains_pooler() const;  // "pooler" in modules_to_save (BERT's pooler.dense)
-  // Whether the linear module `full_name` (e.g. "bert.encoder.layer.0.attention.self.query")
-  // gets an adapter.
+  // Whether the adaptable linear module `full_name` (e.g. "bert.encoder.layer.0.attention.self.
+  // query", "bert.pooler.dense") gets an adapter: PEFT's rule above.
   bool targets(const std::string& full_name) const;
+  // Whether `full_name` lies inside a module of modules_to_save (PEFT then adapts nothing there).
+  bool saved_whole(const std::string& full_name) const;
 };
+
+// A named module of an HF sequence classifier, and what ftune can do with it as a PEFT target.
+enum class ModuleKind {
+  Adaptable,  // a linear layer with a LoRA / DoRA site in ftune
+  Head,       // the classification head's linear layers (always in modules_to_save)
+  Embedding,  // nn.Embedding: PEFT adapts it (lora_embedding_A/B), ftune does not
+  Other,      // containers, LayerNorm, dropout, activations: PEFT refuses them as targets
+};
+struct ClassifierModule {
+  std::string name;
+  ModuleKind kind;
+};
+// named_modules() of BertForSequenceClassification (`bert`: with its pooler) or of
+// RobertaForSequenceClassification / XLMRobertaForSequenceClassification, with `layers` layers.
+std::vector<ClassifierModule> classifier_modules(bool bert, int64_t layers);
+// The modules `config` adapts in that tree, as PEFT resolves its target_modules (in tree order).
+// InputError (naming `where`) when a target matches a module ftune cannot adapt, when a list
+// entry matches no module, or when nothing is adapted; the message lists what would be.
+std::vector<std::string> resolve_target_modules(const AdapterConfig& config,
+                                                const std::vector<ClassifierModule>& modules,
+                                                const std::string& where);
 
 // Validates and reads the `peft:` section (`where` names it in messages, e.g. "train.yaml: peft").
 // A scalar section (`peft: lora`) sets only the method. Throws InputError naming the key.

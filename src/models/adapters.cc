@@ -53,19 +53,40 @@ int64_t adapter_out_features(const EncoderConfig& c, AdapterSite s) {
   return s == AdapterSite::FfnIn ? c.intermediate_size : c.hidden_size;
 }
 
+bool pooler_adapted(const EncoderConfig& c, const AdapterConfig& ac) {
+  return ac.enabled() && c.family == ModelFamily::Bert && ac.targets(kPoolerModule);
+}
+
 void add_adapter_params(const EncoderConfig& c, const AdapterConfig& ac, ParamTable& t) {
   if (!ac.enabled()) return;
+  resolve_target_modules(ac, classifier_modules(c.family == ModelFamily::Bert, c.num_layers),
+                         "peft");
+  const auto add = [&](const std::string& m, int64_t in, int64_t out) {
+    t.add(m + ".lora_A.weight", {ac.r, in});
+    t.add(m + ".lora_B.weight", {out, ac.r});
+    if (ac.dora()) t.add(m + ".lora_magnitude_vector", {out});
+  };
   for (int64_t l = 0; l < c.num_layers; ++l)
     for (int i = 0; i < kAdapterSites; ++i) {
       const std::string m = adapter_module_name(c, l, site_at(i));
-      if (!ac.targets(m)) continue;
-      const int64_t in = adapter_in_features(c, site_at(i)),
-                    out = adapter_out_features(c, site_at(i));
-      t.add(m + ".lora_A.weight", {ac.r, in});
-      t.add(m + ".lora_B.weight", {out, ac.r});
-      if (ac.dora()) t.add(m + ".lora_magnitude_vector", {out});
+      if (ac.targets(m))
+        add(m, adapter_in_features(c, site_at(i)), adapter_out_features(c, site_at(i)));
     }
+  if (pooler_adapted(c, ac)) add(kPoolerModule, c.hidden_size, c.hidden_size);
 }
+
+namespace {
+
+AdapterWeights bind_module(const std::string& m, bool dora, const ParamTable& t, TensorView flat) {
+  AdapterWeights w;
+  if (!t.find(m + ".lora_A.weight")) return w;
+  w.a = ParamTable::slice(flat, t.at(m + ".lora_A.weight"));
+  w.b = ParamTable::slice(flat, t.at(m + ".lora_B.weight"));
+  if (dora) w.magnitude = ParamTable::slice(flat, t.at(m + ".lora_magnitude_vector"));
+  return w;
+}
+
+}  // namespace
 
 EncoderAdapters bind_adapters(const EncoderConfig& c, const AdapterConfig& ac, const ParamTable& t,
                               TensorView flat) {
@@ -77,14 +98,9 @@ EncoderAdapters bind_adapters(const EncoderConfig& c, const AdapterConfig& ac, c
   a.r = ac.r;
   a.layers.resize(c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l)
-    for (int i = 0; i < kAdapterSites; ++i) {
-      const std::string m = adapter_module_name(c, l, site_at(i));
-      if (!t.find(m + ".lora_A.weight")) continue;
-      AdapterWeights& w = a.layers[l][i];
-      w.a = ParamTable::slice(flat, t.at(m + ".lora_A.weight"));
-      w.b = ParamTable::slice(flat, t.at(m + ".lora_B.weight"));
-      if (a.dora) w.magnitude = ParamTable::slice(flat, t.at(m + ".lora_magnitude_vector"));
-    }
+    for (int i = 0; i < kAdapterSites; ++i)
+      a.layers[l][i] = bind_module(adapter_module_name(c, l, site_at(i)), a.dora, t, flat);
+  a.pooler = bind_module(kPoolerModule, a.dora, t, flat);
   return a;
 }
 
@@ -99,6 +115,11 @@ void plan_adapter_caches(const EncoderConfig& c, const AdapterConfig& ac, ArenaP
       plan.add(cache_name("norm", l, site_at(i)), DType::F32, {out});
       widest = std::max(widest, out);
     }
+  if (pooler_adapted(c, ac)) {
+    plan.add("adapter/weight_sq/pooler", DType::F32, {c.hidden_size});
+    plan.add("adapter/norm/pooler", DType::F32, {c.hidden_size});
+    widest = std::max(widest, c.hidden_size);
+  }
   plan.add("adapter/norm_workspace", DType::F32, {dora_norms_workspace(widest, ac.r)});
 }
 
@@ -112,6 +133,10 @@ void bind_adapter_caches(const EncoderConfig& c, const Arena& arena, EncoderAdap
       a.weight_sq[l][i] = arena.view(cache_name("weight_sq", l, site_at(i)));
       a.norm[l][i] = arena.view(cache_name("norm", l, site_at(i)));
     }
+  if (a.pooler.defined()) {
+    a.pooler_weight_sq = arena.view("adapter/weight_sq/pooler");
+    a.pooler_norm = arena.view("adapter/norm/pooler");
+  }
   a.norm_workspace = arena.view("adapter/norm_workspace");
 }
 
@@ -154,32 +179,37 @@ void refresh_adapter_caches(const EncoderAdapters& a, const EncoderWeights& w) {
     for (int i = 0; i < kAdapterSites; ++i)
       if (a.layers[l][i].defined())
         row_sq_norms(a.weight_sq[l][i], adapted_weight(w, static_cast<int64_t>(l), site_at(i)));
+  if (a.pooler.defined()) row_sq_norms(a.pooler_weight_sq, a.pooler_weight);
 }
+
+namespace {
+
+// kaiming_uniform_(a=sqrt(5)) for A (gain sqrt(2 / (1 + 5)), bound = gain * sqrt(3 / fan_in)),
+// B = 0, and for DoRA the magnitude ||W|| (= ||W + s B A|| with B = 0: PEFT's initial one).
+void init_module(const AdapterWeights& aw, const TensorView& frozen, std::mt19937_64& rng) {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(aw.a.dim(1)));
+  std::uniform_real_distribution<double> u(-bound, bound);
+  HostTensor host(DType::F32, aw.a.shape);
+  for (int64_t k = 0; k < host.numel(); ++k) host.data<float>()[k] = static_cast<float>(u(rng));
+  copy(aw.a, host.view());
+  fill_zero(aw.b);
+  if (!aw.magnitude.defined()) return;
+  row_sq_norms(aw.magnitude, frozen);
+  HostTensor m(DType::F32, aw.magnitude.shape);
+  copy(m.view(), aw.magnitude);
+  for (int64_t k = 0; k < m.numel(); ++k) m.data<float>()[k] = std::sqrt(m.data<float>()[k]);
+  copy(aw.magnitude, m.view());
+}
+
+}  // namespace
 
 void init_adapters(const EncoderAdapters& a, const EncoderWeights& w, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (size_t l = 0; l < a.layers.size(); ++l)
-    for (int i = 0; i < kAdapterSites; ++i) {
-      const AdapterWeights& aw = a.layers[l][i];
-      if (!aw.defined()) continue;
-      // kaiming_uniform_(a=sqrt(5)): gain sqrt(2 / (1 + 5)), bound = gain * sqrt(3 / fan_in).
-      const double bound = 1.0 / std::sqrt(static_cast<double>(aw.a.dim(1)));
-      std::uniform_real_distribution<double> u(-bound, bound);
-      HostTensor host(DType::F32, aw.a.shape);
-      for (int64_t k = 0; k < host.numel(); ++k) host.data<float>()[k] = static_cast<float>(u(rng));
-      copy(aw.a, host.view());
-      fill_zero(aw.b);
-      if (aw.magnitude.defined()) {
-        // B = 0, so ||W + s B A|| = ||W||: PEFT's initial magnitude.
-        const TensorView wt =
-            adapted_weight(w, static_cast<int64_t>(l), static_cast<AdapterSite>(i));
-        row_sq_norms(aw.magnitude, wt);
-        HostTensor m(DType::F32, aw.magnitude.shape);
-        copy(m.view(), aw.magnitude);
-        for (int64_t k = 0; k < m.numel(); ++k) m.data<float>()[k] = std::sqrt(m.data<float>()[k]);
-        copy(aw.magnitude, m.view());
-      }
-    }
+    for (int i = 0; i < kAdapterSites; ++i)
+      if (a.layers[l][i].defined())
+        init_module(a.layers[l][i], adapted_weight(w, static_cast<int64_t>(l), site_at(i)), rng);
+  if (a.pooler.defined()) init_module(a.pooler, a.pooler_weight, rng);
 }
 
 }  // namespace ftune

@@ -5,7 +5,9 @@
 //   <module>.lora_A.weight          (r, in)   kaiming_uniform(a = sqrt(5)): U(-1/sqrt(in),
 //   1/sqrt(in)) <module>.lora_B.weight          (out, r)  zeros <module>.lora_magnitude_vector
 //   (out)     DoRA only: ||W_o|| at initialisation
-// with <module> e.g. "bert.encoder.layer.3.attention.self.value". The math is in ops/lora.h.
+// with <module> e.g. "bert.encoder.layer.3.attention.self.value", or BERT's "bert.pooler.dense"
+// (which the classification head runs: models/classification_head.h). Which modules get one is
+// PEFT's rule (models/adapter_config.h). The math is in ops/lora.h.
 #pragma once
 
 #include <array>
@@ -43,13 +45,23 @@ struct EncoderAdapters {
   // DoRA caches (per layer and site): ||W_o||^2 of the frozen weight and the current norms.
   std::vector<std::array<TensorView, kAdapterSites>> weight_sq, norm;
   TensorView norm_workspace;
+  // BERT's bert.pooler.dense, when targeted: its adapter, the frozen weight it sits on (bound by
+  // the classifier) and its DoRA caches.
+  AdapterWeights pooler;
+  TensorView pooler_weight, pooler_weight_sq, pooler_norm;
   bool any() const { return !layers.empty(); }
   const AdapterWeights& at(int64_t layer, AdapterSite s) const {
     return layers[layer][static_cast<int>(s)];
   }
 };
 
-// Adds the adapter parameters of every targeted module to `table`, layer by layer.
+// The pooler's module name, and whether `adapters` puts an adapter on it (BERT only).
+constexpr const char* kPoolerModule = "bert.pooler.dense";
+bool pooler_adapted(const EncoderConfig& config, const AdapterConfig& adapters);
+
+// Adds the adapter parameters of every targeted module to `table`, layer by layer, then the
+// pooler's. InputError when target_modules names what PEFT or ftune cannot adapt
+// (resolve_target_modules).
 void add_adapter_params(const EncoderConfig& config, const AdapterConfig& adapters,
                         ParamTable& table);
 // Views of the adapter parameters (or their gradients) in `flat`, laid out by `table`.

@@ -11,6 +11,7 @@
 #include "ops/embedding.h"
 #include "ops/layer_norm.h"
 #include "ops/linear.h"
+#include "models/adapter_site.h"
 #include "ops/lora.h"
 
 namespace ftune {
@@ -117,98 +118,70 @@ TensorView site_gemm_weight(const EncoderWeights& w, int64_t l, AdapterSite s) {
   return w.shadow[l].qkv_w.slice0(part * C, (part + 1) * C);
 }
 
-// v itself when it is f32; else an fp32 copy of it in `stage` (mixed precision's LoRA branch).
-TensorView staged(const TensorView& v, const TensorView& stage) {
-  if (v.dtype == DType::F32) return v;
-  const TensorView f = stage.flat_range(0, v.numel()).reshape(v.shape);
-  cast(f, v);
-  return f;
-}
-
 bool has_dora(const EncoderWeights& w, int64_t l, AdapterSite s) {
   return w.adapters.any() && w.adapters.dora && w.adapters.at(l, s).defined();
+}
+
+// The adapter of (l, s) as models/adapter_site.h runs it; g: the gradients (backward only).
+AdapterSiteRun site_run(const EncoderWeights& w, const EncoderWeights* g,
+                        const LayerActivations& la, const EncoderActivations& a, int64_t l,
+                        AdapterSite s, const DropoutPlan& d, int64_t T) {
+  const EncoderAdapters& ad = w.adapters;
+  const int i = static_cast<int>(s);
+  AdapterSiteRun r;
+  r.w = ad.at(l, s);
+  if (g) r.g = g->adapters.at(l, s);
+  r.dora = ad.dora;
+  r.scale = ad.scale;
+  r.weight = adapted_weight(w, l, s);
+  r.bias = adapted_bias(w, l, s);
+  r.gemm_weight = site_gemm_weight(w, l, s);
+  if (ad.dora) {
+    r.weight_sq = ad.weight_sq[l][i];
+    r.norm = ad.norm[l][i];
+    r.norm_workspace = ad.norm_workspace;
+  }
+  r.u = la.lora_u[i];
+  r.z = la.dora_z[i];
+  r.h = a.lora_h;
+  r.stage_x = a.lora_stage_x;
+  r.stage_y = a.lora_stage_y;
+  r.stage_dx = a.lora_stage_dx;
+  r.dropout = lora_dropout(ad, a, d, T, l, s);
+  return r;
+}
+
+bool adapted(const EncoderWeights& w, int64_t l, AdapterSite s) {
+  return w.adapters.any() && w.adapters.at(l, s).defined();
 }
 
 // The frozen linear of (l, s) with its adapter, if any, into y (N, out). x: the adapter's input;
 // xg: the frozen GEMM's (x itself, except for query / key / value under mixed precision, where x
 // is the fp32 layer input and xg its 16-bit copy). y_has_base: y already holds the frozen
-// x W^T + b (the fused QKV GEMM ran); otherwise this computes it. DoRA forms z = x W^T in its own
-// fp32 buffer (no bias to strip) when it can.
-// Mixed precision: the frozen GEMM in 16 bits (fp32 result); the LoRA branch and DoRA's norms,
-// z and output scaling in fp32 on fp32 copies of a 16-bit x and y (the planned lora_stage_*).
+// x W^T + b (the fused QKV GEMM ran); otherwise this computes it.
 void adapter_forward(const EncoderWeights& w, LayerActivations& la, const EncoderActivations& a,
                      int64_t l, AdapterSite s, TensorView y, TensorView x, TensorView xg,
                      const DropoutPlan& d, int64_t T, bool y_has_base, bool recompute) {
-  if (!y_has_base && !has_dora(w, l, s))
+  if (adapted(w, l, s))
+    adapter_site_forward(site_run(w, nullptr, la, a, l, s, d, T), y, x, xg, y_has_base, recompute);
+  else if (!y_has_base)
     linear_forward(y, xg, site_gemm_weight(w, l, s), site_gemm_bias(w, l, s));
-  const EncoderAdapters& ad = w.adapters;
-  if (!ad.any() || !ad.at(l, s).defined()) return;
-  const AdapterWeights& aw = ad.at(l, s);
-  const int i = static_cast<int>(s);
-  const int64_t N = x.dim(0);
-  const TensorView u = la.lora_u[i].prefix({N, ad.r});
-  const LoraDropout drop = lora_dropout(ad, a, d, T, l, s);
-  if (!ad.dora) {
-    // Mixed precision: the branch in fp32 on fp32 copies of 16-bit x and y.
-    const TensorView xf = staged(x, a.lora_stage_x), yf = staged(y, a.lora_stage_y);
-    lora_forward(yf, u, xf, aw.a, aw.b, ad.scale, drop);
-    if (yf.data != y.data) cast(y, yf);
-    return;
-  }
-  const TensorView z = la.dora_z[i].prefix({N, y.dim(1)}), bias = adapted_bias(w, l, s);
-  const TensorView norm = ad.norm[l][i];
-  // The weights do not change between forward and backward: a recomputation keeps the norms.
-  if (!recompute)
-    dora_norms(norm, ad.weight_sq[l][i], adapted_weight(w, l, s), aw.a, aw.b, ad.scale,
-               ad.norm_workspace);
-  if (y_has_base && y.dtype == DType::F32) {
-    dora_strip_bias(z, y, bias);
-  } else if (y_has_base) {
-    cast(z, y);  // the 16-bit fused GEMM's block, widened, then its bias removed in place
-    dora_strip_bias(z, z, bias);
-  } else {
-    linear_forward(z, xg, site_gemm_weight(w, l, s), TensorView());
-  }
-  lora_forward(z, u, staged(x, a.lora_stage_x), aw.a, aw.b, ad.scale, drop);
-  const TensorView yf =
-      y.dtype == DType::F32 ? y : a.lora_stage_y.flat_range(0, y.numel()).reshape(y.shape);
-  dora_output_forward(yf, z, bias, aw.magnitude, norm);
-  if (yf.data != y.data) cast(y, yf);
 }
 
-// Before the frozen layer's backward: DoRA's magnitude gradient, then dy *= m / n in place (the
-// gradient that flows through both x W^T and the LoRA branch). Mixed precision: in fp32 on a copy
-// of the 16-bit dy, which then takes the scaled gradient back in 16 bits (what the frozen GEMM and
-// the LoRA branch read, as autocast would hand them).
+// Before the frozen layer's backward: DoRA's magnitude gradient and the gradient the frozen
+// layer reads (models/adapter_site.h).
 void adapter_backward_scale(const EncoderWeights& w, const EncoderWeights& g,
                             const LayerActivations& la, const EncoderActivations& a, int64_t l,
-                            AdapterSite s, TensorView dy) {
-  const EncoderAdapters& ad = w.adapters;
-  if (!ad.any() || !ad.dora || !ad.at(l, s).defined()) return;
-  const int i = static_cast<int>(s);
-  const TensorView dyf = staged(dy, a.lora_stage_y);
-  dora_output_backward(g.adapters.at(l, s).magnitude, dyf, la.dora_z[i].prefix(dy.shape),
-                       ad.at(l, s).magnitude, ad.norm[l][i]);
-  if (dyf.data != dy.data) cast(dy, dyf);
+                            AdapterSite s, TensorView dy, const DropoutPlan& d, int64_t T) {
+  if (has_dora(w, l, s)) adapter_site_backward_scale(site_run(w, &g, la, a, l, s, d, T), dy);
 }
 
-// After the frozen layer's backward: the LoRA branch's gradients; its input gradient is added to
-// dx (skipped when dx is undefined).
+// After the frozen layer's backward: the adapter's gradients; its input gradient is added to dx
+// (skipped when dx is undefined).
 void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const LayerActivations& la,
                       const EncoderActivations& a, int64_t l, AdapterSite s, TensorView dy,
                       TensorView x, TensorView dx, const DropoutPlan& d, int64_t T) {
-  const EncoderAdapters& ad = w.adapters;
-  if (!ad.any() || !ad.at(l, s).defined()) return;
-  const AdapterWeights& aw = ad.at(l, s);
-  const AdapterWeights& ag = g.adapters.at(l, s);
-  const int64_t N = x.dim(0);
-  // Mixed precision: fp32 copies of 16-bit dy, x and dx (dx accumulates, so it is copied in too).
-  const TensorView dyf = staged(dy, a.lora_stage_y), xf = staged(x, a.lora_stage_x);
-  const TensorView dxf = dx.defined() ? staged(dx, a.lora_stage_dx) : dx;
-  lora_backward(dxf, ag.a, ag.b, a.lora_h.prefix({N, ad.r}), dyf, xf,
-                la.lora_u[static_cast<int>(s)].prefix({N, ad.r}), aw.a, aw.b, ad.scale,
-                /*accumulate_dinp=*/true, lora_dropout(ad, a, d, T, l, s));
-  if (dxf.defined() && dxf.data != dx.data) cast(dx, dxf);
+  if (adapted(w, l, s)) adapter_site_backward(site_run(w, &g, la, a, l, s, d, T), dy, x, dx);
 }
 
 // One transformer layer: x (N, C) -> la.out; x_h: x's 16-bit copy under mixed precision (the
@@ -291,12 +264,12 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                               la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1),
                               dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
                               rows(d, T));
-  adapter_backward_scale(w, g, la, a, l, AdapterSite::FfnOut, dtmp);
+  adapter_backward_scale(w, g, la, a, l, AdapterSite::FfnOut, dtmp, d, T);
   linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, ffn_act,
                   gemm_weight(w, l, &LayerWeights::ffn_out_w));
   adapter_backward(w, g, la, a, l, AdapterSite::FfnOut, dtmp, ffn_act, dffn, d, T);
   gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
-  adapter_backward_scale(w, g, la, a, l, AdapterSite::FfnIn, dffn);
+  adapter_backward_scale(w, g, la, a, l, AdapterSite::FfnIn, dffn, d, T);
   // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
   linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1,
                   gemm_weight(w, l, &LayerWeights::ffn_in_w), /*accumulate_dinp=*/true);
@@ -307,7 +280,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                               la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
                               dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                               rows(d, T));
-  adapter_backward_scale(w, g, la, a, l, AdapterSite::AttnOut, dtmp);
+  adapter_backward_scale(w, g, la, a, l, AdapterSite::AttnOut, dtmp, d, T);
   linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx,
                   gemm_weight(w, l, &LayerWeights::attn_out_w));
   adapter_backward(w, g, la, a, l, AdapterSite::AttnOut, dtmp, ctx, dctx, d, T);
@@ -317,7 +290,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                      key(d, attention_probs_site(l)), a.workspace, rows(d, T),
                      la.ctx.prefix(NC).reshape({B, T, C}));
   for (int part = 0; part < 3; ++part)
-    adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C));
+    adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), d, T);
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
   const TensorView dx = need_dx ? dout : TensorView();
   if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())

@@ -31,7 +31,8 @@
 // input and output (rounded once when added back). DoRA likewise: the frozen GEMM in 16 bits
 // into the fp32 z (the fused QKV block widened, less its bias), the LoRA branch, the weight norms
 // and the magnitude scaling in fp32 (y rounded once); in backward its magnitude gradient and
-// dy *= m / n in fp32 on a copy of the 16-bit dy.
+// dy *= m / n in fp32 on a copy of the 16-bit dy. With adapter dropout, DoRA's second frozen GEMM
+// (on the dropped-out input, models/adapter_site.h) runs in fp32 on the fp32 master weight.
 //
 // Gradient checkpointing: only each layer's output (= the next layer's input) is kept; the other
 // activations of all layers share one slot, and backward recomputes a layer's forward into it

@@ -1,6 +1,8 @@
 // config.json parsing for BERT, RoBERTa and XLM-RoBERTa; every error names the file and key.
 #include "models/encoder_config.h"
 
+#include <charconv>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -99,18 +101,22 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
 
   // Labels: id2label ({"0": "neg", "1": "pos"}) as transformers writes it, else num_labels, else 2.
   if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
+    // Keys "0".."K-1", each once (transformers reads them with int(key)); names as written.
     const auto& m = j["id2label"];
-    c.id2label.resize(m.size());
+    c.id2label.assign(m.size(), {});
+    std::vector<bool> seen(m.size(), false);
     for (auto it = m.begin(); it != m.end(); ++it) {
-      size_t idx = 0;
-      try {
-        idx = std::stoul(it.key());
-      } catch (...) {
+      size_t idx = m.size();
+      const std::string& key = it.key();
+      const auto parsed = std::from_chars(key.data(), key.data() + key.size(), idx);
+      if (parsed.ec != std::errc() || parsed.ptr != key.data() + key.size() ||
+          std::to_string(idx) != key)
         idx = m.size();
-      }
-      if (idx >= m.size() || !it.value().is_string())
-        throw InputError(fmt::format("{}: id2label must map 0..{} to label names; bad entry '{}'",
-                                     path, m.size() - 1, it.key()));
+      if (idx >= m.size() || seen[idx] || !it.value().is_string())
+        throw InputError(fmt::format(
+            "{}: id2label must map each id 0..{} to a label name; bad entry '{}'", path,
+            m.size() - 1, it.key()));
+      seen[idx] = true;
       c.id2label[idx] = it.value().get<std::string>();
     }
   } else {

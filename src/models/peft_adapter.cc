@@ -115,9 +115,9 @@ void load_peft_adapter(SequenceClassifier& model, const std::string& dir) {
   for (const io::SafetensorsEntry& e : f.entries())
     if (!used.count(e.name))
       throw InputError(fmt::format(
-          "{}: tensor '{}' does not belong to an adapter of this model (adapters on the BERT "
-          "pooler or the classifier are not supported)",
-          path, e.name));
+          "{}: tensor '{}' does not belong to an adapter or a saved module of this model as "
+          "{}/adapter_config.json describes it (target_modules, modules_to_save)",
+          path, e.name, dir));
 }
 
 void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
@@ -175,38 +175,37 @@ void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
 void merge_adapters(SequenceClassifier& model) {
   const AdapterConfig& c = model.options().adapters;
   if (!c.enabled()) return;
-  const EncoderConfig& cfg = model.config();
   const double s = c.scaling();
-  for (int64_t l = 0; l < cfg.num_layers; ++l)
-    for (int i = 0; i < kAdapterSites; ++i) {
-      const std::string m = adapter_module_name(cfg, l, static_cast<AdapterSite>(i));
-      if (!model.trainable_params().find(m + ".lora_A.weight")) continue;
-      const HostTensor a = to_host(model.param(m + ".lora_A.weight"));
-      const HostTensor b = to_host(model.param(m + ".lora_B.weight"));
-      // The frozen weight: query / key / value are blocks of the stored tensors of those names.
-      const TensorView wv = model.param(m + ".weight");
-      HostTensor w = to_host(wv);
-      const int64_t OC = w.shape()[0], C = w.shape()[1], r = c.r;
-      const float* A = a.data<float>();
-      const float* B = b.data<float>();
-      float* W = w.data<float>();
-      for (int64_t o = 0; o < OC; ++o)
-        for (int64_t k = 0; k < C; ++k) {
-          double delta = 0;
-          for (int64_t j = 0; j < r; ++j) delta += double(B[o * r + j]) * A[j * C + k];
-          W[o * C + k] = static_cast<float>(W[o * C + k] + s * delta);
-        }
-      if (c.dora()) {
-        const HostTensor mag = to_host(model.param(m + ".lora_magnitude_vector"));
-        for (int64_t o = 0; o < OC; ++o) {
-          double sq = 0;
-          for (int64_t k = 0; k < C; ++k) sq += double(W[o * C + k]) * W[o * C + k];
-          const double factor = mag.data<float>()[o] / std::sqrt(sq);
-          for (int64_t k = 0; k < C; ++k) W[o * C + k] = static_cast<float>(W[o * C + k] * factor);
-        }
+  const std::string suffix = ".lora_A.weight";
+  for (const ParamSpec& spec : model.adapter_params().specs()) {
+    if (!spec.name.ends_with(suffix)) continue;
+    const std::string m = spec.name.substr(0, spec.name.size() - suffix.size());
+    const HostTensor a = to_host(model.param(m + ".lora_A.weight"));
+    const HostTensor b = to_host(model.param(m + ".lora_B.weight"));
+    // The frozen weight: query / key / value are blocks of the stored tensors of those names.
+    const TensorView wv = model.param(m + ".weight");
+    HostTensor w = to_host(wv);
+    const int64_t OC = w.shape()[0], C = w.shape()[1], r = c.r;
+    const float* A = a.data<float>();
+    const float* B = b.data<float>();
+    float* W = w.data<float>();
+    for (int64_t o = 0; o < OC; ++o)
+      for (int64_t k = 0; k < C; ++k) {
+        double delta = 0;
+        for (int64_t j = 0; j < r; ++j) delta += double(B[o * r + j]) * A[j * C + k];
+        W[o * C + k] = static_cast<float>(W[o * C + k] + s * delta);
       }
-      copy(wv, w.view());
+    if (c.dora()) {
+      const HostTensor mag = to_host(model.param(m + ".lora_magnitude_vector"));
+      for (int64_t o = 0; o < OC; ++o) {
+        double sq = 0;
+        for (int64_t k = 0; k < C; ++k) sq += double(W[o * C + k]) * W[o * C + k];
+        const double factor = mag.data<float>()[o] / std::sqrt(sq);
+        for (int64_t k = 0; k < C; ++k) W[o * C + k] = static_cast<float>(W[o * C + k] * factor);
+      }
     }
+    copy(wv, w.view());
+  }
   model.frozen_weights_changed();
 }
 

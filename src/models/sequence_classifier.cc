@@ -77,7 +77,7 @@ void SequenceClassifier::add_to_plan(ArenaPlan& plan) const {
                            EncoderTraining{options_.checkpointing, options_.adapters,
                                            options_.compute, options_.device, options_.attention});
   plan_adapter_caches(config_, options_.adapters, plan);
-  plan_head_activations(config_, options_.max_batch, options_.training, plan);
+  plan_head_activations(config_, options_.max_batch, options_.training, plan, options_.adapters);
   plan.add("act/loss/probs", DType::F32, {options_.max_batch, K});
   plan.add("act/loss/value", DType::F32, {1});
   if (options_.training) plan.add("gradact/logits", DType::F32, {options_.max_batch, K});
@@ -91,6 +91,7 @@ void SequenceClassifier::bind(const Arena& arena) {
   if (adapters_on()) {
     trainable_values_ = all.flat_range(trainable_offset_, trainable_.total());
     enc_w_.adapters = bind_adapters(config_, options_.adapters, trainable_, trainable_values_);
+    enc_w_.adapters.pooler_weight = head_w_.dense_w;  // frozen when it carries an adapter
     bind_adapter_caches(config_, arena, enc_w_.adapters);
   }
   frozen_cache_valid_ = false;
@@ -208,7 +209,7 @@ TensorView SequenceClassifier::forward(const DropoutPlan& dropout) {
     throw InternalError("training forward on a classifier planned for inference");
   refresh_weight_caches();
   hidden_ = encoder_forward(config_, enc_w_, enc_acts_, current_inputs(), dropout);
-  logits_ = head_forward(config_, head_w_, head_acts_, hidden_, dropout);
+  logits_ = head_forward(config_, head_w_, head_acts_, hidden_, dropout, &enc_w_.adapters);
   return logits_;
 }
 
@@ -248,7 +249,7 @@ void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale,
   cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale,
                          loss_scale_at);
   head_backward(config_, head_w_, head_g_, head_acts_, dlogits,
-                enc_acts_.grad_out.prefix({B, T, C}), dropout);
+                enc_acts_.grad_out.prefix({B, T, C}), dropout, &enc_w_.adapters, &enc_g_.adapters);
   encoder_backward(config_, enc_w_, enc_g_, enc_acts_, current_inputs(), dropout);
 }
 

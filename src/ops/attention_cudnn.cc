@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/gpu_paths.h"
+#include "core/op_profile.h"
 #ifdef FTUNE_WITH_CUDA
 #include "cuda/cuda_device.h"
 #include "cuda/cudnn_attention.h"
@@ -179,6 +180,7 @@ bool try_cudnn_attention_forward(TensorView out, TensorView probs, TensorView qk
   }
   count_gpu_path(GpuPath::AttentionCudnn);
   const CudnnBuffers b = prepare(probs, key_mask, d, rng);
+  const profile::OpScope scope("cudnn_sdpa", qkv.device);
   cuda::cudnn_sdpa_forward(out.data, b.stats, qkv.data, b.seq_lens, b.rng, shape, workspace.data,
                            static_cast<size_t>(workspace.numel()) * sizeof(float));
   return true;
@@ -205,6 +207,7 @@ bool try_cudnn_attention_backward(TensorView dqkv, TensorView dout, TensorView q
         "attention_backward: cuDNN attention needs the forward pass's output (the `out` "
         "argument); pass it, or use training.attention: ftune");
   const CudnnBuffers b = prepare(probs, key_mask, d, rng);
+  const profile::OpScope scope("cudnn_sdpa", qkv.device);
   cuda::cudnn_sdpa_backward(dqkv.data, dout.data, qkv.data, out.data, b.stats, b.seq_lens, b.rng,
                             shape, workspace.data,
                             static_cast<size_t>(workspace.numel()) * sizeof(float));

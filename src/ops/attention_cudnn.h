@@ -36,8 +36,9 @@
 // Dropout draws cuDNN's Philox masks, not ftune's: seed from (run seed, site, row0 of the
 // micro-batch), offset from the optimizer step. Forward and backward (and checkpointing's
 // recomputation) see the same mask, but masks differ from the CPU's and from ftune's CUDA kernel,
-// and they depend on how a step is cut into micro-batches. Runs that must match the CPU
-// (tools/gpu_parity.py) or stay micro-batch invariant use training.attention: ftune.
+// and they depend on how a step is cut into micro-batches. Runs that must match the CPU (the GPU
+// kit's parity stage, tools/gpu_kit/kit_train.py) or stay micro-batch invariant use
+// training.attention: ftune.
 // Plain C++; the cuDNN calls go through src/cuda/cudnn_attention.h.
 #pragma once
 

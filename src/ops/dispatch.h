@@ -1,7 +1,8 @@
 // The one dispatch point between backends. Every op's <op>.cc checks its arguments, then calls
 // FTUNE_DISPATCH(op_name, device, cpu_call, cuda_call). Without FTUNE_CUDA the CUDA branch is not
 // even compiled: it throws NotBuiltError, so a CPU-only build links and every CPU test runs. With
-// it, the CUDA branch ends with the FTUNE_CUDA_DEBUG_SYNC check (below).
+// it, the CUDA branch ends with the FTUNE_CUDA_DEBUG_SYNC check (below). op_name (a string
+// literal) also names the op in the per-op step profile (core/op_profile.h).
 #pragma once
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include <initializer_list>
 
 #include "core/error.h"
+#include "core/op_profile.h"
 #include "core/tensor.h"
 
 #ifdef FTUNE_WITH_CUDA
@@ -24,6 +26,7 @@
 
 #define FTUNE_DISPATCH(op_name, device, cpu_call, cuda_call) \
   do {                                                       \
+    ::ftune::profile::OpScope ftune_op_scope_(op_name, device); \
     switch ((device).kind) {                                 \
       case ::ftune::DeviceKind::CPU: {                       \
         cpu_call;                                            \

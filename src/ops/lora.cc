@@ -39,6 +39,23 @@ float* data_or_null(const TensorView& v) {
   return v.defined() ? v.data_as<float>() : nullptr;
 }
 
+// The shared checks of the DoRA output ops: y (N, OC) and z row-strided, m and n (OC); returns
+// the strides of y and z.
+struct DoraOutputDims {
+  int64_t N, OC, ldy, ldz;
+};
+DoraOutputDims dora_output_dims(const char* op, const char* y_name, const TensorView& y,
+                                const TensorView& z, const TensorView& magnitude,
+                                const TensorView& norm, const TensorView& dmagnitude) {
+  if (y.rank() != 2) throw ShapeError(fmt::format("{}: {} must be 2-D", op, y_name));
+  const int64_t N = y.dim(0), OC = y.dim(1);
+  const int64_t ldy = row_stride(op, y_name, y, N, OC), ldz = row_stride(op, "z", z, N, OC);
+  if (dmagnitude.defined()) check_f32(op, "dmagnitude", dmagnitude, Shape{OC});
+  check_f32(op, "magnitude", magnitude, Shape{OC});
+  check_f32(op, "norm", norm, Shape{OC});
+  return {N, OC, ldy, ldz};
+}
+
 }  // namespace
 
 void lora_forward(TensorView out, TensorView u, TensorView inp, TensorView a, TensorView b,
@@ -144,12 +161,8 @@ void dora_strip_bias(TensorView z, TensorView out, TensorView bias) {
 void dora_output_forward(TensorView out, TensorView z, TensorView bias, TensorView magnitude,
                          TensorView norm) {
   const char* op = "dora_output_forward";
-  if (out.rank() != 2) throw ShapeError("dora_output_forward: out must be 2-D");
-  const int64_t N = out.dim(0), OC = out.dim(1);
-  const int64_t ldo = row_stride(op, "out", out, N, OC), ldz = row_stride(op, "z", z, N, OC);
+  const auto [N, OC, ldo, ldz] = dora_output_dims(op, "out", out, z, magnitude, norm, {});
   if (bias.defined()) check_f32(op, "bias", bias, Shape{OC});
-  check_f32(op, "magnitude", magnitude, Shape{OC});
-  check_f32(op, "norm", norm, Shape{OC});
   const Device dev = common_device(op, {out, z, bias, magnitude, norm});
   FTUNE_DISPATCH(op, dev,
                  cpu::dora_output_forward(out.data_as<float>(), ldo, z.data_as<float>(), ldz,
@@ -163,12 +176,7 @@ void dora_output_forward(TensorView out, TensorView z, TensorView bias, TensorVi
 void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
                           TensorView magnitude, TensorView norm) {
   const char* op = "dora_output_backward";
-  if (dout.rank() != 2) throw ShapeError("dora_output_backward: dout must be 2-D");
-  const int64_t N = dout.dim(0), OC = dout.dim(1);
-  const int64_t lddo = row_stride(op, "dout", dout, N, OC), ldz = row_stride(op, "z", z, N, OC);
-  if (dmagnitude.defined()) check_f32(op, "dmagnitude", dmagnitude, Shape{OC});
-  check_f32(op, "magnitude", magnitude, Shape{OC});
-  check_f32(op, "norm", norm, Shape{OC});
+  const auto [N, OC, lddo, ldz] = dora_output_dims(op, "dout", dout, z, magnitude, norm, dmagnitude);
   const Device dev = common_device(op, {dmagnitude, dout, z, magnitude, norm});
   FTUNE_DISPATCH(op, dev,
                  cpu::dora_output_backward(data_or_null(dmagnitude), dout.data_as<float>(), lddo,
@@ -177,6 +185,36 @@ void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
                  cuda::dora_output_backward(data_or_null(dmagnitude), dout.data_as<float>(), lddo,
                                             z.data_as<float>(), ldz, magnitude.data_as<float>(),
                                             norm.data_as<float>(), N, OC));
+}
+
+void dora_dropout_output_forward(TensorView out, TensorView z, TensorView magnitude,
+                                 TensorView norm) {
+  const char* op = "dora_dropout_output_forward";
+  const auto [N, OC, ldo, ldz] = dora_output_dims(op, "out", out, z, magnitude, norm, {});
+  const Device dev = common_device(op, {out, z, magnitude, norm});
+  FTUNE_DISPATCH(op, dev,
+                 cpu::dora_dropout_output_forward(out.data_as<float>(), ldo, z.data_as<float>(),
+                                                  ldz, magnitude.data_as<float>(),
+                                                  norm.data_as<float>(), N, OC),
+                 cuda::dora_dropout_output_forward(out.data_as<float>(), ldo, z.data_as<float>(),
+                                                   ldz, magnitude.data_as<float>(),
+                                                   norm.data_as<float>(), N, OC));
+}
+
+void dora_dropout_output_backward(TensorView dmagnitude, TensorView z, TensorView dout,
+                                  TensorView magnitude, TensorView norm) {
+  const char* op = "dora_dropout_output_backward";
+  const auto [N, OC, lddo, ldz] = dora_output_dims(op, "dout", dout, z, magnitude, norm, dmagnitude);
+  const Device dev = common_device(op, {dmagnitude, z, dout, magnitude, norm});
+  FTUNE_DISPATCH(op, dev,
+                 cpu::dora_dropout_output_backward(data_or_null(dmagnitude), z.data_as<float>(),
+                                                   ldz, dout.data_as<float>(), lddo,
+                                                   magnitude.data_as<float>(),
+                                                   norm.data_as<float>(), N, OC),
+                 cuda::dora_dropout_output_backward(data_or_null(dmagnitude), z.data_as<float>(),
+                                                    ldz, dout.data_as<float>(), lddo,
+                                                    magnitude.data_as<float>(),
+                                                    norm.data_as<float>(), N, OC));
 }
 
 }  // namespace ftune

@@ -18,6 +18,18 @@
 //   dora_output_forward:   y = b + (m / n) * z
 //   dora_output_backward:  dm += colsum(dout * z) / n ;  dout *= m / n   (in place: the gradient
 //                          that then flows through x W^T and the LoRA branch, as g above)
+// DoRA with adapter dropout (PEFT's DoRA variant in training mode with lora_dropout not the
+// identity): the frozen layer keeps its result on the whole input, base = x W^T + b, and only the
+// adapter's terms read x_d = dropout(x):
+//   y = base + (m/n - 1) * x_d W^T + (m/n) * s * x_d A^T B^T
+// The caller forms z = x_d W^T + s u B^T (u = x_d A^T: a second frozen GEMM, on x_d) and
+// y = base + s u B^T; then
+//   dora_dropout_output_forward:   y += (m/n - 1) * z
+//   dora_dropout_output_backward:  dm += colsum(dout * z) / n ;  z := k = (m/n - 1) * dout
+//                                  (dout unchanged: the frozen layer's gradient is dout W)
+// and the input gradient is dx = dout W + dropout'(k W + s (g B) A) with g = k + dout, A and B's
+// gradients those of the LoRA branch under g (lora_backward is linear in dout: once with k, once
+// with dout).
 // Gradient rule: parameter gradients accumulate (+=), activation gradients overwrite (=) unless
 // accumulate_dinp. `out`, `dout`, `dinp`, `inp` and `z` may be row-strided 2-D views (a part of
 // the fused QKV matrix); A, B, m, n, bias are contiguous.
@@ -54,6 +66,10 @@ void dora_output_forward(TensorView out, TensorView z, TensorView bias, TensorVi
                          TensorView norm);
 void dora_output_backward(TensorView dmagnitude, TensorView dout, TensorView z,
                           TensorView magnitude, TensorView norm);
+void dora_dropout_output_forward(TensorView out, TensorView z, TensorView magnitude,
+                                 TensorView norm);
+void dora_dropout_output_backward(TensorView dmagnitude, TensorView z, TensorView dout,
+                                  TensorView magnitude, TensorView norm);
 
 namespace cpu {
 // With p > 0, inp is replaced by dropout(inp) rebuilt in `scratch` (N, C contiguous).
@@ -73,6 +89,11 @@ void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, c
                          const float* m, const float* norm, int64_t N, int64_t OC);
 void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
                           const float* m, const float* norm, int64_t N, int64_t OC);
+void dora_dropout_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz,
+                                 const float* m, const float* norm, int64_t N, int64_t OC);
+void dora_dropout_output_backward(float* dm, float* z, int64_t ldz, const float* dout,
+                                  int64_t lddo, const float* m, const float* norm, int64_t N,
+                                  int64_t OC);
 }  // namespace cpu
 
 namespace cuda {
@@ -93,6 +114,11 @@ void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, c
                          const float* m, const float* norm, int64_t N, int64_t OC);
 void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
                           const float* m, const float* norm, int64_t N, int64_t OC);
+void dora_dropout_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz,
+                                 const float* m, const float* norm, int64_t N, int64_t OC);
+void dora_dropout_output_backward(float* dm, float* z, int64_t ldz, const float* dout,
+                                  int64_t lddo, const float* m, const float* norm, int64_t N,
+                                  int64_t OC);
 }  // namespace cuda
 
 }  // namespace ftune

@@ -114,9 +114,13 @@ void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const
       16);
 }
 
-void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
-                         const float* m, const float* norm, int64_t N, int64_t OC) {
-  // Row by row, streaming through memory (the outputs are far larger than any cache).
+namespace {
+
+// y = bias + (m/n) z (DoRA), or y += (m/n - 1) z (DoRA with adapter dropout: y holds the rest).
+// Row by row, streaming through memory (the outputs are far larger than any cache).
+template <bool kDropout>
+void dora_output_rows(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
+                      const float* m, const float* norm, int64_t N, int64_t OC) {
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
@@ -124,26 +128,61 @@ void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, c
           float* y = out + r * ldo;
           const float* zr = z + r * ldz;
 #pragma omp simd
-          for (int64_t o = 0; o < OC; ++o) y[o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * zr[o];
+          for (int64_t o = 0; o < OC; ++o) {
+            if constexpr (kDropout)
+              y[o] += (m[o] / norm[o] - 1.0f) * zr[o];
+            else
+              y[o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * zr[o];
+          }
         }
       },
       16);
 }
 
-void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
-                          const float* m, const float* norm, int64_t N, int64_t OC) {
-  // The magnitude gradient is a column sum in the fixed order of core/column_order.h (the CUDA
-  // twin's, for any thread count); each element of dout is scaled as it is read (once).
+// dm += colsum(dout * z) / n, then dout *= m/n in place (DoRA), or z := (m/n - 1) dout (DoRA with
+// adapter dropout; dout unchanged). The magnitude gradient is a column sum in the fixed order of
+// core/column_order.h (the CUDA twin's, for any thread count); each element is updated as it is
+// read (once).
+template <bool kDropout>
+void dora_output_columns(float* dm, float* dout, int64_t lddo, float* z, int64_t ldz,
+                         const float* m, const float* norm, int64_t N, int64_t OC) {
   column_reduce<1>(
       N, OC,
       [&](int64_t r, int64_t o, float* v) {
         float* d = dout + r * lddo + o;
-        v[0] = *d * z[r * ldz + o];
-        *d *= m[o] / norm[o];
+        float* zr = z + r * ldz + o;
+        v[0] = *d * *zr;
+        if constexpr (kDropout)
+          *zr = (m[o] / norm[o] - 1.0f) * *d;
+        else
+          *d *= m[o] / norm[o];
       },
       [&](int64_t o, const float* total) {
         if (dm) dm[o] += total[0] / norm[o];
       });
+}
+
+}  // namespace
+
+void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
+                         const float* m, const float* norm, int64_t N, int64_t OC) {
+  dora_output_rows<false>(out, ldo, z, ldz, bias, m, norm, N, OC);
+}
+
+void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
+                          const float* m, const float* norm, int64_t N, int64_t OC) {
+  dora_output_columns<false>(dm, dout, lddo, const_cast<float*>(z), ldz, m, norm, N, OC);
+}
+
+void dora_dropout_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz,
+                                 const float* m, const float* norm, int64_t N, int64_t OC) {
+  dora_output_rows<true>(out, ldo, z, ldz, nullptr, m, norm, N, OC);
+}
+
+void dora_dropout_output_backward(float* dm, float* z, int64_t ldz, const float* dout,
+                                  int64_t lddo, const float* m, const float* norm, int64_t N,
+                                  int64_t OC) {
+  dora_output_columns<true>(dm, const_cast<float*>(dout), lddo, z, ldz, m, norm, N, OC);
 }
 
 }  // namespace ftune::cpu

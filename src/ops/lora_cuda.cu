@@ -68,6 +68,8 @@ __global__ void dora_strip_bias_kernel(float* z, int64_t ldz, const float* out, 
   }
 }
 
+// y = bias + (m/n) z (DoRA), or y += (m/n - 1) z (DoRA with adapter dropout).
+template <bool kDropout>
 __global__ void dora_output_forward_kernel(float* out, int64_t ldo, const float* z, int64_t ldz,
                                            const float* bias, const float* m, const float* norm,
                                            int64_t N, int64_t OC) {
@@ -75,22 +77,31 @@ __global__ void dora_output_forward_kernel(float* out, int64_t ldo, const float*
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N * OC;
        i += stride) {
     const int64_t r = i / OC, o = i % OC;
-    out[r * ldo + o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * z[r * ldz + o];
+    if constexpr (kDropout)
+      out[r * ldo + o] += (m[o] / norm[o] - 1.0f) * z[r * ldz + o];
+    else
+      out[r * ldo + o] = (bias ? bias[o] : 0.0f) + m[o] / norm[o] * z[r * ldz + o];
   }
 }
 
 // dm[o] += sum_r dout[r, o] z[r, o] / norm[o] (a column reduction, cuda/column_reduce.cuh, in the
-// CPU's order); dout[r, o] *= m[o] / norm[o] in place as each element is read (exactly once).
+// CPU's order); then, as each element is read (exactly once), dout[r, o] *= m[o] / norm[o] in
+// place (DoRA), or z[r, o] = (m[o] / norm[o] - 1) dout[r, o] (DoRA with adapter dropout).
+template <bool kDropout>
 struct DoraMagnitudeValues {
   float* dout;
   int64_t lddo;
-  const float *z;
+  float* z;
   int64_t ldz;
   const float *m, *norm;
   __device__ void operator()(int64_t r, int64_t o, float* v) const {
     float* d = dout + r * lddo + o;
-    v[0] = *d * z[r * ldz + o];
-    *d *= m[o] / norm[o];
+    float* zr = z + r * ldz + o;
+    v[0] = *d * *zr;
+    if constexpr (kDropout)
+      *zr = (m[o] / norm[o] - 1.0f) * *d;
+    else
+      *d *= m[o] / norm[o];
   }
 };
 struct DoraMagnitudeAdd {
@@ -100,6 +111,26 @@ struct DoraMagnitudeAdd {
     if (dm) dm[o] += t[0] / norm[o];
   }
 };
+
+template <bool kDropout>
+void dora_output_forward_launch(float* out, int64_t ldo, const float* z, int64_t ldz,
+                                const float* bias, const float* m, const float* norm, int64_t N,
+                                int64_t OC) {
+  if (N * OC == 0) return;
+  dora_output_forward_kernel<kDropout><<<grid_stride_blocks(N * OC, 256), 256, 0,
+                                         compute_stream()>>>(out, ldo, z, ldz, bias, m, norm, N,
+                                                             OC);
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
+
+// In each mode only one of dout and z is written (the other is read only).
+template <bool kDropout>
+void dora_output_backward_launch(float* dm, float* dout, int64_t lddo, float* z, int64_t ldz,
+                                 const float* m, const float* norm, int64_t N, int64_t OC) {
+  if (OC == 0) return;
+  column_reduce<1>(N, OC, DoraMagnitudeValues<kDropout>{dout, lddo, z, ldz, m, norm},
+                   DoraMagnitudeAdd{dm, norm});
+}
 
 }  // namespace
 
@@ -173,17 +204,23 @@ void dora_strip_bias(float* z, int64_t ldz, const float* out, int64_t ldo, const
 
 void dora_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz, const float* bias,
                          const float* m, const float* norm, int64_t N, int64_t OC) {
-  if (N * OC == 0) return;
-  dora_output_forward_kernel<<<grid_stride_blocks(N * OC, 256), 256, 0, compute_stream()>>>(out, ldo, z, ldz, bias, m,
-                                                                       norm, N, OC);
-  FTUNE_CUDA_CHECK_LAUNCH();
+  dora_output_forward_launch<false>(out, ldo, z, ldz, bias, m, norm, N, OC);
 }
 
 void dora_output_backward(float* dm, float* dout, int64_t lddo, const float* z, int64_t ldz,
                           const float* m, const float* norm, int64_t N, int64_t OC) {
-  if (OC == 0) return;
-  column_reduce<1>(N, OC, DoraMagnitudeValues{dout, lddo, z, ldz, m, norm},
-                   DoraMagnitudeAdd{dm, norm});
+  dora_output_backward_launch<false>(dm, dout, lddo, const_cast<float*>(z), ldz, m, norm, N, OC);
+}
+
+void dora_dropout_output_forward(float* out, int64_t ldo, const float* z, int64_t ldz,
+                                 const float* m, const float* norm, int64_t N, int64_t OC) {
+  dora_output_forward_launch<true>(out, ldo, z, ldz, nullptr, m, norm, N, OC);
+}
+
+void dora_dropout_output_backward(float* dm, float* z, int64_t ldz, const float* dout,
+                                  int64_t lddo, const float* m, const float* norm, int64_t N,
+                                  int64_t OC) {
+  dora_output_backward_launch<true>(dm, const_cast<float*>(dout), lddo, z, ldz, m, norm, N, OC);
 }
 
 }  // namespace ftune::cuda

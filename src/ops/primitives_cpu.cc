@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/op_profile.h"
 #include "core/thread_pool.h"
 
 namespace ftune::cpu {
@@ -28,6 +29,7 @@ constexpr int64_t kTile = 16;
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  const profile::OpScope scope("gemm", Device::cpu());
   const int threads = compute_threads();
   if (threads == 1 || M * N * K < kSplitWork || in_parallel_region()) {
     sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

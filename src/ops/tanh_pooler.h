@@ -12,6 +12,10 @@ namespace ftune {
 void tanh_pooler_forward(TensorView out, TensorView inp, TensorView weight, TensorView bias);
 void tanh_pooler_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
                           TensorView inp, TensorView out, TensorView weight, TensorView scratch);
+// Its two halves around the linear part, for a pooler whose linear has an adapter:
+// x = tanh(x) in place, and dpre = dout * (1 - out^2).
+void tanh_forward(TensorView x);
+void tanh_backward(TensorView dpre, TensorView dout, TensorView out);
 
 namespace cpu {
 void tanh_inplace(float* x, int64_t n);

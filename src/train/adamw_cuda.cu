@@ -48,12 +48,16 @@ __device__ __forceinline__ void adamw_element(float& p, float g, float& m, float
                                               float weight_decay, float beta1, float beta2,
                                               float eps, float step_size,
                                               float bias_correction2_sqrt, float grad_scale) {
-  const float gi = g * grad_scale;
-  if (weight_decay != 0.0f) p *= 1.0f - lr * weight_decay;
-  m += (gi - m) * (1.0f - beta1);  // torch: exp_avg.lerp_(grad, 1 - beta1)
-  v = v * beta2 + (1.0f - beta2) * gi * gi;
-  const float denom = sqrtf(v) / bias_correction2_sqrt + eps;
-  p -= step_size * m / denom;
+  // Every operation rounded on its own (__f*_rn are never contracted into FMAs): nvcc contracts
+  // a * b + c differently where this is inlined into the vector and the scalar loop, which gave
+  // 1-ulp differences between placements of the same tensor on an H200.
+  const float gi = __fmul_rn(g, grad_scale);
+  if (weight_decay != 0.0f) p = __fmul_rn(p, __fsub_rn(1.0f, __fmul_rn(lr, weight_decay)));
+  // torch: exp_avg.lerp_(grad, 1 - beta1)
+  m = __fadd_rn(m, __fmul_rn(__fsub_rn(gi, m), __fsub_rn(1.0f, beta1)));
+  v = __fadd_rn(__fmul_rn(v, beta2), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, beta2), gi), gi));
+  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), bias_correction2_sqrt), eps);
+  p = __fsub_rn(p, __fdiv_rn(__fmul_rn(step_size, m), denom));
 }
 
 // Threads walk groups of four elements [4q, 4q + 4) (grid-stride). kVec (p, g, m, v 16-byte

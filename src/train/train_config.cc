@@ -2,7 +2,10 @@
 #include "train/train_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -89,6 +92,7 @@ std::vector<Field> schema(TrainConfig& c) {
       {"data.folds", integer, scalar(&d.folds, integer)},
       {"data.fold", integer, scalar(&d.fold, integer)},
       {"data.max_length", integer, scalar(&d.max_length, integer)},
+      {"data.allow_single_class", boolean, scalar(&d.allow_single_class, boolean)},
       {"training.epochs", integer, scalar(&t.epochs, integer)},
       {"training.max_steps", integer, scalar(&t.max_steps, integer)},
       {"training.batch_size", "an integer or auto",
@@ -115,7 +119,17 @@ std::vector<Field> schema(TrainConfig& c) {
        scalar(&t.schedule, "linear, cosine or constant")},
       {"training.max_grad_norm", number, scalar(&t.max_grad_norm, number)},
       {"training.label_smoothing", number, scalar(&t.label_smoothing, number)},
-      {"training.class_weights", "a list of numbers", list(&t.class_weights, "numbers")},
+      {"training.class_weights", "a list of numbers or a map label: number",
+       [&t](const YAML::Node& n, const std::string& where) {
+         t.class_weights.clear();
+         t.class_weights_by_label.clear();
+         if (!n.IsMap()) return list(&t.class_weights, "numbers")(n, where);
+         for (const auto& kv : n) {
+           const std::string label = kv.first.as<std::string>();
+           scalar(&t.class_weights_by_label[label], "a number")(
+               kv.second, fmt::format("{} (label '{}')", where, label));
+         }
+       }},
       {"training.hidden_dropout", number, scalar(&t.hidden_dropout, number)},
       {"training.attention_dropout", number, scalar(&t.attention_dropout, number)},
       {"training.classifier_dropout", number, scalar(&t.classifier_dropout, number)},
@@ -285,7 +299,9 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   std::vector<std::string> keys;
   leaf_keys(root, "", keys, name);
   for (const std::string& k : keys) {
-    if (known.count(k) || k == "peft" || k.rfind("peft.", 0) == 0) continue;
+    if (known.count(k) || k == "peft" || k.rfind("peft.", 0) == 0 ||
+        k.rfind("training.class_weights.", 0) == 0)  // a map keyed by label names
+      continue;
     std::string best;
     size_t best_d = 4;
     for (const std::string& cand : known)
@@ -407,6 +423,31 @@ TrainConfig TrainConfig::load(const std::string& path, const std::vector<std::st
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   apply_overrides(root, overrides);
   return parse(root, path);
+}
+
+std::vector<float> resolve_class_weights(const TrainConfig::Training& t,
+                                         const std::vector<std::string>& labels) {
+  const auto fail = [&](const std::string& what) {
+    throw InputError(fmt::format("key 'training.class_weights' {} (the labels in id order: {})",
+                                 what, fmt::join(labels, ", ")));
+  };
+  std::vector<float> w;
+  if (!t.class_weights.empty()) {
+    if (t.class_weights.size() != labels.size())
+      fail(fmt::format("has {} values but the task has {} labels", t.class_weights.size(),
+                       labels.size()));
+    w.assign(t.class_weights.begin(), t.class_weights.end());
+  } else if (!t.class_weights_by_label.empty()) {
+    w.assign(labels.size(), 1.0f);
+    for (const auto& [label, weight] : t.class_weights_by_label) {
+      const auto it = std::find(labels.begin(), labels.end(), label);
+      if (it == labels.end()) fail(fmt::format("names the label '{}', which is not one", label));
+      w[it - labels.begin()] = static_cast<float>(weight);
+    }
+  }
+  for (float v : w)
+    if (!(v >= 0) || !std::isfinite(v)) fail(fmt::format("has the weight {}; expected >= 0", v));
+  return w;
 }
 
 void apply_overrides(YAML::Node root, const std::vector<std::string>& overrides) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct TrainConfig {
     int64_t folds = 0;               // k-fold cross-validation: k (>= 2); 0: off
     int64_t fold = 0;                // which fold is the validation set
     int64_t max_length = 128;        // tokens per input, special tokens included (longest_first)
+    bool allow_single_class = false;  // training data with examples of one label only is allowed
   } data;
   struct Training {
     int64_t epochs = 1;
@@ -61,7 +63,10 @@ struct TrainConfig {
     std::string schedule = "linear";
     double max_grad_norm = 1.0;
     double label_smoothing = 0.0;
+    // Loss weight per class: a list in id order, or a map label name -> weight (labels left out
+    // weigh 1); resolve_class_weights turns either into one weight per id.
     std::vector<double> class_weights;
+    std::map<std::string, double> class_weights_by_label;
     double hidden_dropout = -1, attention_dropout = -1, classifier_dropout = -1;  // -1: model's
     uint64_t seed = 42;
     int64_t log_every = 10;
@@ -116,6 +121,11 @@ struct TrainConfig {
 
   int64_t effective_batch() const { return training.effective_batch_size; }
 };
+
+// training.class_weights as one weight per id of `labels` (empty: unweighted). InputError naming
+// the key when a list has the wrong length or a map names a label that is not in the set.
+std::vector<float> resolve_class_weights(const TrainConfig::Training& training,
+                                         const std::vector<std::string>& labels);
 
 // Applies "a.b=value" overrides to a YAML tree (InputError naming a malformed override).
 void apply_overrides(YAML::Node root, const std::vector<std::string>& overrides);

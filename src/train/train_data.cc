@@ -35,7 +35,7 @@ void set_column(const std::string& value, const std::string& default_name, int64
 }
 
 data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
-                        const std::vector<std::string>& label_names) {
+                        const std::vector<std::string>& label_names, bool integer_aliases) {
   const auto& d = cfg.data;
   data::DataSpec spec;
   spec.path = path;
@@ -53,9 +53,60 @@ data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
   set_column(d.label_field, "label", 1, d.has_header, "label_field", &spec.columns.label,
              &spec.columns.label_index);
   spec.labels.names = label_names;
+  spec.labels.integer_aliases = integer_aliases;
   spec.bad_rows = data::parse_bad_row_policy(d.bad_rows, "data.bad_rows");
   spec.max_bad_fraction = d.max_bad_fraction;
   return spec;
+}
+
+// The label set of the training data, checked (README "Labels"): a classifier needs 2 labels; a
+// training set with examples of one label only is an error unless data.allow_single_class; a
+// label with a single example in a set taken from the data gets a warning naming its line (a
+// stray value such as 5000 among 0/1 is a class of its own, never a reason to grow the head).
+void check_training_labels(const TrainConfig& cfg, const data::RawDataset& raw,
+                           const data::DatasetReport& report) {
+  const data::LabelSet& labels = raw.labels;
+  const std::string& path = cfg.data.train;
+  if (labels.names.size() < 2)
+    throw InputError(fmt::format(
+        "{}: every example has the label '{}'; a classifier needs at least 2 labels (list them "
+        "in model.labels, in id order)",
+        path, labels.names.front()));
+  std::vector<std::string> present;
+  for (size_t i = 0; i < labels.names.size(); ++i)
+    if (report.class_counts[i] > 0) present.push_back(labels.names[i]);
+  if (present.size() < 2) {
+    if (!cfg.data.allow_single_class)
+      throw InputError(fmt::format(
+          "{}: every training example has the label '{}' (of model.labels: {}); training on one "
+          "class teaches nothing about the others. Set data.allow_single_class: true to train "
+          "anyway",
+          path, present.front(), labels.describe()));
+    spdlog::warn("{}: every training example has the label '{}' (data.allow_single_class: true)",
+                 path, present.front());
+  }
+  if (cfg.model.labels.empty() && raw.examples.size() >= 10) {
+    int64_t singles = 0;
+    for (size_t i = 0; i < labels.names.size(); ++i) {
+      if (report.class_counts[i] != 1 || ++singles > 3) continue;
+      const auto it = std::find(raw.label_ids.begin(), raw.label_ids.end(), static_cast<int32_t>(i));
+      spdlog::warn(
+          "{}:{}: label '{}' occurs on this row only, and is one of the {} classes; if it is a "
+          "mistake, fix the row, or list the labels in model.labels (the row then becomes a bad "
+          "row under data.bad_rows)",
+          path, raw.examples[it - raw.label_ids.begin()].line, labels.names[i],
+          labels.names.size());
+    }
+    if (singles > 3)
+      spdlog::warn("{}: {} more labels occur on one row only", path, singles - 3);
+  }
+  spdlog::info("labels (id: name, training examples): {}", [&] {
+    std::string s;
+    for (size_t i = 0; i < labels.names.size() && i < 16; ++i)
+      s += fmt::format("{}{}: '{}' {}", i ? ", " : "", i, labels.names[i], report.class_counts[i]);
+    if (labels.names.size() > 16) s += ", ...";
+    return s;
+  }());
 }
 
 TokenizedSplit make_split(const std::string& name, const std::string& source,
@@ -92,7 +143,7 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
   TrainData out;
   data::RawDataset raw_train;
   data::DatasetReport train_report =
-      data::read_dataset(spec_for(cfg, d.train, cfg.model.labels), &raw_train);
+      data::read_dataset(spec_for(cfg, d.train, cfg.model.labels, true), &raw_train);
   out.files.push_back(d.train);
   const bool any_pair =
       std::any_of(raw_train.examples.begin(), raw_train.examples.end(),
@@ -106,11 +157,8 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
           d.train, d.text_pair_field));
     spdlog::info("{}: no row has a 'text_pair': single-text classification", d.train);
   }
+  check_training_labels(cfg, raw_train, train_report);
   out.labels = raw_train.labels;
-  if (out.labels.names.size() < 2)
-    throw InputError(
-        fmt::format("{}: every example has the label '{}'; classification needs at least 2 labels",
-                    d.train, out.labels.names.front()));
   auto train_tokens = data::tokenize_dataset(tok, raw_train, max_length, &train_report);
   out.report["train_file"] = train_report.to_json();
   if (train_report.skipped > 0)
@@ -141,7 +189,8 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
 
   auto read_other = [&](const std::string& path, const char* name) {
     data::RawDataset raw;
-    data::DatasetReport report = data::read_dataset(spec_for(cfg, path, out.labels.names), &raw);
+    data::DatasetReport report = data::read_dataset(
+        spec_for(cfg, path, out.labels.names, out.labels.integer_aliases), &raw);
     out.files.push_back(path);
     auto tokens = data::tokenize_dataset(tok, raw, max_length, &report);
     out.report[std::string(name) + "_file"] = report.to_json();

@@ -49,6 +49,7 @@
 #include <memory>
 
 #include "core/memory.h"
+#include "core/op_profile.h"
 #include "core/thread_pool.h"
 #include "cuda/nvml.h"
 #include "data/batcher.h"
@@ -59,6 +60,7 @@
 #include "io/safetensors.h"
 #include "models/batch.h"
 #include "models/hf_checkpoint.h"
+#include "models/adapters.h"
 #include "models/peft_adapter.h"
 #include "train/adamw.h"
 #include "train/checkpoint_store.h"
@@ -239,6 +241,8 @@ class Trainer {
   nlohmann::json fingerprints() const;
   void restore(const CheckpointEntry& ckpt);
   void train_step();
+  // FTUNE_PROFILE_OPS: the per-op table of the profiled step, logged and written to op_profile.json.
+  void write_op_profile(const profile::StepProfile& p) const;
   // The host's read of the step scalars: updates the skip counters, warns about skipped steps and
   // throws when the device latched the non-finite abort.
   StepScalarValues sync_step_scalars();
@@ -351,6 +355,15 @@ void Trainer::load_data_and_model() {
   LoadOptions load;
   load.reinit_mismatched_head = true;
   load.init_seed = tc_.seed;
+  if (cfg_.peft.enabled()) {
+    // PEFT's reading of target_modules on this model, before the data is read: a target ftune
+    // cannot adapt fails here; the modules adapted are logged.
+    const EncoderConfig base = load_model_config(cfg_.model.path, {});
+    const std::vector<std::string> adapted = resolve_target_modules(
+        cfg_.peft, classifier_modules(base.family == ModelFamily::Bert, base.num_layers), "peft");
+    spdlog::info("peft: adapters on {} modules{}", adapted.size(),
+                 adapted.back() == kPoolerModule ? ", bert.pooler.dense included" : "");
+  }
   // Labels come from the data unless the config names them; the head is sized to match.
   const int64_t max_length = usable_max_length(cfg_);
   data_ = load_train_data(cfg_, *tok_, max_length);
@@ -376,13 +389,7 @@ void Trainer::load_data_and_model() {
                  gradient_checkpointing_name(checkpointing_));
   }
   loss_options_.label_smoothing = static_cast<float>(tc_.label_smoothing);
-  loss_options_.class_weights.assign(tc_.class_weights.begin(), tc_.class_weights.end());
-  if (!loss_options_.class_weights.empty() &&
-      static_cast<int64_t>(loss_options_.class_weights.size()) != model_config_.num_labels())
-    throw InputError(
-        fmt::format("key 'training.class_weights' has {} values but the task has {} labels ({})",
-                    loss_options_.class_weights.size(), model_config_.num_labels(),
-                    fmt::join(data_.labels.names, ", ")));
+  loss_options_.class_weights = resolve_class_weights(tc_, data_.labels.names);
   pad_id_ = static_cast<int32_t>(model_config_.pad_token_id);
 }
 
@@ -414,6 +421,8 @@ void Trainer::plan_batch() {
                  plan_.attention.reason);
   tf32_ = resolve_tf32(tc_.tf32, plan_.target.device, plan_.precision.precision);
   cuda_graphs_ = resolve_cuda_graphs(tc_.cuda_graphs, plan_.target.device);
+  if (cuda_graphs_.on && profile::ops_enabled())  // a replayed graph has no op launches to time
+    cuda_graphs_ = {false, "FTUNE_PROFILE_OPS times the ops of a step eagerly"};
   pad_ = resolve_padding(tc_.pad_to_multiple_of, plan_.target.device);
   if (!plan_.target.device.is_cpu())
     spdlog::info("CUDA graphs {} ({}); micro-batch padding: {}", cuda_graphs_.on ? "on" : "off",
@@ -593,6 +602,9 @@ nlohmann::json Trainer::fingerprints() const {
   f["tokenizer"] = io::directory_fingerprint(cfg_.model.path, kTokenizerFiles);
   for (const std::string& file : data_.files) f["data"][file] = io::file_fingerprint(file);
   f["config"] = io::text_fingerprint(trajectory_config(cfg_.resolved));
+  // The label set in id order: what the head's rows mean (it follows from the data and the
+  // config, and from how ftune reads labels, which changed once: data/examples.h).
+  f["labels"] = data_.labels.names;
   return f;
 }
 
@@ -623,6 +635,10 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   }
   if (was.at("config") != now["config"])
     refuse("the configuration (model, data or training keys; see config.yaml of the run)");
+  if (was.contains("labels") && was["labels"] != now["labels"])
+    refuse(fmt::format("the label set (was [{}], now [{}])",
+                       fmt::join(was["labels"].get<std::vector<std::string>>(), ", "),
+                       fmt::join(data_.labels.names, ", ")));
   if (s.at("threads").get<int64_t>() != compute_threads())
     spdlog::warn(
         "resuming with {} threads; the checkpoint was written with {}: results will "
@@ -897,6 +913,11 @@ StepScalarValues Trainer::sync_step_scalars() {
   return v;
 }
 
+void Trainer::write_op_profile(const profile::StepProfile& p) const {
+  spdlog::info("{}", p.table());
+  io::write_json_atomic((run_ / "op_profile.json").string(), p.to_json());
+}
+
 // fp16 only: the host keeps the loss scale, so it reads the step's outcome after every step (one
 // small read per step; bf16 and fp32 steps make none). An overflow at the current scale halves it
 // and is logged here; a real divergence (non-finite loss, or gradients once the scale is
@@ -1105,7 +1126,9 @@ nlohmann::json Trainer::run() {
   while (step_ < total_steps_) {
     if (step_ == micro_change.first) set_micro_batch(micro_change.second);
     try {
+      profile::StepRecorder op_profile(step_ + 1, total_steps_, plan_.target.device);
       train_step();
+      if (op_profile.active()) write_op_profile(op_profile.finish());
     } catch (const OutOfMemoryError& e) {
       shrink_micro_batch(e);
       continue;  // the same step again, on the same batch
@@ -1184,6 +1207,7 @@ nlohmann::json Trainer::run() {
                            {"margin", t["margin"]},
                            {"chosen_by", t["chosen_by"]},
                            {"validation_value", t["validation_value"]},
+                           {"positive_label", data_.labels.names[1]},  // id 1: P(1) > threshold
                            {"step", best_eval_["step"]}});
   }
   if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run

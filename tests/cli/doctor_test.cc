@@ -193,10 +193,10 @@ TEST_F(DoctorCli, NoCudaDeviceSaysSoAndListsEveryOptimisationWithAReason) {
 
 TEST_F(DoctorCli, ReadsNvmlThroughTheConfiguredLibrary) {
   const test::CliResult r = test::run_ftune(
-      "doctor", std::string("CUDA_VISIBLE_DEVICES=-1 FTUNE_NVML_LIBRARY=") + FTUNE_FAKE_NVML);
+      "doctor", "CUDA_VISIBLE_DEVICES=-1 FTUNE_NVML_LIBRARY=" + test::fake_nvml_library());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(
-      r.output.find(std::string("NVML: available (driver 580.65.06, ") + FTUNE_FAKE_NVML + ")"),
+      r.output.find("NVML: available (driver 580.65.06, " + test::fake_nvml_library() + ")"),
       std::string::npos)
       << r.output;
 }

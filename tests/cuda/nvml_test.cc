@@ -4,6 +4,7 @@
 // sampler's aggregation over a scripted sequence and on its own thread, and the "unavailable"
 // states (missing library, not an NVML library, failing nvmlInit) that must never be errors.
 #include "cuda/nvml.h"
+#include "test_util.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -22,7 +23,7 @@ constexpr unsigned long long GiB = 1ull << 30;
 class FakeNvml : public ::testing::Test {
  protected:
   void SetUp() override {
-    dl_ = dlopen(FTUNE_FAKE_NVML, RTLD_NOW | RTLD_LOCAL);
+    dl_ = dlopen(test::fake_nvml_library().c_str(), RTLD_NOW | RTLD_LOCAL);
     ASSERT_NE(dl_, nullptr) << dlerror();
     reset_ = reinterpret_cast<void (*)(int, bool)>(dlsym(dl_, "fake_nvml_reset"));
     script_ = reinterpret_cast<decltype(script_)>(dlsym(dl_, "fake_nvml_script"));
@@ -88,7 +89,7 @@ TEST(Nvml, LibraryWithoutNvmlSymbolsIsUnavailable) {
 TEST_F(FakeNvml, FailingInitIsUnavailableWithNvmlsMessage) {
   reset_(9, true);  // NVML_ERROR_DRIVER_NOT_LOADED
   {
-    const auto lib = NvmlLibrary::open(FTUNE_FAKE_NVML);
+    const auto lib = NvmlLibrary::open(test::fake_nvml_library());
     EXPECT_FALSE(lib->available());
     EXPECT_EQ(lib->reason(), "nvmlInit_v2 failed: Driver Not Loaded (NVML error 9)");
     NvmlSampler sampler(lib, "0000:17:00.0", 0);
@@ -101,7 +102,7 @@ TEST_F(FakeNvml, FailingInitIsUnavailableWithNvmlsMessage) {
 
 TEST_F(FakeNvml, ResolvesSymbolsInitialisesOnceAndShutsDown) {
   {
-    const auto lib = NvmlLibrary::open(FTUNE_FAKE_NVML);
+    const auto lib = NvmlLibrary::open(test::fake_nvml_library());
     ASSERT_TRUE(lib->available()) << lib->reason();
     EXPECT_EQ(lib->reason(), "");
     EXPECT_EQ(lib->driver_version(), "580.65.06");
@@ -121,7 +122,7 @@ TEST(Nvml, BusIdsNormaliseToNvmlForm) {
 }
 
 TEST_F(FakeNvml, CudaDeviceMapsToNvmlDeviceByBusIdNotIndex) {
-  const auto lib = NvmlLibrary::open(FTUNE_FAKE_NVML);
+  const auto lib = NvmlLibrary::open(test::fake_nvml_library());
   ASSERT_TRUE(lib->available()) << lib->reason();
   std::string why;
   // cuda:0 sits at bus 17, which NVML numbers 1.
@@ -148,7 +149,7 @@ TEST_F(FakeNvml, SamplerAggregatesScriptedSamples) {
   const unsigned power_mw[] = {100000, 200000, 300000, 400000};
   const unsigned temp[] = {40, 70, 55, 60};
   script_(4, util, used, power_mw, temp);
-  NvmlSampler sampler(NvmlLibrary::open(FTUNE_FAKE_NVML), "0000:65:00.0", 1);
+  NvmlSampler sampler(NvmlLibrary::open(test::fake_nvml_library()), "0000:65:00.0", 1);
   ASSERT_TRUE(sampler.available()) << sampler.reason();
   EXPECT_EQ(sampler.device_name(), "Fake GPU at 65");
   EXPECT_EQ(sampler.status_text(), "");  // nothing sampled yet
@@ -188,7 +189,7 @@ TEST_F(FakeNvml, SamplerAggregatesScriptedSamples) {
 
 TEST_F(FakeNvml, UnsupportedMetricIsLeftOut) {
   reset_(0, /*power_supported=*/false);
-  NvmlSampler sampler(NvmlLibrary::open(FTUNE_FAKE_NVML), "", 0);
+  NvmlSampler sampler(NvmlLibrary::open(test::fake_nvml_library()), "", 0);
   ASSERT_TRUE(sampler.available()) << sampler.reason();
   sampler.sample_once();
   EXPECT_FALSE(sampler.latest()->power_watts);
@@ -199,7 +200,7 @@ TEST_F(FakeNvml, UnsupportedMetricIsLeftOut) {
 }
 
 TEST_F(FakeNvml, ThreadSamplesEveryPeriodUntilStopped) {
-  NvmlSampler sampler(NvmlLibrary::open(FTUNE_FAKE_NVML), "0000:65:00.0", 0, 0.01);
+  NvmlSampler sampler(NvmlLibrary::open(test::fake_nvml_library()), "0000:65:00.0", 0, 0.01);
   ASSERT_TRUE(sampler.available()) << sampler.reason();
   sampler.start();
   sampler.start();  // a second start is a no-op

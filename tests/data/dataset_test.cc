@@ -83,14 +83,15 @@ TEST(Validation, InvalidUtf8IsReportedNotReplaced) {
 TEST(Validation, LabelOutsideTheLabelSet) {
   DataSpec spec;
   spec.labels.names = {"neg", "pos"};
-  EXPECT_THAT(fail_message("a.csv", "text,label\na,pos\nb,neutral\nc,0\n", spec),
-              NamesRow(":3: label 'neutral' is not one of the 2 labels (neg, pos)"));
+  EXPECT_THAT(
+      fail_message("a.csv", "text,label\na,pos\nb,neutral\nc,0\n", spec),
+      NamesRow(":3: label 'neutral' is not one of the 2 labels ('neg', 'pos', or an id 0..1)"));
 }
 
-TEST(Validation, LabelTheDerivedSetCannotAddress) {
-  // Integer labels keep their ids; "01" is neither the integer 1's spelling nor a name.
+TEST(Validation, OneIntegerLabelWrittenTwoWays) {
+  // Labels are names, so "1" and "01" would be two classes: refused, naming both lines.
   EXPECT_THAT(fail_message("a.csv", "text,label\na,0\nb,1\nc,01\n"),
-              NamesRow(":4: label '01' is not one of the 2 labels (0, 1)"));
+              NamesRow(":4: label '01' is the integer 1 that line 3 writes '1'"));
 }
 
 TEST(Validation, RaggedRow) {
@@ -201,8 +202,9 @@ TEST(Labels, FromDataIntegerAndString) {
   read_dataset(spec_for(write_data_file(
                    d, "a.jsonl", "{\"text\":\"a\",\"label\":2}\n{\"text\":\"b\",\"label\":0}\n")),
                &ds);
-  EXPECT_EQ(ds.labels.names, (std::vector<std::string>{"0", "1", "2"}));
-  EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{2, 0}));
+  // Integers are names: {0, 2} is two classes, no phantom "1".
+  EXPECT_EQ(ds.labels.names, (std::vector<std::string>{"0", "2"}));
+  EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{1, 0}));
   read_dataset(spec_for(write_data_file(d, "b.tsv", "text\tlabel\na\tpos\nb\tneg\n")), &ds);
   EXPECT_EQ(ds.labels.names, (std::vector<std::string>{"neg", "pos"}));
   EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{1, 0}));
@@ -217,6 +219,95 @@ TEST(Labels, ExplicitMapAndIntegerLabelsAddressNames) {
   EXPECT_EQ(ds.labels.names, (std::vector<std::string>{"entail", "contra"}));
   EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{0, 1, 1}));
   EXPECT_EQ(r.class_counts, (std::vector<int64_t>{1, 2}));
+}
+
+// The issue's reports: every label set is a bijection between names and ids, whatever the names
+// look like.
+TEST(Labels, IntegerLabelsOutsideZeroToKAreNames) {
+  TempDir d;
+  RawDataset ds;
+  // {1, 2}: two classes "1" (id 0) and "2" (id 1), never a phantom class 0.
+  const DatasetReport r = read_dataset(
+      spec_for(write_data_file(d, "a.jsonl",
+                               "{\"text\":\"a\",\"label\":2}\n{\"text\":\"b\",\"label\":1}\n"
+                               "{\"text\":\"c\",\"label\":2}\n")),
+      &ds);
+  EXPECT_EQ(ds.labels.names, (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{1, 0, 1}));
+  EXPECT_EQ(r.class_counts, (std::vector<int64_t>{1, 2}));
+  // {-1, 0, 1} in numeric order; a stray 5000 is a class of its own, not a 5001-class head.
+  read_dataset(spec_for(write_data_file(d, "b.csv", "text,label\na,1\nb,-1\nc,0\nd,10\n")), &ds);
+  EXPECT_EQ(ds.labels.names, (std::vector<std::string>{"-1", "0", "1", "10"}));
+  EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{2, 0, 1, 3}));
+  read_dataset(spec_for(write_data_file(d, "c.csv", "text,label\na,0\nb,5000\nc,1\n")), &ds);
+  EXPECT_EQ(ds.labels.names, (std::vector<std::string>{"0", "1", "5000"}));
+  // Mixed integers and words: byte order, every label a name.
+  read_dataset(spec_for(write_data_file(d, "e.csv", "text,label\na,neg\nb,1\nc,10\nd,9\n")), &ds);
+  EXPECT_EQ(ds.labels.names, (std::vector<std::string>{"1", "10", "9", "neg"}));
+}
+
+TEST(Labels, NumericNamesGivenInIdOrder) {
+  TempDir d;
+  RawDataset ds;
+  // model.labels: [1, 2] and data labels 1 / 2 (the issue: every row became class "2").
+  DataSpec spec = spec_for(write_data_file(d, "a.csv", "text,label\na,1\nb,2\nc,1\n"));
+  spec.labels.names = {"1", "2"};
+  DatasetReport r = read_dataset(spec, &ds);
+  EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{0, 1, 0}));
+  EXPECT_EQ(r.class_counts, (std::vector<int64_t>{2, 1}));
+  EXPECT_FALSE(ds.labels.integer_aliases);
+  // Names need not be in numeric order: "1" is id 0 and "0" is id 1.
+  spec = spec_for(write_data_file(d, "b.tsv", "text\tlabel\na\t0\nb\t1\n"));
+  spec.labels.names = {"1", "0"};
+  read_dataset(spec, &ds);
+  EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{1, 0}));
+  // {-1, 0, 1} given as names (the issue: "label '0' is listed twice").
+  spec = spec_for(write_data_file(d, "c.csv", "text,label\na,-1\nb,1\nc,0\n"));
+  spec.labels.names = {"-1", "0", "1"};
+  read_dataset(spec, &ds);
+  EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{0, 2, 1}));
+  // With integer names an integer is only ever a name: "0" is not id 0 of {"1", "2"}.
+  spec = spec_for(write_data_file(d, "e.csv", "text,label\na,1\nb,0\n"));
+  spec.labels.names = {"1", "2"};
+  EXPECT_THAT(input_error_of([&] { read_dataset(spec, &ds); }),
+              HasSubstr(":3: label '0' is not one of the 2 labels ('1', '2')"));
+}
+
+TEST(Labels, IntegersAddressIdsOnlyWhenNoNameIsAnInteger) {
+  TempDir d;
+  RawDataset ds;
+  DataSpec spec = spec_for(write_data_file(d, "a.csv", "text,label\na,1\nb,neg\nc,0\n"));
+  spec.labels.names = {"neg", "pos"};
+  read_dataset(spec, &ds);
+  EXPECT_EQ(ds.label_ids, (std::vector<int32_t>{1, 0, 0}));
+  // Only the canonical spelling, only 0..K-1.
+  for (const char* label : {"01", "2", "-1", "+1"}) {
+    spec = spec_for(write_data_file(d, "b.csv", std::string("text,label\na,") + label + "\n"));
+    spec.labels.names = {"neg", "pos"};
+    EXPECT_THAT(input_error_of([&] { read_dataset(spec, &ds); }), HasSubstr("is not one of"))
+        << label;
+  }
+  // One integer name turns the aliases off: "0" is then no name of the set.
+  spec = spec_for(write_data_file(d, "c.csv", "text,label\na,0\n"));
+  spec.labels.names = {"neg", "1"};
+  EXPECT_THAT(input_error_of([&] { read_dataset(spec, &ds); }),
+              HasSubstr(":2: label '0' is not one of the 2 labels ('neg', '1')"));
+  // A validation file read with the training data's own set: its ids are ftune's order, so an
+  // integer does not address them.
+  spec = spec_for(write_data_file(d, "e.csv", "text,label\na,1\n"));
+  spec.labels.names = {"neg", "pos"};
+  spec.labels.integer_aliases = false;
+  EXPECT_THAT(input_error_of([&] { read_dataset(spec, &ds); }),
+              HasSubstr(":2: label '1' is not one of the 2 labels ('neg', 'pos')"));
+}
+
+TEST(Labels, IntegerLabelSpelling) {
+  EXPECT_EQ(integer_label("0"), 0);
+  EXPECT_EQ(integer_label("-12"), -12);
+  EXPECT_EQ(integer_label("007"), 7);
+  EXPECT_EQ(integer_label("999999999999999999"), 999999999999999999LL);
+  for (const char* s : {"", "-", "+1", "1.0", " 1", "1e3", "1234567890123456789", "x"})
+    EXPECT_EQ(integer_label(s), std::nullopt) << s;
 }
 
 TEST(Labels, BadMappingsAreErrors) {

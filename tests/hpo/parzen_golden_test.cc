@@ -12,6 +12,7 @@
 #include "hpo/parzen_estimator.h"
 #include "hpo/truncnorm.h"
 #include "io/json_file.h"
+#include "test_util.h"
 
 namespace ftune::hpo {
 namespace {
@@ -35,7 +36,7 @@ Distribution dist_from(const nlohmann::json& j) {
 }
 
 TEST(ParzenGolden, LogDensityMatchesOptuna) {
-  const auto fixture = io::read_json_file(std::string(FTUNE_FIXTURES_DIR) + "/hpo/parzen.json");
+  const auto fixture = io::read_json_file(test::fixtures_dir() + "/hpo/parzen.json");
   size_t checked = 0;
   double worst = 0;
   for (size_t ci = 0; ci < fixture.at("cases").size(); ++ci) {

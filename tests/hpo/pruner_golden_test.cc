@@ -10,6 +10,7 @@
 
 #include "hpo/pruner.h"
 #include "io/json_file.h"
+#include "test_util.h"
 
 namespace ftune::hpo {
 namespace {
@@ -19,7 +20,7 @@ YAML::Node to_yaml(const nlohmann::json& cfg) {
 }
 
 TEST(PrunerGolden, EveryDecisionMatchesOptuna) {
-  const auto fixture = io::read_json_file(std::string(FTUNE_FIXTURES_DIR) + "/hpo/pruners.json");
+  const auto fixture = io::read_json_file(test::fixtures_dir() + "/hpo/pruners.json");
   const std::string study_name = fixture.at("study_name");
   int64_t decisions = 0, prunes = 0, mismatches = 0;
   std::map<std::string, int64_t> per_type;

@@ -14,6 +14,7 @@
 #include "hpo/sampler.h"
 #include "hpo/tpe_sampler.h"
 #include "io/json_file.h"
+#include "test_util.h"
 
 namespace ftune::hpo {
 namespace {
@@ -189,7 +190,7 @@ dropout: {type: float, low: 0.0, high: 0.2, step: 0.1}
 }
 
 TEST(Samplers, GridOrderMatchesOptuna) {
-  const auto fixture = io::read_json_file(std::string(FTUNE_FIXTURES_DIR) + "/hpo/grid.json");
+  const auto fixture = io::read_json_file(test::fixtures_dir() + "/hpo/grid.json");
   // The Optuna spaces as ftune spaces (value lists as int/stepped/categorical parameters).
   const std::vector<std::string> spaces = {
       "b: {type: int, low: 1, high: 3}\na: {type: categorical, choices: [x, y]}",

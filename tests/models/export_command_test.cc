@@ -54,7 +54,8 @@ TEST_P(ExportMerge, MergedModelGivesTheAdaptedLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Adapters, ExportMerge,
-                         ::testing::Values("bert_dora", "bert_rslora", "roberta_lora"));
+                         ::testing::Values("bert_dora", "bert_rslora", "roberta_lora",
+                                           "bert_lora_pooler", "bert_dora_dropout"));
 
 TEST(ExportCommand, WithoutMergeOrWithABadAdapterFailsAndWritesNothing) {
   const GoldenCase g = GoldenCase::load("bert_pair");

@@ -1,8 +1,11 @@
 // Parity of ftune's LoRA / rsLoRA / DoRA with PEFT on golden fixtures
 // (tools/make_peft_fixtures.py): starting from PEFT's saved adapter on the tiny engine BERT /
-// RoBERTa, the logits, loss and every trainable gradient, then the trainable parameters after three
-// AdamW steps, at max relative error 1e-4. Also: gradient checkpointing gives bit-identical
-// gradients with a smaller activation plan, and an adapter saved by ftune reloads exactly. With
+// RoBERTa, the modules adapted (PEFT's reading of target_modules, BERT's pooler included), the
+// logits, loss and every trainable gradient, then the trainable parameters after three AdamW
+// steps, at max relative error 1e-4 — with adapter dropout too (DoRA's dropout variant), PEFT
+// running ftune's Philox masks, whose keying is checked bit for bit. Also: gradient checkpointing
+// gives bit-identical gradients with a smaller activation plan, and an adapter saved by ftune
+// reloads exactly. With
 // FTUNE_PEFT_OUT=DIR set, each case also writes its trained adapter, logits and merged model there
 // for `make_peft_fixtures.py --check`.
 #include <gtest/gtest.h>
@@ -17,6 +20,7 @@
 #include "io/safetensors.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
+#include "ops/dropout.h"
 #include "train/adamw.h"
 
 namespace ftune::test {
@@ -75,7 +79,11 @@ PeftRun build(const PeftCase& c, GradientCheckpointing ckpt = GradientCheckpoint
   return r;
 }
 
-const DropoutPlan kTrain{true, 0, 0};  // the fixtures' dropouts are all 0
+// The training pass of optimizer step `step`: the fixtures' model dropouts are all 0; adapter
+// dropout (when the case has it) draws ftune's masks of (dropout_seed, site, step), as PEFT did.
+DropoutPlan train_plan(const PeftCase& c, int step = 0) {
+  return DropoutPlan{true, c.meta.value("dropout_seed", uint64_t{0}), static_cast<uint32_t>(step)};
+}
 
 size_t activation_bytes(const Arena& arena) {
   size_t total = 0;
@@ -102,12 +110,12 @@ TEST_P(PeftParity, TrainableSetLogitsLossAndGradients) {
     EXPECT_EQ(s.decay, !no_decay.count(s.name)) << s.name;
   EXPECT_FLOAT_EQ(r.model->options().adapters.scaling(), c.meta["scaling"].get<float>());
 
-  const TensorView logits = r.model->forward(kTrain);
+  const TensorView logits = r.model->forward(train_plan(c));
   const double e_logits = max_rel_error(logits, c.tensor("logits").view());
   EXPECT_LT(e_logits, kTol);
   const TensorView loss = r.model->loss({});
   EXPECT_LT(max_rel_error(loss, c.tensor("loss").view()), kTol);
-  r.model->backward(kTrain);
+  r.model->backward(train_plan(c));
   double worst = 0;
   for (const ParamSpec& s : r.model->trainable_params().specs()) {
     const double e = max_rel_error(r.model->grad(s.name), c.tensor("grad." + s.name).view());
@@ -125,10 +133,10 @@ TEST_P(PeftParity, ThreeAdamWSteps) {
   const float lr = c.meta["optimizer"]["lr"].get<float>();
   for (int step = 0; step < c.meta["steps"].get<int>(); ++step) {
     r.model->zero_grad();
-    r.model->forward(kTrain);
+    r.model->forward(train_plan(c, step));
     const float loss = to_vector(r.model->loss({}))[0];
     EXPECT_NEAR(loss, losses[step], kTol * std::fabs(losses[step])) << "step " << step;
-    r.model->backward(kTrain);
+    r.model->backward(train_plan(c, step));
     r.adamw->step(r.model->trainable_values(), r.model->trainable_grads(), lr);
   }
   double worst = 0;
@@ -166,9 +174,9 @@ TEST_P(PeftParity, CheckpointingGivesIdenticalGradients) {
   const PeftCase c = load_case(GetParam());
   PeftRun plain = build(c), ckpt = build(c, GradientCheckpointing::On);
   for (PeftRun* r : {&plain, &ckpt}) {
-    r->model->forward(kTrain);
+    r->model->forward(train_plan(c));
     r->model->loss({});
-    r->model->backward(kTrain);
+    r->model->backward(train_plan(c));
   }
   EXPECT_EQ(to_vector(plain.model->trainable_grads()), to_vector(ckpt.model->trainable_grads()));
   EXPECT_LT(activation_bytes(ckpt.arena), activation_bytes(plain.arena));
@@ -176,9 +184,47 @@ TEST_P(PeftParity, CheckpointingGivesIdenticalGradients) {
               activation_bytes(plain.arena), activation_bytes(ckpt.arena));
 }
 
+// ftune adapts exactly the modules PEFT adapted for the case's target_modules (PEFT's suffix rule
+// takes bert.pooler.dense with "dense" and all-linear), and the dropout masks PEFT ran with are
+// ftune's own, bit for bit (the Python reimplementation of the Philox keying is right).
+TEST_P(PeftParity, SameModulesAndDropoutMasksAsPeft) {
+  const PeftCase c = load_case(GetParam());
+  PeftRun r = build(c);
+  std::vector<std::string> adapted;
+  for (const ParamSpec& s : r.model->adapter_params().specs())
+    if (s.name.ends_with(".lora_A.weight"))
+      adapted.push_back(s.name.substr(0, s.name.size() - std::string(".lora_A.weight").size()));
+  std::sort(adapted.begin(), adapted.end());
+  if (c.meta.contains("adapted_modules"))
+    EXPECT_EQ(adapted, c.meta["adapted_modules"].get<std::vector<std::string>>());
+  const float p = c.meta.value("lora_dropout", 0.0f);
+  int masks = 0;
+  for (const io::SafetensorsEntry& e : c.expected.entries()) {
+    if (!e.name.starts_with("mask.")) continue;
+    const std::string module = e.name.substr(5);
+    const HostTensor want = c.tensor(e.name);
+    uint32_t site = pooler_adapter_dropout_site();
+    if (module != kPoolerModule) {
+      const size_t at = module.find(".encoder.layer.") + std::string(".encoder.layer.").size();
+      const int64_t layer = std::stoll(module.substr(at));
+      const std::string suffix = module.substr(module.find('.', at) + 1);
+      int kind = 0;
+      while (suffix != adapter_site_suffix(static_cast<AdapterSite>(kind))) ++kind;
+      site = adapter_dropout_site(layer, static_cast<AdapterSite>(kind));
+    }
+    HostTensor ones(DType::F32, want.shape());
+    for (int64_t i = 0; i < ones.numel(); ++i) ones.data<float>()[i] = 1.0f;
+    dropout_forward(ones.view(), ones.view(), p, RngKey{c.meta["dropout_seed"].get<uint64_t>(), site, 0});
+    EXPECT_EQ(to_vector(ones.view()), to_vector(want.view())) << module;
+    ++masks;
+  }
+  EXPECT_EQ(masks > 0, p > 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, PeftParity,
                          ::testing::Values("bert_lora", "bert_rslora", "bert_dora", "roberta_lora",
-                                           "roberta_rslora", "roberta_dora"));
+                                           "roberta_rslora", "roberta_dora", "bert_lora_pooler",
+                                           "bert_dora_dropout", "roberta_dora_dropout"));
 
 }  // namespace
 }  // namespace ftune::test

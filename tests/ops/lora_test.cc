@@ -94,14 +94,6 @@ Ref reference(const Problem& p, const std::vector<float>& xd, bool dora) {
   return f;
 }
 
-void expect_close(const std::vector<float>& got, const Vec& want, double tol, const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 1e-6;
-  for (double v : want) scale = std::max(scale, std::fabs(v));
-  for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * scale) << what << "[" << i << "]";
-}
-
 // Runs the ops as the encoder does on columns [col, col + OC) of a wider output (the fused QKV
 // case when col > 0), returns (y, dx-from-LoRA, dA, dB, dm).
 void run_case(Device dev, bool dora, float p_drop, int64_t col, int64_t width) {

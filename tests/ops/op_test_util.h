@@ -49,6 +49,16 @@ inline double weighted_sum(const std::vector<float>& out, const std::vector<floa
   return s;
 }
 
+// Every element of `got` within tol * max|want| of the double reference `want`.
+inline void expect_close(const std::vector<float>& got, const std::vector<double>& want, double tol,
+                         const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 1e-6;
+  for (double v : want) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], tol * scale) << what << "[" << i << "]";
+}
+
 inline std::vector<float> random_values(int64_t n, std::mt19937_64& rng, float lo = -1.0f,
                                         float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);

@@ -107,7 +107,7 @@ TEST(Flops, EveryTableEntryIsReachableByItsOwnName) {
   // An entry placed after a more general one would never match: each table name, as a device
   // name, must select its own entry (for a precision every entry has).
   const auto table = nlohmann::json::parse(
-      std::ifstream(std::string(FTUNE_SOURCE_DIR) + "/src/train/gpu_peak_flops.json"));
+      std::ifstream(test::source_dir() + "/src/train/gpu_peak_flops.json"));
   ASSERT_GE(table["gpus"].size(), 15u);
   for (const auto& gpu : table["gpus"]) {
     const std::string name = gpu["name"];

@@ -1,7 +1,8 @@
 // `ftune train` with LoRA / DoRA adapters and gradient checkpointing through the CLI: only the
 // adapters and the head train, the run leaves a PEFT adapter (adapter/) and the merged model
 // (model/) that `ftune eval` scores exactly as training evaluated it, a killed DoRA run with
-// checkpointing resumes bit-exactly, and a bad `peft:` key names itself.
+// adapter dropout, checkpointing and the pooler adapted (all-linear) resumes bit-exactly, and a
+// bad `peft:` key or a target PEFT would refuse names itself.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -75,8 +76,10 @@ TEST_F(PeftTrain, LoraTrainsAdaptersAndExportsAMergedModel) {
   EXPECT_NEAR(m["loss"].get<double>(), s["best_eval"]["loss"].get<double>(), 1e-4);
 }
 
-TEST_F(PeftTrain, DoraWithCheckpointingResumesBitExactly) {
-  const std::string peft = "peft: {method: dora, r: 4, alpha: 4, target_modules: all-linear}\n";
+// DoRA with adapter dropout on all-linear, which (as in PEFT) includes bert.pooler.dense.
+TEST_F(PeftTrain, DoraWithDropoutAndCheckpointingResumesBitExactly) {
+  const std::string peft =
+      "peft: {method: dora, r: 4, alpha: 4, dropout: 0.1, target_modules: all-linear}\n";
   const std::string extra = " training.gradient_checkpointing=on";
   ASSERT_EQ(run_ftune("train --config " + config("full", peft) + extra).exit_code, 0);
   const CliResult killed = run_ftune("train --config " + config("killed", peft) + extra,
@@ -91,6 +94,14 @@ TEST_F(PeftTrain, DoraWithCheckpointingResumesBitExactly) {
               file_bytes(run_dir("killed") + "/adapter/adapter_model.safetensors"));
   const auto s = nlohmann::json::parse(file_bytes(run_dir("full") + "/summary.json"));
   EXPECT_EQ(s["gradient_checkpointing"], true);
+  const auto adapter =
+      nlohmann::json::parse(file_bytes(run_dir("full") + "/adapter/adapter_config.json"));
+  EXPECT_EQ(adapter["target_modules"].size(), 2u * 6 + 1);
+  EXPECT_EQ(adapter["target_modules"].back(), "bert.pooler.dense");
+  EXPECT_EQ(adapter["lora_dropout"], 0.1);
+  const CliResult p = run_ftune("predict --model " + run_dir("full") + "/model --data " +
+                                tmp_.path() + "/val.jsonl --output " + tmp_.path() + "/p.jsonl");
+  EXPECT_EQ(p.exit_code, 0) << p.output;
 }
 
 TEST_F(PeftTrain, BadPeftKeysNameThemselves) {
@@ -106,6 +117,18 @@ TEST_F(PeftTrain, BadPeftKeysNameThemselves) {
                                  " training.gradient_checkpointing=sometimes");
   EXPECT_EQ(r3.exit_code, 2);
   EXPECT_NE(r3.output.find("gradient_checkpointing"), std::string::npos) << r3.output;
+  // Targets PEFT refuses (a container module) or that ftune cannot adapt (an embedding).
+  for (const auto& [targets, message] :
+       {std::pair{"[intermediate]", "matches 'bert.encoder.layer.0.intermediate', which is not a "
+                                    "linear layer; PEFT refuses it too"},
+        std::pair{"[query, word_embeddings]",
+                  "matches bert.embeddings.word_embeddings, an embedding"}}) {
+    const CliResult r4 = run_ftune(
+        "train --config " +
+        config("bad4", std::string("peft: {method: lora, target_modules: ") + targets + "}\n"));
+    EXPECT_EQ(r4.exit_code, 2);
+    EXPECT_NE(r4.output.find(message), std::string::npos) << r4.output;
+  }
 }
 
 }  // namespace
