@@ -144,12 +144,6 @@ void record_on_compute_stream(Device device, void* event) {
   FTUNE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), compute_stream()));
 }
 
-bool compute_stream_capturing() {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  FTUNE_CUDA_CHECK(cudaStreamIsCapturing(compute_stream(), &status));
-  return status != cudaStreamCaptureStatusNone;
-}
-
 void synchronize_and_check(const std::string& what) {
   cudaError_t err = cudaStreamSynchronize(compute_stream());
   if (err == cudaSuccess) err = cudaGetLastError();

@@ -39,8 +39,6 @@ void record_on_compute_stream(Device device, void* event);
 // A device-to-device copy in order on the compute stream of `device` (asynchronous).
 void copy_on_compute_stream(void* dst, Device device, const void* src, size_t bytes);
 
-// Whether the current device's compute stream is being captured into a CUDA graph.
-bool compute_stream_capturing();
 // Waits for the current device's compute stream and checks for a pending error (a failed launch
 // or a fault of any kernel queued so far): throws DeviceError "<what>: <CUDA's error>". For
 // FTUNE_CUDA_DEBUG_SYNC (ops/dispatch.h).

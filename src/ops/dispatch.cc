@@ -11,6 +11,7 @@
 
 #ifdef FTUNE_WITH_CUDA
 #include "cuda/cuda_device.h"
+#include "cuda/graph.h"
 #endif
 
 namespace ftune {
