@@ -12,12 +12,14 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/arguments.h"
 #include "cli/commands.h"
 #include "core/device.h"
 #include "core/thread_pool.h"
 #include "data/dataset.h"
 #include "io/json_file.h"
 #include "models/hf_checkpoint.h"
+#include "models/input_limits.h"
 #include "models/predictor.h"
 #include "train/metrics.h"
 
@@ -29,13 +31,23 @@ struct EvalArgs {
   std::string text_field = "text", text_pair_field = "text_pair", label_field = "label";
   bool no_header = false;
   int64_t batch_size = 64, max_length = 0;
-  double threshold = -1;
+  double threshold = 0;
+  bool has_threshold = false, has_max_length = false;
   int threads = 0;
 };
 
 void run(const EvalArgs& a) {
   if (a.threads > 0) set_compute_threads(a.threads);
   const EncoderConfig config = load_model_config(a.model);
+  const int64_t K = config.num_labels();
+  if (a.has_threshold && K != 2)
+    throw InputError(
+        fmt::format("--threshold applies to binary models; {} has {} labels", a.model, K));
+  const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
+  check_tokenizer_vocabulary(tok, config, a.model);
+  const int64_t max_length = inference_max_length(
+      config, tok, a.has_max_length ? std::optional<int64_t>(a.max_length) : std::nullopt, a.model,
+      "--max-length");
   data::DataSpec spec;
   spec.path = a.data;
   spec.format = data::parse_data_format(a.format, "--format");
@@ -47,13 +59,8 @@ void run(const EvalArgs& a) {
   spec.labels_key = fmt::format("{}/config.json id2label", a.model);
   data::RawDataset raw;
   data::DatasetReport report = data::read_dataset(spec, &raw);
-  const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
-  const int64_t positions =
-      config.max_position_embeddings - (config.roberta_like() ? config.pad_token_id + 1 : 0);
-  const int64_t max_length = a.max_length > 0 ? std::min(a.max_length, positions) : positions;
   const auto rows = data::tokenize_dataset(tok, raw, max_length, &report);
   const Predictions p = predict_logits(a.model, rows, a.batch_size, Device::cpu());
-  const int64_t K = config.num_labels();
   ClassificationMetrics m(K, EvalSplit::Test);
   double loss_sum = 0;  // mean cross-entropy, as training reports it
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -67,13 +74,7 @@ void run(const EvalArgs& a) {
   m.add_loss(loss_sum, static_cast<int64_t>(rows.size()));
   nlohmann::json j;
   const std::string saved = (std::filesystem::path(a.model) / "decision_threshold.json").string();
-  if (a.threshold >= 0) {
-    if (K != 2)
-      throw InputError(
-          fmt::format("--threshold applies to binary models; {} has {} labels", a.model, K));
-    if (a.threshold <= 0 || a.threshold >= 1)
-      throw InputError(
-          fmt::format("--threshold must be a probability in (0, 1), got {}", a.threshold));
+  if (a.has_threshold) {
     j = m.to_json(ClassificationMetrics::threshold_at_probability(a.threshold));
   } else if (K == 2 && std::filesystem::exists(saved)) {
     // The exact histogram edge training chose on validation data.
@@ -99,17 +100,27 @@ void add_eval_command(CLI::App& app) {
       ->required();
   cmd->add_option("--data", a->data, "Labelled data: .jsonl, .tsv or .csv")->required();
   cmd->add_option("--output", a->output, "Also write the metrics JSON here (atomically)");
-  cmd->add_option("--threshold", a->threshold,
-                  "Binary: decide class 1 when its probability exceeds this");
+  CLI::Option* threshold =
+      cmd->add_option("--threshold", a->threshold,
+                      "Binary: decide class 1 when its probability exceeds this (in (0, 1))")
+          ->check(open_probability());
   cmd->add_option("--format", a->format, "auto (by extension), jsonl, tsv or csv");
   cmd->add_option("--text-field", a->text_field, "Column / key of the first text");
   cmd->add_option("--text-pair-field", a->text_pair_field, "Column / key of the second text");
   cmd->add_option("--label-field", a->label_field, "Column / key of the label");
   cmd->add_flag("--no-header", a->no_header, "TSV/CSV without a header row");
-  cmd->add_option("--batch-size", a->batch_size, "Rows per batch")->check(CLI::PositiveNumber);
-  cmd->add_option("--max-length", a->max_length, "Tokens per input (default: the model's)");
-  cmd->add_option("--threads", a->threads, "Compute threads (default: all cores)");
-  cmd->callback([a] { run(*a); });
+  cmd->add_option("--batch-size", a->batch_size, "Rows per batch")->check(positive_integer());
+  CLI::Option* max_length =
+      cmd->add_option("--max-length", a->max_length,
+                      "Tokens per input, at most the model's positions (default: the model's)")
+          ->check(positive_integer());
+  cmd->add_option("--threads", a->threads, "Compute threads (default: all cores)")
+      ->check(non_negative_integer());
+  cmd->callback([a, threshold, max_length] {
+    a->has_threshold = threshold->count() > 0;
+    a->has_max_length = max_length->count() > 0;
+    run(*a);
+  });
 }
 
 }  // namespace ftune::cli

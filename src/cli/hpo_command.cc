@@ -8,7 +8,10 @@
 //
 // `run` is one worker: start it as many times as you like, on one machine (SQLite) or many
 // (PostgreSQL), with the same config; they share the study. --trials counts trials study-wide.
-// Bad input (config, unreachable storage, a study created with another space) exits with 2.
+// The objective's configuration is checked before the first trial. Bad input (config,
+// unreachable storage, a study created with another space) exits with 2, and so does a worker
+// whose trials failed (it says how many, or why it gave up). status, best and export read an
+// existing storage only: they never create one.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -38,6 +41,7 @@ struct HpoArgs {
   std::string config, study, storage, format, output;
   int64_t trials = -1;
   double timeout_s = 0;
+  bool trials_given = false, timeout_given = false;
   bool json = false;
 };
 
@@ -45,7 +49,7 @@ struct HpoArgs {
 std::unique_ptr<hpo::Objective> make_objective(const hpo::SearchConfig& c) {
   if (!c.command.empty())
     return std::make_unique<hpo::CommandObjective>(c.command, c.fixed, c.pass_args,
-                                                   static_cast<int>(c.folds));
+                                                   static_cast<int>(c.folds), c.kill_grace_s);
   return std::make_unique<hpo::TrainObjective>(c.train_config, c.fixed, c.metric, c.folds);
 }
 
@@ -53,14 +57,28 @@ void run_search(const HpoArgs& a) {
   hpo::SearchConfig c = hpo::load_search_config(a.config);
   if (!a.study.empty()) c.study_name = a.study;
   if (!a.storage.empty()) c.storage = a.storage;
-  if (a.trials >= 0) c.trials = a.trials;
-  if (a.timeout_s > 0) c.timeout_s = a.timeout_s;
+  if (a.trials_given) {
+    if (a.trials < 1)
+      throw InputError(fmt::format("--trials must be at least 1, got {}", a.trials));
+    c.trials = a.trials;
+  }
+  if (a.timeout_given) {
+    if (!(a.timeout_s > 0))
+      throw InputError(
+          fmt::format("--timeout must be a positive number of seconds, got {}", a.timeout_s));
+    c.timeout_s = a.timeout_s;
+  }
   if (c.storage.empty())
     throw InputError(fmt::format("{}: no storage: set 'storage:' or pass --storage URL", c.path));
   const hpo::SearchSpace space = hpo::SearchSpace::parse(c.space, c.path + ": space");
   auto sampler = hpo::make_sampler(c.sampler, c.path + ": sampler", c.direction, c.seed);
   auto pruner = hpo::make_pruner(c.pruner, c.path + ": pruner", c.direction, c.study_name);
   auto objective = make_objective(c);
+  try {
+    objective->validate(space);  // before the storage: a config no trial can run writes nothing
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", c.path, e.what()));
+  }
   auto storage = hpo::open_storage(c.storage);
   const hpo::StudyInfo study =
       storage->create_or_load_study(c.study_name, c.direction, space.to_json());
@@ -71,6 +89,10 @@ void run_search(const HpoArgs& a) {
   o.grace_s = c.grace_s;
   o.retries = static_cast<int>(c.retries);
   o.retry_failed = c.retry_failed;
+  o.trial_timeout_s = c.trial_timeout_s;
+  o.kill_grace_s = c.kill_grace_s;
+  o.max_consecutive_failures = static_cast<int>(c.max_consecutive_failures);
+  o.failure_backoff_s = c.failure_backoff_s;
   hpo::Worker worker(*storage, study, space, *sampler, pruner.get(), *objective, o);
   hpo::install_interrupt_handlers();
   const hpo::WorkerStats s = worker.run();
@@ -86,6 +108,10 @@ void run_search(const HpoArgs& a) {
       static_cast<long long>(counts[4]), static_cast<long long>(counts[1]));
   if (hpo::interrupted())
     throw Error("interrupted: the trial in flight was failed, no further trial was started");
+  if (!s.gave_up.empty()) throw Error(fmt::format("this worker stopped: {}", s.gave_up));
+  if (s.failed > 0)
+    throw Error(fmt::format("{} of this worker's {} trials failed (`ftune hpo status` shows why)",
+                            s.failed, s.total()));
 }
 
 struct OpenStudy {
@@ -102,7 +128,7 @@ OpenStudy open_study(const HpoArgs& a) {
     if (name.empty()) name = c.study_name;
   }
   if (url.empty()) throw InputError("no storage: pass --storage URL or --config search.yaml");
-  OpenStudy o{hpo::open_storage(url), {}};
+  OpenStudy o{hpo::open_storage(url, /*existing=*/true), {}};
   if (name.empty()) {
     auto all = o.storage->studies();
     if (all.size() != 1)
@@ -131,9 +157,15 @@ void add_hpo_command(CLI::App& app) {
   CLI::App* run = hpo->add_subcommand("run", "Run one search worker (start several in parallel)");
   study_options(run);
   run->get_option("--config")->required();
-  run->add_option("--trials", args->trials, "Stop when this many trials of the study are done");
-  run->add_option("--timeout", args->timeout_s, "Start no trial after this many seconds");
-  run->callback([args] { run_search(*args); });
+  CLI::Option* trials =
+      run->add_option("--trials", args->trials, "Stop when this many trials of the study are done");
+  CLI::Option* timeout =
+      run->add_option("--timeout", args->timeout_s, "Start no trial after this many seconds");
+  run->callback([args, trials, timeout] {
+    args->trials_given = trials->count() > 0;
+    args->timeout_given = timeout->count() > 0;
+    run_search(*args);
+  });
 
   CLI::App* status = hpo->add_subcommand("status", "Print the study's trials as a table");
   study_options(status);

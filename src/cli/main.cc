@@ -1,12 +1,46 @@
 // Entry point of the `ftune` command: parses the verb, runs it, and maps errors to exit codes
-// (0 success, 1 usage, 2 bad input or failure).
+// (0 success; 2 bad input, a usage error or a failure; 128 + N after signal N). Log lines go to
+// stderr, so stdout holds only a command's result (`ftune plan --json`, `ftune eval`).
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 #include "cli/commands.h"
 #include "core/error.h"
+
+namespace {
+
+// CLI11 reports a verb it does not know, or a missing one, as "A subcommand is required" (or as
+// an unexpected argument one level down): name it and list the verbs instead. Returns the
+// message, or "" when the command line's verbs are known and complete.
+std::string unknown_verb(CLI::App& app, int argc, char** argv) {
+  CLI::App* cur = &app;
+  std::string path = "ftune";
+  for (int i = 1; i < argc; ++i) {
+    const std::vector<CLI::App*> subs = cur->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty() || argv[i][0] == '-') return "";
+    CLI::App* next = nullptr;
+    std::string names;
+    for (CLI::App* s : subs) {
+      names += (names.empty() ? "" : ", ") + s->get_name();
+      if (s->get_name() == argv[i]) next = s;
+    }
+    if (!next) return "unknown command '" + path + " " + argv[i] + "'; the commands are: " + names;
+    cur = next;
+    path += " " + cur->get_name();
+  }
+  if (cur->get_require_subcommand_min() == 0) return "";
+  std::string names;
+  for (CLI::App* s : cur->get_subcommands([](CLI::App*) { return true; }))
+    names += (names.empty() ? "" : ", ") + s->get_name();
+  return "'" + path + "' needs a command: " + names;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ftune: fine-tune transformer classifiers and search their hyperparameters"};
@@ -20,11 +54,18 @@ int main(int argc, char** argv) {
   ftune::cli::add_hpo_command(app);
   ftune::cli::add_export_command(app);
   ftune::cli::add_plan_command(app);
+  spdlog::set_default_logger(spdlog::stderr_color_mt("ftune"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {
+    if (const std::string verb = unknown_verb(app, argc, argv); !verb.empty()) {
+      std::fprintf(stderr, "ftune: error: %s (ftune --help describes them)\n", verb.c_str());
+      return 2;
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "ftune: error: %s (--help shows the usage)\n", e.what());
+    return 2;
   } catch (const ftune::Interrupted& e) {
     std::fprintf(stderr, "ftune: %s\n", e.what());
     return 128 + e.signal();

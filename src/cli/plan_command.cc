@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/thread_pool.h"
 #include "models/hf_checkpoint.h"
 #include "models/sequence_classifier.h"
 #include "text/tokenizer.h"
@@ -52,7 +53,9 @@ nlohmann::json plan_json(const MemoryPlan& m) {
 
 void run_plan(const PlanArgs& a) {
   const TrainConfig cfg = TrainConfig::load(a.config, a.overrides);
-  const text::Tokenizer tok = text::Tokenizer::from_dir(cfg.model.path);
+  // The CPU's kernel scratch is per compute thread: plan for the threads the run will use.
+  set_compute_threads(static_cast<int>(cfg.training.threads));
+  const text::Tokenizer tok = load_run_tokenizer(cfg);
   const int64_t max_length = usable_max_length(cfg);
   const TrainData data = load_train_data(cfg, tok, max_length);
   LoadOptions load;
@@ -78,6 +81,7 @@ void run_plan(const PlanArgs& a) {
     nlohmann::json j = {
         {"model", model.architecture()},
         {"device", device_name(p.target.device)},
+        {"threads", compute_threads()},
         {"precision", std::string(precision_name(p.precision.precision))},
         {"attention", attention_kernel_name(p.attention.kernel)},
         {"attention_reason", p.attention.reason},
@@ -87,6 +91,7 @@ void run_plan(const PlanArgs& a) {
         {"memory_source", p.memory.source},
         {"budget_bytes", c.budget},
         {"budget_source", p.budget_source},
+        {"host_reserve", p.host ? p.host->to_json() : nlohmann::json()},
         {"largest_micro_batch",
          {{"without_checkpointing", largest_off}, {"with_checkpointing", largest_on}}},
         {"effective_batch", c.effective_batch},

@@ -12,12 +12,14 @@
 #include <filesystem>
 #include <optional>
 
+#include "cli/arguments.h"
 #include "cli/commands.h"
 #include "core/thread_pool.h"
 #include "data/jsonl.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "models/hf_checkpoint.h"
+#include "models/input_limits.h"
 #include "models/predictor.h"
 #include "text/tokenizer.h"
 
@@ -27,9 +29,9 @@ namespace {
 struct PredictArgs {
   std::string model, data, output, device = "cpu";
   int64_t batch_size = 32;
-  int64_t max_length = 0;
+  std::optional<int64_t> max_length;
   int threads = 0;
-  double threshold = -1;  // binary: class 1 when its probability exceeds this (else argmax)
+  std::optional<double> threshold;  // binary: class 1 when its probability exceeds this
 };
 
 std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const std::string& path,
@@ -49,6 +51,12 @@ std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const st
 
 void run(const PredictArgs& a) {
   if (a.threads > 0) set_compute_threads(a.threads);
+  // The model and the device first: bad arguments are refused before the data is read.
+  const EncoderConfig config = load_model_config(a.model);
+  if (a.threshold && config.num_labels() != 2)
+    throw InputError(fmt::format("--threshold applies to binary models; {} has {} labels", a.model,
+                                 config.num_labels()));
+  const Device device = usable_device(a.device, "--device");
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<data::TokenizedExample> rows;
   std::vector<int64_t> lines;
@@ -84,14 +92,10 @@ void run(const PredictArgs& a) {
     if (!std::filesystem::exists(std::filesystem::path(a.model) / "tokenizer.json"))
       throw InputError(fmt::format("{}: text input needs {}/tokenizer.json", a.data, a.model));
     const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
-    const EncoderConfig config = load_model_config(a.model);
+    check_tokenizer_vocabulary(tok, config, a.model);
     text::EncodeOptions opts = tok.default_options();
     opts.truncation = text::Truncation::kLongestFirst;
-    // The model's positions bound the length (RoBERTa's start after the padding index).
-    int64_t limit =
-        config.max_position_embeddings - (config.roberta_like() ? config.pad_token_id + 1 : 0);
-    if (tok.model_max_length()) limit = std::min(limit, *tok.model_max_length());
-    opts.max_length = a.max_length > 0 ? std::min(a.max_length, limit) : limit;
+    opts.max_length = inference_max_length(config, tok, a.max_length, a.model, "--max-length");
     const std::vector<text::Encoding> enc = tok.encode_batch(texts, opts);
     for (size_t i = 0; i < enc.size(); ++i) {
       data::TokenizedExample& row = rows[text_rows[i]];
@@ -101,7 +105,7 @@ void run(const PredictArgs& a) {
   }
   Predictions pred;
   try {
-    pred = predict_logits(a.model, rows, a.batch_size, parse_device(a.device));
+    pred = predict_logits(a.model, rows, a.batch_size, device);
   } catch (const InputError& e) {
     // Map "row N:" back to the input file's line.
     const std::string what = e.what();
@@ -111,10 +115,10 @@ void run(const PredictArgs& a) {
           fmt::format("{}:{}:{}", a.data, lines[n - 1], what.substr(what.find(':') + 1)));
     throw;
   }
-  double threshold = a.threshold;
+  double threshold = a.threshold.value_or(-1);  // < 0: argmax
   std::optional<double> saved_margin;  // exact: the histogram edge training chose
   const std::string saved = (std::filesystem::path(a.model) / "decision_threshold.json").string();
-  if (threshold < 0 && pred.config.num_labels() == 2 && std::filesystem::exists(saved)) {
+  if (!a.threshold && pred.config.num_labels() == 2 && std::filesystem::exists(saved)) {
     const nlohmann::json d = io::read_json_file(saved);
     threshold = io::get_float(d, "threshold", saved);
     saved_margin = io::get_float(d, "margin", saved);
@@ -123,10 +127,6 @@ void run(const PredictArgs& a) {
         "({}; --threshold overrides)",
         threshold, saved);
   }
-  if (threshold >= 0 && (pred.config.num_labels() != 2 || threshold <= 0 || threshold >= 1))
-    throw InputError(fmt::format(
-        "--threshold must be a probability in (0, 1) for a binary model; got {} for {} labels",
-        threshold, pred.config.num_labels()));
   // P(class 1) > t  <=>  logit1 - logit0 > log(t / (1 - t)).
   const double margin = saved_margin     ? *saved_margin
                         : threshold >= 0 ? std::log(threshold / (1 - threshold))
@@ -161,14 +161,19 @@ void add_predict_command(CLI::App& app) {
                   "JSONL output, one {\"logits\", \"label\"} per input line")
       ->required();
   cmd->add_option("--batch-size", args->batch_size, "Rows per forward pass")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-length", args->max_length, "Truncate text input to this many tokens");
+      ->check(positive_integer());
+  cmd->add_option("--max-length", args->max_length,
+                  "Truncate text input to this many tokens, at most the model's positions "
+                  "(default: the positions, bounded by the tokenizer's model_max_length)")
+      ->check(positive_integer());
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N");
   cmd->add_option("--threshold", args->threshold,
-                  "Binary: label 1 when its probability exceeds this (default: the model's "
-                  "decision_threshold.json, written by training from validation data; else "
-                  "argmax)");
-  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)");
+                  "Binary: label 1 when its probability exceeds this, in (0, 1) (default: the "
+                  "model's decision_threshold.json, written by training from validation data; "
+                  "else argmax)")
+      ->check(open_probability());
+  cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")
+      ->check(non_negative_integer());
   cmd->callback([args] { run(*args); });
 }
 

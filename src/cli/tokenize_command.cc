@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/arguments.h"
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -166,9 +167,9 @@ void add_tokenize_command(CLI::App& app) {
       ->required();
   cmd->add_option("--max-length", args->max_length,
                   "truncate to N tokens (longest_first), as max_length=N")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   cmd->add_option("--threads", args->threads, "worker threads (default: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_integer());
   cmd->add_option("--invalid-utf8", args->invalid_utf8,
                   "what to do with invalid UTF-8: error or replace (U+FFFD)")
       ->check(CLI::IsMember({"error", "replace"}));

@@ -27,6 +27,29 @@ Device parse_device(const std::string& text) {
   throw InputError(fmt::format("unknown device '{}': expected 'cpu', 'cuda' or 'cuda:N'", text));
 }
 
+Device usable_device(const std::string& text, const std::string& what) {
+  Device device;
+  try {
+    device = parse_device(text);
+  } catch (const InputError& e) {
+    throw InputError(fmt::format("{}: {}", what, e.what()));
+  }
+  if (device.is_cpu()) return device;
+  if (!cuda_built())
+    throw InputError(fmt::format(
+        "{} is '{}', but this ftune was built without CUDA (rebuild with -DFTUNE_CUDA=ON, or use "
+        "cpu)",
+        what, text));
+  const int count = cuda_device_count();
+  if (device.index >= count)
+    throw InputError(
+        fmt::format("{} is '{}', but {} (`ftune doctor` lists the devices; or use cpu)", what, text,
+                    count == 0 ? std::string("no CUDA GPU is visible")
+                               : fmt::format("only {} CUDA GPU{} visible (cuda:0 .. cuda:{})",
+                                             count, count == 1 ? " is" : "s are", count - 1)));
+  return device;
+}
+
 bool cuda_built() {
 #ifdef FTUNE_WITH_CUDA
   return true;

@@ -22,6 +22,10 @@ std::string device_name(Device device);  // "cpu", "cuda:0"
 // Parses "cpu", "cuda", "cuda:N"; throws InputError naming the accepted forms otherwise.
 Device parse_device(const std::string& text);
 
+// parse_device(text) checked against this build and machine: InputError "WHAT is 'cuda', but no
+// CUDA GPU is visible" (or not built with CUDA, or fewer GPUs) instead of a driver error later.
+Device usable_device(const std::string& text, const std::string& what);
+
 // True when this build has the CUDA backend compiled in (FTUNE_CUDA=ON).
 bool cuda_built();
 

@@ -114,9 +114,9 @@ void set_device_memory_limit(DeviceKind kind, std::optional<size_t> bytes) {
 
 namespace {
 
-// A "key: value kB" line of /proc/meminfo, in bytes (nullopt when missing).
-std::optional<size_t> meminfo_bytes(const char* key) {
-  std::ifstream in("/proc/meminfo");
+// A "key: value kB" line of /proc/meminfo or /proc/self/status, in bytes (nullopt when missing).
+std::optional<size_t> kb_line(const char* file, const char* key) {
+  std::ifstream in(file);
   std::string line;
   const std::string prefix = std::string(key) + ":";
   while (std::getline(in, line))
@@ -141,8 +141,8 @@ std::optional<size_t> cgroup_bytes(const char* file) {
 DeviceMemoryInfo device_memory_info(Device device) {
   DeviceMemoryInfo info;
   if (device.is_cpu()) {
-    info.total = meminfo_bytes("MemTotal").value_or(0);
-    info.available = meminfo_bytes("MemAvailable").value_or(info.total);
+    info.total = kb_line("/proc/meminfo", "MemTotal").value_or(0);
+    info.available = kb_line("/proc/meminfo", "MemAvailable").value_or(info.total);
     info.source = "/proc/meminfo";
     if (const auto max = cgroup_bytes("memory.max"); max && *max < info.total) {
       const size_t used = cgroup_bytes("memory.current").value_or(0);
@@ -169,6 +169,15 @@ DeviceMemoryInfo device_memory_info(Device device) {
     }
   }
   return info;
+}
+
+ProcessMemory process_memory() {
+  ProcessMemory m;
+  m.rss = kb_line("/proc/self/status", "VmRSS").value_or(0);
+  m.rss_anon = kb_line("/proc/self/status", "RssAnon").value_or(0);
+  m.rss_file = kb_line("/proc/self/status", "RssFile").value_or(0);
+  m.peak_rss = kb_line("/proc/self/status", "VmHWM").value_or(0);
+  return m;
 }
 
 void copy(TensorView dst, TensorView src) {

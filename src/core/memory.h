@@ -41,6 +41,14 @@ struct DeviceMemoryInfo {
 };
 DeviceMemoryInfo device_memory_info(Device device);
 
+// This process's resident memory (/proc/self/status; zeros where it is missing): all of it, its
+// anonymous part (heap, stacks, the arena) and its file-backed part (mapped libraries and files,
+// which /proc/meminfo's MemAvailable counts as reclaimable), and the peak so far.
+struct ProcessMemory {
+  size_t rss = 0, rss_anon = 0, rss_file = 0, peak_rss = 0;
+};
+ProcessMemory process_memory();
+
 // Copies src into dst: same dtype and shape, both contiguous, any pair of devices.
 void copy(TensorView dst, TensorView src);
 // Copies with dtype conversion between f32, bf16 and f16 (CPU views only).

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "text/utf8.h"
 
 namespace ftune::data {
 
@@ -19,6 +20,9 @@ void for_each_jsonl_object(const std::string& path,
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    // Checked first: the JSON parser would report it as a syntax error.
+    if (const size_t bad = text::utf8_find_invalid(line); bad != std::string::npos)
+      throw InputError(fmt::format("{}:{}: invalid UTF-8 at column {}", path, number, bad + 1));
     nlohmann::json object;
     try {
       object = nlohmann::json::parse(line);

@@ -1,27 +1,21 @@
-// Runs the trial command (fork + /bin/sh -c in its own process group), parses its report lines,
-// and kills the group when a report says stop.
+// Runs the trial command (trial_process.h: /bin/sh -c in its own process group, tied to the
+// worker's life), parses its report lines, kills the group when a report says stop, and
+// terminates it (SIGTERM, then SIGKILL after kill_grace_s) when the trial's time is up.
 #include "hpo/command_objective.h"
 
 #include <fmt/format.h>
-#include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <fcntl.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "hpo/interrupt.h"
+#include "hpo/trial_process.h"
 
 namespace ftune::hpo {
 
@@ -61,15 +55,6 @@ int64_t parse_int(const std::string& s, const std::string& line, int64_t number)
   return v;
 }
 
-// Kills the command's whole process group (the shell and what it started) and reaps the shell.
-void kill_group(pid_t pid) {
-  set_running_command(0);
-  kill(-pid, SIGKILL);
-  int status;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-}
-
 }  // namespace
 
 std::string shell_quote(const std::string& text) {
@@ -85,11 +70,12 @@ std::string shell_quote(const std::string& text) {
 }
 
 CommandObjective::CommandObjective(std::string command, std::map<std::string, std::string> fixed,
-                                   bool pass_args, int folds)
+                                   bool pass_args, int folds, double kill_grace_s)
     : command_(std::move(command)),
       fixed_(std::move(fixed)),
       pass_args_(pass_args),
-      folds_(folds) {}
+      folds_(folds),
+      kill_grace_s_(kill_grace_s) {}
 
 std::string CommandObjective::command_line(const Trial& trial, const SearchSpace& space) const {
   std::string cmd = command_;
@@ -115,86 +101,52 @@ std::string CommandObjective::params_json(const Trial& trial, const SearchSpace&
 
 double CommandObjective::run(const Trial& trial, const SearchSpace& space,
                              TrialReporter& reporter) {
-  const std::string cmd = command_line(trial, space);
-  const std::string params = params_json(trial, space);
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0)
-    throw Error(fmt::format("trial {}: pipe: {}", trial.number, std::strerror(errno)));
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) throw Error(fmt::format("trial {}: fork: {}", trial.number, std::strerror(errno)));
-  if (pid == 0) {
-    setpgid(0, 0);  // its own group, so a prune kills everything it started
-    // A worker killed with -9 takes the shell along; what the shell started ends on its next
-    // write to the closed pipe (SIGPIPE).
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);
-    dup2(out[1], STDOUT_FILENO);
-    setenv("FTUNE_TRIAL_PARAMS", params.c_str(), 1);
-    setenv("FTUNE_TRIAL_NUMBER", std::to_string(trial.number).c_str(), 1);
-    setenv("FTUNE_FOLDS", std::to_string(folds_).c_str(), 1);
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  set_running_command(pid);
-  close(out[1]);
-  FILE* in = fdopen(out[0], "r");
+  TrialProcess command(command_line(trial, space),
+                       {"FTUNE_TRIAL_PARAMS=" + params_json(trial, space),
+                        "FTUNE_TRIAL_NUMBER=" + std::to_string(trial.number),
+                        "FTUNE_FOLDS=" + std::to_string(folds_)},
+                       kill_grace_s_);
   std::optional<double> value;
   std::map<int64_t, double> folds;
-  char* buf = nullptr;
-  size_t cap = 0;
-  try {
-    ssize_t n;
-    while ((n = getline(&buf, &cap, in)) > 0) {
-      std::string line(buf, n);
-      while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-      std::istringstream words(line);
-      std::string kind, a, b, extra;
-      words >> kind >> a >> b >> extra;
-      bool stop = false;
-      if (kind == "intermediate" || kind == "fold") {
-        if (a.empty() || b.empty() || !extra.empty())
-          throw Error(fmt::format("trial {}: command printed '{}', expected '{} {} VALUE'",
-                                  trial.number, line, kind, kind == "fold" ? "K" : "STEP"));
-        const int64_t k = parse_int(a, line, trial.number);
-        const double v = parse_number(b, line, trial.number);
-        if (kind == "fold") {
-          folds[k] = v;
-          stop = reporter.report_fold(k, v);
-        } else {
-          stop = reporter.report(k, v);
-        }
-      } else if (kind == "value") {
-        if (a.empty() || !b.empty())
-          throw Error(fmt::format("trial {}: command printed '{}', expected 'value V'",
-                                  trial.number, line));
-        value = parse_number(a, line, trial.number);
-      } else {
-        spdlog::debug("trial {}: {}", trial.number, line);
-      }
-      if (stop) {
-        kill_group(pid);
-        fclose(in);
-        free(buf);
-        throw TrialPruned();
-      }
+  std::string line;
+  for (;;) {
+    if (reporter.stop_requested()) {
+      command.terminate();
+      throw Error(fmt::format("trial {}: stopped: its time is up", trial.number));
     }
-  } catch (const TrialPruned&) {
-    throw;
-  } catch (...) {
-    kill_group(pid);
-    fclose(in);
-    free(buf);
-    throw;
+    const TrialProcess::Read r = command.read_line(line, 0.1);
+    if (r == TrialProcess::Read::Timeout) continue;
+    if (r == TrialProcess::Read::End) break;
+    std::istringstream words(line);
+    std::string kind, a, b, extra;
+    words >> kind >> a >> b >> extra;
+    bool stop = false;
+    if (kind == "intermediate" || kind == "fold") {
+      if (a.empty() || b.empty() || !extra.empty())
+        throw Error(fmt::format("trial {}: command printed '{}', expected '{} {} VALUE'",
+                                trial.number, line, kind, kind == "fold" ? "K" : "STEP"));
+      const int64_t k = parse_int(a, line, trial.number);
+      const double v = parse_number(b, line, trial.number);
+      if (kind == "fold") {
+        folds[k] = v;
+        stop = reporter.report_fold(k, v);
+      } else {
+        stop = reporter.report(k, v);
+      }
+    } else if (kind == "value") {
+      if (a.empty() || !b.empty())
+        throw Error(
+            fmt::format("trial {}: command printed '{}', expected 'value V'", trial.number, line));
+      value = parse_number(a, line, trial.number);
+    } else {
+      spdlog::debug("trial {}: {}", trial.number, line);
+    }
+    if (stop) {
+      command.kill();
+      throw TrialPruned();
+    }
   }
-  fclose(in);
-  free(buf);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  set_running_command(0);
-  kill(-pid, SIGKILL);  // anything the command left running in its group
+  const int status = command.wait();
   if (interrupted()) throw Error(fmt::format("trial {}: interrupted", trial.number));
   if (WIFSIGNALED(status))
     throw Error(

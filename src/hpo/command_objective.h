@@ -9,7 +9,9 @@
 //   value V                   the final value (without it: the mean of the folds reported)
 //
 // Other lines are passed to the log. When a report says stop, the command's process group is
-// killed and the trial ends PRUNED. A non-zero exit fails the trial.
+// killed and the trial ends PRUNED. A non-zero exit fails the trial. When the trial's time is up
+// (trial_timeout_s), the group gets SIGTERM and, kill_grace_s later, SIGKILL. The command dies
+// with its worker, even one killed with -9 (trial_process.h).
 #pragma once
 
 #include <map>
@@ -22,7 +24,7 @@ namespace ftune::hpo {
 class CommandObjective : public Objective {
  public:
   CommandObjective(std::string command, std::map<std::string, std::string> fixed, bool pass_args,
-                   int folds);
+                   int folds, double kill_grace_s = 10);
   double run(const Trial& trial, const SearchSpace& space, TrialReporter& reporter) override;
 
   // The command line run for `trial` (exposed for tests and `--dry-run` style messages).
@@ -35,6 +37,7 @@ class CommandObjective : public Objective {
   std::map<std::string, std::string> fixed_;
   bool pass_args_;
   int folds_;
+  double kill_grace_s_;
 };
 
 // 'text' with single quotes escaped for /bin/sh.

@@ -1,7 +1,7 @@
 // Ctrl-C / SIGTERM for a search worker. The first signal kills the trial command's process group
-// (it runs in a group of its own, so the terminal's Ctrl-C does not reach it by itself), the
-// trial ends FAILED "interrupted" at once instead of staying RUNNING until its grace period, and
-// the worker starts no further trial. A second signal terminates the worker the default way.
+// (it runs in a group of its own, trial_process.h, so the terminal's Ctrl-C does not reach it by
+// itself), the trial ends FAILED "interrupted" at once instead of staying RUNNING until its grace
+// period, and the worker starts no further trial. A second signal ends the worker the default way.
 #pragma once
 
 #include <sys/types.h>

@@ -2,11 +2,18 @@
 // TrialReporter; the objective reports intermediate values by step, or per fold for k-fold
 // cross-validation, and returns the final value. When a report answers true (the pruner says
 // stop, or the trial was taken away from this worker), the objective stops early by throwing
-// TrialPruned (or by returning; the trial then still ends PRUNED).
+// TrialPruned (or by returning; the trial then still ends PRUNED). When stop_requested() turns
+// true (the trial ran past trial_timeout_s), the objective stops as soon as it can (a command's
+// process group is terminated, a training run stops at its next step) and throws; the worker
+// fails the trial with the reason. A retry (same params as the failed trial it retries) gets that
+// trial from retried(), so an objective can continue its work instead of starting over.
 #pragma once
 
 #include <cstdint>
 #include <exception>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "hpo/search_space.h"
 #include "hpo/trial.h"
@@ -21,6 +28,13 @@ class TrialReporter {
   // Stores fold `fold`'s final value and reports the mean of the folds so far at step `fold`;
   // true when the trial should stop now.
   virtual bool report_fold(int64_t fold, double value) = 0;
+  // True once the trial must stop (its time is up); may turn true at any moment (another thread
+  // sets it), so objectives poll it.
+  virtual bool stop_requested() const { return false; }
+  // The failed trial this one retries, with its reports and attributes; null for a new trial.
+  virtual const Trial* retried() const { return nullptr; }
+  // Records an attribute of the trial in the study (shown by `ftune hpo status`).
+  virtual void set_attr(const std::string& /*key*/, const nlohmann::json& /*value*/) {}
 };
 
 // Thrown by an objective that stops because a report said so.
@@ -34,6 +48,9 @@ class Objective {
   virtual ~Objective() = default;
   // The trial's final value. Any other exception fails the trial with its message.
   virtual double run(const Trial& trial, const SearchSpace& space, TrialReporter& reporter) = 0;
+  // Checks, before the first trial, that trials of this space can run at all (a configuration
+  // that every trial would fail on); InputError naming the file and key at fault.
+  virtual void validate(const SearchSpace& /*space*/) const {}
 };
 
 }  // namespace ftune::hpo

@@ -55,7 +55,8 @@ T get(const YAML::Node& n, const std::string& path, const std::string& key, cons
 SearchConfig parse_search_config(const YAML::Node& root, const std::string& path) {
   check_keys(root, path, "",
              {"study", "storage", "sampler", "pruner", "space", "fixed", "objective", "folds",
-              "retries", "retry_failed", "heartbeat_s", "grace_s", "seed", "trials", "timeout_s"});
+              "retries", "retry_failed", "heartbeat_s", "grace_s", "seed", "trials", "timeout_s",
+              "trial_timeout_s", "kill_grace_s", "max_consecutive_failures", "failure_backoff_s"});
   SearchConfig c;
   c.path = path;
   const YAML::Node study = root["study"];
@@ -140,6 +141,17 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   positive_float("heartbeat_s", c.heartbeat_s);
   positive_float("grace_s", c.grace_s);
   positive_float("timeout_s", c.timeout_s);
+  positive_float("trial_timeout_s", c.trial_timeout_s);
+  positive_int("max_consecutive_failures", c.max_consecutive_failures, 0);
+  auto non_negative_float = [&](const char* key, double& out) {
+    if (!root[key]) return;
+    out = get<double>(root[key], path, key, "a number");
+    if (!(out >= 0))
+      throw InputError(
+          fmt::format("{}: key '{}' must be >= 0, got {}", at(path, root[key]), key, out));
+  };
+  non_negative_float("kill_grace_s", c.kill_grace_s);
+  non_negative_float("failure_backoff_s", c.failure_backoff_s);
   if (root["retry_failed"])
     c.retry_failed = get<bool>(root["retry_failed"], path, "retry_failed", "true or false");
   if (root["seed"]) c.seed = get<uint64_t>(root["seed"], path, "seed", "a non-negative integer");

@@ -12,6 +12,11 @@
 //   objective: {command: "python train.py", args: true} | {train_config: train.yaml}
 //   folds: 1  retries: 1  retry_failed: false  heartbeat_s: 10  grace_s: 60  seed: 0
 //   trials: N  timeout_s: S          # defaults for --trials / --timeout (optional)
+//   trial_timeout_s: 0               # > 0: a trial running longer is stopped and fails
+//   kill_grace_s: 10                 # a stopped command gets SIGTERM, then SIGKILL this later
+//   max_consecutive_failures: 5      # a worker stops after this many failures in a row with
+//                                    #   the same error (0: never)
+//   failure_backoff_s: 1             # wait after a failed trial, doubling per failure in a row
 #pragma once
 
 #include <cstdint>
@@ -43,6 +48,10 @@ struct SearchConfig {
   uint64_t seed = 0;
   int64_t trials = -1;   // < 0: no budget
   double timeout_s = 0;  // <= 0: none
+  double trial_timeout_s = 0;  // <= 0: none
+  double kill_grace_s = 10;
+  int64_t max_consecutive_failures = 5;
+  double failure_backoff_s = 1;
 };
 
 SearchConfig parse_search_config(const YAML::Node& root, const std::string& path);

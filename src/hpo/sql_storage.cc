@@ -51,6 +51,11 @@ constexpr const char* kSchema[] = {
     "CREATE TABLE IF NOT EXISTS trial_values ("
     " trial_id BIGINT NOT NULL REFERENCES trials(id), kind BIGINT NOT NULL, key BIGINT NOT NULL,"
     " value DOUBLE PRECISION, PRIMARY KEY (trial_id, kind, key))",
+    // Added after schema version 1 was released: CREATE IF NOT EXISTS adds it to older files,
+    // and an older ftune ignores it, so the version stays.
+    "CREATE TABLE IF NOT EXISTS trial_attrs ("
+    " trial_id BIGINT NOT NULL REFERENCES trials(id), key TEXT NOT NULL, value TEXT NOT NULL,"
+    " PRIMARY KEY (trial_id, key))",
 };
 
 const char* kTrialColumns =
@@ -101,9 +106,9 @@ TrialState parse_trial_state(const std::string& s) {
   throw InternalError(fmt::format("unknown trial state '{}' in study storage", s));
 }
 
-SqlStorage::SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres)
+SqlStorage::SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres, bool existing)
     : conn_(std::move(conn)), postgres_(postgres) {
-  create_schema();
+  create_schema(existing);
 }
 
 template <class F>
@@ -155,7 +160,7 @@ auto SqlStorage::read(F&& body) {
   }
 }
 
-void SqlStorage::create_schema() {
+void SqlStorage::create_schema(bool existing) {
   std::lock_guard lock(mutex_);
   write([&] {
     // Two workers creating the schema at once would race on PostgreSQL's catalog.
@@ -174,6 +179,9 @@ void SqlStorage::create_schema() {
           fmt::format("{} is not an ftune study storage (it has a 'studies' table "
                       "of another program, e.g. Optuna); use another database",
                       conn_->describe()));
+    if (existing && !found.count("ftune_meta"))
+      throw InputError(fmt::format("{} holds no ftune study (no ftune tables); check the URL",
+                                   conn_->describe()));
     conn_->exec("CREATE TABLE IF NOT EXISTS ftune_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
                 {});
     conn_->exec(
@@ -296,6 +304,21 @@ std::vector<Trial> SqlStorage::load_trials(const std::string& where,
     Trial& t = out[it->second];
     (r.get_int(1) == kFold ? t.fold_values : t.intermediate)[r.get_int(2)] = r.get_double(3);
   }
+  auto attrs =
+      conn_->exec(fmt::format("SELECT a.trial_id, a.key, a.value FROM trial_attrs a JOIN trials t "
+                              "ON t.id = a.trial_id WHERE {}",
+                              where),
+                  params);
+  for (const auto& r : attrs) {
+    auto it = index.find(r.get_int(0));
+    if (it == index.end()) continue;
+    const std::string text = r.get_text(2);
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    if (value.is_discarded())
+      throw InputError(fmt::format("{}: trial id {}: attribute '{}' is not JSON: {}",
+                                   conn_->describe(), r.get_int(0), r.get_text(1), text));
+    out[it->second].attrs[r.get_text(1)] = std::move(value);
+  }
   return out;
 }
 
@@ -393,6 +416,18 @@ void SqlStorage::put_value(int64_t trial_id, int64_t kind, int64_t key, double v
         "INSERT INTO trial_values (trial_id, kind, key, value) VALUES ($1, $2, $3, $4) "
         "ON CONFLICT (trial_id, kind, key) DO UPDATE SET value = excluded.value",
         {trial_id, kind, key, value});
+    return 0;
+  });
+}
+
+void SqlStorage::set_attr(int64_t trial_id, const std::string& key, const nlohmann::json& value) {
+  std::lock_guard lock(mutex_);
+  write([&] {
+    claim_running(trial_id, fmt::format("its attribute {} = {}", key, value.dump()));
+    conn_->exec(
+        "INSERT INTO trial_attrs (trial_id, key, value) VALUES ($1, $2, $3) "
+        "ON CONFLICT (trial_id, key) DO UPDATE SET value = excluded.value",
+        {trial_id, key, value.dump()});
     return 0;
   });
 }
@@ -527,6 +562,15 @@ std::vector<Trial> SqlStorage::trials(int64_t study_id) {
 std::optional<Trial> SqlStorage::trial(int64_t trial_id) {
   std::lock_guard lock(mutex_);
   auto t = read([&] { return load_trials("t.id = $1", {trial_id}, "t.id"); });
+  if (t.empty()) return std::nullopt;
+  return t[0];
+}
+
+std::optional<Trial> SqlStorage::find_trial(int64_t study_id, int64_t number) {
+  std::lock_guard lock(mutex_);
+  auto t = read([&] {
+    return load_trials("t.study_id = $1 AND t.number = $2", {study_id, number}, "t.id");
+  });
   if (t.empty()) return std::nullopt;
   return t[0];
 }

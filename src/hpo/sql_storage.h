@@ -14,7 +14,8 @@ namespace ftune::hpo {
 class SqlStorage : public Storage {
  public:
   // `postgres` selects the few dialect differences (auto-increment keys, schema lock).
-  SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres);
+  // `existing`: refuse (InputError) a database without ftune's tables instead of creating them.
+  SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres, bool existing = false);
 
   StudyInfo create_or_load_study(const std::string& name, Direction direction,
                                  const nlohmann::json& space) override;
@@ -25,6 +26,7 @@ class SqlStorage : public Storage {
                   const std::map<std::string, Distribution>& distributions) override;
   void report_intermediate(int64_t trial_id, int64_t step, double value) override;
   void report_fold(int64_t trial_id, int64_t fold, double value) override;
+  void set_attr(int64_t trial_id, const std::string& key, const nlohmann::json& value) override;
   bool heartbeat(int64_t trial_id) override;
   void finish(int64_t trial_id, TrialState state, std::optional<double> value,
               const std::string& error) override;
@@ -32,6 +34,7 @@ class SqlStorage : public Storage {
   int fail_stale(int64_t study_id, double grace_s, int max_retries) override;
   std::vector<Trial> trials(int64_t study_id) override;
   std::optional<Trial> trial(int64_t trial_id) override;
+  std::optional<Trial> find_trial(int64_t study_id, int64_t number) override;
   std::vector<Trial> running_trials(int64_t study_id) override;
   FinishedBatch finished_since(int64_t study_id, int64_t cursor) override;
   std::array<int64_t, 5> count_by_state(int64_t study_id) override;
@@ -42,7 +45,7 @@ class SqlStorage : public Storage {
   auto write(F&& body);  // BEGIN (write) ... COMMIT, retried on SqlRetry
   template <class F>
   auto read(F&& body);  // BEGIN (snapshot) ... COMMIT, retried on SqlRetry
-  void create_schema();
+  void create_schema(bool existing);
   // Stores (or replaces) one reported value of a trial: kind kStep or kFold, key step or fold.
   void put_value(int64_t trial_id, int64_t kind, int64_t key, double value);
   // Trials selected by `where` (SQL over table t, parameters $1...), with their reported values.

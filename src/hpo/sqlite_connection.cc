@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 namespace ftune::hpo {
@@ -31,10 +32,15 @@ std::string rewrite_placeholders(const std::string& sql) {
 
 }  // namespace
 
-SqliteConnection::SqliteConnection(const std::string& path) : path_(path) {
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &db_,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+SqliteConnection::SqliteConnection(const std::string& path, bool create) : path_(path) {
+  std::error_code ec;
+  if (!create && !std::filesystem::exists(path, ec))
+    throw InputError(fmt::format(
+        "{}: no such study storage (the SQLite file does not exist; `ftune hpo run` creates it)",
+        path));
+  const int rc = sqlite3_open_v2(
+      path.c_str(), &db_,
+      SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close_v2(db_);

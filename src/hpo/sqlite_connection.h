@@ -16,8 +16,9 @@ namespace ftune::hpo {
 
 class SqliteConnection : public SqlConnection {
  public:
-  // Opens (creating) the database file; InputError naming it when that fails.
-  explicit SqliteConnection(const std::string& path);
+  // Opens (creating, unless `create` is false) the database file; InputError naming it when that
+  // fails or, with `create` false, when the file does not exist.
+  explicit SqliteConnection(const std::string& path, bool create = true);
   ~SqliteConnection() override;
 
   std::vector<SqlRow> exec(const std::string& sql, const std::vector<SqlValue>& params) override;

@@ -82,6 +82,8 @@ class Storage {
                           const std::map<std::string, Distribution>& distributions) = 0;
   virtual void report_intermediate(int64_t trial_id, int64_t step, double value) = 0;
   virtual void report_fold(int64_t trial_id, int64_t fold, double value) = 0;
+  // Records (or replaces) an attribute of the trial (Trial::attrs[key] = value).
+  virtual void set_attr(int64_t trial_id, const std::string& key, const nlohmann::json& value) = 0;
   // Refreshes the trial's heartbeat; false when it is no longer RUNNING (another worker failed
   // it as stale), so its worker should stop it.
   virtual bool heartbeat(int64_t trial_id) = 0;
@@ -101,6 +103,8 @@ class Storage {
 
   virtual std::vector<Trial> trials(int64_t study_id) = 0;
   virtual std::optional<Trial> trial(int64_t trial_id) = 0;
+  // The trial with this number in the study (e.g. the one a retry retries); nullopt when none.
+  virtual std::optional<Trial> find_trial(int64_t study_id, int64_t number) = 0;
   virtual std::vector<Trial> running_trials(int64_t study_id) = 0;
   // Trials that finished after `cursor` (0: from the start), each exactly once across calls:
   // a worker feeds its sampler in O(new trials).
@@ -112,8 +116,10 @@ class Storage {
 };
 
 // Opens (and on first use initialises) the storage at `url`. InputError naming the URL when it is
-// malformed or the database cannot be reached.
-std::unique_ptr<Storage> open_storage(const std::string& url);
+// malformed or the database cannot be reached. `existing`: only a storage that already holds
+// ftune's tables (`hpo status|best|export`): a missing SQLite file is an InputError naming it, and
+// nothing is created.
+std::unique_ptr<Storage> open_storage(const std::string& url, bool existing = false);
 
 // "minimize" / "maximize"; parsing raises InputError naming `where` for anything else.
 const char* direction_name(Direction d);

@@ -30,6 +30,27 @@ std::string external_or_raw(const SearchSpace& space, const std::string& name, d
   return space.find(name) ? space.external(name, v) : number(v);
 }
 
+// "resumed trial 3: folds 0, 1 reused, fold 2 from step 40" for a trial's "resumed" attribute.
+std::string resumed_text(const nlohmann::json& r) {
+  std::string out = fmt::format("resumed trial {}", r.value("from_trial", int64_t{-1}));
+  std::string parts;
+  if (r.contains("folds_reused") && r["folds_reused"].is_array()) {
+    std::string folds;
+    for (const auto& f : r["folds_reused"]) folds += (folds.empty() ? "" : ", ") + f.dump();
+    parts = fmt::format("fold{} {} reused", r["folds_reused"].size() == 1 ? "" : "s", folds);
+  }
+  if (r.contains("step")) {
+    const std::string fold = r.contains("fold") ? fmt::format("fold {} ", r["fold"].dump()) : "";
+    parts += fmt::format("{}{}from step {}", parts.empty() ? "" : ", ", fold, r["step"].dump());
+  }
+  return parts.empty() ? out : out + ": " + parts;
+}
+
+// An attribute's value for a CSV cell: strings as they are, anything else as JSON.
+std::string attr_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
 }  // namespace
 
 std::optional<Trial> best_complete_trial(const std::vector<Trial>& trials, Direction direction) {
@@ -66,6 +87,7 @@ std::string status_table(const StudyInfo& study, const SearchSpace& space,
     for (const auto& [n, v] : t.params)
       params += fmt::format("{}{}={}", params.empty() ? "" : " ", n, external_or_raw(space, n, v));
     if (t.retry_of >= 0) params += fmt::format(" (retry of {})", t.retry_of);
+    if (t.attrs.contains("resumed")) params += " (" + resumed_text(t.attrs.at("resumed")) + ")";
     if (!t.error.empty()) params.append(" error: ").append(t.error);
     out += fmt::format("{:>7}  {:<9} {:>14}  {}\n", t.number, to_string(t.state),
                        t.value ? number(*t.value) : "-", params);
@@ -90,15 +112,17 @@ nlohmann::json trials_json(const StudyInfo& study, const SearchSpace& space,
 }
 
 std::string trials_csv(const SearchSpace& space, const std::vector<Trial>& trials) {
-  std::set<std::string> names;
+  std::set<std::string> names, attrs;
   std::set<int64_t> folds;
   for (const Trial& t : trials) {
     for (const auto& [n, v] : t.params) names.insert(n);
     for (const auto& [k, v] : t.fold_values) folds.insert(k);
+    for (const auto& [k, v] : t.attrs.items()) attrs.insert(k);
   }
   std::string out = "number,state,value,start_time,end_time,duration_s,retry_of,error";
   for (const auto& n : names) out.append(",").append(csv_field(fmt::format("params_{}", n)));
   for (int64_t k : folds) out += fmt::format(",fold_{}", k);
+  for (const auto& k : attrs) out.append(",").append(csv_field("attrs_" + k));
   out += ",last_step,last_intermediate\n";
   for (const Trial& t : trials) {
     out += fmt::format("{},{},{},{},{},{},{},{}", t.number, to_string(t.state),
@@ -115,6 +139,10 @@ std::string trials_csv(const SearchSpace& space, const std::vector<Trial>& trial
       auto it = t.fold_values.find(k);
       out.append(",");
       if (it != t.fold_values.end()) out.append(number(it->second));
+    }
+    for (const auto& k : attrs) {
+      out.append(",");
+      if (t.attrs.contains(k)) out.append(csv_field(attr_text(t.attrs.at(k))));
     }
     if (t.intermediate.empty())
       out += ",,";

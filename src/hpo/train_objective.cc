@@ -2,6 +2,7 @@
 #include "hpo/train_objective.h"
 
 #include <fmt/format.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -10,10 +11,13 @@
 
 #include "core/error.h"
 #include "hpo/search_space.h"
+#include "io/json_file.h"
 #include "train/trainer.h"
 
 namespace ftune::hpo {
 namespace {
+
+namespace fs = std::filesystem;
 
 std::string metric_key(std::string m) {
   for (const char* prefix : {"eval.", "validation."})
@@ -30,6 +34,40 @@ double metric_of(const nlohmann::json& eval, const std::string& key, const std::
   return eval[key].get<double>();
 }
 
+// The step of the last checkpoint in run directory `dir`; nullopt when it has none.
+std::optional<int64_t> last_checkpoint_step(const fs::path& dir) {
+  const fs::path index = dir / "checkpoints" / "index.json";
+  if (!fs::exists(index)) return std::nullopt;
+  const nlohmann::json j = io::read_json_file(index.string());
+  const int64_t step = j.value("last_step", int64_t{-1});
+  if (step < 0) return std::nullopt;
+  return step;
+}
+
+// The study metric of a run in `dir` that ran to its end (its summary says so), else nullopt: the
+// worker died after the run finished but before its fold value was stored.
+std::optional<double> finished_run_value(const fs::path& dir, const std::string& metric) {
+  const fs::path path = dir / "summary.json";
+  if (!fs::exists(path)) return std::nullopt;
+  const nlohmann::json s = io::read_json_file(path.string());
+  const std::string status = s.value("status", "");
+  if (status != "completed" && status != "early_stopping") return std::nullopt;
+  if (!s.contains("best_eval")) return std::nullopt;
+  return metric_of(s["best_eval"], metric, dir.string());
+}
+
+// Values of a parameter that stand for its whole domain when checking a config: the bounds of a
+// range (the largest value on its grid) or every choice.
+std::vector<double> representative_values(const Distribution& d) {
+  if (d.kind == Distribution::Kind::Categorical) {
+    std::vector<double> all;
+    for (size_t i = 0; i < d.choices.size(); ++i) all.push_back(static_cast<double>(i));
+    return all;
+  }
+  const double high = snap_to_domain(d, d.high);
+  return high == d.low ? std::vector<double>{d.low} : std::vector<double>{d.low, high};
+}
+
 }  // namespace
 
 TrainObjective::TrainObjective(std::string train_config, std::map<std::string, std::string> fixed,
@@ -39,49 +77,190 @@ TrainObjective::TrainObjective(std::string train_config, std::map<std::string, s
       metric_(metric_key(std::move(metric))),
       folds_(folds) {}
 
-double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialReporter& reporter) {
-  std::vector<std::string> overrides;
-  for (const auto& [name, value] : fixed_) overrides.push_back(name + "=" + value);
+std::vector<std::string> TrainObjective::overrides(const Params& params,
+                                                   const SearchSpace& space) const {
+  std::vector<std::string> o;
+  for (const auto& [name, value] : fixed_) o.push_back(name + "=" + value);
   for (const ParamSpec& p : space.params()) {
-    const auto it = trial.params.find(p.name);
-    if (it != trial.params.end())
-      overrides.push_back(p.name + "=" + space.external(p.name, it->second));
+    const auto it = params.find(p.name);
+    if (it != params.end()) o.push_back(p.name + "=" + space.external(p.name, it->second));
   }
-  const TrainConfig base = TrainConfig::load(train_config_, overrides);
-  const std::filesystem::path trial_dir =
-      std::filesystem::path(base.output.dir) / fmt::format("trial-{}", trial.number);
+  return o;
+}
+
+std::vector<std::string> TrainObjective::fold_overrides(int64_t fold,
+                                                        const std::string& dir) const {
+  std::vector<std::string> o;
+  if (folds_ > 1) {
+    o.push_back(fmt::format("data.folds={}", folds_));
+    o.push_back(fmt::format("data.fold={}", fold));
+  }
+  o.push_back("output.dir=" + dir);
+  o.push_back("output.overwrite=true");
+  o.push_back("eval.metric=" + metric_);  // the best checkpoint is chosen by the study metric
+  return o;
+}
+
+void TrainObjective::validate(const SearchSpace& space) const {
+  // Every parameter at each of its representative values, the others at their first one (a
+  // conditional parameter only where its condition holds), for the first and the last fold;
+  // first of all, every parameter at its first value.
+  auto probe = [&](const ParamSpec* varied, double value) {
+    Params chosen;
+    for (const ParamSpec& p : space.params()) {
+      const double v = &p == varied ? value : representative_values(p.dist).front();
+      if (space.active(p, chosen)) chosen[p.name] = v;
+    }
+    if (varied && !chosen.count(varied->name)) return;  // its condition excludes this value
+    std::string others;
+    for (const auto& [name, v] : chosen)
+      if (!varied || name != varied->name)
+        others += fmt::format("{}{}={}", others.empty() ? "" : ", ", name, space.external(name, v));
+    std::string with;
+    if (varied)
+      with = fmt::format(" with {}={} (a value of the search space{})", varied->name,
+                         space.external(varied->name, value),
+                         others.empty() ? "" : "; the other parameters at " + others);
+    else if (!others.empty())
+      with = fmt::format(" with {} (the first values of the search space)", others);
+    for (const int64_t fold : {int64_t{0}, folds_ - 1}) {
+      std::vector<std::string> o = overrides(chosen, space);
+      const std::vector<std::string> f = fold_overrides(fold, "trial-check");
+      o.insert(o.end(), f.begin(), f.end());
+      TrainConfig cfg;
+      try {
+        cfg = TrainConfig::load(train_config_, o);
+      } catch (const InputError& e) {
+        std::string how;
+        if (folds_ > 1)
+          how = fmt::format(
+              "; each trial sets data.folds={} and data.fold=0..{} (the search's "
+              "`folds`)",
+              folds_, folds_ - 1);
+        if (!fixed_.empty()) how += " and the search's `fixed` values";
+        throw InputError(fmt::format("objective.train_config cannot run any trial{}: {}{}", with,
+                                     e.what(), how));
+      }
+      auto must_exist = [&](const std::string& path, const char* key) {
+        if (!path.empty() && !fs::exists(path))
+          throw InputError(fmt::format("objective.train_config {}: key '{}': {} does not exist",
+                                       train_config_, key, path));
+      };
+      must_exist(cfg.model.path, "model.path");
+      must_exist(cfg.data.train, "data.train");
+      must_exist(cfg.data.validation, "data.validation");
+      must_exist(cfg.data.test, "data.test");
+    }
+  };
+  probe(nullptr, 0);
+  for (const ParamSpec& p : space.params())
+    for (const double v : representative_values(p.dist)) probe(&p, v);
+}
+
+TrainObjective::Continued TrainObjective::continue_retried(const Trial& trial,
+                                                           TrialReporter& reporter,
+                                                           const fs::path& trial_dir) const {
+  Continued c;
+  const Trial* failed = reporter.retried();
+  if (!failed || failed->params != trial.params) return c;
+  c.from = failed->number;
+  // The failed trial's run directories become this trial's: its finished folds (their models)
+  // and the checkpoints of the fold it was in.
+  const fs::path failed_dir = trial_dir.parent_path() / fmt::format("trial-{}", failed->number);
+  if (fs::exists(failed_dir) && !fs::exists(trial_dir)) {
+    fs::rename(failed_dir, trial_dir);
+    c.moved = true;
+  } else if (fs::exists(failed_dir)) {
+    spdlog::warn("trial {}: {} exists already; not continuing the runs of trial {} in {}",
+                 trial.number, trial_dir.string(), failed->number, failed_dir.string());
+  }
+  if (folds_ > 1) c.folds = failed->fold_values;
+  if (folds_ == 1) c.intermediate = failed->intermediate;
+  return c;
+}
+
+double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialReporter& reporter) {
+  // A trial frees all it allocated, but glibc keeps freed mid-sized blocks in its arenas, so the
+  // worker's resident set would drift by tens of MiB from trial to trial; give them back.
+  struct TrimOnExit {
+    ~TrimOnExit() {
+#ifdef __GLIBC__
+      malloc_trim(0);
+#endif
+    }
+  } trim;
+  const std::vector<std::string> trial_overrides = overrides(trial.params, space);
+  const TrainConfig base = TrainConfig::load(train_config_, trial_overrides);
+  const fs::path trial_dir = fs::path(base.output.dir) / fmt::format("trial-{}", trial.number);
+  // A retry of a trial whose worker died continues its work: the folds it finished count as they
+  // are, and the fold it was in resumes from its last checkpoint (same params, same fold split:
+  // the trainer refuses a changed config), so the result equals an uninterrupted trial's.
+  const Continued continued = continue_retried(trial, reporter, trial_dir);
+  nlohmann::json resumed;
+  if (continued.from >= 0) resumed["from_trial"] = continued.from;
 
   double sum = 0;
   for (int64_t fold = 0; fold < folds_; ++fold) {
-    std::vector<std::string> o = overrides;
-    std::filesystem::path dir = trial_dir;
-    if (folds_ > 1) {
-      o.push_back(fmt::format("data.folds={}", folds_));
-      o.push_back(fmt::format("data.fold={}", fold));
-      dir /= fmt::format("fold-{}", fold);
+    const fs::path dir = folds_ > 1 ? trial_dir / fmt::format("fold-{}", fold) : trial_dir;
+    std::optional<double> value;
+    if (auto it = continued.folds.find(fold); it != continued.folds.end()) value = it->second;
+    if (!value && continued.moved) value = finished_run_value(dir, metric_);
+    if (value) {
+      resumed["folds_reused"].push_back(fold);
+      reporter.set_attr("resumed", resumed);
+      sum += *value;
+      if (folds_ > 1 && reporter.report_fold(fold, *value)) throw TrialPruned();
+      continue;
     }
-    o.push_back("output.dir=" + dir.string());
-    o.push_back("output.overwrite=true");
-    o.push_back("eval.metric=" + metric_);  // the best checkpoint is chosen by the study metric
+    std::vector<std::string> o = trial_overrides;
+    const std::vector<std::string> f = fold_overrides(fold, dir.string());
+    o.insert(o.end(), f.begin(), f.end());
     const TrainConfig cfg = TrainConfig::load(train_config_, o);
     TrainOptions options;
+    if (continued.moved) {
+      if (const auto step = last_checkpoint_step(dir)) {
+        options.resume = true;
+        if (folds_ > 1) resumed["fold"] = fold;
+        resumed["step"] = *step;
+        reporter.set_attr("resumed", resumed);
+        spdlog::info("trial {}: continuing trial {}{} from its checkpoint of step {}", trial.number,
+                     continued.from, folds_ > 1 ? fmt::format(" in fold {}", fold) : "", *step);
+        // The evaluations up to the checkpoint happened in the failed trial: the same values.
+        for (const auto& [s, v] : continued.intermediate)
+          if (s <= *step && reporter.report(s, v)) throw TrialPruned();
+      }
+    }
     if (folds_ == 1)
       options.on_eval = [&](int64_t step, const nlohmann::json& eval) {
         return reporter.report(step, metric_of(eval, metric_, dir.string()));
       };
+    options.stop_requested = [&reporter] { return reporter.stop_requested(); };
     nlohmann::json summary;
     try {
-      summary = run_training(cfg, options);
+      try {
+        summary = run_training(cfg, options);
+      } catch (const InputError& e) {
+        if (!options.resume) throw;
+        // The checkpoint does not fit any more (the training config or data changed since):
+        // this fold starts over rather than failing the retry.
+        spdlog::warn("trial {}: cannot continue {}: {}; training it from the start", trial.number,
+                     dir.string(), e.what());
+        resumed.erase("step");
+        resumed.erase("fold");
+        reporter.set_attr("resumed", resumed);
+        options.resume = false;
+        summary = run_training(cfg, options);
+      }
     } catch (const Interrupted& e) {
       // The trainer's own handler took the signal (and saved a checkpoint); hand it on to the
-      // worker's handler so that no further trial starts.
-      std::raise(e.signal());
+      // worker's handler so that no further trial starts. Signal 0: our stop request.
+      if (e.signal() != 0) std::raise(e.signal());
       throw;
     }
     if (summary.value("status", "") == "hook") throw TrialPruned();
-    const double value = metric_of(summary["best_eval"], metric_, dir.string());
-    sum += value;
-    if (folds_ > 1 && reporter.report_fold(fold, value)) throw TrialPruned();
+    const double v = metric_of(summary["best_eval"], metric_, dir.string());
+    sum += v;
+    if (folds_ > 1 && reporter.report_fold(fold, v)) throw TrialPruned();
   }
   return sum / static_cast<double>(folds_);
 }

@@ -4,10 +4,20 @@
 // validation evaluation is reported as an intermediate value so the pruner can stop the run
 // early; with k folds, each fold's best value is reported and the running mean after fold k can
 // prune the remaining folds. The trial's value is the best validation metric (mean over folds).
+//
+// A retry of a trial whose worker died (or whose run failed) continues it: the failed trial's run
+// directory becomes the retry's, the folds it finished keep their values, and the fold it was in
+// resumes from its last checkpoint (the trainer's --resume: bit-exact on the CPU), so the result
+// equals an uninterrupted trial's. The trial's attribute "resumed" records it: {"from_trial",
+// "folds_reused", "fold", "step"}. A trial past its time (TrialReporter::stop_requested) stops
+// at the next optimizer step, after saving a checkpoint.
 #pragma once
 
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "hpo/objective.h"
 
@@ -21,8 +31,26 @@ class TrainObjective : public Objective {
                  std::string metric, int64_t folds);
 
   double run(const Trial& trial, const SearchSpace& space, TrialReporter& reporter) override;
+  // Loads the training config with the fixed values, the folds and each parameter at each of its
+  // representative values (a range's bounds, every choice), and checks that the files it names
+  // exist: a config that no trial could run on is refused before the first trial.
+  void validate(const SearchSpace& space) const override;
 
  private:
+  // What a retry takes over from the failed trial it retries.
+  struct Continued {
+    int64_t from = -1;                       // the failed trial's number (-1: not a retry)
+    bool moved = false;                      // its run directory is now this trial's
+    std::map<int64_t, double> folds;         // its finished folds' values
+    std::map<int64_t, double> intermediate;  // its evaluations (one fold)
+  };
+  Continued continue_retried(const Trial& trial, TrialReporter& reporter,
+                             const std::filesystem::path& trial_dir) const;
+  // The fixed values and the trial's params as dotted overrides.
+  std::vector<std::string> overrides(const Params& params, const SearchSpace& space) const;
+  // What one fold's run adds: its fold of the split, its run directory, the study metric.
+  std::vector<std::string> fold_overrides(int64_t fold, const std::string& dir) const;
+
   std::string train_config_;
   std::map<std::string, std::string> fixed_;
   std::string metric_;

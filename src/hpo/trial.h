@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace ftune::hpo {
 
 enum class Direction { Minimize, Maximize };
@@ -44,6 +46,9 @@ struct Trial {
   std::map<int64_t, double> fold_values;              // fold -> that fold's final value
   std::string error;                                  // Failed: why
   int64_t retry_of = -1;                              // number of the trial this one retries
+  // Attributes the worker or objective recorded (Optuna's user attributes): e.g. "resumed", how
+  // a retry continued the work of the trial it retries. A JSON object.
+  nlohmann::json attrs = nlohmann::json::object();
   double start_time = 0, end_time = 0;                // seconds since the epoch
 
   bool finished() const {

@@ -102,6 +102,7 @@ nlohmann::json trial_to_json(const Trial& t) {
   j["fold_values"] = folds;
   j["error"] = t.error;
   j["retry_of"] = t.retry_of >= 0 ? nlohmann::json(t.retry_of) : nlohmann::json(nullptr);
+  j["attrs"] = t.attrs;
   j["start_time"] = t.start_time;
   j["end_time"] = t.end_time;
   return j;

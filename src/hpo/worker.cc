@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -24,15 +27,37 @@ using Clock = std::chrono::steady_clock;
 
 // Refreshes a trial's heartbeat every period until stopped, or until the trial is taken away
 // (failed as stale by another worker after a long stall; the worker learns it from its next
-// write, which the storage refuses).
+// write, which the storage refuses). With a deadline: calls `on_deadline` once when it passes,
+// and beats no more from `deadline + kill_grace` on (the trial did not stop: its worker hangs).
 class HeartbeatThread {
  public:
-  HeartbeatThread(Storage& storage, int64_t trial_id, double period_s)
-      : thread_([this, &storage, trial_id, period_s] {
+  HeartbeatThread(Storage& storage, int64_t trial_id, double period_s,
+                  std::optional<Clock::time_point> deadline, double kill_grace_s,
+                  std::function<void()> on_deadline)
+      : thread_([this, &storage, trial_id, period_s, deadline, kill_grace_s,
+                 on_deadline = std::move(on_deadline)] {
           std::unique_lock lock(mutex_);
-          const auto period = std::chrono::duration<double>(period_s);
-          while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
+          const auto period =
+              std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(period_s));
+          const auto grace = std::chrono::duration_cast<Clock::duration>(
+              std::chrono::duration<double>(kill_grace_s));
+          bool stop_asked = false;
+          for (;;) {
+            auto wake = Clock::now() + period;
+            if (deadline && !stop_asked) wake = std::min(wake, *deadline);
+            if (cv_.wait_until(lock, wake, [this] { return stop_; })) return;
             lock.unlock();
+            if (deadline && !stop_asked && Clock::now() >= *deadline) {
+              stop_asked = true;
+              on_deadline();
+            }
+            if (deadline && Clock::now() >= *deadline + grace) {
+              spdlog::warn(
+                  "trial id {} did not stop within kill_grace_s ({} s) after its timeout; its "
+                  "heartbeat stops, so another worker will fail it as stale",
+                  trial_id, kill_grace_s);
+              return;
+            }
             bool alive = true;
             try {
               alive = storage.heartbeat(trial_id);
@@ -59,6 +84,21 @@ class HeartbeatThread {
   std::thread thread_;  // last: starts after the members it uses exist
 };
 
+// What "the same error" means for max_consecutive_failures: the message with every run of digits
+// replaced by '#', so that trial numbers, run directories and sizes do not make two identical
+// failures look different.
+std::string failure_signature(const std::string& error) {
+  std::string out;
+  for (size_t i = 0; i < error.size(); ++i) {
+    if (std::isdigit(static_cast<unsigned char>(error[i]))) {
+      if (out.empty() || out.back() != '#') out.push_back('#');
+    } else {
+      out.push_back(error[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 // Stores reports and asks the pruner; the trial it holds is the running trial as the pruner sees
@@ -74,6 +114,21 @@ class WorkerReporter : public TrialReporter {
         pruner_(pruner),
         finished_(finished),
         catch_up_(std::move(catch_up)) {}
+
+  bool stop_requested() const override { return stop_requested_.load(); }
+  void request_stop() { stop_requested_.store(true); }
+  const Trial* retried() const override { return retried_ ? &*retried_ : nullptr; }
+  void set_retried(std::optional<Trial> t) { retried_ = std::move(t); }
+  void set_attr(const std::string& key, const nlohmann::json& value) override {
+    if (taken_away_) return;
+    try {
+      storage_.set_attr(trial_.id, key, value);
+    } catch (const TrialNotRunning& e) {
+      take_away(e);
+      return;
+    }
+    trial_.attrs[key] = value;
+  }
 
   bool report(int64_t step, double value) override {
     if (taken_away_) return true;
@@ -136,6 +191,8 @@ class WorkerReporter : public TrialReporter {
   bool should_stop_ = false;
   bool taken_away_ = false;
   std::string taken_away_reason_;
+  std::atomic<bool> stop_requested_{false};  // set by the heartbeat thread at the deadline
+  std::optional<Trial> retried_;
 };
 
 Worker::Worker(Storage& storage, const StudyInfo& study, const SearchSpace& space, Sampler& sampler,
@@ -150,6 +207,11 @@ Worker::Worker(Storage& storage, const StudyInfo& study, const SearchSpace& spac
   if (options_.heartbeat_s <= 0 || options_.grace_s <= options_.heartbeat_s)
     throw InputError(fmt::format("grace_s ({}) must be larger than heartbeat_s ({}) > 0",
                                  options_.grace_s, options_.heartbeat_s));
+  if (options_.trial_timeout_s < 0 || options_.kill_grace_s < 0 ||
+      options_.max_consecutive_failures < 0 || options_.failure_backoff_s < 0)
+    throw InputError(
+        "trial_timeout_s, kill_grace_s, max_consecutive_failures and failure_backoff_s must "
+        "be >= 0");
   // A grid (or any finite) sampler bounds the budget by its number of points.
   if (auto n = sampler_.max_trials(space_))
     options_.max_trials = options_.max_trials < 0 ? *n : std::min(options_.max_trials, *n);
@@ -170,6 +232,8 @@ WorkerStats Worker::run() {
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   // While the budget is spent but others' trials still run, poll at this period.
   const double poll_s = std::min(0.2, options_.heartbeat_s);
+  int failures_in_a_row = 0, same_in_a_row = 0;
+  std::string last_signature;
   for (;;) {
     if (options_.timeout_s > 0 && elapsed() >= options_.timeout_s) break;
     if (interrupted()) break;
@@ -180,17 +244,55 @@ WorkerStats Worker::run() {
       std::this_thread::sleep_for(std::chrono::duration<double>(poll_s));
       continue;
     }
-    run_trial(std::move(*trial), stats);
+    const std::optional<std::string> error = run_trial(std::move(*trial), stats);
+    if (!error) {
+      failures_in_a_row = same_in_a_row = 0;
+      last_signature.clear();
+      continue;
+    }
+    if (interrupted()) break;
+    ++failures_in_a_row;
+    const std::string signature = failure_signature(*error);
+    same_in_a_row = signature == last_signature ? same_in_a_row + 1 : 1;
+    last_signature = signature;
+    if (options_.max_consecutive_failures > 0 &&
+        same_in_a_row >= options_.max_consecutive_failures) {
+      stats.gave_up = fmt::format(
+          "{} trials in a row failed with the same error (max_consecutive_failures: {}); the "
+          "last: {}",
+          same_in_a_row, options_.max_consecutive_failures, *error);
+      break;
+    }
+    // Back-off: a transient cause (a busy device, a full disk being cleared) gets time to pass,
+    // and a broken setup does not fail trials by the thousand meanwhile.
+    const double wait_s =
+        std::min(60.0, options_.failure_backoff_s * std::pow(2.0, failures_in_a_row - 1));
+    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(wait_s));
+    while (Clock::now() < until && !interrupted())
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(until - Clock::now(), std::chrono::milliseconds(50)));
   }
   return stats;
 }
 
-void Worker::run_trial(Trial trial, WorkerStats& stats) {
-  HeartbeatThread heartbeat(storage_, trial.id, options_.heartbeat_s);
+std::optional<std::string> Worker::run_trial(Trial trial, WorkerStats& stats) {
   std::string error;
   std::optional<double> value;
   TrialState state = TrialState::Failed;
   WorkerReporter reporter(storage_, study_, trial, pruner_, finished_, [this] { catch_up(); });
+  std::optional<Clock::time_point> deadline;
+  if (options_.trial_timeout_s > 0)
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(options_.trial_timeout_s));
+  std::atomic<bool> timed_out{false};
+  HeartbeatThread heartbeat(storage_, trial.id, options_.heartbeat_s, deadline,
+                            options_.kill_grace_s, [&] {
+                              timed_out.store(true);
+                              spdlog::warn("trial {} ran past trial_timeout_s ({} s): stopping it",
+                                           trial.number, options_.trial_timeout_s);
+                              reporter.request_stop();
+                            });
   std::string taken_away;  // why the storage refused the params (the trial is not ours any more)
   try {
     catch_up();
@@ -202,13 +304,14 @@ void Worker::run_trial(Trial trial, WorkerStats& stats) {
         if (trial.params.count(p.name)) trial.distributions[p.name] = p.dist;
       storage_.set_params(trial.id, trial.params, trial.distributions);
     }
+    if (trial.retry_of >= 0) reporter.set_retried(storage_.find_trial(study_.id, trial.retry_of));
     const double v = objective_.run(trial, space_, reporter);
     if (reporter.should_stop()) {
       state = TrialState::Pruned;
     } else if (std::isnan(v)) {
       error = "the objective returned NaN";
     } else {
-      state = TrialState::Complete;
+      state = TrialState::Complete;  // finished right at its deadline: its result stands
       value = v;
     }
   } catch (const TrialNotRunning& e) {
@@ -221,13 +324,16 @@ void Worker::run_trial(Trial trial, WorkerStats& stats) {
     else
       error = e.what();
   }
+  if (state == TrialState::Failed && timed_out.load())
+    error = fmt::format("trial_timeout_s: the trial ran for more than {} s and was stopped",
+                        options_.trial_timeout_s);
   if (taken_away.empty()) taken_away = reporter.taken_away();
   if (!taken_away.empty()) {
     // Another worker failed the trial as stale while this one stalled; its retry (if any) runs
     // the same params. Nothing more of this run is stored.
     ++stats.discarded;
     spdlog::warn("{}; stopped it here", taken_away);
-    return;
+    return std::nullopt;
   }
   if (state == TrialState::Pruned) {
     value = trial.last_intermediate();
@@ -238,18 +344,18 @@ void Worker::run_trial(Trial trial, WorkerStats& stats) {
   } catch (const TrialNotRunning& e) {
     ++stats.discarded;
     spdlog::warn("{}", e.what());
-    return;
+    return std::nullopt;
   }
   switch (state) {
     case TrialState::Complete:
       ++stats.complete;
       spdlog::info("trial {} complete: {}", trial.number, *value);
-      break;
+      return std::nullopt;
     case TrialState::Pruned:
       ++stats.pruned;
       spdlog::info("trial {} pruned at step {}", trial.number,
                    trial.intermediate.empty() ? -1 : trial.intermediate.rbegin()->first);
-      break;
+      return std::nullopt;
     default:
       ++stats.failed;
       spdlog::warn("trial {} failed: {}", trial.number, error);
@@ -257,6 +363,7 @@ void Worker::run_trial(Trial trial, WorkerStats& stats) {
         if (auto n = storage_.enqueue_retry(trial.id, options_.retries))
           spdlog::info("trial {} will be retried as trial {}", trial.number, *n);
       }
+      return error;
   }
 }
 

@@ -9,10 +9,20 @@
 // ends FAILED "interrupted"). A trial that another worker failed as stale while this one stalled
 // is final (storage.h): this worker stops it at its next report, or finds at its end that the
 // result is refused, and logs what was discarded, when the trial failed and which trial retries it.
+//
+// Failing fast: after a failed trial the worker waits (failure_backoff_s, doubling with each
+// failure in a row, at most 60 s) before the next, and it stops after max_consecutive_failures
+// failures in a row with the same error (numbers in the message ignored: trial numbers, paths),
+// so that a configuration every trial fails on does not churn through the study's budget. A
+// trial that runs past trial_timeout_s is asked to stop (the objective polls it) and fails with
+// that reason; if it has not stopped kill_grace_s later, its heartbeat stops too, so another
+// worker can fail it as stale even when this one hangs for good.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "hpo/objective.h"
 #include "hpo/pruner.h"
@@ -29,6 +39,10 @@ struct WorkerOptions {
   double grace_s = 60;        // a RUNNING trial without heartbeat for this long is failed
   int retries = 1;            // retries of a trial whose worker died
   bool retry_failed = false;  // also retry trials whose objective raised (same limit)
+  double trial_timeout_s = 0;        // > 0: a trial running longer fails ("trial_timeout_s")
+  double kill_grace_s = 10;          // after a timeout: how long the objective has to stop
+  int max_consecutive_failures = 5;  // stop after this many failures in a row, same error; 0: never
+  double failure_backoff_s = 1;      // wait after a failed trial, doubled per failure in a row
 };
 
 struct WorkerStats {
@@ -36,6 +50,8 @@ struct WorkerStats {
   // Trials this worker ran but another worker had failed as stale meanwhile (this worker stalled
   // past the grace period): their late results were discarded (logged), their retries count.
   int64_t discarded = 0;
+  // Not empty when the worker stopped early because its trials kept failing: why.
+  std::string gave_up;
   int64_t total() const { return complete + pruned + failed; }
 };
 
@@ -49,7 +65,8 @@ class Worker {
 
  private:
   void catch_up();  // feeds the sampler (and the pruner's view) the newly finished trials
-  void run_trial(Trial trial, WorkerStats& stats);
+  // Runs the trial to its end; returns its error when this worker failed it.
+  std::optional<std::string> run_trial(Trial trial, WorkerStats& stats);
 
   Storage& storage_;
   StudyInfo study_;

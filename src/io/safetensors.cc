@@ -8,6 +8,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -187,12 +188,20 @@ SafetensorsEntry parse_entry(const std::string& path, const std::string& name, c
         fmt::format("{}: tensor {}: 'shape' must be an array of non-negative "
                     "integers, got {}",
                     path, t, shape_it == j.end() ? "nothing" : describe(*shape_it)));
-  uint64_t numel = 1;
+  // The product of the non-zero dimensions bounds every stride of the tensor: it must fit in
+  // int64 even when a zero dimension makes the tensor empty ([0, 2^62, 4] would overflow them).
+  uint64_t numel = 1, extent = 1;
   bool overflow = false;
   for (uint64_t d : dims) {
-    overflow |= d > static_cast<uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, d, &numel);
+    numel *= d;  // no wrap: numel <= extent, checked below
+    overflow |= d != 0 && __builtin_mul_overflow(extent, d, &extent);
+    overflow |= extent > static_cast<uint64_t>(INT64_MAX);
     e.shape.push_back(static_cast<int64_t>(d));
   }
+  if (overflow)
+    throw InputError(fmt::format(
+        "{}: tensor {} has shape {}, whose dimensions multiply past 2^63 (corrupt header)", path, t,
+        fmt::format("[{}]", fmt::join(dims, ", "))));
 
   std::vector<uint64_t> offsets;
   const auto off_it = j.find("data_offsets");
@@ -354,8 +363,20 @@ std::string SafetensorsEntry::shape_str() const {
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   SafetensorsFile f;
   f.file_ = MappedFile::open(path);
-  const unsigned char* bytes = f.file_.data();
-  const uint64_t size = f.file_.size();
+  f.path_ = path;
+  f.parse(f.file_.data(), f.file_.size());
+  return f;
+}
+
+SafetensorsFile SafetensorsFile::view(std::string name, const unsigned char* data, size_t size) {
+  SafetensorsFile f;
+  f.path_ = std::move(name);
+  f.parse(data, size);
+  return f;
+}
+
+void SafetensorsFile::parse(const unsigned char* bytes, uint64_t size) {
+  const std::string& path = path_;
   if (size < 8)
     throw InputError(
         fmt::format("{}: not a safetensors file: {} bytes long, expected at least 8 "
@@ -382,13 +403,12 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const uint64_t buffer_size = size - 8 - header_len;
   for (auto it = header.begin(); it != header.end(); ++it) {  // sorted by key (std::map)
     if (it.key() == "__metadata__") {
-      f.metadata_ = parse_metadata(path, it.value());
+      metadata_ = parse_metadata(path, it.value());
       continue;
     }
-    f.entries_.push_back(parse_entry(path, it.key(), it.value(), buffer, buffer_size));
+    entries_.push_back(parse_entry(path, it.key(), it.value(), buffer, buffer_size));
   }
-  check_overlaps(path, f.entries_);
-  return f;
+  check_overlaps(path, entries_);
 }
 
 const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const {

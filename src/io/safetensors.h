@@ -75,8 +75,11 @@ struct SafetensorsEntry {
 class SafetensorsFile {
  public:
   static SafetensorsFile open(const std::string& path);
+  // The same validation over bytes already in memory (`name` labels errors, as the path does for
+  // open()); the bytes are not copied and must outlive the result.
+  static SafetensorsFile view(std::string name, const unsigned char* data, size_t size);
 
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return path_; }
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }  // sorted by name
   const SafetensorsEntry* find(std::string_view name) const;                 // nullptr when absent
   const SafetensorsEntry& at(std::string_view name) const;  // InputError when absent
@@ -91,7 +94,10 @@ class SafetensorsFile {
   HostTensor read(std::string_view name, std::optional<DType> as = std::nullopt) const;
 
  private:
-  MappedFile file_;
+  void parse(const unsigned char* bytes, uint64_t size);
+
+  MappedFile file_;  // unmapped for view()
+  std::string path_;
   std::vector<SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
 };

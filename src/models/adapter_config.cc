@@ -5,11 +5,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cfloat>
 #include <cmath>
-#include <regex>
 #include <set>
 
 #include "core/error.h"
+#include "text/regex.h"
 
 namespace ftune {
 namespace {
@@ -26,9 +27,31 @@ bool is_all_linear(const std::string& s) {
   return lower == "all-linear";
 }
 
+// PEFT matches a single-string target_modules with Python's re.fullmatch. The pattern may come
+// from a downloaded adapter_config.json, so it runs on PCRE2 (text/regex.h) anchored at both ends,
+// whose match limit stops a pattern such as "(.*)*x" that std::regex backtracked on for ever.
+text::Regex compile_module_regex(const std::string& pattern, const std::string& where) {
+  return text::Regex("\\A(?:" + pattern + ")\\z", where);
+}
+
+bool regex_full_match(const text::Regex& re, const std::string& name, const std::string& where) {
+  std::vector<text::Match> matches;
+  try {
+    re.find_all(name, matches);
+  } catch (const InputError&) {
+    throw;
+  } catch (const Error& e) {  // PCRE2's match limit
+    throw InputError(
+        fmt::format("{}: regex cannot be matched against '{}': {}", where, name, e.what()));
+  }
+  return !matches.empty();
+}
+
 // PEFT's test of one module against target_modules, before kinds and exclusions.
-bool pattern_matches(const AdapterConfig& c, const std::string& name, bool linear) {
-  if (!c.target_regex.empty()) return std::regex_match(name, std::regex(c.target_regex));
+bool pattern_matches(const AdapterConfig& c, const std::string& name, bool linear,
+                     const std::string& where) {
+  if (!c.target_regex.empty())
+    return regex_full_match(compile_module_regex(c.target_regex, where), name, where);
   for (const std::string& p : c.target_modules)
     if (is_all_linear(p) ? linear : name_matches(name, p)) return true;
   return false;
@@ -106,7 +129,7 @@ bool AdapterConfig::saved_whole(const std::string& name) const {
 }
 
 bool AdapterConfig::targets(const std::string& name) const {
-  return !saved_whole(name) && pattern_matches(*this, name, /*linear=*/true);
+  return !saved_whole(name) && pattern_matches(*this, name, /*linear=*/true, "target_modules");
 }
 
 std::vector<ClassifierModule> classifier_modules(bool bert, int64_t layers) {
@@ -163,7 +186,7 @@ std::vector<std::string> resolve_target_modules(const AdapterConfig& c,
   std::set<std::string> used;  // list entries that matched a module outside modules_to_save
   for (const ClassifierModule& m : modules) {
     const bool linear = m.kind == ModuleKind::Adaptable || m.kind == ModuleKind::Head;
-    if (c.saved_whole(m.name) || !pattern_matches(c, m.name, linear)) continue;
+    if (c.saved_whole(m.name) || !pattern_matches(c, m.name, linear, where)) continue;
     for (const std::string& p : c.target_modules)
       if (is_all_linear(p) || name_matches(m.name, p)) used.insert(p);
     if (m.kind == ModuleKind::Adaptable) {
@@ -191,6 +214,10 @@ std::vector<std::string> resolve_target_modules(const AdapterConfig& c,
     throw InputError(fmt::format("{}: target_modules matches no linear module of this model",
                                  where));
   return adapted;
+}
+
+void validate_module_regex(const std::string& pattern, const std::string& where) {
+  (void)compile_module_regex(pattern, where);
 }
 
 AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string& where) {
@@ -221,8 +248,12 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
                             at("method"));
   if (section["r"]) c.r = read_scalar<int64_t>(section["r"], at("r"), "an integer");
   if (c.r <= 0) throw InputError(fmt::format("{} must be > 0, got {}", at("r"), c.r));
+  if (c.r > INT32_MAX)
+    throw InputError(fmt::format("{} must be at most {}, got {}", at("r"), INT32_MAX, c.r));
   if (section["alpha"]) c.alpha = read_scalar<double>(section["alpha"], at("alpha"), "a number");
   if (!(c.alpha > 0)) throw InputError(fmt::format("{} must be > 0, got {}", at("alpha"), c.alpha));
+  if (c.alpha > FLT_MAX)  // the scaling is a float
+    throw InputError(fmt::format("{} must be a finite float, got {}", at("alpha"), c.alpha));
   if (section["dropout"])
     c.dropout = read_scalar<double>(section["dropout"], at("dropout"), "a number");
   if (!(c.dropout >= 0 && c.dropout < 1))
@@ -233,12 +264,7 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
     if (t.IsScalar() && !is_all_linear(t.Scalar())) {
       c.target_modules.clear();
       c.target_regex = t.Scalar();
-      try {
-        (void)std::regex(c.target_regex);
-      } catch (const std::regex_error& e) {
-        throw InputError(fmt::format("{}: '{}' is not a valid regular expression ({})",
-                                     at("target_modules"), c.target_regex, e.what()));
-      }
+      validate_module_regex(c.target_regex, at("target_modules"));
     } else if (t.IsScalar()) {
       c.target_modules = {"all-linear"};
     } else {
@@ -250,9 +276,10 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
   std::vector<ClassifierModule> modules = classifier_modules(true, 128);
   for (const ClassifierModule& m : classifier_modules(false, 128)) modules.push_back(m);
   if (!c.target_regex.empty()) {
-    const std::regex re(c.target_regex);
-    if (std::none_of(modules.begin(), modules.end(),
-                     [&](const ClassifierModule& m) { return std::regex_match(m.name, re); }))
+    const text::Regex re = compile_module_regex(c.target_regex, at("target_modules"));
+    if (std::none_of(modules.begin(), modules.end(), [&](const ClassifierModule& m) {
+          return regex_full_match(re, m.name, at("target_modules"));
+        }))
       throw InputError(fmt::format(
           "{}: regex '{}' matches no module (it must match a whole name, e.g. {})",
           at("target_modules"), c.target_regex, "bert.encoder.layer.0.attention.self.query"));

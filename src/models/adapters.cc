@@ -6,6 +6,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/error.h"
 #include "core/memory.h"
 #include "models/encoder.h"
 #include "ops/lora.h"
@@ -59,6 +60,18 @@ bool pooler_adapted(const EncoderConfig& c, const AdapterConfig& ac) {
 
 void add_adapter_params(const EncoderConfig& c, const AdapterConfig& ac, ParamTable& t) {
   if (!ac.enabled()) return;
+  // The rank may come from a downloaded adapter_config.json: bound the adapters' size (a double
+  // cannot overflow) before the table sums it in int64, as config.json bounds the model's.
+  double total = 0;
+  for (int i = 0; i < kAdapterSites; ++i)
+    total += double(ac.r) *
+             (adapter_in_features(c, site_at(i)) + adapter_out_features(c, site_at(i)) + 1);
+  total = total * c.num_layers + double(ac.r) * (2 * c.hidden_size + 1);  // and the pooler
+  if (total > 1099511627776.0)  // 2^40, config.json's bound on the model
+    throw InputError(fmt::format(
+        "adapters of rank {} on this model would have up to {:.3g} parameters, more than the 2^40 "
+        "ftune supports",
+        ac.r, total));
   resolve_target_modules(ac, classifier_modules(c.family == ModelFamily::Bert, c.num_layers),
                          "peft");
   const auto add = [&](const std::string& m, int64_t in, int64_t out) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/input_limits.h"
 
 namespace ftune {
 
@@ -116,7 +117,7 @@ void validate_batch(const EncoderConfig& c, const Batch& b) {
           "row {}: {} tokens need position {}, but the model has {} position embeddings "
           "(truncate inputs to at most {} tokens)",
           i / b.seq_len, i % b.seq_len + 1, pos[i], c.max_position_embeddings,
-          c.max_position_embeddings - (c.roberta_like() ? c.pad_token_id + 1 : 0)));
+          max_input_tokens(c)));
   for (int64_t r = 0; r < static_cast<int64_t>(b.labels.size()); ++r)
     if (b.labels[r] != -100 && (b.labels[r] < 0 || b.labels[r] >= c.num_labels()))
       throw InputError(

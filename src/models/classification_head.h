@@ -26,7 +26,8 @@ struct HeadActivations {
   TensorView lora_u, dora_z, lora_h, lora_scratch;
 };
 
-// HF names of the head parameters (added in this order).
+// HF names of the head parameters, in the order they are added: dense weight and bias (C x C,
+// C), then the output layer's weight and bias (K x C, K: the only ones sized by the labels).
 std::vector<std::string> head_param_names(const EncoderConfig& config);
 void add_head_params(const EncoderConfig& config, ParamTable& table);
 HeadWeights bind_head_weights(const EncoderConfig& config, const ParamTable& table,

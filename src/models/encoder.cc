@@ -38,19 +38,36 @@ DropoutRows rows(const DropoutPlan& d, int64_t T) {
   return DropoutRows{d.row0, T, d.stream_seq};
 }
 
-// The attention op's probs of a layer: (B, H, T, T), or the whole flat buffer of cuDNN's state
-// (ops/attention.h).
-TensorView attention_probs(const EncoderActivations& a, const LayerActivations& la, int64_t B,
-                           int64_t H, int64_t T) {
-  return a.cudnn_attention ? la.probs : la.probs.prefix({B, H, T, T});
-}
-
 // Columns [begin, begin + count) of a row-major 2-D view (a block of the fused QKV matrix).
 TensorView columns(const TensorView& v, int64_t begin, int64_t count) {
   TensorView out = v;
   out.data = static_cast<char*>(v.data) + begin * static_cast<int64_t>(dtype_size(v.dtype));
   out.shape = Shape{v.dim(0), count};
   return out;
+}
+
+// BERT's attention: equal heads, bidirectional, scale 1/sqrt(D), no window or soft-cap.
+AttentionSpec attention_spec(const EncoderConfig& c) {
+  AttentionSpec s;
+  s.heads = s.kv_heads = c.num_heads;
+  s.head_dim = c.head_dim();
+  s.scale = default_attention_scale(s.head_dim);
+  return s;
+}
+
+// Layer l's attention call: padded rows with the key mask, the run's kernel (one channel:
+// EncoderTraining::attention), the layer's probability-dropout stream.
+AttentionCall attention_call(const EncoderConfig& c, const EncoderActivations& a,
+                             const EncoderInputs& in, const DropoutPlan& d, int64_t l) {
+  AttentionCall call;
+  call.spec = attention_spec(c);
+  call.rows = {in.B, in.T, {}, in.mask.prefix(Shape{in.B, in.T})};
+  call.dropout_p = dropout_p(d, c.attention_dropout);
+  call.rng = key(d, attention_probs_site(l));
+  call.place = rows(d, in.T);
+  call.kernel = a.cudnn_attention ? AttentionKernel::Cudnn : AttentionKernel::Ftune;
+  call.workspace = a.workspace;
+  return call;
 }
 
 AdapterSite qkv_site(int part) {
@@ -190,11 +207,9 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                    const EncoderActivations& a, int64_t l, TensorView x, TensorView x_h,
                    const EncoderInputs& in, const DropoutPlan& d, bool recompute = false) {
   const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
-  const int H = static_cast<int>(c.num_heads);
   const float eps = c.layer_norm_eps;
   const Shape NC{N, C}, N1{N};
   const LayerWeights& lw = w.layers[l];
-  TensorView mask = in.mask.prefix(Shape{B, T});
   TensorView qkv = la.qkv.prefix({N, 3 * C}), ctx = la.ctx.prefix(NC), attn = la.attn.prefix(NC);
   TensorView ln1 = la.ln1.prefix(NC), ffn_pre = la.ffn_pre.prefix({N, F}),
              ffn_act = la.ffn_act.prefix({N, F});
@@ -213,9 +228,8 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   for (int part = 0; part < 3; ++part)
     adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, xg, d, T,
                     qkv_fused, recompute);
-  attention_forward(ctx.reshape({B, T, C}), attention_probs(a, la, B, H, T),
-                    qkv.reshape({B, T, 3 * C}), mask, H, dropout_p(d, c.attention_dropout),
-                    key(d, attention_probs_site(l)), a.workspace, rows(d, T));
+  attention_forward(attention_call(c, a, in, d, l), ctx, la.probs, columns(qkv, 0, C),
+                    columns(qkv, C, C), columns(qkv, 2 * C, C));
   adapter_forward(w, la, a, l, AdapterSite::AttnOut, attn, ctx, ctx, d, T, /*y_has_base=*/false,
                   recompute);
   // LayerNorm(dropout(attn) + x) in one pass (ops/dropout_add_norm.h; attn is not modified):
@@ -242,14 +256,12 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                     const LayerActivations& la, EncoderActivations& a, int64_t l, TensorView x,
                     TensorView x_h, bool need_dx, const EncoderInputs& in, const DropoutPlan& d) {
   const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
-  const int H = static_cast<int>(c.num_heads);
   const Shape NC{N, C}, N1{N};
   // grad_out holds dL/d(output of the current layer); grad_sum, grad_tmp, grad_ctx are scratch.
   TensorView dout = a.grad_out.prefix(NC), dsum = a.grad_sum.prefix(NC),
              dtmp = a.grad_tmp.prefix(NC);
   TensorView dctx = a.grad_ctx.prefix(NC), dffn = a.grad_ffn.prefix({N, F}),
              dqkv = a.grad_qkv.prefix({N, 3 * C});
-  TensorView mask = in.mask.prefix(Shape{B, T});
   const LayerWeights& lw = w.layers[l];
   const LayerWeights& lg = g.layers[l];
   const bool mixed = a.compute != DType::F32;
@@ -284,11 +296,10 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx,
                   gemm_weight(w, l, &LayerWeights::attn_out_w));
   adapter_backward(w, g, la, a, l, AdapterSite::AttnOut, dtmp, ctx, dctx, d, T);
-  attention_backward(dqkv.reshape({B, T, 3 * C}), dctx.reshape({B, T, C}),
-                     la.qkv.prefix({N, 3 * C}).reshape({B, T, 3 * C}),
-                     attention_probs(a, la, B, H, T), mask, H, dropout_p(d, c.attention_dropout),
-                     key(d, attention_probs_site(l)), a.workspace, rows(d, T),
-                     la.ctx.prefix(NC).reshape({B, T, C}));
+  const TensorView qkv = la.qkv.prefix({N, 3 * C});
+  attention_backward(attention_call(c, a, in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C),
+                     columns(dqkv, 2 * C, C), dctx, columns(qkv, 0, C), columns(qkv, C, C),
+                     columns(qkv, 2 * C, C), ctx, la.probs);
   for (int part = 0; part < 3; ++part)
     adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), d, T);
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
@@ -397,8 +408,7 @@ std::vector<LayerWeights> bind_layer_weights(const EncoderConfig& c, const Param
 
 void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t max_seq,
                               bool training, ArenaPlan& plan, const EncoderTraining& how) {
-  const int64_t N = max_batch * max_seq, C = c.hidden_size, F = c.intermediate_size,
-                H = c.num_heads;
+  const int64_t N = max_batch * max_seq, C = c.hidden_size, F = c.intermediate_size;
   const DType f32 = DType::F32;
   // Mixed precision: the GEMMs' inputs and outputs (and their gradients) in the compute type.
   const DType h = how.compute;
@@ -415,12 +425,12 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
   // inference alternates two slots (a layer reads the other's output).
   const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
   const std::array<bool, kAdapterSites> sites = adapted_sites(c, how.adapters);
+  // The op's saved state per layer slot (probabilities, or cuDNN's statistics) and its scratch.
+  const AttentionBuffers attention =
+      attention_buffers(attention_spec(c), how.device, cudnn, max_batch, N, max_seq, training);
   for (int64_t s = 0; s < slots; ++s) {
     plan.add(act_name(s, "qkv"), h, {N, 3 * C});
-    if (cudnn)
-      plan.add(act_name(s, "probs"), f32, {cudnn_attention_state_floats(max_batch, H, max_seq)});
-    else
-      plan.add(act_name(s, "probs"), f32, {max_batch, H, max_seq, max_seq});
+    plan.add(act_name(s, "probs"), f32, {attention.saved});
     plan.add(act_name(s, "ctx"), h, {N, C});
     plan.add(act_name(s, "attn"), h, {N, C});
     plan.add(act_name(s, "sum1"), f32, {N, C});
@@ -481,15 +491,13 @@ void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t
     if (yw > 0) plan.add("work/lora_stage_y", f32, {N * yw});
     if (training && dxw > 0) plan.add("work/lora_stage_dx", f32, {N * dxw});
   }
-  // Kernel scratch, as the target device's kernels use it: on the CPU per-thread attention
-  // scores (compute_threads() of them); on CUDA the attention backward's row sums of every
+  // Kernel scratch, as the target device's kernels use it: on the CPU per-thread scores and
+  // partial sums (compute_threads() of them); on CUDA the attention backward's row sums of every
   // (b, h) pair (ops/attention.h), plus, when 16-bit attention runs through cuDNN, its workspace
-  // (ops/attention_cudnn.h); the embeddings' backward reuses it after the layers.
-  int64_t ws = attention_workspace(how.device, max_batch, H, max_seq, c.head_dim(), training);
-  // The embeddings' backward sorts the tokens by id there (ops/embedding.h).
+  // (ops/attention_cudnn.h). The embeddings' backward reuses it after the layers, sorting the
+  // tokens by id there (ops/embedding.h); LayerNorm needs none (a fixed-order column reduction).
+  int64_t ws = attention.workspace;
   if (training) ws = std::max(ws, embedding_backward_workspace(how.device, N, C));
-  if (cudnn)
-    ws = std::max(ws, cudnn_attention_workspace_floats(max_batch, H, max_seq, c.head_dim()));
   plan.add("work/encoder", f32, {ws});
 }
 

@@ -82,19 +82,23 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
     for (const std::string& name : candidate_names(spec.name, config.weight_prefix()))
       if ((entry = ckpt.find(name))) break;
     const bool is_head = head.count(spec.name) > 0;
+    // Only the output layer's size follows the labels; the pooler (BERT) or the head's dense
+    // layer (RoBERTa) is hidden x hidden, so a shape mismatch there is a wrong file, not a new
+    // label set, and is refused rather than re-initialised.
+    const bool per_label = spec.name == head_names[2] || spec.name == head_names[3];
     const TensorView dst = model.param(spec.name);
     if (entry && !shape_matches(*entry, spec.shape)) {
-      if (is_head && options.reinit_mismatched_head) {
+      if (per_label && options.reinit_mismatched_head) {
         used.insert(entry->name);
         entry = nullptr;  // replaced by a fresh head below
       } else {
         throw InputError(fmt::format(
             "{}: tensor '{}' has shape {}, but the model expects {}{}", ckpt.file_of(entry->name),
             entry->name, shape_str(entry->shape), spec.shape.str(),
-            is_head ? fmt::format(" ({} labels); set num_labels to match the checkpoint or allow "
-                                  "reinitialising the classification head",
-                                  config.num_labels())
-                    : ""));
+            per_label ? fmt::format(" ({} labels); set num_labels to match the checkpoint or "
+                                    "allow reinitialising the classification head",
+                                    config.num_labels())
+                      : ""));
       }
     }
     if (!entry) {

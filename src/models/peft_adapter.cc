@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cfloat>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -66,9 +67,11 @@ AdapterConfig read_peft_adapter_config(const std::string& dir) {
   c.alpha = io::get_float(j, "lora_alpha", path);
   c.dropout = io::get_optional_float(j, "lora_dropout", path).value_or(0.0);
   c.use_rslora = io::get_optional_bool(j, "use_rslora", path).value_or(false);
-  if (c.r <= 0) throw InputError(fmt::format("{}: r must be > 0, got {}", path, c.r));
-  if (!(c.alpha > 0))
-    throw InputError(fmt::format("{}: lora_alpha must be > 0, got {}", path, c.alpha));
+  if (c.r <= 0 || c.r > INT32_MAX)
+    throw InputError(fmt::format("{}: r must be in [1, {}], got {}", path, INT32_MAX, c.r));
+  if (!(c.alpha > 0 && c.alpha <= FLT_MAX))  // the scaling is a float
+    throw InputError(
+        fmt::format("{}: lora_alpha must be a finite number > 0, got {}", path, c.alpha));
   if (!(c.dropout >= 0 && c.dropout < 1))
     throw InputError(fmt::format("{}: lora_dropout must be in [0, 1), got {}", path, c.dropout));
   const nlohmann::json& t = j.contains("target_modules") ? j["target_modules"] : nlohmann::json();
@@ -78,6 +81,7 @@ AdapterConfig read_peft_adapter_config(const std::string& dir) {
     else {
       c.target_modules.clear();
       c.target_regex = t.get<std::string>();
+      validate_module_regex(c.target_regex, path + ": target_modules");
     }
   } else if (t.is_array() && !t.empty()) {
     c.target_modules.clear();

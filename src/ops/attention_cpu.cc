@@ -1,11 +1,20 @@
-// Attention on the CPU. Work is split over (batch, head) pairs across the compute threads; each
-// pair's matrix products are single-threaded OpenBLAS GEMMs reading Q, K, V and writing dQ, dK, dV
-// in place through row strides (no gathering), so the inner work runs at BLAS speed:
-//   forward:  S = scale Q K^T -> probs (masked softmax, in place);  P' = dropout(P);  O = P' V
-//   backward: dP' = dO V^T;  dV = P'^T dO;  dS = P (dP - rowsum(P dP)) with dP = dP' * mask;
-//             dQ = scale dS K;  dK = scale dS^T Q
-// Keys after the last real token of a sequence are padding and have probability 0, so the GEMMs
-// stop at that key (right-padded batches cost what their real lengths cost).
+// Attention on the CPU (the contract of ops/attention.h). Work is split over (sequence, head)
+// units across the compute threads; each unit's matrix products are single-threaded OpenBLAS GEMMs
+// reading Q, K, V and writing dQ, dK, dV in place through row strides (no gathering), so the inner
+// work runs at BLAS speed. For one sequence of len tokens, query head h and its kv head g:
+//   forward:  S = scale Q_h K_g^T (-> softcap) -> P (masked softmax, in the saved probs);
+//             P' = dropout(P);  O_h = P' V_g
+//   backward: dP' = dO_h V_g^T;  dV_g += P'^T dO_h;  dS = P (dP - rowsum(P dP)), dP = dP' * mask;
+//             with softcap dS *= 1 - tanh^2(S / softcap) (S recomputed);
+//             dQ_h = scale dS K_g;  dK_g += scale dS^T Q_h
+// The backward pass walks (sequence, kv head) units and the query heads of a group in order, so
+// dK and dV of grouped-query attention sum without races or atomics.
+// Keys past the last real key of a sequence are padding with probability 0 (unless some query
+// sees no key at all and attends uniformly), so the GEMMs stop there: right-padded batches cost
+// what their real lengths cost. Causal and windowed calls walk the queries in blocks of
+// kQueryBlock rows, and each block's GEMMs cover only the band of keys its rows can see (a causal
+// sequence costs about half the products, a window of W keys about len x W instead of len^2);
+// bidirectional calls without a window are one block over every key, as before (same bits).
 #include <cmath>
 #include <limits>
 
@@ -18,17 +27,79 @@
 namespace ftune::cpu {
 namespace {
 
-// Keys [0, L) hold every real token of sequence b; L = 0 when the sequence is all padding.
-int64_t attended_keys(const int32_t* mask, int64_t T) {
-  int64_t L = T;
-  while (L > 0 && mask[L - 1] == 0) --L;
-  return L;
+// One sequence of the call, as the loops below see it.
+struct Seq {
+  int64_t start = 0, len = 0;
+  const int32_t* mask = nullptr;  // (len) key mask, or null
+  int64_t keys = 0;  // columns [0, keys) hold every nonzero probability of the sequence
+};
+
+// Walks the query rows of a sequence in order and says whether row i sees any key: its range
+// [lo, hi) (both non-decreasing in i) holds a real key when the last real key before hi is >= lo.
+struct VisibleScan {
+  const int32_t* mask;
+  int64_t scanned = 0, last_real = -1;
+  bool sees_a_key(int64_t lo, int64_t hi) {
+    for (; scanned < hi; ++scanned)
+      if (mask == nullptr || mask[scanned] != 0) last_real = scanned;
+    return hi > lo && last_real >= lo;
+  }
+};
+
+Seq sequence(const AttentionArgs& a, int64_t b) {
+  Seq s;
+  s.start = a.start(b);
+  s.len = a.length(b);
+  s.mask = a.key_mask ? a.key_mask + s.start : nullptr;
+  // Keys from the last real one on are padding; a query that sees no key attends to all len.
+  int64_t L = s.len;
+  if (s.mask)
+    while (L > 0 && s.mask[L - 1] == 0) --L;
+  s.keys = L;
+  VisibleScan scan{s.mask};
+  for (int64_t i = 0; i < s.len && s.keys < s.len; ++i) {
+    int64_t lo, hi;
+    a.key_range(i, s.len, &lo, &hi);
+    if (!scan.sees_a_key(lo, std::min(hi, L))) s.keys = s.len;
+  }
+  return s;
 }
 
-// Runs fn(unit, thread_workspace) for every (batch, head) unit, one static block per thread (the
-// GEMMs inside run on the calling thread).
+// Queries per block of a causal or windowed call.
+constexpr int64_t kQueryBlock = 64;
+
+// Whether the call's visibility is a band narrower than the whole sequence.
+bool banded(const AttentionArgs& a) {
+  return a.spec.causal || a.spec.window.left >= 0 || a.spec.window.right >= 0;
+}
+
+// Keys [c0, c1) that hold every nonzero probability of query rows [i0, i1): the union of the
+// rows' ranges clipped to s.keys, or all of [0, s.keys) when a row sees no key and attends
+// uniformly (or the call is not banded). `ahead` walks the rows in order, as softmax_row's scan.
+// A single block of a whole sequence always gets [0, s.keys) (row 0 sees key 0 onwards, the last
+// row every key up to the end).
+struct Band {
+  int64_t c0 = 0, c1 = 0;
+  int64_t width() const { return c1 - c0; }
+};
+Band key_band(const AttentionArgs& a, const Seq& s, int64_t i0, int64_t i1, VisibleScan& ahead) {
+  if (!banded(a)) return {0, s.keys};
+  Band band{s.keys, 0};
+  for (int64_t i = i0; i < i1; ++i) {
+    int64_t lo, hi;
+    a.key_range(i, s.len, &lo, &hi);
+    hi = std::min(hi, s.keys);
+    if (!ahead.sees_a_key(lo, hi)) return {0, s.keys};
+    band.c0 = std::min(band.c0, lo);
+    band.c1 = std::max(band.c1, hi);
+  }
+  return band;
+}
+
+// Runs fn(unit, thread_workspace) for every unit, one static block per thread (the GEMMs inside
+// run on the calling thread).
 template <typename Fn>
-void for_each_head(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
+void for_each_unit(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
   const int threads = compute_threads();
   compute_pool().parallel_for(threads, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -38,107 +109,145 @@ void for_each_head(int64_t units, float* workspace, int64_t per_thread, Fn fn) {
   });
 }
 
-// Stream index of element (b, h, i, 0) of the probabilities (see attention.h).
-uint64_t stream_row(const AttentionDims& d, int64_t b, int64_t h, int64_t i) {
-  const uint64_t Tv = static_cast<uint64_t>(d.Tv > 0 ? d.Tv : d.T);
-  return (((d.row0 + static_cast<uint64_t>(b)) * d.H + h) * Tv + i) * Tv;
+// Row i of P (T floats) from its scores in row[0, keys): the masked softmax over the keys query i
+// sees, or 1 / len over the whole sequence when it sees none; 0 in [keys, T).
+void softmax_row(const AttentionArgs& a, const Seq& s, int64_t i, VisibleScan& scan, float* row) {
+  int64_t lo, hi;
+  a.key_range(i, s.len, &lo, &hi);
+  hi = std::min(hi, s.keys);
+  const float cap = a.spec.softcap;
+  if (cap > 0.0f)
+    for (int64_t j = lo; j < hi; ++j) row[j] = cap * std::tanh(row[j] / cap);
+  if (scan.sees_a_key(lo, hi)) {
+    auto visible = [&](int64_t j) { return j >= lo && j < hi && (!s.mask || s.mask[j] != 0); };
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int64_t j = lo; j < hi; ++j)
+      if (visible(j)) mx = std::max(mx, row[j]);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < s.keys; ++j) sum += (row[j] = visible(j) ? fast_exp(row[j] - mx) : 0.0f);
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < s.keys; ++j) row[j] *= inv;
+  } else {  // no key in sight: uniform over the sequence, as HF's additive mask gives (keys = len)
+    for (int64_t j = 0; j < s.len; ++j) row[j] = 1.0f / static_cast<float>(s.len);
+  }
+  for (int64_t j = s.keys; j < a.T; ++j) row[j] = 0.0f;
 }
 
 }  // namespace
 
-// Per thread: the (T, keys) scores and dropped probabilities and one row of dropout multipliers;
-// the head size does not enter (the GEMMs read Q, K, V in place).
-int64_t attention_workspace_per_thread(int64_t T, int64_t D) {
-  return 2 * T * T + T;
-}
+// Per thread: the (T, keys) score gradients and dropped probabilities, and one row of dropout
+// multipliers; the head size does not enter (the GEMMs read Q, K, V in place).
+int64_t attention_workspace_per_thread(int64_t T) { return 2 * T * T + T; }
 
-void attention_forward(float* out, float* probs, const float* qkv, const int32_t* key_mask,
-                       AttentionDims dims, float dropout_p, RngKey rng, float* workspace) {
-  resolve_micro(rng, dims.row0);
-  const int64_t B = dims.B, T = dims.T, H = dims.H, D = dims.D, C = H * D, C3 = 3 * C;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  for_each_head(B * H, workspace, attention_workspace_per_thread(T, D), [&](int64_t u, float* ws) {
-    const int64_t b = u / H, h = u % H;
-    const int32_t* mask = key_mask + b * T;
-    const int64_t L = attended_keys(mask, T);
-    const int64_t keys = L > 0 ? L : T;  // an all-padding row attends uniformly to all keys (HF)
-    const float* q = qkv + b * T * C3 + h * D;
-    const float* k = q + C;
-    const float* v = q + 2 * C;
-    float* P = probs + u * T * T;  // (T, T), row stride T; columns >= keys stay 0
-    float* Pd = ws;                // (T, keys) dropped probabilities
-    float* m = ws + T * T;         // (keys) dropout multipliers of one row
-
-    gemm(false, true, T, keys, D, scale, q, C3, k, C3, 0.0f, P, T);
-    for (int64_t i = 0; i < T; ++i) {
-      float* row = P + i * T;
-      if (L > 0) {
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < keys; ++j)
-          if (mask[j]) mx = std::max(mx, row[j]);
-        float sum = 0.0f;
-        for (int64_t j = 0; j < keys; ++j) sum += (row[j] = mask[j] ? fast_exp(row[j] - mx) : 0.0f);
-        const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < keys; ++j) row[j] *= inv;
-      } else {
-        for (int64_t j = 0; j < T; ++j) row[j] = 1.0f / static_cast<float>(T);
+void attention_forward(const AttentionArgs& args, float* out, float* probs, const float* q,
+                       const float* k, const float* v, float* workspace) {
+  AttentionArgs a = args;
+  resolve_micro(a.rng, a.row0);
+  const int64_t T = a.T, H = a.spec.heads, D = a.spec.head_dim, G = a.group();
+  const bool drop = a.dropout_p > 0.0f;
+  for_each_unit(a.B * H, workspace, attention_workspace_per_thread(T), [&](int64_t u, float* ws) {
+    const int64_t b = u / H, h = u % H, g = h / G;
+    const Seq s = sequence(a, b);
+    if (s.len == 0) return;
+    const float* qh = q + s.start * a.ldq + h * D;
+    const float* kg = k + s.start * a.ldk + g * D;
+    const float* vg = v + s.start * a.ldv + g * D;
+    float* P = probs + a.probs_row(s.start, s.len, h, 0) * T;  // (len, T), row stride T
+    float* Pd = ws;                                            // (block, band) dropped P
+    float* m = ws + T * T;                                     // (band) multipliers of one row
+    const int64_t block = banded(a) ? kQueryBlock : s.len;
+    VisibleScan scan{s.mask}, ahead{s.mask};
+    for (int64_t i0 = 0; i0 < s.len; i0 += block) {
+      const int64_t i1 = std::min(s.len, i0 + block), rows = i1 - i0;
+      const Band band = key_band(a, s, i0, i1, ahead);
+      const int64_t w = band.width();
+      gemm(false, true, rows, w, D, a.spec.scale, qh + i0 * a.ldq, a.ldq, kg + band.c0 * a.ldk,
+           a.ldk, 0.0f, P + i0 * T + band.c0, T);
+      for (int64_t i = i0; i < i1; ++i) {
+        float* row = P + i * T;
+        softmax_row(a, s, i, scan, row);  // probabilities outside the band are 0
+        if (drop) {
+          dropout_multipliers(m, a.rng, a.stream_row(a.row0, b, h, i) + band.c0, w, a.dropout_p);
+          for (int64_t j = 0; j < w; ++j) Pd[(i - i0) * w + j] = row[band.c0 + j] * m[j];
+        }
       }
-      for (int64_t j = keys; j < T; ++j) row[j] = 0.0f;
-      if (dropout_p > 0.0f) {
-        dropout_multipliers(m, rng, stream_row(dims, b, h, i), keys, dropout_p);
-        for (int64_t j = 0; j < keys; ++j) Pd[i * keys + j] = row[j] * m[j];
-      }
+      gemm(false, false, rows, D, w, 1.0f, drop ? Pd : P + i0 * T + band.c0, drop ? w : T,
+           vg + band.c0 * a.ldv, a.ldv, 0.0f, out + (s.start + i0) * a.ldo + h * D, a.ldo);
     }
-    const float* Pv = dropout_p > 0.0f ? Pd : P;
-    gemm(false, false, T, D, keys, 1.0f, Pv, dropout_p > 0.0f ? keys : T, v, C3, 0.0f,
-         out + b * T * C + h * D, C);
   });
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
-                        const int32_t* key_mask, AttentionDims dims, float dropout_p, RngKey rng,
-                        float* workspace) {
-  resolve_micro(rng, dims.row0);
-  const int64_t B = dims.B, T = dims.T, H = dims.H, D = dims.D, C = H * D, C3 = 3 * C;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-  const bool drop = dropout_p > 0.0f;
-  for_each_head(B * H, workspace, attention_workspace_per_thread(T, D), [&](int64_t u, float* ws) {
-    const int64_t b = u / H, h = u % H;
-    const int64_t L = attended_keys(key_mask + b * T, T);
-    const int64_t keys = L > 0 ? L : T;
-    const float* q = qkv + b * T * C3 + h * D;
-    const float* k = q + C;
-    const float* v = q + 2 * C;
-    const float* dO = dout + b * T * C + h * D;
-    float* dq = dqkv + b * T * C3 + h * D;
-    float* dk = dq + C;
-    float* dv = dq + 2 * C;
-    const float* P = probs + u * T * T;
-    float* dS = ws;             // (T, keys): dP' = dO V^T, turned into dS in place
-    float* Pd = ws + T * T;     // (T, keys): dropped probabilities P'
-    float* m = ws + 2 * T * T;  // (keys): dropout multipliers of one row
-
-    gemm(false, true, T, keys, D, 1.0f, dO, C, v, C3, 0.0f, dS, keys);
-    for (int64_t i = 0; i < T; ++i) {
-      const float* prow = P + i * T;
-      float* drow = dS + i * keys;
-      if (drop) {
-        dropout_multipliers(m, rng, stream_row(dims, b, h, i), keys, dropout_p);
-        for (int64_t j = 0; j < keys; ++j) {
-          Pd[i * keys + j] = prow[j] * m[j];
-          drow[j] *= m[j];
+void attention_backward(const AttentionArgs& args, float* dq, float* dk, float* dv,
+                        const float* dout, const float* q, const float* k, const float* v,
+                        const float* probs, float* workspace) {
+  AttentionArgs a = args;
+  resolve_micro(a.rng, a.row0);
+  const int64_t T = a.T, D = a.spec.head_dim, G = a.group();
+  const float scale = a.spec.scale, cap = a.spec.softcap;
+  const bool drop = a.dropout_p > 0.0f;
+  for_each_unit(a.B * a.spec.kv_heads, workspace, attention_workspace_per_thread(T),
+                [&](int64_t u, float* ws) {
+    const int64_t b = u / a.spec.kv_heads, g = u % a.spec.kv_heads;
+    const Seq s = sequence(a, b);
+    if (s.len == 0) return;
+    const int64_t keys = s.keys;
+    const float* kg = k + s.start * a.ldk + g * D;
+    const float* vg = v + s.start * a.ldv + g * D;
+    float* dkg = dk + s.start * a.lddk + g * D;
+    float* dvg = dv + s.start * a.lddv + g * D;
+    float* dS = ws;             // (block, band): dP' = dO V^T, turned into dS in place
+    float* Pd = ws + T * T;     // (block, band): dropped probabilities P', then (softcap) scores
+    float* m = ws + 2 * T * T;  // (band): dropout multipliers of one row
+    const int64_t block = banded(a) ? kQueryBlock : s.len;
+    // Blocks add into dK and dV; one block (no band) writes them with the group's first head.
+    if (block < s.len)
+      for (int64_t j = 0; j < keys; ++j)
+        for (int64_t d = 0; d < D; ++d) dkg[j * a.lddk + d] = dvg[j * a.lddv + d] = 0.0f;
+    for (int64_t h = g * G; h < (g + 1) * G; ++h) {
+      const float beta = h == g * G && block >= s.len ? 0.0f : 1.0f;
+      const float* qh = q + s.start * a.ldq + h * D;
+      const float* dO = dout + s.start * a.ldo + h * D;
+      float* dqh = dq + s.start * a.lddq + h * D;
+      const float* P = probs + a.probs_row(s.start, s.len, h, 0) * T;
+      VisibleScan ahead{s.mask};
+      for (int64_t i0 = 0; i0 < s.len; i0 += block) {
+        const int64_t i1 = std::min(s.len, i0 + block), rows = i1 - i0;
+        const Band band = key_band(a, s, i0, i1, ahead);
+        const int64_t w = band.width(), c0 = band.c0;
+        const float* kb = kg + c0 * a.ldk;
+        gemm(false, true, rows, w, D, 1.0f, dO + i0 * a.ldo, a.ldo, vg + c0 * a.ldv, a.ldv, 0.0f,
+             dS, w);
+        for (int64_t i = i0; i < i1; ++i) {
+          const float* prow = P + i * T + c0;
+          float* drow = dS + (i - i0) * w;
+          if (drop) {
+            dropout_multipliers(m, a.rng, a.stream_row(a.row0, b, h, i) + c0, w, a.dropout_p);
+            for (int64_t j = 0; j < w; ++j) {
+              Pd[(i - i0) * w + j] = prow[j] * m[j];
+              drow[j] *= m[j];
+            }
+          }
+          float dot = 0.0f;
+          for (int64_t j = 0; j < w; ++j) dot += prow[j] * drow[j];
+          for (int64_t j = 0; j < w; ++j) drow[j] = prow[j] * (drow[j] - dot);
         }
+        gemm(true, false, w, D, rows, 1.0f, drop ? Pd : P + i0 * T + c0, drop ? w : T,
+             dO + i0 * a.ldo, a.ldo, beta, dvg + c0 * a.lddv, a.lddv);
+        if (cap > 0.0f) {  // through s = cap tanh(x / cap): ds/dx = 1 - (s / cap)^2
+          gemm(false, true, rows, w, D, scale, qh + i0 * a.ldq, a.ldq, kb, a.ldk, 0.0f, Pd, w);
+          for (int64_t e = 0; e < rows * w; ++e) {
+            const float t = std::tanh(Pd[e] / cap);
+            dS[e] *= 1.0f - t * t;
+          }
+        }
+        gemm(false, false, rows, D, w, scale, dS, w, kb, a.ldk, 0.0f, dqh + i0 * a.lddq, a.lddq);
+        gemm(true, false, w, D, rows, scale, dS, w, qh + i0 * a.ldq, a.ldq, beta,
+             dkg + c0 * a.lddk, a.lddk);
       }
-      float dot = 0.0f;
-      for (int64_t j = 0; j < keys; ++j) dot += prow[j] * drow[j];
-      for (int64_t j = 0; j < keys; ++j) drow[j] = prow[j] * (drow[j] - dot);
     }
-    // dV = P'^T dO, dQ = scale dS K, dK = scale dS^T Q; keys past `keys` are padding: zero.
-    gemm(true, false, keys, D, T, 1.0f, drop ? Pd : P, drop ? keys : T, dO, C, 0.0f, dv, C3);
-    gemm(false, false, T, D, keys, scale, dS, keys, k, C3, 0.0f, dq, C3);
-    gemm(true, false, keys, D, T, scale, dS, keys, q, C3, 0.0f, dk, C3);
-    for (int64_t j = keys; j < T; ++j)
-      for (int64_t d = 0; d < D; ++d) dk[j * C3 + d] = dv[j * C3 + d] = 0.0f;
+    // Keys past `keys` are padding no query attends to: zero gradients.
+    for (int64_t j = keys; j < s.len; ++j)
+      for (int64_t d = 0; d < D; ++d) dkg[j * a.lddk + d] = dvg[j * a.lddv + d] = 0.0f;
   });
 }
 

@@ -1,7 +1,6 @@
 // cuDNN flash attention behind the attention op (see attention_cudnn.h).
 #include "ops/attention_cudnn.h"
 
-#include <atomic>
 #include <mutex>
 #include <set>
 #include <string>
@@ -22,15 +21,13 @@
 namespace ftune {
 namespace {
 
-std::atomic<AttentionKernel> g_kernel{AttentionKernel::Ftune};
-
 constexpr size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
 // Where stats, seq_lens and rng sit in the probs buffer (byte offsets), and the bytes they need.
 struct ProbsLayout {
   size_t seq_lens = 0, rng = 0, end = 0;
 };
-ProbsLayout probs_layout(const cpu::AttentionDims& d) {
+ProbsLayout probs_layout(const CudnnAttentionDims& d) {
   ProbsLayout l;
   l.seq_lens = align16(static_cast<size_t>(d.B * d.H * d.T) * sizeof(float));
   l.rng = align16(l.seq_lens + static_cast<size_t>(2 * d.B) * sizeof(int32_t));
@@ -39,17 +36,12 @@ ProbsLayout probs_layout(const cpu::AttentionDims& d) {
 }
 
 #ifdef FTUNE_WITH_CUDA
-// Whether this call runs through cuDNN; the same answer for a layer's forward and backward (and a
-// recomputation): it depends only on the shape, the buffers and cuDNN's cached build.
-// probs (B, H, T, T): cuDNN when the process chose it and the call qualifies, else ftune's kernel
-// (one warning per refused shape). probs flat (cuDNN's state, ops/attention_cudnn.h): cuDNN
-// unless it refuses; then ftune's kernel when the buffer holds the probabilities (one warning per
+// Whether this call (its kernel cuDNN) runs through cuDNN; the same answer for a layer's forward
+// and backward (and a recomputation): it depends only on the shape, the buffers and cuDNN's
+// cached build. Refused: ftune's kernel when the buffer holds the probabilities (one warning per
 // shape), else a ShapeError naming the shape and training.attention: ftune.
 bool qualifies(const TensorView& qkv, const TensorView& probs, const TensorView& workspace,
-               const cpu::AttentionDims& d, float dropout_p, cuda::SdpaShape* shape) {
-  const bool state_buffer = probs.rank() == 1;
-  if (!state_buffer && g_kernel.load(std::memory_order_relaxed) != AttentionKernel::Cudnn)
-    return false;
+               const CudnnAttentionDims& d, float dropout_p, cuda::SdpaShape* shape) {
   shape->B = d.B;
   shape->T = d.T;
   shape->H = d.H;
@@ -57,7 +49,10 @@ bool qualifies(const TensorView& qkv, const TensorView& probs, const TensorView&
   shape->dtype = qkv.dtype == DType::BF16 ? cuda::SdpaDtype::BF16 : cuda::SdpaDtype::F16;
   shape->dropout = dropout_p;
   std::string why;
-  if (qkv.device.is_cpu() || (qkv.dtype != DType::BF16 && qkv.dtype != DType::F16)) {
+  if (!qkv.defined()) {
+    why = "cuDNN's graphs take BERT's fused-QKV layout (padded, bidirectional, equal heads, no "
+          "window or soft-cap), not this call";
+  } else if (qkv.device.is_cpu() || (qkv.dtype != DType::BF16 && qkv.dtype != DType::F16)) {
     why = fmt::format("cuDNN runs 16-bit attention on a GPU, this is {} on {}",
                       dtype_name(qkv.dtype), device_name(qkv.device));
   } else if (!cuda::cudnn_sdpa_compiled()) {
@@ -75,7 +70,7 @@ bool qualifies(const TensorView& qkv, const TensorView& probs, const TensorView&
   cuda::fail_if_cudnn_required(
       fmt::format("cuDNN attention refused B={} T={} H={} D={}", d.B, d.T, d.H, d.D), why);
   const int64_t probs_floats = d.B * d.H * d.T * d.T;
-  if (state_buffer && probs.numel() < probs_floats)
+  if (probs.numel() < probs_floats)
     throw ShapeError(fmt::format(
         "attention B={} T={} H={} D={}: cuDNN cannot run it ({}), and the run planned only "
         "cuDNN's state for attention ({} floats per layer; ftune's kernel needs {} for this "
@@ -100,7 +95,7 @@ struct CudnnBuffers {
   int64_t* rng;
 };
 CudnnBuffers prepare(const TensorView& probs, const TensorView& key_mask,
-                     const cpu::AttentionDims& d, RngKey rng) {
+                     const CudnnAttentionDims& d, RngKey rng) {
   char* base = static_cast<char*>(probs.data);
   const ProbsLayout l = probs_layout(d);
   CudnnBuffers b{reinterpret_cast<float*>(base), reinterpret_cast<int32_t*>(base + l.seq_lens),
@@ -113,18 +108,12 @@ CudnnBuffers prepare(const TensorView& probs, const TensorView& key_mask,
 
 }  // namespace
 
-void set_attention_kernel(AttentionKernel kernel) { g_kernel.store(kernel); }
-AttentionKernel attention_kernel() { return g_kernel.load(); }
-const char* attention_kernel_name(AttentionKernel kernel) {
-  return kernel == AttentionKernel::Cudnn ? "cudnn" : "ftune";
-}
-
 bool uses_cudnn_attention(AttentionKernel kernel, Device device, DType compute) {
   return kernel == AttentionKernel::Cudnn && !device.is_cpu() && compute != DType::F32;
 }
 
 int64_t cudnn_attention_state_floats(int64_t B, int64_t H, int64_t T) {
-  const cpu::AttentionDims d{B, T, H, 1};
+  const CudnnAttentionDims d{B, T, H, 1};
   return static_cast<int64_t>(probs_layout(d).end / sizeof(float));
 }
 
@@ -170,14 +159,11 @@ int64_t cudnn_attention_workspace_floats(int64_t B, int64_t H, int64_t T, int64_
 }
 
 bool try_cudnn_attention_forward(TensorView out, TensorView probs, TensorView qkv,
-                                 TensorView key_mask, const cpu::AttentionDims& d,
+                                 TensorView key_mask, const CudnnAttentionDims& d,
                                  float dropout_p, RngKey rng, TensorView workspace) {
 #ifdef FTUNE_WITH_CUDA
   cuda::SdpaShape shape;
-  if (!qualifies(qkv, probs, workspace, d, dropout_p, &shape)) {
-    count_gpu_path(GpuPath::AttentionFtune);
-    return false;
-  }
+  if (!qualifies(qkv, probs, workspace, d, dropout_p, &shape)) return false;
   count_gpu_path(GpuPath::AttentionCudnn);
   const CudnnBuffers b = prepare(probs, key_mask, d, rng);
   const profile::OpScope scope("cudnn_sdpa", qkv.device);
@@ -193,14 +179,11 @@ bool try_cudnn_attention_forward(TensorView out, TensorView probs, TensorView qk
 
 bool try_cudnn_attention_backward(TensorView dqkv, TensorView dout, TensorView qkv,
                                   TensorView out, TensorView probs, TensorView key_mask,
-                                  const cpu::AttentionDims& d, float dropout_p, RngKey rng,
+                                  const CudnnAttentionDims& d, float dropout_p, RngKey rng,
                                   TensorView workspace) {
 #ifdef FTUNE_WITH_CUDA
   cuda::SdpaShape shape;
-  if (!qualifies(qkv, probs, workspace, d, dropout_p, &shape)) {
-    count_gpu_path(GpuPath::AttentionFtune);
-    return false;
-  }
+  if (!qualifies(qkv, probs, workspace, d, dropout_p, &shape)) return false;
   count_gpu_path(GpuPath::AttentionCudnn);
   if (!out.defined())
     throw ShapeError(

@@ -29,9 +29,11 @@
 //     (or its recomputation) is what the backward pass reads;
 //   - the workspace must hold cuDNN's (cudnn_sdpa_workspace_bytes of the shape); a call whose
 //     workspace is smaller is refused as above.
-// With a (B, H, T, T) probs buffer (plans for ftune's kernel, and callers that do not plan for
-// cuDNN), the process-wide choice (set_attention_kernel) decides; a qualifying call runs cuDNN
-// on the buffer's start and a refused one runs ftune's kernel (one warning per shape).
+// The choice of cuDNN travels with each call (AttentionCall::kernel, ops/attention.h; the run's
+// training.attention): no process-wide setting. A call whose buffer also holds ftune's
+// probabilities runs ftune's kernel when cuDNN refuses it, with one warning per shape.
+// Today's graphs take BERT's case: the fused (B, T, 3C) QKV layout, padded, bidirectional, equal
+// heads, scale 1/sqrt(D), no window or soft-cap; the attention op passes no qkv for other calls.
 //
 // Dropout draws cuDNN's Philox masks, not ftune's: seed from (run seed, site, row0 of the
 // micro-batch), offset from the optimizer step. Forward and backward (and checkpointing's
@@ -54,11 +56,11 @@
 
 namespace ftune {
 
-enum class AttentionKernel : uint8_t { Ftune, Cudnn };
-
-void set_attention_kernel(AttentionKernel kernel);  // default Ftune
-AttentionKernel attention_kernel();
-const char* attention_kernel_name(AttentionKernel kernel);  // "ftune", "cudnn"
+// The call as cuDNN sees it: (B, T, H, D) and the dropout row of the micro-batch.
+struct CudnnAttentionDims {
+  int64_t B = 0, T = 0, H = 0, D = 0;
+  uint64_t row0 = 0;
+};
 
 // Whether a run plans cuDNN's state instead of the probabilities: the kernel is cuDNN, the device
 // a GPU and the compute type 16-bit (cuDNN's flash attention has no fp32).
@@ -84,18 +86,18 @@ std::string cudnn_attention_probe(Device device, int64_t B, int64_t T, int64_t H
 // backward uses) plus 16 MiB of slack, in floats.
 int64_t cudnn_attention_workspace_floats(int64_t B, int64_t H, int64_t T, int64_t D);
 
-// Run the pass through cuDNN and return true when the call asks for it (a flat state buffer, or
-// the process uses cuDNN attention) and qualifies (CUDA, 16-bit storage, cuDNN built and
-// accepting the shape, the buffers large enough); return false, having done nothing, when
-// ftune's kernel must run (probs then holds its (B, H, T, T) probabilities). Throws ShapeError
-// when cuDNN refuses a call whose flat buffer has no room for ftune's kernel (see above).
+// Run the pass of a call whose kernel is cuDNN through cuDNN and return true when it qualifies
+// (CUDA, 16-bit storage, the fused layout: qkv (B, T, 3C) defined, cuDNN built and accepting the
+// shape, the buffers large enough); return false, having done nothing, when ftune's kernel must
+// run (probs then holds its probabilities). Throws ShapeError when cuDNN refuses a call whose
+// buffer has no room for ftune's kernel (see above).
 bool try_cudnn_attention_forward(TensorView out, TensorView probs, TensorView qkv,
-                                 TensorView key_mask, const cpu::AttentionDims& d,
+                                 TensorView key_mask, const CudnnAttentionDims& d,
                                  float dropout_p, RngKey rng, TensorView workspace);
 // `out`: the forward pass's output (cuDNN's backward reads it).
 bool try_cudnn_attention_backward(TensorView dqkv, TensorView dout, TensorView qkv,
                                   TensorView out, TensorView probs, TensorView key_mask,
-                                  const cpu::AttentionDims& d, float dropout_p, RngKey rng,
+                                  const CudnnAttentionDims& d, float dropout_p, RngKey rng,
                                   TensorView workspace);
 
 }  // namespace ftune

@@ -26,7 +26,7 @@ namespace cpu {
 // Converts n elements from one float storage type to another.
 void cast(void* out, DType out_type, const void* inp, DType inp_type, int64_t n);
 // Thread-local fp32 scratch slot `slot` (0 .. kStagingSlots - 1) of at least n floats.
-constexpr int kStagingSlots = 6;
+constexpr int kStagingSlots = 8;
 float* staging(int slot, int64_t n);
 // A (rows, cols) matrix with row stride ld as fp32: its own data when it is f32, else a contiguous
 // copy in staging slot `slot` (row stride cols). *ld_out receives the row stride to use.

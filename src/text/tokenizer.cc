@@ -56,6 +56,9 @@ Tokenizer Tokenizer::from_file(const std::string& tokenizer_json) {
 Tokenizer Tokenizer::from_dir(const std::string& dir) {
   const std::filesystem::path d(dir);
   const std::string tok = (d / "tokenizer.json").string();
+  if (!std::filesystem::is_directory(d))
+    throw InputError(std::filesystem::exists(d) ? dir + ": not a directory"
+                                                : dir + ": no such directory");
   if (!std::filesystem::exists(tok))
     throw InputError(dir + ": no tokenizer.json in this directory");
   const std::string cfg = (d / "tokenizer_config.json").string();

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/device.h"
+#include "core/thread_pool.h"
 #include "cuda/cuda_libraries.h"
 #include "ops/attention_cudnn.h"
 #include "train/precision.h"
@@ -41,6 +42,21 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
     p.request.budget =
         static_cast<size_t>(static_cast<double>(p.memory.available) * tc.memory_fraction);
     p.budget_source = fmt::format("training.memory_fraction {:g}", tc.memory_fraction);
+    if (options.device.is_cpu() && !options.device_memory) {
+      // The process itself, and what the run adds outside the arena (host_reserve.h).
+      const size_t prefetch = static_cast<size_t>(tc.prefetch * cfg.effective_batch() * max_seq) *
+                              4 * sizeof(int32_t);  // ids, types, mask, positions
+      p.host = host_reserve(p.memory, process_memory(), compute_threads(), prefetch);
+      const size_t budget = cpu_budget(p.memory.available, tc.memory_fraction, p.host->total());
+      if (budget < p.request.budget) {
+        p.request.budget = budget;
+        p.budget_source = fmt::format(
+            "the available memory less {} for the process outside the arena (its {} of mapped "
+            "files, {} the run adds later; training.memory_fraction {:g} would leave less)",
+            format_bytes(p.host->total()), format_bytes(p.host->unaccounted_rss),
+            format_bytes(p.host->after_plan), tc.memory_fraction);
+      }
+    }
   } else {
     p.request.budget = parse_bytes(tc.memory_budget, "training.memory_budget");
     p.budget_source = "training.memory_budget";
@@ -74,7 +90,6 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
       p.choice = choose_batch(p.target, p.request);
     }
   }
-  set_attention_kernel(p.attention.kernel);
   return p;
 }
 

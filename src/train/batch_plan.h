@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "core/memory.h"
+#include "train/host_reserve.h"
 #include "train/memory_planner.h"
 #include "train/precision.h"
 #include "train/train_config.h"
@@ -22,7 +23,9 @@ struct RunBatchPlan {
   BatchChoice choice;
   std::string budget_source;  // "training.memory_fraction 0.95" or "training.memory_budget"
   ResolvedPrecision precision;  // training.precision resolved for the device (target.precision)
-  ResolvedAttention attention;  // training.attention (the process's attention kernel is set to it)
+  ResolvedAttention attention;  // training.attention, passed to the model (one channel)
+  // CPU runs under memory_fraction: what the margin holds outside the arena (host_reserve.h).
+  std::optional<HostReserve> host;
 };
 
 struct BatchPlanOptions {

@@ -28,15 +28,23 @@ CheckpointStore::CheckpointStore(std::string run_dir, int64_t keep_last)
   const std::string index = (fs::path(root_) / "index.json").string();
   if (fs::exists(index)) {
     const nlohmann::json j = io::read_json_file(index);
-    for (const auto& e : j.at("checkpoints")) {
-      const int64_t step = e.at("step").get<int64_t>();
+    if (!j.is_object() || !j.contains("checkpoints") || !j["checkpoints"].is_array())
+      throw InputError(fmt::format("{}: expected an object with a 'checkpoints' array", index));
+    for (const auto& e : j["checkpoints"]) {
+      const int64_t step = io::get_int(e, "step", index + ": checkpoints[]");
+      if (step < 0)
+        throw InputError(fmt::format("{}: checkpoint step {} is negative", index, step));
+      if (find(step))
+        throw InputError(fmt::format("{}: checkpoint {} is listed twice", index, step));
       const std::string dir = (fs::path(root_) / checkpoint_dir_name(step)).string();
       if (!fs::is_directory(dir))
         throw InputError(
             fmt::format("{}: names checkpoint {} but {} is missing", index, step, dir));
       entries_.push_back({step, dir});
     }
-    best_step_ = j.value("best_step", int64_t{-1});
+    std::sort(entries_.begin(), entries_.end(),
+              [](const auto& a, const auto& b) { return a.step < b.step; });
+    best_step_ = io::get_optional_int(j, "best_step", index).value_or(-1);
   }
   // Leftovers of an interrupted save or of retention: anything the index does not name.
   for (const auto& item : fs::directory_iterator(root_)) {
@@ -78,8 +86,16 @@ std::string CheckpointStore::save(int64_t step, bool best,
                                                          static_cast<long>(getpid())))
                               .string();
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  write(tmp);
+  try {
+    fs::create_directories(tmp);
+    write(tmp);
+  } catch (...) {
+    // A write that failed (a full disk) leaves nothing behind: the previous checkpoints stay
+    // the complete ones, and no partial directory waits for the next resume to be removed.
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
   fs::remove_all(dir);  // not in the index: a leftover
   fs::rename(tmp, dir);
   entries_.push_back({step, dir});

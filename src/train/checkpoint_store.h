@@ -5,7 +5,8 @@
 // Crash safety: a checkpoint is written into a hidden temporary directory, renamed into place
 // (atomic), and only then entered in index.json (written atomically); retention deletes old
 // directories only after the index no longer names them. A kill at any moment therefore leaves the
-// index naming complete checkpoints only; leftovers of an interrupted save are removed on open.
+// index naming complete checkpoints only; leftovers of an interrupted save are removed on open,
+// and a save that fails (a full disk) removes its temporary directory before the error goes on.
 // Retention keeps the `keep_last` most recent checkpoints and never deletes the best.
 #pragma once
 

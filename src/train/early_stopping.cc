@@ -1,7 +1,12 @@
 // Early stopping state machine (see early_stopping.h).
 #include "train/early_stopping.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
+
+#include "core/error.h"
+#include "io/json_file.h"
 
 namespace ftune {
 
@@ -29,11 +34,20 @@ nlohmann::json EarlyStopping::state() const {
   return j;
 }
 
-void EarlyStopping::restore(const nlohmann::json& s) {
-  best_ = s.at("best").is_null() ? std::nullopt : std::optional<double>(s.at("best").get<double>());
-  best_loss_ = s.at("best_loss").get<double>();
-  best_step_ = s.at("best_step").get<int64_t>();
-  bad_evals_ = s.at("evals_without_improvement").get<int64_t>();
+void EarlyStopping::restore(const nlohmann::json& s, const std::string& where) {
+  const std::optional<double> best = io::get_optional_float(s, "best", where);
+  // state() writes a NaN loss as null (JSON has no NaN).
+  const double best_loss = io::get_optional_float(s, "best_loss", where).value_or(std::nan(""));
+  const int64_t best_step = io::get_int(s, "best_step", where);
+  const int64_t bad_evals = io::get_int(s, "evals_without_improvement", where);
+  if (bad_evals < 0 || best_step < -1)
+    throw InputError(
+        fmt::format("{}: best_step ({}) must be >= -1 and evals_without_improvement ({}) >= 0",
+                    where, best_step, bad_evals));
+  best_ = best;
+  best_loss_ = best_loss;
+  best_step_ = best_step;
+  bad_evals_ = bad_evals;
 }
 
 }  // namespace ftune

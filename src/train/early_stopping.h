@@ -31,7 +31,8 @@ class EarlyStopping {
   int64_t evals_without_improvement() const { return bad_evals_; }
 
   nlohmann::json state() const;
-  void restore(const nlohmann::json& state);
+  // Restores what state() wrote; a malformed state raises InputError naming `where`.
+  void restore(const nlohmann::json& state, const std::string& where);
 
  private:
   std::string metric_;

@@ -222,15 +222,35 @@ void set_dotted(YAML::Node root, const std::string& dotted, const YAML::Node& va
   set_dotted(child, dotted.substr(dot + 1), value);
 }
 
+}  // namespace
+
+KeyOrigin::KeyOrigin(std::string file, std::vector<std::string> overrides, std::string label)
+    : file_(std::move(file)), overrides_(std::move(overrides)), label_(std::move(label)) {}
+
+std::string KeyOrigin::of(const std::string& key) const {
+  for (auto it = overrides_.rbegin(); it != overrides_.rend(); ++it) {
+    const std::string set = it->substr(0, it->find('='));
+    if (key == set || key.rfind(set + ".", 0) == 0 || set.rfind(key + ".", 0) == 0)
+      return fmt::format("{} '{}'", label_, *it);
+  }
+  return file_;
+}
+
+std::string KeyOrigin::key(const std::string& key) const {
+  return fmt::format("{}: key '{}'", of(key), key);
+}
+
+namespace {
+
 // Checks the batch keys and fills in the derived ones (train_config.h, Training).
 void resolve_batch_sizes(TrainConfig::Training& t, const YAML::Node& root,
-                         const std::string& name) {
+                         const KeyOrigin& origin) {
   auto given = [&](const char* key) {
     const YAML::Node n = find(root, std::string("training.") + key);
     return n.IsDefined() && !n.IsNull();
   };
   auto fail = [&](const char* key, const std::string& what) {
-    throw InputError(fmt::format("{}: key 'training.{}' {}", name, key, what));
+    throw InputError(fmt::format("{} {}", origin.key(std::string("training.") + key), what));
   };
   const YAML::Node bs = find(root, "training.batch_size");
   const bool auto_batch = !given("batch_size") || (bs.IsScalar() && bs.Scalar() == "auto");
@@ -270,6 +290,11 @@ void resolve_batch_sizes(TrainConfig::Training& t, const YAML::Node& root,
 }  // namespace
 
 TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& name) {
+  return parse(root_in, KeyOrigin(name));
+}
+
+TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origin) {
+  const std::string& name = origin.file();
   TrainConfig c;
   if (root_in.IsMap()) {
     // Keys given twice, found on the parsed document itself: a clone loses the line numbers.
@@ -284,8 +309,8 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
         name));
   if (root["preset"]) {
     if (!root["preset"].IsScalar())
-      throw InputError(fmt::format("{}: key 'preset' must be a preset name", name));
-    YAML::Node defaults = preset_defaults(root["preset"].Scalar(), name);
+      throw InputError(fmt::format("{} must be a preset name", origin.key("preset")));
+    YAML::Node defaults = preset_defaults(root["preset"].Scalar(), origin.of("preset"));
     // A preset gives the recipe's effective batch; a user who sets the micro-batch or the
     // accumulation defines the effective batch through them instead.
     if (root["training"] && root["training"].IsMap() &&
@@ -306,16 +331,16 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
     size_t best_d = 4;
     for (const std::string& cand : known)
       if (size_t d = edit_distance(k, cand); d < best_d) best_d = d, best = cand;
-    throw InputError(fmt::format("{}: unknown key '{}'{}", name, k,
+    throw InputError(fmt::format("{}: unknown key '{}'{}", origin.of(k), k,
                                  best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best)));
   }
   for (const Field& f : fields)
     if (const YAML::Node n = find(root, f.key); n.IsDefined() && !n.IsNull())
-      f.read(n, fmt::format("{}: key '{}'", name, f.key));
+      f.read(n, origin.key(f.key));
 
-  if (root["peft"]) c.peft = parse_adapter_config(root["peft"], name + ": peft");
+  if (root["peft"]) c.peft = parse_adapter_config(root["peft"], origin.of("peft") + ": peft");
   auto require = [&](bool ok, const std::string& key, const std::string& what) {
-    if (!ok) throw InputError(fmt::format("{}: key '{}' {}", name, key, what));
+    if (!ok) throw InputError(fmt::format("{} {}", origin.key(key), what));
   };
   auto one_of = [&](const std::string& value, std::initializer_list<const char*> allowed,
                     const std::string& key) {
@@ -323,8 +348,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
       if (value == a) return;
     std::string list;
     for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    throw InputError(
-        fmt::format("{}: key '{}' must be one of {}, got '{}'", name, key, list, value));
+    throw InputError(fmt::format("{} must be one of {}, got '{}'", origin.key(key), list, value));
   };
   const auto& d = c.data;
   const auto& t = c.training;
@@ -353,7 +377,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   require(d.max_length >= 2, "data.max_length", "must be at least 2");
   require(t.epochs >= 1 || t.max_steps > 0, "training.epochs", "must be at least 1");
   require(t.max_steps >= 0, "training.max_steps", "must be >= 0");
-  resolve_batch_sizes(c.training, root, name);
+  resolve_batch_sizes(c.training, root, origin);
   require(t.learning_rate > 0, "training.learning_rate", "must be positive");
   require(t.layer_decay > 0 && t.layer_decay <= 1, "training.layer_decay", "must be in (0, 1]");
   require(t.weight_decay >= 0, "training.weight_decay", "must be >= 0");
@@ -377,12 +401,11 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   try {
     parse_device(t.device);
   } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: key 'training.device': {}", name, e.what()));
+    throw InputError(fmt::format("{}: {}", origin.key("training.device"), e.what()));
   }
   require(t.memory_fraction > 0 && t.memory_fraction <= 1, "training.memory_fraction",
           "must be in (0, 1]");
-  if (!t.memory_budget.empty())
-    parse_bytes(t.memory_budget, fmt::format("{}: key 'training.memory_budget'", name));
+  if (!t.memory_budget.empty()) parse_bytes(t.memory_budget, origin.key("training.memory_budget"));
   one_of(t.plan_lengths, {"data", "max_length"}, "training.plan_lengths");
   one_of(t.precision, {"auto", "fp32", "bf16", "fp16"}, "training.precision");
   one_of(t.tf32, {"auto", "on", "off"}, "training.tf32");
@@ -410,7 +433,8 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const std::string& nam
   return c;
 }
 
-TrainConfig TrainConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
+TrainConfig TrainConfig::load(const std::string& path, const std::vector<std::string>& overrides,
+                              const std::string& overrides_origin) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -422,7 +446,7 @@ TrainConfig TrainConfig::load(const std::string& path, const std::vector<std::st
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   apply_overrides(root, overrides);
-  return parse(root, path);
+  return parse(root, KeyOrigin(path, overrides, overrides_origin));
 }
 
 std::vector<float> resolve_class_weights(const TrainConfig::Training& t,
@@ -466,22 +490,7 @@ void apply_overrides(YAML::Node root, const std::vector<std::string>& overrides)
 }
 
 Device training_device(const TrainConfig& config) {
-  const Device device = parse_device(config.training.device);
-  if (device.is_cpu()) return device;
-  if (!cuda_built())
-    throw InputError(fmt::format(
-        "key 'training.device' is '{}', but this ftune was built without CUDA (rebuild with "
-        "-DFTUNE_CUDA=ON, or set training.device=cpu)",
-        config.training.device));
-  const int count = cuda_device_count();
-  if (device.index >= count)
-    throw InputError(fmt::format(
-        "key 'training.device' is '{}', but {} (`ftune doctor` lists the devices)",
-        config.training.device,
-        count == 0 ? std::string("no CUDA GPU is visible")
-                   : fmt::format("only {} CUDA GPU{} visible (cuda:0 .. cuda:{})", count,
-                                 count == 1 ? " is" : "s are", count - 1)));
-  return device;
+  return usable_device(config.training.device, "key 'training.device'");
 }
 
 }  // namespace ftune

@@ -18,6 +18,25 @@
 
 namespace ftune {
 
+// Where a key's value came from, for messages: the YAML file, or the override that set it
+// ("command-line override 'training.epochs=0'"), so an error is blamed on what the user typed.
+class KeyOrigin {
+ public:
+  explicit KeyOrigin(std::string file, std::vector<std::string> overrides = {},
+                     std::string label = "command-line override");
+  const std::string& file() const { return file_; }
+  // "config.yaml" or "command-line override 'training.epochs=0'" (the last override setting
+  // `key`, a section above it or a key below it).
+  std::string of(const std::string& key) const;
+  // "<of(key)>: key 'training.epochs'"
+  std::string key(const std::string& key) const;
+
+ private:
+  std::string file_;
+  std::vector<std::string> overrides_;
+  std::string label_;
+};
+
 struct TrainConfig {
   std::string preset;  // empty: none
   struct Model {
@@ -114,10 +133,13 @@ struct TrainConfig {
 
   YAML::Node resolved;  // the configuration after preset and overrides, as saved
 
-  // Loads FILE and applies `overrides` ("a.b=value", value parsed as YAML).
-  static TrainConfig load(const std::string& path, const std::vector<std::string>& overrides = {});
+  // Loads FILE and applies `overrides` ("a.b=value", value parsed as YAML); an error in a value
+  // an override set names that override ("<overrides_origin> 'a.b=value'"), not the file.
+  static TrainConfig load(const std::string& path, const std::vector<std::string>& overrides = {},
+                          const std::string& overrides_origin = "command-line override");
   // Parses YAML (name labels errors); applies the preset first.
   static TrainConfig parse(const YAML::Node& root, const std::string& name);
+  static TrainConfig parse(const YAML::Node& root, const KeyOrigin& origin);
 
   int64_t effective_batch() const { return training.effective_batch_size; }
 };

@@ -2,6 +2,7 @@
 #include "train/train_data.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -10,6 +11,7 @@
 #include "data/dataset.h"
 #include "data/splits.h"
 #include "models/hf_checkpoint.h"
+#include "models/input_limits.h"
 
 namespace ftune {
 namespace {
@@ -128,10 +130,19 @@ TokenizedSplit make_split(const std::string& name, const std::string& source,
 
 }  // namespace
 
+text::Tokenizer load_run_tokenizer(const TrainConfig& cfg) {
+  if (!std::filesystem::is_directory(cfg.model.path))
+    throw InputError(fmt::format(
+        "key 'model.path': the model directory '{}' {}", cfg.model.path,
+        std::filesystem::exists(cfg.model.path) ? "is not a directory" : "does not exist"));
+  text::Tokenizer tok = text::Tokenizer::from_dir(cfg.model.path);
+  check_tokenizer_vocabulary(tok, load_model_config(cfg.model.path), cfg.model.path);
+  return tok;
+}
+
 int64_t usable_max_length(const TrainConfig& cfg) {
   const EncoderConfig model = load_model_config(cfg.model.path, {});
-  const int64_t positions =
-      model.max_position_embeddings - (model.roberta_like() ? model.pad_token_id + 1 : 0);
+  const int64_t positions = max_input_tokens(model);
   if (cfg.data.max_length <= positions) return cfg.data.max_length;
   spdlog::warn("data.max_length {} exceeds the model's {} positions; using {}", cfg.data.max_length,
                positions, positions);

@@ -29,6 +29,10 @@ struct TrainData {
   nlohmann::json report;           // per split: rows, skipped, truncated, tokens, seconds
 };
 
+// The tokenizer of model.path, checked before any data is read: the directory exists (else an
+// error naming the key) and every token id has a row in the model's embedding.
+text::Tokenizer load_run_tokenizer(const TrainConfig& config);
+
 // data.max_length clipped to the positions of the model in model.path (warns when it clips).
 int64_t usable_max_length(const TrainConfig& config);
 

@@ -55,6 +55,7 @@
 #include "data/batcher.h"
 #include "data/prefetcher.h"
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "io/fingerprint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
@@ -80,6 +81,7 @@
 #include "train/step_scalars.h"
 #include "train/stop_signal.h"
 #include "train/train_data.h"
+#include "train/trainer_state.h"
 
 namespace ftune {
 namespace {
@@ -110,20 +112,34 @@ void copy_tokenizer_files(const std::string& from, const std::string& to) {
   }
 }
 
-// Hard links (or copies, across file systems) the HF model files of a checkpoint into `dst`.
-void publish_model(const std::string& checkpoint, const std::string& dst) {
+// Fills `dst` through `dst`.tmp, renamed into place; a failure (a full disk) removes the
+// temporary directory before the error goes on, so nothing half-written stays behind.
+void publish_dir(const std::string& dst, const std::function<void(const std::string&)>& fill) {
   const std::string tmp = dst + ".tmp";
   fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  for (const auto& item : fs::directory_iterator(checkpoint)) {
-    const std::string name = item.path().filename().string();
-    if (name == "trainer_state.json" || name == "optimizer.safetensors") continue;
+  try {
+    fs::create_directories(tmp);
+    fill(tmp);
+  } catch (...) {
     std::error_code ec;
-    fs::create_hard_link(item.path(), fs::path(tmp) / name, ec);
-    if (ec) fs::copy_file(item.path(), fs::path(tmp) / name);
+    fs::remove_all(tmp, ec);
+    throw;
   }
   fs::remove_all(dst);
   fs::rename(tmp, dst);
+}
+
+// Hard links (or copies, across file systems) the HF model files of a checkpoint into `dst`.
+void publish_model(const std::string& checkpoint, const std::string& dst) {
+  publish_dir(dst, [&](const std::string& tmp) {
+    for (const auto& item : fs::directory_iterator(checkpoint)) {
+      const std::string name = item.path().filename().string();
+      if (name == "trainer_state.json" || name == "optimizer.safetensors") continue;
+      std::error_code ec;
+      fs::create_hard_link(item.path(), fs::path(tmp) / name, ec);
+      if (ec) fs::copy_file(item.path(), fs::path(tmp) / name);
+    }
+  });
 }
 
 int64_t peak_rss_bytes() {
@@ -133,7 +149,8 @@ int64_t peak_rss_bytes() {
 }
 
 // Fault injection for the tests: FTUNE_DEBUG_EXIT_AT_MICRO_STEP=m ends the process like kill -9
-// just before micro-batch m (counted over the run); FTUNE_DEBUG_SIGTERM_AT_STEP=s sends SIGTERM
+// just before micro-batch m (counted over the run); FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=s does so
+// right after the checkpoint of step s is saved; FTUNE_DEBUG_SIGTERM_AT_STEP=s sends SIGTERM
 // to itself after optimizer step s; FTUNE_DEBUG_MICRO_BATCH_AT_STEP=s:m switches to micro-batches
 // of m rows from optimizer step s on, as the out-of-memory fallback would.
 int64_t debug_env(const char* name) {
@@ -254,6 +271,9 @@ class Trainer {
   nlohmann::json summary(const std::string& status) const;
   int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
 
+  // The run directory's lock (io/dir_lock.h): taken before anything there is read or written,
+  // released last (declared first, destroyed last).
+  std::optional<io::DirLock> lock_;
   const TrainConfig& cfg_;
   const TrainConfig::Training& tc_;
   TrainOptions options_;
@@ -309,10 +329,15 @@ class Trainer {
           nonfinite_in_row_ = 0;
   double train_seconds_ = 0, wait_seconds_ = 0;
   nlohmann::json best_eval_, last_eval_;
+  // "completed", or what stopped the run early ("early_stopping", "hook"): a resumed run that
+  // had stopped does not train on.
+  std::string stopped_by_ = "completed";
 
-  // Logging window (its loss sum is on the device: kWindowLoss).
+  // Logging window (its loss sum is on the device: kWindowLoss). Saved in checkpoints, so the
+  // first line logged after a resume is the uninterrupted run's.
   int64_t window_steps_ = 0, window_samples_ = 0, window_tokens_ = 0;
   Clock::time_point window_start_ = Clock::now();
+  double window_restored_seconds_ = 0;  // the window's training time before the resume
   double shown_loss_ = 0;  // the progress bar's loss: the last logged window's mean
   const int64_t step_scalar_reads_at_start_ = step_scalar_reads();
   const int64_t host_scalar_reads_at_start_ = host_scalar_reads();
@@ -351,7 +376,7 @@ void Trainer::prepare_run_dir() {
 }
 
 void Trainer::load_data_and_model() {
-  tok_.emplace(text::Tokenizer::from_dir(cfg_.model.path));
+  tok_.emplace(load_run_tokenizer(cfg_));
   LoadOptions load;
   load.reinit_mismatched_head = true;
   load.init_seed = tc_.seed;
@@ -400,14 +425,11 @@ void Trainer::plan_batch() {
     // A resumed run continues with the micro-batch and checkpointing it was using (the budget
     // may differ now); an allocation failure still halves it.
     if (const auto last = CheckpointStore(run_.string(), cfg_.checkpoint.keep_last).last()) {
-      const nlohmann::json s =
-          io::read_json_file((fs::path(last->dir) / "trainer_state.json").string());
-      if (s.contains("micro_batch")) {
-        options.micro_batch = s["micro_batch"].get<int64_t>();
-        options.checkpointing = s["gradient_checkpointing"].get<bool>()
-                                    ? GradientCheckpointing::On
-                                    : GradientCheckpointing::Off;
-      }
+      const TrainerState s =
+          read_trainer_state((fs::path(last->dir) / "trainer_state.json").string());
+      options.micro_batch = s.micro_batch;
+      options.checkpointing =
+          s.gradient_checkpointing ? GradientCheckpointing::On : GradientCheckpointing::Off;
     }
   }
   plan_ = plan_run_batch(cfg_, model_config_, data_, stream_seq_, options);
@@ -610,14 +632,9 @@ nlohmann::json Trainer::fingerprints() const {
 
 void Trainer::restore(const CheckpointEntry& ckpt) {
   const std::string state_path = (fs::path(ckpt.dir) / "trainer_state.json").string();
-  const nlohmann::json s = io::read_json_file(state_path);
-  if (s.value("version", 0) != 2)
-    throw InputError(fmt::format(
-        "cannot resume from {}: {} was written by an earlier ftune whose batching counted "
-        "micro-batches (version {}, expected 2); start a new run",
-        ckpt.dir, state_path, s.value("version", 0)));
+  const TrainerState s = read_trainer_state(state_path);
   const nlohmann::json now = fingerprints();
-  const nlohmann::json& was = s.at("fingerprints");
+  const nlohmann::json& was = s.fingerprints;
   auto refuse = [&](const std::string& what) {
     throw InputError(fmt::format(
         "cannot resume from {}: {} changed since the checkpoint was written; start a new run "
@@ -639,47 +656,53 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
     refuse(fmt::format("the label set (was [{}], now [{}])",
                        fmt::join(was["labels"].get<std::vector<std::string>>(), ", "),
                        fmt::join(data_.labels.names, ", ")));
-  if (s.at("threads").get<int64_t>() != compute_threads())
+  if (s.threads != compute_threads())
     spdlog::warn(
         "resuming with {} threads; the checkpoint was written with {}: results will "
         "not be bit-identical to an uninterrupted run",
-        compute_threads(), s.at("threads").get<int64_t>());
+        compute_threads(), s.threads);
 
   load_weights_from(ckpt.dir);
   const auto opt =
       io::SafetensorsFile::open((fs::path(ckpt.dir) / "optimizer.safetensors").string());
   opt.read_into("exp_avg", adamw_->exp_avg());
   opt.read_into("exp_avg_sq", adamw_->exp_avg_sq());
-  step_ = s.at("step").get<int64_t>();
-  micro_batches_ = s.at("micro_batches").get<int64_t>();
+  step_ = s.step;
+  micro_batches_ = s.micro_batches;
   // The micro-batch in use when the checkpoint was written (smaller than configured after an
   // out-of-memory fallback): the same cut of every step, so the same bits as without the kill.
-  const int64_t micro = s.at("micro_batch").get<int64_t>();
-  if (micro <= model_->options().max_batch)
-    set_micro_batch(micro);
+  if (s.micro_batch <= model_->options().max_batch)
+    set_micro_batch(s.micro_batch);
   else
     spdlog::warn(
         "the checkpoint ran micro-batches of {} rows; this run plans {}: results will "
         "match only up to float summation order",
-        micro, micro_batch_);
-  samples_ = s.at("samples").get<int64_t>();
-  tokens_ = s.at("real_tokens").get<int64_t>();
-  skipped_ = s.at("skipped_steps").get<int64_t>();
-  if (s.contains("loss_scale"))
-    scaler_.restore(s["loss_scale"].get<float>(), s["loss_scale_good_steps"].get<int64_t>());
-  nonfinite_in_row_ = s.at("nonfinite_in_row").get<int64_t>();
-  // What the device keeps between reads (step_scalars.h); the logging window starts empty.
+        s.micro_batch, micro_batch_);
+  samples_ = s.samples;
+  tokens_ = s.real_tokens;
+  skipped_ = s.skipped_steps;
+  if (s.loss_scale) scaler_.restore(*s.loss_scale, s.loss_scale_good_steps);
+  nonfinite_in_row_ = s.nonfinite_in_row;
+  // What the device keeps between reads (step_scalars.h), the logging window's loss sum included.
   StepScalarValues scalars{};
-  scalars[kAdamSteps] = static_cast<double>(s.at("optimizer_steps").get<int64_t>());
+  if (s.window) {
+    window_steps_ = s.window->steps;
+    window_samples_ = s.window->samples;
+    window_tokens_ = s.window->real_tokens;
+    scalars[kWindowLoss] = s.window->loss_sum;
+    window_restored_seconds_ = s.window->seconds;
+  }
+  stopped_by_ = s.stopped_by;
+  scalars[kAdamSteps] = static_cast<double>(s.optimizer_steps);
   scalars[kSkippedSteps] = static_cast<double>(skipped_);
   scalars[kNonfiniteInRow] = static_cast<double>(nonfinite_in_row_);
   scalars[kStepsFinished] = static_cast<double>(step_);
   write_step_scalars(adamw_->step_scalars(), scalars);
-  train_seconds_ = s.at("train_seconds").get<double>();
-  wait_seconds_ = s.at("input_wait_seconds").get<double>();
-  best_eval_ = s.at("best_eval");
-  last_eval_ = s.at("last_eval");
-  early_->restore(s.at("early_stopping"));
+  train_seconds_ = s.train_seconds;
+  wait_seconds_ = s.input_wait_seconds;
+  best_eval_ = s.best_eval;
+  last_eval_ = s.last_eval;
+  early_->restore(s.early_stopping, state_path + ": early_stopping");
   saved_step_ = step_;
   spdlog::info("resumed from {} at step {} (epoch {}, micro-batch {} x {})", ckpt.dir, step_,
                epoch_of(step_), micro_batch_, accumulation());
@@ -719,6 +742,13 @@ void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& s
   s["loss_scale_good_steps"] = scaler_.good_steps();
   s["train_seconds"] = train_seconds_;
   s["input_wait_seconds"] = wait_seconds_;
+  // The logging window so far (steps since the last train line), exact on resume.
+  s["window"] = {{"steps", window_steps_},
+                 {"samples", window_samples_},
+                 {"real_tokens", window_tokens_},
+                 {"loss_sum", scalars[kWindowLoss]},
+                 {"seconds", seconds_since(window_start_)}};
+  s["stopped_by"] = stopped_by_;
   s["best_eval"] = best_eval_;
   s["last_eval"] = last_eval_;
   s["early_stopping"] = early_->state();
@@ -737,6 +767,11 @@ void Trainer::save_checkpoint(bool best) {
       store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d, scalars); });
   saved_step_ = step_;
   spdlog::info("checkpoint {}{} ({:.1f} s)", dir, best ? " (best so far)" : "", seconds_since(t0));
+  static const int64_t exit_after = debug_env("FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT");
+  if (step_ == exit_after) {
+    std::fflush(nullptr);
+    _exit(137);
+  }
 }
 
 void Trainer::set_micro_batch(int64_t rows) {
@@ -1034,8 +1069,11 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
   s["wall_seconds"] = seconds_since(t_start_);
   // FLOPs and MFU (train/flops.h); the precision is the run's GEMM math.
-  s.update(flops_summary(work_, s["train_samples_per_s"].get<double>(), plan_.target.device,
-                         plan_.precision.precision, tf32_gemms_on()));
+  // (null when this process trained nothing: a resumed run that only had to finish)
+  const nlohmann::json flops =
+      flops_summary(work_, s["train_samples_per_s"].get<double>(), plan_.target.device,
+                    plan_.precision.precision, tf32_gemms_on());
+  if (flops.is_object()) s.update(flops);
   s["arena_bytes"] = arena_->capacity();
   nlohmann::json memory = memory_report(*arena_, plan_.target.device);
   memory["device"] = device_name(plan_.target.device);
@@ -1046,6 +1084,15 @@ nlohmann::json Trainer::summary(const std::string& status) const {
                                    {"with_checkpointing", plan_.choice.fits_with_checkpointing}};
   memory["batch_choice"] = plan_.choice.reason;
   memory["oom_retries"] = oom_retries_;
+  if (plan_.host) {
+    // What the plan's margin held for the process outside the arena, next to what the process
+    // holds now (its anonymous memory less the arena's is what the run added outside it).
+    const ProcessMemory now = process_memory();
+    memory["host"] = plan_.host->to_json();
+    memory["host"]["rss_anon_at_plan_bytes"] = plan_.host->at_plan.rss_anon;
+    memory["host"]["rss_anon_at_end_bytes"] = now.rss_anon;
+    memory["host"]["peak_rss_bytes"] = now.peak_rss;
+  }
   if (!plan_.target.device.is_cpu() && free_before_run_ > 0) {
     const size_t planned = memory["planned_total_bytes"].get<size_t>();
     // Measured on the device: free memory before the arena minus the lowest free memory seen at
@@ -1074,6 +1121,7 @@ nlohmann::json Trainer::summary(const std::string& status) const {
 
 nlohmann::json Trainer::run() {
   set_compute_threads(static_cast<int>(tc_.threads));
+  lock_.emplace(io::DirLock::acquire(run_.string(), "output.dir"));
   check_run_dir();
   load_data_and_model();
   prepare_run_dir();
@@ -1121,9 +1169,12 @@ nlohmann::json Trainer::run() {
   static const int64_t sigterm_at = debug_env("FTUNE_DEBUG_SIGTERM_AT_STEP");
   static const std::pair<int64_t, int64_t> micro_change = debug_micro_batch_change();
   StopSignal stop;
-  std::string stopped_by = "completed";
-  window_start_ = Clock::now();
-  while (step_ < total_steps_) {
+  if (stopped_by_ != "completed")
+    spdlog::info("the run had stopped at step {} ({}); finishing it", step_, stopped_by_);
+  // A restored window's rates count its time before the resume too.
+  window_start_ = Clock::now() - std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(window_restored_seconds_));
+  while (step_ < total_steps_ && stopped_by_ == "completed") {
     if (step_ == micro_change.first) set_micro_batch(micro_change.second);
     try {
       profile::StepRecorder op_profile(step_ + 1, total_steps_, plan_.target.device);
@@ -1151,11 +1202,11 @@ nlohmann::json Trainer::run() {
             "early stopping: {} has not improved for {} evaluations (best {:.4f} at step {})",
             eval_metric_, early_->evals_without_improvement(), *early_->best(),
             early_->best_step());
-        stopped_by = "early_stopping";
+        stopped_by_ = "early_stopping";
         stop_now = true;
       }
       if (options_.on_eval && options_.on_eval(step_, last_eval_)) {
-        stopped_by = "hook";
+        stopped_by_ = "hook";
         stop_now = true;
       }
     }
@@ -1163,12 +1214,14 @@ nlohmann::json Trainer::run() {
         cfg_.checkpoint.every_steps > 0 ? step_ % cfg_.checkpoint.every_steps == 0 : eval_now;
     if (periodic || last || stop_now || (is_best && cfg_.checkpoint.save_best))
       save_checkpoint(is_best && cfg_.checkpoint.save_best);
-    if (stop.requested()) {
+    if (stop.requested() || (options_.stop_requested && options_.stop_requested())) {
       if (saved_step_ != step_) save_checkpoint(false);
       io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted"));
-      throw Interrupted(fmt::format("stopped by signal {} at step {}; checkpoint saved, continue "
+      throw Interrupted(fmt::format("stopped by {} at step {}; checkpoint saved, continue "
                                     "with `ftune train --config ... --resume`",
-                                    stop.signal(), step_),
+                                    stop.requested() ? fmt::format("signal {}", stop.signal())
+                                                     : std::string("request"),
+                                    step_),
                         stop.signal());
     }
     if (stop_now) break;
@@ -1188,12 +1241,10 @@ nlohmann::json Trainer::run() {
     // base weights, a plain HF model for predict, eval and transformers.
     publish_model(chosen.dir, (run_ / "adapter").string());
     merge_adapters(*model_);
-    const std::string tmp = model_dir + ".tmp";
-    fs::remove_all(tmp);
-    save_model(*model_, tmp);
-    copy_tokenizer_files(cfg_.model.path, tmp);
-    fs::remove_all(model_dir);
-    fs::rename(tmp, model_dir);
+    publish_dir(model_dir, [&](const std::string& tmp) {
+      save_model(*model_, tmp);
+      copy_tokenizer_files(cfg_.model.path, tmp);
+    });
   } else {
     publish_model(chosen.dir, model_dir);
   }
@@ -1214,13 +1265,13 @@ nlohmann::json Trainer::run() {
 #ifdef FTUNE_WITH_CUDA
   if (!plan_.target.device.is_cpu()) cuda::gemm_autotune_save();
 #endif
-  nlohmann::json s = summary(stopped_by);
+  nlohmann::json s = summary(stopped_by_);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;
   s["model_step"] = chosen.step;
   io::write_json_atomic((run_ / "summary.json").string(), s);
   spdlog::info("done in {:.1f} s ({}): model of step {} saved to {}", seconds_since(t_start_),
-               stopped_by, chosen.step, model_dir);
+               stopped_by_, chosen.step, model_dir);
   return s;
 }
 

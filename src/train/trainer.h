@@ -24,6 +24,9 @@ struct TrainOptions {
   // Called after each evaluation with the step and the validation metrics; returning true stops
   // the run (a hyperparameter-search trial being pruned). The summary says "stopped_by": "hook".
   std::function<bool(int64_t step, const nlohmann::json& eval)> on_eval;
+  // Polled at each optimizer-step boundary; true stops the run as a signal would (checkpoint
+  // saved, Interrupted thrown with signal 0): a hyperparameter-search trial past its time.
+  std::function<bool()> stop_requested;
 };
 
 // Runs training as configured; returns the summary also written to <output.dir>/summary.json.

@@ -2,18 +2,30 @@
 // report lines are read, and how it fails (bad lines, non-zero exit, no value).
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "hpo/command_objective.h"
+#include "test_util.h"
 
 namespace ftune::hpo {
 namespace {
 
 class RecordingReporter : public TrialReporter {
  public:
+  bool stop_requested() const override { return stop.load(); }
+  std::atomic<bool> stop{false};
+  std::atomic<int> reports{0};
   bool report(int64_t step, double value) override {
     steps[step] = value;
+    ++reports;
     return prune_at >= 0 && step >= prune_at;
   }
   bool report_fold(int64_t fold, double value) override {
@@ -73,6 +85,33 @@ TEST(CommandObjective, PruneKillsTheCommand) {
   r.prune_at = 3;
   EXPECT_THROW(o.run(trial(), space(), r), TrialPruned);
   EXPECT_EQ(r.steps.size(), 4u);
+}
+
+// A stop request (the trial's time is up) ends the command's whole process group, SIGTERM first:
+// here the shell and the child it waits for both go at once, long before kill_grace_s.
+TEST(CommandObjective, StopRequestTerminatesTheWholeGroup) {
+  test::TempDir dir;
+  const std::string pid_file = dir.path() + "/child.pid";
+  CommandObjective o("sleep 1000 & echo $! > " + pid_file + "; echo 'intermediate 0 1'; wait", {},
+                     false, 1, /*kill_grace_s=*/30);
+  RecordingReporter r;
+  std::thread stopper([&] {
+    while (r.reports.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    r.stop = true;
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(o.run(trial(), space(), r), Error);
+  stopper.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  int child = 0;
+  std::ifstream(pid_file) >> child;
+  ASSERT_GT(child, 0);
+  // Gone (kill(pid, 0) fails) or a zombie that init has yet to reap.
+  std::string stat;
+  std::getline(std::ifstream("/proc/" + std::to_string(child) + "/stat"), stat);
+  EXPECT_TRUE(kill(child, 0) != 0 || stat.find(") Z ") != std::string::npos)
+      << "the command's child survived: " << stat;
+  kill(child, SIGKILL);
 }
 
 TEST(CommandObjective, FailuresSayWhy) {

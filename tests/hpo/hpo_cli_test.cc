@@ -3,7 +3,7 @@
 // mid-trial (its trial failed after the grace period and retried with the same params), a worker
 // stopped (SIGSTOP) past the grace period whose late result is discarded and logged, kill -9
 // during heavy writes (file intact, the study resumable), status/best/export, and bad input
-// (exit 2 with a message naming what is wrong).
+// (exit 2 with a message naming what is wrong). Failing fast: hpo_cli_failfast_test.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hpo/storage.h"
+#include "hpo_cli_util.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "pg_server.h"
@@ -29,71 +30,6 @@ namespace ftune::hpo {
 namespace {
 
 using test::PgServer;
-
-// The trial command: reads --x=, --y= and answers with an intermediate value, two folds and
-// the value x^2 + y. MODE slow: sleeps briefly; heavy: 300 intermediate reports; killme: the
-// first trial to run never ends (it prints a line every 0.1 s, so once its worker is dead the
-// closed pipe ends it) after leaving a marker file; stall: the first trial to run leaves a marker
-// file, waits for the file $DIR/go and then prints only "value 7".
-// Polls every 20 ms until `path` exists; false after 30 s.
-bool wait_for_file(const std::string& path) {
-  const auto t0 = std::chrono::steady_clock::now();
-  while (!std::filesystem::exists(path)) {
-    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(30)) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
-void write_objective(const std::string& dir) {
-  const std::string script = R"SH(#!/bin/sh
-for a in "$@"; do case $a in --x=*) x=${a#--x=};; --y=*) y=${a#--y=};; esac; done
-case "$MODE" in
-  slow) sleep 0.05 ;;
-  fail) echo "bad things" >&2; exit 3 ;;
-  prune) i=0; while [ $i -lt 30 ]; do echo "intermediate $i $x"; i=$((i+1)); sleep 0.01; done ;;
-  heavy) i=0; while [ $i -lt 300 ]; do echo "intermediate $i $x"; i=$((i+1)); done ;;
-  killme) if mkdir "$DIR/marker" 2>/dev/null; then echo $$ > "$DIR/marker/pid"; echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while :; do echo tick; sleep 0.1; done; fi ;;
-  stall) if mkdir "$DIR/marker" 2>/dev/null; then echo "$FTUNE_TRIAL_NUMBER" > "$DIR/marker/n"; while [ ! -e "$DIR/go" ]; do sleep 0.05; done; echo "value 7"; exit 0; fi ;;
-esac
-echo "some log line"
-echo "intermediate 0 $x"
-echo "fold 0 $x"
-echo "fold 1 $y"
-echo "value $(awk "BEGIN{print ($x)*($x) + $y}")"
-)SH";
-  io::write_file_atomic(dir + "/objective.sh", script);
-  std::filesystem::permissions(dir + "/objective.sh", std::filesystem::perms::owner_all);
-}
-
-// `grace_s`: how long a silent worker's trial stays RUNNING. The tests of worker death use a short
-// one; the concurrency tests a long one, so a loaded machine (heartbeats delayed past the grace
-// period) cannot turn live trials into retries and change the trial count they check.
-std::string write_config(const std::string& dir, const std::string& storage,
-                         const std::string& mode, const std::string& extra = "",
-                         const std::string& grace_s = "1.5") {
-  const std::string yaml =
-      "study: {name: demo, direction: minimize, metric: loss}\n"
-      "storage: " +
-      storage +
-      "\n"
-      "sampler: {type: random}\n"
-      "pruner: {type: none}\n"
-      "space:\n"
-      "  x: {type: float, low: -3, high: 3}\n"
-      "  y: {type: int, low: 0, high: 4}\n"
-      "objective: {command: \"MODE=" +
-      mode + " DIR=" + dir + " " + dir +
-      "/objective.sh\"}\n"
-      "heartbeat_s: 0.2\n"
-      "grace_s: " +
-      grace_s +
-      "\n"
-      "retries: 1\n" +
-      extra;
-  io::write_file_atomic(dir + "/search.yaml", yaml);
-  return dir + "/search.yaml";
-}
 
 // Starts `n` workers in the background; returns a shell snippet's exit status per worker.
 std::vector<int> run_workers(int n, const std::string& args, const std::string& dir) {
@@ -262,15 +198,6 @@ TEST(HpoCli, KilledWorkersTrialIsFailedAndRetriedOnPostgres) {
   kill_worker_mid_trial(pg->fresh_database_url(), "", dir);
 }
 
-// True when `pid` no longer runs (gone, or a zombie nobody reaped yet).
-bool process_gone(int pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string line;
-  if (!std::getline(stat, line)) return true;
-  const size_t paren = line.rfind(')');
-  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z';
-}
-
 // Worker A's process is stopped (SIGSTOP: a stalled machine) mid-trial, past the grace period;
 // worker B fails the trial as stale and runs its retry to the end. A then resumes and its trial's
 // command prints a value: the study keeps B's result only, A's is refused and A's log says what
@@ -416,9 +343,10 @@ TEST(HpoCli, RaisingTrialFailsAndIsRetriedOnlyWhenConfigured) {
   test::TempDir dir;
   write_objective(dir.path());
   const std::string db = dir.path() + "/study.db";
-  const std::string cfg = write_config(dir.path(), db, "fail");
+  const std::string cfg = write_config(dir.path(), db, "fail", "failure_backoff_s: 0.01\n");
   auto r = test::run_ftune("hpo run --config " + cfg + " --trials 2");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;  // its trials failed
+  EXPECT_NE(r.output.find("2 of this worker's 2 trials failed"), std::string::npos) << r.output;
   auto storage = open_storage(db);
   auto trials = storage->trials(storage->find_study("demo")->id);
   ASSERT_EQ(trials.size(), 2u);
@@ -426,9 +354,9 @@ TEST(HpoCli, RaisingTrialFailsAndIsRetriedOnlyWhenConfigured) {
     EXPECT_EQ(t.state, TrialState::Failed);
     EXPECT_NE(t.error.find("exited with status 3"), std::string::npos) << t.error;
   }
-  write_config(dir.path(), db, "fail", "retry_failed: true\n");
+  write_config(dir.path(), db, "fail", "retry_failed: true\nfailure_backoff_s: 0.01\n");
   r = test::run_ftune("hpo run --config " + cfg + " --study again --trials 2");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 2) << r.output;
   trials = storage->trials(storage->find_study("again")->id);
   ASSERT_EQ(trials.size(), 4u);  // two trials and one retry of each (retries: 1)
   EXPECT_EQ(trials[2].retry_of + trials[3].retry_of, 0 + 1);

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <filesystem>
 #include <mutex>
 #include <random>
 #include <set>
@@ -129,6 +130,60 @@ TEST_P(StorageTest, TrialRoundTrip) {
   auto counts = storage_->count_by_state(s);
   EXPECT_EQ(counts[static_cast<int>(TrialState::Complete)], 1);
   EXPECT_EQ(counts[static_cast<int>(TrialState::Failed)], 1);
+}
+
+// Attributes (a retry records how it resumed): stored as JSON, replaced by key, loaded with the
+// trial; like every write of a worker, refused once the trial has ended.
+TEST_P(StorageTest, AttributesRoundTripAndAreRefusedOnceTheTrialEnded) {
+  const int64_t s = storage_->create_or_load_study("s", Direction::Maximize, space_a()).id;
+  auto t0 = storage_->start_trial(s);
+  auto t1 = storage_->start_trial(s);
+  ASSERT_TRUE(t0 && t1);
+  storage_->set_attr(t1->id, "resumed", {{"from_trial", 0}, {"folds_reused", {0}}});
+  storage_->set_attr(t1->id, "resumed", {{"from_trial", 0}, {"folds_reused", {0, 1}}});
+  storage_->set_attr(t1->id, "note", "text");
+  const auto t = storage_->find_trial(s, 1);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->id, t1->id);
+  EXPECT_EQ(t->attrs, nlohmann::json({{"note", "text"},
+                                      {"resumed", {{"from_trial", 0}, {"folds_reused", {0, 1}}}}}));
+  EXPECT_EQ(storage_->trial(t0->id)->attrs, nlohmann::json::object());
+  EXPECT_FALSE(storage_->find_trial(s, 7));
+  storage_->finish(t1->id, TrialState::Complete, 0.5, "");
+  EXPECT_THROW(storage_->set_attr(t1->id, "late", 1), TrialNotRunning);
+  EXPECT_EQ(storage_->trials(s).at(1).attrs.size(), 2u);
+}
+
+// `hpo status|best|export` open an existing storage only: a database without ftune's tables is
+// refused and left as it was.
+TEST_P(StorageTest, OpeningAnExistingStorageCreatesNothing) {
+  if (GetParam() == "sqlite") {
+    const std::string missing = dir_.path() + "/missing.db";
+    try {
+      open_storage("sqlite:///" + missing, /*existing=*/true);
+      FAIL() << "opened a missing file";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(missing + ": no such study storage"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(missing));
+  } else {
+    std::string why;
+    const std::string empty = PgServer::shared(&why)->fresh_database_url();
+    try {
+      open_storage(empty, /*existing=*/true);
+      FAIL() << "opened a database without ftune's tables";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("holds no ftune study"), std::string::npos) << e.what();
+    }
+    auto c = std::make_unique<PostgresConnection>(empty);
+    EXPECT_TRUE(c->exec("SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                        "current_schema()",
+                        {})
+                    .empty());
+  }
+  storage_->create_or_load_study("s", Direction::Minimize, space_a());
+  EXPECT_TRUE(open_storage(url_, /*existing=*/true)->find_study("s"));
 }
 
 TEST_P(StorageTest, FinishedSinceReturnsEachTrialOnceInFinishOrder) {
@@ -481,6 +536,22 @@ TEST(OpenStorage, BadUrlsSayWhatIsWrong) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("not an ftune study storage"), std::string::npos)
         << e.what();
+  }
+  // A file written before trial attributes existed (no trial_attrs table) is read as it is and
+  // gains the table.
+  {
+    auto old = open_storage(dir.path() + "/v1.db");
+    const int64_t s = old->create_or_load_study("x", Direction::Minimize, {}).id;
+    old->finish(old->start_trial(s)->id, TrialState::Complete, 1.0, "");
+  }
+  ASSERT_EQ(sqlite3_open((dir.path() + "/v1.db").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE trial_attrs", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  {
+    auto reopened = open_storage(dir.path() + "/v1.db", /*existing=*/true);
+    const auto trials = reopened->trials(reopened->find_study("x")->id);
+    ASSERT_EQ(trials.size(), 1u);
+    EXPECT_EQ(trials[0].value, 1.0);
   }
   // A plain path and the sqlite:/// form open the same file.
   open_storage(dir.path() + "/a.db")->create_or_load_study("x", Direction::Minimize, {});

@@ -5,7 +5,10 @@
 // incremental above-trial index is fed from the storage's deltas in each worker's own order,
 // and a sampler rebuilt from storage (a restart) agree once they have seen the same trials. A
 // worker whose trial another worker failed as stale while it stalled stores nothing more of it
-// and logs what it discarded.
+// and logs what it discarded. A worker gives up after max_consecutive_failures failures in a row
+// with the same error (numbers aside); a trial past trial_timeout_s is asked to stop and fails
+// with that reason, and one that does not stop loses its heartbeat kill_grace_s later.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -77,6 +80,7 @@ TEST(Worker, TwoWorkersShareAStudy) {
   o.max_trials = kTrials;
   o.heartbeat_s = 0.05;
   o.grace_s = 5;
+  o.failure_backoff_s = 0.001;
   std::vector<std::unique_ptr<RecordingSampler>> samplers;
   std::vector<WorkerStats> stats(2);
   for (int i = 0; i < 2; ++i)
@@ -131,6 +135,7 @@ TEST(Worker, TpeSummariesOfTwoWorkersAndARestartAgree) {
   o.max_trials = 60;
   o.heartbeat_s = 0.05;
   o.grace_s = 5;
+  o.failure_backoff_s = 0.001;
   // Few summary kernels, so the index is in use for most of the study.
   const char* cfg = "{type: tpe, n_startup_trials: 5, max_above_kernels: 6}";
   std::vector<std::unique_ptr<Sampler>> samplers;
@@ -269,6 +274,134 @@ void late_worker(StallingObjective::Late late) {
   // A's sampler saw no trial twice.
   const std::set<int64_t> distinct(sampler.observed.begin(), sampler.observed.end());
   EXPECT_EQ(distinct.size(), sampler.observed.size());
+}
+
+// Raises `errors[number % errors.size()]` with the trial number in the message.
+class FailingObjective : public Objective {
+ public:
+  explicit FailingObjective(std::vector<std::string> errors) : errors_(std::move(errors)) {}
+  double run(const Trial& t, const SearchSpace&, TrialReporter&) override {
+    throw std::runtime_error(fmt::format("trial {}: {} in run-{}", t.number,
+                                         errors_[t.number % errors_.size()], t.number * 7));
+  }
+
+ private:
+  std::vector<std::string> errors_;
+};
+
+TEST(Worker, GivesUpAfterConsecutiveFailuresWithTheSameError) {
+  test::TempDir dir;
+  const std::string url = dir.path() + "/study.db";
+  const SearchSpace space =
+      SearchSpace::parse(YAML::Load("{x: {type: float, low: 0, high: 1}}"), "test");
+  auto storage = open_storage(url);
+  WorkerOptions o;
+  o.heartbeat_s = 0.05;
+  o.grace_s = 5;
+  o.max_consecutive_failures = 4;
+  o.failure_backoff_s = 0.001;
+  auto sampler = make_sampler(YAML::Load("{type: random}"), "test", Direction::Minimize, 1);
+  // The same error (numbers differ): the worker stops after 4, although the budget is unlimited.
+  const StudyInfo same =
+      storage->create_or_load_study("same", Direction::Minimize, space.to_json());
+  FailingObjective oom({"out of memory"});
+  WorkerStats stats = Worker(*storage, same, space, *sampler, nullptr, oom, o).run();
+  EXPECT_EQ(stats.failed, 4);
+  EXPECT_NE(stats.gave_up.find("4 trials in a row failed with the same error "
+                               "(max_consecutive_failures: 4); the last: trial 3: out of memory "
+                               "in run-21"),
+            std::string::npos)
+      << stats.gave_up;
+  // Alternating errors are not "the same error": the budget ends the run.
+  const StudyInfo mixed =
+      storage->create_or_load_study("mixed", Direction::Minimize, space.to_json());
+  FailingObjective two({"out of memory", "disk full"});
+  o.max_trials = 10;
+  stats = Worker(*storage, mixed, space, *sampler, nullptr, two, o).run();
+  EXPECT_EQ(stats.failed, 10);
+  EXPECT_TRUE(stats.gave_up.empty()) << stats.gave_up;
+}
+
+// Runs until asked to stop (polling, as objectives do), then raises; or, `stubborn`, ignores the
+// request and sleeps `stubborn_s`.
+class SlowObjective : public Objective {
+ public:
+  explicit SlowObjective(double stubborn_s = 0) : stubborn_s_(stubborn_s) {}
+  double run(const Trial&, const SearchSpace&, TrialReporter& r) override {
+    if (stubborn_s_ > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(stubborn_s_));
+      return 1.0;
+    }
+    r.report(0, 0.5);
+    while (!r.stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    throw std::runtime_error("stopped");
+  }
+
+ private:
+  double stubborn_s_;
+};
+
+TEST(Worker, TrialTimeoutStopsTheTrialAndFailsIt) {
+  test::TempDir dir;
+  const std::string url = dir.path() + "/study.db";
+  const SearchSpace space =
+      SearchSpace::parse(YAML::Load("{x: {type: float, low: 0, high: 1}}"), "test");
+  auto storage = open_storage(url);
+  const StudyInfo study = storage->create_or_load_study("t", Direction::Minimize, space.to_json());
+  WorkerOptions o;
+  o.max_trials = 1;
+  o.heartbeat_s = 0.05;
+  o.grace_s = 0.5;
+  o.trial_timeout_s = 0.3;
+  auto sampler = make_sampler(YAML::Load("{type: random}"), "test", Direction::Minimize, 1);
+  SlowObjective slow;
+  const auto t0 = std::chrono::steady_clock::now();
+  const WorkerStats stats = Worker(*storage, study, space, *sampler, nullptr, slow, o).run();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  EXPECT_EQ(stats.failed, 1);
+  const Trial t = storage->trials(study.id).at(0);
+  EXPECT_EQ(t.state, TrialState::Failed);
+  EXPECT_EQ(t.error, "trial_timeout_s: the trial ran for more than 0.3 s and was stopped");
+  EXPECT_EQ(t.intermediate.size(), 1u);
+}
+
+// An objective that does not stop (a hung trial) keeps its heartbeat only until kill_grace_s
+// after the timeout: then another worker fails it as stale, and this one's late result is
+// discarded.
+TEST(Worker, ATrialThatDoesNotStopLosesItsHeartbeat) {
+  test::TempDir dir;
+  const std::string url = dir.path() + "/study.db";
+  const SearchSpace space =
+      SearchSpace::parse(YAML::Load("{x: {type: float, low: 0, high: 1}}"), "test");
+  const StudyInfo study =
+      open_storage(url)->create_or_load_study("t", Direction::Minimize, space.to_json());
+  WorkerOptions o;
+  o.max_trials = 1;
+  o.heartbeat_s = 0.05;
+  o.grace_s = 0.3;
+  o.trial_timeout_s = 0.1;
+  o.kill_grace_s = 0.1;
+  WorkerStats stats;
+  std::thread a([&] {
+    auto storage = open_storage(url);
+    auto sampler = make_sampler(YAML::Load("{type: random}"), "test", Direction::Minimize, 1);
+    SlowObjective hung(/*stubborn_s=*/2.5);
+    stats = Worker(*storage, study, space, *sampler, nullptr, hung, o).run();
+  });
+  // Its heartbeats stop 0.2 s after the trial starts; 1.2 s in, the trial is stale by far
+  // (grace 0.3 s). Without the timeout its heartbeat would keep it alive for all of its 2.5 s.
+  auto other = open_storage(url);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (other->running_trials(study.id).empty() &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  EXPECT_EQ(other->fail_stale(study.id, o.grace_s, 0), 1);
+  a.join();
+  EXPECT_EQ(stats.discarded, 1);
+  const Trial t = other->trials(study.id).at(0);
+  EXPECT_EQ(t.state, TrialState::Failed);
+  EXPECT_NE(t.error.find("no heartbeat"), std::string::npos) << t.error;
 }
 
 TEST(Worker, LateResultOfATrialFailedAsStaleIsDiscardedAndLogged) {

@@ -99,7 +99,14 @@ TEST_F(SafetensorsCorrupt, BadShapes) {
   // Products that overflow 64 bits must not wrap around to a small size.
   expect_header_error(
       R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,0]}})", "",
-      {"\"w\"", "more bytes than any file holds"});
+      {"\"w\"", "[4294967296, 4294967296, 2]", "multiply past 2^63"});
+  expect_header_error(R"({"w":{"dtype":"F64","shape":[1152921504606846976],"data_offsets":[0,0]}})",
+                      "", {"\"w\"", "more bytes than any file holds"});
+  // Found by fuzz_safetensors: an empty tensor (a zero dimension) whose other dimensions multiply
+  // past 2^63 opened, and its strides overflowed int64 (UBSan) when it was read.
+  expect_header_error(
+      R"({"w":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", "",
+      {"\"w\"", "[0, 4611686018427387904, 4]", "multiply past 2^63"});
   expect_header_error(
       R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,0]}})", "",
       {"\"w\""});

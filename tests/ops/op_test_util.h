@@ -49,14 +49,16 @@ inline double weighted_sum(const std::vector<float>& out, const std::vector<floa
   return s;
 }
 
-// Every element of `got` within tol * max|want| of the double reference `want`.
-inline void expect_close(const std::vector<float>& got, const std::vector<double>& want, double tol,
-                         const char* what) {
+// Every element of `got` within tol * max|want| of the reference `want` (float or double);
+// `floor` is the smallest scale (a reference of exact zeros: the scale of what it comes with).
+template <typename Got, typename Want>
+void expect_close(const std::vector<Got>& got, const std::vector<Want>& want, double tol,
+                  const char* what, double floor = 1e-6) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 1e-6;
-  for (double v : want) scale = std::max(scale, std::fabs(v));
+  double scale = floor;
+  for (Want v : want) scale = std::max(scale, std::fabs(double(v)));
   for (size_t i = 0; i < got.size(); ++i)
-    EXPECT_NEAR(got[i], want[i], tol * scale) << what << "[" << i << "]";
+    EXPECT_NEAR(double(got[i]), double(want[i]), tol * scale) << what << "[" << i << "]";
 }
 
 inline std::vector<float> random_values(int64_t n, std::mt19937_64& rng, float lo = -1.0f,

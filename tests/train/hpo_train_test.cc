@@ -1,13 +1,21 @@
 // `ftune hpo run` with the in-process training objective: each trial trains the tiny model with
 // the sampled learning rate (and the search's fixed values) in its own run directory; the trial's
 // value is the best validation metric, intermediate evaluations are reported, and with k folds
-// every fold trains on its own stratified split and the value is their mean.
+// every fold trains on its own stratified split and the value is their mean. A training config no
+// trial can run is refused before the first trial; a trial past trial_timeout_s stops at a step;
+// a trial whose worker is killed with -9 in the middle of fold 2 is continued by its retry (folds
+// 0 and 1 reused, fold 2 resumed from its checkpoint) with the result of an uninterrupted trial.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
+#include "hpo/storage.h"
 #include "run_cli.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -103,6 +111,145 @@ TEST_F(HpoTrain, BadTrialsArePrunedAtAnEvaluation) {
   const auto s = nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials/trial-1/summary.json"));
   EXPECT_EQ(s["status"], "hook");
   EXPECT_LT(s["steps"].get<int>(), s["total_steps"].get<int>());
+}
+
+// The reproduction: a training config that conflicts with `folds` (it sets its own
+// validation split) made one worker fail thousands of trials in seconds and exit 0. It is refused
+// before any trial, naming the key, and nothing is written (not even the study file); so is a
+// value of the space the config refuses.
+TEST_F(HpoTrain, ConfigNoTrialCanRunIsRefusedBeforeTheFirstTrial) {
+  std::string cfg = search("fixed: {data.validation_split: 0.25}\nfolds: 2\n");
+  CliResult r = run_ftune("hpo run --config " + cfg + " --trials 3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("objective.train_config cannot run any trial"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("key 'data.folds' takes the validation set from the training file"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("each trial sets data.folds=2"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/study.db"));
+
+  cfg = search("");
+  std::string text;
+  {
+    std::ifstream in(cfg);
+    text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  text.replace(text.find("objective:"), 0,
+               "  training.warmup_ratio: {type: float, low: 0, high: 1.5}\n");
+  std::ofstream(cfg) << text;
+  r = run_ftune("hpo run --config " + cfg + " --trials 3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("with training.warmup_ratio=1.5 (a value of the search space; the "
+                          "other parameters at training.learning_rate=0.0001): "),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("key 'training.warmup_ratio' must be in [0, 1)"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/study.db"));
+}
+
+// trial_timeout_s stops an in-process trial at its next optimizer step (checkpoint saved, as on
+// SIGTERM); the trial fails with the reason.
+TEST_F(HpoTrain, TrialTimeoutStopsTrainingAtAStep) {
+  const std::string cfg = search(
+      "fixed: {training.epochs: 1000, data.validation_split: 0.25}\ntrial_timeout_s: 1\n"
+      "heartbeat_s: 0.2\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  const CliResult r = run_ftune("hpo run --config " + cfg + " --trials 1");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  const nlohmann::json list = exported_trials(cfg);
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0]["state"], "FAIL");
+  EXPECT_NE(list[0]["error"].get<std::string>().find("trial_timeout_s"), std::string::npos)
+      << list[0].dump();
+  const auto s = nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials/trial-0/summary.json"));
+  EXPECT_EQ(s["status"], "interrupted");
+  EXPECT_LT(s["steps"].get<int>(), s["total_steps"].get<int>());
+  EXPECT_TRUE(fs::exists(tmp_.path() + "/trials/trial-0/checkpoints/index.json"));
+}
+
+// The seed scenario: long k-fold trials whose worker dies. A worker is killed with -9 in the
+// middle of fold 2 (after a checkpoint of it, before its end); another worker fails the trial
+// after the grace period and its retry continues it: folds 0 and 1 keep their values, fold 2
+// resumes from its checkpoint. Fold values, the trial's value and fold 2's weights equal those
+// of an uninterrupted trial with the same params, and the study says the retry resumed.
+TEST_F(HpoTrain, KilledTrialIsContinuedByItsRetryWithTheSameResult) {
+  auto config = [&](const std::string& study, const std::string& out) {
+    const std::string path = tmp_.path() + "/" + study + ".yaml";
+    std::ofstream(path) << "study: {name: " << study
+                        << ", direction: maximize, metric: eval.accuracy}\n"
+                        << "storage: sqlite:///" << tmp_.path() << "/study.db\n"
+                        << "sampler: {type: grid}\n"
+                        << "space:\n"
+                        << "  training.learning_rate: {type: categorical, choices: [\"2.0e-3\"]}\n"
+                        << "fixed: {training.epochs: 4, training.seed: 3, output.dir: " << out
+                        << "}\n"
+                        << "objective: {train_config: train.yaml}\n"
+                        << "folds: 3\nheartbeat_s: 0.2\ngrace_s: 1.5\n";
+    return path;
+  };
+  const std::string out = tmp_.path() + "/killed", ref_out = tmp_.path() + "/ref";
+  const std::string cfg = config("killed", out);
+  const std::string start =
+      fmt::format("cd {}; {} hpo run --config {} --trials 1 > a.log 2>&1 & echo $! > a.pid",
+                  tmp_.path(), ftune_binary(), cfg);
+  ASSERT_EQ(std::system(start.c_str()), 0);
+  // 64 training rows per fold, batch 16: 4 steps an epoch, 16 in all, a checkpoint at each
+  // epoch's end. Stop the worker (SIGSTOP: at once) when fold 2 has its first checkpoint.
+  const fs::path fold2 = out + "/trial-0/fold-2";
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!fs::exists(fold2 / "checkpoints" / "index.json")) {
+    ASSERT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(120))
+        << file_bytes(tmp_.path() + "/a.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const int worker = std::stoi(file_bytes(tmp_.path() + "/a.pid"));
+  ASSERT_EQ(kill(worker, SIGSTOP), 0);
+  ASSERT_FALSE(fs::exists(fold2 / "summary.json")) << "fold 2 ended before the kill";
+  ASSERT_EQ(kill(worker, SIGKILL), 0);
+  const auto fold0_written = fs::last_write_time(out + "/trial-0/fold-0/summary.json");
+
+  // Worker B: the budget (1 trial) is spent, so it waits for the stale trial, fails it and runs
+  // its retry.
+  CliResult r = run_ftune("hpo run --config " + cfg + " --trials 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_ftune("hpo run --config " + config("ref", ref_out) + " --trials 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  auto storage = hpo::open_storage(tmp_.path() + "/study.db");
+  const auto killed = storage->trials(storage->find_study("killed")->id);
+  const auto ref = storage->trials(storage->find_study("ref")->id);
+  ASSERT_EQ(killed.size(), 2u);
+  ASSERT_EQ(ref.size(), 1u);
+  EXPECT_EQ(killed[0].state, hpo::TrialState::Failed);
+  EXPECT_EQ(killed[0].fold_values.size(), 2u);  // folds 0 and 1 were done
+  const hpo::Trial& retry = killed[1];
+  EXPECT_EQ(retry.retry_of, 0);
+  ASSERT_EQ(retry.state, hpo::TrialState::Complete) << retry.error;
+  EXPECT_EQ(retry.fold_values, ref[0].fold_values);
+  EXPECT_EQ(retry.value, ref[0].value);
+  ASSERT_TRUE(retry.attrs.contains("resumed")) << retry.attrs.dump();
+  const nlohmann::json& resumed = retry.attrs["resumed"];
+  EXPECT_EQ(resumed["from_trial"], 0);
+  EXPECT_EQ(resumed["folds_reused"], nlohmann::json({0, 1}));
+  EXPECT_EQ(resumed["fold"], 2);
+  EXPECT_GE(resumed["step"].get<int>(), 4);
+  EXPECT_LT(resumed["step"].get<int>(), 16);
+  // Fold 2 continued in the retry's directory: the same weights as the uninterrupted run.
+  const std::string weights = file_bytes(out + "/trial-1/fold-2/model/model.safetensors");
+  ASSERT_FALSE(weights.empty());
+  EXPECT_TRUE(weights == file_bytes(ref_out + "/trial-0/fold-2/model/model.safetensors"));
+  // The finished folds were not trained again: their runs moved along, as they were.
+  EXPECT_FALSE(fs::exists(out + "/trial-0"));
+  EXPECT_TRUE(fs::last_write_time(out + "/trial-1/fold-0/summary.json") == fold0_written);
+  const CliResult status = run_ftune("hpo status --config " + cfg);
+  EXPECT_NE(status.output.find("(retry of 0) (resumed trial 0: folds 0, 1 reused, fold 2 from "
+                               "step " +
+                               resumed["step"].dump() + ")"),
+            std::string::npos)
+      << status.output;
 }
 
 }  // namespace

@@ -43,11 +43,13 @@ class MemoryPlanRun : public ::testing::Test {
                         << extra << "output:\n  dir: " << tmp_.path() << "/" << name << "\n";
     return path;
   }
+  // stdout alone is the JSON document (log lines go to stderr).
   nlohmann::json plan(const std::string& cfg, const std::string& args = "") {
-    const CliResult r = run_ftune("plan --json --config " + cfg + " " + args);
+    const CliResult r = run_ftune("plan --json --config " + cfg + " " + args, "", Streams::kStdout);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    const size_t brace = r.output.find("{\n");
-    return nlohmann::json::parse(r.output.substr(brace));
+    const nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "stdout is not JSON alone:\n" << r.output;
+    return j;
   }
   nlohmann::json summary(const std::string& name) {
     return nlohmann::json::parse(std::ifstream(tmp_.path() + "/" + name + "/summary.json"));
@@ -94,6 +96,46 @@ TEST_F(MemoryPlanRun, PlanCommandPrintsTheBreakdownAndTheChoice) {
   // --memory plans for another device: the budget is its memory_fraction.
   const nlohmann::json other = plan(cfg, "--memory 10GiB training.memory_budget=null");
   EXPECT_EQ(other["budget_bytes"].get<size_t>(), static_cast<size_t>(0.95 * (size_t{10} << 30)));
+}
+
+TEST_F(MemoryPlanRun, CpuBudgetLeavesTheProcessWhatItNeedsOutsideTheArena) {
+  // memory_fraction 1: the budget still leaves the process's mapped files (which MemAvailable
+  // counts as free) and what the run adds after planning; the run's own measure of what it added
+  // outside the arena (its anonymous memory at the end, less at planning, less the arena) stays
+  // within the planned estimate.
+  const std::string cfg = config("host", "  memory_fraction: 1.0\n  memory_budget: null\n");
+  const nlohmann::json p = plan(cfg);
+  ASSERT_TRUE(p["host_reserve"].is_object()) << p.dump(2);
+  const nlohmann::json& h = p["host_reserve"];
+  EXPECT_GT(h["rss_at_plan_bytes"].get<size_t>(), 0u);
+  EXPECT_GT(h["after_plan_bytes"].get<size_t>(), 0u);
+  EXPECT_EQ(p["budget_bytes"].get<size_t>(),
+            p["available_bytes"].get<size_t>() - h["reserve_bytes"].get<size_t>());
+  if (p["memory_source"] == "/proc/meminfo")
+    EXPECT_EQ(h["unaccounted_rss_bytes"], h["rss_file_at_plan_bytes"]);
+  const CliResult r = run_ftune("train --config " + cfg + " training.max_steps=4");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json m = summary("host")["memory"];
+  const nlohmann::json& host = m["host"];
+  const double added = host["rss_anon_at_end_bytes"].get<double>() -
+                       host["rss_anon_at_plan_bytes"].get<double>() -
+                       m["planned_bytes"].get<double>();
+  EXPECT_LE(added, host["after_plan_bytes"].get<double>()) << m.dump(2);
+}
+
+TEST_F(MemoryPlanRun, PlanUsesTheRunsThreadCount) {
+  // The CPU kernels' scratch is per compute thread: `ftune plan` sizes it for training.threads,
+  // as the run does, and its total is the arena the run allocates.
+  const std::string cfg = config("threads", "  batch_size: 8\n");
+  const nlohmann::json one = plan(cfg, "training.threads=1");
+  const nlohmann::json two = plan(cfg, "training.threads=2");
+  EXPECT_EQ(one["threads"], 1);
+  EXPECT_EQ(two["threads"], 2);
+  EXPECT_LT(one["plan"]["total_bytes"].get<size_t>(), two["plan"]["total_bytes"].get<size_t>());
+  const CliResult r =
+      run_ftune("train --config " + cfg + " training.threads=1 training.max_steps=1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(summary("threads")["memory"]["planned_bytes"], one["plan"]["total_bytes"]);
 }
 
 TEST_F(MemoryPlanRun, AutoBatchTrainsInsideTheBudgetAndThePlanIsWhatTheRunUses) {

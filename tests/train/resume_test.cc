@@ -1,6 +1,8 @@
 // Checkpoints and exact resume through the CLI: a run killed (like kill -9) at an epoch boundary,
-// mid-epoch and mid-gradient-accumulation, or stopped by SIGTERM, then resumed with --resume,
-// gives bit-identical per-step losses, evaluations and final weights to an uninterrupted run.
+// mid-epoch and mid-gradient-accumulation, between its final checkpoint and its summary, or
+// stopped by SIGTERM, then resumed with --resume, gives bit-identical per-step losses, logged
+// windows, evaluations and final weights to an uninterrupted run; a checkpoint that cannot be
+// written leaves no partial directory.
 // Resume refuses changed data or configuration; early stopping, retention, the output directory
 // guard and the non-finite step policy behave as documented: an injected non-finite step is
 // skipped with weights and moments untouched (bit for bit the run that stopped before it), a run
@@ -86,6 +88,74 @@ TEST_F(Resume, KilledRunsResumeBitExactly) {
     SCOPED_TRACE(run);
     expect_identical("full", run);
   }
+}
+
+TEST_F(Resume, FinishesARunKilledAfterItsFinalCheckpoint) {
+  // Killed between the final checkpoint (step 16, after its validation) and summary.json: the
+  // resumed run trains nothing, evaluates the test split, publishes model/ and writes the
+  // summary, as the uninterrupted run did.
+  const std::string test = " data.test=" + tmp_.path() + "/val.jsonl";
+  ASSERT_EQ(run_ftune("train --config " + config("full") + test).exit_code, 0);
+  const CliResult killed =
+      run_ftune("train --config " + config("fin") + test, "FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=16");
+  ASSERT_EQ(killed.exit_code, 137) << killed.output;
+  EXPECT_FALSE(fs::exists(run_dir("fin") + "/summary.json"));
+  EXPECT_FALSE(fs::exists(run_dir("fin") + "/model"));
+  const CliResult resumed = run_ftune("train --config " + config("fin") + test + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_identical("full", "fin");
+  const auto s = nlohmann::json::parse(file_bytes(run_dir("fin") + "/summary.json"));
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["test"]["rows"], 32);
+  EXPECT_EQ(s["model_step"],
+            nlohmann::json::parse(file_bytes(run_dir("full") + "/summary.json"))["model_step"]);
+
+  // An early-stopped run killed after its last checkpoint stops again at the same step instead
+  // of training on (patience 2, min_delta 1: stops at step 8).
+  const std::string es = "early_stopping:\n  patience: 2\n  min_delta: 1.0\n";
+  ASSERT_EQ(run_ftune("train --config " + config("es_full", es)).exit_code, 0);
+  ASSERT_EQ(run_ftune("train --config " + config("es", es), "FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=8")
+                .exit_code,
+            137);
+  const CliResult es_resumed = run_ftune("train --config " + config("es", es) + " --resume");
+  ASSERT_EQ(es_resumed.exit_code, 0) << es_resumed.output;
+  const auto es_summary = nlohmann::json::parse(file_bytes(run_dir("es") + "/summary.json"));
+  EXPECT_EQ(es_summary["status"], "early_stopping");
+  EXPECT_EQ(es_summary["steps"], 8);
+  expect_identical("es_full", "es");
+}
+
+TEST_F(Resume, LoggedWindowIsExactAfterAResumeOffItsBoundary) {
+  // Logging every 4 steps, resumed from the checkpoint of step 6 (micro-batch 13 is step 7's):
+  // the first train line after the resume (step 8) averages steps 5-8, as without the kill.
+  const std::string log4 = " training.log_every=4";
+  ASSERT_EQ(run_ftune("train --config " + config("full") + log4).exit_code, 0);
+  ASSERT_EQ(run_ftune("train --config " + config("w") + log4, "FTUNE_DEBUG_EXIT_AT_MICRO_STEP=13")
+                .exit_code,
+            137);
+  const auto state = nlohmann::json::parse(
+      file_bytes(run_dir("w") + "/checkpoints/step-0000006/trainer_state.json"));
+  EXPECT_EQ(state["window"]["steps"], 2) << state["window"].dump();
+  const CliResult resumed = run_ftune("train --config " + config("w") + log4 + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  expect_identical("full", "w");  // metrics.jsonl line for line (timing fields aside)
+  EXPECT_EQ(logged_train_losses(run_dir("full")), logged_train_losses(run_dir("w")));
+}
+
+TEST_F(Resume, FailedCheckpointWriteLeavesNoPartialDirectory) {
+  // A 1 MiB file-size limit (SIGXFSZ ignored, so writes fail with EFBIG as on a full disk): the
+  // first checkpoint's model.safetensors (4 MB) cannot be written. The run fails naming the
+  // file, and neither the partial checkpoint nor a half-published model stays behind.
+  const CliResult r =
+      run_ftune("train --config " + config("full"), "ulimit -f 2048; trap '' XFSZ;");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("model.safetensors"), std::string::npos) << r.output;
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(run_dir("full")))
+    if (e.path().filename().string().find("tmp") != std::string::npos)
+      left.push_back(e.path().string());
+  EXPECT_TRUE(left.empty()) << left.front();
+  EXPECT_FALSE(fs::exists(run_dir("full") + "/checkpoints/step-0000003"));
 }
 
 TEST_F(Resume, SigtermSavesAndResumes) {

@@ -15,9 +15,9 @@
 
 namespace ftune::test {
 
-void write_tiny_bert(const std::string& dir, int num_labels) {
+void write_tiny_bert(const std::string& dir, int num_labels, int vocab_size) {
   nlohmann::json j = {{"model_type", "bert"},
-                      {"vocab_size", 30522},
+                      {"vocab_size", vocab_size},
                       {"hidden_size", 32},
                       {"num_hidden_layers", 2},
                       {"num_attention_heads", 4},

@@ -8,8 +8,10 @@
 
 namespace ftune::test {
 
-// Writes the model into `dir`; hidden 32, 2 layers, 4 heads, the 30522-token uncased vocabulary.
-void write_tiny_bert(const std::string& dir, int num_labels = 2);
+// Writes the model into `dir`; hidden 32, 2 layers, 4 heads, 64 positions, the 30522-token
+// uncased tokenizer of MiniLM (an embedding of `vocab_size` rows: fewer make a model too small
+// for its tokenizer).
+void write_tiny_bert(const std::string& dir, int num_labels = 2, int vocab_size = 30522);
 
 // A synthetic pair task in JSONL: label 1 when the second text says "good", 0 when it says "bad",
 // among distractor words; a tiny model learns it within a few dozen steps from a random start.

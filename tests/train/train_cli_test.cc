@@ -121,8 +121,20 @@ TEST_F(TrainCli, BadConfigsNameTheKey) {
     const CliResult r = run_ftune("train --config " + config(c.extra) + " " + c.args);
     EXPECT_EQ(r.exit_code, 2) << c.message << "\n" << r.output;
     EXPECT_NE(r.output.find(c.message), std::string::npos) << r.output;
-    EXPECT_NE(r.output.find("config.yaml"), std::string::npos) << r.output;
+    // A value given on the command line is blamed on the command line, not the YAML file.
+    if (c.args.empty()) {
+      EXPECT_NE(r.output.find("config.yaml"), std::string::npos) << r.output;
+    } else {
+      EXPECT_NE(r.output.find("command-line override '" + c.args + "': key"), std::string::npos)
+          << r.output;
+      EXPECT_EQ(r.output.find("config.yaml"), std::string::npos) << r.output;
+    }
   }
+  const CliResult typo = run_ftune("train --config " + config() + " training.learnin_rate=0.1");
+  EXPECT_NE(typo.output.find("command-line override 'training.learnin_rate=0.1': unknown key "
+                             "'training.learnin_rate' (did you mean 'training.learning_rate'?)"),
+            std::string::npos)
+      << typo.output;
   const CliResult bare = run_ftune("train --config " + config() + " training.max_steps");
   EXPECT_EQ(bare.exit_code, 2);
   EXPECT_NE(bare.output.find("override 'training.max_steps' must look like section.key=value"),

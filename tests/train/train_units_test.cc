@@ -1,12 +1,14 @@
 // Units of the training loop: LR schedules (values of transformers' get_*_schedule_with_warmup),
 // metrics from a known confusion matrix, length-bucketed batches (deterministic per seed and
-// epoch, every example once per epoch, similar lengths together).
+// epoch, every example once per epoch, similar lengths together), the CPU budget's reserve for
+// the process outside the arena.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <set>
 
 #include "data/batcher.h"
+#include "train/host_reserve.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
 
@@ -72,6 +74,33 @@ TEST(Batcher, DeterministicCoversEveryExampleAndGroupsLengths) {
   // Random batching of lengths uniform in [1, 97] wastes ~45% on padding; pools of 8 batches far
   // less.
   EXPECT_LT(double(padded - real) / padded, 0.12);
+}
+
+TEST(HostReserve, CountsWhatAvailableMemoryDoesNotExclude) {
+  ProcessMemory process;
+  process.rss = 300 << 20;
+  process.rss_anon = 200 << 20;
+  process.rss_file = 100 << 20;
+  const size_t after = kHostBytesFixed + 2 * kHostBytesPerThread + 1000;
+  // MemAvailable counts the process's mapped files as free: they are held back.
+  const HostReserve meminfo =
+      host_reserve({size_t{2} << 30, size_t{4} << 30, "/proc/meminfo"}, process, 2, 1000);
+  EXPECT_EQ(meminfo.unaccounted_rss, size_t{100} << 20);
+  EXPECT_EQ(meminfo.after_plan, after);
+  // A cgroup charges them already.
+  const HostReserve cgroup =
+      host_reserve({size_t{2} << 30, size_t{4} << 30, "cgroup memory.max"}, process, 2, 1000);
+  EXPECT_EQ(cgroup.unaccounted_rss, 0u);
+  EXPECT_EQ(cgroup.total(), after);
+  // An artificial limit bounds the arena's allocations only.
+  EXPECT_EQ(
+      host_reserve({size_t{1} << 30, size_t{1} << 30, "memory limit"}, process, 2, 1000).total(),
+      0u);
+  // The budget is the smaller of the fraction and what the reserve leaves.
+  const size_t gib = size_t{1} << 30;
+  EXPECT_EQ(cpu_budget(20 * gib, 0.95, 300 << 20), static_cast<size_t>(0.95 * 20 * gib));
+  EXPECT_EQ(cpu_budget(gib, 0.95, 300 << 20), gib - (300 << 20));
+  EXPECT_EQ(cpu_budget(gib, 1.0, 2 * gib), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,31 @@
+# The test suite's side of fuzz/: one binary, fuzz_replay (fuzz/replay_main.cc), made of every
+# fuzz target compiled by the ordinary compiler against ftune_lib, their libFuzzer entry points
+# renamed ftune_fuzz_NAME_run / _init. A test per target replays its committed seeds
+# (fuzz/seeds/NAME) and the inputs of the crashes it found (fuzz/regressions/NAME) in seconds.
+include(${PROJECT_SOURCE_DIR}/fuzz/targets.cmake)
+set(_inc "")
+set(_srcs ${PROJECT_SOURCE_DIR}/fuzz/replay_main.cc)
+foreach(pair ${FTUNE_FUZZ_TARGETS})
+  string(REPLACE ":" ";" pair ${pair})
+  list(GET pair 0 name)
+  set(src ${PROJECT_SOURCE_DIR}/fuzz/fuzz_${name}.cc)
+  list(APPEND _srcs ${src})
+  set_source_files_properties(${src} PROPERTIES COMPILE_DEFINITIONS
+    "LLVMFuzzerTestOneInput=ftune_fuzz_${name}_run;LLVMFuzzerInitialize=ftune_fuzz_${name}_init")
+  string(APPEND _inc "FTUNE_FUZZ_TARGET(${name})\n")
+endforeach()
+file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/generated/fuzz/fuzz_targets.inc CONTENT "${_inc}")
+add_executable(fuzz_replay ${_srcs})
+target_include_directories(fuzz_replay PRIVATE ${CMAKE_BINARY_DIR}/generated/fuzz)
+target_link_libraries(fuzz_replay PRIVATE ftune_lib)
+target_compile_definitions(fuzz_replay PRIVATE FTUNE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+foreach(pair ${FTUNE_FUZZ_TARGETS})
+  string(REPLACE ":" ";" pair ${pair})
+  list(GET pair 0 name)
+  set(_paths ${PROJECT_SOURCE_DIR}/fuzz/seeds/${name})
+  if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/fuzz/regressions/${name})
+    list(APPEND _paths ${PROJECT_SOURCE_DIR}/fuzz/regressions/${name})
+  endif()
+  add_test(NAME fuzz_replay.${name} COMMAND fuzz_replay ${name} ${_paths})
+  set_tests_properties(fuzz_replay.${name} PROPERTIES TIMEOUT 300)
+endforeach()
