@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda/cuda_check.h"
+#include "cuda/cuda_device.h"
 #include "cuda/sdpa_plan_cache.h"
 #include "cuda/streams.cuh"
 
@@ -348,6 +349,11 @@ void* element_ptr(const void* base, int64_t elements) {
 }  // namespace
 
 bool cudnn_sdpa_supported(const SdpaShape& shape, std::string* why) {
+  // No device is an answer, not an error: nothing can run (the build is asked, not a GPU).
+  if (device_count() == 0) {
+    if (why) *why = "no CUDA device (cuDNN attention runs on a GPU)";
+    return false;
+  }
   try {
     graphs_for(shape);
     return true;

@@ -198,9 +198,11 @@ struct LtPlan {
       desc.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(g.bias_grad));
   }
 
+  // D = alpha * op(A) op(B) + beta * C. The real call runs in place (C == D, as cublasSgemm);
+  // the autotuner's timing runs may point both at a scratch copy of C (TuneTarget).
   cublasStatus_t run(const DeviceBlas& blas, const GemmArgs& g, const cublasLtMatmulAlgo_t& a,
-                     void* D) {
-    return cublasLtMatmul(blas.handle, desc.d, &g.alpha, g.B, la.l, g.A, lb.l, &g.beta, g.C, lc.l,
+                     const void* C, void* D) {
+    return cublasLtMatmul(blas.handle, desc.d, &g.alpha, g.B, la.l, g.A, lb.l, &g.beta, C, lc.l,
                           D, lc.l, &a, blas.workspace, kGemmWorkspaceBytes, compute_stream());
   }
 };
@@ -302,12 +304,15 @@ size_t span_bytes(int64_t rows, int64_t cols, int64_t ld, DType t) {
   return static_cast<size_t>((rows - 1) * ld + cols) * dtype_size(t);
 }
 
-// Where the timing runs write D. With beta == 0, C is a pure output that the real call overwrites
-// right after timing, and so is bias_grad (written, never accumulated): the runs write the
-// caller's buffers, which costs no memory. With beta != 0, C is read and D accumulates into it:
-// then the runs write a scratch D the size of C instead, allocated here and freed when the object
-// goes away. Its pointer has exactly the alignment class of C, so the algorithm timed on it is
-// valid for the real call.
+// Where the timing runs read C and write D: always in place (C == D) with the call's own beta,
+// as the real call runs, so the algorithm chosen is timed on the call as it runs (timed out of
+// place, D apart from C, the accumulating attention-output dW of gemm_bench ran at 0.85x the
+// heuristic's first choice on an H200, bench/results/gpu). With beta == 0, C
+// is a pure output that the real call overwrites right after timing, and so is bias_grad
+// (written, never accumulated): the runs use the caller's buffers, which costs no memory. With
+// beta != 0 the runs would accumulate into the caller's C: they use a scratch copy of C instead,
+// allocated here and freed when the object goes away. Its pointer has exactly the alignment class
+// of C, so the algorithm timed on it is valid for the real call.
 class TuneTarget {
  public:
   TuneTarget(int device, const GemmArgs& g) : device_(device) {
@@ -320,6 +325,9 @@ class TuneTarget {
     // base_ is 256-aligned; adding the class (1..8) gives exactly that alignment.
     const uint32_t c = gemm_alignment_class(g.C);
     d = base_ + (c < 16 ? c : 0);
+    // Realistic values (the accumulated gradient), copied on the stream the timing runs on.
+    FTUNE_CUDA_CHECK(cudaMemcpyAsync(d, g.C, span_bytes(g.M, g.N, g.ldc, g.c_type),
+                                     cudaMemcpyDeviceToDevice, compute_stream()));
   }
   ~TuneTarget() {
     if (base_) device_free(Device::cuda(device_), base_, bytes_);
@@ -358,7 +366,8 @@ LtResult time_candidates(const DeviceBlas& blas, LtPlan& p, const GemmArgs& g,
     const cublasLtMatmulAlgo_t& algo = candidates.r[ci].algo;
     // Warm-up run, timed to choose the repetitions.
     FTUNE_CUDA_CHECK(cudaEventRecord(ev.start, stream));
-    if (const cublasStatus_t st = p.run(blas, g, algo, target.d); st != CUBLAS_STATUS_SUCCESS) {
+    if (const cublasStatus_t st = p.run(blas, g, algo, target.d, target.d);
+        st != CUBLAS_STATUS_SUCCESS) {
       note(st);
       continue;
     }
@@ -371,7 +380,7 @@ LtResult time_candidates(const DeviceBlas& blas, LtPlan& p, const GemmArgs& g,
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     FTUNE_CUDA_CHECK(cudaEventRecord(ev.start, stream));
     for (int r = 0; r < reps && st == CUBLAS_STATUS_SUCCESS; ++r)
-      st = p.run(blas, g, algo, target.d);
+      st = p.run(blas, g, algo, target.d, target.d);
     FTUNE_CUDA_CHECK(cudaEventRecord(ev.stop, stream));
     FTUNE_CUDA_CHECK(cudaEventSynchronize(ev.stop));
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -534,7 +543,7 @@ class CublasLtBackend final : public GemmBackend {
     }
     if (!plan->found) return LtResult{LtStatus::NotSupported, plan->why};
     // C is both the input (beta) and the output D, as in cublasSgemm.
-    const cublasStatus_t st = plan->run(blas, g, plan->algo, g.C);
+    const cublasStatus_t st = plan->run(blas, g, plan->algo, g.C, g.C);
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) {
       // The heuristic offered an algorithm the library then refuses for this call: remember
       // that (this thread and the process), so the fallback runs without asking again.

@@ -21,6 +21,7 @@
 namespace ftune::cuda {
 namespace {
 
+using test::ScopedEnv;
 using test::TempDir;
 
 GemmAlgoKey key(int64_t M = 4096, GemmEpilogue e = GemmEpilogue::Bias) {
