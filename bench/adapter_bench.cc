@@ -37,7 +37,7 @@ struct Setup {
   size_t act_bytes = 0, state_bytes = 0;
 };
 
-std::unique_ptr<Setup> make(const EncoderConfig& config, const std::string& name, PeftMethod m,
+std::unique_ptr<Setup> make(const ModelSpec& config, const std::string& name, PeftMethod m,
                             GradientCheckpointing ckpt, int64_t batch, int64_t seq) {
   auto s = std::make_unique<Setup>();
   s->name = name;
@@ -122,13 +122,13 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     set_compute_threads(threads);
-    const EncoderConfig config = bench::bench_model_config(model);
+    const ModelSpec config = bench::bench_model_config(model);
     std::mt19937_64 rng(7);
     Batch b;
     b.size = batch;
     b.seq_len = seq;
     for (int64_t i = 0; i < batch * seq; ++i) {
-      b.input_ids.push_back(static_cast<int32_t>(rng() % config.vocab_size));
+      b.input_ids.push_back(static_cast<int32_t>(rng() % config.info().vocab_size));
       b.token_type_ids.push_back(i % seq < seq / 2 ? 0 : 1);
       b.attention_mask.push_back(1);
     }

@@ -6,11 +6,11 @@
 #include <string>
 
 #include "core/error.h"
-#include "models/encoder_config.h"
+#include "models/backbone.h"
 
 namespace ftune::bench {
 
-inline EncoderConfig bench_model_config(const std::string& model) {
+inline ModelSpec bench_model_config(const std::string& model) {
   nlohmann::json j = {{"model_type", "bert"},           {"vocab_size", 30522},
                       {"max_position_embeddings", 512}, {"type_vocab_size", 2},
                       {"hidden_act", "gelu"},           {"num_labels", 2}};
@@ -26,7 +26,7 @@ inline EncoderConfig bench_model_config(const std::string& model) {
               {"intermediate_size", 3072}});
   else
     throw InputError("--model must be minilm or bert-base, got '" + model + "'");
-  return EncoderConfig::from_json(j, "<" + model + " benchmark config>");
+  return model_spec_from_json(j, "<" + model + " benchmark config>");
 }
 
 }  // namespace ftune::bench

@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON line per row");
   CLI11_PARSE(app, argc, argv);
   try {
-    const EncoderConfig config = bench::bench_model_config(model);
+    const ModelSpec config = bench::bench_model_config(model);
     std::vector<std::pair<std::string, size_t>> devices;
     if (memories.empty()) {
       const DeviceMemoryInfo info = device_memory_info(Device::cpu());

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
 
   try {
     set_compute_threads(threads);
-    const EncoderConfig config = bench::bench_model_config(model);
+    const ModelSpec config = bench::bench_model_config(model);
     SequenceClassifier clf(config, {batch, seq, true});
     AdamW adamw(clf.params(), AdamWOptions{2e-5f, 0.9f, 0.999f, 1e-8f, 0.01f});
     ArenaPlan plan;
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     b.size = batch;
     b.seq_len = seq;
     for (int64_t i = 0; i < batch * seq; ++i) {
-      b.input_ids.push_back(static_cast<int32_t>(rng() % config.vocab_size));
+      b.input_ids.push_back(static_cast<int32_t>(rng() % config.info().vocab_size));
       b.token_type_ids.push_back(i % seq < seq / 2 ? 0 : 1);
       b.attention_mask.push_back(1);
     }

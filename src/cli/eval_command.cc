@@ -38,7 +38,8 @@ struct EvalArgs {
 
 void run(const EvalArgs& a) {
   if (a.threads > 0) set_compute_threads(a.threads);
-  const EncoderConfig config = load_model_config(a.model);
+  const ModelSpec model_spec = load_model_spec(a.model);
+  const ModelInfo& config = model_spec.info();
   const int64_t K = config.num_labels();
   if (a.has_threshold && K != 2)
     throw InputError(

@@ -47,7 +47,7 @@ void run(const ExportArgs& a) {
   options.max_seq = 1;
   options.training = false;
   options.adapters = adapters;
-  SequenceClassifier model(load_model_config(a.model, lo), options);
+  SequenceClassifier model(load_model_spec(a.model, lo), options);
   ArenaPlan plan;
   model.add_to_plan(plan);
   Arena arena(Device::cpu(), std::move(plan));

@@ -60,15 +60,19 @@ void run_plan(const PlanArgs& a) {
   const TrainData data = load_train_data(cfg, tok, max_length);
   LoadOptions load;
   load.labels = data.labels.names;
-  const EncoderConfig model = load_model_config(cfg.model.path, load);
+  const ModelSpec model_spec = load_model_spec(cfg.model.path, load);
+  const ModelInfo& model = model_spec.info();
   BatchPlanOptions options;
   // With --memory the plan is for a device of that size, which need not be this machine's.
   options.device = a.memory.empty() ? training_device(cfg) : parse_device(cfg.training.device);
   if (!a.memory.empty()) options.device_memory = parse_bytes(a.memory, "--memory");
-  const RunBatchPlan p = plan_run_batch(cfg, model, data, max_length, options);
+  const RunBatchPlan p = plan_run_batch(cfg, model_spec, data, max_length, options);
   const BatchChoice& c = p.choice;
-  const MemoryPlan off = plan_memory(p.target, c.micro_batch, GradientCheckpointing::Off);
-  const MemoryPlan on = plan_memory(p.target, c.micro_batch, GradientCheckpointing::On);
+  // Packed micro-batches are token budgets (train/memory_planner.h).
+  const bool packed = p.target.packed;
+  const int64_t unit = packed ? c.micro_tokens : c.micro_batch;
+  const MemoryPlan off = plan_memory(p.target, unit, GradientCheckpointing::Off);
+  const MemoryPlan on = plan_memory(p.target, unit, GradientCheckpointing::On);
   const int64_t largest_off =
       largest_micro_batch(p.target, GradientCheckpointing::Off, c.budget, kSearchCap);
   const int64_t largest_on =
@@ -79,7 +83,9 @@ void run_plan(const PlanArgs& a) {
 
   if (a.json) {
     nlohmann::json j = {
-        {"model", model.architecture()},
+        {"model", model.architecture},
+        {"packing", {{"on", packed}, {"why", p.packing.why}}},
+        {"micro_batch_tokens", packed ? nlohmann::json(c.micro_tokens) : nlohmann::json()},
         {"device", device_name(p.target.device)},
         {"threads", compute_threads()},
         {"precision", std::string(precision_name(p.precision.precision))},
@@ -110,7 +116,7 @@ void run_plan(const PlanArgs& a) {
       "{} ({} labels, {:.1f}M parameters{}), {} on {}\n"
       "longest sequence {} tokens ({}; data.max_length {})\n"
       "memory: {} available ({}), budget {} = {}\n{}\n",
-      model.architecture(), model.num_labels(),
+      model.architecture, model.num_labels(),
       parameter_count(p.target) / 1e6,
       cfg.peft.enabled() ? fmt::format(", {}", peft_method_name(cfg.peft.method)) : "",
       precision_name(p.precision.precision), device_name(p.target.device), p.target.max_seq,
@@ -124,9 +130,13 @@ void run_plan(const PlanArgs& a) {
                         p.attention.reason));
   const char* chosen_off = c.checkpointing == GradientCheckpointing::Off ? " *" : "";
   const char* chosen_on = c.checkpointing == GradientCheckpointing::On ? " *" : "";
-  std::cout << fmt::format("micro-batch {} x {} tokens{}   {:>14} {:>14}\n", c.micro_batch,
-                           p.target.max_seq,
-                           off.rows > c.micro_batch ? fmt::format(" (eval {})", off.rows) : "",
+  std::cout << fmt::format("micro-batch {}{}   {:>14} {:>14}\n",
+                           packed ? fmt::format("of {} packed tokens (up to {} rows)",
+                                                c.micro_tokens, off.rows)
+                                  : fmt::format("{} x {} tokens", c.micro_batch, p.target.max_seq),
+                           !packed && off.rows > c.micro_batch
+                               ? fmt::format(" (eval {})", off.rows)
+                               : "",
                            fmt::format("no ckpt{}", chosen_off),
                            fmt::format("ckpt{}", chosen_on));
   for (size_t i = 0; i < off.categories.size(); ++i)
@@ -135,6 +145,16 @@ void run_plan(const PlanArgs& a) {
                              format_bytes(on.categories[i].bytes), off.categories[i].note);
   std::cout << fmt::format("  {:<24} {:>14} {:>14}\n\n", "total (planned peak)",
                            format_bytes(off.total), format_bytes(on.total));
+  if (packed) {
+    std::cout << fmt::format(
+        "largest packed micro-batch in the budget: {} tokens without gradient checkpointing, {} "
+        "with it\nchosen: micro-batches of up to {} tokens ({} rows), at most {} per step, "
+        "gradient checkpointing {}{}\n  {}\n",
+        largest_off, largest_on, c.micro_tokens, c.micro_batch, c.accumulation,
+        gradient_checkpointing_name(c.checkpointing),
+        c.over_budget ? " (OVER BUDGET: the run will try, then halve)" : "", c.reason);
+    return;
+  }
   const auto [acc_off, micro_off] = split(largest_off);
   const auto [acc_on, micro_on] = split(largest_on);
   std::cout << fmt::format(

@@ -52,7 +52,7 @@ std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const st
 void run(const PredictArgs& a) {
   if (a.threads > 0) set_compute_threads(a.threads);
   // The model and the device first: bad arguments are refused before the data is read.
-  const EncoderConfig config = load_model_config(a.model);
+  const ModelInfo config = load_model_spec(a.model).info();
   if (a.threshold && config.num_labels() != 2)
     throw InputError(fmt::format("--threshold applies to binary models; {} has {} labels", a.model,
                                  config.num_labels()));

@@ -1,13 +1,13 @@
-// Device names and parsing; the CUDA queries forward to the CUDA backend when it is built.
+// Device names and parsing; the CUDA queries forward to the installed CUDA backend
+// (core/device_backend.h).
 #include "core/device.h"
 
 #include <fmt/format.h>
 
-#include "core/error.h"
+#include <atomic>
 
-#ifdef FTUNE_WITH_CUDA
-#include "cuda/cuda_device.h"
-#endif
+#include "core/device_backend.h"
+#include "core/error.h"
 
 namespace ftune {
 
@@ -58,12 +58,27 @@ bool cuda_built() {
 #endif
 }
 
+namespace {
+std::atomic<const DeviceBackend*> g_cuda_backend{nullptr};
+}  // namespace
+
+void install_cuda_backend(const DeviceBackend* backend) {
+  g_cuda_backend.store(backend);
+}
+
+const DeviceBackend* cuda_backend() {
+  return g_cuda_backend.load();
+}
+
+const DeviceBackend& require_cuda_backend(const char* what) {
+  const DeviceBackend* b = cuda_backend();
+  if (!b) throw NotBuiltError(fmt::format("{}, but ftune was built without CUDA", what));
+  return *b;
+}
+
 int cuda_device_count() {
-#ifdef FTUNE_WITH_CUDA
-  return cuda::device_count();
-#else
-  return 0;
-#endif
+  const DeviceBackend* b = cuda_backend();
+  return b ? b->device_count() : 0;
 }
 
 }  // namespace ftune

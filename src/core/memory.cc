@@ -10,9 +10,7 @@
 #include <string>
 #include <mutex>
 
-#ifdef FTUNE_WITH_CUDA
-#include "cuda/cuda_device.h"
-#endif
+#include "core/device_backend.h"
 
 namespace ftune {
 namespace {
@@ -65,17 +63,13 @@ void* device_malloc(Device device, size_t bytes) {
     }
     return p;
   }
-#ifdef FTUNE_WITH_CUDA
   try {
-    return cuda::malloc(device, bytes);
+    return require_cuda_backend("CUDA device memory requested").malloc(device, bytes);
   } catch (...) {
     std::lock_guard<std::mutex> lock(acc.mu);
     acc.in_use -= bytes;
     throw;
   }
-#else
-  throw NotBuiltError("CUDA device memory requested, but ftune was built without CUDA");
-#endif
 }
 
 void device_free(Device device, void* ptr, size_t bytes) {
@@ -89,9 +83,7 @@ void device_free(Device device, void* ptr, size_t bytes) {
     std::free(ptr);
     return;
   }
-#ifdef FTUNE_WITH_CUDA
-  cuda::free(device, ptr);
-#endif
+  if (const DeviceBackend* b = cuda_backend()) b->free(device, ptr);
 }
 
 size_t device_bytes_in_use(DeviceKind kind) {
@@ -151,12 +143,9 @@ DeviceMemoryInfo device_memory_info(Device device) {
       info.source = "cgroup memory.max";
     }
   } else {
-#ifdef FTUNE_WITH_CUDA
-    cuda::memory_info(device, &info.available, &info.total);
+    require_cuda_backend("CUDA device memory queried")
+        .memory_info(device, &info.available, &info.total);
     info.source = "cudaMemGetInfo";
-#else
-    throw NotBuiltError("CUDA device memory queried, but ftune was built without CUDA");
-#endif
   }
   Accounting& acc = accounting(device.kind);
   std::lock_guard<std::mutex> lock(acc.mu);
@@ -189,11 +178,8 @@ void copy(TensorView dst, TensorView src) {
     if (dst.data != src.data) std::memmove(dst.data, src.data, src.nbytes());
     return;
   }
-#ifdef FTUNE_WITH_CUDA
-  cuda::memcpy(dst.data, dst.device, src.data, src.device, src.nbytes());
-#else
-  throw NotBuiltError("copy to or from a CUDA device, but ftune was built without CUDA");
-#endif
+  require_cuda_backend("copy to or from a CUDA device")
+      .memcpy(dst.data, dst.device, src.data, src.device, src.nbytes());
 }
 
 void convert(TensorView dst, TensorView src) {
@@ -255,11 +241,7 @@ void fill_zero(TensorView dst) {
     std::memset(dst.data, 0, dst.nbytes());
     return;
   }
-#ifdef FTUNE_WITH_CUDA
-  cuda::memset_zero(dst.data, dst.device, dst.nbytes());
-#else
-  throw NotBuiltError("fill_zero on a CUDA device, but ftune was built without CUDA");
-#endif
+  require_cuda_backend("fill_zero on a CUDA device").memset_zero(dst.data, dst.device, dst.nbytes());
 }
 
 void fill(TensorView dst, float value) {
@@ -269,11 +251,7 @@ void fill(TensorView dst, float value) {
     for (int64_t i = 0, n = dst.numel(); i < n; ++i) p[i] = value;
     return;
   }
-#ifdef FTUNE_WITH_CUDA
-  cuda::fill_f32(p, dst.device, dst.numel(), value);
-#else
-  throw NotBuiltError("fill on a CUDA device, but ftune was built without CUDA");
-#endif
+  require_cuda_backend("fill on a CUDA device").fill_f32(p, dst.device, dst.numel(), value);
 }
 
 HostTensor::HostTensor(DType dtype, Shape shape) {

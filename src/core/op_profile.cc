@@ -12,9 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#ifdef FTUNE_WITH_CUDA
-#include "cuda/cuda_device.h"
-#endif
+#include "core/device_backend.h"
 
 namespace ftune::profile {
 namespace {
@@ -53,34 +51,25 @@ Recording& rec() {
   return r;
 }
 
-#ifdef FTUNE_WITH_CUDA
 void* take_event(Recording& r) {
-  if (r.next_event == r.events.size()) r.events.push_back(cuda::timing_event_create(r.device));
+  if (r.next_event == r.events.size())
+    r.events.push_back(require_cuda_backend("timing events").timing_event_create(r.device));
   return r.events[r.next_event++];
 }
-#endif
 
 // Marks a point of the step: the host clock, and on a GPU an event on the compute stream.
 void mark(Recording& r, Clock::time_point* t, void** event) {
-#ifdef FTUNE_WITH_CUDA
   if (r.device.kind == DeviceKind::CUDA) {
     *event = take_event(r);
-    cuda::record_on_compute_stream(r.device, *event);
+    require_cuda_backend("timing events").record_event(r.device, *event);
   }
-#else
-  (void)event;
-#endif
   *t = Clock::now();
 }
 
 double elapsed_ms(const Recording& r, Clock::time_point t0, Clock::time_point t1, void* e0,
                   void* e1) {
-#ifdef FTUNE_WITH_CUDA
-  if (r.device.kind == DeviceKind::CUDA) return cuda::event_elapsed_ms(e0, e1);
-#else
-  (void)e0;
-  (void)e1;
-#endif
+  if (r.device.kind == DeviceKind::CUDA)
+    return require_cuda_backend("timing events").event_elapsed_ms(e0, e1);
   return ms_between(t0, t1);
 }
 
@@ -153,9 +142,7 @@ StepProfile StepRecorder::finish() {
   Recording& r = rec();
   Clock::time_point t_end;
   mark(r, &t_end, &r.step_end);
-#ifdef FTUNE_WITH_CUDA
-  if (device_.kind == DeviceKind::CUDA) cuda::synchronize(device_);
-#endif
+  if (device_.kind == DeviceKind::CUDA) require_cuda_backend("synchronize").synchronize(device_);
   r.on.store(false);
   active_ = false;
   p.step = step_;

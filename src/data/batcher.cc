@@ -51,15 +51,24 @@ const std::vector<int64_t>& LengthBucketedBatcher::batch(int64_t global_step) {
 }
 
 std::vector<std::vector<int64_t>> length_sorted_batches(
-    const std::vector<TokenizedExample>& examples, int64_t batch_size) {
+    const std::vector<TokenizedExample>& examples, int64_t batch_size, int64_t max_tokens) {
   std::vector<int64_t> order(examples.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
     return examples[a].input_ids.size() < examples[b].input_ids.size();
   });
   std::vector<std::vector<int64_t>> batches;
-  for (size_t s = 0; s < order.size(); s += batch_size)
-    batches.emplace_back(order.begin() + s, order.begin() + std::min(order.size(), s + batch_size));
+  int64_t tokens = 0;
+  for (const int64_t i : order) {
+    const int64_t len = static_cast<int64_t>(examples[i].input_ids.size());
+    if (batches.empty() || static_cast<int64_t>(batches.back().size()) == batch_size ||
+        (max_tokens > 0 && tokens + len > max_tokens)) {
+      batches.emplace_back();
+      tokens = 0;
+    }
+    batches.back().push_back(i);
+    tokens += len;
+  }
   return batches;
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "data/examples.h"
-#include "models/batch.h"
+#include "data/batch.h"
 
 namespace ftune::data {
 
@@ -45,9 +45,10 @@ class LengthBucketedBatcher {
 };
 
 // Batches for evaluation and prediction, where order does not matter: examples sorted by length
-// (stable) and cut into batches, so each is padded only to its own longest example.
+// (stable) and cut into batches of batch_size rows, so each is padded only to its own longest
+// example; with max_tokens > 0 (packed batches) also of at most that many tokens.
 std::vector<std::vector<int64_t>> length_sorted_batches(
-    const std::vector<TokenizedExample>& examples, int64_t batch_size);
+    const std::vector<TokenizedExample>& examples, int64_t batch_size, int64_t max_tokens = 0);
 
 // Pads the given examples into a right-padded Batch (pad id for input_ids, 0 mask, 0 types;
 // empty token_type_ids count as all 0).

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "data/batcher.h"
-#include "models/batch.h"
+#include "data/batch.h"
 
 namespace ftune::data {
 

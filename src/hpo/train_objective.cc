@@ -17,6 +17,10 @@
 namespace ftune::hpo {
 namespace {
 
+// What sets a trial's keys on top of objective.train_config (the search space, `fixed`, `folds`
+// and the trial's output): errors name it instead of blaming a command line the user never typed.
+constexpr const char* kStudyOverride = "study override";
+
 namespace fs = std::filesystem;
 
 std::string metric_key(std::string m) {
@@ -129,7 +133,7 @@ void TrainObjective::validate(const SearchSpace& space) const {
       o.insert(o.end(), f.begin(), f.end());
       TrainConfig cfg;
       try {
-        cfg = TrainConfig::load(train_config_, o);
+        cfg = TrainConfig::load(train_config_, o, kStudyOverride);
       } catch (const InputError& e) {
         std::string how;
         if (folds_ > 1)
@@ -190,7 +194,7 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
     }
   } trim;
   const std::vector<std::string> trial_overrides = overrides(trial.params, space);
-  const TrainConfig base = TrainConfig::load(train_config_, trial_overrides);
+  const TrainConfig base = TrainConfig::load(train_config_, trial_overrides, kStudyOverride);
   const fs::path trial_dir = fs::path(base.output.dir) / fmt::format("trial-{}", trial.number);
   // A retry of a trial whose worker died continues its work: the folds it finished count as they
   // are, and the fold it was in resumes from its last checkpoint (same params, same fold split:
@@ -215,7 +219,7 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
     std::vector<std::string> o = trial_overrides;
     const std::vector<std::string> f = fold_overrides(fold, dir.string());
     o.insert(o.end(), f.begin(), f.end());
-    const TrainConfig cfg = TrainConfig::load(train_config_, o);
+    const TrainConfig cfg = TrainConfig::load(train_config_, o, kStudyOverride);
     TrainOptions options;
     if (continued.moved) {
       if (const auto step = last_checkpoint_step(dir)) {

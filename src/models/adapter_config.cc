@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "models/backbone.h"
 #include "text/regex.h"
 
 namespace ftune {
@@ -271,10 +272,9 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
       c.target_modules = read_names(t, at("target_modules"));
     }
   }
-  // Typos are caught here, against the module names of both families; which modules a model
+  // Typos are caught here, against the module names of every family; which modules a model
   // really adapts is resolved when it is built (resolve_target_modules).
-  std::vector<ClassifierModule> modules = classifier_modules(true, 128);
-  for (const ClassifierModule& m : classifier_modules(false, 128)) modules.push_back(m);
+  const std::vector<ClassifierModule> modules = known_modules();  // models/backbone.h
   if (!c.target_regex.empty()) {
     const text::Regex re = compile_module_regex(c.target_regex, at("target_modules"));
     if (std::none_of(modules.begin(), modules.end(), [&](const ClassifierModule& m) {

@@ -1,7 +1,9 @@
 // Classification heads: forward and backward (see classification_head.h).
 #include "models/classification_head.h"
 
+#include "core/memory.h"
 #include "models/adapter_site.h"
+#include "models/adapters.h"
 #include "ops/dropout.h"
 #include "ops/first_token.h"
 #include "ops/linear.h"
@@ -20,24 +22,55 @@ DropoutRows head_rows(const DropoutPlan& d) {
   return DropoutRows{d.row0, 1, 1};
 }
 
-bool pooler_adapter_on(const EncoderAdapters* ad) {
-  return ad != nullptr && ad->pooler.defined();
+// The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch.
+void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in) {
+  if (!in.packed()) {
+    first_token_forward(cls, hidden);
+    return;
+  }
+  for (int64_t b = 0; b < in.B; ++b) {
+    const int64_t t = in.host_cu_seqlens[b];
+    copy(cls.slice0(b, b + 1), hidden.slice0(t, t + 1));
+  }
+}
+
+void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInputs& in) {
+  if (!in.packed()) {
+    first_token_backward(dhidden, dcls);
+    return;
+  }
+  fill_zero(dhidden);
+  for (int64_t b = 0; b < in.B; ++b) {
+    const int64_t t = in.host_cu_seqlens[b];
+    copy(dhidden.slice0(t, t + 1), dcls.slice0(b, b + 1));
+  }
+}
+
+// The pooler's adapter (undefined without one).
+const AdapterWeights* pooler_adapter(const EncoderConfig& c, const AdapterSet& ad) {
+  const AdapterSite s = pooler_adapter_site(c);
+  if (!ad.any() || static_cast<int64_t>(ad.layers.size()) <= s.layer) return nullptr;
+  const AdapterWeights& w = ad.at(s.layer, s.kind);
+  return w.defined() ? &w : nullptr;
 }
 
 // BERT's pooler.dense with its adapter, as models/adapter_site.h runs it (all in fp32: the head
-// reads the fp32 hidden state and the fp32 weights).
-AdapterSiteRun pooler_run(const HeadWeights& w, const HeadActivations& a, const EncoderAdapters& ad,
-                          const EncoderAdapters* grads, const DropoutPlan& d) {
+// reads the fp32 hidden state and the fp32 weights). grads: undefined in forward.
+AdapterSiteRun pooler_run(const EncoderConfig& c, const HeadWeights& w, const HeadActivations& a,
+                          const AdapterSet& ad, const AdapterSet& grads, const DropoutPlan& d) {
+  const AdapterSite s = pooler_adapter_site(c);
   AdapterSiteRun r;
-  r.w = ad.pooler;
-  if (grads) r.g = grads->pooler;
+  r.w = ad.at(s.layer, s.kind);
+  if (grads.any()) r.g = grads.at(s.layer, s.kind);
   r.dora = ad.dora;
   r.scale = ad.scale;
   r.weight = r.gemm_weight = w.dense_w;
   r.bias = w.dense_b;
-  r.weight_sq = ad.pooler_weight_sq;
-  r.norm = ad.pooler_norm;
-  r.norm_workspace = ad.norm_workspace;
+  if (ad.dora) {
+    r.weight_sq = ad.weight_sq[s.layer][s.kind];
+    r.norm = ad.norm[s.layer][s.kind];
+    r.norm_workspace = ad.norm_workspace;
+  }
   r.u = a.lora_u;
   r.z = a.dora_z;
   r.h = a.lora_h;
@@ -66,62 +99,52 @@ void add_head_params(const EncoderConfig& c, ParamTable& t) {
   t.add(names[3], {K});
 }
 
-HeadWeights bind_head_weights(const EncoderConfig& c, const ParamTable& t, TensorView flat) {
+HeadWeights bind_head_weights(const EncoderConfig& c, const ParamViews& p) {
   const auto names = head_param_names(c);
-  return HeadWeights{
-      ParamTable::slice(flat, t.at(names[0])), ParamTable::slice(flat, t.at(names[1])),
-      ParamTable::slice(flat, t.at(names[2])), ParamTable::slice(flat, t.at(names[3]))};
+  return HeadWeights{p.get(names[0]), p.get(names[1]), p.get(names[2]), p.get(names[3])};
 }
 
-void plan_head_activations(const EncoderConfig& c, int64_t max_batch, bool training,
-                           ArenaPlan& plan, const AdapterConfig& adapters) {
+AdapterSite pooler_adapter_site(const EncoderConfig& c) {
+  return AdapterSite{c.num_layers, 0, "bert.pooler.dense", c.hidden_size, c.hidden_size};
+}
+
+void head_buffers(const EncoderConfig& c, int64_t max_rows, bool training,
+                  const AdapterConfig& adapters, HeadActivations& a, BufferTable& t) {
   const int64_t C = c.hidden_size, K = c.num_labels();
-  for (const char* name : {"act/head/cls", "act/head/x", "act/head/pooled", "act/head/pooled_drop"})
-    plan.add(name, DType::F32, {max_batch, C});
-  plan.add("act/head/logits", DType::F32, {max_batch, K});
-  if (training)
-    for (const char* name : {"gradact/head/pooled", "gradact/head/x", "gradact/head/scratch"})
-      plan.add(name, DType::F32, {max_batch, C});
-  if (!pooler_adapted(c, adapters)) return;
-  plan.add("act/head/lora_u", DType::F32, {max_batch, adapters.r});
-  if (adapters.dora()) plan.add("act/head/dora_z", DType::F32, {max_batch, C});
-  if (training) plan.add("gradact/head/lora_h", DType::F32, {max_batch, adapters.r});
-  if (training && adapters.dropout > 0) plan.add("work/head/lora_dropout", DType::F32, {max_batch, C});
-}
-
-HeadActivations bind_head_activations(const Arena& arena, bool training) {
-  HeadActivations a;
-  a.cls = arena.view("act/head/cls");
-  a.x = arena.view("act/head/x");
-  a.pooled = arena.view("act/head/pooled");
-  a.pooled_drop = arena.view("act/head/pooled_drop");
-  a.logits = arena.view("act/head/logits");
+  t.add("act/head/cls", DType::F32, {max_rows, C}, &a.cls);
+  t.add("act/head/x", DType::F32, {max_rows, C}, &a.x);
+  t.add("act/head/pooled", DType::F32, {max_rows, C}, &a.pooled);
+  t.add("act/head/pooled_drop", DType::F32, {max_rows, C}, &a.pooled_drop);
+  t.add("act/head/logits", DType::F32, {max_rows, K}, &a.logits);
   if (training) {
-    a.grad_pooled = arena.view("gradact/head/pooled");
-    a.grad_x = arena.view("gradact/head/x");
-    a.grad_scratch = arena.view("gradact/head/scratch");
+    t.add("gradact/head/pooled", DType::F32, {max_rows, C}, &a.grad_pooled);
+    t.add("gradact/head/x", DType::F32, {max_rows, C}, &a.grad_x);
+    t.add("gradact/head/scratch", DType::F32, {max_rows, C}, &a.grad_scratch);
   }
-  for (auto [name, view] : {std::pair{"act/head/lora_u", &a.lora_u},
-                            std::pair{"act/head/dora_z", &a.dora_z},
-                            std::pair{"gradact/head/lora_h", &a.lora_h},
-                            std::pair{"work/head/lora_dropout", &a.lora_scratch}})
-    if (arena.plan().contains(name)) *view = arena.view(name);
-  return a;
+  if (c.family != ModelFamily::Bert ||
+      targeted_sites({pooler_adapter_site(c)}, adapters).empty())
+    return;
+  t.add("act/head/lora_u", DType::F32, {max_rows, adapters.r}, &a.lora_u);
+  if (adapters.dora()) t.add("act/head/dora_z", DType::F32, {max_rows, C}, &a.dora_z);
+  if (training) t.add("gradact/head/lora_h", DType::F32, {max_rows, adapters.r}, &a.lora_h);
+  if (training && adapters.dropout > 0)
+    t.add("work/head/lora_dropout", DType::F32, {max_rows, C}, &a.lora_scratch);
 }
 
 TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActivations& a,
-                        TensorView hidden, const DropoutPlan& d, const EncoderAdapters* adapters) {
-  const int64_t B = hidden.dim(0), C = c.hidden_size, K = c.num_labels();
+                        TensorView hidden, const TokenInputs& in, const DropoutPlan& d,
+                        const AdapterSet& adapters) {
+  const int64_t B = in.B, C = c.hidden_size, K = c.num_labels();
   const Shape BC{B, C};
   const float p = head_p(c, d);
   TensorView cls = a.cls.prefix(BC), x = a.x.prefix(BC), pooled = a.pooled.prefix(BC);
   TensorView pooled_drop = a.pooled_drop.prefix(BC), logits = a.logits.prefix({B, K});
-  first_token_forward(cls, hidden);
+  first_tokens_forward(cls, hidden, in);
   if (c.roberta_like())
     dropout_forward(x, cls, p, RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
   const TensorView pooler_in = c.roberta_like() ? x : cls;
-  if (pooler_adapter_on(adapters)) {
-    adapter_site_forward(pooler_run(w, a, *adapters, nullptr, d), pooled, pooler_in, pooler_in,
+  if (pooler_adapter(c, adapters)) {
+    adapter_site_forward(pooler_run(c, w, a, adapters, AdapterSet(), d), pooled, pooler_in, pooler_in,
                          /*y_has_base=*/false, /*recompute=*/false);
     tanh_forward(pooled);
   } else {
@@ -135,8 +158,8 @@ TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActiva
 
 void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeights& g,
                    HeadActivations& a, TensorView dlogits, TensorView dhidden,
-                   const DropoutPlan& d, const EncoderAdapters* adapters,
-                   const EncoderAdapters* adapter_grads) {
+                   const TokenInputs& in, const DropoutPlan& d, const AdapterSet& adapters,
+                   const AdapterSet& adapter_grads) {
   const int64_t B = dlogits.dim(0), C = c.hidden_size;
   const Shape BC{B, C};
   const float p = head_p(c, d);
@@ -145,8 +168,8 @@ void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeigh
   dropout_backward(dpooled, dpooled, p, RngKey{d.seed, head_pooled_dropout_site(), d.offset, d.micro},
                    head_rows(d));
   const TensorView pooler_in = c.roberta_like() ? a.x.prefix(BC) : a.cls.prefix(BC);
-  if (pooler_adapter_on(adapters)) {
-    const AdapterSiteRun run = pooler_run(w, a, *adapters, adapter_grads, d);
+  if (pooler_adapter(c, adapters)) {
+    const AdapterSiteRun run = pooler_run(c, w, a, adapters, adapter_grads, d);
     const TensorView dpre = a.grad_scratch.prefix(BC);
     tanh_backward(dpre, dpooled, a.pooled.prefix(BC));
     adapter_site_backward_scale(run, dpre);
@@ -158,7 +181,7 @@ void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeigh
   }
   if (c.roberta_like())
     dropout_backward(dx, dx, p, RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
-  first_token_backward(dhidden, dx);
+  first_tokens_backward(dhidden, dx, in);
 }
 
 }  // namespace ftune

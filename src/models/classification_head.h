@@ -3,9 +3,11 @@
 //   BERT:            logits = classifier(dropout(tanh(pooler.dense(h0))))
 //   RoBERTa / XLM-R: logits = out_proj(dropout(tanh(dense(dropout(h0)))))
 // The dense + tanh part is ops/tanh_pooler in both. Dropout rate: classifier_dropout, or
-// hidden_dropout_prob when the config leaves it null (as HF). BERT's pooler.dense can carry a
-// LoRA / DoRA adapter (PEFT target "bert.pooler.dense", models/adapters.h): then the linear part
-// and its adapter run as models/adapter_site.h, and tanh after them.
+// hidden_dropout_prob when the config leaves it null (as HF). The first token of a row is its
+// position 0 in a padded batch and token cu[b] of a packed one. BERT's pooler.dense can carry a
+// LoRA / DoRA adapter (PEFT target "bert.pooler.dense"; the BERT family's adapter site past its
+// last layer, models/bert_family.h): then the linear part and its adapter run as
+// models/adapter_site.h, and tanh after them.
 // Gradient rule: parameter gradients accumulate (+=); activation gradients overwrite (=).
 #pragma once
 
@@ -30,24 +32,27 @@ struct HeadActivations {
 // C), then the output layer's weight and bias (K x C, K: the only ones sized by the labels).
 std::vector<std::string> head_param_names(const EncoderConfig& config);
 void add_head_params(const EncoderConfig& config, ParamTable& table);
-HeadWeights bind_head_weights(const EncoderConfig& config, const ParamTable& table,
-                              TensorView flat);
+HeadWeights bind_head_weights(const EncoderConfig& config, const ParamViews& p);
 
-void plan_head_activations(const EncoderConfig& config, int64_t max_batch, bool training,
-                           ArenaPlan& plan, const AdapterConfig& adapters = {});
-HeadActivations bind_head_activations(const Arena& arena, bool training);
+// The head's buffers for batches of up to max_rows rows, bound to `acts` (with the pooler's
+// adapter buffers when `adapters` targets it).
+void head_buffers(const EncoderConfig& config, int64_t max_rows, bool training,
+                  const AdapterConfig& adapters, HeadActivations& acts, BufferTable& table);
 
-// hidden (B, T, C) -> logits (B, K), returned as a view of acts.logits. adapters: the model's
-// (their pooler adapter, if any, runs here).
+// The pooler's adapter site: past the encoder's layers (BERT only; AdapterSet::at).
+AdapterSite pooler_adapter_site(const EncoderConfig& config);
+
+// hidden (B, T, C) padded or (N, C) packed -> logits (B, K), returned as a view of acts.logits.
+// adapters: the model's (the pooler's, if any, runs here).
 TensorView head_forward(const EncoderConfig& config, const HeadWeights& w, HeadActivations& acts,
-                        TensorView hidden, const DropoutPlan& dropout,
-                        const EncoderAdapters* adapters = nullptr);
-// dlogits (B, K) -> parameter gradients (+=) and dhidden (B, T, C) (overwritten); adapter_grads:
-// the gradients of `adapters`.
+                        TensorView hidden, const TokenInputs& in, const DropoutPlan& dropout,
+                        const AdapterSet& adapters);
+// dlogits (B, K) -> parameter gradients (+=) and dhidden (N, C) (overwritten: zero but at the
+// first tokens); adapter_grads: the gradients of `adapters`.
 void head_backward(const EncoderConfig& config, const HeadWeights& w, const HeadWeights& grads,
                    HeadActivations& acts, TensorView dlogits, TensorView dhidden,
-                   const DropoutPlan& dropout, const EncoderAdapters* adapters = nullptr,
-                   const EncoderAdapters* adapter_grads = nullptr);
+                   const TokenInputs& in, const DropoutPlan& dropout, const AdapterSet& adapters,
+                   const AdapterSet& adapter_grads);
 
 inline uint32_t head_input_dropout_site() {
   return 0x10000;

@@ -3,6 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "models/adapter_site.h"
+#include "models/adapters.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
 #include "ops/cast.h"
@@ -11,19 +15,19 @@
 #include "ops/embedding.h"
 #include "ops/layer_norm.h"
 #include "ops/linear.h"
-#include "models/adapter_site.h"
 #include "ops/lora.h"
 
 namespace ftune {
+
+AttentionSpec encoder_attention_spec(const EncoderConfig& c) {
+  AttentionSpec s;
+  s.heads = s.kv_heads = c.num_heads;
+  s.head_dim = c.head_dim();
+  s.scale = default_attention_scale(s.head_dim);
+  return s;
+}
+
 namespace {
-
-std::string layer_prefix(const EncoderConfig& c, int64_t l) {
-  return fmt::format("{}.encoder.layer.{}.", c.weight_prefix(), l);
-}
-
-std::string act_name(int64_t slot, const char* what) {
-  return fmt::format("act/layer{}/{}", slot, what);
-}
 
 float dropout_p(const DropoutPlan& d, float p) {
   return d.training ? p : 0.0f;
@@ -33,9 +37,19 @@ RngKey key(const DropoutPlan& d, uint32_t site) {
   return RngKey{d.seed, site, d.offset, d.micro};
 }
 
-// Stream indices of the (B*T, inner) activations of a batch of padded length T.
-DropoutRows rows(const DropoutPlan& d, int64_t T) {
-  return DropoutRows{d.row0, T, d.stream_seq};
+DropoutRows rows(const DropoutPlan& d, const TokenInputs& in) {
+  return dropout_rows(d, in);
+}
+
+// Packed batches: a key is resolved on the host (the micro-batch's step and first row read from
+// its MicroParams, CPU memory), so that each row's attention can take its own place in the stream.
+DropoutPlan resolved_on_host(DropoutPlan d, const TokenInputs& in) {
+  if (!in.packed() || d.micro == nullptr) return d;
+  FTUNE_ASSERT(in.ids.device.is_cpu(), "packed batches run on the CPU");
+  d.offset = d.micro->offset;
+  d.row0 = d.micro->row0;
+  d.micro = nullptr;
+  return d;
 }
 
 // Columns [begin, begin + count) of a row-major 2-D view (a block of the fused QKV matrix).
@@ -46,50 +60,35 @@ TensorView columns(const TensorView& v, int64_t begin, int64_t count) {
   return out;
 }
 
-// BERT's attention: equal heads, bidirectional, scale 1/sqrt(D), no window or soft-cap.
-AttentionSpec attention_spec(const EncoderConfig& c) {
-  AttentionSpec s;
-  s.heads = s.kv_heads = c.num_heads;
-  s.head_dim = c.head_dim();
-  s.scale = default_attention_scale(s.head_dim);
-  return s;
-}
-
-// Layer l's attention call: padded rows with the key mask, the run's kernel (one channel:
-// EncoderTraining::attention), the layer's probability-dropout stream.
+// Layer l's attention call: padded rows with the key mask, or packed rows at their cu_seqlens
+// (varlen, nothing masked); the run's kernel (one channel: EncoderActivations::cudnn_attention);
+// the layer's probability-dropout stream, row b of the call at row0 + b of the step's batch.
 AttentionCall attention_call(const EncoderConfig& c, const EncoderActivations& a,
-                             const EncoderInputs& in, const DropoutPlan& d, int64_t l) {
+                             const TokenInputs& in, const DropoutPlan& d, int64_t l) {
   AttentionCall call;
-  call.spec = attention_spec(c);
-  call.rows = {in.B, in.T, {}, in.mask.prefix(Shape{in.B, in.T})};
+  call.spec = encoder_attention_spec(c);
+  if (in.packed())
+    call.rows = {in.B, in.max_len, in.cu_seqlens, {}};
+  else
+    call.rows = {in.B, in.T, {}, in.mask.prefix(Shape{in.B, in.T})};
   call.dropout_p = dropout_p(d, c.attention_dropout);
   call.rng = key(d, attention_probs_site(l));
-  call.place = rows(d, in.T);
+  call.place = rows(d, in);
   call.kernel = a.cudnn_attention ? AttentionKernel::Cudnn : AttentionKernel::Ftune;
   call.workspace = a.workspace;
   return call;
 }
 
-AdapterSite qkv_site(int part) {
-  return static_cast<AdapterSite>(part);
+EncoderSite qkv_site(int part) {
+  return static_cast<EncoderSite>(part);
 }
 
-// The sites with an adapter in any layer (their activations are planned per slot).
-std::array<bool, kAdapterSites> adapted_sites(const EncoderConfig& c, const AdapterConfig& ac) {
-  std::array<bool, kAdapterSites> on{};
-  if (!ac.enabled()) return on;
-  for (int64_t l = 0; l < c.num_layers; ++l)
-    for (int i = 0; i < kAdapterSites; ++i)
-      on[i] = on[i] || ac.targets(adapter_module_name(c, l, static_cast<AdapterSite>(i)));
-  return on;
-}
-
-LoraDropout lora_dropout(const EncoderAdapters& ad, const EncoderActivations& a,
-                         const DropoutPlan& d, int64_t T, int64_t l, AdapterSite s) {
+LoraDropout lora_dropout(const AdapterSet& ad, const EncoderActivations& a,
+                         const DropoutPlan& d, const TokenInputs& in, int64_t l, EncoderSite s) {
   LoraDropout drop;
   drop.p = dropout_p(d, ad.dropout);
-  drop.rng = key(d, adapter_dropout_site(l, s));
-  drop.rows = rows(d, T);
+  drop.rng = key(d, adapter_dropout_site(l, static_cast<int>(s)));
+  drop.rows = rows(d, in);
   drop.scratch = a.lora_scratch;
   return drop;
 }
@@ -100,58 +99,63 @@ TensorView gemm_weight(const EncoderWeights& w, int64_t l, TensorView LayerWeigh
   return w.shadow.empty() ? w.layers[l].*m : w.shadow[l].*m;
 }
 
-// The bias a 16-bit GEMM output adds: the bias's 16-bit shadow under mixed precision (what
+// The weight (or bias) of the linear an adapter site sits on; Q, K and V are row blocks of the
+// fused QKV projection.
+TensorView site_param(const LayerWeights& lw, EncoderSite s, bool bias) {
+  switch (s) {
+    case EncoderSite::Query:
+    case EncoderSite::Key:
+    case EncoderSite::Value: {
+      const int64_t C = lw.qkv_w.dim(1), part = static_cast<int64_t>(s);
+      return (bias ? lw.qkv_b : lw.qkv_w).slice0(part * C, (part + 1) * C);
+    }
+    case EncoderSite::AttnOut:
+      return bias ? lw.attn_out_b : lw.attn_out_w;
+    case EncoderSite::FfnIn:
+      return bias ? lw.ffn_in_b : lw.ffn_in_w;
+    case EncoderSite::FfnOut:
+      return bias ? lw.ffn_out_b : lw.ffn_out_w;
+  }
+  return {};
+}
+
+TensorView site_weight(const EncoderWeights& w, int64_t l, EncoderSite s) {
+  return site_param(w.layers[l], s, /*bias=*/false);
+}
+
+TensorView site_bias(const EncoderWeights& w, int64_t l, EncoderSite s) {
+  return site_param(w.layers[l], s, /*bias=*/true);
+}
+
+// What the frozen GEMM of a site reads: its rows of the 16-bit shadow under mixed precision (DoRA
+// on all of query, key and value runs each block's own GEMM), else the fp32 weight.
+TensorView site_gemm_weight(const EncoderWeights& w, int64_t l, EncoderSite s) {
+  return site_param(w.shadow.empty() ? w.layers[l] : w.shadow[l], s, /*bias=*/false);
+}
+
+// The bias a site's frozen GEMM adds: the bias's 16-bit shadow under mixed precision (what
 // autocast adds, and what cuBLASLt fuses into a 16-bit output), else the fp32 bias.
-TensorView site_gemm_bias(const EncoderWeights& w, int64_t l, AdapterSite s) {
-  if (w.shadow.empty()) return adapted_bias(w, l, s);
-  switch (s) {
-    case AdapterSite::AttnOut:
-      return w.shadow[l].attn_out_b;
-    case AdapterSite::FfnIn:
-      return w.shadow[l].ffn_in_b;
-    case AdapterSite::FfnOut:
-      return w.shadow[l].ffn_out_b;
-    default:
-      break;
-  }
-  const int64_t C = w.shadow[l].qkv_w.dim(1), part = static_cast<int64_t>(s);
-  return w.shadow[l].qkv_b.slice0(part * C, (part + 1) * C);
+TensorView site_gemm_bias(const EncoderWeights& w, int64_t l, EncoderSite s) {
+  return site_param(w.shadow.empty() ? w.layers[l] : w.shadow[l], s, /*bias=*/true);
 }
 
-TensorView site_gemm_weight(const EncoderWeights& w, int64_t l, AdapterSite s) {
-  if (w.shadow.empty()) return adapted_weight(w, l, s);
-  switch (s) {
-    case AdapterSite::AttnOut:
-      return w.shadow[l].attn_out_w;
-    case AdapterSite::FfnIn:
-      return w.shadow[l].ffn_in_w;
-    case AdapterSite::FfnOut:
-      return w.shadow[l].ffn_out_w;
-    default:
-      break;
-  }
-  // DoRA on all of query, key and value: each block's own GEMM, on its rows of the fused shadow.
-  const int64_t C = w.shadow[l].qkv_w.dim(1), part = static_cast<int64_t>(s);
-  return w.shadow[l].qkv_w.slice0(part * C, (part + 1) * C);
-}
-
-bool has_dora(const EncoderWeights& w, int64_t l, AdapterSite s) {
-  return w.adapters.any() && w.adapters.dora && w.adapters.at(l, s).defined();
+bool has_dora(const EncoderWeights& w, int64_t l, EncoderSite s) {
+  return w.adapters.any() && w.adapters.dora && w.adapters.at(l, static_cast<int>(s)).defined();
 }
 
 // The adapter of (l, s) as models/adapter_site.h runs it; g: the gradients (backward only).
 AdapterSiteRun site_run(const EncoderWeights& w, const EncoderWeights* g,
                         const LayerActivations& la, const EncoderActivations& a, int64_t l,
-                        AdapterSite s, const DropoutPlan& d, int64_t T) {
-  const EncoderAdapters& ad = w.adapters;
+                        EncoderSite s, const DropoutPlan& d, const TokenInputs& in) {
+  const AdapterSet& ad = w.adapters;
   const int i = static_cast<int>(s);
   AdapterSiteRun r;
-  r.w = ad.at(l, s);
-  if (g) r.g = g->adapters.at(l, s);
+  r.w = ad.at(l, i);
+  if (g) r.g = g->adapters.at(l, i);
   r.dora = ad.dora;
   r.scale = ad.scale;
-  r.weight = adapted_weight(w, l, s);
-  r.bias = adapted_bias(w, l, s);
+  r.weight = site_weight(w, l, s);
+  r.bias = site_bias(w, l, s);
   r.gemm_weight = site_gemm_weight(w, l, s);
   if (ad.dora) {
     r.weight_sq = ad.weight_sq[l][i];
@@ -164,12 +168,12 @@ AdapterSiteRun site_run(const EncoderWeights& w, const EncoderWeights* g,
   r.stage_x = a.lora_stage_x;
   r.stage_y = a.lora_stage_y;
   r.stage_dx = a.lora_stage_dx;
-  r.dropout = lora_dropout(ad, a, d, T, l, s);
+  r.dropout = lora_dropout(ad, a, d, in, l, s);
   return r;
 }
 
-bool adapted(const EncoderWeights& w, int64_t l, AdapterSite s) {
-  return w.adapters.any() && w.adapters.at(l, s).defined();
+bool adapted(const EncoderWeights& w, int64_t l, EncoderSite s) {
+  return w.adapters.any() && w.adapters.at(l, static_cast<int>(s)).defined();
 }
 
 // The frozen linear of (l, s) with its adapter, if any, into y (N, out). x: the adapter's input;
@@ -177,10 +181,12 @@ bool adapted(const EncoderWeights& w, int64_t l, AdapterSite s) {
 // is the fp32 layer input and xg its 16-bit copy). y_has_base: y already holds the frozen
 // x W^T + b (the fused QKV GEMM ran); otherwise this computes it.
 void adapter_forward(const EncoderWeights& w, LayerActivations& la, const EncoderActivations& a,
-                     int64_t l, AdapterSite s, TensorView y, TensorView x, TensorView xg,
-                     const DropoutPlan& d, int64_t T, bool y_has_base, bool recompute) {
+                     int64_t l, EncoderSite s, TensorView y, TensorView x, TensorView xg,
+                     const DropoutPlan& d, const TokenInputs& in, bool y_has_base,
+                     bool recompute) {
   if (adapted(w, l, s))
-    adapter_site_forward(site_run(w, nullptr, la, a, l, s, d, T), y, x, xg, y_has_base, recompute);
+    adapter_site_forward(site_run(w, nullptr, la, a, l, s, d, in), y, x, xg, y_has_base,
+                         recompute);
   else if (!y_has_base)
     linear_forward(y, xg, site_gemm_weight(w, l, s), site_gemm_bias(w, l, s));
 }
@@ -189,24 +195,25 @@ void adapter_forward(const EncoderWeights& w, LayerActivations& la, const Encode
 // layer reads (models/adapter_site.h).
 void adapter_backward_scale(const EncoderWeights& w, const EncoderWeights& g,
                             const LayerActivations& la, const EncoderActivations& a, int64_t l,
-                            AdapterSite s, TensorView dy, const DropoutPlan& d, int64_t T) {
-  if (has_dora(w, l, s)) adapter_site_backward_scale(site_run(w, &g, la, a, l, s, d, T), dy);
+                            EncoderSite s, TensorView dy, const DropoutPlan& d,
+                            const TokenInputs& in) {
+  if (has_dora(w, l, s)) adapter_site_backward_scale(site_run(w, &g, la, a, l, s, d, in), dy);
 }
 
 // After the frozen layer's backward: the adapter's gradients; its input gradient is added to dx
 // (skipped when dx is undefined).
 void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const LayerActivations& la,
-                      const EncoderActivations& a, int64_t l, AdapterSite s, TensorView dy,
-                      TensorView x, TensorView dx, const DropoutPlan& d, int64_t T) {
-  if (adapted(w, l, s)) adapter_site_backward(site_run(w, &g, la, a, l, s, d, T), dy, x, dx);
+                      const EncoderActivations& a, int64_t l, EncoderSite s, TensorView dy,
+                      TensorView x, TensorView dx, const DropoutPlan& d, const TokenInputs& in) {
+  if (adapted(w, l, s)) adapter_site_backward(site_run(w, &g, la, a, l, s, d, in), dy, x, dx);
 }
 
 // One transformer layer: x (N, C) -> la.out; x_h: x's 16-bit copy under mixed precision (the
 // GEMM's input), else undefined. recompute: checkpointing's second pass.
 void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivations& la,
                    const EncoderActivations& a, int64_t l, TensorView x, TensorView x_h,
-                   const EncoderInputs& in, const DropoutPlan& d, bool recompute = false) {
-  const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
+                   const TokenInputs& in, const DropoutPlan& d, bool recompute = false) {
+  const int64_t N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
   const float eps = c.layer_norm_eps;
   const Shape NC{N, C}, N1{N};
   const LayerWeights& lw = w.layers[l];
@@ -220,17 +227,17 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   const TensorView out_h = mixed ? la.out_h.prefix(NC) : TensorView();
 
   // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
-  const bool qkv_fused = !(has_dora(w, l, AdapterSite::Query) && has_dora(w, l, AdapterSite::Key) &&
-                           has_dora(w, l, AdapterSite::Value));
+  const bool qkv_fused = !(has_dora(w, l, EncoderSite::Query) && has_dora(w, l, EncoderSite::Key) &&
+                           has_dora(w, l, EncoderSite::Value));
   if (qkv_fused)
     linear_forward(qkv, xg, gemm_weight(w, l, &LayerWeights::qkv_w),
                    gemm_weight(w, l, &LayerWeights::qkv_b));
   for (int part = 0; part < 3; ++part)
-    adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, xg, d, T,
+    adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, xg, d, in,
                     qkv_fused, recompute);
   attention_forward(attention_call(c, a, in, d, l), ctx, la.probs, columns(qkv, 0, C),
                     columns(qkv, C, C), columns(qkv, 2 * C, C));
-  adapter_forward(w, la, a, l, AdapterSite::AttnOut, attn, ctx, ctx, d, T, /*y_has_base=*/false,
+  adapter_forward(w, la, a, l, EncoderSite::AttnOut, attn, ctx, ctx, d, in, /*y_has_base=*/false,
                   recompute);
   // LayerNorm(dropout(attn) + x) in one pass (ops/dropout_add_norm.h; attn is not modified):
   // under mixed precision the 16-bit sublayer output is added to the fp32 stream (autocast's
@@ -238,24 +245,24 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   dropout_add_layer_norm_forward(ln1, ln1_h, la.sum1.prefix(NC), la.ln1_mean.prefix(N1),
                                  la.ln1_rstd.prefix(N1), attn, x, lw.ln1_w, lw.ln1_b, eps,
                                  dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
-                                 rows(d, T));
-  adapter_forward(w, la, a, l, AdapterSite::FfnIn, ffn_pre, mixed ? ln1_h : ln1,
-                  mixed ? ln1_h : ln1, d, T, /*y_has_base=*/false, recompute);
+                                 rows(d, in));
+  adapter_forward(w, la, a, l, EncoderSite::FfnIn, ffn_pre, mixed ? ln1_h : ln1,
+                  mixed ? ln1_h : ln1, d, in, /*y_has_base=*/false, recompute);
   gelu_forward(ffn_act, ffn_pre, c.activation);
-  adapter_forward(w, la, a, l, AdapterSite::FfnOut, ffn_out, ffn_act, ffn_act, d, T,
+  adapter_forward(w, la, a, l, EncoderSite::FfnOut, ffn_out, ffn_act, ffn_act, d, in,
                   /*y_has_base=*/false, recompute);
   dropout_add_layer_norm_forward(out, out_h, la.sum2.prefix(NC), la.ln2_mean.prefix(N1),
                                  la.ln2_rstd.prefix(N1), ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps,
                                  dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
-                                 rows(d, T));
+                                 rows(d, in));
 }
 
 // One layer's backward: a.grad_out holds dL/d(out); on return it holds dL/dx (when need_dx).
 // x_h: as in layer_forward.
 void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights& g,
                     const LayerActivations& la, EncoderActivations& a, int64_t l, TensorView x,
-                    TensorView x_h, bool need_dx, const EncoderInputs& in, const DropoutPlan& d) {
-  const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size, F = c.intermediate_size;
+                    TensorView x_h, bool need_dx, const TokenInputs& in, const DropoutPlan& d) {
+  const int64_t N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
   const Shape NC{N, C}, N1{N};
   // grad_out holds dL/d(output of the current layer); grad_sum, grad_tmp, grad_ctx are scratch.
   TensorView dout = a.grad_out.prefix(NC), dsum = a.grad_sum.prefix(NC),
@@ -275,301 +282,48 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   layer_norm_dropout_backward(dsum, dtmp, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
                               la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1),
                               dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
-                              rows(d, T));
-  adapter_backward_scale(w, g, la, a, l, AdapterSite::FfnOut, dtmp, d, T);
+                              rows(d, in));
+  adapter_backward_scale(w, g, la, a, l, EncoderSite::FfnOut, dtmp, d, in);
   linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, ffn_act,
                   gemm_weight(w, l, &LayerWeights::ffn_out_w));
-  adapter_backward(w, g, la, a, l, AdapterSite::FfnOut, dtmp, ffn_act, dffn, d, T);
+  adapter_backward(w, g, la, a, l, EncoderSite::FfnOut, dtmp, ffn_act, dffn, d, in);
   gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
-  adapter_backward_scale(w, g, la, a, l, AdapterSite::FfnIn, dffn, d, T);
+  adapter_backward_scale(w, g, la, a, l, EncoderSite::FfnIn, dffn, d, in);
   // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
   linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1,
                   gemm_weight(w, l, &LayerWeights::ffn_in_w), /*accumulate_dinp=*/true);
-  adapter_backward(w, g, la, a, l, AdapterSite::FfnIn, dffn, ln1, dsum, d, T);
+  adapter_backward(w, g, la, a, l, EncoderSite::FfnIn, dffn, ln1, dsum, d, in);
 
   // h1 = LayerNorm(dropout(a) + x): dout becomes the gradient of x (residual), dtmp that of a.
   layer_norm_dropout_backward(dout, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
                               la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
                               dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
-                              rows(d, T));
-  adapter_backward_scale(w, g, la, a, l, AdapterSite::AttnOut, dtmp, d, T);
+                              rows(d, in));
+  adapter_backward_scale(w, g, la, a, l, EncoderSite::AttnOut, dtmp, d, in);
   linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx,
                   gemm_weight(w, l, &LayerWeights::attn_out_w));
-  adapter_backward(w, g, la, a, l, AdapterSite::AttnOut, dtmp, ctx, dctx, d, T);
+  adapter_backward(w, g, la, a, l, EncoderSite::AttnOut, dtmp, ctx, dctx, d, in);
   const TensorView qkv = la.qkv.prefix({N, 3 * C});
   attention_backward(attention_call(c, a, in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C),
                      columns(dqkv, 2 * C, C), dctx, columns(qkv, 0, C), columns(qkv, C, C),
                      columns(qkv, 2 * C, C), ctx, la.probs);
   for (int part = 0; part < 3; ++part)
-    adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), d, T);
+    adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), d, in);
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
   const TensorView dx = need_dx ? dout : TensorView();
   if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())
     linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, xg, gemm_weight(w, l, &LayerWeights::qkv_w),
                     /*accumulate_dinp=*/true);
   for (int part = 0; part < 3; ++part)
-    adapter_backward(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), x, dx, d, T);
+    adapter_backward(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), x, dx, d, in);
 }
 
 }  // namespace
-
-void add_encoder_params(const EncoderConfig& c, ParamTable& t) {
-  const int64_t C = c.hidden_size, F = c.intermediate_size;
-  const std::string e = c.weight_prefix() + ".embeddings.";
-  t.add(e + "word_embeddings.weight", {c.vocab_size, C});
-  t.add(e + "position_embeddings.weight", {c.max_position_embeddings, C});
-  t.add(e + "token_type_embeddings.weight", {c.type_vocab_size, C});
-  t.add(e + "LayerNorm.weight", {C});
-  t.add(e + "LayerNorm.bias", {C});
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = layer_prefix(c, l);
-    // query, key and value back to back: together they are the fused (3C, C) QKV matrix.
-    t.add(p + "attention.self.query.weight", {C, C});
-    t.add(p + "attention.self.key.weight", {C, C});
-    t.add(p + "attention.self.value.weight", {C, C});
-    t.add(p + "attention.self.query.bias", {C});
-    t.add(p + "attention.self.key.bias", {C});
-    t.add(p + "attention.self.value.bias", {C});
-    t.add(p + "attention.output.dense.weight", {C, C});
-    t.add(p + "attention.output.dense.bias", {C});
-    t.add(p + "attention.output.LayerNorm.weight", {C});
-    t.add(p + "attention.output.LayerNorm.bias", {C});
-    t.add(p + "intermediate.dense.weight", {F, C});
-    t.add(p + "intermediate.dense.bias", {F});
-    t.add(p + "output.dense.weight", {C, F});
-    t.add(p + "output.dense.bias", {C});
-    t.add(p + "output.LayerNorm.weight", {C});
-    t.add(p + "output.LayerNorm.bias", {C});
-  }
-}
-
-namespace {
-
-// Views of the layers' parameters in `flat`, whose element 0 is the parameter at offset `base`.
-std::vector<LayerWeights> bind_layers(const EncoderConfig& c, const ParamTable& t, TensorView flat,
-                                      int64_t base) {
-  const int64_t C = c.hidden_size;
-  auto view = [&](const std::string& name, Shape shape) {
-    return flat.flat_range(t.at(name).offset - base, shape.numel()).reshape(shape);
-  };
-  auto get = [&](const std::string& name) { return view(name, t.at(name).shape); };
-  std::vector<LayerWeights> layers;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const std::string p = layer_prefix(c, l);
-    LayerWeights lw;
-    // query, key and value are consecutive: one (3C, C) matrix and one (3C) bias.
-    lw.qkv_w = view(p + "attention.self.query.weight", {3 * C, C});
-    lw.qkv_b = view(p + "attention.self.query.bias", {3 * C});
-    lw.attn_out_w = get(p + "attention.output.dense.weight");
-    lw.attn_out_b = get(p + "attention.output.dense.bias");
-    lw.ln1_w = get(p + "attention.output.LayerNorm.weight");
-    lw.ln1_b = get(p + "attention.output.LayerNorm.bias");
-    lw.ffn_in_w = get(p + "intermediate.dense.weight");
-    lw.ffn_in_b = get(p + "intermediate.dense.bias");
-    lw.ffn_out_w = get(p + "output.dense.weight");
-    lw.ffn_out_b = get(p + "output.dense.bias");
-    lw.ln2_w = get(p + "output.LayerNorm.weight");
-    lw.ln2_b = get(p + "output.LayerNorm.bias");
-    layers.push_back(lw);
-  }
-  return layers;
-}
-
-}  // namespace
-
-EncoderWeights bind_encoder_weights(const EncoderConfig& c, const ParamTable& t, TensorView flat) {
-  auto get = [&](const std::string& name) { return ParamTable::slice(flat, t.at(name)); };
-  const std::string e = c.weight_prefix() + ".embeddings.";
-  EncoderWeights w;
-  w.word = get(e + "word_embeddings.weight");
-  w.position = get(e + "position_embeddings.weight");
-  w.token_type = get(e + "token_type_embeddings.weight");
-  w.emb_ln_w = get(e + "LayerNorm.weight");
-  w.emb_ln_b = get(e + "LayerNorm.bias");
-  w.layers = bind_layers(c, t, flat, 0);
-  return w;
-}
-
-std::pair<int64_t, int64_t> encoder_layer_range(const EncoderConfig& c, const ParamTable& t) {
-  if (c.num_layers == 0) return {0, 0};
-  const int64_t begin = t.at(layer_prefix(c, 0) + "attention.self.query.weight").offset;
-  const ParamSpec& last = t.at(layer_prefix(c, c.num_layers - 1) + "output.LayerNorm.bias");
-  return {begin, last.offset + last.shape.numel() - begin};
-}
-
-std::vector<LayerWeights> bind_layer_weights(const EncoderConfig& c, const ParamTable& t,
-                                             TensorView flat) {
-  const auto [begin, count] = encoder_layer_range(c, t);
-  if (flat.numel() != count)
-    throw InternalError(
-        fmt::format("layer weights: buffer of {} elements for {} parameters", flat.numel(), count));
-  return bind_layers(c, t, flat, begin);
-}
-
-void plan_encoder_activations(const EncoderConfig& c, int64_t max_batch, int64_t max_seq,
-                              bool training, ArenaPlan& plan, const EncoderTraining& how) {
-  const int64_t N = max_batch * max_seq, C = c.hidden_size, F = c.intermediate_size;
-  const DType f32 = DType::F32;
-  // Mixed precision: the GEMMs' inputs and outputs (and their gradients) in the compute type.
-  const DType h = how.compute;
-  const bool mixed = h != f32;
-  const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
-  // cuDNN's flash attention keeps its softmax statistics, not the probabilities.
-  const bool cudnn = uses_cudnn_attention(how.attention, how.device, h);
-  plan.add("act/emb/sum", f32, {N, C});
-  plan.add("act/emb/mean", f32, {N});
-  plan.add("act/emb/rstd", f32, {N});
-  plan.add("act/emb/out", f32, {N, C});
-  if (mixed) plan.add("act/emb/out_h", h, {N, C});
-  // Training keeps every layer (with checkpointing: every layer's output, the rest in one slot);
-  // inference alternates two slots (a layer reads the other's output).
-  const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
-  const std::array<bool, kAdapterSites> sites = adapted_sites(c, how.adapters);
-  // The op's saved state per layer slot (probabilities, or cuDNN's statistics) and its scratch.
-  const AttentionBuffers attention =
-      attention_buffers(attention_spec(c), how.device, cudnn, max_batch, N, max_seq, training);
-  for (int64_t s = 0; s < slots; ++s) {
-    plan.add(act_name(s, "qkv"), h, {N, 3 * C});
-    plan.add(act_name(s, "probs"), f32, {attention.saved});
-    plan.add(act_name(s, "ctx"), h, {N, C});
-    plan.add(act_name(s, "attn"), h, {N, C});
-    plan.add(act_name(s, "sum1"), f32, {N, C});
-    plan.add(act_name(s, "ln1"), f32, {N, C});
-    if (mixed) plan.add(act_name(s, "ln1_h"), h, {N, C});
-    plan.add(act_name(s, "ln1_mean"), f32, {N});
-    plan.add(act_name(s, "ln1_rstd"), f32, {N});
-    plan.add(act_name(s, "ffn_pre"), h, {N, F});
-    plan.add(act_name(s, "ffn_act"), h, {N, F});
-    plan.add(act_name(s, "ffn_out"), h, {N, C});
-    plan.add(act_name(s, "sum2"), f32, {N, C});
-    if (!ckpt) plan.add(act_name(s, "out"), f32, {N, C});
-    if (!ckpt && mixed) plan.add(act_name(s, "out_h"), h, {N, C});
-    plan.add(act_name(s, "ln2_mean"), f32, {N});
-    plan.add(act_name(s, "ln2_rstd"), f32, {N});
-    for (int i = 0; i < kAdapterSites; ++i) {
-      if (!sites[i]) continue;
-      plan.add(act_name(s, fmt::format("lora_u{}", i).c_str()), f32, {N, how.adapters.r});
-      if (how.adapters.dora())
-        plan.add(act_name(s, fmt::format("dora_z{}", i).c_str()), f32,
-                 {N, adapter_out_features(c, static_cast<AdapterSite>(i))});
-    }
-  }
-  if (ckpt)
-    for (int64_t l = 0; l < c.num_layers; ++l) plan.add(act_name(l, "out"), f32, {N, C});
-  // Checkpointing keeps only the fp32 layer outputs; their 16-bit copies alternate between two
-  // slots (layer l writes slot (l + 1) % 2 and reads slot l % 2), and backward re-casts a layer's
-  // input before recomputing it.
-  if (ckpt && mixed)
-    for (int64_t s = 0; s < std::min<int64_t>(2, c.num_layers); ++s)
-      plan.add(fmt::format("act/ckpt/out_h{}", s), h, {N, C});
-  if (training) {
-    plan.add("gradact/out", f32, {N, C});
-    plan.add("gradact/sum", f32, {N, C});
-    plan.add("gradact/tmp", h, {N, C});
-    plan.add("gradact/ctx", h, {N, C});
-    plan.add("gradact/ffn", h, {N, F});
-    plan.add("gradact/qkv", h, {N, 3 * C});
-    if (how.adapters.enabled()) plan.add("gradact/lora_h", f32, {N, how.adapters.r});
-  }
-  if (how.adapters.enabled() && how.adapters.dropout > 0)
-    plan.add("work/lora_dropout", f32, {N, std::max(C, F)});
-  if (mixed && how.adapters.enabled()) {
-    // fp32 copies for the LoRA branches: inputs that are 16-bit (attention output, FFN in and out;
-    // the QKV input is the fp32 layer input), outputs (all 16-bit), and 16-bit input gradients
-    // (attention output: dctx, FFN out: dffn), each as wide as the widest adapted site needs.
-    int64_t xw = 0, yw = 0, dxw = 0;
-    for (int i = 0; i < kAdapterSites; ++i) {
-      if (!sites[i]) continue;
-      const AdapterSite site = static_cast<AdapterSite>(i);
-      const int64_t in = site == AdapterSite::FfnOut ? F : C;
-      if (site == AdapterSite::AttnOut || site == AdapterSite::FfnIn || site == AdapterSite::FfnOut)
-        xw = std::max(xw, in);
-      yw = std::max(yw, adapter_out_features(c, site));
-      if (site == AdapterSite::AttnOut || site == AdapterSite::FfnOut) dxw = std::max(dxw, in);
-    }
-    if (xw > 0) plan.add("work/lora_stage_x", f32, {N * xw});
-    if (yw > 0) plan.add("work/lora_stage_y", f32, {N * yw});
-    if (training && dxw > 0) plan.add("work/lora_stage_dx", f32, {N * dxw});
-  }
-  // Kernel scratch, as the target device's kernels use it: on the CPU per-thread scores and
-  // partial sums (compute_threads() of them); on CUDA the attention backward's row sums of every
-  // (b, h) pair (ops/attention.h), plus, when 16-bit attention runs through cuDNN, its workspace
-  // (ops/attention_cudnn.h). The embeddings' backward reuses it after the layers, sorting the
-  // tokens by id there (ops/embedding.h); LayerNorm needs none (a fixed-order column reduction).
-  int64_t ws = attention.workspace;
-  if (training) ws = std::max(ws, embedding_backward_workspace(how.device, N, C));
-  plan.add("work/encoder", f32, {ws});
-}
-
-EncoderActivations bind_encoder_activations(const EncoderConfig& c, const Arena& arena,
-                                            bool training, const EncoderTraining& how) {
-  EncoderActivations a;
-  const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
-  a.checkpointing = ckpt;
-  a.compute = how.compute;
-  a.cudnn_attention = uses_cudnn_attention(how.attention, how.device, how.compute);
-  const bool mixed = how.compute != DType::F32;
-  if (mixed) a.emb_out_h = arena.view("act/emb/out_h");
-  a.emb_sum = arena.view("act/emb/sum");
-  a.emb_mean = arena.view("act/emb/mean");
-  a.emb_rstd = arena.view("act/emb/rstd");
-  a.emb_out = arena.view("act/emb/out");
-  const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
-  const std::array<bool, kAdapterSites> sites = adapted_sites(c, how.adapters);
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    const int64_t s = l % slots;
-    LayerActivations la;
-    la.qkv = arena.view(act_name(s, "qkv"));
-    la.probs = arena.view(act_name(s, "probs"));
-    la.ctx = arena.view(act_name(s, "ctx"));
-    la.attn = arena.view(act_name(s, "attn"));
-    la.sum1 = arena.view(act_name(s, "sum1"));
-    la.ln1 = arena.view(act_name(s, "ln1"));
-    la.ln1_mean = arena.view(act_name(s, "ln1_mean"));
-    la.ln1_rstd = arena.view(act_name(s, "ln1_rstd"));
-    la.ffn_pre = arena.view(act_name(s, "ffn_pre"));
-    la.ffn_act = arena.view(act_name(s, "ffn_act"));
-    la.ffn_out = arena.view(act_name(s, "ffn_out"));
-    la.sum2 = arena.view(act_name(s, "sum2"));
-    la.out = arena.view(act_name(ckpt ? l : s, "out"));
-    if (mixed) {
-      la.ln1_h = arena.view(act_name(s, "ln1_h"));
-      const int64_t ckpt_slot = (l + 1) % std::min<int64_t>(2, c.num_layers);
-      la.out_h = ckpt ? arena.view(fmt::format("act/ckpt/out_h{}", ckpt_slot))
-                      : arena.view(act_name(s, "out_h"));
-    }
-    la.ln2_mean = arena.view(act_name(s, "ln2_mean"));
-    la.ln2_rstd = arena.view(act_name(s, "ln2_rstd"));
-    for (int i = 0; i < kAdapterSites; ++i) {
-      if (!sites[i]) continue;
-      la.lora_u[i] = arena.view(act_name(s, fmt::format("lora_u{}", i).c_str()));
-      if (how.adapters.dora())
-        la.dora_z[i] = arena.view(act_name(s, fmt::format("dora_z{}", i).c_str()));
-    }
-    a.layers.push_back(la);
-  }
-  if (training) {
-    a.grad_out = arena.view("gradact/out");
-    a.grad_sum = arena.view("gradact/sum");
-    a.grad_tmp = arena.view("gradact/tmp");
-    a.grad_ctx = arena.view("gradact/ctx");
-    a.grad_ffn = arena.view("gradact/ffn");
-    a.grad_qkv = arena.view("gradact/qkv");
-    if (how.adapters.enabled()) a.lora_h = arena.view("gradact/lora_h");
-  }
-  if (how.adapters.enabled() && how.adapters.dropout > 0)
-    a.lora_scratch = arena.view("work/lora_dropout");
-  for (auto [name, view] : {std::pair{"work/lora_stage_x", &a.lora_stage_x},
-                            std::pair{"work/lora_stage_y", &a.lora_stage_y},
-                            std::pair{"work/lora_stage_dx", &a.lora_stage_dx}})
-    if (arena.plan().contains(name)) *view = arena.view(name);
-  a.workspace = arena.view("work/encoder");
-  return a;
-}
 
 TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, EncoderActivations& a,
-                           const EncoderInputs& in, const DropoutPlan& d) {
-  const int64_t B = in.B, T = in.T, N = B * T, C = c.hidden_size;
+                           const TokenInputs& in, const DropoutPlan& dropout) {
+  const DropoutPlan d = resolved_on_host(dropout, in);
+  const int64_t B = in.B, T = in.T, N = in.tokens(), C = c.hidden_size;
   const float eps = c.layer_norm_eps;
   const Shape NC{N, C}, N1{N};
 
@@ -581,7 +335,7 @@ TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, Enco
   layer_norm_forward(emb_out, a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1), emb_sum, w.emb_ln_w,
                      w.emb_ln_b, eps);
   dropout_forward(emb_out, emb_out, dropout_p(d, c.hidden_dropout),
-                  key(d, embedding_dropout_site()), rows(d, T));
+                  key(d, embedding_dropout_site()), rows(d, in));
   const bool mixed = a.compute != DType::F32;
   if (mixed) {
     if (w.shadow.size() != static_cast<size_t>(c.num_layers))
@@ -595,12 +349,13 @@ TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, Enco
     x = a.layers[l].out.prefix(NC);
     if (mixed) x_h = a.layers[l].out_h.prefix(NC);
   }
-  return x.reshape({B, T, C});
+  return in.packed() ? x : x.reshape({B, T, C});
 }
 
 void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights& g,
-                      EncoderActivations& a, const EncoderInputs& in, const DropoutPlan& d) {
-  const int64_t N = in.B * in.T, C = c.hidden_size;
+                      EncoderActivations& a, const TokenInputs& in, const DropoutPlan& dropout) {
+  const DropoutPlan d = resolved_on_host(dropout, in);
+  const int64_t N = in.tokens(), C = c.hidden_size;
   const Shape NC{N, C}, N1{N};
   // Frozen embeddings (adapters): nothing below layer 0 needs a gradient.
   const bool embeddings_train = g.word.defined() || g.emb_ln_w.defined();
@@ -624,7 +379,7 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
   // Embeddings: dropout, LayerNorm, then the three tables' sparse gradients.
   TensorView dout = a.grad_out.prefix(NC), dsum = a.grad_sum.prefix(NC);
   dropout_backward(dout, dout, dropout_p(d, c.hidden_dropout), key(d, embedding_dropout_site()),
-                   rows(d, in.T));
+                   rows(d, in));
   layer_norm_backward(dsum, g.emb_ln_w, g.emb_ln_b, dout, a.emb_sum.prefix(NC), w.emb_ln_w,
                       a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1));
   // HF's word embeddings (and RoBERTa's positions) are nn.Embedding(padding_idx=pad_token_id).

@@ -34,6 +34,13 @@
 // dy *= m / n in fp32 on a copy of the 16-bit dy. With adapter dropout, DoRA's second frozen GEMM
 // (on the dropped-out input, models/adapter_site.h) runs in fp32 on the fp32 master weight.
 //
+// Packed batches (TokenInputs with cu_seqlens; data/token_batch.h): every op but attention works
+// on the N tokens as they are; attention runs row by row over the padded kernel (a row of L real
+// tokens is a batch of one row with nothing padded), each row's probabilities (H, L, L) after the
+// previous row's in the layer's buffer, and dropout draws each row's masks from its place in the
+// step batch (ops/dropout.h), so a packed batch computes what the padded one does on its real
+// tokens. (CPU only until the attention op's varlen form runs this loop on CUDA.)
+//
 // Gradient checkpointing: only each layer's output (= the next layer's input) is kept; the other
 // activations of all layers share one slot, and backward recomputes a layer's forward into it
 // before its backward. Dropout masks come from Philox keys, so the recomputation is bit-identical
@@ -41,18 +48,24 @@
 #pragma once
 
 #include <array>
+#include <string>
 #include <utility>
 #include <vector>
 
-#include "core/arena.h"
-#include "core/philox.h"
-#include "models/adapter_config.h"
-#include "models/adapters.h"
+#include "core/buffer_table.h"
+#include "models/backbone.h"
 #include "models/encoder_config.h"
-#include "models/param_table.h"
-#include "ops/attention_cudnn.h"
+#include "ops/attention.h"
 
 namespace ftune {
+
+// The adaptable linear layers of one encoder layer, in PEFT's naming order (the kinds of the BERT
+// family's adapter sites).
+enum class EncoderSite { Query, Key, Value, AttnOut, FfnIn, FfnOut };
+constexpr int kEncoderSites = 6;
+const char* encoder_site_suffix(EncoderSite site);  // "attention.self.query", ...
+// Every adaptable module of the encoder, layer by layer (models/backbone.h AdapterSite).
+std::vector<AdapterSite> encoder_adapter_sites(const EncoderConfig& config);
 
 // Views of the encoder's parameters (or of their gradients: same layout in the gradient buffer).
 struct LayerWeights {
@@ -68,33 +81,32 @@ struct EncoderWeights {
   TensorView word, position, token_type;  // (V, C), (P, C), (TV, C)
   TensorView emb_ln_w, emb_ln_b;          // (C)
   std::vector<LayerWeights> layers;
-  EncoderAdapters adapters;  // empty without adapters (in a gradient view: their gradients)
+  AdapterSet adapters;  // empty without adapters (in a gradient view: their gradients)
   // Mixed precision: the layers' weights in the compute type (only the GEMM matrices are read);
   // empty in fp32.
   std::vector<LayerWeights> shadow;
 };
+using EncoderAdapters = AdapterSet;
 
 // Adds the encoder's parameters to `table` under their HF names (prefix "bert." / "roberta.").
 void add_encoder_params(const EncoderConfig& config, ParamTable& table);
-EncoderWeights bind_encoder_weights(const EncoderConfig& config, const ParamTable& table,
-                                    TensorView flat);
-// The layers' parameters are one contiguous range of the flat parameter buffer: its first element
+// Views of the encoder's parameters in `p` (values, gradients: a frozen one is undefined).
+EncoderWeights bind_encoder_weights(const EncoderConfig& config, const ParamViews& p);
+// The layers' parameters are one contiguous range of the parameter table: its first element
 // and its length.
 std::pair<int64_t, int64_t> encoder_layer_range(const EncoderConfig& config,
                                                 const ParamTable& table);
-// Views of the layers' parameters in `flat`, a buffer holding only that range (any float type):
-// the weight shadow of mixed precision.
-std::vector<LayerWeights> bind_layer_weights(const EncoderConfig& config, const ParamTable& table,
-                                             TensorView flat);
+// Views of the layers' parameters in `p` (any float type): the weight shadow of mixed precision.
+std::vector<LayerWeights> bind_layer_weights(const EncoderConfig& config, const ParamViews& p);
 
-// Activation buffers, planned for max_tokens = max_batch * max_seq. Training keeps every
-// layer's activations for the backward pass; inference reuses two sets (ping-pong).
+// Activation buffers, planned for max_tokens tokens (padded: max_batch x max_seq). Training keeps
+// every layer's activations for the backward pass; inference reuses two sets (ping-pong).
 struct LayerActivations {
   TensorView qkv, probs, ctx, attn, sum1, ln1, ln1_mean, ln1_rstd;
   TensorView ffn_pre, ffn_act, ffn_out, sum2, out, ln2_mean, ln2_rstd;
   TensorView ln1_h, out_h;  // mixed precision: 16-bit copies of ln1 and out (GEMM inputs)
   // Per adapter site: u = x_d A^T (N, r) and, for DoRA, z = x W^T + s u B^T (N, out).
-  std::array<TensorView, kAdapterSites> lora_u, dora_z;
+  std::array<TensorView, kEncoderSites> lora_u, dora_z;
 };
 
 struct EncoderActivations {
@@ -114,53 +126,25 @@ struct EncoderActivations {
   bool cudnn_attention = false;
 };
 
-// How the encoder is trained: checkpointing, and adapters (whose activations are planned).
-struct EncoderTraining {
-  GradientCheckpointing checkpointing = GradientCheckpointing::Off;
-  AdapterConfig adapters;
-  DType compute = DType::F32;  // mixed precision: bf16 (or f16) GEMM activations
-  Device device = Device::cpu();  // where it runs: sizes the kernels' workspace (work/encoder)
-  // The attention kernel of the run: with cuDNN (on a GPU, 16-bit compute) each layer plans only
-  // cuDNN's state instead of the (B, H, T, T) probabilities (ops/attention_cudnn.h).
-  AttentionKernel attention = AttentionKernel::Ftune;
-};
+// How the encoder is trained (BackboneShape: checkpointing, adapters, compute, device, attention).
+using EncoderTraining = BackboneShape;
 
-struct EncoderInputs {
-  int64_t B = 0, T = 0;
-  TensorView ids, type_ids, pos_ids, mask;  // (B*T) i32 each
-};
+// The encoder's activation buffers for `shape`, each bound to its view in `acts` (sized here).
+// BERT's attention: equal heads, bidirectional, scale 1/sqrt(D), no window or soft-cap.
+AttentionSpec encoder_attention_spec(const EncoderConfig& config);
 
-// The dropout masks of one forward / backward pass. Keys are (seed, site, offset) with offset the
-// optimizer step (fresh masks every step); within a step, element (b, t, c) of a (B, T, inner)
-// activation draws stream element ((row0 + b) * stream_seq + t) * inner + c (ops/dropout.h), so a
-// micro-batch cut from rows [row0, row0 + B) of the step batch gets the same masks on its tokens
-// as the whole step batch would, whatever its padded length T. The defaults (row0 0, stream_seq
-// 0 = T) give the flat index.
-struct DropoutPlan {
-  bool training = false;
-  uint64_t seed = 0;
-  uint32_t offset = 0;     // the optimizer step
-  uint64_t row0 = 0;       // the micro-batch's first row in the step batch
-  int64_t stream_seq = 0;  // Tv >= T, a run constant; 0: the batch's own T
-  // Training step: offset and row0 in device memory (read by the kernels instead of the two
-  // fields above; core/philox.h), so a captured CUDA graph replays any micro-batch of its shape.
-  const MicroParams* micro = nullptr;
-};
+void encoder_buffers(const EncoderConfig& config, const BackboneShape& shape,
+                     EncoderActivations& acts, BufferTable& table);
 
-void plan_encoder_activations(const EncoderConfig& config, int64_t max_batch, int64_t max_seq,
-                              bool training, ArenaPlan& plan, const EncoderTraining& how = {});
-EncoderActivations bind_encoder_activations(const EncoderConfig& config, const Arena& arena,
-                                            bool training, const EncoderTraining& how = {});
-
-// Runs the encoder; returns the last hidden state (B, T, C).
+// Runs the encoder; returns the last hidden state: (B, T, C) padded, (N, C) packed.
 TensorView encoder_forward(const EncoderConfig& config, const EncoderWeights& w,
-                           EncoderActivations& acts, const EncoderInputs& in,
+                           EncoderActivations& acts, const TokenInputs& in,
                            const DropoutPlan& dropout);
-// Backpropagates d_hidden (B*T, C), given in acts.grad_out, through the encoder into `grads`
+// Backpropagates d_hidden (N, C), given in acts.grad_out, through the encoder into `grads`
 // (undefined views in `grads` are frozen and get no gradient).
 void encoder_backward(const EncoderConfig& config, const EncoderWeights& w,
                       const EncoderWeights& grads, EncoderActivations& acts,
-                      const EncoderInputs& in, const DropoutPlan& dropout);
+                      const TokenInputs& in, const DropoutPlan& dropout);
 
 // Philox sites of the encoder's dropouts.
 inline uint32_t embedding_dropout_site() {

@@ -1,4 +1,5 @@
-// The configuration of a BERT-family encoder classifier, read from a Hugging Face config.json.
+// The configuration of a BERT-family encoder classifier, read from a Hugging Face config.json. Only
+// the BERT family's code (models/) reads it; everything else holds the ModelSpec it converts to.
 // The original JSON is kept so that saving writes back every field the user's checkpoint had
 // (transformers then loads ftune's output as it loaded the input), with the classification
 // fields (architectures, id2label, label2id, problem_type) updated.
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "models/backbone.h"
 #include "ops/gelu.h"
 
 namespace ftune {
@@ -53,6 +55,8 @@ struct EncoderConfig {
   // config.json content for saving: the original fields with model_type, architectures, id2label
   // and label2id updated.
   nlohmann::json to_json() const;
+  // The BERT family's backbone over this config (models/bert_family.h): what generic code takes.
+  operator ModelSpec() const;  // NOLINT(google-explicit-constructor)
 };
 
 }  // namespace ftune

@@ -11,24 +11,9 @@
 #include "io/checkpoint_reader.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
-#include "models/param_init.h"
 
 namespace ftune {
 namespace {
-
-// Names under which a checkpoint may store parameter `name`: the exact HF name, the name without
-// the encoder prefix (base models saved on their own), and TF-era LayerNorm gamma/beta spellings.
-std::vector<std::string> candidate_names(const std::string& name, const std::string& prefix) {
-  std::vector<std::string> base{name};
-  if (name.rfind(prefix + ".", 0) == 0) base.push_back(name.substr(prefix.size() + 1));
-  std::vector<std::string> out;
-  for (const std::string& b : base) {
-    out.push_back(b);
-    if (b.ends_with("LayerNorm.weight")) out.push_back(b.substr(0, b.size() - 6) + "gamma");
-    if (b.ends_with("LayerNorm.bias")) out.push_back(b.substr(0, b.size() - 4) + "beta");
-  }
-  return out;
-}
 
 std::string shape_str(const std::vector<int64_t>& shape) {
   std::string s = "(";
@@ -50,14 +35,30 @@ bool is_float_storage(io::SafetensorsDtype d) {
 
 }  // namespace
 
-EncoderConfig load_model_config(const std::string& dir, const LoadOptions& options) {
+namespace {
+
+std::string config_path(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   if (!std::filesystem::is_directory(dir))
     throw InputError(fmt::format("model directory '{}' does not exist", dir));
   if (!std::filesystem::exists(path))
     throw InputError(
         fmt::format("{}: missing (a Hugging Face model directory needs config.json)", path));
-  EncoderConfig config = EncoderConfig::from_file(path);
+  return path;
+}
+
+}  // namespace
+
+ModelSpec load_model_spec(const std::string& dir, const LoadOptions& options) {
+  const std::string path = config_path(dir);
+  const ModelSpec spec = model_spec_from_json(io::read_json_file(path), path);
+  if (options.labels) return spec.with_labels(*options.labels);
+  if (options.num_labels) return spec.with_num_labels(*options.num_labels);
+  return spec;
+}
+
+EncoderConfig load_model_config(const std::string& dir, const LoadOptions& options) {
+  EncoderConfig config = EncoderConfig::from_file(config_path(dir));
   if (options.labels)
     config.set_labels(*options.labels);
   else if (options.num_labels)
@@ -67,25 +68,24 @@ EncoderConfig load_model_config(const std::string& dir, const LoadOptions& optio
 
 LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
                               const LoadOptions& options) {
-  const EncoderConfig& config = model.config();
+  const ModelInfo& config = model.config();
+  const Backbone& family = model.spec().backbone();
   const io::CheckpointReader ckpt = io::CheckpointReader::open(dir);
   LoadReport report;
   report.weights_path = ckpt.weights_path();
-  const std::vector<std::string> head_names = head_param_names(config);
-  const std::set<std::string> head(head_names.begin(), head_names.end());
   std::set<std::string> used, dtypes;
   std::vector<std::string> missing_encoder;
   std::mt19937_64 rng(options.init_seed);
 
   for (const ParamSpec& spec : model.params().specs()) {
     const io::SafetensorsEntry* entry = nullptr;
-    for (const std::string& name : candidate_names(spec.name, config.weight_prefix()))
+    for (const std::string& name : family.checkpoint_names(spec.name))
       if ((entry = ckpt.find(name))) break;
-    const bool is_head = head.count(spec.name) > 0;
+    const bool is_head = family.may_initialise(spec.name);
     // Only the output layer's size follows the labels; the pooler (BERT) or the head's dense
     // layer (RoBERTa) is hidden x hidden, so a shape mismatch there is a wrong file, not a new
     // label set, and is refused rather than re-initialised.
-    const bool per_label = spec.name == head_names[2] || spec.name == head_names[3];
+    const bool per_label = family.sized_by_labels(spec.name);
     const TensorView dst = model.param(spec.name);
     if (entry && !shape_matches(*entry, spec.shape)) {
       if (per_label && options.reinit_mismatched_head) {
@@ -106,7 +106,7 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
         missing_encoder.push_back(spec.name);
         continue;
       }
-      init_param_like_hf(spec, dst, config, rng);
+      family.init_param(spec, dst, rng);
       report.initialised.push_back(spec.name);
       continue;
     }
@@ -123,7 +123,7 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
     for (size_t i = 0; i < missing_encoder.size() && i < 5; ++i)
       list += "\n  " + missing_encoder[i];
     throw InputError(fmt::format("{}: {} encoder weights of this {} model are missing, e.g.:{}{}",
-                                 ckpt.weights_path(), missing_encoder.size(), config.model_type(),
+                                 ckpt.weights_path(), missing_encoder.size(), config.model_type,
                                  list, missing_encoder.size() > 5 ? "\n  ..." : ""));
   }
   model.frozen_weights_changed();
@@ -135,7 +135,7 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
                  fmt::join(report.initialised, ", "));
   if (!report.unexpected.empty())
     spdlog::info("{}: {} checkpoint tensors not used by {} (e.g. {})", dir,
-                 report.unexpected.size(), config.architecture(), report.unexpected.front());
+                 report.unexpected.size(), config.architecture, report.unexpected.front());
   return report;
 }
 
@@ -148,7 +148,7 @@ void save_model(const SequenceClassifier& model, const std::string& dir) {
   for (const ParamSpec& spec : model.params().specs())
     tensors.push_back({spec.name, model.param(spec.name), {}});
   io::write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors);
-  nlohmann::json config = model.config().to_json();
+  nlohmann::json config = model.spec().to_json();
   if (config.contains("torch_dtype")) config["torch_dtype"] = "float32";
   config["dtype"] = "float32";
   io::write_json_atomic((std::filesystem::path(dir) / "config.json").string(), config);

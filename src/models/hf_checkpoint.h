@@ -1,4 +1,6 @@
-// Loading and saving Hugging Face model directories for SequenceClassifier.
+// Loading and saving Hugging Face model directories for SequenceClassifier, for any family: the
+// family (models/backbone.h) names its parameters, the aliases a checkpoint may use for them and
+// which may be freshly initialised.
 //
 // Loading accepts what users bring: a *ForSequenceClassification checkpoint, or a base encoder
 // (BertModel / RobertaModel / XLMRobertaModel, whose weights have no "bert." / "roberta." prefix
@@ -17,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "models/encoder_config.h"
 #include "models/sequence_classifier.h"
 
 namespace ftune {
@@ -38,7 +41,9 @@ struct LoadReport {
   std::vector<std::string> stored_dtypes;  // distinct dtypes of the loaded tensors ("F32", "BF16")
 };
 
-// Reads DIR/config.json and applies the label overrides.
+// Reads DIR/config.json, picks the family by its model_type and applies the label overrides.
+ModelSpec load_model_spec(const std::string& dir, const LoadOptions& options = {});
+// The same for a BERT-family directory, as its EncoderConfig (the BERT family's own tests).
 EncoderConfig load_model_config(const std::string& dir, const LoadOptions& options = {});
 
 // Fills model.param_values() from DIR's weights (the model must be bound).

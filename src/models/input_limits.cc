@@ -10,11 +10,7 @@
 
 namespace ftune {
 
-int64_t max_input_tokens(const EncoderConfig& config) {
-  return config.max_position_embeddings - (config.roberta_like() ? config.pad_token_id + 1 : 0);
-}
-
-void check_tokenizer_vocabulary(const text::Tokenizer& tokenizer, const EncoderConfig& config,
+void check_tokenizer_vocabulary(const text::Tokenizer& tokenizer, const ModelInfo& config,
                                 const std::string& model_dir) {
   const int64_t tokens = static_cast<int64_t>(tokenizer.vocab_size());
   if (tokens <= config.vocab_size) return;
@@ -26,10 +22,10 @@ void check_tokenizer_vocabulary(const text::Tokenizer& tokenizer, const EncoderC
       config.vocab_size));
 }
 
-int64_t inference_max_length(const EncoderConfig& config, const text::Tokenizer& tokenizer,
+int64_t inference_max_length(const ModelInfo& config, const text::Tokenizer& tokenizer,
                              std::optional<int64_t> requested, const std::string& model_dir,
                              const std::string& option) {
-  const int64_t positions = max_input_tokens(config);
+  const int64_t positions = config.max_tokens;
   if (requested) {
     if (*requested > positions)
       throw InputError(fmt::format(

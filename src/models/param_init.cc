@@ -27,7 +27,7 @@ void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConf
 void init_all_params_like_hf(SequenceClassifier& model, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (const ParamSpec& spec : model.params().specs())
-    init_param_like_hf(spec, model.param(spec.name), model.config(), rng);
+    model.spec().backbone().init_param(spec, model.param(spec.name), rng);
   model.frozen_weights_changed();
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <random>
 
+#include "models/encoder_config.h"
 #include "models/param_table.h"
 #include "models/sequence_classifier.h"
 
@@ -15,6 +16,7 @@ namespace ftune {
 
 void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config,
                         std::mt19937_64& rng);
+// Every parameter of the model by its family's rule (Backbone::init_param).
 void init_all_params_like_hf(SequenceClassifier& model, uint64_t seed);
 
 }  // namespace ftune

@@ -141,9 +141,7 @@ void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
         modules.insert(spec.name.substr(0, spec.name.size() - std::string(suffix).size()));
   }
   io::write_safetensors(weights_path(dir), tensors);
-  nlohmann::json modules_to_save = {"classifier", "score"};
-  if (model.config().family == ModelFamily::Bert && c.trains_pooler())
-    modules_to_save.push_back("pooler");
+  const nlohmann::json modules_to_save = model.spec().backbone().peft_modules_to_save(c);
   const nlohmann::json j = {
       {"peft_type", "LORA"},
       {"task_type", "SEQ_CLS"},

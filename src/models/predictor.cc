@@ -17,7 +17,8 @@ Predictions predict_logits(const std::string& model_dir,
                            Device device) {
   if (batch_size <= 0)
     throw InputError(fmt::format("batch size must be positive, got {}", batch_size));
-  Predictions out{load_model_config(model_dir), {}};
+  const ModelSpec spec = load_model_spec(model_dir);
+  Predictions out{spec.info(), {}};
   if (rows.empty()) return out;
   int64_t longest = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -33,7 +34,7 @@ Predictions predict_logits(const std::string& model_dir,
               std::vector<int32_t>(row.input_ids.size(), 1),
               {}};
     try {
-      validate_batch(out.config, one);
+      validate_batch(spec, one);
     } catch (const InputError& e) {
       std::string what = e.what();
       if (what.rfind("row 0: ", 0) == 0) what = what.substr(7);
@@ -47,7 +48,7 @@ Predictions predict_logits(const std::string& model_dir,
   options.max_seq = longest;
   options.training = false;
   options.device = device;
-  SequenceClassifier model(out.config, options);
+  SequenceClassifier model(spec, options);
   ArenaPlan plan;
   model.add_to_plan(plan);
   Arena arena(device, std::move(plan));

@@ -9,12 +9,12 @@
 
 #include "core/device.h"
 #include "data/examples.h"
-#include "models/encoder_config.h"
+#include "models/backbone.h"
 
 namespace ftune {
 
 struct Predictions {
-  EncoderConfig config;                    // of the loaded model (labels for the output)
+  ModelInfo config;                        // of the loaded model (labels for the output)
   std::vector<std::vector<float>> logits;  // one row of num_labels per input, in input order
 };
 

@@ -1,9 +1,11 @@
-// SequenceClassifier: planning, binding, inputs, and the forward / loss / backward sequence.
+// SequenceClassifier: planning, binding, inputs, and the forward / loss / backward sequence, for
+// any family (the family's BackboneModel runs the layers).
 #include "models/sequence_classifier.h"
 
 #include <fmt/format.h>
 
 #include "core/memory.h"
+#include "models/adapters.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 
@@ -18,33 +20,49 @@ void copy_i32(TensorView dst, const std::vector<int32_t>& src) {
 
 }  // namespace
 
-SequenceClassifier::SequenceClassifier(EncoderConfig config, ClassifierOptions options)
-    : config_(std::move(config)), options_(options) {
+SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options)
+    : spec_(std::move(spec)), options_(options) {
   if (options_.max_batch <= 0 || options_.max_seq <= 0)
     throw InputError(fmt::format("batch shape must be positive, got {} x {}", options_.max_batch,
                                  options_.max_seq));
+  if (options_.packed && options_.max_tokens < options_.max_seq)
+    throw InputError(fmt::format("a packed batch of {} tokens cannot hold a row of {}",
+                                 options_.max_tokens, options_.max_seq));
+  if (options_.packed && !spec_.info().packing)
+    throw InputError(fmt::format("{} does not support packed batches (data.packing)",
+                                 spec_.info().architecture));
   FTUNE_ASSERT(options_.checkpointing != GradientCheckpointing::Auto,
                "gradient checkpointing 'auto' must be resolved by the memory planner");
-  add_encoder_params(config_, params_);
-  add_head_params(config_, params_);
+  const Backbone& b = spec_.backbone();
+  b.add_params(params_);
+  gemm_range_ = b.gemm_weight_range(params_);
+  sites_ = b.adapter_sites();
+  BackboneShape shape;
+  shape.max_rows = options_.max_batch;
+  shape.max_seq = options_.max_seq;
+  shape.max_tokens = options_.tokens();
+  shape.training = options_.training;
+  shape.packed = options_.packed;
+  shape.checkpointing = options_.checkpointing;
+  shape.adapters = options_.adapters;
+  shape.compute = options_.compute;
+  shape.device = options_.device;
+  shape.attention = options_.attention;
+  model_ = b.make_model(shape);
   if (!adapters_on()) return;
   if (options_.adapters.r <= 0 || !(options_.adapters.alpha > 0))
     throw InputError(fmt::format("adapter rank and alpha must be positive, got r {} alpha {}",
                                  options_.adapters.r, options_.adapters.alpha));
-  add_adapter_params(config_, options_.adapters, adapter_params_);
-  if (adapter_params_.specs().empty())
-    throw InputError(fmt::format("peft.target_modules matches no linear module of this {} model",
-                                 config_.weight_prefix()));
-  // PEFT's SEQ_CLS modules_to_save: the classifier (RoBERTa: its dense + out_proj), plus BERT's
-  // pooler when asked. Head parameters come last in params_, so they and the adapters that follow
-  // them form one flat range.
-  const auto head = head_param_names(config_);
-  const bool pooler = config_.family == ModelFamily::Bert && options_.adapters.trains_pooler();
-  const std::string first = (config_.roberta_like() || pooler) ? head[0] : head[2];
-  trainable_offset_ = params_.at(first).offset;
-  for (const ParamSpec& spec : params_.specs())
-    if (spec.offset >= trainable_offset_) trainable_.add(spec.name, spec.shape);
-  for (const ParamSpec& spec : adapter_params_.specs()) trainable_.add(spec.name, spec.shape);
+  // PEFT's resolution of target_modules over the family's module tree: errors for what cannot
+  // take an adapter; what it adapts are the targeted adapter sites.
+  resolve_target_modules(options_.adapters, b.modules(), "peft");
+  add_adapter_params(sites_, options_.adapters, adapter_params_);
+  // The head (PEFT's modules_to_save) comes last in params_, so it and the adapters that follow
+  // it form one flat range.
+  trainable_offset_ = params_.at(b.head_params(options_.adapters).front()).offset;
+  for (const ParamSpec& p : params_.specs())
+    if (p.offset >= trainable_offset_) trainable_.add(p.name, p.shape);
+  for (const ParamSpec& p : adapter_params_.specs()) trainable_.add(p.name, p.shape);
 }
 
 TensorView SequenceClassifier::param(const std::string& name) const {
@@ -54,88 +72,72 @@ TensorView SequenceClassifier::param(const std::string& name) const {
 
 SequenceClassifier::OptimizerShadow SequenceClassifier::optimizer_shadow() const {
   if (!shadow_.defined() || adapters_on()) return {};
-  // Without adapters the trainable values are every parameter: the offset is the layers' own.
-  return {shadow_, encoder_layer_range(config_, params_).first};
+  // Without adapters the trainable values are every parameter: the offset is the range's own.
+  return {shadow_, gemm_range_.first};
 }
 
 void SequenceClassifier::init_adapters(uint64_t seed) {
   FTUNE_ASSERT(values_.defined(), "init_adapters before bind");
-  ftune::init_adapters(enc_w_.adapters, enc_w_, seed);
+  ftune::init_adapters(adapters_, seed);
+}
+
+void SequenceClassifier::buffers(BufferTable& t) const {
+  const int64_t N = options_.tokens(), B = options_.max_batch, K = spec_.num_labels();
+  auto* self = const_cast<SequenceClassifier*>(this);
+  t.add("param/values", DType::F32, {params_.total() + adapter_params_.total()},
+        &self->all_values_);
+  if (options_.compute != DType::F32)
+    t.add("shadow/layers", options_.compute, {gemm_range_.second}, &self->shadow_);
+  if (options_.training) t.add("grad/values", DType::F32, {trainable_params().total()}, &self->grads_);
+  t.add("input/ids", DType::I32, {N}, &self->own_inputs_.ids);
+  t.add("input/type_ids", DType::I32, {N}, &self->own_inputs_.type_ids);
+  t.add("input/pos_ids", DType::I32, {N}, &self->own_inputs_.pos_ids);
+  if (options_.packed)
+    t.add("input/cu_seqlens", DType::I32, {B + 1}, &self->own_inputs_.cu_seqlens);
+  else
+    t.add("input/mask", DType::I32, {N}, &self->own_inputs_.mask);
+  t.add("input/labels", DType::I32, {B}, &self->own_labels_);
+  t.add("input/class_weights", DType::F32, {K}, &self->class_weights_);
+  model_->buffers(t);
+  t.add("act/loss/probs", DType::F32, {B, K}, &self->probs_);
+  t.add("act/loss/value", DType::F32, {1}, &self->loss_);
+  if (options_.training) t.add("gradact/logits", DType::F32, {B, K}, &self->dlogits_);
 }
 
 void SequenceClassifier::add_to_plan(ArenaPlan& plan) const {
-  const int64_t N = options_.max_batch * options_.max_seq, K = config_.num_labels();
-  plan.add_flat("param/values", DType::F32, params_.total() + adapter_params_.total());
-  if (options_.compute != DType::F32)
-    plan.add_flat("shadow/layers", options_.compute, encoder_layer_range(config_, params_).second);
-  if (options_.training) plan.add_flat("grad/values", DType::F32, trainable_params().total());
-  for (const char* name : {"input/ids", "input/type_ids", "input/pos_ids", "input/mask"})
-    plan.add(name, DType::I32, {N});
-  plan.add("input/labels", DType::I32, {options_.max_batch});
-  plan.add("input/class_weights", DType::F32, {K});
-  plan_encoder_activations(config_, options_.max_batch, options_.max_seq, options_.training, plan,
-                           EncoderTraining{options_.checkpointing, options_.adapters,
-                                           options_.compute, options_.device, options_.attention});
-  plan_adapter_caches(config_, options_.adapters, plan);
-  plan_head_activations(config_, options_.max_batch, options_.training, plan, options_.adapters);
-  plan.add("act/loss/probs", DType::F32, {options_.max_batch, K});
-  plan.add("act/loss/value", DType::F32, {1});
-  if (options_.training) plan.add("gradact/logits", DType::F32, {options_.max_batch, K});
+  BufferTable t;
+  buffers(t);
+  t.plan(plan);
+  plan_adapter_caches(sites_, options_.adapters, plan);
 }
 
 void SequenceClassifier::bind(const Arena& arena) {
-  const TensorView all = arena.view("param/values");
-  values_ = all.flat_range(0, params_.total());
-  enc_w_ = bind_encoder_weights(config_, params_, values_);
-  head_w_ = bind_head_weights(config_, params_, values_);
+  BufferTable t;
+  buffers(t);
+  t.bind(arena);
+  values_ = all_values_.flat_range(0, params_.total());
+  BoundParams p;
+  p.values = ParamViews{&params_, values_, 0};
   if (adapters_on()) {
-    trainable_values_ = all.flat_range(trainable_offset_, trainable_.total());
-    enc_w_.adapters = bind_adapters(config_, options_.adapters, trainable_, trainable_values_);
-    enc_w_.adapters.pooler_weight = head_w_.dense_w;  // frozen when it carries an adapter
-    bind_adapter_caches(config_, arena, enc_w_.adapters);
+    trainable_values_ = all_values_.flat_range(trainable_offset_, trainable_.total());
+    adapters_ = bind_adapters(sites_, options_.adapters, trainable_, trainable_values_, &p.values);
+    bind_adapter_caches(sites_, arena, adapters_);
+    p.adapters = adapters_;
   }
   frozen_cache_valid_ = false;
   shadow_valid_ = false;
-  if (options_.compute != DType::F32) {
-    shadow_ = arena.view("shadow/layers");
-    enc_w_.shadow = bind_layer_weights(config_, params_, shadow_);
-  }
+  if (shadow_.defined()) p.shadow = ParamViews{&params_, shadow_, gemm_range_.first};
   if (options_.training) {
-    grads_ = arena.view("grad/values");
-    if (adapters_on()) {
-      // Frozen base: undefined gradient views, except the trained head and the adapters.
-      enc_g_ = EncoderWeights{};
-      enc_g_.layers.resize(config_.num_layers);
-      enc_g_.adapters = bind_adapters(config_, options_.adapters, trainable_, grads_);
-      const auto names = head_param_names(config_);
-      TensorView* views[4] = {&head_g_.dense_w, &head_g_.dense_b, &head_g_.out_w, &head_g_.out_b};
-      head_g_ = HeadWeights{};
-      for (int i = 0; i < 4; ++i)
-        if (const ParamSpec* spec = trainable_.find(names[i]))
-          *views[i] = ParamTable::slice(grads_, *spec);
-    } else {
-      enc_g_ = bind_encoder_weights(config_, params_, grads_);
-      head_g_ = bind_head_weights(config_, params_, grads_);
-    }
-    dlogits_ = arena.view("gradact/logits");
+    // Frozen base (adapters): only the trained head and the adapters have gradient views.
+    p.grads = ParamViews{&trainable_params(), grads_, 0};
+    if (adapters_on())
+      p.adapter_grads = bind_adapters(sites_, options_.adapters, trainable_, grads_);
     zero_grad();
   }
-  inputs_.ids = arena.view("input/ids");
-  inputs_.type_ids = arena.view("input/type_ids");
-  inputs_.pos_ids = arena.view("input/pos_ids");
-  inputs_.mask = arena.view("input/mask");
-  labels_ = arena.view("input/labels");
-  own_inputs_ = inputs_;
-  own_labels_ = labels_;
-  class_weights_ = arena.view("input/class_weights");
+  model_->bind(p);
+  inputs_ = own_inputs_;
+  labels_ = own_labels_;
   class_weights_copied_ = false;
-  enc_acts_ = bind_encoder_activations(
-      config_, arena, options_.training,
-      EncoderTraining{options_.checkpointing, options_.adapters, options_.compute, options_.device,
-                      options_.attention});
-  head_acts_ = bind_head_activations(arena, options_.training);
-  probs_ = arena.view("act/loss/probs");
-  loss_ = arena.view("act/loss/value");
 }
 
 void SequenceClassifier::set_batch(const Batch& b) {
@@ -143,31 +145,58 @@ void SequenceClassifier::set_batch(const Batch& b) {
   if (b.size > options_.max_batch || b.seq_len > options_.max_seq)
     throw InputError(fmt::format("batch of {} x {} tokens exceeds the planned {} x {}", b.size,
                                  b.seq_len, options_.max_batch, options_.max_seq));
-  validate_batch(config_, b);
-  const int64_t n = b.size * b.seq_len;
+  validate_batch(spec_, b);
+  // Padded: all of the batch's T positions (a multiple of T, capped at T), as given.
+  set_batch(layout_rows(b, position_ids(spec_, b), 0, b.size,
+                        options_.packed ? BatchLayout::Packed : BatchLayout::Padded, b.seq_len));
+}
+
+void SequenceClassifier::set_batch(const TokenBatch& b) {
+  FTUNE_ASSERT(values_.defined(), "set_batch before bind");
+  if (b.packed() != options_.packed)
+    throw InputError(fmt::format("a {} batch for a model planned for {} batches",
+                                 batch_layout_name(b.layout), options_.packed ? "packed" : "padded"));
+  if (b.rows > options_.max_batch || b.tokens() > options_.tokens() || b.seq > options_.max_seq)
+    throw InputError(fmt::format("batch of {} rows, {} tokens (longest {}) exceeds the planned {} "
+                                 "x {} ({} tokens)",
+                                 b.rows, b.tokens(), b.seq, options_.max_batch, options_.max_seq,
+                                 options_.tokens()));
   inputs_ = own_inputs_;
   labels_ = own_labels_;
-  inputs_.B = b.size;
-  inputs_.T = b.seq_len;
+  inputs_.B = b.rows;
   copy_i32(inputs_.ids, b.input_ids);
-  copy_i32(inputs_.type_ids,
-           b.token_type_ids.empty() ? std::vector<int32_t>(n, 0) : b.token_type_ids);
-  copy_i32(inputs_.pos_ids, position_ids(config_, b));
-  copy_i32(inputs_.mask, b.attention_mask);
+  copy_i32(inputs_.type_ids, b.token_type_ids);
+  copy_i32(inputs_.pos_ids, b.position_ids);
+  if (b.packed()) {
+    inputs_.T = 0;
+    inputs_.N = b.tokens();
+    inputs_.max_len = b.seq;
+    host_cu_ = b.cu_seqlens;
+    inputs_.host_cu_seqlens = host_cu_.data();
+    copy_i32(inputs_.cu_seqlens, b.cu_seqlens);
+  } else {
+    inputs_.T = b.seq;
+    copy_i32(inputs_.mask, b.attention_mask);
+  }
   has_labels_ = !b.labels.empty();
   if (has_labels_) copy_i32(labels_, b.labels);
 }
 
-void SequenceClassifier::use_inputs(const EncoderInputs& in, TensorView labels) {
+void SequenceClassifier::use_inputs(const TokenInputs& in, TensorView labels) {
   FTUNE_ASSERT(values_.defined(), "use_inputs before bind");
-  if (in.B > options_.max_batch || in.T > options_.max_seq)
-    throw InputError(fmt::format("batch of {} x {} tokens exceeds the planned {} x {}", in.B, in.T,
-                                 options_.max_batch, options_.max_seq));
-  const Shape n{in.B * in.T};
-  for (const TensorView* v : {&in.ids, &in.type_ids, &in.pos_ids, &in.mask})
-    FTUNE_ASSERT(v->dtype == DType::I32 && v->shape == n && v->device == values_.device,
-                 "use_inputs: expected ({}) i32 inputs on the model's device, got {}", n[0],
-                 v->describe());
+  if (in.packed() != options_.packed || in.B > options_.max_batch ||
+      (in.packed() ? in.N > options_.max_tokens || in.max_len > options_.max_seq
+                   : in.T > options_.max_seq))
+    throw InputError(fmt::format("batch of {} rows, {} tokens exceeds the planned {} x {}", in.B,
+                                 in.tokens(), options_.max_batch, options_.max_seq));
+  const Shape n{in.tokens()};
+  for (const TensorView* v : {&in.ids, &in.type_ids, &in.pos_ids, in.packed() ? &in.cu_seqlens : &in.mask})
+    FTUNE_ASSERT(v->dtype == DType::I32 && v->device == values_.device &&
+                     (v == &in.cu_seqlens ? v->shape == Shape{in.B + 1} : v->shape == n),
+                 "use_inputs: expected i32 inputs of {} tokens on the model's device, got {}",
+                 n[0], v->describe());
+  FTUNE_ASSERT(!in.packed() || in.host_cu_seqlens != nullptr,
+               "use_inputs: a packed batch needs its cu_seqlens on the host");
   FTUNE_ASSERT(labels.dtype == DType::I32 && labels.shape == Shape{in.B} &&
                    labels.device == values_.device,
                "use_inputs: expected ({}) i32 labels, got {}", in.B, labels.describe());
@@ -176,24 +205,26 @@ void SequenceClassifier::use_inputs(const EncoderInputs& in, TensorView labels) 
   has_labels_ = true;
 }
 
-EncoderInputs SequenceClassifier::current_inputs() const {
-  const Shape n{inputs_.B * inputs_.T};
-  return EncoderInputs{inputs_.B,
-                       inputs_.T,
-                       inputs_.ids.prefix(n),
-                       inputs_.type_ids.prefix(n),
-                       inputs_.pos_ids.prefix(n),
-                       inputs_.mask.prefix(n)};
+TokenInputs SequenceClassifier::current_inputs() const {
+  const Shape n{inputs_.tokens()};
+  TokenInputs in = inputs_;
+  in.ids = inputs_.ids.prefix(n);
+  in.type_ids = inputs_.type_ids.prefix(n);
+  in.pos_ids = inputs_.pos_ids.prefix(n);
+  if (in.packed())
+    in.cu_seqlens = inputs_.cu_seqlens.prefix({inputs_.B + 1});
+  else
+    in.mask = inputs_.mask.prefix(n);
+  return in;
 }
 
 void SequenceClassifier::refresh_weight_caches() {
   if (!frozen_cache_valid_) {
-    refresh_adapter_caches(enc_w_.adapters, enc_w_);
+    refresh_adapter_caches(adapters_);
     frozen_cache_valid_ = true;
   }
   if (shadow_.defined() && !shadow_valid_) {
-    const auto [begin, count] = encoder_layer_range(config_, params_);
-    cast(shadow_, values_.flat_range(begin, count));
+    cast(shadow_, values_.flat_range(gemm_range_.first, gemm_range_.second));
     shadow_valid_ = true;
   }
 }
@@ -208,14 +239,13 @@ TensorView SequenceClassifier::forward(const DropoutPlan& dropout) {
   if (dropout.training && !options_.training)
     throw InternalError("training forward on a classifier planned for inference");
   refresh_weight_caches();
-  hidden_ = encoder_forward(config_, enc_w_, enc_acts_, current_inputs(), dropout);
-  logits_ = head_forward(config_, head_w_, head_acts_, hidden_, dropout, &enc_w_.adapters);
+  logits_ = model_->forward(current_inputs(), dropout);
   return logits_;
 }
 
 // Copied once (a synchronous copy on a GPU), not per micro-batch; loss_options_ then holds them.
 void SequenceClassifier::copy_class_weights(const LossOptions& options) {
-  const int64_t K = config_.num_labels();
+  const int64_t K = spec_.num_labels();
   if (!options.class_weights.empty() && static_cast<int64_t>(options.class_weights.size()) != K)
     throw InputError(
         fmt::format("{} class weights given for {} labels", options.class_weights.size(), K));
@@ -231,7 +261,7 @@ void SequenceClassifier::copy_class_weights(const LossOptions& options) {
 
 TensorView SequenceClassifier::loss(const LossOptions& options) {
   if (!has_labels_) throw InputError("loss requested for a batch without labels");
-  const int64_t B = inputs_.B, K = config_.num_labels();
+  const int64_t B = inputs_.B, K = spec_.num_labels();
   copy_class_weights(options);
   CrossEntropyOptions ce{options.label_smoothing,
                          options.class_weights.empty() ? TensorView() : class_weights_};
@@ -242,15 +272,13 @@ TensorView SequenceClassifier::loss(const LossOptions& options) {
 void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale,
                                   const float* loss_scale_at) {
   FTUNE_ASSERT(options_.training, "backward on a classifier planned for inference");
-  const int64_t B = inputs_.B, T = inputs_.T, K = config_.num_labels(), C = config_.hidden_size;
+  const int64_t B = inputs_.B, K = spec_.num_labels();
   CrossEntropyOptions ce{loss_options_.label_smoothing,
                          loss_options_.class_weights.empty() ? TensorView() : class_weights_};
   TensorView dlogits = dlogits_.prefix({B, K});
   cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale,
                          loss_scale_at);
-  head_backward(config_, head_w_, head_g_, head_acts_, dlogits,
-                enc_acts_.grad_out.prefix({B, T, C}), dropout, &enc_w_.adapters, &enc_g_.adapters);
-  encoder_backward(config_, enc_w_, enc_g_, enc_acts_, current_inputs(), dropout);
+  model_->backward(dlogits, current_inputs(), dropout);
 }
 
 void SequenceClassifier::zero_grad() {

@@ -1,11 +1,13 @@
-// A BERT-family sequence classifier over planned memory: encoder + HF classification head +
-// cross-entropy, with explicit forward and backward passes.
+// A sequence classifier over planned memory, for any model family (models/backbone.h): the
+// family's backbone and head + cross-entropy, with explicit forward and backward passes. The
+// parameters (HF names), adapters, the 16-bit weight shadow, inputs and loss are handled here,
+// the same for every family; the family's BackboneModel runs the layers.
 //
 // Memory is planned, then bound: the classifier first adds every buffer it needs (parameters,
 // gradients, activations for the largest batch, inputs, workspace) to an ArenaPlan; the caller
 // allocates one Arena (with the optimizer's state in the same plan) and binds. Nothing is
 // allocated afterwards. Usage:
-//   SequenceClassifier model(config, {.max_batch = 32, .max_seq = 128, .training = true});
+//   SequenceClassifier model(spec, {.max_batch = 32, .max_seq = 128, .training = true});
 //   ArenaPlan plan; model.add_to_plan(plan); optimizer.add_to_plan(plan, model.params());
 //   Arena arena(device, std::move(plan)); model.bind(arena); optimizer.bind(arena);
 //   model.set_batch(batch); model.forward(dropout); model.loss(); model.backward(dropout);
@@ -21,7 +23,7 @@
 //
 // Mixed precision (options.compute bf16 / f16, autocast semantics; models/encoder.h): the fp32
 // parameters are the master weights; "shadow/layers" holds the encoder layers' weights in the
-// compute type for the GEMMs. In full fine-tuning the optimizer writes it in its own update pass
+// compute type for the GEMMs (the family's gemm_weight_range). In full fine-tuning the optimizer writes it in its own update pass
 // (optimizer_shadow(): the shadow is a sub-range of the trainable parameters, AdamW::apply takes
 // it with its offset) and weights_updated(true) keeps it; otherwise (weights written by a loader,
 // frozen_weights_changed(); an optimizer that did not write it, weights_updated()) a cast pass
@@ -31,10 +33,12 @@
 #include <optional>
 #include <vector>
 
+#include <memory>
+
 #include "core/arena.h"
+#include "core/buffer_table.h"
+#include "models/backbone.h"
 #include "models/batch.h"
-#include "models/classification_head.h"
-#include "models/encoder.h"
 
 namespace ftune {
 
@@ -50,6 +54,12 @@ struct ClassifierOptions {
   // The run's attention kernel: cuDNN (with a GPU and 16-bit compute) plans its small state per
   // layer instead of the probabilities (models/encoder.h, ops/attention_cudnn.h).
   AttentionKernel attention = AttentionKernel::Ftune;
+  // Packed batches (data/token_batch.h): up to max_tokens real tokens of up to max_batch rows, no
+  // padding (the family must support it). Padded: max_batch x max_seq (max_tokens is ignored).
+  bool packed = false;
+  int64_t max_tokens = 0;
+
+  int64_t tokens() const { return packed ? max_tokens : max_batch * max_seq; }
 };
 
 struct LossOptions {
@@ -59,9 +69,10 @@ struct LossOptions {
 
 class SequenceClassifier {
  public:
-  SequenceClassifier(EncoderConfig config, ClassifierOptions options);
+  SequenceClassifier(ModelSpec spec, ClassifierOptions options);
 
-  const EncoderConfig& config() const { return config_; }
+  const ModelSpec& spec() const { return spec_; }
+  const ModelInfo& config() const { return spec_.info(); }
   const ClassifierOptions& options() const { return options_; }
   const ParamTable& params() const { return params_; }
 
@@ -114,13 +125,15 @@ class SequenceClassifier {
   }
 
   // Validates the batch against the model and the planned size, computes position ids and copies
-  // the inputs into the arena.
+  // the inputs into the arena (packed when the model is planned for packed batches).
   void set_batch(const Batch& batch);
+  // A batch already laid out (data/token_batch.h), in the layout the model is planned for.
+  void set_batch(const TokenBatch& batch);
   // Points the model at a batch already on its device (the trainer's staged inputs, ordered on the
-  // compute stream by the caller, train/input_staging.h): ids, type ids, position ids and mask of
-  // B x T tokens and B labels, validated by the caller (validate_batch). No copy, no
+  // compute stream by the caller, train/input_staging.h): ids, type ids, position ids and mask (or
+  // cu_seqlens) of the tokens and B labels, validated by the caller (validate_batch). No copy, no
   // synchronisation. set_batch() returns to the model's own input buffers.
-  void use_inputs(const EncoderInputs& inputs, TensorView labels);
+  void use_inputs(const TokenInputs& inputs, TensorView labels);
   int64_t batch_size() const { return inputs_.B; }
   int64_t seq_len() const { return inputs_.T; }
 
@@ -132,7 +145,8 @@ class SequenceClassifier {
   void prepare_forward(const LossOptions& loss);
   // Forward pass over the current batch; returns the logits (B, K).
   TensorView forward(const DropoutPlan& dropout);
-  TensorView hidden() const { return hidden_; }  // last hidden state (B, T, C) of the last forward
+  // The last hidden state of the last forward: (B, T, C) padded, (N, C) packed.
+  TensorView hidden() const { return model_->hidden(); }
   TensorView logits() const { return logits_; }
 
   // Mean cross-entropy of the last forward against the batch labels: a 1-element device tensor.
@@ -147,27 +161,30 @@ class SequenceClassifier {
   void zero_grad();
 
  private:
-  EncoderInputs current_inputs() const;  // the input buffers cut to the current batch
-  void refresh_weight_caches();           // DoRA's frozen caches and the 16-bit shadow
+  TokenInputs current_inputs() const;  // the input buffers cut to the current batch
+  void refresh_weight_caches();         // DoRA's frozen caches and the 16-bit shadow
   void copy_class_weights(const LossOptions& options);
+  // The classifier's own buffers (parameters, gradients, shadow, inputs, loss) and the family's.
+  void buffers(BufferTable& table) const;
 
-  EncoderConfig config_;
+  ModelSpec spec_;
   ClassifierOptions options_;
+  std::vector<AdapterSite> sites_;  // the family's adaptable modules
+  std::unique_ptr<BackboneModel> model_;
   ParamTable params_, adapter_params_, trainable_;
   TensorView values_, grads_, trainable_values_;
   int64_t trainable_offset_ = 0;  // start of the trainable range in "param/values"
+  std::pair<int64_t, int64_t> gemm_range_{0, 0};  // the family's gemm_weight_range
   bool frozen_cache_valid_ = false;
-  TensorView shadow_;  // mixed precision: the layers' weights in the compute type
+  TensorView shadow_;  // mixed precision: the GEMM weights in the compute type
   bool shadow_valid_ = false;
-  EncoderWeights enc_w_, enc_g_;
-  HeadWeights head_w_, head_g_;
-  EncoderActivations enc_acts_;
-  HeadActivations head_acts_;
-  EncoderInputs inputs_, own_inputs_;  // current / the arena's input buffers
+  AdapterSet adapters_;
+  TokenInputs inputs_, own_inputs_;  // current / the arena's input buffers
+  std::vector<int32_t> host_cu_;     // packed set_batch: the host copy of cu_seqlens
   TensorView own_labels_;
   bool class_weights_copied_ = false;  // class_weights_ holds loss_options_.class_weights
   TensorView labels_, class_weights_, probs_, loss_, dlogits_;
-  TensorView hidden_, logits_;
+  TensorView all_values_, logits_;
   LossOptions loss_options_;
   bool has_labels_ = false;
 };

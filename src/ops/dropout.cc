@@ -1,12 +1,34 @@
 // Dropout: argument checks and dispatch. Forward and backward apply the same scaled mask.
 #include "ops/dropout.h"
 
+#include <algorithm>
+
 #include "ops/cast.h"
 #include "ops/dispatch.h"
 
 namespace ftune {
 
 DropoutRuns dropout_runs(const char* op, const DropoutRows& rows, int64_t numel, int64_t inner) {
+  if (rows.cu_seqlens) {
+    const int32_t* cu = rows.host_cu_seqlens;
+    if (!cu || rows.rows < 1 || inner < 1 || cu[0] != 0 ||
+        static_cast<int64_t>(cu[rows.rows]) * inner != numel)
+      throw ShapeError(fmt::format(
+          "{}: {} elements are not the packed rows of their cu_seqlens ({} rows of {} values)", op,
+          numel, rows.rows, inner));
+    int64_t longest = 0;
+    for (int64_t b = 0; b < rows.rows; ++b) {
+      if (cu[b + 1] < cu[b])
+        throw ShapeError(fmt::format("{}: cu_seqlens decreases at row {}", op, b));
+      longest = std::max<int64_t>(longest, cu[b + 1] - cu[b]);
+    }
+    if (rows.stream_seq < longest)
+      throw ShapeError(fmt::format("{}: packed row of {} positions exceeds the dropout stream's {}",
+                                   op, longest, rows.stream_seq));
+    const int64_t stride = rows.stream_seq * inner;
+    return DropoutRuns{rows.row0 * static_cast<uint64_t>(stride), 1, stride, rows.cu_seqlens,
+                       inner, rows.rows};
+  }
   const int64_t Tv = rows.stream_seq > 0 ? rows.stream_seq : rows.seq;
   if (rows.seq < 1 || inner < 1 || numel % inner != 0 || (numel / inner) % rows.seq != 0)
     throw ShapeError(

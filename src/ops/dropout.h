@@ -13,6 +13,10 @@
 // constant, so a row's mask is the same whichever micro-batch carries it and however far that
 // micro-batch is padded. With row0 = 0 and Tv = T it is the flat index (the default). When the key
 // carries MicroParams (core/philox.h), row0 and the key's offset are read from them instead.
+// Packed tensors (rows of different lengths back to back, no padding; data/token_batch.h): with
+// `cu_seqlens` set, sequence b is tokens [cu[b], cu[b + 1]) and its element (t, c) draws the same
+// stream element ((row0 + b) * Tv + t) * inner + c as in a padded tensor: packed and padded
+// layouts of one batch get the same masks on every real token.
 //
 // Mixed precision: out and inp may each be f32, bf16 or f16 (e.g. backward from an fp32 LayerNorm
 // gradient into the bf16 gradient a GEMM reads); the multiplier is applied in fp32 and the result
@@ -27,22 +31,53 @@ namespace ftune {
 // A micro-batch's place in the dropout streams of its optimizer step (see above).
 struct DropoutRows {
   uint64_t row0 = 0;       // the tensor's first sequence: its row in the step batch
-  int64_t seq = 1;         // T: positions per sequence in this tensor
+  int64_t seq = 1;         // T: positions per sequence in this tensor (padded layout)
   int64_t stream_seq = 0;  // Tv >= T: positions per sequence in the stream; 0 means T
+  // Packed layout: `rows` sequences, row starts (rows + 1) readable by the op's device, and the
+  // same on the host (the op's checks read it); seq is then not read.
+  const int32_t* cu_seqlens = nullptr;
+  const int32_t* host_cu_seqlens = nullptr;
+  int64_t rows = 0;
 };
 
 // The same map as runs: sequence b's T * inner elements are one run of consecutive stream
-// elements starting at first + b * stride (first = row0 * stride, stride = Tv * inner).
+// elements starting at first + b * stride (first = row0 * stride, stride = Tv * inner). Packed
+// (cu set): sequence b's run is tensor elements [cu[b] * inner, cu[b + 1] * inner).
 struct DropoutRuns {
   uint64_t first = 0;
   int64_t run = 1;     // T * inner: tensor elements per sequence
   int64_t stride = 1;  // Tv * inner: stream elements per sequence
+  const int32_t* cu = nullptr;
+  int64_t inner = 1;
+  int64_t rows = 0;
 };
 
+// The packed sequence holding token n: the last b with cu[b] <= n.
+FTUNE_HD int64_t dropout_packed_row(const DropoutRuns& r, int64_t n) {
+  int64_t lo = 0, hi = r.rows;  // cu[lo] <= n < cu[hi]
+  while (hi - lo > 1) {
+    const int64_t mid = (lo + hi) / 2;
+    if (r.cu[mid] <= n) lo = mid; else hi = mid;
+  }
+  return lo;
+}
+
 FTUNE_HD uint64_t dropout_stream_index(const DropoutRuns& r, int64_t e) {
+  if (r.cu != nullptr) {
+    const int64_t b = dropout_packed_row(r, e / r.inner);
+    return r.first + static_cast<uint64_t>(b) * static_cast<uint64_t>(r.stride) +
+           static_cast<uint64_t>(e - static_cast<int64_t>(r.cu[b]) * r.inner);
+  }
   const int64_t b = e / r.run;
   return r.first + static_cast<uint64_t>(b) * static_cast<uint64_t>(r.stride) +
          static_cast<uint64_t>(e - b * r.run);
+}
+
+// Elements from e to the end of its sequence's run (e's stream indices are consecutive there).
+FTUNE_HD int64_t dropout_run_left(const DropoutRuns& r, int64_t e) {
+  if (r.cu != nullptr)
+    return static_cast<int64_t>(r.cu[dropout_packed_row(r, e / r.inner) + 1]) * r.inner - e;
+  return r.run - e % r.run;
 }
 
 // resolve_micro (core/philox.h) for the runs of a DropoutRows map: first = row0 * stride.

@@ -62,7 +62,7 @@ void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng,
                    // A block may span sequences: each piece within one is a run of the stream.
                    for (int64_t done = 0; done < count;) {
                      const int64_t e = start + done;
-                     const int64_t piece = std::min(count - done, runs.run - e % runs.run);
+                     const int64_t piece = std::min(count - done, dropout_run_left(runs, e));
                      dropout_multipliers(m + done, rng, dropout_stream_index(runs, e), piece, p);
                      done += piece;
                    }

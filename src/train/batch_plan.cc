@@ -14,16 +14,42 @@
 
 namespace ftune {
 
-RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
+ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model, Device device) {
+  if (value == "off") return {false, "data.packing off"};
+  std::string refused;
+  if (!model.packing)
+    refused = fmt::format("{} has no packed (padding-free) path", model.architecture);
+  else if (!device.is_cpu())
+    refused = "packed batches run on the CPU only so far (their dropout streams are resolved on "
+              "the host)";
+  if (value == "on" && !refused.empty())
+    throw InputError(fmt::format("data.packing on: {}; set data.packing to auto or off", refused));
+  if (!refused.empty()) return {false, "data.packing auto: " + refused};
+  // Length-bucketed padded micro-batches compute little padding (4% on the main job's data) and
+  // ran faster than packed ones on the CPU (bench/results/packing.md): auto keeps them.
+  if (value == "auto")
+    return {false, "data.packing auto: padded, length-bucketed micro-batches (faster than packed "
+                   "on the CPU; data.packing on packs them)"};
+  return {true, "data.packing on"};
+}
+
+RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
                             const TrainData& data, int64_t max_length,
                             const BatchPlanOptions& options) {
   const auto& tc = cfg.training;
+  const ModelInfo& model = model_spec.info();
   RunBatchPlan p;
-  int64_t max_seq = data.train.longest;
+  int64_t max_seq = data.train.longest, shortest = data.train.shortest;
   if (data.validation) max_seq = std::max(max_seq, data.validation->longest);
   if (data.test) max_seq = std::max(max_seq, data.test->longest);
+  if (data.validation) shortest = std::min(shortest, data.validation->shortest);
+  if (data.test) shortest = std::min(shortest, data.test->shortest);
   if (tc.plan_lengths == "max_length") max_seq = std::max(max_seq, max_length);
-  p.target = PlanTarget{model, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
+  p.target = PlanTarget{model_spec, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
+  p.packing = resolve_packing(cfg.data.packing, model, options.device);
+  p.target.packed = p.packing.on;
+  p.target.shortest = std::max<int64_t>(1, shortest);
+  p.target.max_rows = tc.batch_size > 0 ? tc.batch_size : cfg.effective_batch();
   p.precision = resolve_precision(tc.precision, options.device);
   p.target.precision = compute_dtype(p.precision.precision);
   // Before planning: with cuDNN attention each layer plans its softmax statistics instead of
@@ -37,6 +63,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
   }
   p.request.effective_batch = cfg.effective_batch();
   p.request.micro_batch = options.micro_batch.value_or(tc.batch_size);
+  p.request.micro_tokens = options.micro_tokens.value_or(0);
   p.request.checkpointing = options.checkpointing.value_or(tc.gradient_checkpointing);
   if (tc.memory_budget.empty()) {
     p.request.budget =
@@ -69,7 +96,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
   if (cudnn && p.target.device.index < cuda_device_count()) {
     const int64_t rows = std::max(p.choice.micro_batch, p.target.eval_batch);
     const std::string why =
-        cudnn_attention_probe(p.target.device, rows, p.target.max_seq, model.num_heads, model.head_dim(),
+        cudnn_attention_probe(p.target.device, rows, p.target.max_seq, model.num_heads, model.head_dim,
                               p.target.precision, model.attention_dropout);
     if (!why.empty()) {
       cuda::fail_if_cudnn_required(
@@ -81,7 +108,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const EncoderConfig& model,
           "training.attention {}: cuDNN cannot run this run's largest attention (B={} T={} H={} "
           "D={}: {}); ftune's kernel runs the whole run, with the (B, H, T, T) probabilities "
           "planned",
-          tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim(), why);
+          tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim, why);
       p.attention = {AttentionKernel::Ftune,
                      fmt::format("training.attention {}, but cuDNN refused the run's largest "
                                  "attention ({})",

@@ -2,7 +2,7 @@
 // TrainConfig and its tokenized data — the longest sequence (the data's, or data.max_length for
 // the worst case), the device's available memory, the budget (training.memory_fraction of it, or
 // training.memory_budget) and the micro-batch / accumulation / checkpointing choice
-// (train/memory_planner.h).
+// (train/memory_planner.h), and whether micro-batches are packed (data.packing).
 #pragma once
 
 #include <optional>
@@ -16,6 +16,14 @@
 
 namespace ftune {
 
+// data.packing resolved: packed micro-batches need a family that supports them and, until the
+// attention op's varlen form lands on CUDA, the CPU. auto turns packing on where both hold.
+struct ResolvedPacking {
+  bool on = false;
+  std::string why;
+};
+ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model, Device device);
+
 struct RunBatchPlan {
   PlanTarget target;
   DeviceMemoryInfo memory;  // what the device reported (or --memory)
@@ -23,7 +31,8 @@ struct RunBatchPlan {
   BatchChoice choice;
   std::string budget_source;  // "training.memory_fraction 0.95" or "training.memory_budget"
   ResolvedPrecision precision;  // training.precision resolved for the device (target.precision)
-  ResolvedAttention attention;  // training.attention, passed to the model (one channel)
+  ResolvedAttention attention;  // training.attention (the trainer sets it: ops/backend_context.h)
+  ResolvedPacking packing;      // data.packing (target.packed)
   // CPU runs under memory_fraction: what the margin holds outside the arena (host_reserve.h).
   std::optional<HostReserve> host;
 };
@@ -33,11 +42,12 @@ struct BatchPlanOptions {
   std::optional<size_t> device_memory;  // plan for this much available memory instead
   // Resuming: the micro-batch and checkpointing of the run being continued.
   std::optional<int64_t> micro_batch;
+  std::optional<int64_t> micro_tokens;  // packed: the token budget (0: none recorded)
   std::optional<GradientCheckpointing> checkpointing;
 };
 
 // `model` has the task's labels; `max_length` is data.max_length clipped to the model.
-RunBatchPlan plan_run_batch(const TrainConfig& config, const EncoderConfig& model,
+RunBatchPlan plan_run_batch(const TrainConfig& config, const ModelSpec& model,
                             const TrainData& data, int64_t max_length,
                             const BatchPlanOptions& options = {});
 

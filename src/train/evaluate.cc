@@ -12,8 +12,11 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                EvalSplit split, ProgressBar* progress, const std::string& name) {
   const int64_t K = model.config().num_labels();
   ClassificationMetrics metrics(K, split);
-  HostTensor logits(DType::F32, {batch_size, K});
-  const auto batches = data::length_sorted_batches(examples, batch_size);
+  HostTensor logits(DType::F32, {std::max(batch_size, model.options().max_batch), K});
+  // Packed: batches filled to the model's token budget (at most its rows).
+  const ClassifierOptions& o = model.options();
+  const auto batches = o.packed ? data::length_sorted_batches(examples, o.max_batch, o.max_tokens)
+                                : data::length_sorted_batches(examples, batch_size);
   if (progress) progress->begin_eval(name, static_cast<int64_t>(batches.size()));
   int64_t done = 0, rows = 0;
   for (const auto& indices : batches) {

@@ -13,10 +13,14 @@
 //
 // That is 6·N + 12·L·C·T FLOPs per token, the number PyTorch-world MFU reports use (HF Trainer's
 // own `total_flos` is 6·N·tokens with embeddings in N and no attention term: it is not used).
+// The family supplies the shape numbers (Backbone::flops): with key / value heads of width kv
+// (GQA) N counts 2·C² + 2·C·kv per layer for the projections, a gated feed-forward (SwiGLU,
+// GeGLU) 3·C·F, and sliding-window attention T·min(T, window) query-key pairs.
 //
 // Padded vs real: the GPU computes every padded position, so MFU counts the work actually done:
 // each micro-batch at its padded length T (rows x T tokens). The real-token count (each row at
-// its own length) is reported next to it, and real tokens are what tokens/s counts. Adapters
+// its own length) is reported next to it, and real tokens are what tokens/s counts. A packed
+// micro-batch computes no padding: its padded and real counts are equal. Adapters
 // (LoRA/DoRA) are not counted, and frozen base weights are counted at 6·N although their weight
 // gradients are skipped: MFU of PEFT runs is an upper estimate.
 //
@@ -32,23 +36,17 @@
 #include <string>
 
 #include "core/device.h"
+#include "models/backbone.h"
 #include "train/precision.h"
 
 namespace ftune {
 
 struct Batch;
-struct EncoderConfig;
 
-// The shape numbers the count needs.
-struct FlopModel {
-  int64_t layers = 0;        // L
-  int64_t hidden = 0;        // C
-  int64_t intermediate = 0;  // F
-  int64_t num_labels = 0;    // K
-};
-FlopModel flop_model(const EncoderConfig& config);
+// The shape numbers the count needs (FlopModel, models/backbone.h), from the model's family.
+FlopModel flop_model(const ModelSpec& model);
 
-// N = L·(4·C² + 2·C·F): the weights every token goes through.
+// N = L·(4·C² + 2·C·F) (GQA, gated: above): the weights every token goes through.
 double matmul_params(const FlopModel& m);
 // Forward + backward FLOPs of one sequence of `tokens` tokens (the formula above).
 double training_flops_per_sequence(const FlopModel& m, int64_t tokens);
@@ -64,8 +62,10 @@ struct TrainingWork {
 
   // Adds one micro-batch as the model computes it (B rows padded to T).
   void add(const FlopModel& m, const Batch& micro_batch);
-  // Adds rows [row0, row0 + rows) of a step batch, computed as one micro-batch padded to T.
-  void add(const FlopModel& m, const Batch& step_batch, int64_t row0, int64_t rows, int64_t T);
+  // Adds rows [row0, row0 + rows) of a step batch, computed as one micro-batch padded to T, or
+  // packed (T is then not read: each row is computed at its own length).
+  void add(const FlopModel& m, const Batch& step_batch, int64_t row0, int64_t rows, int64_t T,
+           bool packed = false);
   TrainingWork& operator+=(const TrainingWork& other);
 };
 
@@ -82,13 +82,15 @@ struct PeakFlops {
 // is not in the table or lacks that math.
 std::optional<PeakFlops> peak_flops(const std::string& device_name, Precision precision,
                                     bool tf32);
-// The process-wide TF32 switch of the CUDA fp32 GEMMs (cuda/gemm.h; false in builds without CUDA).
+// The TF32 switch of the CUDA fp32 GEMMs in the backend context (ops/backend_context.h; false in
+// builds without CUDA).
 bool tf32_gemms_on();
 // The GPU name of a CUDA device ("" for the CPU and in builds without CUDA).
 std::string gpu_name(Device device);
 
 // summary.json fields of a run: flops_per_sample (padded, what MFU uses) and
-// flops_per_sample_real, padded_tokens_per_sample, model_tflops_per_s (flops_per_sample x
+// flops_per_sample_real, padded_tokens_per_sample, padding_fraction (of the computed tokens, the
+// share that was padding), model_tflops_per_s (flops_per_sample x
 // samples_per_s), and when the device's peak is known peak_tflops, peak (the table entry) and mfu.
 nlohmann::json flops_summary(const TrainingWork& work, double samples_per_s, Device device,
                              Precision precision = Precision::FP32, bool tf32 = false);

@@ -23,7 +23,10 @@ const char* kFixedName = "input/graph";
 constexpr int64_t kHead = sizeof(MicroParams) / sizeof(int32_t);
 static_assert(sizeof(MicroParams) % sizeof(int32_t) == 0 && sizeof(MicroParams) == 32);
 
-int64_t slot_elements(int64_t max_rows, int64_t max_seq) {
+// Padded: ids, types, positions, mask (rows x seq each), labels. Packed: ids, types, positions
+// (tokens each), row starts (rows + 1), labels.
+int64_t slot_elements(int64_t max_rows, int64_t max_seq, int64_t packed_tokens) {
+  if (packed_tokens > 0) return kHead + 3 * packed_tokens + 2 * max_rows + 1;
   return kHead + 4 * max_rows * max_seq + max_rows;
 }
 
@@ -56,8 +59,8 @@ PadRule resolve_padding(int64_t value, Device device) {
   return device.is_cpu() ? PadRule{1, false} : PadRule{8, true};
 }
 
-InputStaging::InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad)
-    : max_rows_(max_rows), max_seq_(max_seq), pad_(pad) {
+InputStaging::InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad, int64_t packed_tokens)
+    : max_rows_(max_rows), max_seq_(max_seq), pad_(pad), packed_tokens_(packed_tokens) {
   FTUNE_ASSERT(max_rows > 0 && max_seq > 0 && pad.multiple > 0,
                "input staging for {} x {} tokens (padded to a multiple of {})", max_rows, max_seq,
                pad.multiple);
@@ -87,7 +90,7 @@ void InputStaging::free_host() {
 }
 
 void InputStaging::add_to_plan(ArenaPlan& plan) const {
-  const int64_t n = slot_elements(max_rows_, max_seq_);
+  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_);
   for (const char* name : kSlotNames) plan.add(name, DType::I32, {n});
   plan.add(kFixedName, DType::I32, {n});
 }
@@ -95,7 +98,7 @@ void InputStaging::add_to_plan(ArenaPlan& plan) const {
 void InputStaging::bind(const Arena& arena) {
   free_host();
   device_ = arena.device();
-  const int64_t n = slot_elements(max_rows_, max_seq_);
+  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_);
   if (device_.is_cpu()) cpu_host_.assign(static_cast<size_t>(n * kSlots), 0);
   fixed_ = arena.view(kFixedName);
   for (int k = 0; k < kSlots; ++k) {
@@ -125,37 +128,51 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
                    static_cast<int64_t>(step_positions.size()) == step.size * step.seq_len,
                "staging needs a labelled batch and its position ids");
   const int64_t T = step.seq_len;
-  // The micro-batch's own length: its longest row (right-padded: up to the last unmasked token).
-  int64_t S = 1;
+  const bool packed = packed_tokens_ > 0;
+  // The micro-batch's own length: its longest row (right-padded: up to the last unmasked token);
+  // padded, rounded up to the padding multiple, within the step batch (whose rows are padded that
+  // far). Padded by the run's rule (train/input_staging.h PadRule). Packed: each row at its own
+  // length, back to back.
+  int64_t S = 1, n = 0;
   for (int64_t r = row0; r < row0 + rows; ++r) {
-    int64_t len = T;
-    while (len > 0 && step.attention_mask[r * T + len - 1] == 0) --len;
-    S = std::max(S, len);
+    S = std::max(S, step.row_length(r));
+    n += step.row_length(r);
   }
-  // Padded by the run's rule, within the step batch (whose rows are padded that far).
-  S = pad_.length(S, T);
-  FTUNE_ASSERT(S <= max_seq_, "micro-batch of {} tokens; staging planned for {}", S, max_seq_);
+  if (!packed) {
+    S = pad_.length(S, T);
+    n = rows * S;
+  }
+  FTUNE_ASSERT(S <= max_seq_ && (!packed || n <= packed_tokens_),
+               "micro-batch of {} tokens (longest {}); staging planned for {} (longest {})", n, S,
+               packed ? packed_tokens_ : max_rows_ * max_seq_, max_seq_);
   const int k = next_;
   next_ = (next_ + 1) % kSlots;
 #ifdef FTUNE_WITH_CUDA
   if (!device_.is_cpu()) cuda::event_synchronize(copied_[k]);  // its last copy left the buffer
 #endif
-  const int64_t n = rows * S;
   std::memcpy(host_[k], &micro, sizeof(MicroParams));
   int32_t* h = host_[k] + kHead;
-  int32_t *ids = h, *types = h + n, *pos = h + 2 * n, *mask = h + 3 * n, *labels = h + 4 * n;
+  // The fourth array: the mask (padded) or the row starts (packed).
+  int32_t *ids = h, *types = h + n, *pos = h + 2 * n, *fourth = h + 3 * n;
+  int32_t* labels = fourth + (packed ? rows + 1 : n);
+  int64_t dst = 0;
+  if (packed) fourth[0] = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t src = (row0 + r) * T, dst = r * S;
-    std::memcpy(ids + dst, step.input_ids.data() + src, S * sizeof(int32_t));
+    const int64_t src = (row0 + r) * T, len = packed ? step.row_length(row0 + r) : S;
+    std::memcpy(ids + dst, step.input_ids.data() + src, len * sizeof(int32_t));
     if (step.token_type_ids.empty())
-      std::fill(types + dst, types + dst + S, 0);
+      std::fill(types + dst, types + dst + len, 0);
     else
-      std::memcpy(types + dst, step.token_type_ids.data() + src, S * sizeof(int32_t));
-    std::memcpy(pos + dst, step_positions.data() + src, S * sizeof(int32_t));
-    std::memcpy(mask + dst, step.attention_mask.data() + src, S * sizeof(int32_t));
+      std::memcpy(types + dst, step.token_type_ids.data() + src, len * sizeof(int32_t));
+    std::memcpy(pos + dst, step_positions.data() + src, len * sizeof(int32_t));
+    if (packed)
+      fourth[r + 1] = static_cast<int32_t>(dst + len);
+    else
+      std::memcpy(fourth + dst, step.attention_mask.data() + src, len * sizeof(int32_t));
     labels[r] = step.labels[row0 + r];
+    dst += len;
   }
-  const int64_t used = kHead + 4 * n + rows;
+  const int64_t used = (labels + rows) - host_[k];
   if (device_.is_cpu()) {
     std::memcpy(slots_[k].data, host_[k], static_cast<size_t>(used) * sizeof(int32_t));
   } else {
@@ -165,15 +182,16 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
                                         released_[k], copied_[k]);
 #endif
   }
+  used_[k] = used;
   rows_[k] = rows;
   seq_[k] = S;
+  tokens_[k] = n;
   return k;
 }
 
 StagedInputs InputStaging::acquire(int k) {
   FTUNE_ASSERT(k >= 0 && k < kSlots && rows_[k] > 0, "input staging slot {} was not staged", k);
-  const int64_t B = rows_[k], T = seq_[k], n = B * T;
-  const size_t used = static_cast<size_t>(kHead + 4 * n + B) * sizeof(int32_t);
+  const size_t used = static_cast<size_t>(used_[k]) * sizeof(int32_t);
   if (device_.is_cpu()) {
     std::memcpy(fixed_.data, slots_[k].data, used);
   } else {
@@ -183,15 +201,24 @@ StagedInputs InputStaging::acquire(int k) {
     cuda::record_on_compute_stream(device_, released_[k]);
 #endif
   }
+  const int64_t B = rows_[k], n = tokens_[k];
+  const bool packed = packed_tokens_ > 0;
   const TensorView d = fixed_;
   StagedInputs s;
-  s.inputs = EncoderInputs{B,
-                           T,
-                           d.flat_range(kHead, n),
-                           d.flat_range(kHead + n, n),
-                           d.flat_range(kHead + 2 * n, n),
-                           d.flat_range(kHead + 3 * n, n)};
-  s.labels = d.flat_range(kHead + 4 * n, B);
+  s.inputs.B = B;
+  s.inputs.ids = d.flat_range(kHead, n);
+  s.inputs.type_ids = d.flat_range(kHead + n, n);
+  s.inputs.pos_ids = d.flat_range(kHead + 2 * n, n);
+  if (packed) {
+    s.inputs.N = n;
+    s.inputs.max_len = seq_[k];
+    s.inputs.cu_seqlens = d.flat_range(kHead + 3 * n, B + 1);
+    s.inputs.host_cu_seqlens = host_[k] + kHead + 3 * n;
+  } else {
+    s.inputs.T = seq_[k];
+    s.inputs.mask = d.flat_range(kHead + 3 * n, n);
+  }
+  s.labels = d.flat_range(kHead + 3 * n + (packed ? B + 1 : n), B);
   s.micro = static_cast<const MicroParams*>(d.data);
   return s;
 }

@@ -4,8 +4,9 @@
 // arena ("input/staged/0", "input/staged/1": the micro-batch's MicroParams (core/philox.h: its
 // dropout place, loss share and gradient scale, read by the kernels so that a replayed CUDA graph
 // sees them), then ids, type ids, position ids and mask of up to max_rows x max_seq tokens, then
-// max_rows labels), used in turn, and one fixed device buffer of the same layout ("input/graph")
-// that the model reads:
+// max_rows labels; packed: ids, type ids and position ids of up to max_tokens tokens, the row
+// starts and the labels — data/token_batch.h's layouts), used in turn, and one fixed device
+// buffer of the same size ("input/graph") that the model reads:
 //   stage(k)    host: wait until slot k's previous copy has left its host buffer (normally long
 //               done), fill it; copy stream: wait until the compute stream released slot k, copy,
 //               record "copied k"
@@ -28,22 +29,23 @@
 #include <vector>
 
 #include "core/arena.h"
-#include "models/batch.h"
-#include "models/encoder.h"
+#include "data/batch.h"
+#include "data/token_batch.h"
+#include "models/backbone.h"
 
 namespace ftune {
 
 struct StagedInputs {
-  EncoderInputs inputs;  // B x T views of the slot
+  TokenInputs inputs;  // views of the slot (B x T, or packed)
   TensorView labels;     // (B) i32
   const MicroParams* micro = nullptr;  // in the slot, on the device
 };
 
-// How micro-batches are padded (training.pad_to_multiple_of), bounding the shapes CUDA graphs and
-// cuDNN attention plans are built for: to a multiple of `multiple` tokens, or with `buckets`
-// (auto on a GPU) to the next of 8, 16, ..., 64 (multiples of 8), then four lengths per power of
-// two (80, 96, 112, 128, 160, 192, 224, 256, 320, ...: at most 25% padding; 20 lengths up to
-// 512 where multiples of 8 give 64). Never shorter than the longest row, never past `cap`.
+// How padded micro-batches are padded (training.pad_to_multiple_of), bounding the shapes CUDA
+// graphs and cuDNN attention plans are built for: to a multiple of `multiple` tokens, or with
+// `buckets` (auto on a GPU) to the next of 8, 16, ..., 64 (multiples of 8), then four lengths per
+// power of two (80, 96, 112, 128, 160, 192, 224, 256, 320, ...: at most 25% padding; 20 lengths
+// up to 512 where multiples of 8 give 64). Never shorter than the longest row, never past `cap`.
 struct PadRule {
   int64_t multiple = 1;
   bool buckets = false;
@@ -59,9 +61,10 @@ class InputStaging {
  public:
   static constexpr int kSlots = 2;
 
-  // pad: how a micro-batch is padded beyond its longest row (at most the step batch's length,
-  // which the trainer pads by the same rule).
-  InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad = {});
+  // pad: how a padded micro-batch is padded beyond its longest row (at most the step batch's
+  // length, which the trainer pads by the same rule). packed_tokens > 0: micro-batches are packed,
+  // up to that many tokens.
+  InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad = {}, int64_t packed_tokens = 0);
   ~InputStaging();
   InputStaging(const InputStaging&) = delete;
   InputStaging& operator=(const InputStaging&) = delete;
@@ -70,9 +73,9 @@ class InputStaging {
   void bind(const Arena& arena);  // device views, pinned host buffers and events
 
   // Rows [row0, row0 + rows) of a right-padded, labelled step batch, cut to their own longest row
-  // (as slice_rows), with their position ids cut from step_positions (position_ids of the step
-  // batch: row-local, so the same as those of the cut rows), into the next slot; starts its copy.
-  // `micro` goes with them. Returns the slot.
+  // (as slice_rows) or packed (as layout_rows), with their position ids cut from step_positions
+  // (position_ids of the step batch: row-local, so the same as those of the cut rows), into the
+  // next slot; starts its copy. `micro` goes with them. Returns the slot.
   int stage(const Batch& step, const std::vector<int32_t>& step_positions, int64_t row0,
             int64_t rows, const MicroParams& micro = {});
   // The slot's inputs, copied into the fixed buffer in stream order after the slot's copy; the
@@ -84,13 +87,14 @@ class InputStaging {
 
   int64_t max_rows_, max_seq_;
   PadRule pad_;
+  int64_t packed_tokens_;
   Device device_ = Device::cpu();
   std::array<TensorView, kSlots> slots_{};  // (kHead + 4 * max_rows * max_seq + max_rows) i32
-  TensorView fixed_;                        // the same layout: what the model reads
+  TensorView fixed_;                        // the same size: what the model reads
   std::array<int32_t*, kSlots> host_{};
   std::vector<int32_t> cpu_host_;  // the host buffers when the arena is on the CPU
   std::array<void*, kSlots> copied_{}, released_{};
-  std::array<int64_t, kSlots> rows_{}, seq_{};
+  std::array<int64_t, kSlots> rows_{}, seq_{}, tokens_{}, used_{};  // used_: i32 elements
   int next_ = 0;
 };
 

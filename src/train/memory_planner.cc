@@ -9,9 +9,9 @@
 #include "core/column_order.h"
 #include "core/error.h"
 #include "core/memory.h"
-#include "cuda/gemm.h"
 #include "models/sequence_classifier.h"
 #include "ops/attention_cudnn.h"
+#include "ops/backend_context.h"
 #include "train/adamw.h"
 #include "train/input_staging.h"
 
@@ -84,7 +84,7 @@ MemoryPlan MemoryPlan::from(const ArenaPlan& plan, Device device) {
   if (!device.is_cpu()) {
     // cuBLASLt's workspace and the column reductions' partial sums: one of each per device,
     // allocated once outside the arena (cuda/gemm.h, core/column_order.h).
-    const size_t fixed = cuda::kGemmWorkspaceBytes +
+    const size_t fixed = gemm_workspace_bytes(device) +
                          static_cast<size_t>(kColumnPartialFloats + kColumnResultFloats) *
                              sizeof(float);
     for (MemoryCategory& c : m.categories)
@@ -97,11 +97,20 @@ MemoryPlan MemoryPlan::from(const ArenaPlan& plan, Device device) {
   return m;
 }
 
+int64_t packed_rows(const PlanTarget& target, int64_t tokens) {
+  int64_t rows = tokens / std::max<int64_t>(1, target.shortest);
+  if (target.max_rows > 0) rows = std::min(rows, target.max_rows);
+  return std::max<int64_t>(rows, 1);
+}
+
 ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t micro_batch,
                                               GradientCheckpointing checkpointing) {
   ClassifierOptions options;
-  options.max_batch = std::max(micro_batch, target.eval_batch);
+  options.max_batch = target.packed ? packed_rows(target, micro_batch)
+                                    : std::max(micro_batch, target.eval_batch);
   options.max_seq = target.max_seq;
+  options.packed = target.packed;
+  options.max_tokens = target.packed ? micro_batch : 0;
   options.training = true;
   options.adapters = target.adapters;
   options.checkpointing = checkpointing;
@@ -119,7 +128,9 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
   ArenaPlan plan;
   model.add_to_plan(plan);
   adamw.add_to_plan(plan);
-  InputStaging(model.options().max_batch, model.options().max_seq).add_to_plan(plan);
+  InputStaging(model.options().max_batch, model.options().max_seq, 1,
+               model.options().packed ? model.options().max_tokens : 0)
+      .add_to_plan(plan);
   return plan;
 }
 
@@ -128,7 +139,8 @@ MemoryPlan plan_memory(const PlanTarget& target, int64_t micro_batch,
   MemoryPlan m =
       MemoryPlan::from(training_arena_plan(target, micro_batch, checkpointing), target.device);
   m.micro_batch = micro_batch;
-  m.rows = std::max(micro_batch, target.eval_batch);
+  m.rows = target.packed ? packed_rows(target, micro_batch)
+                         : std::max(micro_batch, target.eval_batch);
   m.max_seq = target.max_seq;
   m.checkpointing = checkpointing;
   for (MemoryCategory& c : m.categories)
@@ -141,9 +153,10 @@ MemoryPlan plan_memory(const PlanTarget& target, int64_t micro_batch,
 int64_t largest_micro_batch(const PlanTarget& target, GradientCheckpointing checkpointing,
                             size_t budget, int64_t cap) {
   auto fits = [&](int64_t m) { return plan_memory(target, m, checkpointing).total <= budget; };
-  if (cap < 1 || !fits(1)) return 0;
+  const int64_t least = target.min_micro_batch();
+  if (cap < least || !fits(least)) return 0;
   if (fits(cap)) return cap;
-  int64_t lo = 1, hi = cap;  // fits(lo), !fits(hi)
+  int64_t lo = least, hi = cap;  // fits(lo), !fits(hi)
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
     (fits(mid) ? lo : hi) = mid;
@@ -157,7 +170,77 @@ std::pair<int64_t, int64_t> split_effective_batch(int64_t effective, int64_t fit
   return {accumulation, (effective + accumulation - 1) / accumulation};
 }
 
+namespace {
+
+// Packed micro-batches: a token budget (see choose_batch in memory_planner.h).
+BatchChoice choose_packed_batch(const PlanTarget& target, const BatchRequest& r) {
+  BatchChoice c;
+  c.effective_batch = r.effective_batch;
+  c.budget = r.budget;
+  const int64_t T = target.max_seq;
+  const int64_t cap = (r.micro_batch > 0 ? r.micro_batch : r.effective_batch) * T;
+  c.fits_without_checkpointing =
+      largest_micro_batch(target, GradientCheckpointing::Off, r.budget, cap);
+  const bool may_checkpoint = r.checkpointing != GradientCheckpointing::Off;
+  if (may_checkpoint)
+    c.fits_with_checkpointing = largest_micro_batch(target, GradientCheckpointing::On, r.budget, cap);
+  const int64_t fit_off = c.fits_without_checkpointing, fit_on = c.fits_with_checkpointing;
+  // Micro-batches a step of effective rows of the longest length needs at worst.
+  const auto worst = [&](int64_t tokens) {
+    return tokens > 0 ? (r.effective_batch * T + tokens - 1) / tokens : INT64_MAX;
+  };
+  const std::string budget_text = format_bytes(r.budget);
+  if (r.micro_batch > 0) {
+    c.micro_tokens = r.micro_tokens > 0 ? std::max(r.micro_tokens, T) : cap;
+    if (r.checkpointing == GradientCheckpointing::Auto)
+      c.checkpointing = fit_off < c.micro_tokens && fit_on >= c.micro_tokens
+                            ? GradientCheckpointing::On
+                            : GradientCheckpointing::Off;
+    else
+      c.checkpointing = r.checkpointing;
+    c.over_budget =
+        (c.checkpointing == GradientCheckpointing::On ? fit_on : fit_off) < c.micro_tokens;
+    c.reason = fmt::format("micro-batch {} rows as configured (training.batch_size), packed",
+                           r.micro_batch);
+  } else {
+    if (fit_off == 0 && fit_on == 0)
+      throw InputError(fmt::format(
+          "training.batch_size auto: not even one packed sequence of {} tokens fits the memory "
+          "budget {}; use a smaller data.max_length, adapters (peft), or a larger "
+          "training.memory_budget / memory_fraction",
+          T, budget_text));
+    bool on = r.checkpointing == GradientCheckpointing::On;
+    if (r.checkpointing == GradientCheckpointing::Auto && fit_on > 0)
+      on = worst(fit_on) < worst(fit_off);
+    if (!on && fit_off == 0)
+      throw InputError(fmt::format(
+          "training.batch_size auto: not even one packed sequence of {} tokens fits the memory "
+          "budget {} without gradient checkpointing (training.gradient_checkpointing is off; set "
+          "it to auto or on)",
+          T, budget_text));
+    c.checkpointing = on ? GradientCheckpointing::On : GradientCheckpointing::Off;
+    c.micro_tokens = on ? fit_on : fit_off;
+    c.reason = fmt::format(
+        "largest packed micro-batch (up to the effective batch of {}-token rows) in the budget "
+        "{}: {} tokens without gradient checkpointing{}",
+        T, budget_text, fit_off,
+        may_checkpoint ? fmt::format(", {} with it", fit_on) : std::string());
+    if (r.checkpointing == GradientCheckpointing::Auto)
+      c.reason += on ? "; gradient checkpointing on: it needs fewer micro-batches"
+                     : "; gradient checkpointing off: it would not reduce the micro-batches";
+  }
+  c.micro_batch = r.micro_batch > 0 ? r.micro_batch : packed_rows(target, c.micro_tokens);
+  c.accumulation = worst(c.micro_tokens);
+  c.reason += fmt::format("; effective batch {} in at most {} micro-batches of {} tokens",
+                          r.effective_batch, c.accumulation, c.micro_tokens);
+  c.planned_bytes = plan_memory(target, c.micro_tokens, c.checkpointing).total;
+  return c;
+}
+
+}  // namespace
+
 BatchChoice choose_batch(const PlanTarget& target, const BatchRequest& r) {
+  if (target.packed) return choose_packed_batch(target, r);
   BatchChoice c;
   c.effective_batch = r.effective_batch;
   c.budget = r.budget;

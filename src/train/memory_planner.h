@@ -6,8 +6,8 @@
 // plan is cheap to build (no memory is touched), so "the largest micro-batch that fits" is an
 // exact binary search over plans: plan(m) <= budget < plan(m + 1).
 //
-// Sizes follow from (model config, adapters, micro-batch rows, longest sequence, gradient
-// checkpointing, optimizer). The longest sequence is the data's (after tokenization and
+// Sizes follow from (model, adapters, micro-batch rows — or, with packed batches, tokens —,
+// longest sequence, gradient checkpointing, optimizer). The longest sequence is the data's (after tokenization and
 // truncation), so the plan holds for every batch the run will see; planning for data.max_length
 // instead is the worst case (`training.plan_lengths: max_length`).
 //
@@ -24,14 +24,17 @@
 
 #include "core/arena.h"
 #include "models/adapter_config.h"
-#include "models/encoder_config.h"
+#include "models/backbone.h"
 #include "models/sequence_classifier.h"
 
 namespace ftune {
 
 // What is being planned for: a model with its task head, adapters and the longest sequence.
+// Packed batches (data.packing) size a micro-batch in tokens rather than rows: every function
+// below that takes a micro-batch then takes its token budget (at least max_seq, so the longest row
+// fits), and its rows are bounded by packed_rows().
 struct PlanTarget {
-  EncoderConfig model;  // with the task's labels
+  ModelSpec model;  // with the task's labels
   AdapterConfig adapters;
   int64_t max_seq = 128;   // longest sequence (tokens, special tokens included)
   int64_t eval_batch = 0;  // rows of an evaluation batch; 0: the micro-batch
@@ -40,7 +43,17 @@ struct PlanTarget {
   // training.attention resolved: cuDNN (on a GPU, 16-bit) plans its softmax statistics per layer
   // instead of the (B, H, T, T) probabilities (ops/attention_cudnn.h).
   AttentionKernel attention = AttentionKernel::Ftune;
+  bool packed = false;      // micro-batches are token budgets of packed rows
+  int64_t shortest = 1;     // packed: the shortest row (bounds the rows of a budget)
+  int64_t max_rows = 0;     // packed: rows of a micro-batch at most (the effective batch); 0: none
+
+  // The smallest micro-batch: one row, or (packed) the tokens of the longest row.
+  int64_t min_micro_batch() const { return packed ? max_seq : 1; }
 };
+
+// Rows a packed micro-batch of `tokens` tokens may hold: tokens / shortest row, at most max_rows
+// and at least one.
+int64_t packed_rows(const PlanTarget& target, int64_t tokens);
 
 struct MemoryCategory {
   std::string name;  // "parameters", "gradients", ...
@@ -49,7 +62,7 @@ struct MemoryCategory {
 };
 
 struct MemoryPlan {
-  int64_t micro_batch = 0;
+  int64_t micro_batch = 0;  // rows, or (packed) tokens
   int64_t rows = 0;  // rows the activations are planned for: max(micro-batch, eval batch)
   int64_t max_seq = 0;
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
@@ -62,8 +75,9 @@ struct MemoryPlan {
   static MemoryPlan from(const ArenaPlan& plan, Device device = Device::cpu());
 };
 
-// The classifier options of a training run with `micro_batch` rows per micro-batch: what the
-// planner plans and the trainer builds (rows: max(micro-batch, evaluation batch)).
+// The classifier options of a training run with `micro_batch` rows (packed: tokens) per
+// micro-batch: what the planner plans and the trainer builds (padded rows: max(micro-batch,
+// evaluation batch); packed evaluation batches are cut to the same budget).
 ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t micro_batch,
                                               GradientCheckpointing checkpointing);
 
@@ -74,21 +88,23 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
 MemoryPlan plan_memory(const PlanTarget& target, int64_t micro_batch,
                        GradientCheckpointing checkpointing);
 
-// The largest micro-batch m in [1, cap] whose plan fits in `budget` bytes; 0 when even one row
-// does not fit.
+// The largest micro-batch m in [min_micro_batch(), cap] whose plan fits in `budget` bytes; 0 when
+// even the smallest does not fit.
 int64_t largest_micro_batch(const PlanTarget& target, GradientCheckpointing checkpointing,
                             size_t budget, int64_t cap);
 
 // Micro-batch, accumulation and checkpointing for an effective batch.
 struct BatchRequest {
   int64_t effective_batch = 32;
-  int64_t micro_batch = 0;  // 0: auto (the largest that fits); else fixed by the user
+  int64_t micro_batch = 0;  // rows; 0: auto (the largest that fits); else fixed by the user
   GradientCheckpointing checkpointing = GradientCheckpointing::Auto;
   size_t budget = 0;
+  int64_t micro_tokens = 0;  // packed, with a fixed micro_batch: its token budget (0: rows x T)
 };
 
 struct BatchChoice {
-  int64_t micro_batch = 0;
+  int64_t micro_batch = 0;   // rows of a micro-batch (packed: at most)
+  int64_t micro_tokens = 0;  // packed: the token budget of a micro-batch; 0 padded
   int64_t accumulation = 1;
   int64_t effective_batch = 0;
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
@@ -101,6 +117,9 @@ struct BatchChoice {
 };
 
 // Throws InputError when auto cannot fit even one row (naming the budget and what one row needs).
+// Packed: auto is the largest token budget (up to the effective batch of longest rows) and its
+// accumulation the micro-batches that budget needs at worst; a fixed batch_size m packs m rows
+// (a budget of m longest rows, the same cut as padded).
 // Accumulation is the fewest steps that reach the effective batch, and the micro-batch the
 // smallest that reaches it in that many steps (32 in budget 27 -> 2 x 16), so micro-batches are
 // as even as possible. With checkpointing Auto it turns on only when that reduces accumulation

@@ -296,6 +296,7 @@ std::string ProgressBar::render_locked() const {
       terminal ? "train " + bar(frac, st.opt.bar_width) : fmt::format("step {:.0f}%", 100 * frac),
       p.step, st.total_steps, p.epoch, st.epochs, p.loss, format_rate(sps), format_rate(tps),
       format_duration(seconds), format_duration(eta));
+  if (p.padding >= 0) line += fmt::format("  pad {:.1f}%", 100.0 * p.padding);
   if (st.status) {
     const std::string extra = st.status();
     if (!extra.empty()) line += "  " + extra;

@@ -25,6 +25,9 @@ struct TrainProgress {
   double loss = 0;      // recent training loss
   int64_t samples = 0;  // training rows processed
   int64_t tokens = 0;   // real (non-padding) tokens processed
+  // The share of the computed tokens that was padding ("pad 12.5%"; 0% with packed batches);
+  // negative: not shown.
+  double padding = -1;
 };
 
 struct ProgressOptions {

@@ -92,6 +92,7 @@ std::vector<Field> schema(TrainConfig& c) {
       {"data.folds", integer, scalar(&d.folds, integer)},
       {"data.fold", integer, scalar(&d.fold, integer)},
       {"data.max_length", integer, scalar(&d.max_length, integer)},
+      {"data.packing", "auto, on or off", scalar(&d.packing, "auto, on or off")},
       {"data.allow_single_class", boolean, scalar(&d.allow_single_class, boolean)},
       {"training.epochs", integer, scalar(&t.epochs, integer)},
       {"training.max_steps", integer, scalar(&t.max_steps, integer)},
@@ -356,6 +357,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   require(!d.train.empty(), "data.train", "is required (a .jsonl, .tsv or .csv file)");
   one_of(d.format, {"auto", "jsonl", "tsv", "csv"}, "data.format");
   one_of(d.bad_rows, {"fail", "skip"}, "data.bad_rows");
+  one_of(d.packing, {"auto", "on", "off"}, "data.packing");
   require(d.max_bad_fraction >= 0 && d.max_bad_fraction < 1, "data.max_bad_fraction",
           "must be in [0, 1)");
   require(!d.text_field.empty(), "data.text_field", "must name a column");

@@ -57,6 +57,9 @@ struct TrainConfig {
     int64_t folds = 0;               // k-fold cross-validation: k (>= 2); 0: off
     int64_t fold = 0;                // which fold is the validation set
     int64_t max_length = 128;        // tokens per input, special tokens included (longest_first)
+    // Micro-batches of packed rows, no padding (data/token_batch.h): auto (on where the model
+    // family and the device support it), on or off.
+    std::string packing = "auto";
     bool allow_single_class = false;  // training data with examples of one label only is allowed
   } data;
   struct Training {

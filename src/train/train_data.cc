@@ -117,6 +117,8 @@ TokenizedSplit make_split(const std::string& name, const std::string& source,
   int64_t tokens = 0;
   for (const auto& e : s.examples) {
     s.longest = std::max<int64_t>(s.longest, e.input_ids.size());
+    s.shortest = s.shortest == 0 ? static_cast<int64_t>(e.input_ids.size())
+                                 : std::min<int64_t>(s.shortest, e.input_ids.size());
     tokens += static_cast<int64_t>(e.input_ids.size());
   }
   spdlog::info("{}: {} examples from {}, {:.1f} tokens on average, longest {} (max_length {})",
@@ -136,13 +138,12 @@ text::Tokenizer load_run_tokenizer(const TrainConfig& cfg) {
         "key 'model.path': the model directory '{}' {}", cfg.model.path,
         std::filesystem::exists(cfg.model.path) ? "is not a directory" : "does not exist"));
   text::Tokenizer tok = text::Tokenizer::from_dir(cfg.model.path);
-  check_tokenizer_vocabulary(tok, load_model_config(cfg.model.path), cfg.model.path);
+  check_tokenizer_vocabulary(tok, load_model_spec(cfg.model.path).info(), cfg.model.path);
   return tok;
 }
 
 int64_t usable_max_length(const TrainConfig& cfg) {
-  const EncoderConfig model = load_model_config(cfg.model.path, {});
-  const int64_t positions = max_input_tokens(model);
+  const int64_t positions = load_model_spec(cfg.model.path).info().max_tokens;
   if (cfg.data.max_length <= positions) return cfg.data.max_length;
   spdlog::warn("data.max_length {} exceeds the model's {} positions; using {}", cfg.data.max_length,
                positions, positions);

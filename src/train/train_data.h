@@ -19,6 +19,7 @@ struct TokenizedSplit {
   std::string source;  // file, or "file (fold 2 of 5)"
   std::vector<data::TokenizedExample> examples;
   int64_t longest = 0;
+  int64_t shortest = 0;
 };
 
 struct TrainData {

@@ -30,10 +30,6 @@
 // while the previous micro-batch computes (train/input_staging.h).
 #include "train/trainer.h"
 
-#ifdef FTUNE_WITH_CUDA
-#include "cuda/gemm.h"
-#endif
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -59,10 +55,12 @@
 #include "io/fingerprint.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "data/token_batch.h"
 #include "models/batch.h"
 #include "models/hf_checkpoint.h"
 #include "models/adapters.h"
 #include "models/peft_adapter.h"
+#include "ops/backend_context.h"
 #include "train/adamw.h"
 #include "train/checkpoint_store.h"
 #include "train/early_stopping.h"
@@ -238,7 +236,11 @@ class Trainer {
   // part-way (an allocation failure) is retried whole by the next train_step(), on the same batch.
   void set_micro_batch(int64_t rows);
   int64_t micro_batch() const { return micro_batch_; }
-  int64_t accumulation() const { return (effective_ + micro_batch_ - 1) / micro_batch_; }
+  // Micro-batches per step (packed: at most, for rows of the planned longest length).
+  int64_t accumulation() const {
+    const int64_t rows = micro_tokens_ > 0 ? micro_tokens_ / plan_.target.max_seq : micro_batch_;
+    return (effective_ + rows - 1) / std::max<int64_t>(rows, 1);
+  }
 
  private:
   void check_run_dir() const;  // before any work: refuses to clobber or to resume nothing
@@ -249,6 +251,27 @@ class Trainer {
   // An allocation failed during a step: halve the micro-batch, rebuild the arena for it with the
   // trained state kept, so the step can be retried (same effective batch, same trajectory).
   void shrink_micro_batch(const OutOfMemoryError& e);
+  // The micro-batch size in the planner's unit (rows, or packed tokens), whether it can halve,
+  // halving it, and how the log names it.
+  int64_t plan_unit() const { return micro_tokens_ > 0 ? micro_tokens_ : micro_batch_; }
+  bool can_halve() const {
+    return micro_tokens_ > 0 ? micro_tokens_ > plan_.target.max_seq : micro_batch_ > 1;
+  }
+  int64_t halved() const {
+    return micro_tokens_ > 0 ? std::max((micro_tokens_ + 1) / 2, plan_.target.max_seq)
+                             : (micro_batch_ + 1) / 2;
+  }
+  void set_plan_unit(int64_t m) {
+    if (micro_tokens_ > 0) {
+      micro_tokens_ = m;
+      micro_batch_ = std::min(micro_batch_, packed_rows(plan_.target, m));
+    } else {
+      micro_batch_ = m;
+    }
+  }
+  std::string unit_text(int64_t m) const {
+    return micro_tokens_ > 0 ? fmt::format("{} tokens", m) : std::to_string(m);
+  }
   // GPU runs: the lowest free device memory seen (cudaMemGetInfo), for planned vs measured.
   void sample_device_memory() {
     if (!plan_.target.device.is_cpu())
@@ -282,9 +305,9 @@ class Trainer {
 
   std::optional<text::Tokenizer> tok_;
   TrainData data_;
-  EncoderConfig model_config_;
+  ModelSpec model_;  // the model's family and config (models/backbone.h), with the task's labels
   LoadReport load_report_;
-  std::unique_ptr<SequenceClassifier> model_;
+  std::unique_ptr<SequenceClassifier> clf_;
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<InputStaging> staging_;  // double-buffered micro-batch inputs
   ResolvedCudaGraphs cuda_graphs_;          // training.cuda_graphs for the run's device
@@ -304,6 +327,10 @@ class Trainer {
   std::unique_ptr<data::LengthBucketedBatcher> batcher_;  // step batches of effective_ rows
   int64_t effective_ = 1, steps_per_epoch_ = 1, total_steps_ = 0;
   int64_t micro_batch_ = 1;  // rows per forward pass; set_micro_batch() changes it between steps
+  // Packed micro-batches (data.packing): the token budget of one (0: padded); micro_batch_ then
+  // bounds its rows.
+  int64_t micro_tokens_ = 0;
+  BatchLayout layout() const { return micro_tokens_ > 0 ? BatchLayout::Packed : BatchLayout::Padded; }
   // data.max_length clipped to the model's positions: Tv of the dropout streams (a run constant)
   // and the planner's worst-case sequence length.
   int64_t stream_seq_ = 0;
@@ -383,39 +410,36 @@ void Trainer::load_data_and_model() {
   if (cfg_.peft.enabled()) {
     // PEFT's reading of target_modules on this model, before the data is read: a target ftune
     // cannot adapt fails here; the modules adapted are logged.
-    const EncoderConfig base = load_model_config(cfg_.model.path, {});
-    const std::vector<std::string> adapted = resolve_target_modules(
-        cfg_.peft, classifier_modules(base.family == ModelFamily::Bert, base.num_layers), "peft");
-    spdlog::info("peft: adapters on {} modules{}", adapted.size(),
-                 adapted.back() == kPoolerModule ? ", bert.pooler.dense included" : "");
+    const ModelSpec base = load_model_spec(cfg_.model.path, {});
+    const std::vector<std::string> adapted =
+        resolve_target_modules(cfg_.peft, base.backbone().modules(), "peft");
+    spdlog::info("peft: adapters on {} modules, {} to {}", adapted.size(), adapted.front(),
+                 adapted.back());
   }
   // Labels come from the data unless the config names them; the head is sized to match.
   const int64_t max_length = usable_max_length(cfg_);
   data_ = load_train_data(cfg_, *tok_, max_length);
   stream_seq_ = max_length;  // every sequence is truncated to it, so it bounds every T
   load.labels = data_.labels.names;
-  model_config_ = load_model_config(cfg_.model.path, load);
-  if (tc_.hidden_dropout >= 0)
-    model_config_.hidden_dropout = static_cast<float>(tc_.hidden_dropout);
-  if (tc_.attention_dropout >= 0)
-    model_config_.attention_dropout = static_cast<float>(tc_.attention_dropout);
-  if (tc_.classifier_dropout >= 0)
-    model_config_.classifier_dropout = static_cast<float>(tc_.classifier_dropout);
+  model_ = load_model_spec(cfg_.model.path, load)
+               .with_dropout({static_cast<float>(tc_.hidden_dropout),
+                              static_cast<float>(tc_.attention_dropout),
+                              static_cast<float>(tc_.classifier_dropout)});
 
   plan_batch();
   build_model_and_arena();
-  load_report_ = load_model_weights(*model_, cfg_.model.path, load);
-  if (model_->adapters_on()) {
-    model_->init_adapters(tc_.seed);  // PEFT's initialisation; a resume loads the saved adapter
+  load_report_ = load_model_weights(*clf_, cfg_.model.path, load);
+  if (clf_->adapters_on()) {
+    clf_->init_adapters(tc_.seed);  // PEFT's initialisation; a resume loads the saved adapter
     spdlog::info("{}: {} trainable parameters ({:.2f}% of {}), gradient checkpointing {}",
-                 peft_method_name(cfg_.peft.method), model_->trainable_params().total(),
-                 100.0 * model_->trainable_params().total() / model_->params().total(),
-                 model_->params().total(),
+                 peft_method_name(cfg_.peft.method), clf_->trainable_params().total(),
+                 100.0 * clf_->trainable_params().total() / clf_->params().total(),
+                 clf_->params().total(),
                  gradient_checkpointing_name(checkpointing_));
   }
   loss_options_.label_smoothing = static_cast<float>(tc_.label_smoothing);
   loss_options_.class_weights = resolve_class_weights(tc_, data_.labels.names);
-  pad_id_ = static_cast<int32_t>(model_config_.pad_token_id);
+  pad_id_ = static_cast<int32_t>(model_.info().pad_token_id);
 }
 
 void Trainer::plan_batch() {
@@ -428,14 +452,17 @@ void Trainer::plan_batch() {
       const TrainerState s =
           read_trainer_state((fs::path(last->dir) / "trainer_state.json").string());
       options.micro_batch = s.micro_batch;
+      options.micro_tokens = s.micro_tokens;
       options.checkpointing =
           s.gradient_checkpointing ? GradientCheckpointing::On : GradientCheckpointing::Off;
     }
   }
-  plan_ = plan_run_batch(cfg_, model_config_, data_, stream_seq_, options);
+  plan_ = plan_run_batch(cfg_, model_, data_, stream_seq_, options);
   const BatchChoice& c = plan_.choice;
   micro_batch_ = c.micro_batch;
+  micro_tokens_ = c.micro_tokens;
   checkpointing_ = c.checkpointing;
+  spdlog::info("micro-batches {} ({})", plan_.packing.on ? "packed" : "padded", plan_.packing.why);
   spdlog::info("precision {} ({})", precision_name(plan_.precision.precision),
                plan_.precision.reason);
   if (!plan_.target.device.is_cpu())
@@ -449,9 +476,9 @@ void Trainer::plan_batch() {
   if (!plan_.target.device.is_cpu())
     spdlog::info("CUDA graphs {} ({}); micro-batch padding: {}", cuda_graphs_.on ? "on" : "off",
                  cuda_graphs_.why, pad_.describe());
-#ifdef FTUNE_WITH_CUDA
-  if (!plan_.target.device.is_cpu()) cuda::set_gemm_tf32(tf32_.on);
-#endif
+  // The ops follow the run's TF32 choice through one channel (the attention kernel travels
+  // with the model's plan: ClassifierOptions::attention).
+  set_backend_context(plan_.target.device, BackendContext{tf32_.on});
   if (!plan_.target.device.is_cpu())
     spdlog::info("TF32 for fp32 GEMMs {} ({})", tf32_.on ? "on" : "off", tf32_.reason);
   // fp16 scales the loss; FTUNE_DEBUG_LOSS_SCALE=s starts from 2^s (tests force overflows).
@@ -474,18 +501,19 @@ void Trainer::plan_batch() {
 void Trainer::build_model_and_arena() {
   while (true) {
     eval_batch_ = cfg_.eval.batch_size > 0 ? cfg_.eval.batch_size : micro_batch_;
-    model_ = std::make_unique<SequenceClassifier>(
-        model_config_, training_classifier_options(plan_.target, micro_batch_, checkpointing_));
+    clf_ = std::make_unique<SequenceClassifier>(
+        model_, training_classifier_options(plan_.target, plan_unit(), checkpointing_));
     adamw_ = std::make_unique<AdamW>(
-        model_->trainable_params(),
+        clf_->trainable_params(),
         AdamWOptions{static_cast<float>(tc_.learning_rate), static_cast<float>(tc_.adam_beta1),
                      static_cast<float>(tc_.adam_beta2), static_cast<float>(tc_.adam_epsilon),
                      static_cast<float>(tc_.weight_decay)});
     graphs_.reset();  // captured with the old arena's pointers
-    staging_ = std::make_unique<InputStaging>(model_->options().max_batch,
-                                              model_->options().max_seq, pad_);
+    staging_ = std::make_unique<InputStaging>(
+        clf_->options().max_batch, clf_->options().max_seq, pad_,
+        clf_->options().packed ? clf_->options().max_tokens : 0);
     ArenaPlan plan;
-    model_->add_to_plan(plan);
+    clf_->add_to_plan(plan);
     adamw_->add_to_plan(plan);
     staging_->add_to_plan(plan);
     const size_t bytes = plan.total_bytes();
@@ -503,22 +531,21 @@ void Trainer::build_model_and_arena() {
       if (arena_limit >= 0) set_device_memory_limit(kind, std::nullopt);
     } catch (const OutOfMemoryError& e) {
       if (arena_limit >= 0) set_device_memory_limit(kind, std::nullopt);
-      if (micro_batch_ == 1)
+      if (!can_halve())
         throw OutOfMemoryError(fmt::format(
             "{}; not even a micro-batch of one sequence of {} tokens fits ({} planned)", e.what(),
             plan_.target.max_seq, format_bytes(bytes)));
-      const int64_t smaller = (micro_batch_ + 1) / 2;
-      const int64_t accumulation = (cfg_.effective_batch() + smaller - 1) / smaller;
+      const int64_t was = plan_unit(), smaller = halved();
+      set_plan_unit(smaller);
       spdlog::warn(
           "out of memory allocating the {} arena of micro-batch {} ({}); retrying with "
           "micro-batch {} x {} accumulation (effective batch {} kept)",
-          format_bytes(bytes), micro_batch_, e.what(), smaller, accumulation,
+          format_bytes(bytes), unit_text(was), e.what(), unit_text(smaller), accumulation(),
           cfg_.effective_batch());
-      oom_retries_.push_back({{"micro_batch", micro_batch_},
+      oom_retries_.push_back({{"micro_batch", was},
                               {"planned_bytes", bytes},
                               {"error", e.what()},
                               {"retried_with", smaller}});
-      micro_batch_ = smaller;
       continue;
     }
     break;
@@ -529,48 +556,49 @@ void Trainer::build_model_and_arena() {
   std::string plan_text;
   for (const MemoryCategory& c : MemoryPlan::from(arena_->plan(), plan_.target.device).categories)
     if (c.bytes) plan_text += fmt::format(", {} {}", c.name, format_bytes(c.bytes));
-  spdlog::info("arena: {} for micro-batches of {} x {} tokens{} ({})",
-               format_bytes(arena_->capacity()), micro_batch_, plan_.target.max_seq,
+  spdlog::info("arena: {} for micro-batches of {} tokens{} ({})", format_bytes(arena_->capacity()),
+               micro_tokens_ > 0 ? fmt::format("{} packed", micro_tokens_)
+                                 : fmt::format("{} x {}", micro_batch_, plan_.target.max_seq),
                eval_batch_ > micro_batch_ ? fmt::format(" (evaluation {})", eval_batch_) : "",
                plan_text.substr(2));
-  model_->bind(*arena_);
+  clf_->bind(*arena_);
   adamw_->bind(*arena_);
   staging_->bind(*arena_);
   if (cuda_graphs_.on)
     graphs_ = std::make_unique<StepGraphs>(cuda_graph_backend(plan_.target.device), kMaxStepGraphs);
   if (tc_.layer_decay < 1.0)
-    apply_layer_decay(*adamw_, model_->trainable_params(), model_config_.num_layers,
+    apply_layer_decay(*adamw_, clf_->trainable_params(), model_.info().num_layers,
                       tc_.layer_decay);
 }
 
 void Trainer::shrink_micro_batch(const OutOfMemoryError& e) {
-  if (micro_batch_ == 1)
-    throw OutOfMemoryError(fmt::format(
-        "{} (at step {}, micro-batch 1: nothing left to halve)", e.what(), step_ + 1));
-  const int64_t rows = (micro_batch_ + 1) / 2;
-  spdlog::warn(
-      "out of memory at step {} ({}); rebuilding the arena for micro-batch {} x {} "
-      "(effective batch {} kept) and retrying the step",
-      step_ + 1, e.what(), rows, (effective_ + rows - 1) / rows, effective_);
+  if (!can_halve())
+    throw OutOfMemoryError(fmt::format("{} (at step {}, micro-batch {}: nothing left to halve)",
+                                       e.what(), step_ + 1, unit_text(plan_unit())));
+  const int64_t was = plan_unit(), smaller = halved();
   oom_retries_.push_back({{"step", step_ + 1},
-                          {"micro_batch", micro_batch_},
+                          {"micro_batch", was},
                           {"planned_bytes", arena_->capacity()},
                           {"error", e.what()},
-                          {"retried_with", rows}});
+                          {"retried_with", smaller}});
   // The trained state goes through host memory while the arena is rebuilt smaller.
-  HostTensor values(DType::F32, model_->param_values().shape);
+  HostTensor values(DType::F32, clf_->param_values().shape);
   HostTensor m(DType::F32, adamw_->exp_avg().shape), v(DType::F32, adamw_->exp_avg_sq().shape);
-  copy(values.view(), model_->param_values());
+  copy(values.view(), clf_->param_values());
   copy(m.view(), adamw_->exp_avg());
   copy(v.view(), adamw_->exp_avg_sq());
   const StepScalarValues scalars = read_step_scalars(adamw_->step_scalars());
-  micro_batch_ = rows;
+  set_plan_unit(smaller);
+  spdlog::warn(
+      "out of memory at step {} ({}); rebuilding the arena for micro-batch {} x {} "
+      "(effective batch {} kept) and retrying the step",
+      step_ + 1, e.what(), unit_text(smaller), accumulation(), effective_);
   build_model_and_arena();
-  copy(model_->param_values(), values.view());
+  copy(clf_->param_values(), values.view());
   copy(adamw_->exp_avg(), m.view());
   copy(adamw_->exp_avg_sq(), v.view());
   write_step_scalars(adamw_->step_scalars(), scalars);
-  model_->frozen_weights_changed();
+  clf_->frozen_weights_changed();
 }
 
 // Planned bytes per category (MemoryPlan) and, on CPU arenas, the bytes really touched.
@@ -608,11 +636,11 @@ void Trainer::plan_schedule() {
                              : static_cast<int64_t>(std::ceil(tc_.warmup_ratio * total_steps_));
   schedule_ = LrSchedule{parse_schedule_kind(tc_.schedule, "training.schedule"), tc_.learning_rate,
                          warmup, total_steps_};
-  const bool binary = model_config_.num_labels() == 2;
+  const bool binary = model_.num_labels() == 2;
   eval_metric_ = cfg_.eval.metric == "auto" ? "macro_f1" : cfg_.eval.metric;
   if (eval_metric_ == "roc_auc" && !binary)
     throw InputError("key 'eval.metric': roc_auc needs a binary task; this one has " +
-                     std::to_string(model_config_.num_labels()) + " labels");
+                     std::to_string(model_.num_labels()) + " labels");
   const bool maximize = cfg_.eval.mode == "auto" ? eval_metric_ != "loss" : cfg_.eval.mode == "max";
   early_ = std::make_unique<EarlyStopping>(eval_metric_, maximize, cfg_.early_stopping.patience,
                                            cfg_.early_stopping.min_delta);
@@ -671,7 +699,7 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   micro_batches_ = s.micro_batches;
   // The micro-batch in use when the checkpoint was written (smaller than configured after an
   // out-of-memory fallback): the same cut of every step, so the same bits as without the kill.
-  if (s.micro_batch <= model_->options().max_batch)
+  if (s.micro_batch <= clf_->options().max_batch)
     set_micro_batch(s.micro_batch);
   else
     spdlog::warn(
@@ -709,20 +737,20 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
 }
 
 void Trainer::load_weights_from(const std::string& dir) {
-  if (model_->adapters_on()) {
-    load_peft_adapter(*model_, dir);  // the frozen base weights stay as loaded at setup
+  if (clf_->adapters_on()) {
+    load_peft_adapter(*clf_, dir);  // the frozen base weights stay as loaded at setup
   } else {
     LoadOptions load;
     load.labels = data_.labels.names;
-    load_model_weights(*model_, dir, load);
+    load_model_weights(*clf_, dir, load);
   }
 }
 
 void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& scalars) {
-  if (model_->adapters_on())
-    save_peft_adapter(*model_, dir, cfg_.model.path);  // PEFT format: adapters + head
+  if (clf_->adapters_on())
+    save_peft_adapter(*clf_, dir, cfg_.model.path);  // PEFT format: adapters + head
   else
-    save_model(*model_, dir);
+    save_model(*clf_, dir);
   copy_tokenizer_files(cfg_.model.path, dir);
   io::write_safetensors((fs::path(dir) / "optimizer.safetensors").string(),
                         {{"exp_avg", adamw_->exp_avg(), std::nullopt},
@@ -732,6 +760,7 @@ void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& s
   s["step"] = step_;  // the data cursor: the next step trains on step batch `step`
   s["epoch"] = epoch_of(step_);
   s["micro_batch"] = micro_batch_;
+  s["micro_tokens"] = micro_tokens_;
   s["micro_batches"] = micro_batches_;
   s["optimizer_steps"] = static_cast<int64_t>(scalars[kAdamSteps]);
   s["samples"] = samples_;
@@ -775,9 +804,9 @@ void Trainer::save_checkpoint(bool best) {
 }
 
 void Trainer::set_micro_batch(int64_t rows) {
-  FTUNE_ASSERT(rows >= 1 && rows <= model_->options().max_batch,
+  FTUNE_ASSERT(rows >= 1 && rows <= clf_->options().max_batch,
                "micro-batch of {} rows; the arena is planned for 1 to {}", rows,
-               model_->options().max_batch);
+               clf_->options().max_batch);
   if (rows == micro_batch_) return;
   micro_batch_ = rows;
   spdlog::info("micro-batch {} rows from step {}: {} micro-batches for the effective batch {}",
@@ -798,18 +827,18 @@ void Trainer::train_step() {
     // come in few shapes (CUDA graphs, cuDNN plans); the padding is masked, so it changes results
     // only through the order of sums.
     pad_to_length(step_batch_,
-                  pad_.length(step_batch_.seq_len, model_->options().max_seq),
+                  pad_.length(step_batch_.seq_len, clf_->options().max_seq),
                   pad_id_);
     step_batch_of_ = step_;
   }
   const Batch& step_batch = step_batch_;
-  validate_batch(model_config_, step_batch);  // every micro-batch is a cut of it
-  step_positions_ = position_ids(model_config_, step_batch);
+  validate_batch(model_, step_batch);  // every micro-batch is a cut of it
+  step_positions_ = position_ids(model_, step_batch);
   const size_t rows_total = static_cast<size_t>(step_batch.size);
   const double step_weight =
       loss_weight(step_batch.labels, 0, rows_total, loss_options_.class_weights);
   const TensorView scalars = adamw_->step_scalars();
-  model_->zero_grad();
+  clf_->zero_grad();
   step_scalars_begin(scalars);
   // The step's loss is the mean over all its rows: micro-batch k's mean loss weighs
   // W_k / W_step (its share of the loss's denominator), in the loss and in its backward; the
@@ -832,39 +861,41 @@ void Trainer::train_step() {
     return m;
   };
   int64_t micro_batches = micro_batches_;
-  const int64_t first_rows = std::min(micro_batch_, step_batch.size);
-  int slot = staging_->stage(step_batch, step_positions_, 0, first_rows,
-                             micro_params(0, first_rows));
+  // Contiguous rows of the step batch: micro_batch_ rows each, or packed up to micro_tokens_.
+  const std::vector<std::pair<int64_t, int64_t>> cuts =
+      micro_batch_cuts(step_batch, layout(), micro_batch_, micro_tokens_);
+  int slot = staging_->stage(step_batch, step_positions_, cuts[0].first, cuts[0].second,
+                             micro_params(cuts[0].first, cuts[0].second));
   TrainingWork step_work;
-  for (int64_t row0 = 0; row0 < step_batch.size; row0 += micro_batch_) {
+  for (size_t cut = 0; cut < cuts.size(); ++cut) {
     if (micro_batches == exit_at) {
       std::fflush(nullptr);
       _exit(137);
     }
-    const int64_t rows = std::min(micro_batch_, step_batch.size - row0);
+    const auto [row0, rows] = cuts[cut];
     const StagedInputs in = staging_->acquire(slot);
-    model_->use_inputs(in.inputs, in.labels);
-    step_work.add(flop_model(model_config_), step_batch, row0, rows, in.inputs.T);
+    clf_->use_inputs(in.inputs, in.labels);
+    step_work.add(flop_model(model_), step_batch, row0, rows, in.inputs.T, in.inputs.packed());
     const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(step_),
                               static_cast<uint64_t>(row0), stream_seq_, in.micro};
-    model_->prepare_forward(loss_options_);  // nothing lazy left inside the region
+    clf_->prepare_forward(loss_options_);  // nothing lazy left inside the region
     const bool inject_oom = step_ + 1 == oom_at && oom_retries_.empty();
     const auto region = [&] {
-      model_->forward(dropout);
+      clf_->forward(dropout);
       if (inject_oom) throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
-      const TensorView micro_loss = model_->loss(loss_options_);
+      const TensorView micro_loss = clf_->loss(loss_options_);
       step_scalars_add_loss(scalars, micro_loss, 0.0, &in.micro->loss_share);
-      model_->backward(dropout, 1.0f, &in.micro->grad_scale);
+      clf_->backward(dropout, 1.0f, &in.micro->grad_scale);
     };
     // A replayed graph runs none of the region's host code: the injected failure runs eagerly.
-    if (graphs_ && !inject_oom)
+    // Packed batches run eagerly (their per-row loops read cu_seqlens on the host).
+    if (graphs_ && !inject_oom && !in.inputs.packed())
       graphs_->run(MicroGraphKey{rows, in.inputs.T}, region);
     else
       region();
-    if (row0 + micro_batch_ < step_batch.size) {
-      const int64_t next = std::min(micro_batch_, step_batch.size - row0 - micro_batch_);
-      slot = staging_->stage(step_batch, step_positions_, row0 + micro_batch_, next,
-                             micro_params(row0 + micro_batch_, next));
+    if (cut + 1 < cuts.size()) {
+      const auto [next0, next] = cuts[cut + 1];
+      slot = staging_->stage(step_batch, step_positions_, next0, next, micro_params(next0, next));
     }
     ++micro_batches;
   }
@@ -880,28 +911,26 @@ void Trainer::train_step() {
   // arguments every step and, with CUDA graphs, replay as one graph (not in fp16, whose loss
   // scale changes the arguments).
   const double lr = schedule_.lr(step_);
-  const SequenceClassifier::OptimizerShadow shadow = model_->optimizer_shadow();
+  const SequenceClassifier::OptimizerShadow shadow = clf_->optimizer_shadow();
   adamw_->set_learning_rate(static_cast<float>(lr));
   const auto tail = [&] {
-    step_scalars_finish(scalars, model_->trainable_grads(), tc_.max_grad_norm,
+    step_scalars_finish(scalars, clf_->trainable_grads(), tc_.max_grad_norm,
                         tc_.max_nonfinite_steps, loss_scale,
                         scaler_.enabled() && !scaler_.exhausted());
-    adamw_->apply_scheduled(model_->trainable_values(), model_->trainable_grads(), shadow.view,
+    adamw_->apply_scheduled(clf_->trainable_values(), clf_->trainable_grads(), shadow.view,
                             shadow.offset);
   };
   if (graphs_ && !scaler_.enabled())
     graphs_->run(kOptimizerGraphKey, tail);
   else
     tail();
-  model_->weights_updated(shadow.view.defined());
+  clf_->weights_updated(shadow.view.defined());
   if (scaler_.enabled()) follow_loss_scale();
   ++step_;
-#ifdef FTUNE_WITH_CUDA
   if (step_ == 1 && !plan_.target.device.is_cpu()) {
-    spdlog::info("gemm autotune after the first step: {}", cuda::gemm_autotune_summary());
-    cuda::gemm_autotune_save();  // the shapes timed so far, for every later process
+    spdlog::info("gemm autotune after the first step: {}", gemm_autotune_report());
+    gemm_autotune_save();  // the shapes timed so far, for every later process
   }
-#endif
   samples_ += step_samples;
   tokens_ += step_tokens;
   ++window_steps_;
@@ -926,8 +955,12 @@ void Trainer::train_step() {
     window_start_ = Clock::now();
   }
   train_seconds_ += seconds_since(t0);
-  progress_->update(TrainProgress{step_, epoch_of(step_ - 1) + 1, shown_loss_,
-                                  samples_ - samples_at_start_, tokens_ - tokens_at_start_});
+  progress_->update(TrainProgress{
+      step_, epoch_of(step_ - 1) + 1, shown_loss_, samples_ - samples_at_start_,
+      tokens_ - tokens_at_start_,
+      work_.padded_tokens > 0
+          ? double(work_.padded_tokens - work_.real_tokens) / double(work_.padded_tokens)
+          : 0.0});
 }
 
 StepScalarValues Trainer::sync_step_scalars() {
@@ -974,10 +1007,10 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
   const auto t0 = Clock::now();
   const bool is_test = std::string(name) == "test";
   const ClassificationMetrics m =
-      evaluate(*model_, split.examples, eval_batch_, pad_id_, loss_options_,
+      evaluate(*clf_, split.examples, eval_batch_, pad_id_, loss_options_,
                is_test ? EvalSplit::Test : EvalSplit::Validation, progress_.get(), name);
   nlohmann::json j;
-  if (model_config_.num_labels() == 2) {
+  if (model_.num_labels() == 2) {
     // The decision threshold is chosen on validation data only; the test split gets the one of
     // the selected (best) validation evaluation.
     if (!is_test) {
@@ -1015,7 +1048,7 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
 nlohmann::json Trainer::summary(const std::string& status) const {
   nlohmann::json s;
   s["status"] = status;
-  s["model"] = model_config_.architecture();
+  s["model"] = model_.info().architecture;
   s["source"] = cfg_.model.path;
   s["labels"] = data_.labels.names;
   s["initialised"] = load_report_.initialised;
@@ -1041,18 +1074,18 @@ nlohmann::json Trainer::summary(const std::string& status) const {
     }
     s["cuda_graphs"] = g;
   }
-#ifdef FTUNE_WITH_CUDA
-  if (!plan_.target.device.is_cpu()) s["gemm_autotune"] = cuda::gemm_autotune_summary();
-#endif
+  if (!plan_.target.device.is_cpu()) s["gemm_autotune"] = gemm_autotune_report();
   s["gpu_paths"] = gpu_paths_json(gpu_path_counts() - gpu_paths_at_start_);
   s["peft"] = peft_method_name(cfg_.peft.method);
-  s["trainable_parameters"] = model_->trainable_params().total();
+  s["trainable_parameters"] = clf_->trainable_params().total();
   s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;
   s["threads"] = compute_threads();
   s["steps"] = step_;
   s["total_steps"] = total_steps_;
   s["epochs"] = static_cast<double>(step_) / steps_per_epoch_;
   s["micro_batch"] = micro_batch_;  // in use at the end (smaller after an out-of-memory fallback)
+  s["packing"] = {{"on", micro_tokens_ > 0}, {"why", plan_.packing.why}};
+  if (micro_tokens_ > 0) s["micro_batch_tokens"] = micro_tokens_;
   s["gradient_accumulation"] = accumulation();
   s["effective_batch"] = effective_;
   s["skipped_steps"] = skipped_;
@@ -1138,7 +1171,7 @@ nlohmann::json Trainer::run() {
   spdlog::info(
       "training {} ({} labels) for {} steps ({} epochs of {} steps): micro-batch {} x {} "
       "accumulation = {}, lr {:g}{}, {} threads",
-      model_config_.architecture(), data_.labels.names.size(), total_steps_,
+      model_.info().architecture, data_.labels.names.size(), total_steps_,
       static_cast<double>(total_steps_) / steps_per_epoch_, steps_per_epoch_, micro_batch_,
       accumulation(), effective_, tc_.learning_rate,
       tc_.layer_decay < 1 ? fmt::format(" (layer decay {:g})", tc_.layer_decay) : "",
@@ -1236,13 +1269,13 @@ nlohmann::json Trainer::run() {
   nlohmann::json test_metrics;
   if (data_.test) test_metrics = run_eval(*data_.test, "test");
   const std::string model_dir = (run_ / "model").string();
-  if (model_->adapters_on()) {
+  if (clf_->adapters_on()) {
     // adapter/: the PEFT adapter (with the base model it needs); model/: adapters merged into the
     // base weights, a plain HF model for predict, eval and transformers.
     publish_model(chosen.dir, (run_ / "adapter").string());
-    merge_adapters(*model_);
+    merge_adapters(*clf_);
     publish_dir(model_dir, [&](const std::string& tmp) {
-      save_model(*model_, tmp);
+      save_model(*clf_, tmp);
       copy_tokenizer_files(cfg_.model.path, tmp);
     });
   } else {
@@ -1262,9 +1295,7 @@ nlohmann::json Trainer::run() {
                            {"step", best_eval_["step"]}});
   }
   if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run
-#ifdef FTUNE_WITH_CUDA
-  if (!plan_.target.device.is_cpu()) cuda::gemm_autotune_save();
-#endif
+  if (!plan_.target.device.is_cpu()) gemm_autotune_save();
   nlohmann::json s = summary(stopped_by_);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;

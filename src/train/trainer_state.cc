@@ -51,6 +51,7 @@ TrainerState parse_trainer_state(const nlohmann::json& j, const std::string& pat
   TrainerState s;
   s.step = count(j, "step", path);
   s.micro_batch = count(j, "micro_batch", path, 1);
+  if (j.contains("micro_tokens")) s.micro_tokens = count(j, "micro_tokens", path);
   s.micro_batches = count(j, "micro_batches", path);
   s.optimizer_steps = count(j, "optimizer_steps", path);
   s.samples = count(j, "samples", path);

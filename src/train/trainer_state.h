@@ -16,6 +16,7 @@ struct TrainerState {
   static constexpr int64_t kVersion = 2;  // micro-batches count rows, not steps
   int64_t step = 0;                       // the data cursor: the next step trains on batch `step`
   int64_t micro_batch = 1;                // rows per forward pass when it was written (>= 1)
+  int64_t micro_tokens = 0;               // packed micro-batches' token budget; 0: padded
   int64_t micro_batches = 0;
   int64_t optimizer_steps = 0;
   int64_t samples = 0;

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "adapter_init.h"
+#include "core/memory.h"
 #include "golden_fixture.h"
 #include "models/hf_checkpoint.h"
 #include "ops/cast.h"
@@ -171,7 +172,7 @@ TEST(MixedPrecisionModel, AdamWWritesTheWeightShadowInItsPass) {
     adam_cast.bind(state_cast);
     const SequenceClassifier::OptimizerShadow shadow = fused.clf->optimizer_shadow();
     ASSERT_TRUE(shadow.view.defined());
-    const auto [begin, count] = encoder_layer_range(fused.clf->config(), fused.clf->params());
+    const auto [begin, count] = fused.clf->spec().backbone().gemm_weight_range(fused.clf->params());
     EXPECT_EQ(shadow.offset, begin);
     EXPECT_EQ(shadow.view.numel(), count);
     EXPECT_GT(begin, 0);  // the embeddings come first: a true sub-range

@@ -18,6 +18,9 @@
 #include "golden_fixture.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "models/adapters.h"
+#include "models/classification_head.h"
+#include "models/encoder.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "ops/dropout.h"
@@ -204,13 +207,13 @@ TEST_P(PeftParity, SameModulesAndDropoutMasksAsPeft) {
     const std::string module = e.name.substr(5);
     const HostTensor want = c.tensor(e.name);
     uint32_t site = pooler_adapter_dropout_site();
-    if (module != kPoolerModule) {
+    if (module != "bert.pooler.dense") {
       const size_t at = module.find(".encoder.layer.") + std::string(".encoder.layer.").size();
       const int64_t layer = std::stoll(module.substr(at));
       const std::string suffix = module.substr(module.find('.', at) + 1);
       int kind = 0;
-      while (suffix != adapter_site_suffix(static_cast<AdapterSite>(kind))) ++kind;
-      site = adapter_dropout_site(layer, static_cast<AdapterSite>(kind));
+      while (suffix != encoder_site_suffix(static_cast<EncoderSite>(kind))) ++kind;
+      site = adapter_dropout_site(layer, kind);
     }
     HostTensor ones(DType::F32, want.shape());
     for (int64_t i = 0; i < ones.numel(); ++i) ones.data<float>()[i] = 1.0f;

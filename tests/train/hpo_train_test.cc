@@ -144,8 +144,11 @@ TEST_F(HpoTrain, ConfigNoTrialCanRunIsRefusedBeforeTheFirstTrial) {
                           "other parameters at training.learning_rate=0.0001): "),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("key 'training.warmup_ratio' must be in [0, 1)"), std::string::npos)
+  EXPECT_NE(r.output.find("study override 'training.warmup_ratio=1.5': key "
+                          "'training.warmup_ratio' must be in [0, 1)"),
+            std::string::npos)
       << r.output;
+  EXPECT_EQ(r.output.find("command-line override"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(tmp_.path() + "/study.db"));
 }
 

@@ -30,11 +30,13 @@ class MemoryPlanRun : public ::testing::Test {
     write_pair_task(tmp_.path() + "/val.jsonl", 48, 2);
   }
   // Effective batch 16 by default, auto micro-batch; `extra` adds training keys.
+  // Padded micro-batches (rows x longest row), whose cuts and plan these tests pin; packed ones
+  // (data.packing on) are tested in packing_test.cc.
   std::string config(const std::string& name, const std::string& extra = "") {
     const std::string path = tmp_.path() + "/" + name + ".yaml";
     std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
                         << "/train.jsonl\n  validation: " << tmp_.path()
-                        << "/val.jsonl\n  max_length: 24\n"
+                        << "/val.jsonl\n  max_length: 24\n  packing: off\n"
                         << "training:\n  epochs: 1\n  learning_rate: 3.0e-3\n  log_every: 1\n"
                         << "  threads: 2\n  effective_batch_size: 16\n"
                         << (extra.find("memory_budget") == std::string::npos

@@ -16,31 +16,15 @@
 #include "core/device.h"
 #include "io/safetensors.h"
 #include "run_cli.h"
+#include "run_files.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
 namespace ftune::test {
 namespace {
 
-// step -> logged train loss.
-std::map<int64_t, double> step_losses(const std::string& run) {
-  std::map<int64_t, double> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["split"] == "train") out[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return out;
-}
-
 std::map<std::string, std::vector<float>> weights(const std::string& run) {
-  const auto f = io::SafetensorsFile::open(run + "/model/model.safetensors");
-  std::map<std::string, std::vector<float>> out;
-  for (const auto& e : f.entries()) {
-    const HostTensor t = f.read(e.name, DType::F32);
-    out[e.name].assign(t.data<float>(), t.data<float>() + t.numel());
-  }
-  return out;
+  return tensor_values(run + "/model/model.safetensors");
 }
 
 class MicroBatch : public ::testing::Test {
@@ -51,11 +35,13 @@ class MicroBatch : public ::testing::Test {
     // 120 rows: 8 steps of 16 per epoch, the last one of 8 rows.
     write_pair_task(tmp_.path() + "/train.jsonl", 120, 3);
   }
+  // Padded micro-batches (rows x longest row), whose cuts and plan these tests pin; packed ones
+  // (data.packing on) are tested in packing_test.cc.
   std::string config(const std::string& run, int micro, int accumulation,
                      const std::string& extra = "") {
     const std::string path = tmp_.path() + "/" + run + ".yaml";
     std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
-                        << "/train.jsonl\n  max_length: 24\n"
+                        << "/train.jsonl\n  max_length: 24\n  packing: off\n"
                         << "training:\n  epochs: 2\n  batch_size: " << micro
                         << "\n  gradient_accumulation: " << accumulation
                         << "\n  learning_rate: 3.0e-3\n  log_every: 1\n  threads: 2\n"

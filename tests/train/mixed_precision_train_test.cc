@@ -31,10 +31,12 @@ class MixedPrecisionRun : public ::testing::Test {
     write_tiny_bert(model_);
     write_pair_task(tmp_.path() + "/train.jsonl", 160, 4);
   }
+  // Padded micro-batches (rows x longest row), whose cuts and plan these tests pin; packed ones
+  // (data.packing on) are tested in packing_test.cc.
   std::string config(const std::string& run, const std::string& extra, int steps = 40) {
     const std::string path = tmp_.path() + "/" + run + ".yaml";
     std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
-                        << "/train.jsonl\n  max_length: 24\n"
+                        << "/train.jsonl\n  max_length: 24\n  packing: off\n"
                         << "training:\n  max_steps: " << steps << "\n  effective_batch_size: 16\n"
                         << "  learning_rate: 3.0e-3\n  log_every: 1\n  threads: 2\n"
                         << "  memory_budget: 1GiB\n"

@@ -1,0 +1,57 @@
+// Parameter views and the ModelSpec handle (see backbone.h).
+#include "models/backbone.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace ftune {
+
+TensorView ParamViews::get(const std::string& name) const {
+  if (!table) return {};
+  const ParamSpec* spec = table->find(name);
+  return spec ? span(name, spec->shape) : TensorView();
+}
+
+TensorView ParamViews::span(const std::string& first, Shape shape) const {
+  if (!table || !flat.defined()) return {};
+  const ParamSpec* spec = table->find(first);
+  if (!spec) return {};
+  const int64_t at = spec->offset - base, n = shape.numel();
+  if (at < 0 || at + n > flat.numel() || spec->offset + n > table->total()) return {};
+  return flat.flat_range(at, n).reshape(shape);
+}
+
+DropoutRows dropout_rows(const DropoutPlan& d, const TokenInputs& in) {
+  if (!in.packed()) return DropoutRows{d.row0, in.T, d.stream_seq};
+  DropoutRows r{d.row0, 1, std::max(d.stream_seq, in.max_len)};
+  r.cu_seqlens = in.cu_seqlens.data_as<int32_t>();
+  r.host_cu_seqlens = in.host_cu_seqlens;
+  r.rows = in.B;
+  return r;
+}
+
+const Backbone& ModelSpec::backbone() const {
+  FTUNE_ASSERT(b_ != nullptr, "ModelSpec without a model");
+  return *b_;
+}
+
+ModelSpec ModelSpec::with_labels(std::vector<std::string> labels) const {
+  if (labels.empty()) throw InputError("a classifier needs at least one label");
+  return ModelSpec(backbone().with_labels(std::move(labels)));
+}
+
+ModelSpec ModelSpec::with_num_labels(int64_t n) const {
+  if (n <= 0) throw InputError(fmt::format("num_labels must be positive, got {}", n));
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < n; ++i) names.push_back(fmt::format("LABEL_{}", i));
+  return with_labels(std::move(names));
+}
+
+ModelSpec ModelSpec::with_dropout(const DropoutRates& rates) const {
+  return ModelSpec(backbone().with_dropout(rates));
+}
+
+}  // namespace ftune

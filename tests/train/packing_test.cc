@@ -1,0 +1,152 @@
+// Packed micro-batches (data.packing: rows back to back, no padding) follow the padded run's
+// trajectory: with dropout on (hidden, attention, classifier 0.1; LoRA dropout in the second
+// test), fp32 on the CPU, the per-step losses agree within 1e-6 relative and the final weights
+// within 1e-5 of each tensor's largest value, whether a step is one packed micro-batch or several
+// (cut by rows or by a token budget); summary.json reports the padding each run computed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "models/hf_checkpoint.h"
+#include "train/batch_plan.h"
+#include "train/memory_planner.h"
+#include "run_cli.h"
+#include "run_files.h"
+#include "test_util.h"
+#include "tiny_model.h"
+
+namespace ftune::test {
+namespace {
+
+class Packing : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = tmp_.path() + "/tiny";
+    write_tiny_bert(model_);
+    // 120 rows of 5 to 14 tokens: 8 steps of 16 per epoch, the last one of 8 rows.
+    write_pair_task(tmp_.path() + "/train.jsonl", 120, 3);
+  }
+  std::string run_dir(const std::string& run) { return tmp_.path() + "/" + run; }
+  nlohmann::json train(const std::string& run, const std::string& packing,
+                       const std::string& extra = "", const std::string& env = "") {
+    const std::string path = tmp_.path() + "/" + run + ".yaml";
+    std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
+                        << "/train.jsonl\n  max_length: 24\n  packing: " << packing
+                        << "\ntraining:\n  epochs: 2\n  effective_batch_size: 16\n"
+                        << "  learning_rate: 3.0e-3\n  log_every: 1\n  threads: 2\n"
+                        << "  hidden_dropout: 0.1\n  attention_dropout: 0.1\n"
+                        << "  classifier_dropout: 0.1\n"
+                        << extra << "output:\n  dir: " << run_dir(run) << "\n  progress: plain\n";
+    const CliResult r = run_ftune("train --config " + path, env);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return nlohmann::json::parse(file_bytes(run_dir(run) + "/summary.json"));
+  }
+
+  // Per-step losses within 1e-6 relative, weights within 1e-5 of each tensor's largest value
+  // (the attention key bias aside: its exact gradient is zero, micro_batch_test.cc says why).
+  void expect_same_trajectory(const std::string& a, const std::string& b,
+                              const std::string& weights_file = "/model/model.safetensors") {
+    SCOPED_TRACE(a + " vs " + b);
+    const auto la = step_losses(run_dir(a)), lb = step_losses(run_dir(b));
+    ASSERT_EQ(la.size(), 16u);
+    ASSERT_EQ(lb.size(), la.size());
+    double loss_rel = 0, weight_rel = 0;
+    for (const auto& [step, loss] : la) {
+      const double rel = std::fabs(lb.at(step) - loss) / std::fabs(loss);
+      EXPECT_LT(rel, 1e-6) << "step " << step << ": " << loss << " vs " << lb.at(step);
+      loss_rel = std::max(loss_rel, rel);
+    }
+    const auto wa = tensor_values(run_dir(a) + weights_file),
+               wb = tensor_values(run_dir(b) + weights_file);
+    ASSERT_EQ(wa.size(), wb.size());
+    for (const auto& [name, va] : wa) {
+      if (name.find("attention.self.key.bias") != std::string::npos) continue;
+      const auto& vb = wb.at(name);
+      ASSERT_EQ(va.size(), vb.size()) << name;
+      double scale = 1e-12, diff = 0;
+      for (size_t i = 0; i < va.size(); ++i) {
+        scale = std::max(scale, double(std::fabs(va[i])));
+        diff = std::max(diff, double(std::fabs(va[i] - vb[i])));
+      }
+      EXPECT_LT(diff / scale, 1e-5) << name;
+      weight_rel = std::max(weight_rel, diff / scale);
+    }
+    std::printf("%s vs %s: max step-loss difference %.3g relative, max weight difference %.3g\n",
+                a.c_str(), b.c_str(), loss_rel, weight_rel);
+  }
+
+  TempDir tmp_;
+  std::string model_;
+};
+
+TEST_F(Packing, PackedAndPaddedRunsFollowTheSameTrajectory) {
+  const auto padded = train("padded", "off", "  batch_size: 16\n");
+  const auto packed = train("packed", "on", "  batch_size: 16\n");
+  // Several packed micro-batches per step: cut by rows (5 at most), and by a token budget.
+  const auto rows5 = train("rows5", "on", "  batch_size: 16\n", "FTUNE_DEBUG_MICRO_BATCH_AT_STEP=0:5");
+  // A memory budget that holds packed micro-batches of about 3 longest rows (24 tokens each).
+  PlanTarget target{load_model_spec(model_).with_labels({"0", "1"}), {}, 24, 0, Device::cpu()};
+  target.packed = true;
+  target.max_rows = 16;
+  const size_t budget = plan_memory(target, 72, GradientCheckpointing::Off).total;
+  const auto tokens = train("tokens", "on",
+                            "  plan_lengths: max_length\n  gradient_checkpointing: off\n"
+                            "  memory_budget: " + std::to_string(budget) + "\n");
+  expect_same_trajectory("padded", "packed");
+  expect_same_trajectory("padded", "rows5");
+  expect_same_trajectory("padded", "tokens");
+  // What summary.json says about it: no padding computed when packed.
+  EXPECT_EQ(packed["packing"]["on"], true);
+  EXPECT_EQ(padded["packing"]["on"], false);
+  EXPECT_GT(padded["padding_fraction"].get<double>(), 0.05);
+  EXPECT_EQ(packed["padding_fraction"].get<double>(), 0.0);
+  EXPECT_EQ(packed["padded_tokens_per_sample"], packed["real_tokens_per_sample"]);
+  EXPECT_EQ(packed["train_real_tokens"], padded["train_real_tokens"]);
+  EXPECT_EQ(packed["micro_batch_tokens"].get<int64_t>(), 16 * packed["memory"]["max_seq"].get<int64_t>());
+  const int64_t budget_tokens = tokens["micro_batch_tokens"].get<int64_t>();
+  EXPECT_GE(budget_tokens, 60);
+  EXPECT_LT(budget_tokens, 120);
+  // The losses move: dropout and the updates are really on.
+  const auto l = step_losses(run_dir("packed"));
+  EXPECT_NE(l.at(1), l.at(16));
+}
+
+TEST_F(Packing, LoraDropoutIsTheSameWhenPacked) {
+  const std::string lora =
+      "  batch_size: 8\npeft:\n  method: lora\n  r: 4\n  alpha: 8\n  dropout: 0.2\n"
+      "  target_modules: [query, value, dense]\n";
+  train("lora_padded", "off", lora);
+  train("lora_packed", "on", lora);
+  expect_same_trajectory("lora_padded", "lora_packed", "/adapter/adapter_model.safetensors");
+}
+
+TEST_F(Packing, OnIsRefusedWhereItCannotRun) {
+  const std::string path = tmp_.path() + "/gpu.yaml";
+  std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
+                      << "/train.jsonl\n  packing: on\ntraining:\n  device: cuda\n"
+                      << "output:\n  dir: " << run_dir("gpu") << "\n";
+  const CliResult r = run_ftune("plan --config " + path + " --memory 8GiB");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("data.packing on"), std::string::npos) << r.output;
+}
+
+// auto keeps padded, length-bucketed micro-batches (they ran faster than packed ones on the CPU:
+// bench/results/packing.md); on packs where the family and the device can.
+TEST(PackingChoice, AutoIsPaddedAndOnPacksOnTheCpu) {
+  ModelInfo info;
+  info.architecture = "BertForSequenceClassification";
+  info.packing = true;
+  EXPECT_FALSE(resolve_packing("auto", info, Device::cpu()).on);
+  EXPECT_TRUE(resolve_packing("on", info, Device::cpu()).on);
+  EXPECT_FALSE(resolve_packing("off", info, Device::cpu()).on);
+  info.packing = false;
+  EXPECT_FALSE(resolve_packing("auto", info, Device::cpu()).on);
+  EXPECT_THROW(resolve_packing("on", info, Device::cpu()), InputError);
+}
+
+}  // namespace
+}  // namespace ftune::test

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The layering rules of src/ (DESIGN.md: layers import only downward), checked with grep:
+#   core < io < cuda, text < ops < data < models < train < hpo < cli
+# plus the rules of the backbone interface (models/backbone.h):
+#   - no EncoderConfig (the BERT family's config type) outside src/models/ (nor in bench/)
+#   - train/ sets TF32 and the attention kernel through ops/backend_context.h only
+# Prints every violation with its file and line; exits 1 if there is any.
+set -u
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+status=0
+rank() {
+  case "$1" in
+    core) echo 0 ;; io) echo 1 ;; cuda|text) echo 2 ;; ops) echo 3 ;; data) echo 4 ;;
+    models) echo 5 ;; train) echo 6 ;; hpo) echo 7 ;; cli) echo 8 ;; *) echo -1 ;;
+  esac
+}
+fail() { echo "layering: $*"; status=1; }
+
+for dir in src/*/; do
+  layer="$(basename "$dir")"
+  mine="$(rank "$layer")"
+  [ "$mine" -ge 0 ] || { fail "$dir is not a known layer"; continue; }
+  while IFS= read -r hit; do
+    [ -n "$hit" ] || continue
+    target="$(printf '%s' "$hit" | sed -E 's/.*#include "([a-z_]+)\/.*/\1/')"
+    theirs="$(rank "$target")"
+    [ "$theirs" -ge 0 ] || continue
+    if [ "$theirs" -gt "$mine" ] || { [ "$theirs" -eq "$mine" ] && [ "$target" != "$layer" ]; }; then
+      fail "$hit  ($layer must not include $target)"
+    fi
+  done < <(grep -rnE '^#include "[a-z_]+/' "$dir" || true)
+done
+
+while IFS= read -r hit; do
+  [ -n "$hit" ] && fail "$hit  (EncoderConfig outside src/models: hold a ModelSpec)"
+done < <(grep -rnw EncoderConfig src bench | grep -v '^src/models/' || true)
+
+while IFS= read -r hit; do
+  [ -n "$hit" ] && fail "$hit  (train/ sets TF32 and attention through ops/backend_context.h)"
+done < <(grep -rnE 'set_gemm_tf32|gemm_tf32\(\)|set_attention_kernel|#include "cuda/gemm.h"' src/train || true)
+
+[ "$status" -eq 0 ] && echo "layering: ok"
+exit "$status"
