@@ -102,7 +102,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
       cuda::fail_if_cudnn_required(
           fmt::format("training.attention {}: cuDNN refused the run's largest attention (B={} "
                       "T={} H={} D={})",
-                      tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim()),
+                      tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim),
           why);
       spdlog::warn(
           "training.attention {}: cuDNN cannot run this run's largest attention (B={} T={} H={} "

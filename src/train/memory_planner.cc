@@ -128,7 +128,7 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
   ArenaPlan plan;
   model.add_to_plan(plan);
   adamw.add_to_plan(plan);
-  InputStaging(model.options().max_batch, model.options().max_seq, 1,
+  InputStaging(model.options().max_batch, model.options().max_seq, PadRule{},
                model.options().packed ? model.options().max_tokens : 0)
       .add_to_plan(plan);
   return plan;
