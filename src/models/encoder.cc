@@ -384,8 +384,7 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
                       a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1));
   // HF's word embeddings (and RoBERTa's positions) are nn.Embedding(padding_idx=pad_token_id).
   if (g.word.defined()) embedding_backward(g.word, dsum, in.ids, c.pad_token_id, a.workspace);
-  if (g.token_type.defined())
-    embedding_backward(g.token_type, dsum, in.type_ids, -1, a.workspace);
+  if (g.token_type.defined()) embedding_backward(g.token_type, dsum, in.type_ids, -1, a.workspace);
   if (g.position.defined())
     embedding_backward(g.position, dsum, in.pos_ids, c.roberta_like() ? c.pad_token_id : -1,
                        a.workspace);

@@ -44,9 +44,10 @@ int64_t PadRule::length(int64_t longest, int64_t cap) const {
 
 std::string PadRule::describe() const {
   if (buckets)
-    return fmt::format("length buckets: multiples of {} up to 64 tokens, then 4 lengths per power "
-                       "of two (at most 25% padding)",
-                       multiple);
+    return fmt::format(
+        "length buckets: multiples of {} up to 64 tokens, then 4 lengths per power "
+        "of two (at most 25% padding)",
+        multiple);
   return multiple == 1 ? "none (each micro-batch to its longest row)"
                        : fmt::format("to a multiple of {} tokens", multiple);
 }

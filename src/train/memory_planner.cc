@@ -84,9 +84,9 @@ MemoryPlan MemoryPlan::from(const ArenaPlan& plan, Device device) {
   if (!device.is_cpu()) {
     // cuBLASLt's workspace and the column reductions' partial sums: one of each per device,
     // allocated once outside the arena (cuda/gemm.h, core/column_order.h).
-    const size_t fixed = gemm_workspace_bytes(device) +
-                         static_cast<size_t>(kColumnPartialFloats + kColumnResultFloats) *
-                             sizeof(float);
+    const size_t fixed =
+        gemm_workspace_bytes(device) +
+        static_cast<size_t>(kColumnPartialFloats + kColumnResultFloats) * sizeof(float);
     for (MemoryCategory& c : m.categories)
       if (c.name == "GEMM workspace") {
         c.bytes = fixed;
