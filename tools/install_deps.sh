@@ -22,6 +22,8 @@ DEBIAN_PACKAGES=(
   wordnet-base           # real sentence-pair data for the main job
   libsqlite3-dev         # hpo: study storage in one SQLite file
   libpq-dev postgresql   # hpo: PostgreSQL study storage (client library; server for its tests)
+  libcpp-httplib-dev     # ftune dashboard: the HTTP server
+  chromium               # tests: the dashboard's pages driven in headless Chromium
 )
 
 missing=()

@@ -14,5 +14,7 @@ void add_eval_command(CLI::App& app);
 void add_hpo_command(CLI::App& app);
 void add_export_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_report_command(CLI::App& app);
+void add_dashboard_command(CLI::App& app);
 
 }  // namespace ftune::cli

@@ -54,6 +54,8 @@ int main(int argc, char** argv) {
   ftune::cli::add_hpo_command(app);
   ftune::cli::add_export_command(app);
   ftune::cli::add_plan_command(app);
+  ftune::cli::add_report_command(app);
+  ftune::cli::add_dashboard_command(app);
   spdlog::set_default_logger(spdlog::stderr_color_mt("ftune"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {

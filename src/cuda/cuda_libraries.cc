@@ -1,6 +1,8 @@
 // Versions of cuBLASLt and cuDNN (see cuda_libraries.h).
 #include "cuda/cuda_libraries.h"
 
+#include "cuda/lazy_library.h"
+
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -19,11 +21,15 @@ namespace ftune::cuda {
 LibraryStatus cublaslt_library() {
   LibraryStatus s;
 #ifdef FTUNE_WITH_CUDA
+  if (const auto error = cublaslt_runtime().load_error()) {
+    s.detail = *error;
+    return s;
+  }
   // cuBLAS encodes major * 10000 + minor * 100 + patch (13.4.1 -> 130401).
   const size_t v = cublasLtGetVersion();
   s.available = true;
   s.version = fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
-  s.detail = "linked";
+  s.detail = cublaslt_runtime().name() + " (loaded on first use)";
 #else
   s.detail = "not built with CUDA (FTUNE_CUDA=OFF)";
 #endif

@@ -1,5 +1,5 @@
 // The CUDA libraries ftune uses and what this machine has of them, for `ftune doctor`: cuBLASLt
-// (linked when the CUDA backend is built), cuDNN (its runtime looked up with dlopen, so a machine
+// (loaded on first use: cuda/cublaslt_loader.h), cuDNN (its runtime looked up with dlopen, so a machine
 // without it is simply reported) and whether cuDNN's fused flash attention was compiled in.
 // Plain C++ header; compiled in every build.
 #pragma once
@@ -14,7 +14,8 @@ struct LibraryStatus {
   std::string detail;   // where it came from, or why it is missing
 };
 
-// cublasLtGetVersion() of the linked cuBLASLt; "not built with CUDA" otherwise.
+// cublasLtGetVersion() of cuBLASLt (loading it); why it cannot be loaded, or "not built with
+// CUDA", otherwise.
 LibraryStatus cublaslt_library();
 // cudnnGetVersion() of libcudnn.so.9 (dlopen; $FTUNE_CUDNN_LIBRARY overrides the name).
 LibraryStatus cudnn_library();

@@ -20,17 +20,18 @@
 #include <set>
 #include <thread>
 
+#include "hpo/sql_storage_internal.h"
 #include "hpo/trial_json.h"
 
 namespace ftune::hpo {
 
+using sql_detail::kFold;
+using sql_detail::kStep;
+using sql_detail::now_s;
+using sql_detail::study_from_row;
+
 namespace {
 
-// A busy database is retried for this long before the operation gives up with an error that
-// says so (with SQLite's busy timeout per statement on top, this is minutes of contention).
-constexpr double kRetryDeadlineS = 300.0;
-
-constexpr int64_t kStep = 0, kFold = 1;      // trial_values.kind
 constexpr const char* kSchemaVersion = "1";  // ftune_meta.schema_version of the tables below
 
 // {id} is the auto-increment primary key, spelled per dialect.
@@ -57,22 +58,6 @@ constexpr const char* kSchema[] = {
     " trial_id BIGINT NOT NULL REFERENCES trials(id), key TEXT NOT NULL, value TEXT NOT NULL,"
     " PRIMARY KEY (trial_id, key))",
 };
-
-const char* kTrialColumns =
-    "t.id, t.number, t.state, t.params, t.value, t.error, t.retry_of, t.start_time, t.end_time";
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-StudyInfo study_from_row(const SqlRow& r, const std::string& where) {
-  StudyInfo s;
-  s.id = r.get_int(0);
-  s.name = r.get_text(1);
-  s.direction = parse_direction_name(r.get_text(2), where);
-  s.space = nlohmann::json::parse(r.get_text(3));
-  return s;
-}
 
 // What differs between two JSON documents, for "created with a different space" errors.
 std::string describe_difference(const nlohmann::json& stored, const nlohmann::json& wanted) {
@@ -109,55 +94,6 @@ TrialState parse_trial_state(const std::string& s) {
 SqlStorage::SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres, bool existing)
     : conn_(std::move(conn)), postgres_(postgres) {
   create_schema(existing);
-}
-
-template <class F>
-auto SqlStorage::write(F&& body) {
-  const double start = now_s();
-  std::mt19937_64 rng(std::random_device{}());
-  double backoff = 0.002;
-  for (int attempt = 0;; ++attempt) {
-    try {
-      conn_->begin_write();
-      auto result = body();
-      conn_->commit();
-      return result;
-    } catch (const SqlRetry& e) {
-      conn_->rollback();
-      if (now_s() - start > kRetryDeadlineS)
-        throw Error(
-            fmt::format("study storage busy for more than {} s: {}", kRetryDeadlineS, e.what()));
-      // Jittered exponential back-off so that waiting workers do not retry in lock step.
-      std::uniform_real_distribution<double> jitter(0.5, 1.5);
-      std::this_thread::sleep_for(std::chrono::duration<double>(backoff * jitter(rng)));
-      backoff = std::min(backoff * 2, 0.2);
-    } catch (...) {
-      conn_->rollback();
-      throw;
-    }
-  }
-}
-
-template <class F>
-auto SqlStorage::read(F&& body) {
-  const double start = now_s();
-  for (;;) {
-    try {
-      conn_->begin_read();
-      auto result = body();
-      conn_->commit();
-      return result;
-    } catch (const SqlRetry& e) {
-      conn_->rollback();
-      if (now_s() - start > kRetryDeadlineS)
-        throw Error(
-            fmt::format("study storage busy for more than {} s: {}", kRetryDeadlineS, e.what()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    } catch (...) {
-      conn_->rollback();
-      throw;
-    }
-  }
 }
 
 void SqlStorage::create_schema(bool existing) {
@@ -231,25 +167,6 @@ StudyInfo SqlStorage::create_or_load_study(const std::string& name, Direction di
   return s;
 }
 
-std::optional<StudyInfo> SqlStorage::find_study(const std::string& name) {
-  std::lock_guard lock(mutex_);
-  auto rows = read([&] {
-    return conn_->exec("SELECT id, name, direction, space FROM studies WHERE name = $1", {name});
-  });
-  if (rows.empty()) return std::nullopt;
-  return study_from_row(rows[0], conn_->describe());
-}
-
-std::vector<StudyInfo> SqlStorage::studies() {
-  std::lock_guard lock(mutex_);
-  auto rows = read([&] {
-    return conn_->exec("SELECT id, name, direction, space FROM studies ORDER BY id", {});
-  });
-  std::vector<StudyInfo> out;
-  for (const auto& r : rows) out.push_back(study_from_row(r, conn_->describe()));
-  return out;
-}
-
 int64_t SqlStorage::next_finish_seq(int64_t study_id) {
   return conn_
       ->exec("UPDATE studies SET finish_seq = finish_seq + 1 WHERE id = $1 RETURNING finish_seq",
@@ -266,60 +183,6 @@ int64_t SqlStorage::next_number(int64_t study_id) {
           {study_id})
       .at(0)
       .get_int(0);
-}
-
-std::vector<Trial> SqlStorage::load_trials(const std::string& where,
-                                           const std::vector<SqlValue>& params,
-                                           const std::string& order) {
-  auto rows = conn_->exec(
-      fmt::format("SELECT {} FROM trials t WHERE {} ORDER BY {}", kTrialColumns, where, order),
-      params);
-  std::vector<Trial> out;
-  out.reserve(rows.size());
-  std::map<int64_t, size_t> index;
-  for (const auto& r : rows) {
-    Trial t;
-    t.id = r.get_int(0);
-    t.number = r.get_int(1);
-    t.state = parse_trial_state(r.get_text(2));
-    params_from_json(nlohmann::json::parse(r.get_text(3)), conn_->describe(), t.params,
-                     t.distributions);
-    if (!r.is_null(4)) t.value = r.get_double(4);
-    t.error = r.get_text(5);
-    t.retry_of = r.get_int(6);
-    t.start_time = r.is_null(7) ? 0 : r.get_double(7);
-    t.end_time = r.is_null(8) ? 0 : r.get_double(8);
-    index[t.id] = out.size();
-    out.push_back(std::move(t));
-  }
-  if (out.empty()) return out;
-  auto values = conn_->exec(
-      fmt::format("SELECT v.trial_id, v.kind, v.key, v.value FROM trial_values v JOIN trials t "
-                  "ON t.id = v.trial_id WHERE {}",
-                  where),
-      params);
-  for (const auto& r : values) {
-    auto it = index.find(r.get_int(0));
-    if (it == index.end()) continue;
-    Trial& t = out[it->second];
-    (r.get_int(1) == kFold ? t.fold_values : t.intermediate)[r.get_int(2)] = r.get_double(3);
-  }
-  auto attrs =
-      conn_->exec(fmt::format("SELECT a.trial_id, a.key, a.value FROM trial_attrs a JOIN trials t "
-                              "ON t.id = a.trial_id WHERE {}",
-                              where),
-                  params);
-  for (const auto& r : attrs) {
-    auto it = index.find(r.get_int(0));
-    if (it == index.end()) continue;
-    const std::string text = r.get_text(2);
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
-    if (value.is_discarded())
-      throw InputError(fmt::format("{}: trial id {}: attribute '{}' is not JSON: {}",
-                                   conn_->describe(), r.get_int(0), r.get_text(1), text));
-    out[it->second].attrs[r.get_text(1)] = std::move(value);
-  }
-  return out;
 }
 
 std::optional<Trial> SqlStorage::start_trial(int64_t study_id, int64_t max_trials) {
@@ -552,63 +415,6 @@ int SqlStorage::fail_stale(int64_t study_id, double grace_s, int max_retries) {
     }
     return failed;
   });
-}
-
-std::vector<Trial> SqlStorage::trials(int64_t study_id) {
-  std::lock_guard lock(mutex_);
-  return read([&] { return load_trials("t.study_id = $1", {study_id}, "t.number"); });
-}
-
-std::optional<Trial> SqlStorage::trial(int64_t trial_id) {
-  std::lock_guard lock(mutex_);
-  auto t = read([&] { return load_trials("t.id = $1", {trial_id}, "t.id"); });
-  if (t.empty()) return std::nullopt;
-  return t[0];
-}
-
-std::optional<Trial> SqlStorage::find_trial(int64_t study_id, int64_t number) {
-  std::lock_guard lock(mutex_);
-  auto t = read([&] {
-    return load_trials("t.study_id = $1 AND t.number = $2", {study_id, number}, "t.id");
-  });
-  if (t.empty()) return std::nullopt;
-  return t[0];
-}
-
-std::vector<Trial> SqlStorage::running_trials(int64_t study_id) {
-  std::lock_guard lock(mutex_);
-  return read([&] {
-    return load_trials("t.study_id = $1 AND t.state = 'RUNNING'", {study_id}, "t.number");
-  });
-}
-
-FinishedBatch SqlStorage::finished_since(int64_t study_id, int64_t cursor) {
-  std::lock_guard lock(mutex_);
-  FinishedBatch b;
-  b.trials = read([&] {
-    return load_trials("t.study_id = $1 AND t.finish_seq > $2", {study_id, cursor}, "t.finish_seq");
-  });
-  b.cursor = cursor;
-  if (!b.trials.empty()) {
-    // The cursor is the largest finish_seq returned; fetch it with the trials' own order.
-    auto rows = read([&] {
-      return conn_->exec("SELECT finish_seq FROM trials WHERE id = $1", {b.trials.back().id});
-    });
-    b.cursor = rows.at(0).get_int(0);
-  }
-  return b;
-}
-
-std::array<int64_t, 5> SqlStorage::count_by_state(int64_t study_id) {
-  std::lock_guard lock(mutex_);
-  auto rows = read([&] {
-    return conn_->exec("SELECT state, COUNT(*) FROM trials WHERE study_id = $1 GROUP BY state",
-                       {study_id});
-  });
-  std::array<int64_t, 5> counts{};
-  for (const auto& r : rows)
-    counts[static_cast<int>(parse_trial_state(r.get_text(0)))] = r.get_int(1);
-  return counts;
 }
 
 }  // namespace ftune::hpo

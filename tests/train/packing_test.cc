@@ -134,15 +134,18 @@ TEST_F(Packing, OnIsRefusedWhereItCannotRun) {
   EXPECT_NE(r.output.find("data.packing on"), std::string::npos) << r.output;
 }
 
-// auto keeps padded, length-bucketed micro-batches (they ran faster than packed ones on the CPU:
-// bench/results/packing.md); on packs where the family and the device can.
-TEST(PackingChoice, AutoIsPaddedAndOnPacksOnTheCpu) {
+// auto and on pack where the family and the device can (packed micro-batches cost no more per
+// token than padded ones on the CPU: bench/results/packing.md); off never packs; on is an error
+// where packing cannot run, auto then pads.
+TEST(PackingChoice, AutoAndOnPackOnTheCpu) {
   ModelInfo info;
   info.architecture = "BertForSequenceClassification";
   info.packing = true;
-  EXPECT_FALSE(resolve_packing("auto", info, Device::cpu()).on);
+  EXPECT_TRUE(resolve_packing("auto", info, Device::cpu()).on);
   EXPECT_TRUE(resolve_packing("on", info, Device::cpu()).on);
   EXPECT_FALSE(resolve_packing("off", info, Device::cpu()).on);
+  EXPECT_FALSE(resolve_packing("auto", info, Device::cuda()).on);
+  EXPECT_THROW(resolve_packing("on", info, Device::cuda()), InputError);
   info.packing = false;
   EXPECT_FALSE(resolve_packing("auto", info, Device::cpu()).on);
   EXPECT_THROW(resolve_packing("on", info, Device::cpu()), InputError);

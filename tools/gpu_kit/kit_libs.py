@@ -211,10 +211,24 @@ def newest_glibc(versions):
     return "%d.%d" % best
 
 
+def loaded_at_run_time(linked):
+    """The CUDA libraries the kit's programs dlopen on first use instead of linking them
+    (src/cuda/lazy_library.h: cuBLASLt and NVRTC, of the CUDA major version the kit was built
+    for, i.e. that of the libcudart it links). They do not appear as NEEDED, but the machine must
+    provide them in a slot all the same."""
+    out = set()
+    for soname in linked:
+        m = re.match(r"^libcudart\.so\.([0-9]+)$", soname)
+        if m:
+            out |= {"libcublasLt.so." + m.group(1), "libnvrtc.so." + m.group(1)}
+    return out
+
+
 def needs(kit):
-    """What the machine running the kit must provide: the device libraries the kit links, the
-    newest glibc its own files use, and for its C++ runtime the glibc that our copy needs and the
-    symbol versions (GLIBCXX, CXXABI, GCC) a machine's own copy would have to define."""
+    """What the machine running the kit must provide: the device libraries the kit links (and
+    those it loads at run time: loaded_at_run_time), the newest glibc its own files use, and for
+    its C++ runtime the glibc that our copy needs and the symbol versions (GLIBCXX, CXXABI, GCC) a
+    machine's own copy would have to define."""
     elves = kit_elves(kit)
     runtime = [e for e in elves if os.path.basename(e) in GCC_RUNTIME]
     rest = [e for e in elves if e not in runtime]
@@ -224,6 +238,7 @@ def needs(kit):
         for soname in dynamic_entries(elf, "NEEDED"):
             if soname not in inside and DEVICE_PROVIDED.match(soname):
                 device.add(soname)
+    device |= loaded_at_run_time(device)
     used = symbol_versions(rest)
     return {"device_libs": sorted(device), "glibc": newest_glibc(used),
             "gcc_runtime": {"dir": GCC_RUNTIME_DIR, "glibc": newest_glibc(symbol_versions(runtime)),

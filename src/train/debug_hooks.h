@@ -1,0 +1,43 @@
+// Fault injection for the tests, read from the environment once when a run starts (never in the
+// step loop): each hook makes a run fail or change the way a real one would, at a chosen point.
+//   FTUNE_DEBUG_EXIT_AT_MICRO_STEP=m     ends the process like kill -9 just before micro-batch m
+//                                        (counted over the run)
+//   FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=s  ends it so right after the checkpoint of step s is saved
+//   FTUNE_DEBUG_SIGTERM_AT_STEP=s        sends SIGTERM to itself after optimizer step s
+//   FTUNE_DEBUG_MICRO_BATCH_AT_STEP=s:m  micro-batches of m rows from optimizer step s on, as the
+//                                        out-of-memory fallback would switch
+//   FTUNE_DEBUG_NONFINITE_STEPS=list     the loss of these optimizer steps (1-based; "3", "3,7",
+//                                        "4-6") is made NaN on the device, as a diverging step's
+//   FTUNE_DEBUG_OOM_AT_STEP=s            an allocation "fails" inside optimizer step s (1-based),
+//                                        once, after the first micro-batch's forward pass
+//   FTUNE_DEBUG_ARENA_MEMORY=bytes       the arena may take at most that much, as if another
+//                                        process held the rest of the device
+//   FTUNE_DEBUG_LOSS_SCALE=s             fp16's loss scale starts at 2^s (tests force overflows)
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace ftune {
+
+struct DebugHooks {
+  int64_t exit_at_micro_step = -1;  // -1: off (as for every hook below)
+  int64_t exit_after_checkpoint = -1;
+  int64_t sigterm_at_step = -1;
+  int64_t micro_batch_step = -1, micro_batch_rows = 0;
+  std::vector<std::pair<int64_t, int64_t>> nonfinite_steps;  // inclusive ranges
+  int64_t oom_at_step = -1;
+  int64_t arena_memory = -1;
+  int64_t loss_scale_log2 = -1;
+
+  // The hooks set in this process's environment.
+  static DebugHooks from_env();
+  // Whether optimizer step `step` (1-based) gets a NaN loss.
+  bool nonfinite_at(int64_t step) const;
+};
+
+// Ends the process as kill -9 would (exit status 137), after flushing what was written so far.
+[[noreturn]] void exit_as_killed();
+
+}  // namespace ftune

@@ -1,0 +1,184 @@
+// The run loop's checkpoints (see trainer_run.h): what trainer_state.json records, so a resumed
+// run replays exactly the arithmetic of an uninterrupted one (same thread count): the data cursor,
+// the micro-batch in use, the optimizer's moments and device step scalars, the loss scale, the
+// early-stopping state and the logging window; and what a resume refuses (the model, tokenizer,
+// data, trajectory-relevant configuration or label set changed since).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include "core/thread_pool.h"
+#include "io/json_file.h"
+#include "io/safetensors.h"
+#include "models/peft_adapter.h"
+#include "train/run_dir.h"
+#include "train/trainer_run.h"
+#include "train/trainer_state.h"
+
+namespace ftune {
+
+namespace fs = std::filesystem;
+
+void Trainer::restore(const CheckpointEntry& ckpt) {
+  const std::string state_path = (fs::path(ckpt.dir) / "trainer_state.json").string();
+  const TrainerState s = read_trainer_state(state_path);
+  const nlohmann::json now = run_fingerprints(cfg_, data_);
+  const nlohmann::json& was = s.fingerprints;
+  auto refuse = [&](const std::string& what) {
+    throw InputError(fmt::format(
+        "cannot resume from {}: {} changed since the checkpoint was written; start a new run "
+        "(another output.dir, or output.overwrite=true)",
+        ckpt.dir, what));
+  };
+  if (was.at("model") != now["model"]) refuse(fmt::format("the model in {}", cfg_.model.path));
+  if (was.at("tokenizer") != now["tokenizer"])
+    refuse(fmt::format("the tokenizer files in {}", cfg_.model.path));
+  if (was.at("data") != now["data"]) {
+    for (const auto& [file, fp] : now["data"].items())
+      if (!was["data"].contains(file) || was["data"][file] != fp)
+        refuse(fmt::format("the data file {}", file));
+    refuse("the set of data files");
+  }
+  if (was.at("config") != now["config"])
+    refuse("the configuration (model, data or training keys; see config.yaml of the run)");
+  if (was.contains("labels") && was["labels"] != now["labels"])
+    refuse(fmt::format("the label set (was [{}], now [{}])",
+                       fmt::join(was["labels"].get<std::vector<std::string>>(), ", "),
+                       fmt::join(data_.labels.names, ", ")));
+  if (s.threads != compute_threads())
+    spdlog::warn(
+        "resuming with {} threads; the checkpoint was written with {}: results will "
+        "not be bit-identical to an uninterrupted run",
+        compute_threads(), s.threads);
+
+  load_weights_from(ckpt.dir);
+  AdamW& adamw = strategy_->optimizer();
+  const auto opt =
+      io::SafetensorsFile::open((fs::path(ckpt.dir) / "optimizer.safetensors").string());
+  opt.read_into("exp_avg", adamw.exp_avg());
+  opt.read_into("exp_avg_sq", adamw.exp_avg_sq());
+  step_ = s.step;
+  micro_batches_ = s.micro_batches;
+  // The micro-batch in use when the checkpoint was written (smaller than configured after an
+  // out-of-memory fallback): the same cut of every step, so the same bits as without the kill.
+  if (s.micro_batch <= strategy_->max_batch())
+    strategy_->set_micro_batch(s.micro_batch, step_);
+  else
+    spdlog::warn(
+        "the checkpoint ran micro-batches of {} rows; this run plans {}: results will "
+        "match only up to float summation order",
+        s.micro_batch, strategy_->micro_batch());
+  samples_ = s.samples;
+  tokens_ = s.real_tokens;
+  skipped_ = s.skipped_steps;
+  if (s.loss_scale) strategy_->loss_scaler().restore(*s.loss_scale, s.loss_scale_good_steps);
+  nonfinite_in_row_ = s.nonfinite_in_row;
+  // What the device keeps between reads (step_scalars.h), the logging window's loss sum included.
+  StepScalarValues scalars{};
+  if (s.window) {
+    window_steps_ = s.window->steps;
+    window_samples_ = s.window->samples;
+    window_tokens_ = s.window->real_tokens;
+    scalars[kWindowLoss] = s.window->loss_sum;
+    window_restored_seconds_ = s.window->seconds;
+  }
+  stopped_by_ = s.stopped_by;
+  scalars[kAdamSteps] = static_cast<double>(s.optimizer_steps);
+  scalars[kSkippedSteps] = static_cast<double>(skipped_);
+  scalars[kNonfiniteInRow] = static_cast<double>(nonfinite_in_row_);
+  scalars[kStepsFinished] = static_cast<double>(step_);
+  write_step_scalars(adamw.step_scalars(), scalars);
+  train_seconds_ = s.train_seconds;
+  wait_seconds_ = s.input_wait_seconds;
+  best_eval_ = s.best_eval;
+  last_eval_ = s.last_eval;
+  early_->restore(s.early_stopping, state_path + ": early_stopping");
+  saved_step_ = step_;
+  spdlog::info("resumed from {} at step {} (epoch {}, micro-batch {} x {})", ckpt.dir, step_,
+               epoch_of(step_), strategy_->micro_batch(), strategy_->accumulation());
+}
+
+void Trainer::load_weights_from(const std::string& dir) {
+  if (clf().adapters_on()) {
+    load_peft_adapter(clf(), dir);  // the frozen base weights stay as loaded at setup
+  } else {
+    LoadOptions load;
+    load.labels = data_.labels.names;
+    load_model_weights(clf(), dir, load);
+  }
+}
+
+void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& scalars) {
+  if (clf().adapters_on())
+    save_peft_adapter(clf(), dir, cfg_.model.path);  // PEFT format: adapters + head
+  else
+    save_model(clf(), dir);
+  copy_tokenizer_files(cfg_.model.path, dir);
+  const AdamW& adamw = strategy_->optimizer();
+  io::write_safetensors((fs::path(dir) / "optimizer.safetensors").string(),
+                        {{"exp_avg", adamw.exp_avg(), std::nullopt},
+                         {"exp_avg_sq", adamw.exp_avg_sq(), std::nullopt}});
+  const LossScaler& scaler = strategy_->loss_scaler();
+  nlohmann::json s;
+  s["version"] = 2;
+  s["step"] = step_;  // the data cursor: the next step trains on step batch `step`
+  s["epoch"] = epoch_of(step_);
+  s["micro_batch"] = strategy_->micro_batch();
+  s["micro_tokens"] = strategy_->micro_tokens();
+  s["micro_batches"] = micro_batches_;
+  s["optimizer_steps"] = static_cast<int64_t>(scalars[kAdamSteps]);
+  s["samples"] = samples_;
+  s["real_tokens"] = tokens_;
+  s["skipped_steps"] = skipped_;
+  s["nonfinite_in_row"] = nonfinite_in_row_;
+  s["loss_scale"] = scaler.scale();
+  s["loss_scale_good_steps"] = scaler.good_steps();
+  s["train_seconds"] = train_seconds_;
+  s["input_wait_seconds"] = wait_seconds_;
+  // The logging window so far (steps since the last train line), exact on resume.
+  s["window"] = {{"steps", window_steps_},
+                 {"samples", window_samples_},
+                 {"real_tokens", window_tokens_},
+                 {"loss_sum", scalars[kWindowLoss]},
+                 {"seconds", seconds_since(window_start_)}};
+  s["stopped_by"] = stopped_by_;
+  s["best_eval"] = best_eval_;
+  s["last_eval"] = last_eval_;
+  s["early_stopping"] = early_->state();
+  s["seed"] = tc_.seed;
+  s["gradient_checkpointing"] = strategy_->checkpointing() == GradientCheckpointing::On;
+  s["threads"] = compute_threads();
+  s["fingerprints"] = run_fingerprints(cfg_, data_);
+  io::write_json_atomic((fs::path(dir) / "trainer_state.json").string(), s);
+}
+
+void Trainer::save_checkpoint(bool best) {
+  const auto t0 = RunClock::now();
+  // The step scalars first: a pending non-finite abort stops the run before anything is written.
+  const StepScalarValues scalars = sync_step_scalars();
+  const std::string dir =
+      store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d, scalars); });
+  saved_step_ = step_;
+  spdlog::info("checkpoint {}{} ({:.1f} s)", dir, best ? " (best so far)" : "", seconds_since(t0));
+  if (step_ == hooks_.exit_after_checkpoint) exit_as_killed();
+}
+
+StepScalarValues Trainer::sync_step_scalars() {
+  const StepScalarValues v = read_step_scalars(strategy_->optimizer().step_scalars());
+  const int64_t skipped = static_cast<int64_t>(v[kSkippedSteps]);
+  if (skipped > skipped_)
+    spdlog::warn(
+        "{} step(s) with non-finite loss or gradients up to step {} (last step: loss {} / gradient "
+        "norm {}); update skipped, weights and moments untouched",
+        skipped - skipped_, step_, v[kLastStepLoss], v[kGradNorm]);
+  skipped_ = skipped;
+  nonfinite_in_row_ = static_cast<int64_t>(v[kNonfiniteInRow]);
+  if (v[kAbortStep] != 0.0)
+    throw Error(fmt::format(
+        "{} consecutive steps with non-finite loss or gradients (training.max_nonfinite_steps); "
+        "stopping at step {}. Lower training.learning_rate or check the data",
+        tc_.max_nonfinite_steps, static_cast<int64_t>(v[kAbortStep])));
+  return v;
+}
+
+}  // namespace ftune

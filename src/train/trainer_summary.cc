@@ -1,0 +1,78 @@
+// The run's summary.json (see trainer_run.h): status, model and data, how steps ran (the step
+// strategy's report: precision settings, micro-batches, CUDA graphs, memory planned / touched /
+// measured), throughput and input wait, FLOPs and MFU, peak memory, host reads of device scalars,
+// and the best and final evaluations.
+#include <sys/resource.h>
+
+#include "core/memory.h"
+#include "core/thread_pool.h"
+#include "ops/backend_context.h"
+#include "train/trainer_run.h"
+
+namespace ftune {
+namespace {
+
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+}  // namespace
+
+nlohmann::json Trainer::summary(const std::string& status) const {
+  nlohmann::json s;
+  s["status"] = status;
+  s["model"] = model_.info().architecture;
+  s["source"] = cfg_.model.path;
+  s["labels"] = data_.labels.names;
+  s["initialised"] = load_report_.initialised;
+  s["device"] = device_name(plan_.target.device);
+  s["precision"] = std::string(precision_name(plan_.precision.precision));
+  s["attention"] = attention_kernel_name(plan_.attention.kernel);
+  s["attention_memory"] = attention_memory_note(
+      uses_cudnn_attention(plan_.target.attention, plan_.target.device, plan_.target.precision));
+  s.update(strategy_->report());
+  s["peft"] = peft_method_name(cfg_.peft.method);
+  s["trainable_parameters"] = clf().trainable_params().total();
+  s["threads"] = compute_threads();
+  s["steps"] = step_;
+  s["total_steps"] = total_steps_;
+  s["epochs"] = static_cast<double>(step_) / steps_per_epoch_;
+  s["effective_batch"] = effective_;
+  s["skipped_steps"] = skipped_;
+  // Host reads of device scalars during this run: the step scalars (once per logging interval,
+  // evaluation and checkpoint) and single-value reads (evaluation's per-batch loss).
+  s["host_reads"] = {{"step_scalars", step_scalar_reads() - step_scalar_reads_at_start_},
+                     {"scalars", host_scalar_reads() - host_scalar_reads_at_start_}};
+  s["train_samples"] = samples_;
+  s["train_real_tokens"] = tokens_;
+  s["train_samples_per_s"] = train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0;
+  s["train_tokens_per_s"] = train_seconds_ > 0 ? tokens_ / train_seconds_ : 0.0;
+  s["train_seconds"] = train_seconds_;
+  s["input_wait_seconds"] = wait_seconds_;
+  s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
+  s["wall_seconds"] = seconds_since(t_start_);
+  // FLOPs and MFU (train/flops.h); the precision is the run's GEMM math.
+  // (null when this process trained nothing: a resumed run that only had to finish)
+  const nlohmann::json flops =
+      flops_summary(strategy_->work(), s["train_samples_per_s"].get<double>(),
+                    plan_.target.device, plan_.precision.precision, tf32_gemms_on());
+  if (flops.is_object()) s.update(flops);
+  s["peak_host_bytes"] = device_bytes_peak(DeviceKind::CPU);
+  if (!plan_.target.device.is_cpu())
+    s["peak_device_bytes"] = device_bytes_peak(plan_.target.device.kind);
+  s["peak_rss_bytes"] = peak_rss_bytes();
+  if (gpu_sampler_) s["gpu"] = gpu_sampler_->json();
+  s["eval_metric"] = eval_metric_;
+  s["final_eval"] = last_eval_;
+  s["best_eval"] = best_eval_;
+  s["data"] = data_.report;
+  if (store_) {
+    if (auto b = store_->best()) s["best_checkpoint"] = b->dir;
+    if (auto l = store_->last()) s["last_checkpoint"] = l->dir;
+  }
+  return s;
+}
+
+}  // namespace ftune
