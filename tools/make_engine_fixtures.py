@@ -301,12 +301,10 @@ def model_common(model, config):
 # ----------------------------------------------------------------------------- training cases
 
 
-def training_case(out_root, name, model, inputs, lengths, family, labels, loss_cfg, opt_cfg, max_grad_norm, sched_cfg):
-    """Forward, loss, gradients and three optimizer steps of `model` on one fixed batch."""
-    case_dir = fresh_dir(out_root / name)
-    model.save_pretrained(str(case_dir / "model"), safe_serialization=True)
-    write_inputs(case_dir, inputs, labels)
-
+def train_steps(name, model, inputs, labels, loss_cfg, opt_cfg, max_grad_norm, sched_cfg, forward_fn):
+    """STEPS steps of HF Trainer's AdamW (its decay groups), clipping and schedule on one batch:
+    the expected tensors (logits, hidden, loss and grad.<name> of step 1; step3.<name>; losses,
+    grad_norms, lrs per step) with the per-step lists, the parameter names and the no-decay ones."""
     model.train()  # dropout probabilities are all 0, so train mode is deterministic
     param_names = [n for n, _ in model.named_parameters()]
     no_decay = no_decay_names(model)
@@ -323,7 +321,7 @@ def training_case(out_root, name, model, inputs, lengths, family, labels, loss_c
     expected, losses, grad_norms, lrs = {}, [], [], []
     for step in range(STEPS):
         lrs.append(optimizer.param_groups[0]["lr"])
-        logits, hidden = forward(model, inputs)
+        logits, hidden = forward_fn(model, inputs)
         loss = cross_entropy(logits, labels, loss_cfg["class_weights"], loss_cfg["label_smoothing"])
         loss.backward()
         if step == 0:
@@ -342,6 +340,17 @@ def training_case(out_root, name, model, inputs, lengths, family, labels, loss_c
     expected["losses"] = torch.tensor(losses)
     expected["grad_norms"] = torch.tensor(grad_norms)
     expected["lrs"] = torch.tensor(lrs)
+    return expected, losses, grad_norms, lrs, param_names, no_decay
+
+
+def training_case(out_root, name, model, inputs, lengths, family, labels, loss_cfg, opt_cfg, max_grad_norm, sched_cfg):
+    """Forward, loss, gradients and three optimizer steps of `model` on one fixed batch."""
+    case_dir = fresh_dir(out_root / name)
+    model.save_pretrained(str(case_dir / "model"), safe_serialization=True)
+    write_inputs(case_dir, inputs, labels)
+
+    expected, losses, grad_norms, lrs, param_names, no_decay = train_steps(
+        name, model, inputs, labels, loss_cfg, opt_cfg, max_grad_norm, sched_cfg, forward)
     write_expected(case_dir, expected)
 
     # Replay check: the saved checkpoint reproduces the initial logits.

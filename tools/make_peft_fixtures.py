@@ -55,6 +55,12 @@ OPT = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
 
 DROPOUT_SEED = 5
 
+# The decoder family's sites (models/decoder.h DecoderSite).
+DECODER_SITES = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                 "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+DECODER_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
 CASES = {
     # query + value only: a subset of ftune's fused QKV GEMM.
     "bert_lora": dict(base="bert_pair", r=4, lora_alpha=8, target_modules=["query", "value"]),
@@ -81,6 +87,14 @@ CASES = {
     # RoBERTa has no pooler; "dense" leaves classifier.dense alone (modules_to_save).
     "roberta_dora_dropout": dict(base="roberta_pair", r=3, lora_alpha=6, use_dora=True,
                                  lora_dropout=0.25, target_modules=["query", "dense"]),
+    # Decoders (tools/make_decoder_fixtures.py): every linear layer adapted, the score head saved
+    # whole (modules_to_save); Qwen2's q/k/v biases under DoRA; DoRA with dropout on Mistral.
+    "llama_lora": dict(base="llama_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
+    "qwen2_dora": dict(base="qwen2_pair", r=4, lora_alpha=8, use_dora=True,
+                       target_modules=DECODER_LINEAR),
+    "mistral_dora_dropout": dict(base="mistral_pair", r=3, lora_alpha=6, use_dora=True,
+                                 lora_dropout=0.1, target_modules=DECODER_LINEAR),
+    "qwen3_lora": dict(base="qwen3_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
 }
 
 # ftune's Philox sites of the adapters' input dropouts (models/adapters.h, classification_head.h).
@@ -92,6 +106,9 @@ def dropout_site(module):
     """ftune's Philox site of the input dropout of adapted module `module` (ftune's name)."""
     if module == "bert.pooler.dense":
         return 0x10002
+    if module.startswith("model.layers."):
+        layer, site = module.removeprefix("model.layers.").split(".", 1)
+        return 0x20000 + 8 * int(layer) + DECODER_SITES.index(site)
     layer, site = module.split(".encoder.layer.")[1].split(".", 1)
     return 0x20000 + 8 * int(layer) + SITES.index(site)
 

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 
+#include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
+#include "models/packed_dropout.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
 #include "ops/cast.h"
@@ -39,25 +41,6 @@ RngKey key(const DropoutPlan& d, uint32_t site) {
 
 DropoutRows rows(const DropoutPlan& d, const TokenInputs& in) {
   return dropout_rows(d, in);
-}
-
-// Packed batches: a key is resolved on the host (the micro-batch's step and first row read from
-// its MicroParams, CPU memory), so that each row's attention can take its own place in the stream.
-DropoutPlan resolved_on_host(DropoutPlan d, const TokenInputs& in) {
-  if (!in.packed() || d.micro == nullptr) return d;
-  FTUNE_ASSERT(in.ids.device.is_cpu(), "packed batches run on the CPU");
-  d.offset = d.micro->offset;
-  d.row0 = d.micro->row0;
-  d.micro = nullptr;
-  return d;
-}
-
-// Columns [begin, begin + count) of a row-major 2-D view (a block of the fused QKV matrix).
-TensorView columns(const TensorView& v, int64_t begin, int64_t count) {
-  TensorView out = v;
-  out.data = static_cast<char*>(v.data) + begin * static_cast<int64_t>(dtype_size(v.dtype));
-  out.shape = Shape{v.dim(0), count};
-  return out;
 }
 
 // Layer l's attention call: padded rows with the key mask, or packed rows at their cu_seqlens

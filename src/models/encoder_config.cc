@@ -3,23 +3,12 @@
 
 #include <fmt/format.h>
 
-#include <cfloat>
-#include <charconv>
 
 #include "core/error.h"
 #include "io/json_file.h"
+#include "models/config_fields.h"
 
 namespace ftune {
-namespace {
-
-// Limits that no real checkpoint reaches: sizes are 32-bit (ids are int32), the deepest published
-// transformers have ~200 layers, and 2^40 parameters is 4 TiB in f32.
-constexpr int64_t kMaxSize = INT32_MAX;
-constexpr int64_t kMaxLayers = 4096;
-constexpr int64_t kMaxLabels = int64_t{1} << 20;
-constexpr double kMaxParams = 1099511627776.0;  // 2^40
-
-}  // namespace
 
 std::string EncoderConfig::weight_prefix() const {
   return family == ModelFamily::Bert ? "bert" : "roberta";
@@ -65,15 +54,8 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
         fmt::format("{}: model_type '{}' is not supported; expected bert, roberta or "
                     "xlm-roberta (BERT, MiniLM, RoBERTa, XLM-R, BGE rerankers)",
                     path, type));
-  // Sizes are 32-bit in ftune (token, position and type ids are int32): larger values can only
-  // come from a corrupt or hostile file, and would overflow the sizes computed from them.
   auto size = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
-    const int64_t v = fallback ? io::get_optional_int(j, key, path).value_or(*fallback)
-                               : io::get_int(j, key, path);
-    if (v <= 0 || v > kMaxSize)
-      throw InputError(
-          fmt::format("{}: key '{}' must be in [1, {}], got {}", path, key, kMaxSize, v));
-    return v;
+    return config_size(j, key, path, fallback);
   };
   c.vocab_size = size("vocab_size");
   c.hidden_size = size("hidden_size");
@@ -82,23 +64,15 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
   c.intermediate_size = size("intermediate_size");
   c.max_position_embeddings = size("max_position_embeddings");
   c.type_vocab_size = size("type_vocab_size", 2);
-  if (c.num_layers > kMaxLayers)
+  if (c.num_layers > kConfigMaxLayers)
     throw InputError(fmt::format("{}: num_hidden_layers {} is more than the {} ftune supports",
-                                 path, c.num_layers, kMaxLayers));
+                                 path, c.num_layers, kConfigMaxLayers));
   c.pad_token_id = io::get_optional_int(j, "pad_token_id", path).value_or(c.roberta_like() ? 1 : 0);
   if (c.hidden_size % c.num_heads != 0)
     throw InputError(fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {}",
                                  path, c.hidden_size, c.num_heads));
-  // Floats are read as doubles and must fit a float (casting 1e300 is undefined behaviour).
   auto real = [&](const char* key, double fallback, bool probability) {
-    const double v = io::get_optional_float(j, key, path).value_or(fallback);
-    // (A probability just below 1 would round to 1.0f: compared as the float it becomes.)
-    const bool ok =
-        probability ? v >= 0 && v < 1 && static_cast<float>(v) < 1.0f : v >= 0 && v <= FLT_MAX;
-    if (!ok)
-      throw InputError(fmt::format("{}: key '{}' must be {}, got {}", path, key,
-                                   probability ? "in [0, 1)" : "a finite number >= 0", v));
-    return static_cast<float>(v);
+    return config_real(j, key, fallback, probability, path);
   };
   c.layer_norm_eps = real("layer_norm_eps", 1e-12, false);
   c.hidden_dropout = real("hidden_dropout_prob", 0.1, true);
@@ -116,37 +90,7 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
     throw InputError(fmt::format("{}: pad_token_id {} outside the vocabulary of {}", path,
                                  c.pad_token_id, c.vocab_size));
 
-  // Labels: id2label ({"0": "neg", "1": "pos"}) as transformers writes it, else num_labels, else 2.
-  // The keys must be exactly the ids 0..n-1 ("01" next to "1" would leave a label unnamed).
-  if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
-    // Keys "0".."K-1", each once (transformers reads them with int(key)); names as written.
-    const auto& m = j["id2label"];
-    if (m.size() > static_cast<size_t>(kMaxLabels))
-      throw InputError(fmt::format("{}: id2label has {} labels, more than the {} ftune supports",
-                                   path, m.size(), kMaxLabels));
-    c.id2label.assign(m.size(), {});
-    std::vector<bool> seen(m.size(), false);
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      size_t idx = m.size();
-      const std::string& key = it.key();
-      const auto parsed = std::from_chars(key.data(), key.data() + key.size(), idx);
-      if (parsed.ec != std::errc() || parsed.ptr != key.data() + key.size() ||
-          std::to_string(idx) != key)
-        idx = m.size();
-      if (idx >= m.size() || seen[idx] || !it.value().is_string())
-        throw InputError(fmt::format(
-            "{}: id2label must map each id 0..{} to a label name; bad entry '{}'", path,
-            m.size() - 1, it.key()));
-      seen[idx] = true;
-      c.id2label[idx] = it.value().get<std::string>();
-    }
-  } else {
-    const int64_t n = io::get_optional_int(j, "num_labels", path).value_or(2);
-    if (n <= 0 || n > kMaxLabels)
-      throw InputError(
-          fmt::format("{}: key 'num_labels' must be in [1, {}], got {}", path, kMaxLabels, n));
-    c.set_num_labels(n);
-  }
+  c.id2label = config_labels(j, path);
 
   // A bound on the parameter count (a double: the products cannot overflow it), so that a corrupt
   // config is refused here rather than by an allocation of terabytes.
@@ -154,11 +98,10 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
   const double params =
       (double(c.vocab_size) + c.max_position_embeddings + c.type_vocab_size + 2) * C +
       c.num_layers * (4 * C * C + 2 * C * F + 9 * C + F) + (C + 1) * C + (C + 1) * K;
-  if (params > kMaxParams)
-    throw InputError(fmt::format(
-        "{}: the sizes describe a model of {:.3g} parameters, more than the {:.3g} ftune supports "
-        "(vocab_size {}, hidden_size {}, num_hidden_layers {}, intermediate_size {})",
-        path, params, kMaxParams, c.vocab_size, c.hidden_size, c.num_layers, c.intermediate_size));
+  check_param_count(params, path,
+                    fmt::format("vocab_size {}, hidden_size {}, num_hidden_layers {}, "
+                                "intermediate_size {}",
+                                c.vocab_size, c.hidden_size, c.num_layers, c.intermediate_size));
   return c;
 }
 
@@ -172,25 +115,11 @@ void EncoderConfig::set_labels(std::vector<std::string> labels) {
 }
 
 void EncoderConfig::set_num_labels(int64_t n) {
-  if (n <= 0) throw InputError(fmt::format("num_labels must be positive, got {}", n));
-  std::vector<std::string> names;
-  for (int64_t i = 0; i < n; ++i) names.push_back(fmt::format("LABEL_{}", i));
-  id2label = std::move(names);
+  id2label = numbered_labels(n);
 }
 
 nlohmann::json EncoderConfig::to_json() const {
-  nlohmann::json j = raw.is_object() ? raw : nlohmann::json::object();
-  j["model_type"] = model_type();
-  j["architectures"] = nlohmann::json::array({architecture()});
-  nlohmann::json id2 = nlohmann::json::object(), label2 = nlohmann::json::object();
-  for (size_t i = 0; i < id2label.size(); ++i) {
-    id2[std::to_string(i)] = id2label[i];
-    label2[id2label[i]] = i;
-  }
-  j["id2label"] = id2;
-  j["label2id"] = label2;
-  j.erase("num_labels");
-  return j;
+  return config_with_labels(raw, model_type(), architecture(), id2label);
 }
 
 }  // namespace ftune

@@ -9,6 +9,8 @@
 #include "io/json_file.h"
 #include "models/backbone.h"
 #include "models/bert_family.h"
+#include "models/decoder.h"
+#include "models/decoder_family.h"
 
 namespace ftune {
 namespace {
@@ -29,6 +31,13 @@ Registry& registry() {
       };
       reg->order.push_back(type);
     }
+    for (const std::string& type : decoder_model_types()) {
+      reg->factories[type] = [](const nlohmann::json& j, const std::string& path) {
+        return make_decoder_backbone(DecoderConfig::from_json(j, path));
+      };
+      reg->order.push_back(type);
+    }
+    reg->modules["llama"] = [] { return decoder_modules(128, true); };
     reg->modules["bert"] = [] {
       std::vector<ClassifierModule> m = classifier_modules(true, 128);
       for (ClassifierModule& r : classifier_modules(false, 128)) m.push_back(std::move(r));
@@ -81,7 +90,7 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& path)
   if (!factory)
     throw InputError(
         fmt::format("{}: model_type '{}' is not supported; expected {} (BERT, MiniLM, RoBERTa, "
-                    "XLM-R, BGE rerankers)",
+                    "XLM-R, BGE rerankers, Llama, Mistral, Qwen2, Qwen3)",
                     path, type, known));
   return ModelSpec(factory(j, path));
 }

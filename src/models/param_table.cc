@@ -3,12 +3,30 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include "core/error.h"
 
 namespace ftune {
 
 bool ParamTable::default_decay(const std::string& name) {
-  return !name.ends_with(".bias") && name.find("LayerNorm") == std::string::npos;
+  // transformers' Trainer.get_decay_parameter_names: no decay for names matching (lower case)
+  // "bias", "layernorm", "rmsnorm", "(^|\.)norm($|\.)" or "_norm($|\.)".
+  std::string n = name;
+  for (char& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  const auto component = [&](const std::string& suffix) {  // suffix ending a name part
+    for (size_t at = n.find(suffix); at != std::string::npos; at = n.find(suffix, at + 1)) {
+      const size_t end = at + suffix.size();
+      if (end == n.size() || n[end] == '.') {
+        if (suffix[0] == '_') return true;
+        if (at == 0 || n[at - 1] == '.') return true;
+      }
+    }
+    return false;
+  };
+  return !has("bias") && !has("layernorm") && !has("rmsnorm") && !component("norm") &&
+         !component("_norm");
 }
 
 const ParamSpec& ParamTable::add(std::string name, Shape shape) {

@@ -35,7 +35,7 @@ class ParamTable {
   // A view spanning `count` consecutive parameters starting with `first`, shaped `shape`.
   TensorView span(TensorView flat, const std::string& first, Shape shape) const;
 
-  // HF Trainer's decay rule: no decay for biases and LayerNorm parameters.
+  // HF Trainer's decay rule: no decay for biases and norm parameters (LayerNorm, RMSNorm).
   static bool default_decay(const std::string& name);
 
  private:

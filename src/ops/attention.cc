@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/gpu_paths.h"
+#include "core/tensor_columns.h"
 #include "core/thread_pool.h"
 #include "ops/attention_cudnn.h"
 #include "ops/cast.h"
@@ -351,13 +352,6 @@ void attention_backward(const AttentionCall& c, TensorView dq, TensorView dk, Te
 // ---- The fused-QKV entry point (BERT-style encoders) -------------------------------------------
 
 namespace {
-
-TensorView columns(const TensorView& v2d, int64_t begin, int64_t count) {
-  TensorView out = v2d;
-  out.data = static_cast<char*>(v2d.data) + begin * static_cast<int64_t>(dtype_size(v2d.dtype));
-  out.shape = Shape{v2d.dim(0), count};
-  return out;
-}
 
 // The call of the fused entry point, and its qkv as a (B T, 3C) matrix.
 AttentionCall fused_call(const char* op, const TensorView& qkv, const TensorView& key_mask,

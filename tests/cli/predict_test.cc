@@ -3,6 +3,7 @@
 // file and line, and no output file.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,26 +24,55 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
+// The golden batch of fixture case `name` as JSONL rows of token ids (padding dropped), with a
+// blank line after row 1 (skipped). Token types only for families that read them.
+void write_golden_rows(const std::string& name, const std::string& path, bool types_too) {
+  const auto inputs =
+      io::SafetensorsFile::open(fixtures_dir() + "/engine/" + name + "/inputs.safetensors");
+  const HostTensor ids = inputs.read("input_ids"), types = inputs.read("token_type_ids"),
+                   mask = inputs.read("attention_mask");
+  const int64_t B = ids.shape()[0], T = ids.shape()[1];
+  std::ofstream out(path);
+  for (int64_t b = 0; b < B; ++b) {
+    nlohmann::json row;
+    for (int64_t t = 0; t < T; ++t) {
+      if (!mask.data<int64_t>()[b * T + t]) break;
+      row["input_ids"].push_back(ids.data<int64_t>()[b * T + t]);
+      if (types_too) row["token_type_ids"].push_back(types.data<int64_t>()[b * T + t]);
+    }
+    out << row.dump() << "\n";
+    if (b == 1) out << "\n";  // blank lines are skipped
+  }
+}
+
+// `ftune predict`'s logits on case `name`'s model and batch against transformers' (3 labels),
+// within tol x max(1, |expected|).
+void expect_golden_logits(const std::string& name, const std::string& output, double tol) {
+  const auto lines = read_lines(output);
+  ASSERT_EQ(lines.size(), 4u);
+  const HostTensor expected =
+      io::SafetensorsFile::open(fixtures_dir() + "/engine/" + name + "/expected.safetensors")
+          .read("logits");
+  for (size_t b = 0; b < lines.size(); ++b) {
+    const auto j = nlohmann::json::parse(lines[b]);
+    const auto logits = j["logits"].get<std::vector<float>>();
+    ASSERT_EQ(logits.size(), 3u);
+    size_t best = 0;
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_NEAR(logits[k], expected.data<float>()[b * 3 + k],
+                  tol * std::max(1.0f, std::fabs(expected.data<float>()[b * 3 + k])))
+          << name << " row " << b;
+      if (logits[k] > logits[best]) best = k;
+    }
+    EXPECT_EQ(j["label"], "LABEL_" + std::to_string(best));
+  }
+}
+
 class PredictCli : public ::testing::Test {
  protected:
   void SetUp() override {
     model_ = fixtures_dir() + "/engine/bert_pair/model";
-    const auto inputs =
-        io::SafetensorsFile::open(fixtures_dir() + "/engine/bert_pair/inputs.safetensors");
-    const HostTensor ids = inputs.read("input_ids"), types = inputs.read("token_type_ids"),
-                     mask = inputs.read("attention_mask");
-    const int64_t B = ids.shape()[0], T = ids.shape()[1];
-    std::ofstream out(data());
-    for (int64_t b = 0; b < B; ++b) {
-      nlohmann::json row;
-      for (int64_t t = 0; t < T; ++t) {
-        if (!mask.data<int64_t>()[b * T + t]) break;
-        row["input_ids"].push_back(ids.data<int64_t>()[b * T + t]);
-        row["token_type_ids"].push_back(types.data<int64_t>()[b * T + t]);
-      }
-      out << row.dump() << "\n";
-      if (b == 1) out << "\n";  // blank lines are skipped
-    }
+    write_golden_rows("bert_pair", data(), true);
   }
   std::string data() const { return tmp_.path() + "/in.jsonl"; }
   std::string output() const { return tmp_.path() + "/out.jsonl"; }
@@ -54,23 +84,26 @@ TEST_F(PredictCli, LogitsMatchTransformersInInputOrder) {
   const CliResult r = run_ftune("predict --model " + model_ + " --data " + data() + " --output " +
                                 output() + " --batch-size 3");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto lines = read_lines(output());
-  ASSERT_EQ(lines.size(), 4u);
-  const HostTensor expected =
-      io::SafetensorsFile::open(fixtures_dir() + "/engine/bert_pair/expected.safetensors")
-          .read("logits");
-  for (size_t b = 0; b < lines.size(); ++b) {
-    const auto j = nlohmann::json::parse(lines[b]);
-    const auto logits = j["logits"].get<std::vector<float>>();
-    ASSERT_EQ(logits.size(), 3u);
-    size_t best = 0;
-    for (size_t k = 0; k < 3; ++k) {
-      EXPECT_NEAR(logits[k], expected.data<float>()[b * 3 + k], 1e-5) << "row " << b;
-      if (logits[k] > logits[best]) best = k;
-    }
-    EXPECT_EQ(j["label"], "LABEL_" + std::to_string(best));
-  }
+  expect_golden_logits("bert_pair", output(), 1e-5);
 }
+
+// Decoder classifiers (Llama, Qwen2, Mistral, Qwen3): rows padded by predict on the right with the pad id,
+// pooled at the last non-pad token as transformers does.
+class PredictDecoderCli : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PredictDecoderCli, LogitsMatchTransformers) {
+  TempDir tmp;
+  write_golden_rows(GetParam(), tmp.path() + "/in.jsonl", false);
+  const CliResult r = run_ftune("predict --model " + fixtures_dir() + "/engine/" + GetParam() +
+                                "/model --data " + tmp.path() + "/in.jsonl --output " +
+                                tmp.path() + "/out.jsonl --batch-size 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  expect_golden_logits(GetParam(), tmp.path() + "/out.jsonl", 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PredictDecoderCli,
+                         ::testing::Values("llama_pair", "qwen2_pair", "mistral_pair",
+                                           "qwen3_pair"));
 
 TEST_F(PredictCli, BadInputNamesFileAndLineAndWritesNothing) {
   struct Case {

@@ -1,6 +1,9 @@
 // Golden fixture loading (see golden_fixture.h).
 #include "golden_fixture.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "io/json_file.h"
 
 namespace ftune::test {
@@ -33,6 +36,27 @@ GoldenCase GoldenCase::load(const std::string& name) {
 
 HostTensor GoldenCase::tensor(const std::string& name) const {
   return expected.read(name, DType::F32);
+}
+
+AdamComparison compare_after_adam(TensorView got_view, TensorView want_view, TensorView g0_view,
+                                  double noise_bound, const std::string& what) {
+  const auto got = to_vector(got_view), want = to_vector(want_view), g0 = to_vector(g0_view);
+  AdamComparison r;
+  double scale = 1e-6, g_max = 0, diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(double(want[i])));
+    g_max = std::max(g_max, std::fabs(double(g0[i])));
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (g0[i] != 0.0f && std::fabs(g0[i]) < 1e-5 * g_max) {
+      EXPECT_NEAR(got[i], want[i], noise_bound) << what << "[" << i << "]";
+      ++r.noise_elements;
+    } else {
+      diff = std::max(diff, std::fabs(double(got[i]) - want[i]));
+    }
+  }
+  r.rel_error = diff / scale;
+  return r;
 }
 
 }  // namespace ftune::test

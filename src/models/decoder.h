@@ -1,0 +1,97 @@
+// The decoder stack of Llama / Mistral / Qwen2 / Qwen3 classifiers (models/decoder_config.h) with explicit
+// forward and backward passes over planned buffers; one code path, the variants' differences are
+// config fields. Gradient rule: parameter gradients accumulate (+=), activation gradients
+// overwrite (=).
+//
+//   x_0   = embed_tokens[ids]                                  (N, C)
+//   layer l (pre-norm):
+//     h1  = RMSNorm(x_l) w_in                                  rstd1 (N) saved
+//     qkv = h1 [Wq; Wk; Wv]^T (+ biases)                       (N, Hq D + 2 Hkv D), one GEMM
+//     q, k <- RMSNorm per head (Qwen3's q_norm / k_norm)       from qkv_raw, rstd_q / rstd_k
+//     q, k <- RoPE(q, k) at the tokens' position ids           in place (ops/rope.h)
+//     ctx = attention(q, k, v): causal, GQA, the layer's sliding window, scale 1/sqrt(D)
+//     x1  = x_l + ctx Wo^T (+ bias)
+//     h2  = RMSNorm(x1) w_post                                 rstd2 saved
+//     gu  = h2 [Wgate; Wup]^T (+ biases)                       (N, 2F), one GEMM
+//     m   = act(gate) * up                                     (N, F) (ops/glu.h)
+//     x_{l+1} = x1 + m Wdown^T (+ bias)
+//   hidden = RMSNorm(x_L) w_norm                               (N, C): HF's last_hidden_state
+//   pooled = hidden at each row's last non-pad token           (B, C) (ops/last_token.h)
+//   logits = pooled score^T                                    (B, K), no bias
+// Adapters (LoRA / DoRA, models/adapter_site.h) sit on q, k, v, o, gate, up and down: on the
+// column block of the fused GEMM's output for q / k / v and gate / up. Padded batches mask padding
+// keys; packed batches run the attention op's varlen form. fp32 on any device; 16-bit compute and
+// gradient checkpointing are refused for now (make_model says so).
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "core/buffer_table.h"
+#include "models/backbone.h"
+#include "models/decoder_config.h"
+#include "ops/attention.h"
+
+namespace ftune {
+
+// The adaptable linear modules of a layer, in PEFT's naming order (the kinds of the sites).
+enum class DecoderSite { Q, K, V, O, Gate, Up, Down };
+constexpr int kDecoderSites = 7;
+const char* decoder_site_suffix(DecoderSite site);  // "self_attn.q_proj", ...
+std::vector<AdapterSite> decoder_adapter_sites(const DecoderConfig& c);
+// named_modules() of the *ForSequenceClassification with `layers` layers (q_norm / k_norm when
+// `qk_norm`).
+std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm);
+
+struct DecoderLayerWeights {
+  TensorView qkv_w, qkv_b;    // (Hq D + 2 Hkv D, C), its bias or undefined
+  TensorView o_w, o_b;        // (C, Hq D), (C)
+  TensorView gu_w, gu_b;      // (2F, C): gate_proj then up_proj
+  TensorView down_w, down_b;  // (C, F)
+  TensorView in_norm, post_norm;  // (C)
+  TensorView q_norm, k_norm;      // (D): Qwen3
+};
+
+struct DecoderWeights {
+  TensorView embed, final_norm, score;  // (V, C), (C), (K, C)
+  std::vector<DecoderLayerWeights> layers;
+  AdapterSet adapters;  // empty without adapters (in a gradient view: their gradients)
+};
+
+void add_decoder_params(const DecoderConfig& c, ParamTable& table);
+DecoderWeights bind_decoder_weights(const DecoderConfig& c, const ParamViews& p);
+// The layers' parameters: one contiguous range of the table (first element, length).
+std::pair<int64_t, int64_t> decoder_layer_range(const DecoderConfig& c, const ParamTable& table);
+// HF's _init_weights of the family (normal(0, initializer_range) weights, the padding row 0,
+// norms at 1, biases 0), seeded.
+void init_decoder_param(const DecoderConfig& c, const ParamSpec& spec, TensorView dst,
+                        std::mt19937_64& rng);
+
+struct DecoderLayerActs {
+  TensorView h1, rstd1, qkv, probs, ctx, x1, rstd2, h2, gu, m, out;
+  TensorView qkv_raw, rstd_q, rstd_k;  // q/k norms: the projections before them; else qkv_raw = qkv
+  std::array<TensorView, kDecoderSites> lora_u, dora_z;
+};
+
+struct DecoderActs {
+  TensorView x0, final_rstd, hidden, pool_index, pooled, logits, tmp;
+  std::vector<DecoderLayerActs> layers;
+  TensorView dx, dtmp, dh, dctx, dqkv, dgu, dm, dpooled;  // gradients, shared by the layers
+  TensorView inv_freq;   // (rotary_dim / 2) on the device, written by decoder_prepare
+  TensorView workspace, lora_h, lora_scratch;
+};
+
+// The buffers of `shape`, bound to `acts` (sized here).
+void decoder_buffers(const DecoderConfig& c, const BackboneShape& shape, DecoderActs& acts,
+                     BufferTable& table);
+AttentionSpec decoder_attention_spec(const DecoderConfig& c, int64_t layer);
+
+// Logits (B, K) of the batch.
+TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, DecoderActs& a,
+                           const TokenInputs& in, const DropoutPlan& d);
+// dlogits (B, K) -> gradients in `g` (undefined views are frozen).
+void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const DecoderWeights& g,
+                      DecoderActs& a, TensorView dlogits, const TokenInputs& in,
+                      const DropoutPlan& d);
+
+}  // namespace ftune

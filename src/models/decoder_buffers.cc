@@ -1,0 +1,103 @@
+// The decoder's activation and workspace buffers (see decoder.h), listed once in a BufferTable:
+// training keeps every layer's activations for the backward pass, inference alternates two
+// slots. Sizes follow the batch's tokens (padded rows x longest row, or the packed budget).
+#include <fmt/format.h>
+
+#include "models/adapters.h"
+#include "models/decoder.h"
+#include "ops/rms_norm.h"
+
+namespace ftune {
+
+AttentionSpec decoder_attention_spec(const DecoderConfig& c, int64_t layer) {
+  AttentionSpec s;
+  s.heads = c.num_heads;
+  s.kv_heads = c.num_kv_heads;
+  s.head_dim = c.head_dim;
+  s.causal = true;
+  if (c.window[layer] > 0) s.window = hf_sliding_window(c.window[layer]);
+  s.scale = c.attention_scale;
+  return s;
+}
+
+void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderActs& a,
+                     BufferTable& t) {
+  const int64_t N = how.max_tokens > 0 ? how.max_tokens : how.max_rows * how.max_seq;
+  const int64_t B = how.max_rows, C = c.hidden_size, F = c.intermediate_size;
+  const int64_t Q = c.q_size(), QKV = c.qkv_size(), K = c.num_labels();
+  const DType f32 = DType::F32;
+  const bool training = how.training;
+  a = DecoderActs{};
+  a.layers.resize(c.num_layers);
+  std::array<bool, kDecoderSites> adapted{};
+  for (const AdapterSite& s : targeted_sites(decoder_adapter_sites(c), how.adapters))
+    adapted[s.kind] = true;
+  const int64_t outs[kDecoderSites] = {Q, c.kv_size(), c.kv_size(), C, F, F, C};
+
+  t.add("act/dec/x0", f32, {N, C}, &a.x0);
+  // Probabilities of the widest attention (the spec's window does not change the planned size).
+  const AttentionBuffers attention = attention_buffers(decoder_attention_spec(c, 0), how.device,
+                                                       false, B, N, how.max_seq, training);
+  const int64_t slots = training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
+  for (int64_t s = 0; s < slots; ++s) {
+    auto add = [&](const char* what, Shape shape, TensorView DecoderLayerActs::*view) {
+      const std::string name = fmt::format("act/dec{}/{}", s, what);
+      t.add(name, f32, shape);
+      for (int64_t l = s; l < c.num_layers; l += slots) t.also(name, &(a.layers[l].*view));
+    };
+    add("h1", {N, C}, &DecoderLayerActs::h1);
+    add("rstd1", {N}, &DecoderLayerActs::rstd1);
+    add("qkv", {N, QKV}, &DecoderLayerActs::qkv);
+    if (c.qk_norm) {
+      add("qkv_raw", {N, QKV}, &DecoderLayerActs::qkv_raw);
+      add("rstd_q", {N * c.num_heads}, &DecoderLayerActs::rstd_q);
+      add("rstd_k", {N * c.num_kv_heads}, &DecoderLayerActs::rstd_k);
+    } else {
+      for (int64_t l = s; l < c.num_layers; l += slots)
+        t.also(fmt::format("act/dec{}/qkv", s), &a.layers[l].qkv_raw);
+    }
+    add("probs", {attention.saved}, &DecoderLayerActs::probs);
+    add("ctx", {N, Q}, &DecoderLayerActs::ctx);
+    add("x1", {N, C}, &DecoderLayerActs::x1);
+    add("rstd2", {N}, &DecoderLayerActs::rstd2);
+    add("h2", {N, C}, &DecoderLayerActs::h2);
+    add("gu", {N, 2 * F}, &DecoderLayerActs::gu);
+    add("m", {N, F}, &DecoderLayerActs::m);
+    add("out", {N, C}, &DecoderLayerActs::out);
+    for (int i = 0; i < kDecoderSites; ++i) {
+      if (!adapted[i]) continue;
+      const std::string u = fmt::format("act/dec{}/lora_u{}", s, i);
+      t.add(u, f32, {N, how.adapters.r});
+      for (int64_t l = s; l < c.num_layers; l += slots) t.also(u, &a.layers[l].lora_u[i]);
+      if (!how.adapters.dora()) continue;
+      const std::string z = fmt::format("act/dec{}/dora_z{}", s, i);
+      t.add(z, f32, {N, outs[i]});
+      for (int64_t l = s; l < c.num_layers; l += slots) t.also(z, &a.layers[l].dora_z[i]);
+    }
+  }
+  t.add("act/dec/tmp", f32, {N, C}, &a.tmp);
+  t.add("act/dec/final_rstd", f32, {N}, &a.final_rstd);
+  t.add("act/dec/hidden", f32, {N, C}, &a.hidden);
+  t.add("act/dec/pool_index", DType::I32, {B}, &a.pool_index);
+  t.add("act/dec/pooled", f32, {B, C}, &a.pooled);
+  t.add("act/dec/logits", f32, {B, K}, &a.logits);
+  t.add("act/dec/inv_freq", f32, {c.rope.rotary_dim(c.head_dim) / 2}, &a.inv_freq);
+  if (training) {
+    t.add("gradact/dec/dx", f32, {N, C}, &a.dx);
+    t.add("gradact/dec/dtmp", f32, {N, C}, &a.dtmp);
+    t.add("gradact/dec/dh", f32, {N, C}, &a.dh);
+    t.add("gradact/dec/dctx", f32, {N, Q}, &a.dctx);
+    t.add("gradact/dec/dqkv", f32, {N, QKV}, &a.dqkv);
+    t.add("gradact/dec/dgu", f32, {N, 2 * F}, &a.dgu);
+    t.add("gradact/dec/dm", f32, {N, F}, &a.dm);
+    t.add("gradact/dec/dpooled", f32, {B, C}, &a.dpooled);
+    if (how.adapters.enabled()) t.add("gradact/dec/lora_h", f32, {N, how.adapters.r}, &a.lora_h);
+  }
+  if (how.adapters.enabled() && how.adapters.dropout > 0)
+    t.add("work/dec/lora_dropout", f32, {N, std::max({C, F, Q})}, &a.lora_scratch);
+  const int64_t ws = std::max<int64_t>(
+      {attention.workspace, rms_norm_backward_workspace(how.device, std::max(C, c.head_dim)), 1});
+  t.add("work/dec", f32, {ws}, &a.workspace);
+}
+
+}  // namespace ftune

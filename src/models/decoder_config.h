@@ -1,0 +1,56 @@
+// The configuration of a decoder-LM classifier (Llama, Mistral, Qwen2/2.5, Qwen3; Gemma next),
+// read from HF's config.json. One family, whose variants are data: each model_type names its
+// architecture and which config keys switch on biases, sliding windows and the rest; the layers
+// read only the resulting fields. The original JSON is kept so that saving writes back every field
+// (models/config_fields.h), with the classification fields updated.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "models/rope_config.h"
+#include "ops/glu.h"
+
+namespace ftune {
+
+struct DecoderConfig {
+  std::string model_type;    // "llama", "mistral", "qwen2", "qwen3"
+  std::string architecture;  // "LlamaForSequenceClassification", ...
+  int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0;
+  int64_t head_dim = 0, intermediate_size = 0, max_position_embeddings = 0;
+  float rms_norm_eps = 1e-6f;
+  float norm_offset = 0.0f;  // RMSNorm weight w (0) or 1 + w (Gemma)
+  GluAct activation = GluAct::Silu;
+  bool qkv_bias = false;  // q_proj, k_proj, v_proj biases (Qwen2; Llama's attention_bias)
+  bool o_bias = false;    // o_proj bias (Llama's attention_bias)
+  bool mlp_bias = false;  // gate / up / down biases (Llama's mlp_bias)
+  bool qk_norm = false;   // RMSNorm over each head of q and k before RoPE (Qwen3)
+  float attention_scale = 0;  // multiplies q . k: 1 / sqrt(head_dim)
+  std::vector<int64_t> window;  // per layer: HF sliding_window W, or 0 for full attention
+  RopeConfig rope;
+  // The pad id HF's pooling compares with: pad_token_id, or (absent) eos_token_id; -1: neither.
+  int64_t pad_token_id = -1;
+  bool pad_from_eos = false;  // config.json has no pad_token_id: eos stands in
+  // nn.Embedding's padding_idx (config.json's pad_token_id itself): that row gets no gradient.
+  int64_t embedding_padding_idx = -1;
+  float attention_dropout = 0.0f;
+  float initializer_range = 0.02f;
+  std::vector<std::string> id2label;
+  nlohmann::json raw;
+
+  int64_t num_labels() const { return static_cast<int64_t>(id2label.size()); }
+  int64_t q_size() const { return num_heads * head_dim; }
+  int64_t kv_size() const { return num_kv_heads * head_dim; }
+  int64_t qkv_size() const { return q_size() + 2 * kv_size(); }
+
+  // Parses config.json content of a supported model_type; `path` names the file in errors.
+  static DecoderConfig from_json(const nlohmann::json& j, const std::string& path);
+  nlohmann::json to_json() const;
+};
+
+// The model types the decoder family reads, in registration order.
+const std::vector<std::string>& decoder_model_types();
+
+}  // namespace ftune

@@ -1,0 +1,144 @@
+// The decoder family's parameters under HF's names, their views, adapter sites, named modules and
+// initialisation (see decoder.h). Table order per layer puts the fused blocks side by side:
+// q, k, v weights (then their biases), o, gate and up weights (then biases), down, the two norms.
+#include <fmt/format.h>
+
+#include "core/memory.h"
+#include "models/decoder.h"
+
+namespace ftune {
+namespace {
+
+std::string layer_name(int64_t l, const char* module, const char* what) {
+  return fmt::format("model.layers.{}.{}.{}", l, module, what);
+}
+
+}  // namespace
+
+const char* decoder_site_suffix(DecoderSite site) {
+  switch (site) {
+    case DecoderSite::Q: return "self_attn.q_proj";
+    case DecoderSite::K: return "self_attn.k_proj";
+    case DecoderSite::V: return "self_attn.v_proj";
+    case DecoderSite::O: return "self_attn.o_proj";
+    case DecoderSite::Gate: return "mlp.gate_proj";
+    case DecoderSite::Up: return "mlp.up_proj";
+    case DecoderSite::Down: return "mlp.down_proj";
+  }
+  return "?";
+}
+
+std::vector<AdapterSite> decoder_adapter_sites(const DecoderConfig& c) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size;
+  // (in, out) of q, k, v, o, gate, up, down.
+  const std::pair<int64_t, int64_t> dims[kDecoderSites] = {
+      {C, c.q_size()}, {C, c.kv_size()}, {C, c.kv_size()}, {c.q_size(), C}, {C, F}, {C, F}, {F, C}};
+  std::vector<AdapterSite> sites;
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int k = 0; k < kDecoderSites; ++k)
+      sites.push_back(AdapterSite{
+          l, k, fmt::format("model.layers.{}.{}", l, decoder_site_suffix(static_cast<DecoderSite>(k))),
+          dims[k].first, dims[k].second});
+  return sites;
+}
+
+std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm) {
+  const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
+  std::vector<ClassifierModule> m = {{"", O}, {"model", O}, {"model.embed_tokens", ModuleKind::Embedding},
+                                     {"model.layers", O}};
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l);
+    const std::pair<const char*, ModuleKind> layer[] = {
+        {"", O},           {".self_attn", O},         {".self_attn.q_proj", A},
+        {".self_attn.k_proj", A}, {".self_attn.v_proj", A}, {".self_attn.o_proj", A},
+        {".mlp", O},       {".mlp.gate_proj", A},     {".mlp.up_proj", A},
+        {".mlp.down_proj", A},    {".mlp.act_fn", O},       {".input_layernorm", O},
+        {".post_attention_layernorm", O}};
+    for (const auto& [suffix, kind] : layer) m.push_back({p + suffix, kind});
+    if (qk_norm)
+      for (const char* n : {".self_attn.q_norm", ".self_attn.k_norm"}) m.push_back({p + n, O});
+  }
+  for (const char* o : {"model.norm", "model.rotary_emb"}) m.push_back({o, O});
+  m.push_back({"score", ModuleKind::Head});
+  return m;
+}
+
+void add_decoder_params(const DecoderConfig& c, ParamTable& t) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, Q = c.q_size(), KV = c.kv_size();
+  t.add("model.embed_tokens.weight", {c.vocab_size, C});
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    t.add(layer_name(l, "self_attn.q_proj", "weight"), {Q, C});
+    t.add(layer_name(l, "self_attn.k_proj", "weight"), {KV, C});
+    t.add(layer_name(l, "self_attn.v_proj", "weight"), {KV, C});
+    if (c.qkv_bias) {
+      t.add(layer_name(l, "self_attn.q_proj", "bias"), {Q});
+      t.add(layer_name(l, "self_attn.k_proj", "bias"), {KV});
+      t.add(layer_name(l, "self_attn.v_proj", "bias"), {KV});
+    }
+    t.add(layer_name(l, "self_attn.o_proj", "weight"), {C, Q});
+    if (c.o_bias) t.add(layer_name(l, "self_attn.o_proj", "bias"), {C});
+    t.add(layer_name(l, "mlp.gate_proj", "weight"), {F, C});
+    t.add(layer_name(l, "mlp.up_proj", "weight"), {F, C});
+    if (c.mlp_bias) {
+      t.add(layer_name(l, "mlp.gate_proj", "bias"), {F});
+      t.add(layer_name(l, "mlp.up_proj", "bias"), {F});
+    }
+    t.add(layer_name(l, "mlp.down_proj", "weight"), {C, F});
+    if (c.mlp_bias) t.add(layer_name(l, "mlp.down_proj", "bias"), {C});
+    if (c.qk_norm) {
+      t.add(layer_name(l, "self_attn.q_norm", "weight"), {c.head_dim});
+      t.add(layer_name(l, "self_attn.k_norm", "weight"), {c.head_dim});
+    }
+    t.add(layer_name(l, "input_layernorm", "weight"), {C});
+    t.add(layer_name(l, "post_attention_layernorm", "weight"), {C});
+  }
+  t.add("model.norm.weight", {C});
+  t.add("score.weight", {c.num_labels(), C});
+}
+
+DecoderWeights bind_decoder_weights(const DecoderConfig& c, const ParamViews& p) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, QKV = c.qkv_size();
+  DecoderWeights w;
+  w.embed = p.get("model.embed_tokens.weight");
+  w.final_norm = p.get("model.norm.weight");
+  w.score = p.get("score.weight");
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    DecoderLayerWeights lw;
+    lw.qkv_w = p.span(layer_name(l, "self_attn.q_proj", "weight"), {QKV, C});
+    if (c.qkv_bias) lw.qkv_b = p.span(layer_name(l, "self_attn.q_proj", "bias"), {QKV});
+    lw.o_w = p.get(layer_name(l, "self_attn.o_proj", "weight"));
+    lw.o_b = p.get(layer_name(l, "self_attn.o_proj", "bias"));
+    lw.gu_w = p.span(layer_name(l, "mlp.gate_proj", "weight"), {2 * F, C});
+    if (c.mlp_bias) lw.gu_b = p.span(layer_name(l, "mlp.gate_proj", "bias"), {2 * F});
+    lw.down_w = p.get(layer_name(l, "mlp.down_proj", "weight"));
+    lw.down_b = p.get(layer_name(l, "mlp.down_proj", "bias"));
+    lw.in_norm = p.get(layer_name(l, "input_layernorm", "weight"));
+    lw.post_norm = p.get(layer_name(l, "post_attention_layernorm", "weight"));
+    lw.q_norm = p.get(layer_name(l, "self_attn.q_norm", "weight"));
+    lw.k_norm = p.get(layer_name(l, "self_attn.k_norm", "weight"));
+    w.layers.push_back(lw);
+  }
+  return w;
+}
+
+std::pair<int64_t, int64_t> decoder_layer_range(const DecoderConfig& c, const ParamTable& t) {
+  const ParamSpec& first = t.at(layer_name(0, "self_attn.q_proj", "weight"));
+  const ParamSpec& last = t.at(layer_name(c.num_layers - 1, "post_attention_layernorm", "weight"));
+  return {first.offset, last.offset + last.shape.numel() - first.offset};
+}
+
+void init_decoder_param(const DecoderConfig& c, const ParamSpec& spec, TensorView dst,
+                        std::mt19937_64& rng) {
+  HostTensor host(DType::F32, spec.shape);
+  float* v = host.data<float>();
+  const bool norm = spec.name.find("norm") != std::string::npos;
+  const bool bias = spec.name.ends_with(".bias");
+  std::normal_distribution<float> normal(0.0f, c.initializer_range);
+  for (int64_t i = 0; i < host.numel(); ++i)
+    v[i] = norm ? 1.0f - c.norm_offset : bias ? 0.0f : normal(rng);
+  if (spec.name == "model.embed_tokens.weight" && c.embedding_padding_idx >= 0)
+    for (int64_t j = 0; j < c.hidden_size; ++j) v[c.embedding_padding_idx * c.hidden_size + j] = 0;
+  copy(dst, host.view());
+}
+
+}  // namespace ftune

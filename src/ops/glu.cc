@@ -1,0 +1,45 @@
+// Gated activation: argument checks, dispatch and the HF activation names (ops/glu.h).
+#include "ops/glu.h"
+
+#include "ops/dispatch.h"
+
+namespace ftune {
+
+GluAct glu_act_from_hf(const std::string& name, const std::string& key) {
+  if (name == "silu" || name == "swish") return GluAct::Silu;
+  if (name == "gelu_pytorch_tanh" || name == "gelu_new" || name == "gelu_fast")
+    return GluAct::GeluTanh;
+  if (name == "gelu") return GluAct::GeluErf;
+  throw InputError(fmt::format(
+      "{}: activation '{}' is not supported; expected silu, gelu_pytorch_tanh or gelu", key, name));
+}
+
+void glu_forward(TensorView out, TensorView gu, GluAct act) {
+  const char* op = "glu_forward";
+  if (gu.rank() != 2 || gu.dim(1) % 2 != 0)
+    throw ShapeError(fmt::format("{}: gu must be (N, 2F), got {}", op, gu.describe()));
+  const int64_t N = gu.dim(0), F = gu.dim(1) / 2;
+  check_f32(op, "gu", gu, gu.shape);
+  check_f32(op, "out", out, Shape{N, F});
+  const Device dev = common_device(op, {out, gu});
+  FTUNE_DISPATCH(op, dev, cpu::glu_forward(out.data_as<float>(), gu.data_as<float>(), N, F, act),
+                 cuda::glu_forward(out.data_as<float>(), gu.data_as<float>(), N, F, act));
+}
+
+void glu_backward(TensorView dgu, TensorView gu, TensorView dout, GluAct act) {
+  const char* op = "glu_backward";
+  if (gu.rank() != 2 || gu.dim(1) % 2 != 0)
+    throw ShapeError(fmt::format("{}: gu must be (N, 2F), got {}", op, gu.describe()));
+  const int64_t N = gu.dim(0), F = gu.dim(1) / 2;
+  check_f32(op, "gu", gu, gu.shape);
+  check_f32(op, "dgu", dgu, gu.shape);
+  check_f32(op, "dout", dout, Shape{N, F});
+  const Device dev = common_device(op, {dgu, gu, dout});
+  FTUNE_DISPATCH(op, dev,
+                 cpu::glu_backward(dgu.data_as<float>(), gu.data_as<float>(),
+                                   dout.data_as<float>(), N, F, act),
+                 cuda::glu_backward(dgu.data_as<float>(), gu.data_as<float>(),
+                                    dout.data_as<float>(), N, F, act));
+}
+
+}  // namespace ftune

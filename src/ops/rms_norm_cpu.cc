@@ -1,0 +1,66 @@
+// RMSNorm on the CPU: rows split across threads; the weight gradient through per-thread partial
+// sums added in thread order (ops/rms_norm.h).
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "ops/rms_norm.h"
+
+namespace ftune::cpu {
+
+void rms_norm_forward(float* out, int64_t ldo, float* rstd, const float* inp, int64_t ldi,
+                      const float* weight, const RmsNormRows& r, float eps, float offset) {
+  const int64_t C = r.C;
+  parallel_for(
+      r.N * r.heads,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t n = i / r.heads, h = i % r.heads;
+          const float* x = inp + n * ldi + h * C;
+          float* o = out + n * ldo + h * C;
+          float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+          for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+          const float rs = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
+          for (int64_t c = 0; c < C; ++c) o[c] = x[c] * rs * (offset + weight[c]);
+          rstd[i] = rs;
+        }
+      },
+      8);
+}
+
+void rms_norm_backward(float* dinp, int64_t lddi, float* dweight, const float* dout, int64_t lddo,
+                       const float* inp, int64_t ldi, const float* weight, const float* rstd,
+                       const RmsNormRows& r, float offset, float* workspace) {
+  const int64_t C = r.C, rows = r.N * r.heads;
+  const int threads = compute_threads();
+  compute_pool().parallel_for(threads, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t i0 = rows * t / threads, i1 = rows * (t + 1) / threads;
+      float* pw = dweight ? workspace + t * C : nullptr;
+      if (pw)
+        for (int64_t c = 0; c < C; ++c) pw[c] = 0.0f;
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t n = i / r.heads, h = i % r.heads;
+        const float* x = inp + n * ldi + h * C;
+        const float* dy = dout + n * lddo + h * C;
+        float* dx = dinp + n * lddi + h * C;
+        const float rs = rstd[i];
+        float mean_gx = 0.0f;
+#pragma omp simd reduction(+ : mean_gx)
+        for (int64_t c = 0; c < C; ++c) mean_gx += dy[c] * (offset + weight[c]) * x[c] * rs;
+        mean_gx /= static_cast<float>(C);
+        if (pw)  // before dx: dinp may alias dout
+          for (int64_t c = 0; c < C; ++c) pw[c] += dy[c] * x[c] * rs;
+        for (int64_t c = 0; c < C; ++c) {
+          const float xhat = x[c] * rs;
+          dx[c] = rs * (dy[c] * (offset + weight[c]) - xhat * mean_gx);
+        }
+      }
+    }
+  });
+  if (!dweight) return;
+  for (int t = 0; t < threads; ++t)
+    for (int64_t c = 0; c < C; ++c) dweight[c] += workspace[static_cast<int64_t>(t) * C + c];
+}
+
+}  // namespace ftune::cpu

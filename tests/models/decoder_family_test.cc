@@ -1,0 +1,150 @@
+// The decoder family beyond the golden fixtures: packed batches (varlen, no padding) compute what
+// padded ones do, with attention dropout and a sliding window; config.json variants (legacy rope
+// keys, no pad token) and the errors of unsupported or inconsistent ones; HF Trainer's decay rule.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "golden_fixture.h"
+#include "io/json_file.h"
+#include "models/decoder_config.h"
+#include "models/hf_checkpoint.h"
+
+namespace ftune::test {
+namespace {
+
+struct DecoderRun {
+  std::unique_ptr<SequenceClassifier> model;
+  Arena arena;
+};
+
+DecoderRun build(const GoldenCase& c, bool packed, const AdapterConfig& adapters = {}) {
+  DecoderRun r;
+  ClassifierOptions o;
+  o.max_batch = c.batch.size;
+  o.max_seq = c.batch.seq_len;
+  o.packed = packed;
+  o.max_tokens = c.batch.size * c.batch.seq_len;
+  o.adapters = adapters;
+  DropoutRates rates;
+  rates.attention = 0.1f;
+  r.model = std::make_unique<SequenceClassifier>(load_model_spec(c.model_dir).with_dropout(rates), o);
+  ArenaPlan plan;
+  r.model->add_to_plan(plan);
+  r.arena = Arena(Device::cpu(), std::move(plan));
+  r.model->bind(r.arena);
+  load_model_weights(*r.model, c.model_dir);
+  if (adapters.enabled()) r.model->init_adapters(7);
+  r.model->set_batch(c.batch);
+  return r;
+}
+
+TEST(DecoderFamily, PackedBatchesComputeWhatPaddedOnesDo) {
+  // Mistral: sliding window 4 over rows of 6 to 13 tokens; attention dropout 0.1 on.
+  const GoldenCase c = GoldenCase::load("mistral_pair");
+  for (bool lora : {false, true}) {
+    AdapterConfig adapters;
+    if (lora) {
+      adapters.method = PeftMethod::Lora;
+      adapters.r = 4;
+      adapters.alpha = 8;
+      adapters.dropout = 0.2f;
+      adapters.target_modules = {"q_proj", "v_proj", "down_proj"};
+    }
+    DecoderRun padded = build(c, false, adapters), packed = build(c, true, adapters);
+    const DropoutPlan d{true, 11, 3};
+    for (DecoderRun* r : {&padded, &packed}) {
+      r->model->forward(d);
+      r->model->loss({});
+      r->model->backward(d);
+    }
+    EXPECT_LT(max_rel_error(packed.model->logits(), padded.model->logits()), 1e-5) << lora;
+    for (const ParamSpec& s : padded.model->trainable_params().specs())
+      EXPECT_LT(max_rel_error(packed.model->grad(s.name), padded.model->grad(s.name)), 1e-5)
+          << s.name << " lora " << lora;
+    // Dropout is really on: another seed gives other logits.
+    const TensorView again = padded.model->forward(DropoutPlan{true, 12, 3});
+    EXPECT_GT(max_rel_error(again, packed.model->logits()), 1e-4);
+  }
+}
+
+nlohmann::json llama_config() {
+  return io::read_json_file(fixtures_dir() + "/engine/llama_pair/model/config.json");
+}
+
+TEST(DecoderConfig, LegacyRopeKeysReadAsRopeParameters) {
+  nlohmann::json modern = llama_config(), legacy = llama_config();
+  legacy.erase("rope_parameters");
+  legacy["rope_theta"] = 10000.0;
+  legacy["rope_scaling"] = {{"type", "llama3"},           {"factor", 8.0},
+                            {"low_freq_factor", 1.0},     {"high_freq_factor", 4.0},
+                            {"original_max_position_embeddings", 16}};
+  const DecoderConfig a = DecoderConfig::from_json(modern, "m"), b = DecoderConfig::from_json(legacy, "l");
+  EXPECT_EQ(a.rope.inv_freq(a.head_dim), b.rope.inv_freq(b.head_dim));
+  EXPECT_EQ(b.rope.type, "llama3");
+  // The three llama3 bands of head_dim 6 (wavelengths 6.3, 136 and 2920 against 4 and 16): the
+  // first is blended, the others divided by the factor.
+  const std::vector<float> inv = a.rope.inv_freq(6);
+  const float base1 = 1.0f / std::pow(10000.0f, 2.0f / 6.0f);
+  EXPECT_FLOAT_EQ(inv[1], base1 / 8.0f);
+  EXPECT_GT(inv[0], 1.0f / 8.0f);
+  EXPECT_LT(inv[0], 1.0f);
+}
+
+TEST(DecoderConfig, NoPadTokenPoolsOnEos) {
+  nlohmann::json j = llama_config();
+  j.erase("pad_token_id");
+  const DecoderConfig c = DecoderConfig::from_json(j, "config.json");
+  EXPECT_TRUE(c.pad_from_eos);
+  EXPECT_EQ(c.pad_token_id, 2);
+  EXPECT_EQ(c.embedding_padding_idx, -1);  // nn.Embedding(padding_idx=None): eos trains
+}
+
+TEST(DecoderConfig, UnsupportedOrInconsistentConfigsNameTheKey) {
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string message;
+  } cases[] = {
+      {[](nlohmann::json& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, "rope type 'yarn'"},
+      {[](nlohmann::json& j) { j["num_key_value_heads"] = 3; }, "num_key_value_heads 3"},
+      {[](nlohmann::json& j) { j["head_dim"] = 5; }, "head_dim 5"},
+      {[](nlohmann::json& j) { j["pretraining_tp"] = 2; }, "pretraining_tp"},
+      {[](nlohmann::json& j) { j["hidden_act"] = "relu"; }, "hidden_act"},
+      {[](nlohmann::json& j) { j["rope_parameters"].erase("factor"); }, "'factor'"},
+      {[](nlohmann::json& j) { j["pad_token_id"] = 97; }, "pad token id 97"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = llama_config();
+    c.edit(j);
+    try {
+      DecoderConfig::from_json(j, "dir/config.json");
+      ADD_FAILURE() << c.message;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("dir/config.json"), std::string::npos) << e.what();
+    }
+  }
+  nlohmann::json qwen = io::read_json_file(fixtures_dir() + "/engine/qwen2_pair/model/config.json");
+  qwen["use_sliding_window"] = true;
+  qwen["sliding_window"] = 4;
+  qwen["layer_types"] = {"full_attention"};
+  EXPECT_THROW(DecoderConfig::from_json(qwen, "q"), InputError);
+  qwen["layer_types"] = {"full_attention", "sliding_attention"};
+  EXPECT_EQ(DecoderConfig::from_json(qwen, "q").window, (std::vector<int64_t>{0, 4}));
+  qwen["use_sliding_window"] = false;  // HF then drops the window on every layer
+  EXPECT_EQ(DecoderConfig::from_json(qwen, "q").window, (std::vector<int64_t>{0, 0}));
+}
+
+TEST(DecayRule, FollowsTransformersPatterns) {
+  for (const char* no : {"model.norm.weight", "model.layers.0.input_layernorm.weight",
+                         "model.layers.0.self_attn.q_norm.weight", "bert.embeddings.LayerNorm.weight",
+                         "model.layers.0.self_attn.q_proj.bias", "norm.weight", "x.rmsnorm.w"})
+    EXPECT_FALSE(ParamTable::default_decay(no)) << no;
+  for (const char* yes : {"model.layers.0.self_attn.q_proj.weight", "score.weight",
+                          "model.normalizer.weight", "model.enorm.weight"})
+    EXPECT_TRUE(ParamTable::default_decay(yes)) << yes;
+}
+
+}  // namespace
+}  // namespace ftune::test
