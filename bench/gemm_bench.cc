@@ -2,9 +2,10 @@
 // (QKV 768->2304, attention output 768->768, FC1 768->3072, FC2 3072->768) its forward
 // (x @ W^T), input gradient (dout @ W) and weight gradient (dW += dout^T @ x) at `tokens` rows,
 // in fp32, TF32 and bf16 (bf16 inputs, fp32 accumulation; bf16 activations, fp32 dW with
-// beta = 1), plus the fused bf16 FC1 forward with bias + GELU + aux and FC2's input gradient with
-// dGELU + bias gradient. Each row compares the heuristic's first algorithm with the autotuned one
-// (timed candidates, cache file: see cuda/gemm.h). CUDA only.
+// beta = 1), plus, in bf16, the forward with its bias fused (a bf16 bias) and the weight gradient
+// with the bias gradient fused (what ops/linear_cuda.cu runs). Each row compares the heuristic's
+// first algorithm with the autotuned one (timed candidates, cache file: see cuda/gemm.h), and the
+// run ends with the path counters (a fused row that fell back shows in them). CUDA only.
 //
 //   gemm_bench [--tokens 4096] [--reps 50] [--modes fp32,tf32,bf16]
 #include <fmt/format.h>
@@ -18,6 +19,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/gpu_paths.h"
 #include "core/memory.h"
 
 #ifdef FTUNE_WITH_CUDA
@@ -102,8 +104,7 @@ int main(int argc, char** argv) {
       Buf x(dev, t, tokens * l.in, rng), w(dev, t, l.out * l.in, rng),
           out(dev, t, tokens * l.out, rng), dout(dev, t, tokens * l.out, rng),
           dx(dev, t, tokens * l.in, rng), dw(dev, DType::F32, l.out * l.in, rng),
-          bias(dev, DType::F32, l.out, rng), dbias(dev, DType::F32, l.in, rng),
-          aux(dev, t, tokens * l.out, rng), pre(dev, t, tokens * l.in, rng);
+          bias(dev, t, l.out, rng), dbias(dev, DType::F32, l.out, rng);
       struct Pass {
         const char* name;
         cuda::GemmArgs g;
@@ -130,19 +131,16 @@ int main(int argc, char** argv) {
       dweight.B = x.p, dweight.b_type = t, dweight.ldb = l.in;
       dweight.C = dw.p, dweight.c_type = DType::F32, dweight.ldc = l.in;
       passes.push_back({"dW", dweight});
-      if (t == DType::BF16 && std::string(l.name) == "fc1") {
-        cuda::GemmArgs g = fwd;
-        g.epilogue = cuda::GemmEpilogue::GeluBias;
-        g.bias = static_cast<const float*>(bias.p);
-        g.aux = aux.p, g.ldaux = l.out;
-        passes.push_back({"fwd+gelu", g});
-      }
-      if (t == DType::BF16 && std::string(l.name) == "fc2") {
-        cuda::GemmArgs g = dinp;  // d(pre-GELU of fc1) and fc1's bias gradient
-        g.epilogue = cuda::GemmEpilogue::DGeluBgrad;
-        g.aux = pre.p, g.ldaux = l.in;
+      if (t == DType::BF16) {
+        cuda::GemmArgs g = fwd;  // + bias (bf16, as the encoder's shadow bias)
+        g.epilogue = cuda::GemmEpilogue::Bias;
+        g.bias = bias.p;
+        g.bias_type = t;
+        passes.push_back({"fwd+bias", g});
+        g = dweight;  // + the bias gradient (fp32), reduced from dout inside the GEMM
+        g.epilogue = cuda::GemmEpilogue::BgradOpA;
         g.bias_grad = static_cast<float*>(dbias.p);
-        passes.push_back({"dinp+dgelu", g});
+        passes.push_back({"dW+dbias", g});
       }
       for (const Pass& p : passes) {
         const double flops = 2.0 * p.g.M * p.g.N * p.g.K;
@@ -158,6 +156,11 @@ int main(int argc, char** argv) {
   }
   cuda::set_gemm_tf32(false);
   std::printf("\n%s\n", cuda::gemm_autotune_summary().c_str());
+  const GpuPathCounts paths = gpu_path_counts();
+  for (GpuPath p : {GpuPath::GemmFused, GpuPath::GemmPlain, GpuPath::GemmUnfused,
+                    GpuPath::GemmNaive})
+    std::printf("%s: %lld calls\n", gpu_path_name(p), static_cast<long long>(paths[p]));
+  cuda::gemm_autotune_save();
   return 0;
 }
 

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <limits>
 
+#include "cuda/cuda_libraries.h"
+
 namespace ftune::test {
 
 uint64_t test_seed() {
@@ -142,6 +144,25 @@ std::string ftune_binary() {
 
 std::string fake_nvml_library() {
   return env_or("FTUNE_TEST_FAKE_NVML", FTUNE_FAKE_NVML);
+}
+
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) old_ = old;
+  if (value)
+    ::setenv(name, value, 1);
+  else
+    ::unsetenv(name);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (old_)
+    ::setenv(name_, old_->c_str(), 1);
+  else
+    ::unsetenv(name_);
+}
+
+bool cudnn_required_by_env() {
+  return cuda::cudnn_required();
 }
 
 TempDir::TempDir() {

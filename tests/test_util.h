@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -63,6 +64,30 @@ std::string ftune_binary();  // path of the built `ftune` executable [FTUNE_TEST
 std::string fake_nvml_library();  // tests/cuda/fake_nvml, built as a module [FTUNE_TEST_FAKE_NVML]
 // The bytes of a file (empty when it cannot be read): for comparing files a run wrote.
 std::string file_bytes(const std::string& path);
+
+// Sets (or, with nullptr, unsets) an environment variable and restores it when it goes away.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A cuDNN test that cannot run here (no cuDNN in the build, cuDNN refused the shape): skipped,
+// or failed with cuDNN's reason where FTUNE_REQUIRE_CUDNN=1 (the GPU kit on sm_90) says it must
+// run. For SetUp() and test bodies.
+#define FTUNE_SKIP_OR_REQUIRE_CUDNN(why)                                          \
+  do {                                                                            \
+    if (::ftune::test::cudnn_required_by_env())                                   \
+      GTEST_FAIL() << "FTUNE_REQUIRE_CUDNN=1 and cuDNN cannot run this: " << (why); \
+    GTEST_SKIP() << (why);                                                        \
+  } while (0)
+bool cudnn_required_by_env();
 
 // A temporary directory removed when the object goes away.
 class TempDir {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "train/adamw.h"
+#include "train/input_staging.h"
 #include "train/precision.h"
 #include "train/step_graphs.h"
 
@@ -156,12 +157,13 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
     add("CUDA graphs", "error", e.what());
   }
   try {
-    const int64_t m = resolve_pad_multiple(t.pad_to_multiple_of, f.device);
-    add("padding to a multiple", m > 1 ? "on" : "off",
-        m > 1 ? fmt::format("micro-batches padded to a multiple of {} tokens (few shapes for "
-                            "graphs and cuDNN plans; masked, results unchanged)",
-                            m)
-              : std::string("each micro-batch padded only to its longest row"));
+    const PadRule pad = resolve_padding(t.pad_to_multiple_of, f.device);
+    const bool on = pad.buckets || pad.multiple > 1;
+    add("padding to a multiple", on ? "on" : "off",
+        on ? fmt::format("micro-batches padded: {} (few shapes for graphs and cuDNN plans; "
+                         "masked, results unchanged)",
+                         pad.describe())
+           : std::string("each micro-batch padded only to its longest row"));
   } catch (const InputError& e) {
     add("padding to a multiple", "error", e.what());
   }

@@ -144,6 +144,19 @@ void record_on_compute_stream(Device device, void* event) {
   FTUNE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), compute_stream()));
 }
 
+void synchronize_and_check(const std::string& what) {
+  cudaError_t err = cudaStreamSynchronize(compute_stream());
+  if (err == cudaSuccess) err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw DeviceError(what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+void copy_on_compute_stream(void* dst, Device device, const void* src, size_t bytes) {
+  set_device(device);
+  FTUNE_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_stream()));
+}
+
 void free(Device device, void* ptr) {
   set_device(device);
   FTUNE_CUDA_CHECK(cudaFree(ptr));

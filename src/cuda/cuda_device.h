@@ -36,6 +36,13 @@ void copy_to_device_on_copy_stream(void* dst, Device device, const void* src, si
                                    void* after, void* done);
 void compute_stream_wait(Device device, void* event);    // later compute work waits for `event`
 void record_on_compute_stream(Device device, void* event);
+// A device-to-device copy in order on the compute stream of `device` (asynchronous).
+void copy_on_compute_stream(void* dst, Device device, const void* src, size_t bytes);
+
+// Waits for the current device's compute stream and checks for a pending error (a failed launch
+// or a fault of any kernel queued so far): throws DeviceError "<what>: <CUDA's error>". For
+// FTUNE_CUDA_DEBUG_SYNC (ops/dispatch.h).
+void synchronize_and_check(const std::string& what);
 // Per-op timing (core/op_profile.h): an event with timing on, and the milliseconds between two
 // recorded events (both complete).
 void* timing_event_create(Device device);

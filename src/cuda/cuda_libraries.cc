@@ -9,6 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "core/env_flag.h"
+#include "core/error.h"
+
 #ifdef FTUNE_WITH_CUDA
 #include <cublasLt.h>
 #endif
@@ -76,6 +79,14 @@ std::string cudnn_sdpa_build_note() {
 #else
   return "not built with CUDA";
 #endif
+}
+
+bool cudnn_required() {
+  return env_flag("FTUNE_REQUIRE_CUDNN");
+}
+
+void fail_if_cudnn_required(const std::string& what, const std::string& why) {
+  if (cudnn_required()) throw DeviceError(fmt::format("FTUNE_REQUIRE_CUDNN=1: {}: {}", what, why));
 }
 
 }  // namespace ftune::cuda

@@ -27,4 +27,13 @@ std::string cudnn_version_text(size_t version);
 bool cudnn_sdpa_compiled();
 std::string cudnn_sdpa_build_note();
 
+// FTUNE_REQUIRE_CUDNN=1 (core/env_flag.h): where cuDNN attention is asked for
+// (training.attention auto or cudnn on a 16-bit GPU run) and cuDNN refuses or is missing, fail
+// with cuDNN's own message instead of running ftune's kernel with a warning; tests that would
+// skip fail instead. The GPU kit sets it on sm_90, where cuDNN must run BERT-family attention.
+// Read on every call.
+bool cudnn_required();
+// Throws DeviceError "FTUNE_REQUIRE_CUDNN=1: <what>: <why>" when cudnn_required(); else returns.
+void fail_if_cudnn_required(const std::string& what, const std::string& why);
+
 }  // namespace ftune::cuda

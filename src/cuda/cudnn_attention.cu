@@ -9,15 +9,15 @@
 #include <climits>
 #include <cmath>
 #include <cstring>  // before cudnn_frontend.h: its shim (1.32) uses std::strlen without including it
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
 #include "cuda/cuda_check.h"
+#include "cuda/cuda_device.h"
+#include "cuda/sdpa_plan_cache.h"
 #include "cuda/streams.cuh"
 
 #ifdef FTUNE_WITH_CUDNN_SDPA
@@ -172,8 +172,40 @@ std::shared_ptr<fe::graph::Tensor_attributes> add_int_tensor(fe::graph::Graph& g
                       .set_data_type(type));
 }
 
-void check_fe(fe::error_t e, const std::string& what) {  // get_message() is not const
-  if (e.is_bad()) throw DeviceError("cuDNN attention: " + what + ": " + e.get_message());
+const char* fe_code_name(fe::error_code_t code) {
+  switch (code) {
+    case fe::error_code_t::OK: return "OK";
+    case fe::error_code_t::ATTRIBUTE_NOT_SET: return "ATTRIBUTE_NOT_SET";
+    case fe::error_code_t::SHAPE_DEDUCTION_FAILED: return "SHAPE_DEDUCTION_FAILED";
+    case fe::error_code_t::INVALID_TENSOR_NAME: return "INVALID_TENSOR_NAME";
+    case fe::error_code_t::INVALID_VARIANT_PACK: return "INVALID_VARIANT_PACK";
+    case fe::error_code_t::GRAPH_NOT_SUPPORTED: return "GRAPH_NOT_SUPPORTED";
+    case fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED:
+      return "GRAPH_EXECUTION_PLAN_CREATION_FAILED";
+    case fe::error_code_t::GRAPH_EXECUTION_FAILED: return "GRAPH_EXECUTION_FAILED";
+    case fe::error_code_t::HEURISTIC_QUERY_FAILED: return "HEURISTIC_QUERY_FAILED";
+    case fe::error_code_t::UNSUPPORTED_GRAPH_FORMAT: return "UNSUPPORTED_GRAPH_FORMAT";
+    case fe::error_code_t::CUDA_API_FAILED: return "CUDA_API_FAILED";
+    case fe::error_code_t::CUDNN_BACKEND_API_FAILED: return "CUDNN_BACKEND_API_FAILED";
+    case fe::error_code_t::INVALID_CUDA_DEVICE: return "INVALID_CUDA_DEVICE";
+    case fe::error_code_t::HANDLE_ERROR: return "HANDLE_ERROR";
+    case fe::error_code_t::INVALID_VALUE: return "INVALID_VALUE";
+    default: break;
+  }
+  return "UNKNOWN_ERROR_CODE";
+}
+
+// A failed build step: SdpaNotSupported, OutOfMemoryError or DeviceError by what cuDNN answered
+// (cuda/sdpa_plan_cache.h); only the first is remembered as a refusal of the shape.
+void check_build(fe::error_t e, const std::string& what) {  // get_message() is not const
+  if (e.is_bad()) throw_sdpa_build_failure(what, fe_code_name(e.get_code()), e.get_message());
+}
+
+// A failed execution is always an error (the plans were built for this shape).
+void check_execute(fe::error_t e, const std::string& what) {
+  if (e.is_bad())
+    throw DeviceError("cuDNN attention: " + what + ": " + fe_code_name(e.get_code()) + ": " +
+                      e.get_message());
 }
 
 std::shared_ptr<fe::graph::Graph> new_graph(const SdpaShape& s) {
@@ -244,55 +276,57 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaShape& s, float scale
 
 struct Built {
   std::shared_ptr<fe::graph::Graph> forward, backward;
-  int64_t forward_ws = 0, backward_ws = 0;
-  bool deterministic = true;  // backward: deterministic algorithm (fallback: not, if refused)
 };
 
-using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int, float>;
+SdpaPlanCache g_cache;
 
-struct Cache {
-  std::mutex mu;
-  std::map<Key, std::shared_ptr<Built>> built;
-  std::map<Key, std::string> refused;  // shapes cuDNN cannot run, with its reason
-};
-Cache g_cache;
-
-// The built graphs of (current device, shape), building them on first use (softmax scale
-// 1/sqrt(D), as ops/attention.h). Throws DeviceError (and remembers the reason) when the shape is
-// not supported.
-std::shared_ptr<Built> graphs_for(const SdpaShape& s) {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
-  const std::string problem = sdpa_shape_problem(s);
-  if (!problem.empty()) throw DeviceError("cuDNN attention: " + problem);
-  const int device = current_device();
-  const Key key{device, s.B, s.T, s.H, s.D, static_cast<int>(s.dtype), s.dropout};
-  std::lock_guard<std::mutex> lock(g_cache.mu);
-  if (auto it = g_cache.built.find(key); it != g_cache.built.end()) return it->second;
-  if (auto it = g_cache.refused.find(key); it != g_cache.refused.end())
-    throw DeviceError(it->second);
+// The backward graph, built with cuDNN's deterministic algorithm where it has one for the shape;
+// a "not supported" answer for it falls back to the default algorithm (recorded in `plans`, logged
+// and counted by the cache); any other failure propagates.
+std::shared_ptr<fe::graph::Graph> build_backward(const SdpaShape& s, float scale,
+                                                 cudnnHandle_t handle, SdpaPlans& plans) {
+  auto g = backward_graph(s, scale, true);
   try {
-    const cudnnHandle_t handle = handle_for(device);
-    auto b = std::make_shared<Built>();
-    b->forward = forward_graph(s, scale);
-    check_fe(b->forward->build(handle, {fe::HeurMode_t::A}), "building the forward graph");
-    check_fe(b->forward->get_workspace_size(b->forward_ws), "forward workspace size");
-    // ftune's runs are bit-reproducible; take cuDNN's deterministic backward where it has one.
-    b->backward = backward_graph(s, scale, true);
-    if (b->backward->build(handle, {fe::HeurMode_t::A}).is_bad()) {
-      b->deterministic = false;
-      b->backward = backward_graph(s, scale, false);
-      check_fe(b->backward->build(handle, {fe::HeurMode_t::A}), "building the backward graph");
-    }
-    check_fe(b->backward->get_workspace_size(b->backward_ws), "backward workspace size");
-    g_cache.built.emplace(key, b);
-    return b;
-  } catch (const DeviceError& e) {
-    g_cache.refused.emplace(key, e.what());
-    throw;
+    check_build(g->build(handle, {fe::HeurMode_t::A}), "building the deterministic backward graph");
+    return g;
+  } catch (const SdpaNotSupported& e) {
+    plans.deterministic = false;
+    plans.nondeterministic_why = e.what();
   }
+  g = backward_graph(s, scale, false);
+  check_build(g->build(handle, {fe::HeurMode_t::A}), "building the backward graph");
+  return g;
 }
 
-void check_workspace(const Built& b, size_t have, const char* pass) {
+// The built graphs of (current device, shape), building them on first use (softmax scale
+// 1/sqrt(D), as ops/attention.h). Throws SdpaNotSupported (remembered) when cuDNN has no engine
+// for the shape; OutOfMemoryError or DeviceError (not remembered) for any other failure.
+std::shared_ptr<const SdpaPlans> graphs_for(const SdpaShape& s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
+  const std::string problem = sdpa_shape_problem(s);
+  if (!problem.empty()) throw SdpaNotSupported("cuDNN attention: " + problem);
+  const int device = current_device();
+  const SdpaPlanKey key{device, s.B, s.T, s.H, s.D, static_cast<int>(s.dtype), s.dropout};
+  return g_cache.get(key, [&] {
+    const cudnnHandle_t handle = handle_for(device);
+    SdpaPlans plans;
+    auto b = std::make_shared<Built>();
+    b->forward = forward_graph(s, scale);
+    check_build(b->forward->build(handle, {fe::HeurMode_t::A}), "building the forward graph");
+    check_build(b->forward->get_workspace_size(plans.forward_ws), "forward workspace size");
+    // ftune's runs are bit-reproducible; take cuDNN's deterministic backward where it has one.
+    b->backward = build_backward(s, scale, handle, plans);
+    check_build(b->backward->get_workspace_size(plans.backward_ws), "backward workspace size");
+    plans.graphs = b;
+    return plans;
+  });
+}
+
+const Built& built(const SdpaPlans& p) {
+  return *static_cast<const Built*>(p.graphs.get());
+}
+
+void check_workspace(const SdpaPlans& b, size_t have, const char* pass) {
   const int64_t need = std::max(b.forward_ws, b.backward_ws);
   if (static_cast<int64_t>(have) < need)
     throw ShapeError(std::string("cuDNN attention ") + pass + ": workspace of " +
@@ -304,7 +338,7 @@ void execute(const fe::graph::Graph& g, std::unordered_map<int64_t, void*>& pack
              const char* pass) {
   const cudnnHandle_t handle = handle_for(current_device());
   check_cudnn(cudnnSetStream(handle, compute_stream()), "cudnnSetStream");
-  check_fe(g.execute(handle, pack, workspace), pass);
+  check_execute(g.execute(handle, pack, workspace), pass);
 }
 
 // Element `elements` of a buffer of 2-byte elements (the q, k, v views of a (B*T, 3C) buffer).
@@ -315,10 +349,15 @@ void* element_ptr(const void* base, int64_t elements) {
 }  // namespace
 
 bool cudnn_sdpa_supported(const SdpaShape& shape, std::string* why) {
+  // No device is an answer, not an error: nothing can run (the build is asked, not a GPU).
+  if (device_count() == 0) {
+    if (why) *why = "no CUDA device (cuDNN attention runs on a GPU)";
+    return false;
+  }
   try {
     graphs_for(shape);
     return true;
-  } catch (const Error& e) {
+  } catch (const SdpaNotSupported& e) {  // anything else is not a refusal: it propagates
     if (why) *why = e.what();
     return false;
   }
@@ -346,7 +385,7 @@ void cudnn_sdpa_forward(void* out, float* stats, const void* qkv, const int32_t*
     pack[kSeed] = const_cast<int64_t*>(rng);
     pack[kOffset] = const_cast<int64_t*>(rng + 1);
   }
-  execute(*b->forward, pack, workspace, "forward");
+  execute(*built(*b).forward, pack, workspace, "forward");
 }
 
 void cudnn_sdpa_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
@@ -373,7 +412,7 @@ void cudnn_sdpa_backward(void* dqkv, const void* dout, const void* qkv, const vo
     pack[kSeed] = const_cast<int64_t*>(rng);
     pack[kOffset] = const_cast<int64_t*>(rng + 1);
   }
-  execute(*b->backward, pack, workspace, "backward");
+  execute(*built(*b).backward, pack, workspace, "backward");
 }
 
 #else  // !FTUNE_WITH_CUDNN_SDPA

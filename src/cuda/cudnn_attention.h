@@ -27,9 +27,13 @@
 // match the CPU (parity tests, resume checks across devices) use ftune's attention kernel.
 //
 // Built graphs are cached per (device, B, T, H, D, dtype, dropout p) with their workspace
-// size; a graph build takes tens to hundreds of milliseconds, so callers should keep the set of T
-// small (e.g. pad T up to a multiple of 16 or 64). Backward uses cuDNN's deterministic algorithm
-// where it has one for the shape (same bits every run), else the default one.
+// size (cuda/sdpa_plan_cache.h); a graph build takes tens to hundreds of milliseconds, so callers
+// should keep the set of T small (the trainer pads T to a few buckets on a GPU). Only cuDNN's
+// "not supported" answer is remembered as a refusal of the shape (SdpaNotSupported); out of
+// memory (OutOfMemoryError) and other errors (DeviceError) during a build propagate and the next
+// call builds again. Backward uses cuDNN's deterministic algorithm where it has one for the shape
+// (same bits every run), else the default one, with a warning and a count in summary.json
+// (gpu_paths.cudnn_plans.nondeterministic_backward). Builds and their time are counted there too.
 // The workspace is the caller's planned buffer: cudnn_sdpa_workspace_bytes(shape) tells the
 // planner how much (the larger of forward and backward), and nothing is allocated per call.
 // Every call runs on cuda::compute_stream().
@@ -58,12 +62,13 @@ struct SdpaShape {
 std::string sdpa_shape_problem(const SdpaShape& shape);
 
 // Whether cuDNN can run forward and backward of `shape` on the current device: builds (and caches)
-// both graphs. False, with *why set, when not built with cuDNN attention, the shape is refused,
-// or cuDNN finds no engine (e.g. before sm_80).
+// both graphs. False, with *why set (cuDNN's own message), when not built with cuDNN attention,
+// the shape is refused, or cuDNN finds no engine (e.g. before sm_80). A build that fails for any
+// other reason throws (OutOfMemoryError, DeviceError): it is not an answer about the shape.
 bool cudnn_sdpa_supported(const SdpaShape& shape, std::string* why);
 
 // Workspace bytes forward and backward of `shape` need (the larger); builds and caches the
-// graphs. Throws DeviceError when cudnn_sdpa_supported() would say no.
+// graphs. Throws SdpaNotSupported (a DeviceError) when cudnn_sdpa_supported() would say no.
 size_t cudnn_sdpa_workspace_bytes(const SdpaShape& shape);
 
 // out = softmax(q k^T / sqrt(D), keys masked by seq_lens) v, with dropout on the probabilities;

@@ -144,11 +144,11 @@ class FileLock {
 }  // namespace
 
 std::string GemmAlgoKey::str() const {
-  return fmt::format("{}|sm{}|cublaslt{}|{}{}|M{} N{} K{}|ld {} {} {} {}|{} {} {}|{}|tf32 {}|align {} {} {} {} {}",
+  return fmt::format("{}|sm{}|cublaslt{}|{}{}|M{} N{} K{}|ld {} {} {}|{} {} {} bias {}|{}|tf32 {}|align {} {} {} {}",
                      device, sm, cublaslt_version, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N,
-                     K, lda, ldb, ldc, ldaux, dtype_name(a_type), dtype_name(b_type),
-                     dtype_name(c_type), gemm_epilogue_name(epilogue), tf32 ? 1 : 0, align_a,
-                     align_b, align_c, align_aux, align_bias);
+                     K, lda, ldb, ldc, dtype_name(a_type), dtype_name(b_type),
+                     dtype_name(c_type), dtype_name(bias_type), gemm_epilogue_name(epilogue),
+                     tf32 ? 1 : 0, align_a, align_b, align_c, align_bias);
 }
 
 int64_t gemm_size_bucket(int64_t d) {
@@ -181,13 +181,13 @@ json gemm_algo_key_to_json(const GemmAlgoKey& k) {
               {"lda", k.lda},
               {"ldb", k.ldb},
               {"ldc", k.ldc},
-              {"ldaux", k.ldaux},
               {"a_type", std::string(dtype_name(k.a_type))},
               {"b_type", std::string(dtype_name(k.b_type))},
               {"c_type", std::string(dtype_name(k.c_type))},
+              {"bias_type", std::string(dtype_name(k.bias_type))},
               {"epilogue", std::string(gemm_epilogue_name(k.epilogue))},
               {"tf32", k.tf32},
-              {"align", {k.align_a, k.align_b, k.align_c, k.align_aux, k.align_bias}}};
+              {"align", {k.align_a, k.align_b, k.align_c, k.align_bias}}};
 }
 
 GemmAlgoKey gemm_algo_key_from_json(const json& j, const std::string& where) {
@@ -205,17 +205,18 @@ GemmAlgoKey gemm_algo_key_from_json(const json& j, const std::string& where) {
   k.lda = io::get_int(j, "lda", where);
   k.ldb = io::get_int(j, "ldb", where);
   k.ldc = io::get_int(j, "ldc", where);
-  k.ldaux = io::get_int(j, "ldaux", where);
   k.a_type = gemm_dtype_from_name(io::get_string(j, "a_type", where), where + ".a_type");
   k.b_type = gemm_dtype_from_name(io::get_string(j, "b_type", where), where + ".b_type");
   k.c_type = gemm_dtype_from_name(io::get_string(j, "c_type", where), where + ".c_type");
+  k.bias_type =
+      gemm_dtype_from_name(io::get_string(j, "bias_type", where), where + ".bias_type");
   k.epilogue = epilogue_from_name(io::get_string(j, "epilogue", where), where + ".epilogue");
   k.tf32 = io::get_bool(j, "tf32", where);
   const json* align = j.contains("align") ? &j["align"] : nullptr;
-  if (!align || !align->is_array() || align->size() != 5)
-    throw InputError(fmt::format("{}: key 'align' must be an array of 5 integers", where));
-  uint32_t* fields[5] = {&k.align_a, &k.align_b, &k.align_c, &k.align_aux, &k.align_bias};
-  for (size_t i = 0; i < 5; ++i) {
+  if (!align || !align->is_array() || align->size() != 4)
+    throw InputError(fmt::format("{}: key 'align' must be an array of 4 integers", where));
+  uint32_t* fields[4] = {&k.align_a, &k.align_b, &k.align_c, &k.align_bias};
+  for (size_t i = 0; i < 4; ++i) {
     const json& v = (*align)[i];
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 256)
       throw InputError(fmt::format("{}: key 'align' must hold integers in [0, 256]", where));

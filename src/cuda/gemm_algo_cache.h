@@ -27,7 +27,7 @@
 
 namespace ftune::cuda {
 
-constexpr int kGemmAlgoCacheVersion = 2;  // 2: M, N, K are size buckets
+constexpr int kGemmAlgoCacheVersion = 3;  // 2: M, N, K are size buckets; 3: bias type, no aux
 
 // Everything cuBLASLt's choice of algorithm depends on. M, N and K are size buckets
 // (gemm_size_bucket), not the exact sizes: with length-bucketed batches the token dimension takes
@@ -40,13 +40,14 @@ struct GemmAlgoKey {
   int64_t cublaslt_version = 0;  // cublasLtGetVersion()
   bool trans_a = false, trans_b = false;
   int64_t M = 0, N = 0, K = 0;
-  int64_t lda = 0, ldb = 0, ldc = 0, ldaux = 0;  // ldaux 0 without an aux matrix
+  int64_t lda = 0, ldb = 0, ldc = 0;
   DType a_type = DType::F32, b_type = DType::F32, c_type = DType::F32;
+  DType bias_type = DType::F32;  // of the bias (Bias) or the bias gradient (BgradOpA)
   GemmEpilogue epilogue = GemmEpilogue::None;
   bool tf32 = false;
   // Alignment class of each pointer: the largest power of two dividing it, at most 16 bytes
   // (what cuBLASLt's kernels can assume); 0 for a pointer the call does not pass.
-  uint32_t align_a = 0, align_b = 0, align_c = 0, align_aux = 0, align_bias = 0;
+  uint32_t align_a = 0, align_b = 0, align_c = 0, align_bias = 0;
 
   // One line that names every field; equal keys give equal strings and different keys different
   // ones (the map key of the cache).

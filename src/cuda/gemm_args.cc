@@ -46,10 +46,6 @@ std::string_view gemm_epilogue_name(GemmEpilogue epilogue) {
   switch (epilogue) {
     case GemmEpilogue::None: return "none";
     case GemmEpilogue::Bias: return "bias";
-    case GemmEpilogue::GeluBias: return "gelu_bias";
-    case GemmEpilogue::DGelu: return "dgelu";
-    case GemmEpilogue::DGeluBgrad: return "dgelu_bgrad";
-    case GemmEpilogue::Bgrad: return "bgrad";
     case GemmEpilogue::BgradOpA: return "bgrad_op_a";
   }
   return "unknown";
@@ -87,31 +83,23 @@ void check_gemm_args(const GemmArgs& g) {
   check_pointer(g, "C", g.C, g.c_type, out);
 
   const GemmEpilogue ep = g.epilogue;
-  const bool uses_bias = ep == GemmEpilogue::Bias || ep == GemmEpilogue::GeluBias;
-  const bool uses_aux = ep == GemmEpilogue::GeluBias || ep == GemmEpilogue::DGelu ||
-                        ep == GemmEpilogue::DGeluBgrad;
-  const bool uses_bias_grad = ep == GemmEpilogue::DGeluBgrad || ep == GemmEpilogue::Bgrad ||
-                              ep == GemmEpilogue::BgradOpA;
-  if (uses_bias) {
-    check_pointer(g, "bias", g.bias, DType::F32, g.N > 0);
+  if (ep == GemmEpilogue::Bias) {
+    const bool type_ok = g.bias_type == DType::F32 ||
+                         (is_16bit_float(g.c_type) && g.bias_type == g.c_type);
+    if (!type_ok)
+      throw ShapeError(fmt::format("{}: bias of type {}; expected f32 or C's 16-bit type",
+                                   describe_gemm(g), dtype_name(g.bias_type)));
+    check_pointer(g, "bias", g.bias, g.bias_type, g.N > 0);
   } else if (g.bias) {
     throw ShapeError(fmt::format("{}: bias is set but epilogue {} does not add a bias",
                                  describe_gemm(g), gemm_epilogue_name(ep)));
   }
-  if (uses_aux) {
-    if (!g.aux && out)
-      throw ShapeError(fmt::format("{}: epilogue {} needs aux, the (M, N) GELU pre-activation, "
-                                   "but aux is null",
-                                   describe_gemm(g), gemm_epilogue_name(ep)));
-    check_pointer(g, "aux", g.aux, g.c_type, false);
-    check_ld(g, "ldaux", g.ldaux, g.M, g.N, "N", "aux stored (M, N)");
-  } else if (g.aux) {
-    throw ShapeError(fmt::format("{}: aux is set but epilogue {} does not use it", describe_gemm(g),
-                                 gemm_epilogue_name(ep)));
-  }
-  if (uses_bias_grad) {
-    const int64_t n = ep == GemmEpilogue::BgradOpA ? g.M : g.N;
-    check_pointer(g, "bias_grad", g.bias_grad, DType::F32, n > 0);
+  if (ep == GemmEpilogue::BgradOpA) {
+    if (!g.trans_a)
+      throw ShapeError(fmt::format("{}: epilogue bgrad_op_a needs A stored transposed (K, M) "
+                                   "(trans_a), as dout is in dW = dout^T @ x",
+                                   describe_gemm(g)));
+    check_pointer(g, "bias_grad", g.bias_grad, DType::F32, g.M > 0);
   } else if (g.bias_grad) {
     throw ShapeError(fmt::format("{}: bias_grad is set but epilogue {} does not write it",
                                  describe_gemm(g), gemm_epilogue_name(ep)));

@@ -9,6 +9,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -117,6 +118,15 @@ void Server::start() {
     m.port = m.options.port;
   }
   m.thread = std::thread([&http] { http.listen_after_bind(); });
+  // httplib's stop() does nothing until the listening loop has started (is_running()): a stop
+  // right after start() (a SIGTERM on the heels of the "serving" line) would leave the loop
+  // running and join() waiting for ever. So start() returns only once the loop runs.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!http.is_running()) {
+    if (std::chrono::steady_clock::now() > deadline)
+      throw Error(fmt::format("dashboard: the server on port {} did not start", m.port));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 void Server::stop() {

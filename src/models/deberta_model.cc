@@ -92,7 +92,7 @@ class DebertaModel final : public BackboneModel {
     if (g_.rel.defined()) {
       if (c_.norm_rel_ebd) {
         layer_norm_backward(a_.grad_rel_norm, g_.rel_ln_w, g_.rel_ln_b, a_.grad_rel, w_.rel,
-                            w_.rel_ln_w, a_.rel_mean, a_.rel_rstd, a_.workspace);
+                            w_.rel_ln_w, a_.rel_mean, a_.rel_rstd);
         residual_forward(g_.rel, g_.rel, a_.grad_rel_norm);
       } else {
         residual_forward(g_.rel, g_.rel, a_.grad_rel);
@@ -102,10 +102,11 @@ class DebertaModel final : public BackboneModel {
     const TensorView dout = a_.grad_out.prefix(NC), dsum = a_.grad_sum.prefix(NC);
     dropout_backward(dout, dout, p(d, c_.hidden_dropout), key(d, 0), rows(d, in));
     layer_norm_backward(dsum, g_.emb_ln_w, g_.emb_ln_b, dout, a_.emb_sum.prefix(NC), w_.emb_ln_w,
-                        a_.emb_mean.prefix(N1), a_.emb_rstd.prefix(N1), a_.workspace);
-    if (g_.word.defined()) embedding_backward(g_.word, dsum, in.ids, c_.pad_token_id);
-    if (g_.position.defined()) embedding_backward(g_.position, dsum, in.pos_ids);
-    if (g_.token_type.defined()) embedding_backward(g_.token_type, dsum, in.type_ids);
+                        a_.emb_mean.prefix(N1), a_.emb_rstd.prefix(N1));
+    const TensorView ws = a_.workspace;
+    if (g_.word.defined()) embedding_backward(g_.word, dsum, in.ids, c_.pad_token_id, ws);
+    if (g_.position.defined()) embedding_backward(g_.position, dsum, in.pos_ids, -1, ws);
+    if (g_.token_type.defined()) embedding_backward(g_.token_type, dsum, in.type_ids, -1, ws);
   }
 
   TensorView hidden() const override { return hidden_; }
@@ -196,14 +197,14 @@ class DebertaModel final : public BackboneModel {
                      dffn = a_.grad_ffn.prefix({N, F}), dqkv = a_.grad_qkv.prefix({N, 3 * C});
     const float pr = p(d, c_.hidden_dropout);
     layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
-                        la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), a_.workspace);
+                        la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1));
     dropout_backward(dtmp, dsum, pr, key(d, ffn_out_site(l)), rows(d, in));
     linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, la.ffn_act.prefix({N, F}), lw.ffn_out_w);
     gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c_.activation);
     linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, la.ln1.prefix(NC), lw.ffn_in_w,
                     /*accumulate_dinp=*/true);
     layer_norm_backward(dout, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
-                        la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), a_.workspace);
+                        la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1));
     dropout_backward(dtmp, dout, pr, key(d, attn_out_site(l)), rows(d, in));
     linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, la.ctx.prefix(NC), lw.attn_out_w);
     const TensorView qkv = la.qkv.prefix({N, 3 * C});

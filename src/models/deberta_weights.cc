@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "ops/disentangled_attention.h"
+#include "ops/embedding.h"
 #include "ops/layer_norm.h"
 
 namespace ftune {
@@ -279,7 +280,10 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     t.add("gradact/pool_a", f32, {B, C}, &a.grad_pool_a);
     t.add("gradact/pool_b", f32, {B, C}, &a.grad_pool_b);
   }
-  const int64_t ws = std::max(att.workspace, layer_norm_backward_workspace(how.device, C));
+  // The attention op's scratch, and in training the embeddings' sorted backward
+  // (ops/embedding.h).
+  int64_t ws = att.workspace;
+  if (how.training) ws = std::max(ws, embedding_backward_workspace(how.device, N, C));
   t.add("work/deberta", f32, {std::max<int64_t>(ws, 1)}, &a.workspace);
 }
 

@@ -264,7 +264,8 @@ void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const Dec
   for (int64_t l = c.num_layers - 1; l >= 0; --l)
     layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
   if (g.embed.defined())
-    embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx);
+    embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,
+                       a.workspace);
 }
 
 }  // namespace ftune

@@ -5,6 +5,7 @@
 
 #include "models/adapters.h"
 #include "models/decoder.h"
+#include "ops/embedding.h"
 #include "ops/rms_norm.h"
 
 namespace ftune {
@@ -95,8 +96,10 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
   }
   if (how.adapters.enabled() && how.adapters.dropout > 0)
     t.add("work/dec/lora_dropout", f32, {N, std::max({C, F, Q})}, &a.lora_scratch);
+  // The embedding's backward sorts the tokens by id there after the layers (ops/embedding.h).
   const int64_t ws = std::max<int64_t>(
-      {attention.workspace, rms_norm_backward_workspace(how.device, std::max(C, c.head_dim)), 1});
+      {attention.workspace, rms_norm_backward_workspace(how.device, std::max(C, c.head_dim)),
+       training ? embedding_backward_workspace(how.device, N, C) : 0, 1});
   t.add("work/dec", f32, {ws}, &a.workspace);
 }
 

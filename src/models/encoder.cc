@@ -13,11 +13,11 @@
 #include "ops/attention_cudnn.h"
 #include "ops/cast.h"
 #include "ops/dropout.h"
+#include "ops/dropout_add_norm.h"
 #include "ops/embedding.h"
 #include "ops/layer_norm.h"
 #include "ops/linear.h"
 #include "ops/lora.h"
-#include "ops/residual.h"
 
 namespace ftune {
 
@@ -76,7 +76,8 @@ LoraDropout lora_dropout(const AdapterSet& ad, const EncoderActivations& a,
   return drop;
 }
 
-// The weight matrix a GEMM reads: the 16-bit shadow under mixed precision, else the fp32 one.
+// The weight matrix (or bias) a GEMM reads: the 16-bit shadow under mixed precision, else the
+// fp32 one.
 TensorView gemm_weight(const EncoderWeights& w, int64_t l, TensorView LayerWeights::*m) {
   return w.shadow.empty() ? w.layers[l].*m : w.shadow[l].*m;
 }
@@ -115,17 +116,10 @@ TensorView site_gemm_weight(const EncoderWeights& w, int64_t l, EncoderSite s) {
   return site_param(w.shadow.empty() ? w.layers[l] : w.shadow[l], s, /*bias=*/false);
 }
 
-// residual + LayerNorm: fused in fp32; under mixed precision the 16-bit sublayer output is added
-// to the fp32 stream (autocast's promotion), normalised in fp32, and copied to 16 bits for the next
-// GEMM (out_h) by the LayerNorm's own pass.
-void add_norm(TensorView out, TensorView out_h, TensorView sum, TensorView mean, TensorView rstd,
-              TensorView a, TensorView b, TensorView w, TensorView bias, float eps) {
-  if (a.dtype == DType::F32) {
-    add_layer_norm_forward(out, sum, mean, rstd, a, b, w, bias, eps);
-    return;
-  }
-  residual_forward(sum, a, b);
-  layer_norm_forward(out, mean, rstd, sum, w, bias, eps, out_h);
+// The bias a site's frozen GEMM adds: the bias's 16-bit shadow under mixed precision (what
+// autocast adds, and what cuBLASLt fuses into a 16-bit output), else the fp32 bias.
+TensorView site_gemm_bias(const EncoderWeights& w, int64_t l, EncoderSite s) {
+  return site_param(w.shadow.empty() ? w.layers[l] : w.shadow[l], s, /*bias=*/true);
 }
 
 bool has_dora(const EncoderWeights& w, int64_t l, EncoderSite s) {
@@ -177,7 +171,7 @@ void adapter_forward(const EncoderWeights& w, LayerActivations& la, const Encode
     adapter_site_forward(site_run(w, nullptr, la, a, l, s, d, in), y, x, xg, y_has_base,
                          recompute);
   else if (!y_has_base)
-    linear_forward(y, xg, site_gemm_weight(w, l, s), site_bias(w, l, s));
+    linear_forward(y, xg, site_gemm_weight(w, l, s), site_gemm_bias(w, l, s));
 }
 
 // Before the frozen layer's backward: DoRA's magnitude gradient and the gradient the frozen
@@ -218,7 +212,9 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
   const bool qkv_fused = !(has_dora(w, l, EncoderSite::Query) && has_dora(w, l, EncoderSite::Key) &&
                            has_dora(w, l, EncoderSite::Value));
-  if (qkv_fused) linear_forward(qkv, xg, gemm_weight(w, l, &LayerWeights::qkv_w), lw.qkv_b);
+  if (qkv_fused)
+    linear_forward(qkv, xg, gemm_weight(w, l, &LayerWeights::qkv_w),
+                   gemm_weight(w, l, &LayerWeights::qkv_b));
   for (int part = 0; part < 3; ++part)
     adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, xg, d, in,
                     qkv_fused, recompute);
@@ -226,18 +222,22 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                     columns(qkv, C, C), columns(qkv, 2 * C, C));
   adapter_forward(w, la, a, l, EncoderSite::AttnOut, attn, ctx, ctx, d, in, /*y_has_base=*/false,
                   recompute);
-  dropout_forward(attn, attn, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
-                  rows(d, in));
-  add_norm(ln1, ln1_h, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), attn, x,
-           lw.ln1_w, lw.ln1_b, eps);
+  // LayerNorm(dropout(attn) + x) in one pass (ops/dropout_add_norm.h; attn is not modified):
+  // under mixed precision the 16-bit sublayer output is added to the fp32 stream (autocast's
+  // promotion), normalised in fp32, and copied to 16 bits for the next GEMM (ln1_h).
+  dropout_add_layer_norm_forward(ln1, ln1_h, la.sum1.prefix(NC), la.ln1_mean.prefix(N1),
+                                 la.ln1_rstd.prefix(N1), attn, x, lw.ln1_w, lw.ln1_b, eps,
+                                 dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
+                                 rows(d, in));
   adapter_forward(w, la, a, l, EncoderSite::FfnIn, ffn_pre, mixed ? ln1_h : ln1,
                   mixed ? ln1_h : ln1, d, in, /*y_has_base=*/false, recompute);
   gelu_forward(ffn_act, ffn_pre, c.activation);
-  adapter_forward(w, la, a, l, EncoderSite::FfnOut, ffn_out, ffn_act, ffn_act, d, in, /*y_has_base=*/false, recompute);
-  dropout_forward(ffn_out, ffn_out, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
-                  rows(d, in));
-  add_norm(out, out_h, la.sum2.prefix(NC), la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), ffn_out,
-           ln1, lw.ln2_w, lw.ln2_b, eps);
+  adapter_forward(w, la, a, l, EncoderSite::FfnOut, ffn_out, ffn_act, ffn_act, d, in,
+                  /*y_has_base=*/false, recompute);
+  dropout_add_layer_norm_forward(out, out_h, la.sum2.prefix(NC), la.ln2_mean.prefix(N1),
+                                 la.ln2_rstd.prefix(N1), ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps,
+                                 dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
+                                 rows(d, in));
 }
 
 // One layer's backward: a.grad_out holds dL/d(out); on return it holds dL/dx (when need_dx).
@@ -260,11 +260,12 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                    ffn_act = la.ffn_act.prefix({N, F}), ctx = la.ctx.prefix(NC);
   const TensorView xg = mixed ? x_h : x;
 
-  // out = LayerNorm(f + h1): dsum is the gradient of both f and (through the residual) h1.
-  layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
-                      la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), a.workspace);
-  dropout_backward(dtmp, dsum, dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
-                   rows(d, in));
+  // out = LayerNorm(dropout(f) + h1): dsum is the gradient of h1 (through the residual) and of
+  // dropout(f); dtmp, f's, is dropout'(dsum), written by the same pass.
+  layer_norm_dropout_backward(dsum, dtmp, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
+                              la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1),
+                              dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
+                              rows(d, in));
   adapter_backward_scale(w, g, la, a, l, EncoderSite::FfnOut, dtmp, d, in);
   linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, ffn_act,
                   gemm_weight(w, l, &LayerWeights::ffn_out_w));
@@ -276,11 +277,11 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                   gemm_weight(w, l, &LayerWeights::ffn_in_w), /*accumulate_dinp=*/true);
   adapter_backward(w, g, la, a, l, EncoderSite::FfnIn, dffn, ln1, dsum, d, in);
 
-  // h1 = LayerNorm(a + x): dout becomes the gradient of both a and (residual) x.
-  layer_norm_backward(dout, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
-                      la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), a.workspace);
-  dropout_backward(dtmp, dout, dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
-                   rows(d, in));
+  // h1 = LayerNorm(dropout(a) + x): dout becomes the gradient of x (residual), dtmp that of a.
+  layer_norm_dropout_backward(dout, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
+                              la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
+                              dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
+                              rows(d, in));
   adapter_backward_scale(w, g, la, a, l, EncoderSite::AttnOut, dtmp, d, in);
   linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx,
                   gemm_weight(w, l, &LayerWeights::attn_out_w));
@@ -363,12 +364,13 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
   dropout_backward(dout, dout, dropout_p(d, c.hidden_dropout), key(d, embedding_dropout_site()),
                    rows(d, in));
   layer_norm_backward(dsum, g.emb_ln_w, g.emb_ln_b, dout, a.emb_sum.prefix(NC), w.emb_ln_w,
-                      a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1), a.workspace);
+                      a.emb_mean.prefix(N1), a.emb_rstd.prefix(N1));
   // HF's word embeddings (and RoBERTa's positions) are nn.Embedding(padding_idx=pad_token_id).
-  if (g.word.defined()) embedding_backward(g.word, dsum, in.ids, c.pad_token_id);
-  if (g.token_type.defined()) embedding_backward(g.token_type, dsum, in.type_ids);
+  if (g.word.defined()) embedding_backward(g.word, dsum, in.ids, c.pad_token_id, a.workspace);
+  if (g.token_type.defined()) embedding_backward(g.token_type, dsum, in.type_ids, -1, a.workspace);
   if (g.position.defined())
-    embedding_backward(g.position, dsum, in.pos_ids, c.roberta_like() ? c.pad_token_id : -1);
+    embedding_backward(g.position, dsum, in.pos_ids, c.roberta_like() ? c.pad_token_id : -1,
+                       a.workspace);
 }
 
 }  // namespace ftune

@@ -8,7 +8,7 @@
 #include "models/adapters.h"
 #include "models/encoder.h"
 #include "ops/attention.h"
-#include "ops/layer_norm.h"
+#include "ops/embedding.h"
 
 namespace ftune {
 namespace {
@@ -137,11 +137,13 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
     if (yw > 0) t.add("work/lora_stage_y", f32, {N * yw}, &a.lora_stage_y);
     if (training && dxw > 0) t.add("work/lora_stage_dx", f32, {N * dxw}, &a.lora_stage_dx);
   }
-  // Kernel scratch, as the target device's kernels use it: on the CPU per-thread scores and
-  // partial sums (compute_threads() of each); on CUDA the attention backward's row sums of every
-  // (b, h) pair and nothing else (ops/attention.h, ops/layer_norm.h), plus, when 16-bit attention
-  // runs through cuDNN, its workspace (ops/attention_cudnn.h).
-  const int64_t ws = std::max(attention.workspace, layer_norm_backward_workspace(how.device, C));
+  // Kernel scratch, as the target device's kernels use it: on the CPU per-thread attention scores
+  // (compute_threads() of them); on CUDA the attention backward's row sums of every (b, h) pair
+  // (ops/attention.h), plus, when 16-bit attention runs through cuDNN, its workspace
+  // (ops/attention_cudnn.h). The embeddings' backward reuses it after the layers, sorting the
+  // tokens by id there (ops/embedding.h); LayerNorm needs none (a fixed-order column reduction).
+  int64_t ws = attention.workspace;
+  if (training) ws = std::max(ws, embedding_backward_workspace(how.device, N, C));
   t.add("work/encoder", f32, {ws}, &a.workspace);
 }
 

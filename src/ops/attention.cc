@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/gpu_paths.h"
 #include "core/tensor_columns.h"
 #include "core/thread_pool.h"
 #include "ops/attention_cudnn.h"
@@ -283,6 +284,7 @@ void forward_cuda(const AttentionCall& c, const AttentionArgs& a, bool cudnn,
       return;
     check_ftune_saved("attention_forward", saved, a, q.dim(0));
   }
+  count_gpu_path(GpuPath::AttentionFtune);
   cuda::attention_forward(a, q.dtype, out.data, saved.data_as<float>(), q.data, k.data, v.data);
 }
 
@@ -302,6 +304,7 @@ void backward_cuda(const AttentionCall& c, const AttentionArgs& a, bool cudnn,
       return;
     check_ftune_saved("attention_backward", saved, a, q.dim(0));
   }
+  count_gpu_path(GpuPath::AttentionFtune);
   cuda::attention_backward(a, q.dtype, dq.data, dk.data, dv.data, dout.data, q.data, k.data,
                            v.data, saved.data_as<float>(), c.workspace.data_as<float>(),
                            c.workspace.numel());

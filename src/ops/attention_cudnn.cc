@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
+#include "core/gpu_paths.h"
 #include "core/op_profile.h"
 #ifdef FTUNE_WITH_CUDA
 #include "cuda/cuda_device.h"
@@ -65,6 +66,9 @@ bool qualifies(const TensorView& qkv, const TensorView& probs, const TensorView&
     if (need <= have) return true;
     why = fmt::format("it needs {} bytes of workspace, the plan has {}", need, have);
   }
+  // The run (or the process) asked for cuDNN and it refused: an error where cuDNN is required.
+  cuda::fail_if_cudnn_required(
+      fmt::format("cuDNN attention refused B={} T={} H={} D={}", d.B, d.T, d.H, d.D), why);
   const int64_t probs_floats = d.B * d.H * d.T * d.T;
   if (probs.numel() < probs_floats)
     throw ShapeError(fmt::format(
@@ -76,6 +80,7 @@ bool qualifies(const TensorView& qkv, const TensorView& probs, const TensorView&
   static std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int, float>> warned;
   const auto key = std::make_tuple(d.B, d.T, d.H, d.D, static_cast<int>(shape->dtype), dropout_p);
   std::lock_guard<std::mutex> lock(mu);
+  count_gpu_path(GpuPath::AttentionCudnnRefused);
   if (warned.insert(key).second)
     spdlog::warn("attention B={} T={} H={} D={}: cuDNN cannot run it ({}); ftune's kernel runs it",
                  d.B, d.T, d.H, d.D, why);
@@ -159,6 +164,7 @@ bool try_cudnn_attention_forward(TensorView out, TensorView probs, TensorView qk
 #ifdef FTUNE_WITH_CUDA
   cuda::SdpaShape shape;
   if (!qualifies(qkv, probs, workspace, d, dropout_p, &shape)) return false;
+  count_gpu_path(GpuPath::AttentionCudnn);
   const CudnnBuffers b = prepare(probs, key_mask, d, rng);
   const profile::OpScope scope("cudnn_sdpa", qkv.device);
   cuda::cudnn_sdpa_forward(out.data, b.stats, qkv.data, b.seq_lens, b.rng, shape, workspace.data,
@@ -178,6 +184,7 @@ bool try_cudnn_attention_backward(TensorView dqkv, TensorView dout, TensorView q
 #ifdef FTUNE_WITH_CUDA
   cuda::SdpaShape shape;
   if (!qualifies(qkv, probs, workspace, d, dropout_p, &shape)) return false;
+  count_gpu_path(GpuPath::AttentionCudnn);
   if (!out.defined())
     throw ShapeError(
         "attention_backward: cuDNN attention needs the forward pass's output (the `out` "

@@ -29,6 +29,12 @@ std::string gemm_autotune_report() {
 #endif
 }
 
+void gemm_autotune_save() {
+#ifdef FTUNE_WITH_CUDA
+  cuda::gemm_autotune_save();
+#endif
+}
+
 size_t gemm_workspace_bytes(Device device) {
 #ifdef FTUNE_WITH_CUDA
   if (!device.is_cpu()) return cuda::kGemmWorkspaceBytes;

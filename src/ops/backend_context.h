@@ -23,6 +23,9 @@ BackendContext backend_context();
 
 // The GEMM algorithm autotuning of this process, one line ("" without CUDA).
 std::string gemm_autotune_report();
+// Writes the algorithms timed since the last save to the shared cache file (cuda/gemm.h; the
+// trainer calls it after the first step and at the end of a run). Nothing without CUDA.
+void gemm_autotune_save();
 // Bytes the GEMM library holds outside the arena on `device` (cuBLASLt's workspace; 0 on the
 // CPU).
 size_t gemm_workspace_bytes(Device device);

@@ -1,10 +1,60 @@
 // Argument checks shared by all ops.
 #include "ops/dispatch.h"
 
+#include <atomic>
+#include <mutex>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "core/env_flag.h"
+
+#ifdef FTUNE_WITH_CUDA
+#include "cuda/cuda_device.h"
+#include "cuda/graph.h"
+#endif
+
 namespace ftune {
 
 void cuda_kernel_missing(const char* op) {
   throw NotBuiltError(fmt::format("{}: no CUDA kernel yet (the CUDA backend issue adds it)", op));
+}
+
+namespace {
+std::atomic<int> g_debug_sync{-1};  // -1: not decided yet (FTUNE_CUDA_DEBUG_SYNC decides)
+}  // namespace
+
+bool cuda_debug_sync() {
+  int on = g_debug_sync.load(std::memory_order_relaxed);
+  if (on < 0) {
+    on = env_flag("FTUNE_CUDA_DEBUG_SYNC") ? 1 : 0;
+    g_debug_sync.store(on, std::memory_order_relaxed);
+    if (on) spdlog::warn("FTUNE_CUDA_DEBUG_SYNC: every GPU op is synchronised and checked (slow)");
+  }
+  return on == 1;
+}
+
+void set_cuda_debug_sync(bool on) {
+  g_debug_sync.store(on ? 1 : 0, std::memory_order_relaxed);
+}
+
+void cuda_debug_sync_after(const char* op) {
+  if (!cuda_debug_sync()) return;
+#ifdef FTUNE_WITH_CUDA
+  if (cuda::compute_stream_capturing()) {
+    static std::once_flag warned;
+    std::call_once(warned, [op] {
+      spdlog::warn("FTUNE_CUDA_DEBUG_SYNC: ops inside a CUDA graph capture ({} and the rest) "
+                   "cannot be synchronised and are not checked; training.cuda_graphs off checks "
+                   "every op",
+                   op);
+    });
+    return;
+  }
+  cuda::synchronize_and_check(fmt::format("FTUNE_CUDA_DEBUG_SYNC: after {}", op));
+#else
+  (void)op;
+#endif
 }
 
 Device common_device(const char* op, std::initializer_list<TensorView> views) {

@@ -1,7 +1,8 @@
 // The one dispatch point between backends. Every op's <op>.cc checks its arguments, then calls
 // FTUNE_DISPATCH(op_name, device, cpu_call, cuda_call). Without FTUNE_CUDA the CUDA branch is not
-// even compiled: it throws NotBuiltError, so a CPU-only build links and every CPU test runs.
-// op_name (a string literal) also names the op in the per-op step profile (core/op_profile.h).
+// even compiled: it throws NotBuiltError, so a CPU-only build links and every CPU test runs. With
+// it, the CUDA branch ends with the FTUNE_CUDA_DEBUG_SYNC check (below). op_name (a string
+// literal) also names the op in the per-op step profile (core/op_profile.h).
 #pragma once
 
 #include <fmt/format.h>
@@ -13,7 +14,11 @@
 #include "core/tensor.h"
 
 #ifdef FTUNE_WITH_CUDA
-#define FTUNE_CUDA_BRANCH(op_name, cuda_call) cuda_call
+#define FTUNE_CUDA_BRANCH(op_name, cuda_call) \
+  do {                                        \
+    cuda_call;                                \
+    ::ftune::cuda_debug_sync_after(op_name);  \
+  } while (0)
 #else
 #define FTUNE_CUDA_BRANCH(op_name, cuda_call) \
   throw ::ftune::NotBuiltError(fmt::format("{}: ftune was built without CUDA", op_name))
@@ -38,6 +43,18 @@ namespace ftune {
 
 // For ops whose CUDA twin is not written yet: a clear error instead of a silent CPU fallback.
 [[noreturn]] void cuda_kernel_missing(const char* op);
+
+// FTUNE_CUDA_DEBUG_SYNC=1 (core/env_flag.h; off by default; read at the first GPU op): after
+// every op on a GPU, wait for the compute stream and check for an error, so that a fault (an
+// illegal address, a failed launch) is reported as "FTUNE_CUDA_DEBUG_SYNC: after <op>: <CUDA
+// error>" by the op that caused it instead of at the next synchronisation, which in a training run
+// is the log interval. It removes all overlap between the host and the GPU: a debugging switch.
+// Inside a CUDA graph capture nothing can be synchronised: the check is skipped there, with one
+// warning per process (run with training.cuda_graphs off to check every op).
+// set_cuda_debug_sync overrides the environment.
+bool cuda_debug_sync();
+void set_cuda_debug_sync(bool on);
+void cuda_debug_sync_after(const char* op);  // called by FTUNE_DISPATCH's CUDA branch
 
 // Argument checks shared by every op; each throws ShapeError naming the op and the argument.
 // The device all (defined) views share; throws if they differ.

@@ -1,4 +1,7 @@
-// Embedding on the CPU: forward split over tokens, backward split over columns (deterministic).
+// Embedding on the CPU: forward split over tokens; backward in the order of additions of
+// ops/embedding.h (sorted by id, pieces per window of 64 entries), split over columns.
+#include <algorithm>
+
 #include "core/thread_pool.h"
 #include "ops/embedding.h"
 
@@ -22,18 +25,41 @@ void embedding_forward(float* out, const int32_t* ids, const float* table, int64
 }
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C,
-                        int64_t padding_idx) {
+                        int64_t padding_idx, int64_t* order) {
+  // The order of additions of ops/embedding.h. Sorting (id, token) pairs, which are all distinct,
+  // keeps the tokens of one id in token order.
+  for (int64_t n = 0; n < N; ++n) order[n] = (int64_t{ids[n]} << 32) | n;
+  std::sort(order, order + N);
+  const auto id_at = [&](int64_t p) { return static_cast<int32_t>(order[p] >> 32); };
+  const auto token_at = [&](int64_t p) { return order[p] & 0xffffffff; };
+  constexpr int64_t kColumns = 256;  // a piece's sums, a block of columns at a time
   parallel_for(
-      C,
-      [&](int64_t c0, int64_t c1) {
-        for (int64_t n = 0; n < N; ++n) {
-          if (ids[n] == padding_idx) continue;
-          float* row = dtable + static_cast<int64_t>(ids[n]) * C;
-          const float* g = dout + n * C;
-          for (int64_t c = c0; c < c1; ++c) row[c] += g[c];
+      (C + kColumns - 1) / kColumns,
+      [&](int64_t b0, int64_t b1) {
+        float acc[kColumns];
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t c0 = b * kColumns, w = std::min(kColumns, C - c0);
+          for (int64_t w0 = 0; w0 < N; w0 += kEmbeddingWindow) {
+            const int64_t w1 = std::min(N, w0 + kEmbeddingWindow);
+            for (int64_t p = w0; p < w1;) {  // a piece: entries [p, q) of one id in the window
+              const int32_t id = id_at(p);
+              int64_t q = p;
+              while (q < w1 && id_at(q) == id) ++q;
+              if (id != padding_idx) {
+                for (int64_t i = 0; i < w; ++i) acc[i] = 0.0f;
+                for (int64_t e = p; e < q; ++e) {
+                  const float* g = dout + token_at(e) * C + c0;
+                  for (int64_t i = 0; i < w; ++i) acc[i] += g[i];
+                }
+                float* row = dtable + static_cast<int64_t>(id) * C + c0;
+                for (int64_t i = 0; i < w; ++i) row[i] += acc[i];
+              }
+              p = q;
+            }
+          }
         }
       },
-      32);
+      1);
 }
 
 }  // namespace ftune::cpu

@@ -4,7 +4,6 @@
 #include <initializer_list>
 #include <utility>
 
-#include "core/thread_pool.h"
 #include "ops/dispatch.h"
 
 namespace ftune {
@@ -81,17 +80,8 @@ void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, Ten
                                N, C, eps));
 }
 
-int64_t layer_norm_backward_workspace(int64_t C) {
-  return int64_t{compute_threads()} * 2 * C;
-}
-
-int64_t layer_norm_backward_workspace(Device device, int64_t C) {
-  return device.is_cpu() ? layer_norm_backward_workspace(C) : 0;
-}
-
 void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
-                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
-                         TensorView workspace) {
+                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd) {
   const char* op = "layer_norm_backward";
   check_f32(op, "inp", inp, inp.shape);
   check_f32(op, "dout", dout, inp.shape);
@@ -105,19 +95,13 @@ void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, 
   else
     check_stats(op, inp, mean, rstd, {{"weight", &weight}});
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);
-  check_dtype(op, "workspace", workspace, DType::F32);
-  const int64_t needed = layer_norm_backward_workspace(workspace.device, C);
-  if (workspace.numel() < needed)
-    throw ShapeError(
-        fmt::format("{}: workspace of {} floats, needs {}", op, workspace.numel(), needed));
-  const Device dev =
-      common_device(op, {dinp, dweight, dbias, dout, inp, weight, mean, rstd, workspace});
+  const Device dev = common_device(op, {dinp, dweight, dbias, dout, inp, weight, mean, rstd});
   FTUNE_DISPATCH(op, dev,
                  cpu::layer_norm_backward(
                      dinp.data_as<float>(), dweight.defined() ? dweight.data_as<float>() : nullptr,
                      dbias.defined() ? dbias.data_as<float>() : nullptr, dout.data_as<float>(),
                      inp.data_as<float>(), weight.data_as<float>(), mean.data_as<float>(),
-                     rstd.data_as<float>(), N, C, workspace.data_as<float>()),
+                     rstd.data_as<float>(), N, C),
                  cuda::layer_norm_backward(
                      dinp.data_as<float>(), dweight.defined() ? dweight.data_as<float>() : nullptr,
                      dbias.defined() ? dbias.data_as<float>() : nullptr, dout.data_as<float>(),

@@ -7,9 +7,8 @@
 //   backward: dinp (N, C) overwritten; dweight, dbias (C) accumulate (+=); both undefined for a
 //             frozen LayerNorm (adapters), which then only computes dinp.
 // The fused op's backward is layer_norm_backward on `sum`: its dinp is the gradient of a and b.
-// The backward pass reduces dweight/dbias through per-thread partial sums held in `workspace`
-// (f32, at least layer_norm_backward_workspace(device, C) elements, planned with the rest of the
-// arena: compute_threads() x 2C on the CPU; none on CUDA, whose twin reduces without it).
+// dweight and dbias are column sums in the fixed order of core/column_order.h on both devices:
+// the same bits for any thread count, and no workspace.
 #pragma once
 
 #include "core/tensor.h"
@@ -23,12 +22,7 @@ void add_layer_norm_forward(TensorView out, TensorView sum, TensorView mean, Ten
                             TensorView a, TensorView b, TensorView weight, TensorView bias,
                             float eps);
 void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,
-                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd,
-                         TensorView workspace);
-// The CPU kernel's per-thread partial sums: compute_threads() x 2C floats.
-int64_t layer_norm_backward_workspace(int64_t C);
-// The workspace layer_norm_backward reads on `device`: the CPU's above, 0 on CUDA.
-int64_t layer_norm_backward_workspace(Device device, int64_t C);
+                         TensorView inp, TensorView weight, TensorView mean, TensorView rstd);
 
 namespace cpu {
 // inp, or a + b into sum (the fused add); out_bf16 / out_f16: null, or out's 16-bit copy.
@@ -38,7 +32,7 @@ void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, 
                         f16_t* out_f16 = nullptr);
 void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                          const float* inp, const float* weight, const float* mean,
-                         const float* rstd, int64_t N, int64_t C, float* workspace);
+                         const float* rstd, int64_t N, int64_t C);
 }  // namespace cpu
 
 namespace cuda {
@@ -47,7 +41,6 @@ void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, 
                         const float* b, float* sum, const float* weight, const float* bias,
                         int64_t N, int64_t C, float eps, bf16_t* out_bf16 = nullptr,
                         f16_t* out_f16 = nullptr);
-// Needs no workspace: dweight / dbias come from a fixed-order column reduction.
 void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                          const float* inp, const float* weight, const float* mean,
                          const float* rstd, int64_t N, int64_t C);

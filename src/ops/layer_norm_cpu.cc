@@ -1,10 +1,11 @@
 // Layer norm on the CPU. Rows are independent and split across threads; the parameter gradients
-// are reduced per thread into private partial sums and then added in thread order, so results
-// depend only on the thread count, never on scheduling.
+// are column sums in the fixed order of core/column_order.h, so no result depends on the thread
+// count.
 #include <cmath>
 
 #include "core/thread_pool.h"
 #include "ops/layer_norm.h"
+#include "ops/primitives_cpu.h"
 
 namespace ftune::cpu {
 
@@ -49,51 +50,48 @@ void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, 
 
 void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                          const float* inp, const float* weight, const float* mean,
-                         const float* rstd, int64_t N, int64_t C, float* workspace) {
+                         const float* rstd, int64_t N, int64_t C) {
   // With xhat = (x - mean) * rstd and g = dout * weight:
-  //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat));  dweight += dout * xhat;  dbias += dout
-  const int threads = compute_threads();
-  compute_pool().parallel_for(threads, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t r0 = N * t / threads, r1 = N * (t + 1) / threads;
-      float* pw = workspace + t * 2 * C;
-      float* pb = pw + C;
-      for (int64_t c = 0; c < 2 * C; ++c) pw[c] = 0.0f;
-      for (int64_t r = r0; r < r1; ++r) {
-        const float* x = inp + r * C;
-        const float* dy = dout + r * C;
-        const float m = mean[r], rs = rstd[r];
-        float mean_g = 0.0f, mean_gx = 0.0f;
+  //   dinp = rstd * (g - mean(g) - xhat * mean(g * xhat))   row by row;
+  //   dweight += sum over rows of dout * xhat, dbias += sum over rows of dout, in the fixed order
+  //   of core/column_order.h (the CUDA twin's, independent of the thread count).
+  parallel_for(
+      N,
+      [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* x = inp + r * C;
+          const float* dy = dout + r * C;
+          const float m = mean[r], rs = rstd[r];
+          float mean_g = 0.0f, mean_gx = 0.0f;
 #pragma omp simd reduction(+ : mean_g, mean_gx)
-        for (int64_t c = 0; c < C; ++c) {
-          const float xhat = (x[c] - m) * rs;
-          const float g = dy[c] * weight[c];
-          mean_g += g;
-          mean_gx += g * xhat;
-        }
-        mean_g /= static_cast<float>(C);
-        mean_gx /= static_cast<float>(C);
-        float* dx = dinp + r * C;
-        for (int64_t c = 0; c < C; ++c) {
-          const float xhat = (x[c] - m) * rs;
-          dx[c] = rs * (dy[c] * weight[c] - mean_g - xhat * mean_gx);
-        }
-        if (dweight)
           for (int64_t c = 0; c < C; ++c) {
-            pw[c] += dy[c] * (x[c] - m) * rs;
-            pb[c] += dy[c];
+            const float xhat = (x[c] - m) * rs;
+            const float g = dy[c] * weight[c];
+            mean_g += g;
+            mean_gx += g * xhat;
           }
-      }
-    }
-  });
+          mean_g /= static_cast<float>(C);
+          mean_gx /= static_cast<float>(C);
+          float* dx = dinp + r * C;
+          for (int64_t c = 0; c < C; ++c) {
+            const float xhat = (x[c] - m) * rs;
+            dx[c] = rs * (dy[c] * weight[c] - mean_g - xhat * mean_gx);
+          }
+        }
+      },
+      8);
   if (!dweight) return;
-  for (int t = 0; t < threads; ++t) {
-    const float* pw = workspace + static_cast<size_t>(t) * 2 * C;
-    for (int64_t c = 0; c < C; ++c) {
-      dweight[c] += pw[c];
-      dbias[c] += pw[C + c];
-    }
-  }
+  column_reduce<2>(
+      N, C,
+      [&](int64_t r, int64_t c, float* v) {
+        const float dy = dout[r * C + c];
+        v[0] = dy * ((inp[r * C + c] - mean[r]) * rstd[r]);
+        v[1] = dy;
+      },
+      [&](int64_t c, const float* total) {
+        dweight[c] += total[0];
+        dbias[c] += total[1];
+      });
 }
 
 }  // namespace ftune::cpu

@@ -35,11 +35,13 @@ void check_result(const char* op, const char* name, const TensorView& v, DType d
 // The CPU's emulation (ops/cast.h): 16-bit operands staged to fp32, the fp32 kernel, one
 // rounding of a 16-bit result.
 void cpu_forward_staged(const TensorView& out, int64_t ldo, const TensorView& inp, int64_t ldi,
-                        const TensorView& weight, const float* b, int64_t N, int64_t C,
+                        const TensorView& weight, const TensorView& bias, int64_t N, int64_t C,
                         int64_t OC) {
-  int64_t ldx, ldw;
+  int64_t ldx, ldw, ldb;
   const float* x = cpu::stage_f32(inp.data, inp.dtype, N, C, ldi, 0, &ldx);
   const float* w = cpu::stage_f32(weight.data, weight.dtype, OC, C, C, 1, &ldw);
+  const float* b =
+      bias.defined() ? cpu::stage_f32(bias.data, bias.dtype, 1, OC, OC, 3, &ldb) : nullptr;
   if (out.dtype == DType::F32) {
     cpu::linear_forward(out.data_as<float>(), ldo, x, ldx, w, b, N, C, OC);
   } else {
@@ -84,12 +86,18 @@ void linear_forward_mixed(TensorView out, TensorView inp, TensorView weight, Ten
   const int64_t ldi = row_stride_float(op, "inp", inp, N, C);
   const int64_t ldo = row_stride_float(op, "out", out, N, OC);
   check_result(op, "out", out, dt);
-  if (bias.defined()) check_f32(op, "bias", bias, Shape{OC});
-  const float* b = bias.defined() ? bias.data_as<float>() : nullptr;
+  if (bias.defined()) {
+    // f32, or the 16-bit output's own type (the bias's shadow).
+    if (bias.dtype != DType::F32 && !(out.dtype == dt && bias.dtype == dt))
+      throw ShapeError(fmt::format("{}: bias has dtype {}, expected f32 or the output's {}", op,
+                                   dtype_name(bias.dtype), dtype_name(out.dtype)));
+    check_float(op, "bias", bias, Shape{OC});
+  }
   const Device dev = common_device(op, {out, inp, weight, bias});
-  FTUNE_DISPATCH(op, dev, cpu_forward_staged(out, ldo, inp, ldi, weight, b, N, C, OC),
+  FTUNE_DISPATCH(op, dev, cpu_forward_staged(out, ldo, inp, ldi, weight, bias, N, C, OC),
                  cuda::linear_forward_mixed(out.data, out.dtype, ldo, inp.data, ldi, weight.data,
-                                            dt, b, N, C, OC));
+                                            dt, bias.defined() ? bias.data : nullptr,
+                                            bias.defined() ? bias.dtype : DType::F32, N, C, OC));
 }
 
 void linear_backward_mixed(TensorView dinp, TensorView dweight, TensorView dbias, TensorView dout,

@@ -1,6 +1,6 @@
 // LoRA / DoRA on the CPU: the low-rank products go through gemm(); the DoRA column scalings are
-// plain loops threaded over rows (forward) or columns (backward, so the magnitude gradient sums
-// rows in order whatever the thread count).
+// plain loops threaded over rows (forward), and the magnitude gradient a column sum in the fixed
+// order of core/column_order.h (backward: the same whatever the thread count).
 #include <algorithm>
 #include <cmath>
 
@@ -10,9 +10,6 @@
 #include "ops/primitives_cpu.h"
 
 namespace ftune::cpu {
-namespace {
-constexpr int64_t kMaxBlock = 2048;  // columns per block of dora_output_backward
-}  // namespace
 
 void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
                   const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale, float p,
@@ -143,36 +140,26 @@ void dora_output_rows(float* out, int64_t ldo, const float* z, int64_t ldz, cons
 }
 
 // dm += colsum(dout * z) / n, then dout *= m/n in place (DoRA), or z := (m/n - 1) dout (DoRA with
-// adapter dropout; dout unchanged). One wide block of columns per thread, rows in order within it:
-// every column's sum runs over the rows in the same order whatever the thread count, and each row
-// is touched in long contiguous runs (narrow blocks would jump a page per row).
+// adapter dropout; dout unchanged). The magnitude gradient is a column sum in the fixed order of
+// core/column_order.h (the CUDA twin's, for any thread count); each element is updated as it is
+// read (once).
 template <bool kDropout>
 void dora_output_columns(float* dm, float* dout, int64_t lddo, float* z, int64_t ldz,
                          const float* m, const float* norm, int64_t N, int64_t OC) {
-  const int64_t threads = compute_threads();
-  const int64_t width = std::min<int64_t>(kMaxBlock, (OC + threads - 1) / threads);
-  const int64_t blocks = (OC + width - 1) / width;
-  parallel_for(blocks, [&](int64_t b0, int64_t b1) {
-    for (int64_t blk = b0; blk < b1; ++blk) {
-      const int64_t o0 = blk * width, n = std::min(width, OC - o0);
-      float acc[kMaxBlock];
-      for (int64_t j = 0; j < n; ++j) acc[j] = 0.0f;
-      for (int64_t r = 0; r < N; ++r) {
-        float* d = dout + r * lddo + o0;
-        float* zr = z + r * ldz + o0;
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) {
-          acc[j] += d[j] * zr[j];
-          if constexpr (kDropout)
-            zr[j] = (m[o0 + j] / norm[o0 + j] - 1.0f) * d[j];
-          else
-            d[j] *= m[o0 + j] / norm[o0 + j];
-        }
-      }
-      if (dm)
-        for (int64_t j = 0; j < n; ++j) dm[o0 + j] += acc[j] / norm[o0 + j];
-    }
-  });
+  column_reduce<1>(
+      N, OC,
+      [&](int64_t r, int64_t o, float* v) {
+        float* d = dout + r * lddo + o;
+        float* zr = z + r * ldz + o;
+        v[0] = *d * *zr;
+        if constexpr (kDropout)
+          *zr = (m[o] / norm[o] - 1.0f) * *d;
+        else
+          *d *= m[o] / norm[o];
+      },
+      [&](int64_t o, const float* total) {
+        if (dm) dm[o] += total[0] / norm[o];
+      });
 }
 
 }  // namespace

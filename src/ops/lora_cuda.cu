@@ -6,8 +6,7 @@
 // unless accumulate_dinp.
 #include <cmath>
 
-#include "cuda/cuda_check.h"
-#include "cuda/streams.cuh"
+#include "cuda/column_reduce.cuh"
 #include "cuda/gemm.h"
 #include "cuda/reduce.cuh"
 #include "ops/dropout.h"
@@ -85,35 +84,33 @@ __global__ void dora_output_forward_kernel(float* out, int64_t ldo, const float*
   }
 }
 
-// dm[o] += sum_r dout[r, o] z[r, o] / norm[o]; then dout[r, o] *= m[o] / norm[o] in place (DoRA), or
-// z[r, o] = (m[o] / norm[o] - 1) dout[r, o] (DoRA with adapter dropout). A block of 32 x 32
-// threads owns 32 columns; thread (x, y) walks rows y, y + 32, ...; the 32 partial sums of a column
-// are added in y order.
+// dm[o] += sum_r dout[r, o] z[r, o] / norm[o] (a column reduction, cuda/column_reduce.cuh, in the
+// CPU's order); then, as each element is read (exactly once), dout[r, o] *= m[o] / norm[o] in
+// place (DoRA), or z[r, o] = (m[o] / norm[o] - 1) dout[r, o] (DoRA with adapter dropout).
 template <bool kDropout>
-__global__ void __launch_bounds__(1024)
-    dora_output_backward_kernel(float* dm, float* dout, int64_t lddo, float* z, int64_t ldz,
-                                const float* m, const float* norm, int64_t N, int64_t OC) {
-  __shared__ float partial[32][33];
-  const int64_t o = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  float acc = 0.0f;
-  if (o < OC)
-    for (int64_t r = threadIdx.y; r < N; r += 32) {
-      float* d = dout + r * lddo + o;
-      float* zr = z + r * ldz + o;
-      acc += *d * *zr;
-      if constexpr (kDropout)
-        *zr = (m[o] / norm[o] - 1.0f) * *d;
-      else
-        *d *= m[o] / norm[o];
-    }
-  partial[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && o < OC && dm) {
-    float s = 0.0f;
-    for (int k = 0; k < 32; ++k) s += partial[k][threadIdx.x];
-    dm[o] += s / norm[o];
+struct DoraMagnitudeValues {
+  float* dout;
+  int64_t lddo;
+  float* z;
+  int64_t ldz;
+  const float *m, *norm;
+  __device__ void operator()(int64_t r, int64_t o, float* v) const {
+    float* d = dout + r * lddo + o;
+    float* zr = z + r * ldz + o;
+    v[0] = *d * *zr;
+    if constexpr (kDropout)
+      *zr = (m[o] / norm[o] - 1.0f) * *d;
+    else
+      *d *= m[o] / norm[o];
   }
-}
+};
+struct DoraMagnitudeAdd {
+  float* dm;
+  const float* norm;
+  __device__ void operator()(int64_t o, const float* t) const {
+    if (dm) dm[o] += t[0] / norm[o];
+  }
+};
 
 template <bool kDropout>
 void dora_output_forward_launch(float* out, int64_t ldo, const float* z, int64_t ldz,
@@ -131,9 +128,8 @@ template <bool kDropout>
 void dora_output_backward_launch(float* dm, float* dout, int64_t lddo, float* z, int64_t ldz,
                                  const float* m, const float* norm, int64_t N, int64_t OC) {
   if (OC == 0) return;
-  dora_output_backward_kernel<kDropout><<<grid_for(OC, 32), dim3(32, 32), 0, compute_stream()>>>(
-      dm, dout, lddo, z, ldz, m, norm, N, OC);
-  FTUNE_CUDA_CHECK_LAUNCH();
+  column_reduce<1>(N, OC, DoraMagnitudeValues<kDropout>{dout, lddo, z, ldz, m, norm},
+                   DoraMagnitudeAdd{dm, norm});
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// CPU primitives: OpenBLAS sgemm behind a row-major wrapper, column sums threaded over columns.
+// CPU primitives: OpenBLAS sgemm behind a row-major wrapper, column sums in the fixed order.
 #include "ops/primitives_cpu.h"
 
 #include <cblas.h>
@@ -58,17 +58,9 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
 }
 
 void add_column_sums(float* out, const float* inp, int64_t rows, int64_t cols) {
-  // Each thread owns a block of columns and sums rows in order: the result does not depend on the
-  // thread count.
-  parallel_for(
-      cols,
-      [&](int64_t c0, int64_t c1) {
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* row = inp + r * cols;
-          for (int64_t c = c0; c < c1; ++c) out[c] += row[c];
-        }
-      },
-      64);
+  column_reduce<1>(
+      rows, cols, [&](int64_t r, int64_t c, float* v) { v[0] = inp[r * cols + c]; },
+      [&](int64_t c, const float* total) { out[c] += total[0]; });
 }
 
 }  // namespace ftune::cpu

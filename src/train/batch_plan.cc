@@ -8,6 +8,7 @@
 
 #include "core/device.h"
 #include "core/thread_pool.h"
+#include "cuda/cuda_libraries.h"
 #include "ops/attention_cudnn.h"
 #include "train/precision.h"
 
@@ -96,6 +97,11 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
         cudnn_attention_probe(p.target.device, rows, p.target.max_seq, model.num_heads, model.head_dim,
                               p.target.precision, model.attention_dropout);
     if (!why.empty()) {
+      cuda::fail_if_cudnn_required(
+          fmt::format("training.attention {}: cuDNN refused the run's largest attention (B={} "
+                      "T={} H={} D={})",
+                      tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim),
+          why);
       spdlog::warn(
           "training.attention {}: cuDNN cannot run this run's largest attention (B={} T={} H={} "
           "D={}: {}); ftune's kernel runs the whole run, with the (B, H, T, T) probabilities "

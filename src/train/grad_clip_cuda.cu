@@ -1,7 +1,8 @@
 // Gradient norm and scaling on CUDA; mirrors train/grad_clip_cpu.cc.
 //   sum_of_squares: kPartialBlocks blocks each sum x^2 in double over a grid-stride slice of the
 //     buffer and reduce it within the block (warp shuffles, then warps in order); a second
-//     one-block kernel adds the partial sums in block order into one double. The launch shape
+//     one-block kernel adds the partial sums (each thread a strided set of them in order, then the
+//     block reduction) into one double. The launch shape
 //     never changes, so the result is the same bits on every run. Partial sums and the result live
 //     in a per-device scratch of (kPartialBlocks + 1) doubles allocated once (device_malloc) and
 //     kept; sum_of_squares reads the single 8-byte result back (a synchronisation), while
@@ -50,10 +51,17 @@ __global__ void sum_of_squares_partial_kernel(double* partial, const float* x, i
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
-__global__ void sum_partials_kernel(double* result, const double* partial, int count) {
-  double total = 0.0;
-  for (int b = 0; b < count; ++b) total += partial[b];
-  *result = total;
+// One block: thread t adds partials t, t + kThreads, ... in order, then the block's fixed-order
+// reduction (reduce.cuh) adds the threads' sums: the same bits every run, without one thread
+// walking all kPartialBlocks partials serially.
+__global__ void __launch_bounds__(kThreads)
+    sum_partials_kernel(double* result, const double* partial, int count) {
+  __shared__ double shared[32];
+  double s = 0.0;
+  for (int b = static_cast<int>(threadIdx.x); b < count; b += static_cast<int>(blockDim.x))
+    s += partial[b];
+  s = block_sum(s, shared);
+  if (threadIdx.x == 0) *result = s;
 }
 
 __global__ void scale_kernel(float* x, int64_t n, float factor) {
@@ -72,7 +80,7 @@ void sum_of_squares_into(double* result, const float* x, int64_t n) {
   double* scratch = reduction_scratch();
   sum_of_squares_partial_kernel<<<kPartialBlocks, kThreads, 0, compute_stream()>>>(scratch, x, n);
   FTUNE_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, 1, 0, compute_stream()>>>(result, scratch, kPartialBlocks);
+  sum_partials_kernel<<<1, kThreads, 0, compute_stream()>>>(result, scratch, kPartialBlocks);
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

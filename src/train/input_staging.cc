@@ -16,6 +16,7 @@ namespace ftune {
 namespace {
 
 const char* kSlotNames[InputStaging::kSlots] = {"input/staged/0", "input/staged/1"};
+const char* kFixedName = "input/graph";
 
 // The MicroParams at the start of a slot, in i32 elements (the arena aligns every buffer to at
 // least 16 bytes, so they are 8-aligned).
@@ -31,15 +32,39 @@ int64_t slot_elements(int64_t max_rows, int64_t max_seq, int64_t packed_tokens) 
 
 }  // namespace
 
-InputStaging::InputStaging(int64_t max_rows, int64_t max_seq, int64_t pad_multiple,
-                           int64_t packed_tokens)
-    : max_rows_(max_rows),
-      max_seq_(max_seq),
-      pad_multiple_(pad_multiple),
-      packed_tokens_(packed_tokens) {
-  FTUNE_ASSERT(max_rows > 0 && max_seq > 0 && pad_multiple > 0,
+int64_t PadRule::length(int64_t longest, int64_t cap) const {
+  int64_t step = multiple;
+  if (buckets && longest > 64) {
+    int top = 0;  // floor(log2(longest - 1)): 65..128 -> 6, step 16
+    while (((longest - 1) >> (top + 1)) != 0) ++top;
+    step = int64_t{1} << (top - 2);
+  }
+  return padded_length(longest, step, cap);
+}
+
+std::string PadRule::describe() const {
+  if (buckets)
+    return fmt::format(
+        "length buckets: multiples of {} up to 64 tokens, then 4 lengths per power "
+        "of two (at most 25% padding)",
+        multiple);
+  return multiple == 1 ? "none (each micro-batch to its longest row)"
+                       : fmt::format("to a multiple of {} tokens", multiple);
+}
+
+PadRule resolve_padding(int64_t value, Device device) {
+  if (value < 0)
+    throw InputError(fmt::format(
+        "key 'training.pad_to_multiple_of' must be auto or a positive integer, got {}", value));
+  if (value > 0) return PadRule{value, false};
+  return device.is_cpu() ? PadRule{1, false} : PadRule{8, true};
+}
+
+InputStaging::InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad, int64_t packed_tokens)
+    : max_rows_(max_rows), max_seq_(max_seq), pad_(pad), packed_tokens_(packed_tokens) {
+  FTUNE_ASSERT(max_rows > 0 && max_seq > 0 && pad.multiple > 0,
                "input staging for {} x {} tokens (padded to a multiple of {})", max_rows, max_seq,
-               pad_multiple);
+               pad.multiple);
 }
 
 InputStaging::~InputStaging() { free_host(); }
@@ -68,6 +93,7 @@ void InputStaging::free_host() {
 void InputStaging::add_to_plan(ArenaPlan& plan) const {
   const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_);
   for (const char* name : kSlotNames) plan.add(name, DType::I32, {n});
+  plan.add(kFixedName, DType::I32, {n});
 }
 
 void InputStaging::bind(const Arena& arena) {
@@ -75,6 +101,7 @@ void InputStaging::bind(const Arena& arena) {
   device_ = arena.device();
   const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_);
   if (device_.is_cpu()) cpu_host_.assign(static_cast<size_t>(n * kSlots), 0);
+  fixed_ = arena.view(kFixedName);
   for (int k = 0; k < kSlots; ++k) {
     slots_[k] = arena.view(kSlotNames[k]);
     if (device_.is_cpu()) {
@@ -105,14 +132,15 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
   const bool packed = packed_tokens_ > 0;
   // The micro-batch's own length: its longest row (right-padded: up to the last unmasked token);
   // padded, rounded up to the padding multiple, within the step batch (whose rows are padded that
-  // far). Packed: each row at its own length, back to back.
+  // far). Padded by the run's rule (train/input_staging.h PadRule). Packed: each row at its own
+  // length, back to back.
   int64_t S = 1, n = 0;
   for (int64_t r = row0; r < row0 + rows; ++r) {
     S = std::max(S, step.row_length(r));
     n += step.row_length(r);
   }
   if (!packed) {
-    S = padded_length(S, pad_multiple_, T);
+    S = pad_.length(S, T);
     n = rows * S;
   }
   FTUNE_ASSERT(S <= max_seq_ && (!packed || n <= packed_tokens_),
@@ -155,6 +183,7 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
                                         released_[k], copied_[k]);
 #endif
   }
+  used_[k] = used;
   rows_[k] = rows;
   seq_[k] = S;
   tokens_[k] = n;
@@ -163,12 +192,19 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
 
 StagedInputs InputStaging::acquire(int k) {
   FTUNE_ASSERT(k >= 0 && k < kSlots && rows_[k] > 0, "input staging slot {} was not staged", k);
+  const size_t used = static_cast<size_t>(used_[k]) * sizeof(int32_t);
+  if (device_.is_cpu()) {
+    std::memcpy(fixed_.data, slots_[k].data, used);
+  } else {
 #ifdef FTUNE_WITH_CUDA
-  if (!device_.is_cpu()) cuda::compute_stream_wait(device_, copied_[k]);
+    cuda::compute_stream_wait(device_, copied_[k]);
+    cuda::copy_on_compute_stream(fixed_.data, device_, slots_[k].data, used);
+    cuda::record_on_compute_stream(device_, released_[k]);
 #endif
+  }
   const int64_t B = rows_[k], n = tokens_[k];
   const bool packed = packed_tokens_ > 0;
-  const TensorView d = slots_[k];
+  const TensorView d = fixed_;
   StagedInputs s;
   s.inputs.B = B;
   s.inputs.ids = d.flat_range(kHead, n);
@@ -186,14 +222,6 @@ StagedInputs InputStaging::acquire(int k) {
   s.labels = d.flat_range(kHead + 3 * n + (packed ? B + 1 : n), B);
   s.micro = static_cast<const MicroParams*>(d.data);
   return s;
-}
-
-void InputStaging::release(int k) {
-#ifdef FTUNE_WITH_CUDA
-  if (!device_.is_cpu()) cuda::record_on_compute_stream(device_, released_[k]);
-#else
-  (void)k;
-#endif
 }
 
 }  // namespace ftune

@@ -5,19 +5,27 @@
 // dropout place, loss share and gradient scale, read by the kernels so that a replayed CUDA graph
 // sees them), then ids, type ids, position ids and mask of up to max_rows x max_seq tokens, then
 // max_rows labels; packed: ids, type ids and position ids of up to max_tokens tokens, the row
-// starts and the labels — data/token_batch.h's layouts), used in turn:
+// starts and the labels — data/token_batch.h's layouts), used in turn, and one fixed device
+// buffer of the same size ("input/graph") that the model reads:
 //   stage(k)    host: wait until slot k's previous copy has left its host buffer (normally long
 //               done), fill it; copy stream: wait until the compute stream released slot k, copy,
 //               record "copied k"
-//   acquire(k)  compute stream: wait for "copied k"; the model reads the slot's device views
-//   release(k)  compute stream: record "released k" after the micro-batch's last kernel
+//   acquire(k)  compute stream: wait for "copied k", copy slot k into the fixed buffer (a
+//               device-to-device copy of the micro-batch's few KiB), record "released k"; the
+//               model reads the fixed buffer's views
 // Neither stream ever waits on the host, and the host waits only for a copy of two micro-batches
-// ago. On the CPU the same code runs with plain memory and plain copies (events are no-ops).
-// Everything is allocated by bind(): nothing inside the step loop.
+// ago. The fixed buffer is why a CUDA graph does not depend on the slot: a graph replay reads the
+// addresses it was captured with, and the two slots have different ones, so graphs keyed by the
+// slot were captured twice per shape; every micro-batch now reaches the kernels at the same
+// addresses, and the graph key is the shape alone (train/step_graphs.h). The copy runs in stream
+// order after the previous micro-batch's kernels, which read the fixed buffer before it is
+// overwritten. On the CPU the same code runs with plain memory and plain copies (events are
+// no-ops). Everything is allocated by bind(): nothing inside the step loop.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/arena.h"
@@ -33,15 +41,30 @@ struct StagedInputs {
   const MicroParams* micro = nullptr;  // in the slot, on the device
 };
 
+// How padded micro-batches are padded (training.pad_to_multiple_of), bounding the shapes CUDA
+// graphs and cuDNN attention plans are built for: to a multiple of `multiple` tokens, or with
+// `buckets` (auto on a GPU) to the next of 8, 16, ..., 64 (multiples of 8), then four lengths per
+// power of two (80, 96, 112, 128, 160, 192, 224, 256, 320, ...: at most 25% padding; 20 lengths
+// up to 512 where multiples of 8 give 64). Never shorter than the longest row, never past `cap`.
+struct PadRule {
+  int64_t multiple = 1;
+  bool buckets = false;
+  int64_t length(int64_t longest, int64_t cap) const;
+  std::string describe() const;  // for logs and summary.json
+};
+
+// training.pad_to_multiple_of (0 = auto) for a run on `device`: auto is length buckets on a GPU,
+// no extra padding (1) on the CPU; a number N pads to multiples of N everywhere.
+PadRule resolve_padding(int64_t value, Device device);
+
 class InputStaging {
  public:
   static constexpr int kSlots = 2;
 
-  // pad_multiple: a micro-batch is padded to a multiple of this many tokens (at most the step
-  // batch's length, which the trainer pads likewise; train/step_graphs.h), not just to its
-  // longest row. packed_tokens > 0: micro-batches are packed, up to that many tokens.
-  InputStaging(int64_t max_rows, int64_t max_seq, int64_t pad_multiple = 1,
-               int64_t packed_tokens = 0);
+  // pad: how a padded micro-batch is padded beyond its longest row (at most the step batch's
+  // length, which the trainer pads by the same rule). packed_tokens > 0: micro-batches are packed,
+  // up to that many tokens.
+  InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad = {}, int64_t packed_tokens = 0);
   ~InputStaging();
   InputStaging(const InputStaging&) = delete;
   InputStaging& operator=(const InputStaging&) = delete;
@@ -55,21 +78,23 @@ class InputStaging {
   // next slot; starts its copy. `micro` goes with them. Returns the slot.
   int stage(const Batch& step, const std::vector<int32_t>& step_positions, int64_t row0,
             int64_t rows, const MicroParams& micro = {});
-  // The slot's inputs on the device, in stream order after its copy.
+  // The slot's inputs, copied into the fixed buffer in stream order after the slot's copy; the
+  // slot is free for the next stage() once that copy ran.
   StagedInputs acquire(int slot);
-  // The compute stream is done with the slot (after the micro-batch's backward).
-  void release(int slot);
 
  private:
   void free_host();
 
-  int64_t max_rows_, max_seq_, pad_multiple_, packed_tokens_;
+  int64_t max_rows_, max_seq_;
+  PadRule pad_;
+  int64_t packed_tokens_;
   Device device_ = Device::cpu();
   std::array<TensorView, kSlots> slots_{};  // (kHead + 4 * max_rows * max_seq + max_rows) i32
+  TensorView fixed_;                        // the same size: what the model reads
   std::array<int32_t*, kSlots> host_{};
   std::vector<int32_t> cpu_host_;  // the host buffers when the arena is on the CPU
   std::array<void*, kSlots> copied_{}, released_{};
-  std::array<int64_t, kSlots> rows_{}, seq_{}, tokens_{};
+  std::array<int64_t, kSlots> rows_{}, seq_{}, tokens_{}, used_{};  // used_: i32 elements
   int next_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "core/column_order.h"
 #include "core/error.h"
 #include "core/memory.h"
 #include "models/sequence_classifier.h"
@@ -82,13 +83,17 @@ MemoryPlan MemoryPlan::from(const ArenaPlan& plan, Device device) {
                m.arena, plan.total_bytes());
   m.total = m.arena;
   if (!device.is_cpu()) {
-    // cuBLASLt's workspace: one per device, allocated once outside the arena (cuda/gemm.h).
+    // cuBLASLt's workspace and the column reductions' partial sums: one of each per device,
+    // allocated once outside the arena (cuda/gemm.h, core/column_order.h).
+    const size_t fixed =
+        gemm_workspace_bytes(device) +
+        static_cast<size_t>(kColumnPartialFloats + kColumnResultFloats) * sizeof(float);
     for (MemoryCategory& c : m.categories)
       if (c.name == "GEMM workspace") {
-        c.bytes = gemm_workspace_bytes(device);
-        c.note = "cuBLASLt workspace, one per device, outside the arena";
+        c.bytes = fixed;
+        c.note = "cuBLASLt workspace and column-sum partials, one per device, outside the arena";
       }
-    m.total += gemm_workspace_bytes(device);
+    m.total += fixed;
   }
   return m;
 }
@@ -124,7 +129,7 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
   ArenaPlan plan;
   model.add_to_plan(plan);
   adamw.add_to_plan(plan);
-  InputStaging(model.options().max_batch, model.options().max_seq, 1,
+  InputStaging(model.options().max_batch, model.options().max_seq, PadRule{},
                model.options().packed ? model.options().max_tokens : 0)
       .add_to_plan(plan);
   return plan;

@@ -127,9 +127,12 @@ ResolvedAttention resolve_attention(const std::string& value, Device device, Pre
   if (!is16)
     return {AttentionKernel::Ftune, "auto: fp32 runs ftune's kernel (cuDNN flash attention is "
                                     "16-bit only)"};
-  if (!cudnn_built)
+  if (!cudnn_built) {
+    cuda::fail_if_cudnn_required("training.attention auto: no cuDNN attention in this build",
+                                 cuda::cudnn_sdpa_build_note());
     return {AttentionKernel::Ftune,
             "auto: no cuDNN attention in this build (" + cuda::cudnn_sdpa_build_note() + ")"};
+  }
   return {AttentionKernel::Cudnn,
           fmt::format("auto: {} on a GPU: cuDNN flash attention (its own dropout masks; "
                       "training.attention ftune keeps the CPU's)",

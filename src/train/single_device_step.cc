@@ -31,17 +31,18 @@
 #include "data/token_batch.h"
 #include "models/batch.h"
 #include "ops/backend_context.h"
+#include "train/gpu_paths_report.h"
 #include "train/layer_decay.h"
 #include "train/step_scalars.h"
 
 namespace ftune {
 namespace {
 
-// Executable CUDA graphs kept at most (train/step_graphs.h): (rows, padded length, slot) keys of
-// a run padded to multiples of 8 up to 512 tokens are 2 x 64 per micro-batch size.
+// Executable CUDA graphs kept at most (train/step_graphs.h): (rows, padded length) keys of a GPU
+// run's length buckets up to 512 tokens are 20 per micro-batch size.
 constexpr int64_t kMaxStepGraphs = 256;
 // The optimizer tail's graph (gradient norm, finish, AdamW): no micro-batch has 0 rows.
-constexpr MicroGraphKey kOptimizerGraphKey{0, 0, -1};
+constexpr MicroGraphKey kOptimizerGraphKey{0, 0};
 
 // The denominator of the mean cross-entropy over labels [begin, end) (ops/cross_entropy.h): the
 // number of counted rows, or with class weights the sum of their label weights; in the same order
@@ -100,10 +101,10 @@ SingleDeviceStep::SingleDeviceStep(const TrainConfig& config, const ModelSpec& m
   cuda_graphs_ = resolve_cuda_graphs(tc_.cuda_graphs, device);
   if (cuda_graphs_.on && profile::ops_enabled())  // a replayed graph has no op launches to time
     cuda_graphs_ = {false, "FTUNE_PROFILE_OPS times the ops of a step eagerly"};
-  pad_multiple_ = resolve_pad_multiple(tc_.pad_to_multiple_of, device);
+  pad_ = resolve_padding(tc_.pad_to_multiple_of, device);
   if (!device.is_cpu())
-    spdlog::info("CUDA graphs {} ({}); micro-batches padded to a multiple of {} tokens",
-                 cuda_graphs_.on ? "on" : "off", cuda_graphs_.why, pad_multiple_);
+    spdlog::info("CUDA graphs {} ({}); micro-batch padding: {}", cuda_graphs_.on ? "on" : "off",
+                 cuda_graphs_.why, pad_.describe());
   // The ops follow the run's TF32 choice through one channel (the attention kernel travels
   // with the model's plan: ClassifierOptions::attention).
   set_backend_context(device, BackendContext{tf32_.on});
@@ -157,7 +158,7 @@ void SingleDeviceStep::build() {
                      static_cast<float>(tc_.weight_decay)});
     graphs_.reset();  // captured with the old arena's pointers
     staging_ = std::make_unique<InputStaging>(
-        clf_->options().max_batch, clf_->options().max_seq, pad_multiple_,
+        clf_->options().max_batch, clf_->options().max_seq, pad_,
         clf_->options().packed ? clf_->options().max_tokens : 0);
     ArenaPlan plan;
     clf_->add_to_plan(plan);
@@ -260,12 +261,10 @@ void SingleDeviceStep::set_micro_batch(int64_t rows, int64_t step) {
 }
 
 void SingleDeviceStep::prepare_batch(Batch& step_batch) const {
-  // Padded to a multiple of pad_multiple_ tokens (within the planned length), so micro-batches
-  // come in few shapes (CUDA graphs, cuDNN plans); the padding is masked, so it changes results
-  // only through the order of sums.
-  pad_to_length(step_batch,
-                padded_length(step_batch.seq_len, pad_multiple_, clf_->options().max_seq),
-                pad_id_);
+  // Padded by the run's rule (within the planned length), so micro-batches come in few shapes
+  // (CUDA graphs, cuDNN plans); the padding is masked, so it changes results only through the
+  // order of sums.
+  pad_to_length(step_batch, pad_.length(step_batch.seq_len, clf_->options().max_seq), pad_id_);
 }
 
 StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& request) {
@@ -323,10 +322,9 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
     // A replayed graph runs none of the region's host code: the injected failure runs eagerly.
     // Packed batches run eagerly (their per-row loops read cu_seqlens on the host).
     if (graphs_ && !inject_oom && !in.inputs.packed())
-      graphs_->run(MicroGraphKey{rows, in.inputs.T, slot}, region);
+      graphs_->run(MicroGraphKey{rows, in.inputs.T}, region);
     else
       region();
-    staging_->release(slot);
     if (cut + 1 < cuts.size()) {
       const auto [next0, next] = cuts[cut + 1];
       slot = staging_->stage(step_batch, positions_, next0, next, micro_params(next0, next));
@@ -359,8 +357,10 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
   StepOutcome outcome;
   outcome.micro_batches = micro_batches - request.micro_batches;
   if (scaler_.enabled()) outcome.skipped_steps = follow_loss_scale(s);
-  if (s == 0 && !plan_.target.device.is_cpu())
+  if (s == 0 && !plan_.target.device.is_cpu()) {
     spdlog::info("gemm autotune after the first step: {}", gemm_autotune_report());
+    gemm_autotune_save();  // the shapes timed so far, for every later process
+  }
   return outcome;
 }
 
@@ -390,7 +390,8 @@ void SingleDeviceStep::sample_device_memory() {
 nlohmann::json SingleDeviceStep::report() const {
   nlohmann::json s;
   s["tf32"] = tf32_.on;
-  s["pad_to_multiple_of"] = pad_multiple_;
+  s["pad_to_multiple_of"] = pad_.multiple;
+  s["padding"] = pad_.describe();
   nlohmann::json g{{"on", cuda_graphs_.on}, {"why", cuda_graphs_.why}};
   if (graphs_) {
     const StepGraphStats& st = graphs_->stats();
@@ -398,11 +399,13 @@ nlohmann::json SingleDeviceStep::report() const {
     g["captured"] = st.captured;
     g["replayed"] = st.replayed;
     g["evicted"] = st.evicted;
+    g["capture_seconds"] = st.capture_seconds;
     g["held"] = graphs_->graphs();
     if (!st.failure.empty()) g["failure"] = st.failure;
   }
   s["cuda_graphs"] = g;
   if (!plan_.target.device.is_cpu()) s["gemm_autotune"] = gemm_autotune_report();
+  s["gpu_paths"] = gpu_paths_json(gpu_path_counts() - gpu_paths_at_start_);
   s["gradient_checkpointing"] = checkpointing_ == GradientCheckpointing::On;
   s["micro_batch"] = micro_batch_;  // in use at the end (smaller after an out-of-memory fallback)
   s["packing"] = {{"on", micro_tokens_ > 0}, {"why", plan_.packing.why}};

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/arena.h"
+#include "core/gpu_paths.h"
 #include "models/backbone.h"
 #include "train/batch_plan.h"
 #include "train/debug_hooks.h"
@@ -76,7 +77,8 @@ class SingleDeviceStep : public StepStrategy {
 
   ResolvedTf32 tf32_;             // TF32 for the fp32 GEMMs (a GPU setting)
   ResolvedCudaGraphs cuda_graphs_;  // training.cuda_graphs for the run's device
-  int64_t pad_multiple_ = 1;        // training.pad_to_multiple_of, resolved
+  PadRule pad_;                     // training.pad_to_multiple_of, resolved
+  const GpuPathCounts gpu_paths_at_start_ = gpu_path_counts();  // summary.json "gpu_paths"
   LossScaler scaler_;               // fp16: dynamic loss scaling (disabled otherwise: S = 1)
   GradientCheckpointing checkpointing_ = GradientCheckpointing::Off;
   int64_t micro_batch_ = 1;   // rows per forward pass; set_micro_batch() changes it between steps

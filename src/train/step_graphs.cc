@@ -4,7 +4,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
+
 #include "core/error.h"
+#include "core/gpu_paths.h"
 #ifdef FTUNE_WITH_CUDA
 #include "cuda/graph.h"
 #endif
@@ -50,6 +53,7 @@ void StepGraphs::run(const MicroGraphKey& key, const std::function<void()>& body
   if (e.exec) {
     backend_.launch(e.exec);
     ++stats_.replayed;
+    count_gpu_path(GpuPath::GraphReplays);
     return;
   }
   if (e.uses++ == 0) {  // warm-up: autotuning, cuDNN plans and lazy caches happen eagerly
@@ -58,6 +62,7 @@ void StepGraphs::run(const MicroGraphKey& key, const std::function<void()>& body
     return;
   }
   void* exec = nullptr;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
     backend_.begin();
     try {
@@ -82,6 +87,10 @@ void StepGraphs::run(const MicroGraphKey& key, const std::function<void()>& body
     ++stats_.eager;
     return;
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stats_.capture_seconds += seconds;
+  count_gpu_path_timed(GpuPath::GraphCaptures, seconds);
   e.exec = exec;
   ++live_;
   ++stats_.captured;
@@ -117,14 +126,6 @@ ResolvedCudaGraphs resolve_cuda_graphs(const std::string& value, Device device) 
   return {true,
           "auto: each micro-batch shape's forward and backward pass is captured once and "
           "replayed"};
-}
-
-int64_t resolve_pad_multiple(int64_t value, Device device) {
-  if (value < 0)
-    throw InputError(fmt::format(
-        "key 'training.pad_to_multiple_of' must be auto or a positive integer, got {}", value));
-  if (value > 0) return value;
-  return device.is_cpu() ? 1 : 8;
 }
 
 }  // namespace ftune

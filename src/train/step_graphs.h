@@ -1,11 +1,13 @@
 // CUDA graphs of the training step (training.cuda_graphs). A micro-batch's forward pass, loss and
 // backward pass launch hundreds of kernels; on a GPU their launch cost dominates small models and
 // short sequences. StepGraphs captures that region once per shape and replays it:
-//   key       (rows, padded length T, staging slot): the kernels' arguments are the arena's
-//             pointers and the shape, and each staging slot has its own input buffers
-//             (train/input_staging.h). What differs between micro-batches of one key — the
+//   key       (rows, padded length T): the kernels' arguments are the arena's pointers and the
+//             shape; every micro-batch's inputs reach the model at the same addresses (the fixed
+//             buffer of train/input_staging.h, whichever staging slot carried them), so one graph
+//             per shape serves both slots. What differs between micro-batches of one key — the
 //             dropout offset and row0, the loss share and gradient scale — is staged with the
 //             inputs in device memory (MicroParams, core/philox.h) and read by the kernels.
+//             Lengths come in few values (train/input_staging.h PadRule: length buckets on a GPU).
 //   1st use   runs eagerly: the warm-up in which GEMM autotuning, cuDNN graph builds and lazy
 //             caches happen (none of which may run inside a capture);
 //   2nd use   captures the region (nothing executes), instantiates it and launches the graph;
@@ -16,7 +18,7 @@
 // used is destroyed beyond that (its key is captured again on its next use). clear() forgets all
 // graphs: the trainer calls it whenever the arena is rebound (the pointers changed).
 // The optimizer tail of a step (gradient norm, finish, AdamW) is a region of its own (key
-// {0, 0, -1}): its learning rate is read from the step scalars (AdamW::apply_scheduled). fp16 runs
+// {0, 0}): its learning rate is read from the step scalars (AdamW::apply_scheduled). fp16 runs
 // keep that tail eager: their loss scale is a kernel argument that changes between steps.
 // A capture that fails (an unsupported call in the region, instantiation failure) turns graphs off
 // for the rest of the run with one warning and runs that micro-batch eagerly; an exception of the
@@ -36,7 +38,6 @@ namespace ftune {
 
 struct MicroGraphKey {
   int64_t rows = 0, seq = 0;
-  int slot = 0;
   friend auto operator<=>(const MicroGraphKey&, const MicroGraphKey&) = default;
 };
 
@@ -56,6 +57,7 @@ struct StepGraphStats {
   int64_t captured = 0;  // graphs captured (each also launched once)
   int64_t replayed = 0;  // launches of an existing graph
   int64_t evicted = 0;   // graphs destroyed for max_graphs
+  double capture_seconds = 0;  // capturing and instantiating (also in GpuPath::GraphCaptures)
   std::string failure;   // why graphs were turned off; empty while they are on
 };
 
@@ -96,10 +98,5 @@ struct ResolvedCudaGraphs {
 // training.cuda_graphs (auto | on | off) for a run on `device`: auto is on for CUDA devices; on is
 // an error (naming the key) on the CPU.
 ResolvedCudaGraphs resolve_cuda_graphs(const std::string& value, Device device);
-
-// training.pad_to_multiple_of (0 = auto) for a run on `device`: micro-batches are padded to a
-// multiple of it (bounding the shapes CUDA graphs and cuDNN plans are built for, and aligning
-// GEMM sizes). auto: 8 on a GPU, 1 (no extra padding) on the CPU.
-int64_t resolve_pad_multiple(int64_t value, Device device);
 
 }  // namespace ftune

@@ -379,6 +379,7 @@ nlohmann::json Trainer::run() {
   const std::string model_dir = (run_ / "model").string();
   publish_selected(chosen, model_dir);
   if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run
+  if (!plan_.target.device.is_cpu()) gemm_autotune_save();  // the algorithms timed since step 1
   nlohmann::json s = summary(stopped_by_);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;

@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "cuda/cuda_libraries.h"
+#include "test_util.h"
 
 #ifdef FTUNE_WITH_CUDA
 #include "cuda/cuda_device.h"
@@ -170,7 +171,8 @@ class CudnnSdpaGpu : public ::testing::Test {
  protected:
   void SetUp() override {
     if (device_count() == 0) GTEST_SKIP() << "no CUDA device";
-    if (!cudnn_sdpa_compiled()) GTEST_SKIP() << "not compiled: " << cudnn_sdpa_build_note();
+    if (!cudnn_sdpa_compiled())
+      FTUNE_SKIP_OR_REQUIRE_CUDNN("not compiled: " + cudnn_sdpa_build_note());
   }
 };
 
@@ -178,7 +180,7 @@ TEST_F(CudnnSdpaGpu, ForwardAndBackwardMatchTheReferenceWithPadding) {
   const int64_t B = 3, T = 40, H = 2, D = 64, C = H * D;
   SdpaShape shape{B, T, H, D, SdpaDtype::BF16, 0.0f};
   std::string why;
-  if (!cudnn_sdpa_supported(shape, &why)) GTEST_SKIP() << why;
+  if (!cudnn_sdpa_supported(shape, &why)) FTUNE_SKIP_OR_REQUIRE_CUDNN(why);
   const std::vector<int> lens = {40, 17, 1};  // full, padded, only [CLS]
   std::vector<int32_t> mask(B * T, 0);
   for (int64_t b = 0; b < B; ++b)
@@ -238,7 +240,7 @@ TEST_F(CudnnSdpaGpu, DropoutIsReproducibleForASeedAndChangesWithIt) {
   const int64_t B = 2, T = 64, H = 2, D = 64, C = H * D;
   SdpaShape shape{B, T, H, D, SdpaDtype::BF16, 0.2f};
   std::string why;
-  if (!cudnn_sdpa_supported(shape, &why)) GTEST_SKIP() << why;
+  if (!cudnn_sdpa_supported(shape, &why)) FTUNE_SKIP_OR_REQUIRE_CUDNN(why);
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::vector<float> qkv(B * T * 3 * C);

@@ -21,9 +21,10 @@
 namespace ftune::cuda {
 namespace {
 
+using test::ScopedEnv;
 using test::TempDir;
 
-GemmAlgoKey key(int64_t M = 4096, GemmEpilogue e = GemmEpilogue::GeluBias) {
+GemmAlgoKey key(int64_t M = 4096, GemmEpilogue e = GemmEpilogue::Bias) {
   GemmAlgoKey k;
   k.device = "NVIDIA H100 80GB HBM3";
   k.sm = 90;
@@ -35,12 +36,12 @@ GemmAlgoKey key(int64_t M = 4096, GemmEpilogue e = GemmEpilogue::GeluBias) {
   k.lda = 768;
   k.ldb = 768;
   k.ldc = 3072;
-  k.ldaux = 3072;
   k.a_type = DType::BF16;
   k.b_type = DType::BF16;
   k.c_type = DType::BF16;
+  k.bias_type = DType::BF16;
   k.epilogue = e;
-  k.align_a = k.align_b = k.align_c = k.align_aux = k.align_bias = 16;
+  k.align_a = k.align_b = k.align_c = k.align_bias = 16;
   return k;
 }
 
@@ -56,24 +57,6 @@ GemmAlgoEntry entry(uint64_t seed) {
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
-
-// Restores an environment variable when the test ends.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(GemmAlgoCache, RoundTripKeepsEveryWordAndField) {
   TempDir dir;
@@ -183,7 +166,7 @@ TEST(GemmAlgoCache, ConcurrentProcessesLoseNoEntry) {
 TEST(GemmAlgoCache, CorruptFileWarnsNamingItAndIsRebuilt) {
   TempDir dir;
   const std::string path = dir.path() + "/gemm.json";
-  write_text(path, "{\"format\": \"ftune-gemm-algorithms\", \"version\": 2, \"entries\": [");
+  write_text(path, "{\"format\": \"ftune-gemm-algorithms\", \"version\": 3, \"entries\": [");
   GemmAlgoCache c(path);
   const auto warning = c.load();
   ASSERT_TRUE(warning);
@@ -206,11 +189,11 @@ TEST(GemmAlgoCache, ForeignVersionOrFormatIsIgnoredWithAWarning) {
   auto warning = c.load();
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find(path), std::string::npos) << *warning;
-  EXPECT_NE(warning->find("version 1 is not the version this ftune writes (2)"),
+  EXPECT_NE(warning->find("version 1 is not the version this ftune writes (3)"),
             std::string::npos)
       << *warning;
 
-  write_text(path, R"({"format": "something-else", "version": 2, "entries": []})");
+  write_text(path, R"({"format": "something-else", "version": 3, "entries": []})");
   warning = GemmAlgoCache(path).load();
   ASSERT_TRUE(warning);
   EXPECT_NE(warning->find("format \"something-else\""), std::string::npos) << *warning;
@@ -245,11 +228,11 @@ TEST(GemmAlgoCache, MalformedEntryIsNamed) {
       << *warning;
 
   j["entries"][0]["key"]["c_type"] = "bf16";
-  j["entries"][0]["key"].erase("ldaux");
+  j["entries"][0]["key"].erase("bias_type");
   write_text(path, j.dump());
   warning = GemmAlgoCache(path).load();
   ASSERT_TRUE(warning);
-  EXPECT_NE(warning->find("ldaux"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("bias_type"), std::string::npos) << *warning;
 }
 
 TEST(GemmAlgoCache, UnwritableLocationWarnsAndDoesNotThrow) {
@@ -283,16 +266,15 @@ TEST(GemmAlgoKey, EveryFieldChangesTheKey) {
   vary([](GemmAlgoKey& k) { k.lda = 800; });
   vary([](GemmAlgoKey& k) { k.ldb = 800; });
   vary([](GemmAlgoKey& k) { k.ldc = 3080; });
-  vary([](GemmAlgoKey& k) { k.ldaux = 3080; });
   vary([](GemmAlgoKey& k) { k.a_type = DType::F16; });
   vary([](GemmAlgoKey& k) { k.b_type = DType::F16; });
   vary([](GemmAlgoKey& k) { k.c_type = DType::F32; });
-  vary([](GemmAlgoKey& k) { k.epilogue = GemmEpilogue::Bias; });
+  vary([](GemmAlgoKey& k) { k.bias_type = DType::F32; });
+  vary([](GemmAlgoKey& k) { k.epilogue = GemmEpilogue::None; });
   vary([](GemmAlgoKey& k) { k.tf32 = true; });
   vary([](GemmAlgoKey& k) { k.align_a = 8; });
   vary([](GemmAlgoKey& k) { k.align_b = 8; });
   vary([](GemmAlgoKey& k) { k.align_c = 8; });
-  vary([](GemmAlgoKey& k) { k.align_aux = 8; });
   vary([](GemmAlgoKey& k) { k.align_bias = 8; });
   std::set<std::string> strings;
   for (const auto& k : keys) strings.insert(k.str());

@@ -123,67 +123,75 @@ TEST(GemmArgs, NullMatricesOnlyForEmptyProducts) {
   EXPECT_NO_THROW(check_gemm_args(g));
 }
 
-TEST(GemmArgs, GeluEpiloguesNeedAux) {
-  for (GemmEpilogue e : {GemmEpilogue::GeluBias, GemmEpilogue::DGelu, GemmEpilogue::DGeluBgrad}) {
-    GemmArgs g = valid();
-    g.epilogue = e;
-    g.bias = e == GemmEpilogue::GeluBias ? static_cast<const float*>(addr(0x40000)) : nullptr;
-    g.bias_grad = e == GemmEpilogue::DGeluBgrad ? static_cast<float*>(addr(0x50000)) : nullptr;
-    const std::string msg = error_of<ShapeError>(g);
-    EXPECT_NE(msg.find("needs aux"), std::string::npos) << msg;
-    EXPECT_NE(msg.find(std::string(gemm_epilogue_name(e))), std::string::npos) << msg;
-    g.aux = addr(0x60000);
-    g.ldaux = 8;
-    EXPECT_NO_THROW(check_gemm_args(g)) << gemm_epilogue_name(e);
-    g.ldaux = 4;
-    EXPECT_NE(error_of<ShapeError>(g).find("ldaux = 4 is less than N = 8"), std::string::npos);
-  }
-}
-
 TEST(GemmArgs, BiasAndBiasGradientArePresentExactlyWhereTheEpilogueUsesThem) {
   GemmArgs g = valid();
   g.epilogue = GemmEpilogue::Bias;
   EXPECT_NE(error_of<ShapeError>(g).find("bias is null"), std::string::npos);
-  g.bias = static_cast<const float*>(addr(0x40002));  // not 4-byte aligned
+  g.bias = addr(0x40002);  // not 4-byte aligned
   EXPECT_NE(error_of<ShapeError>(g).find("bias = 0x40002 is not aligned"), std::string::npos);
-  g.bias = static_cast<const float*>(addr(0x40004));  // 4-byte aligned: fine (unfused if not 16)
+  g.bias = addr(0x40004);  // 4-byte aligned: fine (unfused if not 16)
   EXPECT_NO_THROW(check_gemm_args(g));
   g.epilogue = GemmEpilogue::None;
   EXPECT_NE(error_of<ShapeError>(g).find("bias is set but epilogue none does not add a bias"),
             std::string::npos);
 
   g = valid();
-  g.epilogue = GemmEpilogue::Bgrad;
+  g.trans_a = true;
+  g.lda = 6;  // A stored (K, M)
+  g.epilogue = GemmEpilogue::BgradOpA;
   EXPECT_NE(error_of<ShapeError>(g).find("bias_grad is null"), std::string::npos);
   g.bias_grad = static_cast<float*>(addr(0x50000));
   EXPECT_NO_THROW(check_gemm_args(g));
   g.epilogue = GemmEpilogue::Bias;
-  g.bias = static_cast<const float*>(addr(0x40000));
+  g.bias = addr(0x40000);
   EXPECT_NE(error_of<ShapeError>(g).find("bias_grad is set but epilogue bias does not write it"),
-            std::string::npos);
-
-  g = valid();
-  g.aux = addr(0x60000);
-  g.ldaux = 8;
-  EXPECT_NE(error_of<ShapeError>(g).find("aux is set but epilogue none does not use it"),
             std::string::npos);
 
   // BgradOpA's gradient has M entries: with M = 0 it may be null even though N > 0.
   g = valid();
+  g.trans_a = true;
+  g.lda = 6;
   g.epilogue = GemmEpilogue::BgradOpA;
   g.M = 0;
   EXPECT_NO_THROW(check_gemm_args(g));
-  g.M = 6;
-  EXPECT_NE(error_of<ShapeError>(g).find("bias_grad is null"), std::string::npos);
+}
+
+TEST(GemmArgs, TheBiasIsF32OrOfCsSixteenBitType) {
+  GemmArgs g = valid(DType::BF16, DType::BF16);
+  g.epilogue = GemmEpilogue::Bias;
+  g.bias = addr(0x40000);
+  g.bias_type = DType::BF16;
+  EXPECT_NO_THROW(check_gemm_args(g));
+  g.bias_type = DType::F32;
+  EXPECT_NO_THROW(check_gemm_args(g));
+  g.bias_type = DType::F16;  // not C's type
+  EXPECT_NE(error_of<ShapeError>(g).find("bias of type f16"), std::string::npos);
+  g = valid(DType::BF16, DType::F32);  // an fp32 C takes an fp32 bias only
+  g.epilogue = GemmEpilogue::Bias;
+  g.bias = addr(0x40000);
+  g.bias_type = DType::BF16;
+  EXPECT_NE(error_of<ShapeError>(g).find("bias of type bf16"), std::string::npos);
+  g = valid(DType::BF16, DType::BF16);  // a 16-bit bias is 2-byte aligned
+  g.epilogue = GemmEpilogue::Bias;
+  g.bias_type = DType::BF16;
+  g.bias = addr(0x40002);
+  EXPECT_NO_THROW(check_gemm_args(g));
+}
+
+TEST(GemmArgs, TheBiasGradientEpilogueNeedsATransposedA) {
+  GemmArgs g = valid(DType::BF16, DType::F32);
+  g.epilogue = GemmEpilogue::BgradOpA;
+  g.bias_grad = static_cast<float*>(addr(0x50000));
+  EXPECT_NE(error_of<ShapeError>(g).find("needs A stored transposed"), std::string::npos);
 }
 
 TEST(GemmArgs, DescriptionNamesShapeTransposesTypesAndEpilogue) {
   GemmArgs g = valid(DType::BF16, DType::F32);
   g.trans_b = true;
-  g.epilogue = GemmEpilogue::DGeluBgrad;
+  g.epilogue = GemmEpilogue::BgradOpA;
   EXPECT_EQ(describe_gemm(g),
-            "gemm (M=6, N=8, K=16, A bf16 N, B bf16 T, C f32, epilogue dgelu_bgrad)");
-  EXPECT_EQ(gemm_epilogue_name(GemmEpilogue::BgradOpA), "bgrad_op_a");
+            "gemm (M=6, N=8, K=16, A bf16 N, B bf16 T, C f32, epilogue bgrad_op_a)");
+  EXPECT_EQ(gemm_epilogue_name(GemmEpilogue::Bias), "bias");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 
+#include "core/gpu_paths.h"
 #include "cuda/cuda_libraries.h"
 #include "models/sequence_classifier.h"
 #include "ops/attention_cudnn.h"
@@ -132,16 +133,23 @@ class CudnnAttentionModelGpu : public ::testing::Test {
   void SetUp() override {
     if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
     if (!cuda::cudnn_sdpa_compiled())
-      GTEST_SKIP() << "cuDNN attention not compiled: " << cuda::cudnn_sdpa_build_note();
+      FTUNE_SKIP_OR_REQUIRE_CUDNN("cuDNN attention not compiled: " +
+                                  cuda::cudnn_sdpa_build_note());
     const std::string why = cudnn_attention_probe(Device::cuda(0), 3, 40, 2, 64, DType::BF16, 0.1f);
-    if (!why.empty()) GTEST_SKIP() << "cuDNN refuses the shape: " << why;
+    if (!why.empty()) FTUNE_SKIP_OR_REQUIRE_CUDNN("cuDNN refuses the shape: " + why);
   }
 };
 
 TEST_F(CudnnAttentionModelGpu, ForwardAndBackwardFollowFtunesKernelOnTheSmallBuffer) {
   const Result ftune = run(0.0f, AttentionKernel::Ftune, GradientCheckpointing::Off);
+  const GpuPathCounts before = gpu_path_counts();
   const Result cudnn = run(0.0f, AttentionKernel::Cudnn, GradientCheckpointing::Off);
   const Result cudnn_ckpt = run(0.0f, AttentionKernel::Cudnn, GradientCheckpointing::On);
+  // The path, not only the values: every attention pass of the cuDNN runs went through cuDNN.
+  const GpuPathCounts paths = gpu_path_counts() - before;
+  EXPECT_GT(paths[GpuPath::AttentionCudnn], 0);
+  EXPECT_EQ(paths[GpuPath::AttentionFtune], 0);
+  EXPECT_EQ(paths[GpuPath::AttentionCudnnRefused], 0);
   ASSERT_EQ(ftune.grads.size(), cudnn.grads.size());
   for (const Result* r : {&cudnn, &cudnn_ckpt}) {
     for (float v : r->grads) ASSERT_TRUE(std::isfinite(v));

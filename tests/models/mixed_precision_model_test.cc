@@ -229,11 +229,15 @@ TEST(MixedPrecisionModel, LoraFollowsFp32AndCheckpointingIsBitIdentical) {
   const auto g32 = to_vector(f32.clf->trainable_grads()),
              g16 = to_vector(bf.clf->trainable_grads());
   ASSERT_EQ(g32.size(), g16.size());
+  // 8e-2, not the 5e-2 of the full model: the frozen GEMMs add their biases in bf16 (the 16-bit
+  // shadow, as autocast's F.linear does and cuBLASLt fuses), and the rank-8 lora_A gradients,
+  // small sums of products, carry that rounding (6.8e-2 at layer 1's query; under 5e-2 with fp32
+  // biases).
   for (const ParamSpec& s : f32.clf->trainable_params().specs()) {
     const int64_t n = s.shape.numel();
     const std::vector<float> a(g16.begin() + s.offset, g16.begin() + s.offset + n),
         b(g32.begin() + s.offset, g32.begin() + s.offset + n);
-    EXPECT_LE(rel(a, b), 5e-2) << s.name;
+    EXPECT_LE(rel(a, b), 8e-2) << s.name;
   }
   EXPECT_NE(g16, g32);
   EXPECT_EQ(l16, l16c);

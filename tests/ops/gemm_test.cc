@@ -1,9 +1,12 @@
 // cuBLASLt GEMMs (cuda/gemm.h) against a CPU reference computed in double from the inputs as the
 // device sees them (rounded to bf16 / f16 first): every supported type combination, every
-// epilogue, fused (aligned bias / aux) and unfused (misaligned) paths, transposes, beta = 0 on
-// NaN-poisoned outputs and beta = 1 on random C (which also shows that timing the candidates of a
-// new shape never touches the caller's buffers), and the algorithm cache: a timed shape is written
-// to the cache file and taken from it again. cuBLASLt is CUDA only: the CPU parameter is skipped.
+// epilogue (an f32 bias, and a 16-bit bias of a 16-bit C), fused (aligned vectors) and unfused
+// (misaligned) paths, transposes, beta = 0 on NaN-poisoned outputs and beta = 1 on random C (which
+// also shows that timing the candidates of a new shape never touches the caller's buffers), the
+// path each call took (core/gpu_paths.h: aligned calls never run the naive kernel, and the bias
+// epilogue of a 16-bit C with its own 16-bit bias is fused), and the algorithm cache: a timed
+// shape is written to the cache file when saved and taken from it again. cuBLASLt is CUDA only:
+// the CPU parameter is skipped.
 #include "cuda/gemm.h"
 
 #include <cmath>
@@ -13,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gpu_paths.h"
 #include "core/memory.h"
 #include "op_test_util.h"
 
@@ -88,16 +92,6 @@ class Buffer {
   DeviceTensor mem_;
 };
 
-double gelu_tanh(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
-  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
-}
-double gelu_tanh_grad(double x) {
-  const double k = std::sqrt(2.0 / M_PI);
-  const double t = std::tanh(k * (x + 0.044715 * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x);
-}
-
 // max |got - ref| / max |ref|, NaN counting as infinitely wrong.
 double norm_error(const std::vector<float>& got, const std::vector<double>& ref) {
   double scale = 1e-6, worst = 0;
@@ -125,10 +119,16 @@ const TypeCase kTypes[] = {
     {DType::F16, DType::F32, false, 1e-4, "f16->f32"},
 };
 
-const GemmEpilogue kEpilogues[] = {
-    cuda::GemmEpilogue::None,     cuda::GemmEpilogue::Bias,       cuda::GemmEpilogue::GeluBias,
-    cuda::GemmEpilogue::DGelu,    cuda::GemmEpilogue::DGeluBgrad, cuda::GemmEpilogue::Bgrad,
-    cuda::GemmEpilogue::BgradOpA,
+// None, Bias with an f32 bias, Bias with a bias of C's type (16-bit C), BgradOpA.
+struct EpilogueCase {
+  GemmEpilogue ep;
+  bool bias_of_c;
+};
+const EpilogueCase kEpilogues[] = {
+    {GemmEpilogue::None, false},
+    {GemmEpilogue::Bias, false},
+    {GemmEpilogue::Bias, true},
+    {GemmEpilogue::BgradOpA, false},
 };
 
 class GemmTest : public OpTest {
@@ -137,15 +137,20 @@ class GemmTest : public OpTest {
     if (device().kind != DeviceKind::CUDA) GTEST_SKIP() << "cuBLASLt GEMMs are CUDA only";
   }
 
-  // One call against the reference. `misaligned` puts bias / bias_grad 4 bytes off 16-byte
-  // alignment and gives aux (and A, B, C) leading dimensions that are not multiples of 8: the
-  // unfused path. Otherwise every leading dimension is a multiple of 8 where the sizes are, and
-  // cuBLASLt's fused epilogue runs where it supports the combination.
-  void check(const TypeCase& tc, GemmEpilogue ep, bool ta, bool tb, int64_t M, int64_t N,
+  // One call against the reference. `misaligned` puts bias / bias_grad an element off 16-byte
+  // alignment and gives A, B and C leading dimensions that are not multiples of 8: the unfused
+  // path. Otherwise every leading dimension is a multiple of 8 where the sizes are, and cuBLASLt's
+  // fused epilogue runs where it supports the combination. bias_of_c: the bias has C's type (when
+  // C is 16-bit; else the case is skipped).
+  void check(const TypeCase& tc, EpilogueCase ec, bool ta, bool tb, int64_t M, int64_t N,
              int64_t K, float beta, bool misaligned) {
+    const GemmEpilogue ep = ec.ep;
+    if (ec.bias_of_c && tc.c == DType::F32) return;
+    if (ep == GemmEpilogue::BgradOpA && !ta) return;  // the bias gradient of dW = dout^T x only
     SCOPED_TRACE(::testing::Message()
-                 << tc.name << " epilogue " << cuda::gemm_epilogue_name(ep) << " ta " << ta
-                 << " tb " << tb << " M " << M << " N " << N << " K " << K << " beta " << beta
+                 << tc.name << " epilogue " << cuda::gemm_epilogue_name(ep)
+                 << (ec.bias_of_c ? " (bias of C's type)" : "") << " ta " << ta << " tb " << tb
+                 << " M " << M << " N " << N << " K " << K << " beta " << beta
                  << (misaligned ? " misaligned" : " aligned") << " seed " << test_seed());
     cuda::set_gemm_tf32(tc.tf32);
     const float alpha = 0.75f;
@@ -153,31 +158,24 @@ class GemmTest : public OpTest {
     const int64_t pad = misaligned ? 1 : 8;
     const int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + (misaligned ? 3 : 8),
                   ldc = N + pad;
-    const int64_t ldaux = misaligned ? N + 1 : ((N + 7) / 8) * 8 + 8;
     const int64_t a_rows = ta ? K : M, b_rows = tb ? N : K;
     const int64_t off = misaligned ? 1 : 0;
-    const bool uses_bias = ep == GemmEpilogue::Bias || ep == GemmEpilogue::GeluBias;
-    const bool uses_aux = ep == GemmEpilogue::GeluBias || ep == GemmEpilogue::DGelu ||
-                          ep == GemmEpilogue::DGeluBgrad;
-    const bool bgrad = ep == GemmEpilogue::DGeluBgrad || ep == GemmEpilogue::Bgrad ||
-                       ep == GemmEpilogue::BgradOpA;
-    const int64_t nbg = ep == GemmEpilogue::BgradOpA ? M : N;
+    const bool uses_bias = ep == GemmEpilogue::Bias;
+    const bool bgrad = ep == GemmEpilogue::BgradOpA;
+    const DType bias_type = ec.bias_of_c ? tc.c : DType::F32;
 
     auto a = random_values(a_rows * lda, rng), b = random_values(b_rows * ldb, rng);
     auto c0 = beta != 0.0f ? random_values(M * ldc, rng)
                            : std::vector<float>(M * ldc, std::nanf(""));
     auto bias = random_values(N, rng);
-    auto aux0 = ep == GemmEpilogue::GeluBias ? std::vector<float>(M * ldaux, std::nanf(""))
-                                             : random_values(M * ldaux, rng, -3.0f, 3.0f);
-    std::vector<float> bg0(nbg, std::nanf(""));
+    std::vector<float> bg0(M, std::nanf(""));
     Buffer da(device(), tc.ab, a_rows * lda), db(device(), tc.ab, b_rows * ldb),
-        dc(device(), tc.c, M * ldc), dbias(device(), DType::F32, N, off),
-        daux(device(), tc.c, M * ldaux), dbg(device(), DType::F32, nbg, off);
+        dc(device(), tc.c, M * ldc), dbias(device(), bias_type, N, off),
+        dbg(device(), DType::F32, M, off);
     da.upload(a);
     db.upload(b);
     dc.upload(c0);
-    dbias.upload(bias);
-    daux.upload(aux0);
+    dbias.upload(bias);  // rounded to the bias type: the reference adds what the device adds
     dbg.upload(bg0);
 
     cuda::GemmArgs g;
@@ -198,39 +196,28 @@ class GemmTest : public OpTest {
     g.c_type = tc.c;
     g.ldc = ldc;
     g.epilogue = ep;
-    if (uses_bias) g.bias = static_cast<const float*>(dbias.data());
-    if (uses_aux) {
-      g.aux = daux.data();
-      g.ldaux = ldaux;
+    if (uses_bias) {
+      g.bias = dbias.data();
+      g.bias_type = bias_type;
     }
     if (bgrad) g.bias_grad = static_cast<float*>(dbg.data());
+    const GpuPathCounts before = gpu_path_counts();
     cuda::gemm(g);
+    const GpuPathCounts paths = gpu_path_counts() - before;
 
     // Reference in double from the rounded inputs.
     auto opa = [&](int64_t i, int64_t k) { return double(ta ? a[k * lda + i] : a[i * lda + k]); };
     auto opb = [&](int64_t k, int64_t j) { return double(tb ? b[j * ldb + k] : b[k * ldb + j]); };
-    std::vector<double> d_ref(M * N), aux_ref(M * N), bg_ref(nbg, 0.0);
+    std::vector<double> d_ref(M * N), bg_ref(M, 0.0);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         double s = 0;
         for (int64_t k = 0; k < K; ++k) s += opa(i, k) * opb(k, j);
         double p = alpha * s + (beta != 0.0f ? beta * double(c0[i * ldc + j]) : 0.0);
         if (uses_bias) p += bias[j];
-        if (ep == GemmEpilogue::GeluBias) {
-          aux_ref[i * N + j] = p;
-          p = gelu_tanh(p);
-        }
-        if (ep == GemmEpilogue::DGelu || ep == GemmEpilogue::DGeluBgrad)
-          p *= gelu_tanh_grad(aux0[i * ldaux + j]);
         d_ref[i * N + j] = p;
       }
-    if (ep == GemmEpilogue::DGeluBgrad)
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) bg_ref[j] += d_ref[i * N + j];
-    if (ep == GemmEpilogue::Bgrad)
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t j = 0; j < N; ++j) bg_ref[j] += opb(k, j);
-    if (ep == GemmEpilogue::BgradOpA)
+    if (bgrad)
       for (int64_t i = 0; i < M; ++i)
         for (int64_t k = 0; k < K; ++k) bg_ref[i] += opa(i, k);
 
@@ -243,68 +230,50 @@ class GemmTest : public OpTest {
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = N; j < ldc; ++j)
         if (beta == 0.0f) EXPECT_TRUE(std::isnan(c_all[i * ldc + j])) << "C padding " << i;
-    if (ep == GemmEpilogue::GeluBias) {
-      const auto aux_all = daux.download();
-      std::vector<float> aux_got(M * N);
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) aux_got[i * N + j] = aux_all[i * ldaux + j];
-      EXPECT_LE(norm_error(aux_got, aux_ref), tc.tol) << "aux";
-    }
-    if (bgrad) {
-      // A 16-bit D may be summed before or after its rounding: bf16's tolerance either way.
-      EXPECT_LE(norm_error(dbg.download(), bg_ref), std::max(tc.tol, 1e-4)) << "bias_grad";
-    }
+    if (bgrad) EXPECT_LE(norm_error(dbg.download(), bg_ref), 1e-4) << "bias_grad";
+
+    // The path: one of them, per call; aligned calls with a product never run the naive kernel,
+    // and misaligned vectors are never offered to cuBLASLt's epilogue.
+    const bool product = M > 0 && N > 0 && K > 0;
+    const int64_t counted = paths[GpuPath::GemmFused] + paths[GpuPath::GemmPlain] +
+                            paths[GpuPath::GemmUnfused] + paths[GpuPath::GemmNaive];
+    EXPECT_EQ(counted, product ? 1 : 0);
+    if (product && !misaligned) EXPECT_EQ(paths[GpuPath::GemmNaive], 0);
+    if (product && misaligned && ep != GemmEpilogue::None)
+      EXPECT_EQ(paths[GpuPath::GemmFused], 0);
+    if (product && ep == GemmEpilogue::None) EXPECT_EQ(paths[GpuPath::GemmFused], 0);
+    // cuBLASLt fuses a bias of D's own type (its documented bias type) on every sm_80+ GPU.
+    if (product && !misaligned && uses_bias && (ec.bias_of_c || tc.c == DType::F32))
+      EXPECT_EQ(paths[GpuPath::GemmFused], 1) << "the bias epilogue fell back";
     cuda::set_gemm_tf32(false);
   }
 };
 
 TEST_P(GemmTest, EveryTypeAndEpilogueMatchesTheReference) {
   for (const TypeCase& tc : kTypes)
-    for (GemmEpilogue ep : kEpilogues)
+    for (const EpilogueCase& ec : kEpilogues)
       for (bool misaligned : {false, true}) {
-        check(tc, ep, false, true, 64, 96, 72, 0.0f, misaligned);  // linear forward: x @ W^T
-        check(tc, ep, true, false, 40, 24, 56, 1.0f, misaligned);  // dW += dout^T @ x
-        check(tc, ep, false, false, 33, 17, 29, 0.0f, misaligned);  // odd sizes
+        check(tc, ec, false, true, 64, 96, 72, 0.0f, misaligned);  // linear forward: x @ W^T
+        check(tc, ec, true, false, 40, 24, 56, 1.0f, misaligned);  // dW += dout^T @ x
+        check(tc, ec, false, false, 33, 17, 29, 0.0f, misaligned);  // odd sizes
+        check(tc, ec, true, false, 33, 17, 29, 1.0f, misaligned);
       }
 }
 
 TEST_P(GemmTest, EmptyProductsAndZeroK) {
   const TypeCase& bf = kTypes[2];
-  check(bf, cuda::GemmEpilogue::Bias, false, false, 8, 16, 0, 1.0f, false);  // D = beta C + bias
-  check(bf, cuda::GemmEpilogue::DGeluBgrad, false, false, 8, 16, 0, 0.0f, false);
-  check(bf, cuda::GemmEpilogue::Bgrad, false, true, 0, 16, 24, 0.0f, false);  // no rows, sums of B
-  check(bf, cuda::GemmEpilogue::BgradOpA, true, false, 24, 0, 16, 0.0f, false);
+  check(bf, {GemmEpilogue::Bias, true}, false, false, 8, 16, 0, 1.0f, false);  // D = beta C + b
+  check(bf, {GemmEpilogue::BgradOpA, false}, true, false, 8, 16, 0, 0.0f, false);  // bgrad 0
+  check(bf, {GemmEpilogue::BgradOpA, false}, true, false, 24, 0, 16, 0.0f, false);  // sums only
+  check(bf, {GemmEpilogue::BgradOpA, false}, true, false, 0, 16, 24, 0.0f, false);
 }
 
-TEST_P(GemmTest, InPlaceGeluBackwardOverwritesItsAux) {
-  // D = (dout @ W) * gelu'(pre) written over pre itself (C == aux): the first call of the shape is
-  // timed, and the timing runs must not change pre before the real call reads it.
-  const int64_t M = 48, N = 64, K = 32;
-  for (const TypeCase& tc : {kTypes[0], kTypes[2]}) {
-    SCOPED_TRACE(tc.name);
-    auto a = random_values(M * K, rng), b = random_values(K * N, rng),
-         pre = random_values(M * N, rng, -3.0f, 3.0f);
-    Buffer da(device(), tc.ab, M * K), db(device(), tc.ab, K * N), dpre(device(), tc.c, M * N);
-    da.upload(a);
-    db.upload(b);
-    dpre.upload(pre);
-    cuda::GemmArgs g;
-    g.M = M, g.N = N, g.K = K;
-    g.A = da.data(), g.a_type = tc.ab, g.lda = K;
-    g.B = db.data(), g.b_type = tc.ab, g.ldb = N;
-    g.C = dpre.data(), g.c_type = tc.c, g.ldc = N;
-    g.epilogue = GemmEpilogue::DGelu;
-    g.aux = dpre.data(), g.ldaux = N;
-    cuda::gemm(g);
-    std::vector<double> ref(M * N);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        double s = 0;
-        for (int64_t k = 0; k < K; ++k) s += double(a[i * K + k]) * b[k * N + j];
-        ref[i * N + j] = s * gelu_tanh_grad(pre[i * N + j]);
-      }
-    EXPECT_LE(norm_error(dpre.download(), ref), tc.tol);
-  }
+TEST_P(GemmTest, ALinearLayersBiasGradientAtModelShapes) {
+  // BERT-base's dW += dout^T x with the bias gradient, 4096 tokens (more than one reduction chunk
+  // when it falls back to the column reduction), bf16 operands and an fp32 dW.
+  const TypeCase& bf = kTypes[3];
+  check(bf, {GemmEpilogue::BgradOpA, false}, true, false, 768, 64, 4096, 1.0f, false);
+  check(bf, {GemmEpilogue::BgradOpA, false}, true, false, 768, 64, 4096, 1.0f, true);
 }
 
 TEST_P(GemmTest, TheFp32OverloadForwards) {
@@ -340,8 +309,9 @@ TEST_P(GemmTest, TimedShapesGoToTheCacheFileAndComeBackFromIt) {
   const TypeCase& bf = kTypes[2];
   // A shape no other test uses (M = 200): its first call is timed.
   const std::string before = cuda::gemm_autotune_summary();
-  check(bf, cuda::GemmEpilogue::None, false, true, 200, 128, 96, 0.0f, false);
+  check(bf, {GemmEpilogue::None, false}, false, true, 200, 128, 96, 0.0f, false);
   const std::string after = cuda::gemm_autotune_summary();
+  cuda::gemm_autotune_save();  // timed shapes reach the file when saved, not one by one
   EXPECT_EQ(count_in_summary(after, "shapes timed"), count_in_summary(before, "shapes timed") + 1)
       << before << " / " << after;
   const auto j = io::read_json_file(path);
@@ -356,14 +326,14 @@ TEST_P(GemmTest, TimedShapesGoToTheCacheFileAndComeBackFromIt) {
 
   // Forget the in-memory choices: the next call takes the algorithm from the cache (re-validated).
   cuda::set_gemm_autotune(true);
-  check(bf, cuda::GemmEpilogue::None, false, true, 200, 128, 96, 0.0f, false);
+  check(bf, {GemmEpilogue::None, false}, false, true, 200, 128, 96, 0.0f, false);
   const std::string again = cuda::gemm_autotune_summary();
   EXPECT_EQ(count_in_summary(again, "from cache"), count_in_summary(after, "from cache") + 1)
       << after << " / " << again;
 
   // Autotune off: the heuristic's first choice, still correct.
   cuda::set_gemm_autotune(false);
-  check(bf, cuda::GemmEpilogue::GeluBias, false, true, 200, 128, 96, 0.0f, false);
+  check(bf, {GemmEpilogue::Bias, true}, false, true, 200, 128, 96, 0.0f, false);
   EXPECT_GT(count_in_summary(cuda::gemm_autotune_summary(), "heuristic only"), 0);
   cuda::set_gemm_autotune(true);
 }

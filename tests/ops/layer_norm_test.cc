@@ -60,9 +60,8 @@ TEST_P(LayerNormTest, BackwardMatchesFiniteDifferences) {
   auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device());
   auto dout = device_f32(r, {N, C}, device());
   auto gx = poisoned({N, C}, device()), gw = zeros({C}, device()), gb = zeros({C}, device());
-  auto ws = zeros({layer_norm_backward_workspace(C)}, device());
   layer_norm_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), dw.view(),
-                      mean.view(), rstd.view(), ws.view());
+                      mean.view(), rstd.view());
   expect_gradient(loss, x.data(), N * C, to_vector(gx.view()), 2e-3, "dinp");
   expect_gradient(loss, w.data(), C, to_vector(gw.view()), 2e-3, "dweight");
   expect_gradient(loss, b.data(), C, to_vector(gb.view()), 2e-3, "dbias");
@@ -130,11 +129,15 @@ TEST_P(LayerNormTest, SixteenBitCopyEqualsACastOfTheOutput) {
 }
 
 TEST_P(LayerNormTest, ParameterGradientsDoNotDependOnThreadCount) {
-  const int64_t N = 37, C = 24;
-  auto x = random_values(N * C, rng), w = random_values(C, rng), b = random_values(C, rng);
-  const auto r = random_values(N * C, rng);
-  std::vector<std::vector<float>> results;
-  for (int threads : {1, 2, 3}) {
+  // The weight and bias gradients are sums over rows: they must come out in the same bits for
+  // every thread count (more rows than one reduction chunk, columns not a multiple of 32, and
+  // gradients that already hold a value: they accumulate).
+  const int64_t N = 301, C = 40;
+  auto x = random_values(N * C, rng, -2, 2), w = random_values(C, rng), b = random_values(C, rng);
+  const auto r = random_values(N * C, rng), gw0 = random_values(C, rng),
+             gb0 = random_values(C, rng);
+  std::vector<std::vector<float>> dinp, dweight, dbias;
+  for (int threads : {1, 2, 3, 4}) {
     set_compute_threads(threads);
     auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device()),
          db = device_f32(b, {C}, device());
@@ -142,14 +145,33 @@ TEST_P(LayerNormTest, ParameterGradientsDoNotDependOnThreadCount) {
          rstd = poisoned({N}, device());
     layer_norm_forward(out.view(), mean.view(), rstd.view(), dx.view(), dw.view(), db.view(), kEps);
     auto dout = device_f32(r, {N, C}, device());
-    auto gx = poisoned({N, C}, device()), gw = zeros({C}, device()), gb = zeros({C}, device());
-    auto ws = zeros({layer_norm_backward_workspace(C)}, device());
+    auto gx = poisoned({N, C}, device()), gw = device_f32(gw0, {C}, device()),
+         gb = device_f32(gb0, {C}, device());
     layer_norm_backward(gx.view(), gw.view(), gb.view(), dout.view(), dx.view(), dw.view(),
-                        mean.view(), rstd.view(), ws.view());
-    results.push_back(to_vector(gx.view()));
-    if (results.size() > 1) EXPECT_EQ(results.back(), results.front()) << threads << " threads";
+                        mean.view(), rstd.view());
+    dinp.push_back(to_vector(gx.view()));
+    dweight.push_back(to_vector(gw.view()));
+    dbias.push_back(to_vector(gb.view()));
+    EXPECT_EQ(dinp.back(), dinp.front()) << threads << " threads";
+    EXPECT_EQ(dweight.back(), dweight.front()) << threads << " threads";
+    EXPECT_EQ(dbias.back(), dbias.front()) << threads << " threads";
   }
   set_compute_threads(0);
+  // And they are the sums they should be.
+  for (int64_t c = 0; c < C; ++c) {
+    double sw = gw0[c], sb = gb0[c];
+    for (int64_t n = 0; n < N; ++n) {
+      double m = 0, v = 0;
+      for (int64_t k = 0; k < C; ++k) m += x[n * C + k];
+      m /= C;
+      for (int64_t k = 0; k < C; ++k) v += (x[n * C + k] - m) * (x[n * C + k] - m);
+      v /= C;
+      sw += r[n * C + c] * (x[n * C + c] - m) / std::sqrt(v + kEps);
+      sb += r[n * C + c];
+    }
+    EXPECT_NEAR(dweight.front()[c], sw, 2e-4 * N) << c;
+    EXPECT_NEAR(dbias.front()[c], sb, 2e-5 * N) << c;
+  }
 }
 
 FTUNE_INSTANTIATE_DEVICES(LayerNormTest);

@@ -68,7 +68,6 @@ TEST_P(InputStagingTest, StagedMicroBatchesMatchTheirCutRows) {
       EXPECT_EQ(read_i32(in.inputs.pos_ids), position_ids(config, cut));
       EXPECT_EQ(read_i32(in.inputs.mask), cut.attention_mask);
       EXPECT_EQ(read_i32(in.labels), cut.labels);
-      staging.release(slot);
     }
   }
 }
@@ -97,7 +96,7 @@ TEST_P(InputStagingTest, PadsToTheMultipleAndCarriesTheMicroParams) {
   EXPECT_TRUE(padded.token_type_ids.empty());  // all zeros stays implicit
   const std::vector<int32_t> positions = position_ids(config, padded);
 
-  InputStaging staging(2, 16, 8);
+  InputStaging staging(2, 16, PadRule{8, false});
   ArenaPlan plan;
   staging.add_to_plan(plan);
   Arena arena(device(), plan);
@@ -128,8 +127,41 @@ TEST_P(InputStagingTest, PadsToTheMultipleAndCarriesTheMicroParams) {
     EXPECT_EQ(got.offset, m.offset);
     EXPECT_EQ(got.grad_scale, m.grad_scale);
     EXPECT_EQ(got.loss_share, m.loss_share);
-    staging.release(slot);
   }
+}
+
+// A CUDA graph replays the addresses it captured: every micro-batch, whichever slot carried it,
+// must reach the model at the same addresses, with its own contents, also when the next slot was
+// staged before the current one was acquired (the trainer stages k + 1 while k computes).
+TEST_P(InputStagingTest, EverySlotReachesTheModelAtTheSameAddresses) {
+  EncoderConfig config;
+  Batch step;
+  step.size = 4;
+  step.seq_len = 3;
+  step.input_ids = {101, 7, 102, 101, 8, 102, 101, 9, 102, 101, 10, 102};
+  step.attention_mask = std::vector<int32_t>(12, 1);
+  step.labels = {0, 1, 1, 0};
+  const std::vector<int32_t> positions = position_ids(config, step);
+  InputStaging staging(2, 3);
+  ArenaPlan plan;
+  staging.add_to_plan(plan);
+  Arena arena(device(), plan);
+  staging.bind(arena);
+  const int s0 = staging.stage(step, positions, 0, 2);
+  const int s1 = staging.stage(step, positions, 2, 2);
+  ASSERT_NE(s0, s1);
+  const StagedInputs a = staging.acquire(s0);
+  EXPECT_EQ(read_i32(a.inputs.ids), (std::vector<int32_t>{101, 7, 102, 101, 8, 102}));
+  EXPECT_EQ(read_i32(a.labels), (std::vector<int32_t>{0, 1}));
+  const StagedInputs b = staging.acquire(s1);
+  EXPECT_EQ(read_i32(b.inputs.ids), (std::vector<int32_t>{101, 9, 102, 101, 10, 102}));
+  EXPECT_EQ(read_i32(b.labels), (std::vector<int32_t>{1, 0}));
+  for (const auto& [x, y] : {std::pair{a.inputs.ids, b.inputs.ids},
+                             std::pair{a.inputs.type_ids, b.inputs.type_ids},
+                             std::pair{a.inputs.pos_ids, b.inputs.pos_ids},
+                             std::pair{a.inputs.mask, b.inputs.mask}, std::pair{a.labels, b.labels}})
+    EXPECT_EQ(x.data, y.data);
+  EXPECT_EQ(a.micro, b.micro);
 }
 
 TEST_P(InputStagingTest, MissingTypeIdsStageAsZeros) {

@@ -15,6 +15,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "ops/attention_cudnn.h"
+#include "ops/embedding.h"
 
 namespace ftune::test {
 namespace {
@@ -237,10 +238,13 @@ TEST(MemoryPlanner, NothingFitsIsAClearError) {
 
 // The CUDA attention kernels' documented contract (ops/attention_cuda.cu): the forward pass reads
 // no workspace; the backward pass keeps the row sums r_i, T floats per (b, h) pair, and runs in
-// one chunk when all B*H pairs fit. LayerNorm's CUDA backward reads none. So a training plan for
-// a GPU reserves rows*H*T floats, whatever the host's thread count.
-int64_t cuda_attention_floats(const EncoderConfig& m, int64_t rows, int64_t T) {
-  return rows * m.num_heads * T;
+// one chunk when all B*H pairs fit. LayerNorm's CUDA backward reads none. The embeddings'
+// backward sorts the tokens by id in the same buffer after the layers (ops/embedding.h). So a
+// training plan for a GPU reserves the larger of rows*H*T floats and the sort's scratch for
+// rows*T tokens, whatever the host's thread count.
+int64_t cuda_workspace_floats(const EncoderConfig& m, int64_t rows, int64_t T) {
+  return std::max(rows * m.num_heads * T,
+                  embedding_backward_workspace(Device::cuda(0), rows * T, m.hidden_size));
 }
 
 // The CPU kernels' scratch: per compute thread (2T^2 + T) floats of scores for attention, 2C of
@@ -265,7 +269,7 @@ TEST(MemoryPlanner, GpuPlanReservesTheAttentionWorkspaceTheCudaKernelsUse) {
           const PlanTarget t{m, a, seq, eval_batch, gpu, precision};
           for (const int64_t mb : {1, 8, 33}) {
             const int64_t rows = std::max(mb, eval_batch);
-            EXPECT_EQ(workspace_bytes(t, mb), cuda_attention_floats(m, rows, seq) * sizeof(float))
+            EXPECT_EQ(workspace_bytes(t, mb), cuda_workspace_floats(m, rows, seq) * sizeof(float))
                 << m.hidden_size << " " << seq << " " << mb;
             // The CPU plan is what it was: the CPU kernels' per-thread scratch.
             PlanTarget cpu = t;
@@ -373,10 +377,10 @@ TEST(MemoryPlanner, CudnnAttentionPlansOnlyItsStatePerLayer) {
                   EXPECT_EQ(f.bytes, size_t(rows * m.num_heads * seq * seq) * sizeof(float));
                   saved += align_up(f.bytes) - align_up(b.bytes);
                 } else if (b.name == "work/encoder") {
-                  EXPECT_EQ(b.bytes, std::max(cuda_attention_floats(m, rows, seq),
+                  EXPECT_EQ(b.bytes, std::max(cuda_workspace_floats(m, rows, seq),
                                               cudnn_workspace_floats(m, rows, seq)) *
                                          sizeof(float));
-                  EXPECT_EQ(f.bytes, cuda_attention_floats(m, rows, seq) * sizeof(float));
+                  EXPECT_EQ(f.bytes, cuda_workspace_floats(m, rows, seq) * sizeof(float));
                 } else {
                   EXPECT_EQ(b.bytes, f.bytes) << b.name;
                 }

@@ -265,6 +265,26 @@ TEST(AttentionKernel, AutoIsCudnnOnlyFor16BitOnAGpuThatHasItAndCudnnFailsClearly
   fails("flash", gpu, Precision::BF16, true, "auto, ftune, cudnn");
 }
 
+TEST(AttentionKernel, RequiredCudnnTurnsAMissingCudnnIntoAnError) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  ScopedEnv required("FTUNE_REQUIRE_CUDNN", "1");
+  try {
+    resolve_attention("auto", gpu, Precision::BF16, /*cudnn_built=*/false);
+    ADD_FAILURE() << "auto without cuDNN accepted although FTUNE_REQUIRE_CUDNN=1";
+  } catch (const DeviceError& e) {
+    EXPECT_NE(std::string(e.what()).find("FTUNE_REQUIRE_CUDNN=1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(cuda::cudnn_sdpa_build_note()), std::string::npos)
+        << e.what();
+  }
+  // Where cuDNN is not asked for, nothing changes.
+  EXPECT_EQ(resolve_attention("auto", cpu, Precision::BF16, false).kernel, AttentionKernel::Ftune);
+  EXPECT_EQ(resolve_attention("auto", gpu, Precision::FP32, false).kernel, AttentionKernel::Ftune);
+  EXPECT_EQ(resolve_attention("ftune", gpu, Precision::BF16, false).kernel,
+            AttentionKernel::Ftune);
+  ScopedEnv off("FTUNE_REQUIRE_CUDNN", "0");
+  EXPECT_EQ(resolve_attention("auto", gpu, Precision::BF16, false).kernel, AttentionKernel::Ftune);
+}
+
 TEST_F(MixedPrecisionRun, AttentionKeyIsValidatedAndTheCpuRunsFtunesKernel) {
   const CliResult r = run_ftune("train --config " + config("attn_bad", "  attention: flash\n"));
   EXPECT_NE(r.exit_code, 0) << r.output;
@@ -303,11 +323,14 @@ TEST_F(MixedPrecisionRun, GpuPlanWithCudnnAttentionStoresNoProbabilities) {
   EXPECT_EQ(note(ftune["plan"]).find("not stored"), std::string::npos);
   if (!cuda::cudnn_sdpa_compiled()) {
     EXPECT_EQ(autop["attention"], "ftune");
-    GTEST_SKIP() << "no cuDNN attention in this build: " << cuda::cudnn_sdpa_build_note();
+    FTUNE_SKIP_OR_REQUIRE_CUDNN("no cuDNN attention in this build: " +
+                                cuda::cudnn_sdpa_build_note());
   }
   if (autop["attention"] == "ftune") {
-    // A GPU is here and cuDNN refused the run's largest attention: planned for ftune's kernel.
+    // A GPU is here and cuDNN refused the run's largest attention: planned for ftune's kernel
+    // (an error where FTUNE_REQUIRE_CUDNN=1 says cuDNN must run it).
     ASSERT_GT(cuda_device_count(), 0) << autop.dump(2);
+    EXPECT_FALSE(cudnn_required_by_env()) << autop["attention_reason"];
     EXPECT_NE(autop["attention_reason"].get<std::string>().find("refused"), std::string::npos);
     EXPECT_EQ(autop["plan"], ftune["plan"]);
     return;

@@ -296,6 +296,14 @@ TEST_F(Resume, NoHostReadsBetweenLoggingIntervals) {
   EXPECT_EQ(s["host_reads"]["step_scalars"], 4) << s["host_reads"].dump();
   EXPECT_EQ(s["host_reads"]["scalars"], 0) << s["host_reads"].dump();
   EXPECT_EQ(logged_metrics(run_dir("reads")).size(), 3u);
+  // The GPU path counters are there on the CPU too, all zero (the same summary on every device).
+  const auto& p = s["gpu_paths"];
+  for (const char* k : {"fused", "plain", "unfused_epilogue", "naive"})
+    EXPECT_EQ(p["gemm"][k], 0) << p.dump();
+  EXPECT_EQ(p["attention"]["cudnn"], 0) << p.dump();
+  EXPECT_EQ(p["cudnn_plans"]["builds"], 0) << p.dump();
+  EXPECT_EQ(p["cuda_graphs"]["captures"], 0) << p.dump();
+  EXPECT_EQ(p["deterministic"], true) << p.dump();
 }
 
 }  // namespace

@@ -6,10 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
+#include "core/gpu_paths.h"
+#include "train/input_staging.h"
 
 namespace ftune {
 namespace {
@@ -54,7 +57,7 @@ TEST(StepGraphs, WarmsUpThenCapturesThenReplaysEachKey) {
   StepGraphs graphs(s.backend(), 8);
   int eager = 0, captured = 0;
   const auto body = [&] { s.capturing ? ++captured : ++eager; };
-  const MicroGraphKey a{4, 64, 0}, b{4, 64, 1};
+  const MicroGraphKey a{4, 64}, b{4, 72};
   graphs.run(a, body);  // warm-up: runs for real
   EXPECT_EQ(eager, 1);
   EXPECT_EQ(take(s), Calls{});
@@ -65,7 +68,7 @@ TEST(StepGraphs, WarmsUpThenCapturesThenReplaysEachKey) {
   graphs.run(a, body);
   EXPECT_EQ(take(s), (Calls{"launch 1", "launch 1"}));
   EXPECT_EQ(eager + captured, 2);
-  graphs.run(b, body);  // another slot is another key
+  graphs.run(b, body);  // another length is another key
   graphs.run(b, body);
   EXPECT_EQ(take(s), (Calls{"begin", "end", "launch 2"}));
   EXPECT_EQ(graphs.graphs(), 2);
@@ -80,7 +83,7 @@ TEST(StepGraphs, KeepsAtMostTheLimitDroppingTheLeastRecentlyUsed) {
   Script s;
   StepGraphs graphs(s.backend(), 2);
   const auto body = [] {};
-  const MicroGraphKey k1{1, 8, 0}, k2{1, 16, 0}, k3{1, 24, 0};
+  const MicroGraphKey k1{1, 8}, k2{1, 16}, k3{1, 24};
   for (const auto& k : {k1, k1, k2, k2}) graphs.run(k, body);
   graphs.run(k1, body);  // k1 used last: k2 is the oldest
   take(s);
@@ -100,7 +103,7 @@ TEST(StepGraphs, ClearDestroysEveryGraphAndStartsOver) {
     StepGraphs graphs(s.backend(), 4);
     int ran = 0;
     const auto body = [&] { ran += !s.capturing; };
-    const MicroGraphKey k{2, 32, 1};
+    const MicroGraphKey k{2, 32};
     graphs.run(k, body);
     graphs.run(k, body);
     take(s);
@@ -119,7 +122,7 @@ TEST(StepGraphs, AFailedCaptureTurnsGraphsOffAndStillRunsTheMicroBatch) {
   StepGraphs graphs(s.backend(), 4);
   int ran = 0;
   const auto body = [&] { ran += !s.capturing; };
-  const MicroGraphKey ok{1, 8, 0}, bad{1, 16, 0};
+  const MicroGraphKey ok{1, 8}, bad{1, 16};
   graphs.run(ok, body);
   graphs.run(ok, body);
   graphs.run(bad, body);
@@ -143,7 +146,7 @@ TEST(StepGraphs, AHostSyncInsideTheRegionTurnsGraphsOff) {
     if (s.capturing) throw InternalError("a 12 byte host-to-device copy inside a CUDA graph capture");
     ++ran;
   };
-  const MicroGraphKey k{1, 8, 0};
+  const MicroGraphKey k{1, 8};
   graphs.run(k, body);
   graphs.run(k, body);
   EXPECT_EQ(take(s), (Calls{"begin", "abort"}));
@@ -158,7 +161,7 @@ TEST(StepGraphs, AnErrorOfTheRegionAbandonsTheCaptureAndPropagates) {
   const auto body = [&] {
     if (fail) throw OutOfMemoryError("injected");
   };
-  const MicroGraphKey k{3, 8, 0};
+  const MicroGraphKey k{3, 8};
   graphs.run(k, body);
   fail = true;
   EXPECT_THROW(graphs.run(k, body), OutOfMemoryError);
@@ -181,10 +184,51 @@ TEST(StepGraphSettings, ResolveForTheDevice) {
     EXPECT_NE(std::string(e.what()).find("training.cuda_graphs"), std::string::npos) << e.what();
   }
   EXPECT_THROW(resolve_cuda_graphs("yes", Device::cuda(0)), InputError);
-  EXPECT_EQ(resolve_pad_multiple(0, Device::cpu()), 1);
-  EXPECT_EQ(resolve_pad_multiple(0, Device::cuda(0)), 8);
-  EXPECT_EQ(resolve_pad_multiple(16, Device::cpu()), 16);
-  EXPECT_THROW(resolve_pad_multiple(-1, Device::cpu()), InputError);
+}
+
+TEST(StepGraphs, CapturesAndReplaysAreCountedWithTheCaptureTime) {
+  Script s;
+  StepGraphs graphs(s.backend(), 8);
+  const GpuPathCounts before = gpu_path_counts();
+  const MicroGraphKey k{2, 16};
+  for (int i = 0; i < 4; ++i) graphs.run(k, [] {});
+  const GpuPathCounts d = gpu_path_counts() - before;
+  EXPECT_EQ(d[GpuPath::GraphCaptures], 1);
+  EXPECT_EQ(d[GpuPath::GraphReplays], 2);
+  EXPECT_GE(d.seconds_of(GpuPath::GraphCaptures), 0.0);
+  // The counters keep whole nanoseconds (core/gpu_paths.cc), the stats the double.
+  EXPECT_NEAR(graphs.stats().capture_seconds, d.seconds_of(GpuPath::GraphCaptures), 2e-9);
+}
+
+TEST(PadRule, AutoIsLengthBucketsOnAGpuAndNothingOnTheCpu) {
+  const PadRule cpu = resolve_padding(0, Device::cpu());
+  EXPECT_EQ(cpu.length(37, 128), 37);
+  const PadRule fixed = resolve_padding(16, Device::cpu());
+  EXPECT_EQ(fixed.length(37, 128), 48);
+  EXPECT_EQ(fixed.length(37, 40), 40);  // never past the cap
+  EXPECT_THROW(resolve_padding(-1, Device::cpu()), InputError);
+  const PadRule gpu = resolve_padding(0, Device::cuda(0));
+  EXPECT_TRUE(gpu.buckets);
+  EXPECT_EQ(gpu.length(1, 512), 8);
+  EXPECT_EQ(gpu.length(64, 512), 64);
+  EXPECT_EQ(gpu.length(65, 512), 80);
+  EXPECT_EQ(gpu.length(100, 512), 112);
+  EXPECT_EQ(gpu.length(128, 512), 128);
+  EXPECT_EQ(gpu.length(129, 512), 160);
+  EXPECT_EQ(gpu.length(257, 512), 320);
+  EXPECT_EQ(gpu.length(500, 512), 512);
+  EXPECT_EQ(gpu.length(100, 100), 100);  // the cap (max_seq) is a length too
+  // Every length up to 512 lands on one of 20 lengths, each at most 25% above it (8 at most
+  // below 64), and a micro-batch's length never exceeds its step's (the step's is a cap).
+  std::set<int64_t> lengths;
+  for (int64_t n = 1; n <= 512; ++n) {
+    const int64_t p = gpu.length(n, 512);
+    lengths.insert(p);
+    EXPECT_GE(p, n);
+    EXPECT_LE(p, std::max<int64_t>(n + 7, n + n / 4)) << n;
+    for (int64_t m = 1; m <= n; ++m) ASSERT_LE(gpu.length(m, p), p);
+  }
+  EXPECT_EQ(lengths.size(), 20u);
 }
 
 }  // namespace

@@ -77,7 +77,9 @@ class ToyModel final : public BackboneModel {
     t.add("gradact/toy/sum", DType::F32, {N, C}, &dsum_);
     t.add("gradact/toy/u", DType::F32, {N, C}, &du_);
     if (shape_.adapters.enabled()) t.add("gradact/toy/lora_h", DType::F32, {N, shape_.adapters.r}, &lora_h_);
-    t.add("work/toy/norm", DType::F32, {layer_norm_backward_workspace(shape_.device, C)}, &work_);
+    // The embedding's backward sorts the tokens by id there (ops/embedding.h).
+    t.add("work/toy/embedding", DType::F32, {embedding_backward_workspace(shape_.device, N, C)},
+          &work_);
   }
 
   void bind(const BoundParams& p) override {
@@ -137,7 +139,7 @@ class ToyModel final : public BackboneModel {
         for (int64_t c = 0; c < C; ++c) g[t * C + c] = dz[b * C + c] / static_cast<float>(n);
     }
     layer_norm_backward(dsum, g_norm_w_, g_norm_b_, dy, sum_.prefix({N, C}), norm_w_,
-                        mean_.prefix({N}), rstd_.prefix({N}), work_);
+                        mean_.prefix({N}), rstd_.prefix({N}));
     dropout_backward(du, dsum, p(d), key(d), rows(in, d));
     // dx = dsum (the residual) + du W (+ the LoRA branch): into dsum, then the embedding.
     const bool need_dx = g_embed_.defined();
@@ -149,7 +151,7 @@ class ToyModel final : public BackboneModel {
                     adapter_grads_.at(0, 0).b, lora_h_.prefix({N, adapters_.r}), du, x_.prefix({N, C}),
                     lora_u_.prefix({N, adapters_.r}), adapter().a, adapter().b, adapters_.scale,
                     /*accumulate_dinp=*/true, lora_dropout(in, d));
-    if (need_dx) embedding_backward(g_embed_, dsum, in.ids);
+    if (need_dx) embedding_backward(g_embed_, dsum, in.ids, -1, work_);
   }
 
   TensorView hidden() const override { return y_; }
