@@ -267,9 +267,17 @@ void SequenceClassifier::refresh_weight_caches() {
     refresh_adapter_caches(adapters_);
     frozen_cache_valid_ = true;
   }
-  // frozen_16bit(): the 16-bit weights are the stored ones; nothing to cast.
-  if (shadow_.defined() && !shadow_valid_ && !frozen16_) {
-    cast(shadow_, values_.flat_range(gemm_range_.first, gemm_range_.second));
+  if (shadow_.defined() && !shadow_valid_) {
+    if (frozen16_) {
+      // The 16-bit GEMM weights are the stored ones; the layers' vectors (biases the frozen GEMMs
+      // add in the compute type, norms) live in fp32 and are cast into their 16-bit slots.
+      for (const ParamSpec& v : layer_vectors_.specs()) {
+        const int64_t at = params_.at(v.name).offset - gemm_range_.first;
+        cast(shadow_.flat_range(at, v.shape.numel()), vector_values_.flat_range(v.offset, v.shape.numel()));
+      }
+    } else {
+      cast(shadow_, values_.flat_range(gemm_range_.first, gemm_range_.second));
+    }
     shadow_valid_ = true;
   }
 }
