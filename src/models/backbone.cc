@@ -10,18 +10,17 @@
 namespace ftune {
 
 TensorView ParamViews::get(const std::string& name) const {
-  if (!table) return {};
-  const ParamSpec* spec = table->find(name);
-  return spec ? span(name, spec->shape) : TensorView();
+  const ParamSpec* spec = table ? table->find(name) : nullptr;
+  const TensorView v = spec ? span(name, spec->shape) : TensorView();
+  return v.defined() || !next ? v : next->get(name);
 }
 
 TensorView ParamViews::span(const std::string& first, Shape shape) const {
-  if (!table || !flat.defined()) return {};
-  const ParamSpec* spec = table->find(first);
-  if (!spec) return {};
-  const int64_t at = spec->offset - base, n = shape.numel();
-  if (at < 0 || at + n > flat.numel() || spec->offset + n > table->total()) return {};
-  return flat.flat_range(at, n).reshape(shape);
+  const ParamSpec* spec = table && flat.defined() ? table->find(first) : nullptr;
+  const int64_t at = spec ? spec->offset - base : -1, n = shape.numel();
+  if (spec && at >= 0 && at + n <= flat.numel() && spec->offset + n <= table->total())
+    return flat.flat_range(at, n).reshape(shape);
+  return next ? next->span(first, shape) : TensorView();
 }
 
 DropoutRows dropout_rows(const DropoutPlan& d, const TokenInputs& in) {

@@ -148,6 +148,9 @@ struct ParamViews {
   const ParamTable* table = nullptr;
   TensorView flat;
   int64_t base = 0;
+  // Where a parameter this buffer lacks is looked up next (parameters held in several buffers:
+  // the fp32 ones of a model whose frozen GEMM weights are stored only in 16 bits).
+  const ParamViews* next = nullptr;
   // The parameter `name`, shaped as in the table; undefined when the table or the buffer lacks it
   // (a frozen parameter's gradient).
   TensorView get(const std::string& name) const;
@@ -179,7 +182,10 @@ struct AdapterSet {
 
 // The parameters a BackboneModel runs on.
 struct BoundParams {
-  ParamViews values;  // every base parameter, fp32 (the master weights)
+  // Every base parameter, fp32 (the master weights). With frozen 16-bit weights (LoRA and bf16 /
+  // f16 compute; SequenceClassifier::frozen_16bit) the GEMM weights of gemm_weight_range have no
+  // fp32 copy: their views here are the compute-type ones of `shadow`.
+  ParamViews values;
   ParamViews grads;   // gradients of the trainable ones (undefined views for frozen parameters)
   ParamViews shadow;  // mixed precision: the GEMM weights in the compute type; else table null
   AdapterSet adapters, adapter_grads;  // empty without adapters
