@@ -1,8 +1,6 @@
 // The decoder family's Backbone and BackboneModel (see decoder_family.h).
 #include "models/decoder_family.h"
 
-#include <fmt/format.h>
-
 #include "core/error.h"
 #include "core/memory.h"
 #include "models/decoder.h"
