@@ -14,13 +14,14 @@ weights, no download), fp32, random token ids with every position real.
 import argparse
 import json
 import statistics
-import time
 
 import peft
 import torch
 import torch.nn.functional as F
 import transformers
 from transformers import LlamaConfig, LlamaForSequenceClassification
+
+from torch_train_step import time_steps  # this directory: the peer's shared timing loop
 
 
 def main():
@@ -70,13 +71,7 @@ def main():
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
+    times = time_steps(step, args.warmup, args.steps)
     median = statistics.median(times)
     result = {
         "impl": "pytorch+peft", "batch": args.batch, "seq": args.seq,

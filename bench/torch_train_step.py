@@ -40,6 +40,18 @@ DEBERTA_V3 = dict(
 )
 
 
+def time_steps(step, warmup, steps):
+    """Runs step() warmup times untimed, then `steps` times; returns the timed seconds."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def make_optimizer(params, impl, lr=2e-5):
     """AdamW as a tuned CPU script would create it. 'auto' picks fused (one kernel over all
     tensors, CPU support since torch 2.4) and falls back to foreach (multi-tensor)."""
@@ -112,14 +124,7 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         return loss.item()
 
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-
+    times = time_steps(step, args.warmup, args.steps)
     median = statistics.median(times)
     result = {
         "bench": "torch_train_step",
