@@ -5,6 +5,9 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/tensor_columns.h"
+#include "models/adapter_site.h"
+#include "models/adapters.h"
 #include "models/classification_head.h"
 #include "models/deberta_weights.h"
 #include "ops/disentangled_attention.h"
@@ -26,33 +29,28 @@ uint32_t attn_out_site(int64_t l) { return static_cast<uint32_t>(2 + 4 * l); }
 uint32_t ffn_out_site(int64_t l) { return static_cast<uint32_t>(3 + 4 * l); }
 uint32_t rel_site(int64_t l) { return static_cast<uint32_t>(4 + 4 * l); }
 
-// Columns [begin, begin + count) of a row-major 2-D view.
-TensorView columns(const TensorView& v, int64_t begin, int64_t count) {
-  TensorView out = v;
-  out.data = static_cast<char*>(v.data) + begin * static_cast<int64_t>(dtype_size(v.dtype));
-  out.shape = Shape{v.dim(0), count};
-  return out;
-}
+constexpr int kind(DebertaSite s) { return static_cast<int>(s); }
 
 class DebertaModel final : public BackboneModel {
  public:
   DebertaModel(const DebertaConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {
-    const char* what = shape.compute != DType::F32              ? "mixed precision (bf16 / f16)"
-                       : shape.adapters.enabled()               ? "LoRA / DoRA adapters"
-                       : shape.packed                           ? "packed batches"
-                                                                : nullptr;
+    const char* what = shape.compute != DType::F32 ? "mixed precision (bf16 / f16)"
+                       : shape.packed                 ? "packed batches"
+                                                      : nullptr;
     if (what)
       throw InputError(fmt::format(
-          "DeBERTa (deberta-v2) does not support {} yet: train it in fp32, padded, with full "
-          "fine-tuning",
-          what));
+          "DeBERTa (deberta-v2) does not support {} yet: train it in fp32, padded", what));
   }
 
   void buffers(BufferTable& t) override { deberta_buffers(c_, shape_, a_, t); }
 
   void bind(const BoundParams& p) override {
     w_ = bind_deberta_weights(c_, p.values);
-    if (shape_.training) g_ = bind_deberta_weights(c_, p.grads);
+    ad_ = p.adapters;
+    if (shape_.training) {
+      g_ = bind_deberta_weights(c_, p.grads);
+      adg_ = p.adapter_grads;
+    }
   }
 
   TensorView forward(const TokenInputs& in, const DropoutPlan& d) override {
@@ -69,7 +67,7 @@ class DebertaModel final : public BackboneModel {
       layer_norm_forward(a_.rel_norm, a_.rel_mean, a_.rel_rstd, w_.rel, w_.rel_ln_w, w_.rel_ln_b,
                          c_.layer_norm_eps);
     for (int64_t l = 0; l < c_.num_layers; ++l) {
-      layer_forward(l, x, in, d);
+      layer_forward(l, x, in, d, /*recompute=*/false);
       x = a_.layers[l].out.prefix(NC);
     }
     hidden_ = x.reshape({B, in.T, C});
@@ -80,13 +78,15 @@ class DebertaModel final : public BackboneModel {
     const int64_t N = in.tokens(), C = c_.hidden_size;
     const Shape NC{N, C}, N1{N};
     head_backward(dlogits, in, d);
-    fill_zero(a_.grad_rel);
+    if (g_.rel.defined()) fill_zero(a_.grad_rel);
+    // Frozen embeddings (adapters): nothing below layer 0 needs a gradient.
+    const bool embeddings_train = g_.word.defined() || g_.emb_ln_w.defined();
     for (int64_t l = c_.num_layers - 1; l >= 0; --l) {
       const TensorView x = l > 0 ? a_.layers[l - 1].out.prefix(NC) : a_.emb_out.prefix(NC);
       // Checkpointing: the slot holds the last layer's activations; recompute the others (same
       // inputs, same Philox keys: the same bits).
-      if (a_.checkpointing && l != c_.num_layers - 1) layer_forward(l, x, in, d);
-      layer_backward(l, x, in, d);
+      if (a_.checkpointing && l != c_.num_layers - 1) layer_forward(l, x, in, d, true);
+      layer_backward(l, x, l > 0 || embeddings_train, in, d);
     }
     // The relative embeddings: every layer's gradient summed in grad_rel, through the LayerNorm.
     if (g_.rel.defined()) {
@@ -98,6 +98,7 @@ class DebertaModel final : public BackboneModel {
         residual_forward(g_.rel, g_.rel, a_.grad_rel);
       }
     }
+    if (!embeddings_train) return;
     // Embeddings: dropout, LayerNorm, the tables' sparse gradients.
     const TensorView dout = a_.grad_out.prefix(NC), dsum = a_.grad_sum.prefix(NC);
     dropout_backward(dout, dout, p(d, c_.hidden_dropout), key(d, 0), rows(d, in));
@@ -125,16 +126,97 @@ class DebertaModel final : public BackboneModel {
   TensorView rel_input(int64_t l, const DropoutPlan& d) const {
     return p(d, c_.hidden_dropout) > 0 ? a_.layers[l].rel_drop : rel_source();
   }
-  // The position projections: key_proj / query_proj (rows of the fused matrix) when shared.
-  TensorView pos_weight(const DebertaWeights& w, int64_t l, bool key_side, bool bias) const {
+  // The linear of site kind k in layer l (weight or bias; w: values or gradients). Query, key and
+  // value are row blocks of the fused QKV matrix; PosKey / PosQuery are the projections of the
+  // relative embeddings: key_proj / query_proj themselves with share_att_key.
+  TensorView site_param(const DebertaWeights& w, int64_t l, DebertaSite k, bool bias) const {
     const DebertaLayerWeights& lw = w.layers[l];
-    if (c_.share_att_key) {
-      const TensorView fused = bias ? lw.qkv_b : lw.qkv_w;
-      if (!fused.defined()) return {};
-      const int64_t C = c_.hidden_size, part = key_side ? 1 : 0;
-      return fused.slice0(part * C, (part + 1) * C);
+    const int64_t C = c_.hidden_size;
+    if (c_.share_att_key && (k == DebertaSite::PosKey || k == DebertaSite::PosQuery))
+      k = k == DebertaSite::PosKey ? DebertaSite::Key : DebertaSite::Query;
+    switch (k) {
+      case DebertaSite::Query:
+      case DebertaSite::Key:
+      case DebertaSite::Value: {
+        const TensorView fused = bias ? lw.qkv_b : lw.qkv_w;
+        if (!fused.defined()) return {};
+        const int64_t part = kind(k);
+        return fused.slice0(part * C, (part + 1) * C);
+      }
+      case DebertaSite::AttnOut: return bias ? lw.attn_out_b : lw.attn_out_w;
+      case DebertaSite::FfnIn: return bias ? lw.ffn_in_b : lw.ffn_in_w;
+      case DebertaSite::FfnOut: return bias ? lw.ffn_out_b : lw.ffn_out_w;
+      case DebertaSite::PosKey: return bias ? lw.pos_key_b : lw.pos_key_w;
+      case DebertaSite::PosQuery: return bias ? lw.pos_query_b : lw.pos_query_w;
     }
-    return key_side ? (bias ? lw.pos_key_b : lw.pos_key_w) : (bias ? lw.pos_query_b : lw.pos_query_w);
+    return {};
+  }
+
+  // The adapter (module) that acts at site kind k: a positional kind with share_att_key runs
+  // key_proj's / query_proj's adapter (HF calls those modules on the relative embeddings).
+  int adapter_kind(DebertaSite k) const {
+    if (c_.share_att_key && k == DebertaSite::PosKey) return kind(DebertaSite::Key);
+    if (c_.share_att_key && k == DebertaSite::PosQuery) return kind(DebertaSite::Query);
+    return kind(k);
+  }
+  bool adapted(int64_t l, DebertaSite k) const {
+    return ad_.any() && ad_.at(l, adapter_kind(k)).defined();
+  }
+  bool has_dora(int64_t l, DebertaSite k) const { return ad_.dora && adapted(l, k); }
+  static bool positional(DebertaSite k) {
+    return k == DebertaSite::PosKey || k == DebertaSite::PosQuery;
+  }
+
+  // The adapter run of (l, k) as models/adapter_site.h takes it; grads: with the gradients. Its
+  // buffers and its dropout stream are the site kind's (a positional call has its own mask).
+  AdapterSiteRun site_run(int64_t l, DebertaSite k, bool grads, const TokenInputs& in,
+                          const DropoutPlan& d) const {
+    const int ak = adapter_kind(k);
+    const DebertaLayerActs& la = a_.layers[l];
+    AdapterSiteRun r;
+    r.w = ad_.at(l, ak);
+    if (grads) r.g = adg_.at(l, ak);
+    r.dora = ad_.dora;
+    r.scale = ad_.scale;
+    r.weight = r.gemm_weight = site_param(w_, l, k, false);
+    r.bias = site_param(w_, l, k, true);
+    if (ad_.dora) {
+      r.weight_sq = ad_.weight_sq[l][ak];
+      r.norm = ad_.norm[l][ak];
+      r.norm_workspace = ad_.norm_workspace;
+    }
+    r.u = la.lora_u[kind(k)];
+    r.z = la.dora_z[kind(k)];
+    r.h = a_.lora_h;
+    r.dropout = LoraDropout{p(d, ad_.dropout), key(d, adapter_dropout_site(l, kind(k))),
+                            a_.lora_scratch,
+                            positional(k) ? DropoutRows{0, c_.rel_rows(), 0} : rows(d, in)};
+    return r;
+  }
+
+  // y = x W^T + b of site (l, k) with its adapter, if any. y_has_base: the fused QKV GEMM ran.
+  // recompute: the DoRA norms are current (checkpointing's second pass, or the positional call
+  // after the content call of the same module).
+  void site_forward(int64_t l, DebertaSite k, TensorView y, TensorView x, const TokenInputs& in,
+                    const DropoutPlan& d, bool y_has_base, bool recompute) {
+    if (adapted(l, k))
+      adapter_site_forward(site_run(l, k, false, in, d), y, x, x, y_has_base, recompute);
+    else if (!y_has_base)
+      linear_forward(y, x, site_param(w_, l, k, false), site_param(w_, l, k, true));
+  }
+
+  // The backward of site (l, k): dy (the adapter may scale it in place first, DoRA) -> the frozen
+  // or trained weights' gradients, dx (= or += with accumulate; undefined: not needed) and the
+  // adapter's gradients (+=), its input gradient added to dx.
+  void site_backward(int64_t l, DebertaSite k, TensorView dy, TensorView x, TensorView dx,
+                     bool accumulate, const TokenInputs& in, const DropoutPlan& d) {
+    const bool on = adapted(l, k);
+    const AdapterSiteRun run = on ? site_run(l, k, true, in, d) : AdapterSiteRun();
+    if (on) adapter_site_backward_scale(run, dy);
+    const TensorView dw = site_param(g_, l, k, false), db = site_param(g_, l, k, true);
+    if (dx.defined() || dw.defined() || db.defined())
+      linear_backward(dx, dw, db, dy, x, site_param(w_, l, k, false), accumulate);
+    if (on) adapter_site_backward(run, dy, x, dx);
   }
 
   DisentangledCall attention_call(const TokenInputs& in, const DropoutPlan& d, int64_t l) const {
@@ -150,7 +232,8 @@ class DebertaModel final : public BackboneModel {
     return call;
   }
 
-  void layer_forward(int64_t l, TensorView x, const TokenInputs& in, const DropoutPlan& d) {
+  void layer_forward(int64_t l, TensorView x, const TokenInputs& in, const DropoutPlan& d,
+                     bool recompute) {
     const int64_t N = in.tokens(), C = c_.hidden_size, F = c_.intermediate_size;
     const Shape NC{N, C}, N1{N};
     const DebertaLayerWeights& lw = w_.layers[l];
@@ -159,34 +242,45 @@ class DebertaModel final : public BackboneModel {
                      attn = la.attn.prefix(NC), ln1 = la.ln1.prefix(NC);
     const TensorView ffn_pre = la.ffn_pre.prefix({N, F}), ffn_act = la.ffn_act.prefix({N, F}),
                      ffn_out = la.ffn_out.prefix(NC);
-    linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
+    // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
+    const bool fused = !(has_dora(l, DebertaSite::Query) && has_dora(l, DebertaSite::Key) &&
+                         has_dora(l, DebertaSite::Value));
+    if (fused) linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
+    for (int part = 0; part < 3; ++part)
+      site_forward(l, static_cast<DebertaSite>(part), columns(qkv, part * C, C), x, in, d, fused,
+                   recompute);
     const float pr = p(d, c_.hidden_dropout);
     if (pr > 0)
       dropout_forward(la.rel_drop, rel_source(), pr, key(d, rel_site(l)),
                       DropoutRows{0, c_.rel_rows(), 0});
     const TensorView rel = rel_input(l, d);
-    if (c_.c2p) linear_forward(la.pos_key, rel, pos_weight(w_, l, true, false), pos_weight(w_, l, true, true));
+    // share_att_key: key_proj / query_proj again, on the relative embeddings (their DoRA norms
+    // were just formed by the content call).
+    const bool shared = c_.share_att_key;
+    if (c_.c2p)
+      site_forward(l, DebertaSite::PosKey, la.pos_key, rel, in, d, false, recompute || shared);
     if (c_.p2c)
-      linear_forward(la.pos_query, rel, pos_weight(w_, l, false, false), pos_weight(w_, l, false, true));
+      site_forward(l, DebertaSite::PosQuery, la.pos_query, rel, in, d, false, recompute || shared);
     disentangled_attention_forward(attention_call(in, d, l), ctx, la.probs, columns(qkv, 0, C),
                                    columns(qkv, C, C), columns(qkv, 2 * C, C),
                                    c_.c2p ? la.pos_key : TensorView(),
                                    c_.p2c ? la.pos_query : TensorView());
-    linear_forward(attn, ctx, lw.attn_out_w, lw.attn_out_b);
+    site_forward(l, DebertaSite::AttnOut, attn, ctx, in, d, false, recompute);
     dropout_forward(attn, attn, pr, key(d, attn_out_site(l)), rows(d, in));
     add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
                            attn, x, lw.ln1_w, lw.ln1_b, c_.layer_norm_eps);
-    linear_forward(ffn_pre, ln1, lw.ffn_in_w, lw.ffn_in_b);
+    site_forward(l, DebertaSite::FfnIn, ffn_pre, ln1, in, d, false, recompute);
     gelu_forward(ffn_act, ffn_pre, c_.activation);
-    linear_forward(ffn_out, ffn_act, lw.ffn_out_w, lw.ffn_out_b);
+    site_forward(l, DebertaSite::FfnOut, ffn_out, ffn_act, in, d, false, recompute);
     dropout_forward(ffn_out, ffn_out, pr, key(d, ffn_out_site(l)), rows(d, in));
     add_layer_norm_forward(la.out.prefix(NC), la.sum2.prefix(NC), la.ln2_mean.prefix(N1),
                            la.ln2_rstd.prefix(N1), ffn_out, ln1, lw.ln2_w, lw.ln2_b,
                            c_.layer_norm_eps);
   }
 
-  // a_.grad_out holds dL/d(out of layer l); on return, dL/dx.
-  void layer_backward(int64_t l, TensorView x, const TokenInputs& in, const DropoutPlan& d) {
+  // a_.grad_out holds dL/d(out of layer l); on return, dL/dx (when need_dx).
+  void layer_backward(int64_t l, TensorView x, bool need_dx, const TokenInputs& in,
+                      const DropoutPlan& d) {
     const int64_t N = in.tokens(), C = c_.hidden_size, F = c_.intermediate_size;
     const Shape NC{N, C}, N1{N};
     const DebertaLayerWeights& lw = w_.layers[l];
@@ -199,37 +293,72 @@ class DebertaModel final : public BackboneModel {
     layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
                         la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1));
     dropout_backward(dtmp, dsum, pr, key(d, ffn_out_site(l)), rows(d, in));
-    linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, la.ffn_act.prefix({N, F}), lw.ffn_out_w);
+    site_backward(l, DebertaSite::FfnOut, dtmp, la.ffn_act.prefix({N, F}), dffn, false, in, d);
     gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c_.activation);
-    linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, la.ln1.prefix(NC), lw.ffn_in_w,
-                    /*accumulate_dinp=*/true);
+    site_backward(l, DebertaSite::FfnIn, dffn, la.ln1.prefix(NC), dsum, true, in, d);
     layer_norm_backward(dout, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
                         la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1));
     dropout_backward(dtmp, dout, pr, key(d, attn_out_site(l)), rows(d, in));
-    linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, la.ctx.prefix(NC), lw.attn_out_w);
+    site_backward(l, DebertaSite::AttnOut, dtmp, la.ctx.prefix(NC), dctx, false, in, d);
     const TensorView qkv = la.qkv.prefix({N, 3 * C});
     disentangled_attention_backward(
         attention_call(in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C), columns(dqkv, 2 * C, C),
         c_.c2p ? a_.grad_pos_key : TensorView(), c_.p2c ? a_.grad_pos_query : TensorView(), dctx,
         columns(qkv, 0, C), columns(qkv, C, C), columns(qkv, 2 * C, C),
         c_.c2p ? la.pos_key : TensorView(), c_.p2c ? la.pos_query : TensorView(), la.probs);
-    // The position projections: their weights' gradients, and the relative embeddings' (summed
-    // over the layers in grad_rel).
+    // The position projections: their weights' (and adapters') gradients, and the relative
+    // embeddings' (summed over the layers in grad_rel; none when they are frozen).
     const TensorView rel = rel_input(l, d);
     const TensorView drel = g_.rel.defined() ? a_.grad_rel_drop : TensorView();
-    if (c_.c2p)
-      linear_backward(drel, pos_weight(g_, l, true, false), pos_weight(g_, l, true, true),
-                      a_.grad_pos_key, rel, pos_weight(w_, l, true, false));
+    if (c_.c2p) site_backward(l, DebertaSite::PosKey, a_.grad_pos_key, rel, drel, false, in, d);
     if (c_.p2c)
-      linear_backward(drel, pos_weight(g_, l, false, false), pos_weight(g_, l, false, true),
-                      a_.grad_pos_query, rel, pos_weight(w_, l, false, false),
-                      /*accumulate_dinp=*/c_.c2p);
+      site_backward(l, DebertaSite::PosQuery, a_.grad_pos_query, rel, drel, c_.c2p, in, d);
     if (drel.defined() && (c_.c2p || c_.p2c)) {
       dropout_backward(drel, drel, pr, key(d, rel_site(l)), DropoutRows{0, c_.rel_rows(), 0});
       residual_forward(a_.grad_rel, a_.grad_rel, drel);
     }
-    // dx = the residual part (in dout) + the QKV input gradient.
-    linear_backward(dout, lg.qkv_w, lg.qkv_b, dqkv, x, lw.qkv_w, /*accumulate_dinp=*/true);
+    // dx = the residual part (in dout) + the QKV input gradient. DoRA first scales each block's
+    // gradient in place; the fused backward then reads them all.
+    for (int part = 0; part < 3; ++part)
+      if (has_dora(l, static_cast<DebertaSite>(part)))
+        adapter_site_backward_scale(site_run(l, static_cast<DebertaSite>(part), true, in, d),
+                                    columns(dqkv, part * C, C));
+    const TensorView dx = need_dx ? dout : TensorView();
+    if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())
+      linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, x, lw.qkv_w, /*accumulate_dinp=*/true);
+    for (int part = 0; part < 3; ++part)
+      if (adapted(l, static_cast<DebertaSite>(part)))
+        adapter_site_backward(site_run(l, static_cast<DebertaSite>(part), true, in, d),
+                              columns(dqkv, part * C, C), x, dx);
+  }
+
+  // The pooler's dense with its adapter (PEFT target "pooler.dense"), if any: the head's (B, C)
+  // rows, one position per sequence.
+  bool pooler_adapted() const {
+    const AdapterSite s = deberta_pooler_site(c_);
+    return ad_.any() && static_cast<int64_t>(ad_.layers.size()) > s.layer &&
+           ad_.at(s.layer, s.kind).defined();
+  }
+  AdapterSiteRun pooler_run(const DropoutPlan& d, bool grads) const {
+    const AdapterSite s = deberta_pooler_site(c_);
+    AdapterSiteRun r;
+    r.w = ad_.at(s.layer, s.kind);
+    if (grads) r.g = adg_.at(s.layer, s.kind);
+    r.dora = ad_.dora;
+    r.scale = ad_.scale;
+    r.weight = r.gemm_weight = w_.pool_w;
+    r.bias = w_.pool_b;
+    if (ad_.dora) {
+      r.weight_sq = ad_.weight_sq[s.layer][s.kind];
+      r.norm = ad_.norm[s.layer][s.kind];
+      r.norm_workspace = ad_.norm_workspace;
+    }
+    r.u = a_.pool_lora_u;
+    r.z = a_.pool_dora_z;
+    r.h = a_.lora_h;
+    r.dropout = LoraDropout{p(d, ad_.dropout), key(d, adapter_dropout_site(s.layer, s.kind)),
+                            a_.lora_scratch, DropoutRows{d.row0, 1, 1}};
+    return r;
   }
 
   TensorView head_forward(const TokenInputs& in, const DropoutPlan& d) {
@@ -241,7 +370,10 @@ class DebertaModel final : public BackboneModel {
     first_token_forward(cls, hidden_);
     dropout_forward(cls_drop, cls, p(d, c_.pooler_dropout), key(d, head_input_dropout_site()),
                     DropoutRows{d.row0, 1, 1});
-    linear_forward(pre, cls_drop, w_.pool_w, w_.pool_b);
+    if (pooler_adapted())
+      adapter_site_forward(pooler_run(d, false), pre, cls_drop, cls_drop, false, false);
+    else
+      linear_forward(pre, cls_drop, w_.pool_w, w_.pool_b);
     if (c_.pooler_act == PoolerAct::Tanh) {
       copy(pooled, pre);
       tanh_forward(pooled);
@@ -267,7 +399,11 @@ class DebertaModel final : public BackboneModel {
     else
       gelu_backward(gb, a_.pool_pre.prefix(BC), ga,
                     c_.pooler_act == PoolerAct::Gelu ? GeluForm::Erf : GeluForm::Tanh);
+    const bool adapter = pooler_adapted();
+    const AdapterSiteRun run = adapter ? pooler_run(d, true) : AdapterSiteRun();
+    if (adapter) adapter_site_backward_scale(run, gb);
     linear_backward(ga, g_.pool_w, g_.pool_b, gb, a_.cls_drop.prefix(BC), w_.pool_w);
+    if (adapter) adapter_site_backward(run, gb, a_.cls_drop.prefix(BC), ga);
     dropout_backward(ga, ga, p(d, c_.pooler_dropout), key(d, head_input_dropout_site()),
                      DropoutRows{d.row0, 1, 1});
     first_token_backward(a_.grad_out.prefix({B, in.T, C}), ga);
@@ -276,6 +412,7 @@ class DebertaModel final : public BackboneModel {
   DebertaConfig c_;
   BackboneShape shape_;
   DebertaWeights w_, g_;
+  AdapterSet ad_, adg_;  // the adapters and their gradients (empty without)
   DebertaActs a_;
   TensorView hidden_;
 };
