@@ -28,7 +28,7 @@ ModelInfo info_of(const DebertaConfig& c) {
   i.attention_dropout = c.attention_dropout;
   i.classifier_dropout = c.cls_dropout;
   i.id2label = c.id2label;
-  i.packing = false;
+  i.packing = true;
   return i;
 }
 

@@ -10,6 +10,7 @@
 #include "models/adapters.h"
 #include "models/classification_head.h"
 #include "models/deberta_weights.h"
+#include "models/packed_dropout.h"
 #include "ops/disentangled_attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -34,12 +35,9 @@ constexpr int kind(DebertaSite s) { return static_cast<int>(s); }
 class DebertaModel final : public BackboneModel {
  public:
   DebertaModel(const DebertaConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {
-    const char* what = shape.compute != DType::F32 ? "mixed precision (bf16 / f16)"
-                       : shape.packed                 ? "packed batches"
-                                                      : nullptr;
-    if (what)
-      throw InputError(fmt::format(
-          "DeBERTa (deberta-v2) does not support {} yet: train it in fp32, padded", what));
+    if (shape.compute != DType::F32)
+      throw InputError(
+          "DeBERTa (deberta-v2) does not support mixed precision (bf16 / f16) yet: train it in fp32");
   }
 
   void buffers(BufferTable& t) override { deberta_buffers(c_, shape_, a_, t); }
@@ -53,7 +51,8 @@ class DebertaModel final : public BackboneModel {
     }
   }
 
-  TensorView forward(const TokenInputs& in, const DropoutPlan& d) override {
+  TensorView forward(const TokenInputs& in, const DropoutPlan& dropout) override {
+    const DropoutPlan d = resolved_on_host(dropout, in);
     const int64_t N = in.tokens(), C = c_.hidden_size, B = in.B;
     const Shape NC{N, C}, N1{N};
     TensorView sum = a_.emb_sum.prefix(NC), x = a_.emb_out.prefix(NC);
@@ -70,11 +69,12 @@ class DebertaModel final : public BackboneModel {
       layer_forward(l, x, in, d, /*recompute=*/false);
       x = a_.layers[l].out.prefix(NC);
     }
-    hidden_ = x.reshape({B, in.T, C});
+    hidden_ = in.packed() ? x : x.reshape({B, in.T, C});
     return head_forward(in, d);
   }
 
-  void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& d) override {
+  void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& dropout) override {
+    const DropoutPlan d = resolved_on_host(dropout, in);
     const int64_t N = in.tokens(), C = c_.hidden_size;
     const Shape NC{N, C}, N1{N};
     head_backward(dlogits, in, d);
@@ -219,12 +219,36 @@ class DebertaModel final : public BackboneModel {
     if (on) adapter_site_backward(run, dy, x, dx);
   }
 
+  // Packed batches: the op runs row by row (a row of L tokens is a batch of one row, nothing
+  // masked), each row's probabilities (H, L, L) after the previous row's in the layer's buffer and
+  // its dropout at its own place in the step batch (row0 + b, the stream's Tv), so a packed batch
+  // computes what the padded one does on its real tokens. fn(call, first token, L, saved).
+  template <typename Fn>
+  void each_attention_row(const TokenInputs& in, const DropoutPlan& d, int64_t l,
+                          TensorView probs, Fn fn) const {
+    if (!in.packed()) return fn(attention_call(in, d, l), 0, in.tokens(), probs);
+    const DropoutRows place = rows(d, in);
+    int64_t saved = 0;
+    for (int64_t b = 0; b < in.B; ++b) {
+      const int64_t t0 = in.host_cu_seqlens[b], L = in.host_cu_seqlens[b + 1] - t0;
+      if (L == 0) continue;
+      DisentangledCall call = attention_call(in, d, l);
+      call.batch = 1;
+      call.seq = L;
+      call.key_mask = TensorView();
+      call.place = DropoutRows{place.row0 + static_cast<uint64_t>(b), L, place.stream_seq};
+      const int64_t n = c_.num_heads * L * L;
+      fn(call, t0, L, probs.flat_range(saved, n));
+      saved += n;
+    }
+  }
+
   DisentangledCall attention_call(const TokenInputs& in, const DropoutPlan& d, int64_t l) const {
     DisentangledCall call;
     call.spec = c_.attention();
     call.batch = in.B;
     call.seq = in.T;
-    call.key_mask = in.mask.prefix(Shape{in.B * in.T});
+    if (!in.packed()) call.key_mask = in.mask.prefix(Shape{in.B * in.T});
     call.dropout_p = p(d, c_.attention_dropout);
     call.rng = key(d, probs_site(l));
     call.place = rows(d, in);
@@ -261,10 +285,13 @@ class DebertaModel final : public BackboneModel {
       site_forward(l, DebertaSite::PosKey, la.pos_key, rel, in, d, false, recompute || shared);
     if (c_.p2c)
       site_forward(l, DebertaSite::PosQuery, la.pos_query, rel, in, d, false, recompute || shared);
-    disentangled_attention_forward(attention_call(in, d, l), ctx, la.probs, columns(qkv, 0, C),
-                                   columns(qkv, C, C), columns(qkv, 2 * C, C),
-                                   c_.c2p ? la.pos_key : TensorView(),
-                                   c_.p2c ? la.pos_query : TensorView());
+    each_attention_row(in, d, l, la.probs, [&](const DisentangledCall& call, int64_t t0, int64_t L,
+                                               TensorView saved) {
+      const auto part = [&](int i) { return columns(qkv, i * C, C).slice0(t0, t0 + L); };
+      disentangled_attention_forward(call, ctx.slice0(t0, t0 + L), saved, part(0), part(1), part(2),
+                                     c_.c2p ? la.pos_key : TensorView(),
+                                     c_.p2c ? la.pos_query : TensorView());
+    });
     site_forward(l, DebertaSite::AttnOut, attn, ctx, in, d, false, recompute);
     dropout_forward(attn, attn, pr, key(d, attn_out_site(l)), rows(d, in));
     add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
@@ -301,11 +328,22 @@ class DebertaModel final : public BackboneModel {
     dropout_backward(dtmp, dout, pr, key(d, attn_out_site(l)), rows(d, in));
     site_backward(l, DebertaSite::AttnOut, dtmp, la.ctx.prefix(NC), dctx, false, in, d);
     const TensorView qkv = la.qkv.prefix({N, 3 * C});
-    disentangled_attention_backward(
-        attention_call(in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C), columns(dqkv, 2 * C, C),
-        c_.c2p ? a_.grad_pos_key : TensorView(), c_.p2c ? a_.grad_pos_query : TensorView(), dctx,
-        columns(qkv, 0, C), columns(qkv, C, C), columns(qkv, 2 * C, C),
-        c_.c2p ? la.pos_key : TensorView(), c_.p2c ? la.pos_query : TensorView(), la.probs);
+    // Packed rows: the first row writes the position gradients, each later one writes its own
+    // into grad_pos_*_row and adds them (the op overwrites its activation gradients).
+    bool first = true;
+    each_attention_row(in, d, l, la.probs, [&](const DisentangledCall& call, int64_t t0, int64_t L,
+                                               TensorView saved) {
+      const auto rows_of = [&](TensorView m, int i) { return columns(m, i * C, C).slice0(t0, t0 + L); };
+      const TensorView dpk = !c_.c2p ? TensorView() : first ? a_.grad_pos_key : a_.grad_pos_key_row;
+      const TensorView dpq = !c_.p2c ? TensorView() : first ? a_.grad_pos_query : a_.grad_pos_query_row;
+      disentangled_attention_backward(
+          call, rows_of(dqkv, 0), rows_of(dqkv, 1), rows_of(dqkv, 2), dpk, dpq,
+          dctx.slice0(t0, t0 + L), rows_of(qkv, 0), rows_of(qkv, 1), rows_of(qkv, 2),
+          c_.c2p ? la.pos_key : TensorView(), c_.p2c ? la.pos_query : TensorView(), saved);
+      if (!first && c_.c2p) residual_forward(a_.grad_pos_key, a_.grad_pos_key, dpk);
+      if (!first && c_.p2c) residual_forward(a_.grad_pos_query, a_.grad_pos_query, dpq);
+      first = false;
+    });
     // The position projections: their weights' (and adapters') gradients, and the relative
     // embeddings' (summed over the layers in grad_rel; none when they are frozen).
     const TensorView rel = rel_input(l, d);
@@ -367,7 +405,7 @@ class DebertaModel final : public BackboneModel {
     const TensorView cls = a_.cls.prefix(BC), cls_drop = a_.cls_drop.prefix(BC),
                      pre = a_.pool_pre.prefix(BC), pooled = a_.pooled.prefix(BC),
                      pooled_drop = a_.pooled_drop.prefix(BC), logits = a_.logits.prefix({B, K});
-    first_token_forward(cls, hidden_);
+    first_tokens_forward(cls, hidden_, in);
     dropout_forward(cls_drop, cls, p(d, c_.pooler_dropout), key(d, head_input_dropout_site()),
                     DropoutRows{d.row0, 1, 1});
     if (pooler_adapted())
@@ -406,7 +444,8 @@ class DebertaModel final : public BackboneModel {
     if (adapter) adapter_site_backward(run, gb, a_.cls_drop.prefix(BC), ga);
     dropout_backward(ga, ga, p(d, c_.pooler_dropout), key(d, head_input_dropout_site()),
                      DropoutRows{d.row0, 1, 1});
-    first_token_backward(a_.grad_out.prefix({B, in.T, C}), ga);
+    const Shape hidden = in.packed() ? Shape{in.N, C} : Shape{B, in.T, C};
+    first_tokens_backward(a_.grad_out.prefix(hidden), ga, in);
   }
 
   DebertaConfig c_;

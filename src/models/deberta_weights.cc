@@ -236,8 +236,9 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   // Checkpointing keeps every layer's output and one slot for the rest (backward recomputes a
   // layer's forward into it).
   const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
-  const DisentangledBuffers att =
-      disentangled_attention_buffers(c.attention(), how.device, B, T, training);
+  // Packed rows run the op one by one, their probabilities back to back: sum L^2 <= N T.
+  const DisentangledBuffers att = disentangled_attention_buffers(
+      c.attention(), how.device, how.packed ? (N + T - 1) / std::max<int64_t>(T, 1) : B, T, training);
   struct Slot {
     const char* what;
     Shape shape;
@@ -317,6 +318,10 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     t.add("gradact/rel_drop", f32, {R, C}, &a.grad_rel_drop);
     t.add("gradact/rel", f32, {R, C}, &a.grad_rel);
     t.add("gradact/rel_norm", f32, {R, C}, &a.grad_rel_norm);
+    if (how.packed) {
+      t.add("gradact/pos_key_row", f32, {R, C}, &a.grad_pos_key_row);
+      t.add("gradact/pos_query_row", f32, {R, C}, &a.grad_pos_query_row);
+    }
     t.add("gradact/pool_a", f32, {B, C}, &a.grad_pool_a);
     t.add("gradact/pool_b", f32, {B, C}, &a.grad_pool_b);
   }

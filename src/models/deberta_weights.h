@@ -71,6 +71,7 @@ struct DebertaActs {
   // Backward scratch shared by the layers.
   TensorView grad_out, grad_sum, grad_tmp, grad_ctx, grad_ffn, grad_qkv;
   TensorView grad_pos_key, grad_pos_query, grad_rel_drop, grad_rel, grad_rel_norm;
+  TensorView grad_pos_key_row, grad_pos_query_row;  // packed: a later row's share (2S, C)
   TensorView grad_pool_a, grad_pool_b;  // (B, C)
   TensorView workspace;
   // Adapters: the pooler's u (B, r) and z (B, C); backward's h (max(N, 2S), r) and the adapter
