@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/config_fields.h"
 
 namespace ftune {
 
@@ -43,10 +44,7 @@ ModelSpec ModelSpec::with_labels(std::vector<std::string> labels) const {
 }
 
 ModelSpec ModelSpec::with_num_labels(int64_t n) const {
-  if (n <= 0) throw InputError(fmt::format("num_labels must be positive, got {}", n));
-  std::vector<std::string> names;
-  for (int64_t i = 0; i < n; ++i) names.push_back(fmt::format("LABEL_{}", i));
-  return with_labels(std::move(names));
+  return with_labels(numbered_labels(n));  // InputError for n <= 0
 }
 
 ModelSpec ModelSpec::with_dropout(const DropoutRates& rates) const {
