@@ -35,18 +35,9 @@ const AdapterWeights* pooler_adapter(const EncoderConfig& c, const AdapterSet& a
 AdapterSiteRun pooler_run(const EncoderConfig& c, const HeadWeights& w, const HeadActivations& a,
                           const AdapterSet& ad, const AdapterSet& grads, const DropoutPlan& d) {
   const AdapterSite s = pooler_adapter_site(c);
-  AdapterSiteRun r;
-  r.w = ad.at(s.layer, s.kind);
-  if (grads.any()) r.g = grads.at(s.layer, s.kind);
-  r.dora = ad.dora;
-  r.scale = ad.scale;
+  AdapterSiteRun r = adapter_run(ad, &grads, s.layer, s.kind);
   r.weight = r.gemm_weight = w.dense_w;
   r.bias = w.dense_b;
-  if (ad.dora) {
-    r.weight_sq = ad.weight_sq[s.layer][s.kind];
-    r.norm = ad.norm[s.layer][s.kind];
-    r.norm_workspace = ad.norm_workspace;
-  }
   r.u = a.lora_u;
   r.z = a.dora_z;
   r.h = a.lora_h;

@@ -25,19 +25,30 @@ namespace ftune {
 namespace {
 
 // Philox sites: the embeddings' dropout, then four per layer.
-uint32_t probs_site(int64_t l) { return static_cast<uint32_t>(1 + 4 * l); }
-uint32_t attn_out_site(int64_t l) { return static_cast<uint32_t>(2 + 4 * l); }
-uint32_t ffn_out_site(int64_t l) { return static_cast<uint32_t>(3 + 4 * l); }
-uint32_t rel_site(int64_t l) { return static_cast<uint32_t>(4 + 4 * l); }
+uint32_t probs_site(int64_t l) {
+  return static_cast<uint32_t>(1 + 4 * l);
+}
+uint32_t attn_out_site(int64_t l) {
+  return static_cast<uint32_t>(2 + 4 * l);
+}
+uint32_t ffn_out_site(int64_t l) {
+  return static_cast<uint32_t>(3 + 4 * l);
+}
+uint32_t rel_site(int64_t l) {
+  return static_cast<uint32_t>(4 + 4 * l);
+}
 
-constexpr int kind(DebertaSite s) { return static_cast<int>(s); }
+constexpr int kind(DebertaSite s) {
+  return static_cast<int>(s);
+}
 
 class DebertaModel final : public BackboneModel {
  public:
   DebertaModel(const DebertaConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {
     if (shape.compute != DType::F32)
       throw InputError(
-          "DeBERTa (deberta-v2) does not support mixed precision (bf16 / f16) yet: train it in fp32");
+          "DeBERTa (deberta-v2) does not support mixed precision (bf16 / f16) yet: train it in "
+          "fp32");
   }
 
   void buffers(BufferTable& t) override { deberta_buffers(c_, shape_, a_, t); }
@@ -143,11 +154,16 @@ class DebertaModel final : public BackboneModel {
         const int64_t part = kind(k);
         return fused.slice0(part * C, (part + 1) * C);
       }
-      case DebertaSite::AttnOut: return bias ? lw.attn_out_b : lw.attn_out_w;
-      case DebertaSite::FfnIn: return bias ? lw.ffn_in_b : lw.ffn_in_w;
-      case DebertaSite::FfnOut: return bias ? lw.ffn_out_b : lw.ffn_out_w;
-      case DebertaSite::PosKey: return bias ? lw.pos_key_b : lw.pos_key_w;
-      case DebertaSite::PosQuery: return bias ? lw.pos_query_b : lw.pos_query_w;
+      case DebertaSite::AttnOut:
+        return bias ? lw.attn_out_b : lw.attn_out_w;
+      case DebertaSite::FfnIn:
+        return bias ? lw.ffn_in_b : lw.ffn_in_w;
+      case DebertaSite::FfnOut:
+        return bias ? lw.ffn_out_b : lw.ffn_out_w;
+      case DebertaSite::PosKey:
+        return bias ? lw.pos_key_b : lw.pos_key_w;
+      case DebertaSite::PosQuery:
+        return bias ? lw.pos_query_b : lw.pos_query_w;
     }
     return {};
   }
@@ -171,26 +187,16 @@ class DebertaModel final : public BackboneModel {
   // buffers and its dropout stream are the site kind's (a positional call has its own mask).
   AdapterSiteRun site_run(int64_t l, DebertaSite k, bool grads, const TokenInputs& in,
                           const DropoutPlan& d) const {
-    const int ak = adapter_kind(k);
     const DebertaLayerActs& la = a_.layers[l];
-    AdapterSiteRun r;
-    r.w = ad_.at(l, ak);
-    if (grads) r.g = adg_.at(l, ak);
-    r.dora = ad_.dora;
-    r.scale = ad_.scale;
+    AdapterSiteRun r = adapter_run(ad_, grads ? &adg_ : nullptr, l, adapter_kind(k));
     r.weight = r.gemm_weight = site_param(w_, l, k, false);
     r.bias = site_param(w_, l, k, true);
-    if (ad_.dora) {
-      r.weight_sq = ad_.weight_sq[l][ak];
-      r.norm = ad_.norm[l][ak];
-      r.norm_workspace = ad_.norm_workspace;
-    }
     r.u = la.lora_u[kind(k)];
     r.z = la.dora_z[kind(k)];
     r.h = a_.lora_h;
-    r.dropout = LoraDropout{p(d, ad_.dropout), key(d, adapter_dropout_site(l, kind(k))),
-                            a_.lora_scratch,
-                            positional(k) ? DropoutRows{0, c_.rel_rows(), 0} : rows(d, in)};
+    r.dropout =
+        LoraDropout{p(d, ad_.dropout), key(d, adapter_dropout_site(l, kind(k))), a_.lora_scratch,
+                    positional(k) ? DropoutRows{0, c_.rel_rows(), 0} : rows(d, in)};
     return r;
   }
 
@@ -224,8 +230,8 @@ class DebertaModel final : public BackboneModel {
   // its dropout at its own place in the step batch (row0 + b, the stream's Tv), so a packed batch
   // computes what the padded one does on its real tokens. fn(call, first token, L, saved).
   template <typename Fn>
-  void each_attention_row(const TokenInputs& in, const DropoutPlan& d, int64_t l,
-                          TensorView probs, Fn fn) const {
+  void each_attention_row(const TokenInputs& in, const DropoutPlan& d, int64_t l, TensorView probs,
+                          Fn fn) const {
     if (!in.packed()) return fn(attention_call(in, d, l), 0, in.tokens(), probs);
     const DropoutRows place = rows(d, in);
     int64_t saved = 0;
@@ -285,13 +291,14 @@ class DebertaModel final : public BackboneModel {
       site_forward(l, DebertaSite::PosKey, la.pos_key, rel, in, d, false, recompute || shared);
     if (c_.p2c)
       site_forward(l, DebertaSite::PosQuery, la.pos_query, rel, in, d, false, recompute || shared);
-    each_attention_row(in, d, l, la.probs, [&](const DisentangledCall& call, int64_t t0, int64_t L,
-                                               TensorView saved) {
-      const auto part = [&](int i) { return columns(qkv, i * C, C).slice0(t0, t0 + L); };
-      disentangled_attention_forward(call, ctx.slice0(t0, t0 + L), saved, part(0), part(1), part(2),
-                                     c_.c2p ? la.pos_key : TensorView(),
-                                     c_.p2c ? la.pos_query : TensorView());
-    });
+    each_attention_row(
+        in, d, l, la.probs,
+        [&](const DisentangledCall& call, int64_t t0, int64_t L, TensorView saved) {
+          const auto part = [&](int i) { return columns(qkv, i * C, C).slice0(t0, t0 + L); };
+          disentangled_attention_forward(call, ctx.slice0(t0, t0 + L), saved, part(0), part(1),
+                                         part(2), c_.c2p ? la.pos_key : TensorView(),
+                                         c_.p2c ? la.pos_query : TensorView());
+        });
     site_forward(l, DebertaSite::AttnOut, attn, ctx, in, d, false, recompute);
     dropout_forward(attn, attn, pr, key(d, attn_out_site(l)), rows(d, in));
     add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
@@ -331,19 +338,28 @@ class DebertaModel final : public BackboneModel {
     // Packed rows: the first row writes the position gradients, each later one writes its own
     // into grad_pos_*_row and adds them (the op overwrites its activation gradients).
     bool first = true;
-    each_attention_row(in, d, l, la.probs, [&](const DisentangledCall& call, int64_t t0, int64_t L,
-                                               TensorView saved) {
-      const auto rows_of = [&](TensorView m, int i) { return columns(m, i * C, C).slice0(t0, t0 + L); };
-      const TensorView dpk = !c_.c2p ? TensorView() : first ? a_.grad_pos_key : a_.grad_pos_key_row;
-      const TensorView dpq = !c_.p2c ? TensorView() : first ? a_.grad_pos_query : a_.grad_pos_query_row;
-      disentangled_attention_backward(
-          call, rows_of(dqkv, 0), rows_of(dqkv, 1), rows_of(dqkv, 2), dpk, dpq,
-          dctx.slice0(t0, t0 + L), rows_of(qkv, 0), rows_of(qkv, 1), rows_of(qkv, 2),
-          c_.c2p ? la.pos_key : TensorView(), c_.p2c ? la.pos_query : TensorView(), saved);
-      if (!first && c_.c2p) residual_forward(a_.grad_pos_key, a_.grad_pos_key, dpk);
-      if (!first && c_.p2c) residual_forward(a_.grad_pos_query, a_.grad_pos_query, dpq);
-      first = false;
-    });
+    each_attention_row(in, d, l, la.probs,
+                       [&](const DisentangledCall& call, int64_t t0, int64_t L, TensorView saved) {
+                         const auto rows_of = [&](TensorView m, int i) {
+                           return columns(m, i * C, C).slice0(t0, t0 + L);
+                         };
+                         const TensorView dpk = !c_.c2p ? TensorView()
+                                                : first ? a_.grad_pos_key
+                                                        : a_.grad_pos_key_row;
+                         const TensorView dpq = !c_.p2c ? TensorView()
+                                                : first ? a_.grad_pos_query
+                                                        : a_.grad_pos_query_row;
+                         disentangled_attention_backward(
+                             call, rows_of(dqkv, 0), rows_of(dqkv, 1), rows_of(dqkv, 2), dpk, dpq,
+                             dctx.slice0(t0, t0 + L), rows_of(qkv, 0), rows_of(qkv, 1),
+                             rows_of(qkv, 2), c_.c2p ? la.pos_key : TensorView(),
+                             c_.p2c ? la.pos_query : TensorView(), saved);
+                         if (!first && c_.c2p)
+                           residual_forward(a_.grad_pos_key, a_.grad_pos_key, dpk);
+                         if (!first && c_.p2c)
+                           residual_forward(a_.grad_pos_query, a_.grad_pos_query, dpq);
+                         first = false;
+                       });
     // The position projections: their weights' (and adapters') gradients, and the relative
     // embeddings' (summed over the layers in grad_rel; none when they are frozen).
     const TensorView rel = rel_input(l, d);
@@ -379,18 +395,9 @@ class DebertaModel final : public BackboneModel {
   }
   AdapterSiteRun pooler_run(const DropoutPlan& d, bool grads) const {
     const AdapterSite s = deberta_pooler_site(c_);
-    AdapterSiteRun r;
-    r.w = ad_.at(s.layer, s.kind);
-    if (grads) r.g = adg_.at(s.layer, s.kind);
-    r.dora = ad_.dora;
-    r.scale = ad_.scale;
+    AdapterSiteRun r = adapter_run(ad_, grads ? &adg_ : nullptr, s.layer, s.kind);
     r.weight = r.gemm_weight = w_.pool_w;
     r.bias = w_.pool_b;
-    if (ad_.dora) {
-      r.weight_sq = ad_.weight_sq[s.layer][s.kind];
-      r.norm = ad_.norm[s.layer][s.kind];
-      r.norm_workspace = ad_.norm_workspace;
-    }
     r.u = a_.pool_lora_u;
     r.z = a_.pool_dora_z;
     r.h = a_.lora_h;

@@ -8,33 +8,41 @@
 // positions per row) follow the padded run within 1e-6 (losses) and 1e-5 (weights), dropout on.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
-#include <tuple>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "io/safetensors.h"
-#include "run_files.h"
 #include "models/hf_checkpoint.h"
 #include "models/predictor.h"
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/trainer.h"
+#include "trajectory_compare.h"
 
 namespace ftune::test {
 namespace {
 
 nlohmann::json tiny_deberta_config() {
-  return {{"model_type", "deberta-v2"},   {"vocab_size", 30522},
-          {"hidden_size", 32},            {"num_hidden_layers", 2},
-          {"num_attention_heads", 4},     {"intermediate_size", 64},
-          {"max_position_embeddings", 64}, {"type_vocab_size", 0},
-          {"relative_attention", true},   {"position_buckets", 8},
-          {"max_relative_positions", -1}, {"pos_att_type", "p2c|c2p"},
-          {"share_att_key", true},        {"norm_rel_ebd", "layer_norm"},
-          {"position_biased_input", false}, {"hidden_dropout_prob", 0.1},
-          {"attention_probs_dropout_prob", 0.1}, {"num_labels", 2}};
+  return {{"model_type", "deberta-v2"},
+          {"vocab_size", 30522},
+          {"hidden_size", 32},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"intermediate_size", 64},
+          {"max_position_embeddings", 64},
+          {"type_vocab_size", 0},
+          {"relative_attention", true},
+          {"position_buckets", 8},
+          {"max_relative_positions", -1},
+          {"pos_att_type", "p2c|c2p"},
+          {"share_att_key", true},
+          {"norm_rel_ebd", "layer_norm"},
+          {"position_biased_input", false},
+          {"hidden_dropout_prob", 0.1},
+          {"attention_probs_dropout_prob", 0.1},
+          {"num_labels", 2}};
 }
 
 class DebertaRun : public ::testing::Test {
@@ -89,13 +97,15 @@ TEST_F(DebertaRun, TrainsSavesLoadsAndPredicts) {
 TEST_F(DebertaRun, GradientCheckpointingGivesTheSameLosses) {
   run_training(TrainConfig::load(yaml("plain", "  gradient_checkpointing: off\n")));
   run_training(TrainConfig::load(yaml("ckpt", "  gradient_checkpointing: on\n")));
-  EXPECT_EQ(logged_train_losses(tmp_.path() + "/plain"), logged_train_losses(tmp_.path() + "/ckpt"));
+  EXPECT_EQ(logged_train_losses(tmp_.path() + "/plain"),
+            logged_train_losses(tmp_.path() + "/ckpt"));
 }
 
 TEST_F(DebertaRun, TrainsDoraAdaptersAndSavesThemForPeft) {
-  const nlohmann::json s = run_training(TrainConfig::load(yaml(
-      "dora", "peft:\n  method: dora\n  r: 4\n  alpha: 8\n  dropout: 0.1\n"
-              "  target_modules: [query_proj, key_proj, value_proj, dense]\n")));
+  const nlohmann::json s = run_training(
+      TrainConfig::load(yaml("dora",
+                             "peft:\n  method: dora\n  r: 4\n  alpha: 8\n  dropout: 0.1\n"
+                             "  target_modules: [query_proj, key_proj, value_proj, dense]\n")));
   EXPECT_EQ(s["status"], "completed");
   const std::vector<double> losses = logged_train_losses(tmp_.path() + "/dora");
   ASSERT_EQ(losses.size(), 18u);
@@ -121,39 +131,18 @@ TEST_F(DebertaRun, PackedAndPaddedRunsFollowTheSameTrajectory) {
         {"dora", dora, "/adapter/adapter_model.safetensors"}}) {
     SCOPED_TRACE(name);
     const std::string path = yaml(name, "  batch_size: 16\n  classifier_dropout: 0.1\n" + extra);
-    const nlohmann::json padded = run_training(TrainConfig::load(path, {"data.packing=off",
-                                                                        "output.dir=" + tmp_.path() + "/" + name + "_padded"}));
-    const nlohmann::json packed = run_training(TrainConfig::load(path, {"data.packing=on",
-                                                                        "output.dir=" + tmp_.path() + "/" + name + "_packed"}));
+    const std::string run = tmp_.path() + "/" + name;
+    const nlohmann::json padded = run_training(
+        TrainConfig::load(path, {"data.packing=off", "output.dir=" + run + "_padded"}));
+    const nlohmann::json packed =
+        run_training(TrainConfig::load(path, {"data.packing=on", "output.dir=" + run + "_packed"}));
     EXPECT_EQ(packed["packing"]["on"], true);
     EXPECT_EQ(padded["packing"]["on"], false);
     EXPECT_EQ(packed["padding_fraction"].get<double>(), 0.0);
-    const auto la = step_losses(tmp_.path() + "/" + name + "_padded"),
-               lb = step_losses(tmp_.path() + "/" + name + "_packed");
-    ASSERT_EQ(la.size(), 18u);
-    ASSERT_EQ(lb.size(), la.size());
-    double loss_rel = 0, weight_rel = 0;
-    for (const auto& [step, loss] : la) {
-      const double rel = std::fabs(lb.at(step) - loss) / std::fabs(loss);
-      EXPECT_LT(rel, 1e-6) << "step " << step;
-      loss_rel = std::max(loss_rel, rel);
-    }
-    const auto wa = tensor_values(tmp_.path() + "/" + name + "_padded" + weights),
-               wb = tensor_values(tmp_.path() + "/" + name + "_packed" + weights);
-    ASSERT_EQ(wa.size(), wb.size());
-    for (const auto& [tensor, va] : wa) {
-      const auto& vb = wb.at(tensor);
-      ASSERT_EQ(va.size(), vb.size()) << tensor;
-      double scale = 1e-12, diff = 0;
-      for (size_t i = 0; i < va.size(); ++i) {
-        scale = std::max(scale, double(std::fabs(va[i])));
-        diff = std::max(diff, double(std::fabs(va[i] - vb[i])));
-      }
-      EXPECT_LT(diff / scale, 1e-5) << tensor;
-      weight_rel = std::max(weight_rel, diff / scale);
-    }
-    std::printf("%s: packed vs padded: max step-loss difference %.3g relative, max weight "
-                "difference %.3g\n", name.c_str(), loss_rel, weight_rel);
+    TrajectoryTolerance tol;
+    tol.steps = 18;
+    tol.weights_file = weights;
+    expect_same_trajectory(run + "_padded", run + "_packed", tol);
   }
 }
 
