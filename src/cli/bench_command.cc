@@ -106,8 +106,8 @@ void add_bench_command(CLI::App& app) {
       start = comma + 1;
     }
     const nlohmann::json report = run_bench(*o);
+    std::cout << table(report) << std::flush;  // first: a --json path that fails loses nothing
     if (!json->empty()) io::write_json_atomic(*json, report);
-    std::cout << table(report) << std::flush;
   });
 }
 
