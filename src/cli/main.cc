@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   ftune::cli::add_plan_command(app);
   ftune::cli::add_report_command(app);
   ftune::cli::add_dashboard_command(app);
+  ftune::cli::add_bench_command(app);
   spdlog::set_default_logger(spdlog::stderr_color_mt("ftune"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {
