@@ -106,6 +106,27 @@ TEST_F(DataParallel, TwoRanksFollowOneProcess) {
   EXPECT_GT(summary["data_parallel"]["reduced_bytes_per_step"].get<int64_t>(), 0);
 }
 
+// `ftune plan --ranks 2`: each rank's plan covers half the step batch; the reduction's buckets
+// and bytes per step are counted (summed in place: no memory of their own).
+TEST_F(DataParallel, PlanShowsEachRanksShare) {
+  const CliResult one = run_ftune("plan --json --config " + config("plan"), "", Streams::kStdout);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const CliResult two =
+      run_ftune("plan --json --ranks 2 --config " + config("plan"), "", Streams::kStdout);
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const auto j1 = nlohmann::json::parse(one.output), j2 = nlohmann::json::parse(two.output);
+  EXPECT_EQ(j1["effective_batch"], 8);
+  EXPECT_EQ(j2["effective_batch"], 4);
+  EXPECT_FALSE(j1.contains("ranks"));
+  EXPECT_EQ(j2["ranks"], 2);
+  EXPECT_GE(j2["reduction"]["buckets"].get<int64_t>(), 2);  // layers apart from embeddings, head
+  EXPECT_EQ(j2["reduction"]["bytes_per_step"].get<int64_t>() % 4, 0);
+  EXPECT_EQ(j2["reduction"]["extra_bytes"], 0);
+  // The CPU's memory is shared by the machine's ranks.
+  EXPECT_NEAR(j2["available_bytes"].get<double>(), j1["available_bytes"].get<double>() / 2,
+              j1["available_bytes"].get<double>() * 0.05);
+}
+
 // A rank killed mid-run (like kill -9, in step 7 of 8) stops the other; the checkpoint of step 5
 // is whole and nothing else was left; the run resumes on 2 ranks bit for bit as if never killed,
 // and on 1 process (the world size may change) within float summation order.
