@@ -10,6 +10,7 @@
 #include "models/adapters.h"
 #include "models/classification_head.h"
 #include "models/deberta_weights.h"
+#include "models/gradient_ready.h"
 #include "models/packed_dropout.h"
 #include "ops/disentangled_attention.h"
 #include "ops/dropout.h"
@@ -98,6 +99,7 @@ class DebertaModel final : public BackboneModel {
       // inputs, same Philox keys: the same bits).
       if (a_.checkpointing && l != c_.num_layers - 1) layer_forward(l, x, in, d, true);
       layer_backward(l, x, l > 0 || embeddings_train, in, d);
+      layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
     }
     // The relative embeddings: every layer's gradient summed in grad_rel, through the LayerNorm.
     if (g_.rel.defined()) {
