@@ -59,6 +59,10 @@ DROPOUT_SEED = 5
 DECODER_SITES = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                  "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
 DECODER_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# The ModernBERT family's sites (models/modernbert.h ModernBertSite); head.dense is kind 0 of the
+# layer past the last (HEAD_LAYER, set from the base model's config).
+MODERNBERT_SITES = ["attn.Wqkv", "attn.Wo", "mlp.Wi", "mlp.Wo"]
+HEAD_LAYER = {"n": 0}
 
 
 CASES = {
@@ -95,6 +99,11 @@ CASES = {
     "mistral_dora_dropout": dict(base="mistral_pair", r=3, lora_alpha=6, use_dora=True,
                                  lora_dropout=0.1, target_modules=DECODER_LINEAR),
     "qwen3_lora": dict(base="qwen3_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
+    # ModernBERT (tools/make_modernbert_fixtures.py): the fused Wqkv, "Wo" (attn.Wo and mlp.Wo by
+    # PEFT's suffix rule) and Wi; DoRA with dropout on all-linear, which adapts head.dense too.
+    "modernbert_lora": dict(base="modernbert_cls", r=4, lora_alpha=8, target_modules=["Wqkv", "Wo", "Wi"]),
+    "modernbert_dora_dropout": dict(base="modernbert_mean", r=3, lora_alpha=6, use_dora=True,
+                                    lora_dropout=0.1, target_modules="all-linear"),
 }
 
 # ftune's Philox sites of the adapters' input dropouts (models/adapters.h, classification_head.h).
@@ -106,9 +115,12 @@ def dropout_site(module):
     """ftune's Philox site of the input dropout of adapted module `module` (ftune's name)."""
     if module == "bert.pooler.dense":
         return 0x10002
+    if module == "head.dense":
+        return 0x20000 + 8 * HEAD_LAYER["n"]
     if module.startswith("model.layers."):
         layer, site = module.removeprefix("model.layers.").split(".", 1)
-        return 0x20000 + 8 * int(layer) + DECODER_SITES.index(site)
+        kind = DECODER_SITES.index(site) if site in DECODER_SITES else MODERNBERT_SITES.index(site)
+        return 0x20000 + 8 * int(layer) + kind
     layer, site = module.split(".encoder.layer.")[1].split(".", 1)
     return 0x20000 + 8 * int(layer) + SITES.index(site)
 
@@ -179,6 +191,7 @@ def make_case(out_root, name, spec):
     p_drop = spec.pop("lora_dropout", 0.0)
     torch.manual_seed(1234)
     model = load_base(base)
+    HEAD_LAYER["n"] = model.config.num_hidden_layers
     cfg = LoraConfig(task_type=TaskType.SEQ_CLS, lora_dropout=p_drop, **spec)
     pm = get_peft_model(model, cfg)
     clock = {"step": 0}
