@@ -47,6 +47,27 @@ void dora_dropout_forward(const AdapterSiteRun& s, TensorView y, TensorView x, T
 
 }  // namespace
 
+AdapterSiteRun adapter_site_run(const AdapterSet& ad, const AdapterSet* grads, int64_t layer,
+                                int kind, TensorView weight, TensorView bias, TensorView u,
+                                TensorView z, TensorView h) {
+  AdapterSiteRun r;
+  r.w = ad.at(layer, kind);
+  if (grads) r.g = grads->at(layer, kind);
+  r.dora = ad.dora;
+  r.scale = ad.scale;
+  r.weight = r.gemm_weight = weight;
+  r.bias = bias;
+  if (ad.dora) {
+    r.weight_sq = ad.weight_sq[layer][kind];
+    r.norm = ad.norm[layer][kind];
+    r.norm_workspace = ad.norm_workspace;
+  }
+  r.u = u;
+  r.z = z;
+  r.h = h;
+  return r;
+}
+
 void adapter_site_forward(const AdapterSiteRun& s, TensorView y, TensorView x, TensorView xg,
                           bool y_has_base, bool recompute) {
   const int64_t N = x.dim(0);

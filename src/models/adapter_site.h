@@ -30,6 +30,13 @@ struct AdapterSiteRun {
   LoraDropout dropout;                     // its scratch holds (N, in) floats when p > 0
 };
 
+// The run of the adapter at (layer, kind) of `ad` (its gradients from `grads` when given): its
+// weights, scale, DoRA caches, the frozen weight and bias, and the planned u, z and h; the caller
+// sets gemm_weight (when not `weight`), the staging buffers and the dropout.
+AdapterSiteRun adapter_site_run(const AdapterSet& ad, const AdapterSet* grads, int64_t layer,
+                                int kind, TensorView weight, TensorView bias, TensorView u,
+                                TensorView z, TensorView h);
+
 // y (N, out) = x W^T + b + the adapter's term. x: the adapter's input; xg: the frozen GEMM's (x,
 // or its 16-bit copy). y_has_base: y already holds x W^T + b (a fused GEMM ran). recompute:
 // checkpointing's second forward (the DoRA norms of the first are kept).

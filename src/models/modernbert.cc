@@ -7,6 +7,7 @@
 #include "models/adapter_site.h"
 #include "models/adapters.h"
 #include "models/packed_dropout.h"
+#include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -25,17 +26,8 @@ float rate(const DropoutPlan& d, float p) {
 
 AttentionCall attention_call(const ModernBertConfig& c, const ModernBertActs& a,
                              const TokenInputs& in, const DropoutPlan& d, int64_t l) {
-  AttentionCall call;
-  call.spec = modernbert_attention_spec(c, l);
-  if (in.packed())
-    call.rows = {in.B, in.max_len, in.cu_seqlens, {}};
-  else
-    call.rows = {in.B, in.T, {}, in.mask.prefix(Shape{in.B, in.T})};
-  call.dropout_p = rate(d, c.attention_dropout);
-  call.rng = RngKey{d.seed, modernbert_probs_site(l), d.offset, d.micro};
-  call.place = dropout_rows(d, in);
-  call.workspace = a.workspace;
-  return call;
+  return token_attention_call(modernbert_attention_spec(c, l), in, d, rate(d, c.attention_dropout),
+                              modernbert_probs_site(l), a.workspace);
 }
 
 // The pieces of one layer a pass works on, cut to the batch's N tokens.
@@ -73,27 +65,12 @@ struct Layer {
   }
   bool dora(ModernBertSite s) const { return adapted(s) && w.adapters.dora; }
   AdapterSiteRun run(ModernBertSite s) const {
-    const AdapterSet& ad = w.adapters;
     const int i = static_cast<int>(s);
-    AdapterSiteRun r;
-    r.w = ad.at(l, i);
-    if (g) r.g = g->adapters.at(l, i);
-    r.dora = ad.dora;
-    r.scale = ad.scale;
-    r.weight = r.gemm_weight = weight(s);
-    r.bias = bias(s);
-    if (ad.dora) {
-      r.weight_sq = ad.weight_sq[l][i];
-      r.norm = ad.norm[l][i];
-      r.norm_workspace = ad.norm_workspace;
-    }
-    r.u = la.lora_u[i];
-    r.z = la.dora_z[i];
-    r.h = a.lora_h;
-    r.dropout.p = rate(d, static_cast<float>(ad.dropout));
-    r.dropout.rng = RngKey{d.seed, adapter_dropout_site(l, i), d.offset, d.micro};
-    r.dropout.rows = dropout_rows(d, in);
-    r.dropout.scratch = a.lora_scratch;
+    AdapterSiteRun r = adapter_site_run(w.adapters, g ? &g->adapters : nullptr, l, i, weight(s),
+                                        bias(s), la.lora_u[i], la.dora_z[i], a.lora_h);
+    r.dropout = LoraDropout{rate(d, static_cast<float>(w.adapters.dropout)),
+                            RngKey{d.seed, adapter_dropout_site(l, i), d.offset, d.micro},
+                            a.lora_scratch, dropout_rows(d, in)};
     return r;
   }
   // y = x W^T + b of site s, with its adapter if any.
@@ -252,8 +229,13 @@ void modernbert_backward(const ModernBertConfig& c, const ModernBertWeights& w,
   layer_norm_backward(a.dx.prefix({N, C}), g.final_norm_w, g.final_norm_b, a.dh.prefix({N, C}),
                       layer_input(a, c.num_layers, N, C), w.final_norm_w, a.final_mean.prefix({N}),
                       a.final_rstd.prefix({N}));
-  for (int64_t l = c.num_layers - 1; l >= 0; --l)
-    layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
+    const Layer layer{c, w, &g, a.layers[l], a, l, N, in, d};
+    // Checkpointing: the slot holds the last layer's activations after forward; the others are
+    // recomputed from their kept inputs.
+    if (a.recompute && l != c.num_layers - 1) layer_forward(layer, layer_input(a, l, N, C));
+    layer_backward(layer, layer_input(a, l, N, C));
+  }
   const TensorView dx = a.dx.prefix({N, C}), de = a.dtmp.prefix({N, C});
   const float p = rate(d, c.embedding_dropout);
   if (p > 0)

@@ -23,8 +23,9 @@
 //   logits = dropout_cls(p) classifier^T + bias                (B, K)
 // Adapters (LoRA / DoRA, models/adapter_site.h) sit on Wqkv, attn.Wo, Wi and mlp.Wo of every layer
 // and on head.dense (a site past the last layer, as BERT's pooler). Packed batches run the
-// attention op's varlen form. fp32 on any device; 16-bit compute and gradient checkpointing are
-// refused for now (make_model says so).
+// attention op's varlen form. Gradient checkpointing keeps the layer outputs and recomputes each
+// layer's activations (the same dropout masks) before its backward. fp32 on any device; 16-bit
+// compute is refused for now (make_model says so).
 #pragma once
 
 #include <array>
@@ -87,6 +88,7 @@ struct ModernBertActs {
   TensorView dx, dtmp, dh, dctx, dqkv, dgu, dm, db1, db2;  // gradients, shared by the layers
   TensorView global_inv_freq, local_inv_freq;              // (D / 2) each, written at bind
   TensorView workspace, lora_h, lora_scratch;
+  bool recompute = false;  // gradient checkpointing: one slot, layers recomputed in backward
 };
 
 void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& shape, ModernBertActs& acts,

@@ -1,6 +1,6 @@
 // ModernBERT's activation and workspace buffers (see modernbert.h), listed once in a BufferTable:
-// training keeps every layer's activations for the backward pass, inference alternates two
-// slots. Sizes follow the batch's tokens (padded rows x longest row, or the packed budget).
+// training keeps every layer's activations for the backward pass (with gradient checkpointing
+// only the layer outputs, and one slot recomputed per layer), inference alternates two slots. Sizes follow the batch's tokens (padded rows x longest row, or the packed budget).
 #include <fmt/format.h>
 
 #include "models/adapters.h"
@@ -42,7 +42,10 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
   // Probabilities of the widest attention (a window does not change the planned size).
   const AttentionBuffers attention = attention_buffers(modernbert_attention_spec(c, 0), how.device,
                                                        false, B, N, how.max_seq, training);
-  const int64_t slots = training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
+  // Gradient checkpointing: one slot of layer activations, recomputed layer by layer in backward
+  // from the layer inputs, which are kept (each layer's `out`).
+  a.recompute = training && how.checkpointing == GradientCheckpointing::On;
+  const int64_t slots = a.recompute ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
   for (int64_t s = 0; s < slots; ++s) {
     auto add = [&](const char* what, Shape shape, TensorView ModernBertLayerActs::*view) {
       const std::string name = fmt::format("act/mb{}/{}", s, what);
@@ -61,7 +64,7 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
     add("h2", {N, C}, &ModernBertLayerActs::h2);
     add("gu", {N, 2 * F}, &ModernBertLayerActs::gu);
     add("m", {N, F}, &ModernBertLayerActs::m);
-    add("out", {N, C}, &ModernBertLayerActs::out);
+    if (!a.recompute) add("out", {N, C}, &ModernBertLayerActs::out);
     for (int i = 0; i < kModernBertSites; ++i) {
       if (!adapted[i]) continue;
       const std::string u = fmt::format("act/mb{}/lora_u{}", s, i);
@@ -73,6 +76,9 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
       for (int64_t l = s; l < c.num_layers; l += slots) t.also(z, &a.layers[l].dora_z[i]);
     }
   }
+  if (a.recompute)
+    for (int64_t l = 0; l < c.num_layers; ++l)
+      t.add(fmt::format("act/mb/out{}", l), f32, {N, C}, &a.layers[l].out);
   t.add("act/mb/tmp", f32, {N, C}, &a.tmp);
   t.add("act/mb/final_mean", f32, {N}, &a.final_mean);
   t.add("act/mb/final_rstd", f32, {N}, &a.final_rstd);

@@ -44,8 +44,6 @@ class ModernBertModel final : public BackboneModel {
     if (shape.compute != DType::F32)
       throw InputError("modernbert: ModernBERT models compute in fp32 for now (training.precision "
                        "bf16 / f16 is not supported for them yet)");
-    if (shape.checkpointing == GradientCheckpointing::On)
-      throw InputError("modernbert: gradient checkpointing is not supported for ModernBERT yet");
   }
 
   void buffers(BufferTable& t) override { modernbert_buffers(c_, shape_, a_, t); }
@@ -144,14 +142,11 @@ class ModernBertBackbone final : public Backbone {
     for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(t);
   }
 
-  // Local layers attend over local_attention + 1 keys at most; with global layers in the stack the
-  // FLOP model counts the whole sequence (its window is one value for all layers).
+  // Per layer: global layers see the whole row, local ones 2 (local_attention / 2) + 1 keys.
   FlopModel flops() const override {
     FlopModel f{c_.num_layers, c_.hidden_size, c_.intermediate_size, c_.num_labels()};
     f.gated_ffn = true;
-    bool any_global = false;
-    for (bool g : c_.global) any_global = any_global || g;
-    f.window = any_global ? 0 : c_.local_attention + 1;
+    for (bool g : c_.global) f.layer_windows.push_back(g ? 0 : 2 * (c_.local_attention / 2) + 1);
     return f;
   }
 

@@ -38,24 +38,10 @@ const AdapterWeights* dense_adapter(const ModernBertConfig& c, const AdapterSet&
 
 AdapterSiteRun dense_run(const ModernBertConfig& c, const ModernBertWeights& w,
                          const ModernBertWeights* g, const ModernBertActs& a, const DropoutPlan& d) {
-  const AdapterSet& ad = w.adapters;
   const int64_t L = c.num_layers;
-  AdapterSiteRun r;
-  r.w = ad.at(L, 0);
-  if (g) r.g = g->adapters.at(L, 0);
-  r.dora = ad.dora;
-  r.scale = ad.scale;
-  r.weight = r.gemm_weight = w.dense_w;
-  r.bias = w.dense_b;
-  if (ad.dora) {
-    r.weight_sq = ad.weight_sq[L][0];
-    r.norm = ad.norm[L][0];
-    r.norm_workspace = ad.norm_workspace;
-  }
-  r.u = a.head_lora_u;
-  r.z = a.head_dora_z;
-  r.h = a.lora_h;
-  r.dropout = LoraDropout{d.training ? static_cast<float>(ad.dropout) : 0.0f,
+  AdapterSiteRun r = adapter_site_run(w.adapters, g ? &g->adapters : nullptr, L, 0, w.dense_w,
+                                      w.dense_b, a.head_lora_u, a.head_dora_z, a.lora_h);
+  r.dropout = LoraDropout{d.training ? static_cast<float>(w.adapters.dropout) : 0.0f,
                           RngKey{d.seed, adapter_dropout_site(L, 0), d.offset, d.micro},
                           a.lora_scratch, head_rows(d)};
   return r;

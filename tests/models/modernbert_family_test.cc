@@ -1,8 +1,8 @@
 // The ModernBERT family beyond the golden fixtures: packed batches (varlen, no padding) compute
 // what padded ones do with every dropout on (embedding, attention probabilities and output, MLP,
-// classifier, adapters) and the local window shorter than the rows; both config.json spellings;
-// the errors of unsupported configs; a head re-initialised for another label count as HF does;
-// PEFT's target names over the family's modules.
+// classifier, adapters) and the local window shorter than the rows, as do checkpointed ones; both
+// config.json spellings; the errors of unsupported configs; a head re-initialised for another
+// label count as HF does; PEFT's target names over the family's modules; the FLOP model's windows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,7 +24,8 @@ struct ModelRun {
 };
 
 ModelRun build(const GoldenCase& c, bool packed, const AdapterConfig& adapters = {},
-          const LoadOptions& lo = {}) {
+               const LoadOptions& lo = {},
+               GradientCheckpointing checkpointing = GradientCheckpointing::Off) {
   ModelRun r;
   ClassifierOptions o;
   o.max_batch = c.batch.size;
@@ -32,6 +33,7 @@ ModelRun build(const GoldenCase& c, bool packed, const AdapterConfig& adapters =
   o.packed = packed;
   o.max_tokens = c.batch.size * c.batch.seq_len;
   o.adapters = adapters;
+  o.checkpointing = checkpointing;
   DropoutRates rates;
   rates.hidden = rates.attention = rates.classifier = 0.1f;
   r.model = std::make_unique<SequenceClassifier>(load_model_spec(c.model_dir, lo).with_dropout(rates), o);
@@ -76,6 +78,19 @@ TEST_P(ModernBertFamily, PackedBatchesComputeWhatPaddedOnesDo) {
     const TensorView again = padded.model->forward(DropoutPlan{true, 12, 3});
     EXPECT_GT(max_rel_error(again, packed.model->logits()), 1e-4) << method;
   }
+}
+
+TEST_P(ModernBertFamily, CheckpointingGivesIdenticalGradients) {
+  // Full fine-tuning, packed, every dropout on: the recomputed layers draw the same masks.
+  const GoldenCase c = GoldenCase::load(GetParam());
+  ModelRun plain = build(c, true), ckpt = build(c, true, {}, {}, GradientCheckpointing::On);
+  const DropoutPlan d{true, 5, 2};
+  for (ModelRun* r : {&plain, &ckpt}) {
+    r->model->forward(d);
+    r->model->loss({});
+    r->model->backward(d);
+  }
+  EXPECT_EQ(to_vector(plain.model->trainable_grads()), to_vector(ckpt.model->trainable_grads()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ModernBertFamily, ::testing::Values("modernbert_cls", "modernbert_mean"));
@@ -166,6 +181,14 @@ TEST(ModernBertFamilyLoading, OtherLabelCountReinitialisesTheClassifierAsHfDoes)
   for (float v : to_vector(r.model->param("classifier.bias"))) EXPECT_EQ(v, 0.0f);
   const HostTensor dense = c.tensor("step3.head.dense.weight");  // present: a checkpoint weight
   EXPECT_EQ(r.model->param("head.dense.weight").shape, dense.shape());
+}
+
+TEST(ModernBertFamilyModules, FlopModelCountsTheLocalWindowPerLayer) {
+  // local_attention 4: keys i-2 .. i+2 on the sliding layer 1; layers 0 and 2 see the whole row.
+  const FlopModel f = load_model_spec(fixtures_dir() + "/engine/modernbert_cls/model").backbone().flops();
+  EXPECT_EQ(f.layer_windows, (std::vector<int64_t>{0, 5, 0}));
+  EXPECT_TRUE(f.gated_ffn);
+  EXPECT_EQ(f.intermediate, 37);
 }
 
 TEST(ModernBertFamilyModules, PeftTargetNamesResolveAsInPeft) {
