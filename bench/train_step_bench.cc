@@ -3,7 +3,7 @@
 // weights and tokens, no padding, dropout 0.1 on, as in training). bench/compare_train_step.sh
 // runs it next to the PyTorch peer (bench/torch_train_step.py) with the same thread count.
 //
-//   train_step_bench --model minilm|bert-base|deberta-v3-base [--batch 32] [--seq 128] [--threads N]
+//   train_step_bench --model minilm|bert-base|deberta-v3-base|modernbert-base [--batch 32] [--seq 128] [--threads N]
 //                    [--steps 10] [--warmup 2] [--json]
 #include <fmt/format.h>
 
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   int64_t batch = 32, seq = 128;
   int threads = 0, steps = 10, warmup = 2;
   bool json = false;
-  app.add_option("--model", model, "minilm, bert-base or deberta-v3-base");
+  app.add_option("--model", model, "minilm, bert-base, deberta-v3-base or modernbert-base");
   app.add_option("--batch", batch);
   app.add_option("--seq", seq);
   app.add_option("--threads", threads, "compute threads (default: all cores)");

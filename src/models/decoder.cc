@@ -7,6 +7,7 @@
 #include "models/adapters.h"
 #include "models/gradient_ready.h"
 #include "models/packed_dropout.h"
+#include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/embedding.h"
 #include "ops/glu.h"
@@ -26,17 +27,8 @@ uint32_t probs_site(int64_t layer) {
 
 AttentionCall attention_call(const DecoderConfig& c, const DecoderActs& a, const TokenInputs& in,
                              const DropoutPlan& d, int64_t l) {
-  AttentionCall call;
-  call.spec = decoder_attention_spec(c, l);
-  if (in.packed())
-    call.rows = {in.B, in.max_len, in.cu_seqlens, {}};
-  else
-    call.rows = {in.B, in.T, {}, in.mask.prefix(Shape{in.B, in.T})};
-  call.dropout_p = d.training ? c.attention_dropout : 0.0f;
-  call.rng = RngKey{d.seed, probs_site(l), d.offset, d.micro};
-  call.place = dropout_rows(d, in);
-  call.workspace = a.workspace;
-  return call;
+  return token_attention_call(decoder_attention_spec(c, l), in, d,
+                              d.training ? c.attention_dropout : 0.0f, probs_site(l), a.workspace);
 }
 
 // The pieces of one layer a pass works on, cut to the batch's N tokens.

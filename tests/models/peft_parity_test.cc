@@ -181,9 +181,10 @@ TEST_P(PeftParity, ThreeAdamWSteps) {
 // Gradient checkpointing: the same gradients bit for bit, and less activation memory.
 TEST_P(PeftParity, CheckpointingGivesIdenticalGradients) {
   const PeftCase c = load_case(GetParam());
-  if (c.meta["base"].get<std::string>().find("bert") == std::string::npos &&
-      c.meta["base"].get<std::string>().find("xlmr") == std::string::npos)
-    GTEST_SKIP() << "gradient checkpointing of decoder families is not implemented yet";
+  const std::string base = c.meta["base"].get<std::string>();
+  if (!base.starts_with("engine/bert") && !base.starts_with("engine/roberta") &&
+      !base.starts_with("engine/xlmr") && !base.starts_with("engine/modernbert"))
+    GTEST_SKIP() << "gradient checkpointing of the decoder families is not implemented yet";
   PeftRun plain = build(c), ckpt = build(c, GradientCheckpointing::On);
   for (PeftRun* r : {&plain, &ckpt}) {
     r->model->forward(train_plan(c));
@@ -236,6 +237,11 @@ INSTANTIATE_TEST_SUITE_P(Cases, PeftParity,
                                            "llama_lora", "qwen2_dora", "mistral_dora_dropout",
                                            "qwen3_lora", "deberta_v3_lora", "deberta_v3_dora",
                                            "deberta_v3_dora_dropout", "deberta_v2_lora"));
+
+// ModernBERT (tools/make_peft_fixtures.py): LoRA on Wqkv, both Wo and Wi; DoRA with adapter dropout
+// on all-linear, head.dense included.
+INSTANTIATE_TEST_SUITE_P(ModernBert, PeftParity,
+                         ::testing::Values("modernbert_lora", "modernbert_dora_dropout"));
 
 }  // namespace
 }  // namespace ftune::test
