@@ -95,6 +95,11 @@ CASES = {
     "mistral_dora_dropout": dict(base="mistral_pair", r=3, lora_alpha=6, use_dora=True,
                                  lora_dropout=0.1, target_modules=DECODER_LINEAR),
     "qwen3_lora": dict(base="qwen3_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
+    # Gemma 2 (soft-capped attention, sandwich norms, scaled embeddings): LoRA everywhere; Gemma 3
+    # (q/k norms, two RoPE bases, biases): DoRA with adapter dropout.
+    "gemma2_lora": dict(base="gemma2_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
+    "gemma3_dora_dropout": dict(base="gemma3_pair", r=3, lora_alpha=6, use_dora=True,
+                                lora_dropout=0.1, target_modules=DECODER_LINEAR),
 }
 
 # ftune's Philox sites of the adapters' input dropouts (models/adapters.h, classification_head.h).

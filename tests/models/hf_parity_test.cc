@@ -181,7 +181,7 @@ TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfParity,
                          ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair", "llama_pair",
-                                           "qwen2_pair", "mistral_pair", "qwen3_pair",
+                                           "qwen2_pair", "mistral_pair", "qwen3_pair", "gemma2_pair", "gemma3_pair",
                                            "deberta_v3_pair", "deberta_v2_pair"));
 
 // Checkpoints stored in bf16 / f16, sharded, or as base encoders without a head.
