@@ -1,6 +1,7 @@
 // Scaling in place by a constant: x = alpha * x (one fp32 multiply per element, as torch's
-// `tensor * scalar`). Gemma multiplies its embeddings by sqrt(hidden_size); the backward pass is the
-// same op on the gradient (d(alpha x) = alpha dx). f32 tensors, contiguous.
+// `tensor * scalar`). Gemma multiplies its embeddings by sqrt(hidden_size) (the backward pass is
+// the same op on the gradient, d(alpha x) = alpha dx); gradient clipping scales the gradients.
+// f32 tensors, contiguous.
 #pragma once
 
 #include "core/tensor.h"
