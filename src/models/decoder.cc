@@ -5,6 +5,7 @@
 #include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
+#include "models/gradient_ready.h"
 #include "models/packed_dropout.h"
 #include "ops/attention.h"
 #include "ops/embedding.h"
@@ -284,8 +285,10 @@ void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const Dec
   last_token_backward(dh, dpooled, a.pool_index.prefix({B}));
   rms_norm_backward(a.dx.prefix({N, C}), g.final_norm, dh, layer_input(a, c.num_layers, N, C),
                     w.final_norm, a.final_rstd.prefix({N}), c.norm_offset, a.workspace);
-  for (int64_t l = c.num_layers - 1; l >= 0; --l)
+  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
     layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
+  }
   if (!g.embed.defined()) return;
   if (c.embed_scale != 1.0f) scale_inplace(a.dx.prefix({N, C}), c.embed_scale);
   embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,
