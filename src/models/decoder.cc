@@ -16,6 +16,7 @@
 #include "ops/residual.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/scale.h"
 
 namespace ftune {
 namespace {
@@ -54,6 +55,14 @@ struct Layer {
       default: return y;
     }
   }
+  // The layer's RoPE inverse frequencies (Gemma 3's sliding layers have their own) and scaling.
+  TensorView inv_freq() const {
+    if (c.uses_local_rope[l]) return a.inv_freq_local;
+    // HF's longrope switches to its long factors when the batch's positions pass the original
+    // length: positions run 0..T-1 over padded rows, and to the longest sequence when packed.
+    return c.rope.uses_long_factors(in.packed() ? in.max_len : in.T) ? a.inv_freq_long : a.inv_freq;
+  }
+  float rope_scaling() const { return c.layer_rope(l).attention_scaling(); }
   // The frozen weight rows (or bias) of site s.
   TensorView site_param(const DecoderLayerWeights& lw, DecoderSite s, bool bias) const {
     const int64_t Q = c.q_size(), KV = c.kv_size(), F = c.intermediate_size;
@@ -130,15 +139,21 @@ void layer_forward(const Layer& L, TensorView x) {
                      L.block(DecoderSite::K, raw), lw.k_norm, c.rms_norm_eps, c.norm_offset,
                      c.num_kv_heads);
   }
-  const float scaling = c.rope.attention_scaling();
-  rope_forward(L.block(DecoderSite::Q, qkv), L.in.pos_ids.prefix({N}), L.a.inv_freq, c.num_heads, scaling);
-  rope_forward(L.block(DecoderSite::K, qkv), L.in.pos_ids.prefix({N}), L.a.inv_freq, c.num_kv_heads,
+  const float scaling = L.rope_scaling();
+  rope_forward(L.block(DecoderSite::Q, qkv), L.in.pos_ids.prefix({N}), L.inv_freq(), c.num_heads, scaling);
+  rope_forward(L.block(DecoderSite::K, qkv), L.in.pos_ids.prefix({N}), L.inv_freq(), c.num_kv_heads,
                scaling);
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), tmp = L.a.tmp.prefix({N, C});
   attention_forward(attention_call(c, L.a, L.in, L.d, L.l), ctx, la.probs,
                     L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                     L.block(DecoderSite::V, raw));
-  L.adapter(DecoderSite::O, tmp, ctx, false);
+  // Gemma normalises each branch's output before its residual add (sandwich norms).
+  auto branch_out = [&](DecoderSite s, TensorView in, TensorView saved, TensorView rstd, TensorView w) {
+    if (!c.sandwich_norms) return L.adapter(s, tmp, in, false);
+    L.adapter(s, saved.prefix({N, C}), in, false);
+    rms_norm_forward(tmp, rstd.prefix({N}), saved.prefix({N, C}), w, c.rms_norm_eps, c.norm_offset);
+  };
+  branch_out(DecoderSite::O, ctx, la.attn_out, la.rstd_ao, lw.attn_out_norm);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, tmp);
   rms_norm_forward(h2, la.rstd2.prefix({N}), x1, lw.post_norm, c.rms_norm_eps, c.norm_offset);
@@ -146,7 +161,7 @@ void layer_forward(const Layer& L, TensorView x) {
   linear_forward(gu, h2, lw.gu_w, lw.gu_b);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter(s, L.block(s, gu), h2, true);
   glu_forward(m, gu, c.activation);
-  L.adapter(DecoderSite::Down, tmp, m, false);
+  branch_out(DecoderSite::Down, m, la.mlp_out, la.rstd_mo, lw.mlp_out_norm);
   residual_forward(la.out.prefix({N, C}), x1, tmp);
 }
 
@@ -159,16 +174,23 @@ void layer_backward(const Layer& L, TensorView x) {
   const DecoderActs& a = L.a;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   const TensorView dx = a.dx.prefix({N, C}), dtmp = a.dtmp.prefix({N, C}), dh = a.dh.prefix({N, C});
-  // DoRA scales its output gradient in place: give it a copy, the residual needs dx as it is.
-  auto output_grad = [&](DecoderSite s) {
-    if (!L.dora(s)) return dx;
-    copy(dtmp, dx);
+  // The gradient of site s's output: dx, or through Gemma's norm on the branch output (saved,
+  // rstd, weight w, its gradient gw). DoRA scales it in place: then a copy, the residual needs dx.
+  auto output_grad = [&](DecoderSite s, TensorView saved, TensorView rstd, TensorView w,
+                         TensorView gw) {
+    if (c.sandwich_norms) {
+      rms_norm_backward(dtmp, gw, dx, saved.prefix({N, C}), w, rstd.prefix({N}), c.norm_offset,
+                        a.workspace);
+    } else {
+      if (!L.dora(s)) return dx;
+      copy(dtmp, dx);
+    }
     L.adapter_scale(s, dtmp);
     return dtmp;
   };
   const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F}), gu = la.gu.prefix({N, 2 * F});
   const TensorView dgu = a.dgu.prefix({N, 2 * F}), h2 = la.h2.prefix({N, C});
-  TensorView dy = output_grad(DecoderSite::Down);
+  TensorView dy = output_grad(DecoderSite::Down, la.mlp_out, la.rstd_mo, lw.mlp_out_norm, lg.mlp_out_norm);
   linear_backward(dm, lg.down_w, lg.down_b, dy, m, lw.down_w);
   L.adapter_back(DecoderSite::Down, dy, m, dm);
   glu_backward(dgu, gu, dm, c.activation);
@@ -181,7 +203,7 @@ void layer_backward(const Layer& L, TensorView x) {
   residual_forward(dx, dx, dtmp);  // dL/dx1
 
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), dctx = a.dctx.prefix({N, c.q_size()});
-  dy = output_grad(DecoderSite::O);
+  dy = output_grad(DecoderSite::O, la.attn_out, la.rstd_ao, lw.attn_out_norm, lg.attn_out_norm);
   linear_backward(dctx, lg.o_w, lg.o_b, dy, ctx, lw.o_w);
   L.adapter_back(DecoderSite::O, dy, ctx, dctx);
   const TensorView qkv = la.qkv.prefix({N, c.qkv_size()}), dqkv = a.dqkv.prefix({N, c.qkv_size()});
@@ -189,9 +211,9 @@ void layer_backward(const Layer& L, TensorView x) {
                      L.block(DecoderSite::K, dqkv), L.block(DecoderSite::V, dqkv), dctx,
                      L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                      L.block(DecoderSite::V, la.qkv_raw.prefix({N, c.qkv_size()})), ctx, la.probs);
-  const float scaling = c.rope.attention_scaling();
-  rope_backward(L.block(DecoderSite::Q, dqkv), L.in.pos_ids.prefix({N}), a.inv_freq, c.num_heads, scaling);
-  rope_backward(L.block(DecoderSite::K, dqkv), L.in.pos_ids.prefix({N}), a.inv_freq, c.num_kv_heads,
+  const float scaling = L.rope_scaling();
+  rope_backward(L.block(DecoderSite::Q, dqkv), L.in.pos_ids.prefix({N}), L.inv_freq(), c.num_heads, scaling);
+  rope_backward(L.block(DecoderSite::K, dqkv), L.in.pos_ids.prefix({N}), L.inv_freq(), c.num_kv_heads,
                 scaling);
   if (c.qk_norm) {  // in place: the gradients of the raw q and k projections
     const TensorView raw = la.qkv_raw.prefix({N, c.qkv_size()});
@@ -232,6 +254,7 @@ TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, Deco
   const DropoutPlan d = resolved_on_host(dropout, in);
   const int64_t N = in.tokens(), C = c.hidden_size, B = in.B;
   embedding_forward(a.x0.prefix({N, C}), in.ids.prefix({N}), w.embed, false);
+  if (c.embed_scale != 1.0f) scale_inplace(a.x0.prefix({N, C}), c.embed_scale);
   for (int64_t l = 0; l < c.num_layers; ++l)
     layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
   const TensorView hidden = a.hidden.prefix({N, C});
@@ -258,9 +281,10 @@ void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const Dec
     layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
     layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
   }
-  if (g.embed.defined())
-    embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,
-                       a.workspace);
+  if (!g.embed.defined()) return;
+  if (c.embed_scale != 1.0f) scale_inplace(a.dx.prefix({N, C}), c.embed_scale);
+  embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,
+                     a.workspace);
 }
 
 }  // namespace ftune

@@ -18,6 +18,7 @@ AttentionSpec decoder_attention_spec(const DecoderConfig& c, int64_t layer) {
   s.causal = true;
   if (c.window[layer] > 0) s.window = hf_sliding_window(c.window[layer]);
   s.scale = c.attention_scale;
+  s.softcap = c.softcap;
   return s;
 }
 
@@ -59,6 +60,12 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
     }
     add("probs", {attention.saved}, &DecoderLayerActs::probs);
     add("ctx", {N, Q}, &DecoderLayerActs::ctx);
+    if (c.sandwich_norms) {
+      add("attn_out", {N, C}, &DecoderLayerActs::attn_out);
+      add("rstd_ao", {N}, &DecoderLayerActs::rstd_ao);
+      add("mlp_out", {N, C}, &DecoderLayerActs::mlp_out);
+      add("rstd_mo", {N}, &DecoderLayerActs::rstd_mo);
+    }
     add("x1", {N, C}, &DecoderLayerActs::x1);
     add("rstd2", {N}, &DecoderLayerActs::rstd2);
     add("h2", {N, C}, &DecoderLayerActs::h2);
@@ -83,6 +90,10 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
   t.add("act/dec/pooled", f32, {B, C}, &a.pooled);
   t.add("act/dec/logits", f32, {B, K}, &a.logits);
   t.add("act/dec/inv_freq", f32, {c.rope.rotary_dim(c.head_dim) / 2}, &a.inv_freq);
+  if (c.rope.type == "longrope")
+    t.add("act/dec/inv_freq_long", f32, {c.rope.rotary_dim(c.head_dim) / 2}, &a.inv_freq_long);
+  if (c.two_ropes())
+    t.add("act/dec/inv_freq_local", f32, {c.local_rope.rotary_dim(c.head_dim) / 2}, &a.inv_freq_local);
   if (training) {
     t.add("gradact/dec/dx", f32, {N, C}, &a.dx);
     t.add("gradact/dec/dtmp", f32, {N, C}, &a.dtmp);
