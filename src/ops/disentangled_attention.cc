@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "ops/dispatch.h"
+#include "ops/disentangled_tiles.h"
 
 namespace ftune {
 namespace {
@@ -17,12 +18,19 @@ void reach(const DisentangledSpec& s, int64_t T, int64_t* rlo, int64_t* rhi) {
   *rhi = T > 0 ? deberta_relative_index(s, T - 1) + 1 : 0;
 }
 
-int64_t index_floats(int64_t T) { return T > 0 ? 2 * T - 1 : 0; }
+// The index table, rounded up to 4 so what follows stays 16-byte aligned.
+int64_t index_floats(int64_t T) { return T > 0 ? (2 * T - 1 + 3) / 4 * 4 : 0; }
 
 int64_t workspace_floats(const DisentangledArgs& a, Device device, bool backward) {
   if (device.is_cpu())
     return index_floats(a.T) + compute_threads() * cpu::disentangled_workspace_per_thread(a);
-  return index_floats(a.T) + (backward ? a.B * a.spec.heads * a.T * a.T : 0);
+  return index_floats(a.T) +
+         disentangled::fused_layout(a.spec, a.B, a.T, a.rlo, a.rhi, backward).workspace;
+}
+
+int64_t saved_floats(const DisentangledArgs& a, Device device) {
+  if (device.is_cpu()) return a.B * a.spec.heads * a.T * a.T;
+  return disentangled::fused_layout(a.spec, a.B, a.T, a.rlo, a.rhi, false).saved;
 }
 
 void check_spec(const char* op, const DisentangledSpec& s) {
@@ -47,10 +55,16 @@ int64_t ld_of(const char* op, const char* arg, const TensorView& v, int64_t rows
   return row_stride(op, arg, v, rows, cols);
 }
 
-DisentangledArgs check_call(const char* op, const DisentangledCall& c, const TensorView& q,
-                            const TensorView& k, const TensorView& v, const TensorView& pk,
-                            const TensorView& pq, const TensorView& saved, bool backward) {
+DisentangledArgs check_call(const char* op, Device dev, const DisentangledCall& c,
+                            const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& pk, const TensorView& pq, const TensorView& saved,
+                            bool backward) {
   check_spec(op, c.spec);
+  if (!dev.is_cpu() && (disentangled::fused_tile(disentangled::FusedKind::Forward, c.spec.head_dim) == 0 ||
+                        disentangled::fused_tile(disentangled::FusedKind::Dkv, c.spec.head_dim) == 0))
+    throw ShapeError(fmt::format("{}: head size {} is too large for the CUDA kernel's shared "
+                                 "memory (at most 480)",
+                                 op, c.spec.head_dim));
   DisentangledArgs a;
   a.spec = c.spec;
   a.scale = c.spec.scale();
@@ -85,13 +99,12 @@ DisentangledArgs check_call(const char* op, const DisentangledCall& c, const Ten
   reach(c.spec, a.T, &a.rlo, &a.rhi);
   check_dtype(op, "saved", saved, DType::F32);
   check_contiguous(op, "saved", saved);
-  if (saved.numel() < a.B * c.spec.heads * a.T * a.T)
+  if (saved.numel() < saved_floats(a, dev))
     throw ShapeError(fmt::format("{}: saved holds {} floats, B={} H={} T={} needs {}", op,
-                                 saved.numel(), a.B, c.spec.heads, a.T,
-                                 a.B * c.spec.heads * a.T * a.T));
+                                 saved.numel(), a.B, c.spec.heads, a.T, saved_floats(a, dev)));
   check_dtype(op, "workspace", c.workspace, DType::F32);
   check_contiguous(op, "workspace", c.workspace);
-  const int64_t need = workspace_floats(a, c.workspace.device, backward);
+  const int64_t need = workspace_floats(a, dev, backward);
   if (c.workspace.numel() < need)
     throw ShapeError(
         fmt::format("{}: workspace of {} floats, needs {}", op, c.workspace.numel(), need));
@@ -128,18 +141,18 @@ DisentangledBuffers disentangled_attention_buffers(const DisentangledSpec& spec,
   a.B = batch;
   a.T = seq;
   reach(spec, seq, &a.rlo, &a.rhi);
-  return {batch * spec.heads * seq * seq, workspace_floats(a, device, backward)};
+  return {saved_floats(a, device), workspace_floats(a, device, backward)};
 }
 
 void disentangled_attention_forward(const DisentangledCall& c, TensorView out, TensorView saved,
                                     TensorView q, TensorView k, TensorView v, TensorView pos_key,
                                     TensorView pos_query) {
   const char* op = "disentangled_attention_forward";
-  DisentangledArgs a = check_call(op, c, q, k, v, pos_key, pos_query, saved, false);
-  check_dtype(op, "out", out, DType::F32);
-  a.ldo = row_stride(op, "out", out, a.B * a.T, c.spec.heads * c.spec.head_dim);
   const Device dev = common_device(op, {out, saved, q, k, v, pos_key, pos_query, c.key_mask,
                                         c.workspace});
+  DisentangledArgs a = check_call(op, dev, c, q, k, v, pos_key, pos_query, saved, false);
+  check_dtype(op, "out", out, DType::F32);
+  a.ldo = row_stride(op, "out", out, a.B * a.T, c.spec.heads * c.spec.head_dim);
   if (a.B * a.T == 0) return;
   write_index(a, dev);
   const float* pk = pos_key.defined() ? pos_key.data_as<float>() : nullptr;
@@ -152,7 +165,7 @@ void disentangled_attention_forward(const DisentangledCall& c, TensorView out, T
                  cuda::disentangled_attention_forward(a, out.data_as<float>(),
                                                       saved.data_as<float>(), q.data_as<float>(),
                                                       k.data_as<float>(), v.data_as<float>(), pk,
-                                                      pq));
+                                                      pq, after_index(c)));
 }
 
 void disentangled_attention_backward(const DisentangledCall& c, TensorView dq, TensorView dk,
@@ -160,7 +173,9 @@ void disentangled_attention_backward(const DisentangledCall& c, TensorView dq, T
                                      TensorView dout, TensorView q, TensorView k, TensorView v,
                                      TensorView pos_key, TensorView pos_query, TensorView saved) {
   const char* op = "disentangled_attention_backward";
-  DisentangledArgs a = check_call(op, c, q, k, v, pos_key, pos_query, saved, true);
+  const Device dev = common_device(op, {dq, dk, dv, dpos_key, dpos_query, dout, q, k, v, pos_key,
+                                        pos_query, saved, c.key_mask, c.workspace});
+  DisentangledArgs a = check_call(op, dev, c, q, k, v, pos_key, pos_query, saved, true);
   const int64_t N = a.B * a.T, C = c.spec.heads * c.spec.head_dim, R = 2 * c.spec.span();
   for (const auto& [name, view] :
        {std::pair<const char*, TensorView>{"dq", dq}, {"dk", dk}, {"dv", dv}, {"dout", dout}})
@@ -171,8 +186,6 @@ void disentangled_attention_backward(const DisentangledCall& c, TensorView dq, T
   a.lddv = row_stride(op, "dv", dv, N, C);
   a.lddpk = ld_of(op, "dpos_key", dpos_key, R, C, c.spec.c2p);
   a.lddpq = ld_of(op, "dpos_query", dpos_query, R, C, c.spec.p2c);
-  const Device dev = common_device(op, {dq, dk, dv, dpos_key, dpos_query, dout, q, k, v, pos_key,
-                                        pos_query, saved, c.key_mask, c.workspace});
   if (N == 0) return;
   write_index(a, dev);
   auto f = [](const TensorView& t) { return t.defined() ? t.data_as<float>() : nullptr; };

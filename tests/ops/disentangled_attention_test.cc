@@ -12,6 +12,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/gpu_paths.h"
 #include "io/safetensors.h"
 #include "op_test_util.h"
 
@@ -229,6 +230,55 @@ TEST_P(DisentangledAttentionTest, RejectsAMissingPositionTensorAndASmallWorkspac
                                               run.q.view(), run.k.view(), run.v.view(),
                                               run.pk.view(), run.pq.view()),
                ShapeError);
+}
+
+// The device's kernel against the CPU reference on the same inputs, at shapes the fused CUDA
+// kernel tiles unevenly (T not a multiple of its tiles, longer than the bucket window, head sizes
+// picking different tiles), with padding and dropout; its backward gives the same bits twice, and
+// gpu_paths counts each pass. Compares a device with the CPU: nothing to do on the CPU itself.
+TEST_P(DisentangledAttentionTest, DeviceKernelMatchesTheCpuAcrossShapes) {
+  if (device().is_cpu()) GTEST_SKIP() << "compares a device with the CPU";
+  struct Case {
+    int64_t H, D, buckets, max_rel, B, T;
+    bool c2p, p2c;
+    int64_t pad;
+    float p;
+  };
+  for (const Case& c : {Case{3, 8, 8, 16, 2, 37, true, true, 10, 0.1f},
+                        Case{2, 64, 16, 64, 2, 130, true, true, 40, 0.0f},
+                        Case{12, 64, 256, 512, 1, 300, true, true, 0, 0.1f},
+                        Case{2, 32, 8, 16, 2, 45, true, false, 7, 0.2f},
+                        Case{2, 32, 8, 16, 2, 45, false, true, 7, 0.0f},
+                        Case{2, 16, 0, 6, 3, 19, true, true, 5, 0.1f}}) {
+    SCOPED_TRACE(::testing::Message() << "H " << c.H << " D " << c.D << " T " << c.T);
+    DisentangledSpec s;
+    s.heads = c.H, s.head_dim = c.D, s.c2p = c.c2p, s.p2c = c.p2c;
+    s.position_buckets = c.buckets, s.max_relative_positions = c.max_rel;
+    const int64_t N = c.B * c.T, C = c.H * c.D, R = 2 * s.span() * C;
+    const std::vector<float> q = random_values(N * C, rng), k = random_values(N * C, rng),
+                             v = random_values(N * C, rng), pk = random_values(R, rng),
+                             pq = random_values(R, rng), dout = random_values(N * C, rng);
+    std::vector<int32_t> mask(N, 1);
+    for (int64_t t = c.T - c.pad; t < c.T; ++t) mask[(c.B - 1) * c.T + t] = 0;
+    OpRun want(s, c.B, c.T, Device::cpu(), q, k, v, pk, pq, dout, mask, c.p);
+    OpRun got(s, c.B, c.T, device(), q, k, v, pk, pq, dout, mask, c.p);
+    want.forward();
+    want.backward();
+    const GpuPathCounts before = gpu_path_counts();
+    got.forward();
+    got.backward();
+    EXPECT_EQ((gpu_path_counts() - before)[GpuPath::DisentangledFused], 2);
+    EXPECT_LE(max_rel_error(got.out.view(), want.out.view()), 1e-5) << "out";
+    EXPECT_LE(max_rel_error(got.dq.view(), want.dq.view()), 5e-5) << "dq";
+    EXPECT_LE(max_rel_error(got.dk.view(), want.dk.view()), 5e-5) << "dk";
+    EXPECT_LE(max_rel_error(got.dv.view(), want.dv.view()), 5e-5) << "dv";
+    if (c.c2p) EXPECT_LE(max_rel_error(got.dpk.view(), want.dpk.view()), 5e-5) << "dpk";
+    if (c.p2c) EXPECT_LE(max_rel_error(got.dpq.view(), want.dpq.view()), 5e-5) << "dpq";
+    const std::vector<float> dq1 = to_vector(got.dq.view()), dpk1 = to_vector(got.dpk.view());
+    got.backward();
+    EXPECT_EQ(to_vector(got.dq.view()), dq1) << "a rerun of backward changed dq's bits";
+    if (c.c2p) EXPECT_EQ(to_vector(got.dpk.view()), dpk1) << "a rerun changed dpk's bits";
+  }
 }
 
 FTUNE_INSTANTIATE_DEVICES(DisentangledAttentionTest);
