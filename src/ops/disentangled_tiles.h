@@ -11,7 +11,8 @@
 //   C2P[i, r'] = c q_i . pk_{rlo + r'},   P2C[j, r'] = c k_j . pq_{rlo + r'}   ((H, B T, Wp) each)
 //   s'_ij = 0 for a padding query i (HF's uniform row), -inf for a padding key, else
 //           c q_i . k_j + C2P[i, r'(i, j)] + P2C[j, r'(i, j)]
-// forward block (query tile of bq rows; key tiles of bk in order): online softmax (m, l) per row,
+// forward block (query tile of bq rows; key tiles of bk in order): online softmax (m, l) per row
+//   (a row's maximum and sum serial in one thread, the exponentials and products spread over all),
 //   acc = acc alpha + sum_j exp(s' - m) mult_ij v_j; out = acc / l; saved: lse = m + log l and O
 // dq block (query tile; key tiles in order): P = exp(s' - lse); dP = mult (dO . v);
 //   delta_i = dO_i . O_i;  dS = P (dP - delta) (0 for a padding query);  dq = c sum_j dS k_j;
@@ -71,7 +72,7 @@ enum class FusedKind { Forward, Dq, Dkv };
 FTUNE_HD int64_t fused_shared_floats(FusedKind kind, int64_t bq, int64_t bk, int64_t D) {
   const int64_t ls = bk + 1, Dp = D + 1;
   switch (kind) {
-    case FusedKind::Forward: return bq * Dp + bq * D + 2 * bk * Dp + bq * ls + 3 * bq;
+    case FusedKind::Forward: return bq * Dp + bq * D + 2 * bk * Dp + 2 * bq * ls + 3 * bq;
     case FusedKind::Dq: return 2 * bq * Dp + bq * D + 2 * bk * Dp + bq * ls + 4 * bq;
     case FusedKind::Dkv:
       return 2 * bk * Dp + 2 * bk * D + 2 * bq * Dp + 2 * bq * ls + 2 * bq + 2 * bk;
@@ -154,7 +155,8 @@ FTUNE_HD void forward_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs
   float* ks = acc + bq * D;
   float* vs = ks + bk * Dp;
   float* s = vs + bk * Dp;
-  float* m = s + bq * ls;
+  float* sd = s + bq * ls;  // exp(s - m) x the dropout multiplier
+  float* m = sd + bq * ls;
   float* l = m + bq;
   float* al = l + bq;
   ex.phase([&](int th) {
@@ -174,30 +176,35 @@ FTUNE_HD void forward_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs
         s[ii * ls + jj] = fused_score(a, t, b, h, i0 + ii, j0 + jj, qs + ii * Dp, ks + jj * Dp);
       }
     });
-    ex.phase([&](int th) {
+    ex.phase([&](int th) {  // the running maximum and the rescaling of what came before
       for (int64_t ii = th; ii < nq; ii += NT) {
-        float* row = s + ii * ls;
+        const float* row = s + ii * ls;
         float mx = m[ii];
         for (int64_t jj = 0; jj < nk; ++jj) mx = fmaxf(mx, row[jj]);
-        const float alpha = mx == -INFINITY ? 1.0f : expf(m[ii] - mx);
-        float sum = 0.0f;
-        for (int64_t jj = 0; jj < nk; ++jj) {
-          const float p = mx == -INFINITY ? 0.0f : expf(row[jj] - mx);
-          sum += p;
-          row[jj] = p * fused_keep(a, t, b, h, i0 + ii, j0 + jj);
-        }
-        l[ii] = l[ii] * alpha + sum;
+        al[ii] = mx == -INFINITY ? 1.0f : expf(m[ii] - mx);
         m[ii] = mx;
-        al[ii] = alpha;
+      }
+    });
+    ex.phase([&](int th) {
+      for (int64_t e = th; e < nq * nk; e += NT) {
+        const int64_t ii = e / nk, jj = e % nk;
+        const float p = m[ii] == -INFINITY ? 0.0f : expf(s[ii * ls + jj] - m[ii]);
+        s[ii * ls + jj] = p;
+        sd[ii * ls + jj] = p * fused_keep(a, t, b, h, i0 + ii, j0 + jj);
       }
     });
     ex.phase([&](int th) {
       for (int64_t e = th; e < nq * D; e += NT) {
         const int64_t ii = e / D, d = e % D;
-        const float* row = s + ii * ls;
+        const float* row = sd + ii * ls;
         float x = 0.0f;
         for (int64_t jj = 0; jj < nk; ++jj) x += row[jj] * vs[jj * Dp + d];
         acc[e] = acc[e] * al[ii] + x;
+      }
+      for (int64_t ii = th; ii < nq; ii += NT) {
+        float sum = 0.0f;
+        for (int64_t jj = 0; jj < nk; ++jj) sum += s[ii * ls + jj];
+        l[ii] = l[ii] * al[ii] + sum;
       }
     });
   }
