@@ -32,6 +32,10 @@
 // Dropout on the probabilities, keyed exactly as ops/attention.h's: element (b, h, i, j) is kept
 // when Philox(rng, (((row0 + b) H + h) Tv + i) Tv + j) >= p (Tv = place.stream_seq or T).
 //
+// Storage: q, k, v, out, dout, dq, dk, dv share one type, f32, bf16 or f16; the position tensors
+// and their gradients are f32 or that type. The kernels compute in fp32: 16-bit tensors are copied
+// to fp32 in the workspace (exact) and outputs rounded back once (ops/cast.h's emulation).
+//
 // Kernels: fp32. CPU (ops/disentangled_attention_cpu.cc): per (sequence, head) BLAS GEMMs over the
 // whole (T, T) scores, C2P = Q PK^T and P2C = K PQ^T only over the relative indices the sequence
 // reaches. CUDA (ops/disentangled_attention_cuda.cu): the fused path of ops/disentangled_fused.h
@@ -111,8 +115,10 @@ struct DisentangledCall {
 struct DisentangledBuffers {
   int64_t saved = 0, workspace = 0;
 };
+// storage: the type of q, k, v (16-bit storage adds the fp32 staging copies).
 DisentangledBuffers disentangled_attention_buffers(const DisentangledSpec& spec, Device device,
-                                                   int64_t batch, int64_t seq, bool backward);
+                                                   int64_t batch, int64_t seq, bool backward,
+                                                   DType storage = DType::F32);
 
 // out (N, C); pos_key / pos_query may be undefined when their term is off.
 void disentangled_attention_forward(const DisentangledCall& call, TensorView out, TensorView saved,

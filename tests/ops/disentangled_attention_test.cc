@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/gpu_paths.h"
+#include "ops/cast.h"
 #include "io/safetensors.h"
 #include "op_test_util.h"
 
@@ -232,6 +233,60 @@ TEST_P(DisentangledAttentionTest, RejectsAMissingPositionTensorAndASmallWorkspac
                ShapeError);
 }
 
+DeviceTensor cast_to(const DeviceTensor& t, DType dtype) {
+  DeviceTensor out(t.view().device, dtype, t.view().shape);
+  cast(out.view(), t.view());
+  return out;
+}
+
+// 16-bit storage: bf16 q, k, v, dout, out, dq, dk, dv (and bf16 position tensors with fp32
+// gradients) give the fp32 op's results on the same bf16-representable values, each rounded once
+// to bf16; the fp32 gradients of the position tensors come out as the fp32 op's. A workspace
+// planned for fp32 is refused.
+TEST_P(DisentangledAttentionTest, Bf16StorageGivesTheFp32ResultsRoundedOnce) {
+  const DisentangledSpec s = small_spec(true, true);
+  const int64_t B = 2, T = 9, C = s.heads * s.head_dim, R = 2 * s.span() * C;
+  auto rounded = [&](int64_t n) {
+    std::vector<float> x = random_values(n, rng);
+    for (float& e : x) e = bf16_to_float(float_to_bf16(e));
+    return x;
+  };
+  std::vector<int32_t> mask(B * T, 1);
+  for (int64_t t = 6; t < T; ++t) mask[T + t] = 0;
+  OpRun ref(s, B, T, device(), rounded(B * T * C), rounded(B * T * C), rounded(B * T * C),
+            rounded(R), rounded(R), rounded(B * T * C), mask, 0.25f);
+  ref.forward();
+  ref.backward();
+  const Device dev = device();
+  const Shape NC{B * T, C};
+  DeviceTensor q = cast_to(ref.q, DType::BF16), k = cast_to(ref.k, DType::BF16),
+               v = cast_to(ref.v, DType::BF16), pk = cast_to(ref.pk, DType::BF16),
+               pq = cast_to(ref.pq, DType::BF16), dout = cast_to(ref.dout, DType::BF16);
+  DeviceTensor out(dev, DType::BF16, NC), dq(dev, DType::BF16, NC), dk(dev, DType::BF16, NC),
+      dv(dev, DType::BF16, NC), dpk = poisoned({2 * s.span(), C}, dev),
+      dpq = poisoned({2 * s.span(), C}, dev);
+  const DisentangledBuffers bufs = disentangled_attention_buffers(s, dev, B, T, true, DType::BF16);
+  DeviceTensor saved = poisoned({bufs.saved}, dev), ws = zeros({bufs.workspace}, dev);
+  DisentangledCall call = ref.call;
+  EXPECT_THROW(disentangled_attention_forward(call, out.view(), saved.view(), q.view(), k.view(),
+                                              v.view(), pk.view(), pq.view()),
+               ShapeError);  // ref's workspace has no room for the fp32 copies
+  call.workspace = ws.view();
+  disentangled_attention_forward(call, out.view(), saved.view(), q.view(), k.view(), v.view(),
+                                 pk.view(), pq.view());
+  disentangled_attention_backward(call, dq.view(), dk.view(), dv.view(), dpk.view(), dpq.view(),
+                                  dout.view(), q.view(), k.view(), v.view(), pk.view(), pq.view(),
+                                  saved.view());
+  auto want16 = [](const DeviceTensor& t) { return cast_to(cast_to(t, DType::BF16), DType::F32); };
+  auto got32 = [](const DeviceTensor& t) { return cast_to(t, DType::F32); };
+  EXPECT_EQ(to_vector(got32(out).view()), to_vector(want16(ref.out).view())) << "out";
+  EXPECT_EQ(to_vector(got32(dq).view()), to_vector(want16(ref.dq).view())) << "dq";
+  EXPECT_EQ(to_vector(got32(dk).view()), to_vector(want16(ref.dk).view())) << "dk";
+  EXPECT_EQ(to_vector(got32(dv).view()), to_vector(want16(ref.dv).view())) << "dv";
+  EXPECT_EQ(to_vector(dpk.view()), to_vector(ref.dpk.view())) << "dpk";
+  EXPECT_EQ(to_vector(dpq.view()), to_vector(ref.dpq.view())) << "dpq";
+}
+
 // The device's kernel against the CPU reference on the same inputs, at shapes the fused CUDA
 // kernel tiles unevenly (T not a multiple of its tiles, longer than the bucket window, head sizes
 // picking different tiles), with padding and dropout; its backward gives the same bits twice, and
@@ -272,12 +327,18 @@ TEST_P(DisentangledAttentionTest, DeviceKernelMatchesTheCpuAcrossShapes) {
     EXPECT_LE(max_rel_error(got.dq.view(), want.dq.view()), 5e-5) << "dq";
     EXPECT_LE(max_rel_error(got.dk.view(), want.dk.view()), 5e-5) << "dk";
     EXPECT_LE(max_rel_error(got.dv.view(), want.dv.view()), 5e-5) << "dv";
-    if (c.c2p) EXPECT_LE(max_rel_error(got.dpk.view(), want.dpk.view()), 5e-5) << "dpk";
-    if (c.p2c) EXPECT_LE(max_rel_error(got.dpq.view(), want.dpq.view()), 5e-5) << "dpq";
+    if (c.c2p) {
+      EXPECT_LE(max_rel_error(got.dpk.view(), want.dpk.view()), 5e-5) << "dpk";
+    }
+    if (c.p2c) {
+      EXPECT_LE(max_rel_error(got.dpq.view(), want.dpq.view()), 5e-5) << "dpq";
+    }
     const std::vector<float> dq1 = to_vector(got.dq.view()), dpk1 = to_vector(got.dpk.view());
     got.backward();
     EXPECT_EQ(to_vector(got.dq.view()), dq1) << "a rerun of backward changed dq's bits";
-    if (c.c2p) EXPECT_EQ(to_vector(got.dpk.view()), dpk1) << "a rerun changed dpk's bits";
+    if (c.c2p) {
+      EXPECT_EQ(to_vector(got.dpk.view()), dpk1) << "a rerun changed dpk's bits";
+    }
   }
 }
 
