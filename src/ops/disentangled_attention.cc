@@ -64,7 +64,7 @@ void check_spec(const char* op, const DisentangledSpec& s) {
 int64_t token_ld(const char* op, const char* arg, const TensorView& v, int64_t N, int64_t C,
                  DType storage) {
   check_dtype(op, arg, v, storage);
-  return row_stride(op, arg, v, N, C);
+  return row_stride_float(op, arg, v, N, C);
 }
 
 // A position tensor (2S, C), fp32 or of the storage type, with contiguous rows: its row stride (0
@@ -74,7 +74,7 @@ int64_t ld_of(const char* op, const char* arg, const TensorView& v, int64_t rows
   if (!needed) return 0;
   if (!v.defined()) throw ShapeError(fmt::format("{}: {} is required by pos_att_type", op, arg));
   if (v.dtype != DType::F32) check_dtype(op, arg, v, storage);
-  return row_stride(op, arg, v, rows, cols);
+  return row_stride_float(op, arg, v, rows, cols);
 }
 
 // 16-bit storage (ops/cast.h's emulation, on every device): the fp32 kernels run on exact fp32
@@ -135,7 +135,7 @@ DisentangledArgs check_call(const char* op, Device dev, const DisentangledCall& 
   if (a.B < 0 || a.T < 0) throw ShapeError(fmt::format("{}: batch {} and seq {}", op, a.B, a.T));
   const int64_t N = a.B * a.T, C = c.spec.heads * c.spec.head_dim, R = 2 * c.spec.span();
   const DType st = q.dtype;
-  if (st != DType::F32 && st != DType::BF16 && st != DType::F16)
+  if (!is_float_type(st))
     throw ShapeError(fmt::format("{}: q has dtype {}, expected f32, bf16 or f16", op,
                                  dtype_name(st)));
   a.ldq = token_ld(op, "q", q, N, C, st);

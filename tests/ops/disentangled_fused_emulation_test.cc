@@ -196,9 +196,9 @@ TEST(DisentangledFusedEmulation, TileSizesFitSharedMemory) {
                 disentangled::kMaxSharedFloats);
 }
 
-// The position products stay O(T x 2k) and nothing of size (B, H, T, T) is kept: at DeBERTa-v3's
-// 256 buckets and 8 x 512 tokens, saved and workspace are both far below one (B, H, T, T) tensor
-// in floats per product... and saved is the rows' statistics and O only.
+// What the fused path keeps (DeBERTa-v3-base, 8 x 512 tokens): saved is the rows' statistics and
+// O, an eighth of the probabilities (B, H, T, T) the CPU saves; the workspace holds the position
+// products and their gradients, (H, B T, W) each with W < 2 x 256 buckets, and delta.
 TEST(DisentangledFusedEmulation, SavesStatisticsNotProbabilities) {
   DisentangledSpec s;
   s.heads = 12, s.head_dim = 64, s.c2p = s.p2c = true, s.position_buckets = 256,
@@ -212,7 +212,7 @@ TEST(DisentangledFusedEmulation, SavesStatisticsNotProbabilities) {
   const DisentangledBuffers cuda_bufs =
       disentangled_attention_buffers(s, Device::cuda(0), B, T, true);
   EXPECT_EQ(cuda_bufs.saved, L.saved);
-  EXPECT_LT(cuda_bufs.saved, B * 12 * T * T / 20);
+  EXPECT_LT(cuda_bufs.saved * 7, B * 12 * T * T);
 }
 
 }  // namespace
