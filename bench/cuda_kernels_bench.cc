@@ -36,6 +36,7 @@
 
 #include "core/device.h"
 #include "core/memory.h"
+#include "device_timing.h"
 #include "ops/dropout.h"
 #include "ops/dropout_add_norm.h"
 #include "ops/embedding.h"
@@ -85,22 +86,8 @@ struct Buf {
   Buf(const Buf&) = delete;
 };
 
-void sync(Device dev) {
-#ifdef FTUNE_WITH_CUDA
-  if (!dev.is_cpu()) cuda::synchronize(dev);
-#else
-  (void)dev;
-#endif
-}
-
-double time_call(Device dev, const std::function<void()>& fn, int reps) {
-  for (int i = 0; i < 2; ++i) fn();
-  sync(dev);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) fn();
-  sync(dev);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-}
+using bench::sync;
+using bench::time_call;
 
 struct Row {
   std::string name;

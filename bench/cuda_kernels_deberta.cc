@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -20,11 +19,9 @@
 #include <vector>
 
 #include "core/memory.h"
+#include "device_timing.h"
 #include "ops/disentangled_attention.h"
 
-#ifdef FTUNE_WITH_CUDA
-#include "cuda/cuda_device.h"
-#endif
 #ifdef FTUNE_BENCH_OLD_KERNELS
 #include "disentangled_unfused_old.h"
 #endif
@@ -60,22 +57,7 @@ struct DBuf {
   }
 };
 
-void sync(Device dev) {
-#ifdef FTUNE_WITH_CUDA
-  if (!dev.is_cpu()) cuda::synchronize(dev);
-#else
-  (void)dev;
-#endif
-}
-
-double time_call(Device dev, const std::function<void()>& fn, int reps) {
-  for (int i = 0; i < 2; ++i) fn();
-  sync(dev);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) fn();
-  sync(dev);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
-}
+using bench::time_call;
 
 DisentangledSpec v3_base() {
   DisentangledSpec s;

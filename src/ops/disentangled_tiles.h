@@ -121,6 +121,22 @@ FTUNE_HD float fused_keep(const DisentangledArgs& a, const FusedPtrs& t, int64_t
              : 0.0f;
 }
 
+// Backward: dS_ij (0 for a padding query) from P_ij = exp(s'_ij - lse_i) and dP_ij = mult_ij
+// (dO_i . v_j), rows in shared memory; *pd receives P_ij mult_ij.
+FTUNE_HD float fused_score_grad(const DisentangledArgs& a, const FusedPtrs& t, int64_t b,
+                                int64_t h, int64_t i, int64_t j, const float* qi, const float* kj,
+                                const float* doi, const float* vj, float lse, float delta,
+                                float* pd) {
+  const float sc = fused_score(a, t, b, h, i, j, qi, kj);
+  const float p = sc == -INFINITY ? 0.0f : expf(sc - lse);
+  const float keep = fused_keep(a, t, b, h, i, j);
+  *pd = p * keep;
+  if (!a.real(b, i)) return 0.0f;
+  float dp = 0.0f;
+  for (int64_t d = 0; d < a.spec.head_dim; ++d) dp += doi[d] * vj[d];
+  return p * (dp * keep - delta);
+}
+
 FTUNE_HD int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
 
 // Rows [r0, r0 + n) of head h of a (N, C) tensor with row stride ld into shared rows D + 1 apart.
@@ -262,16 +278,11 @@ FTUNE_HD void dq_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs& t, 
     });
     ex.phase([&](int th) {
       for (int64_t e = th; e < nq * nk; e += NT) {
-        const int64_t ii = e / nk, jj = e % nk, i = i0 + ii, j = j0 + jj;
-        float g = 0.0f;
-        if (a.real(b, i)) {
-          const float sc = fused_score(a, t, b, h, i, j, qs + ii * Dp, ks + jj * Dp);
-          const float p = sc == -INFINITY ? 0.0f : expf(sc - lse[ii]);
-          float dp = 0.0f;
-          for (int64_t d = 0; d < D; ++d) dp += dos[ii * Dp + d] * vs[jj * Dp + d];
-          g = p * (dp * fused_keep(a, t, b, h, i, j) - dl[ii]);
-        }
-        ds[ii * ls + jj] = g;
+        const int64_t ii = e / nk, jj = e % nk;
+        float pd;
+        ds[ii * ls + jj] =
+            fused_score_grad(a, t, b, h, i0 + ii, j0 + jj, qs + ii * Dp, ks + jj * Dp,
+                             dos + ii * Dp, vs + jj * Dp, lse[ii], dl[ii], &pd);
       }
     });
     ex.phase([&](int th) {
@@ -339,18 +350,10 @@ FTUNE_HD void dkv_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs& t,
     });
     ex.phase([&](int th) {
       for (int64_t e = th; e < nq * nk; e += NT) {
-        const int64_t ii = e / nk, jj = e % nk, i = i0 + ii, j = j0 + jj;
-        const float sc = fused_score(a, t, b, h, i, j, qs + ii * Dp, ks + jj * Dp);
-        const float p = sc == -INFINITY ? 0.0f : expf(sc - lse[ii]);
-        const float keep = fused_keep(a, t, b, h, i, j);
-        float g = 0.0f;
-        if (a.real(b, i)) {
-          float dp = 0.0f;
-          for (int64_t d = 0; d < D; ++d) dp += dos[ii * Dp + d] * vs[jj * Dp + d];
-          g = p * (dp * keep - dl[ii]);
-        }
-        pt[ii * ls + jj] = p * keep;
-        ds[ii * ls + jj] = g;
+        const int64_t ii = e / nk, jj = e % nk;
+        ds[ii * ls + jj] =
+            fused_score_grad(a, t, b, h, i0 + ii, j0 + jj, qs + ii * Dp, ks + jj * Dp,
+                             dos + ii * Dp, vs + jj * Dp, lse[ii], dl[ii], &pt[ii * ls + jj]);
       }
     });
     ex.phase([&](int th) {
