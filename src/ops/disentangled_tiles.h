@@ -31,6 +31,13 @@
 #include "core/philox.h"
 #include "ops/disentangled_attention.h"
 
+// Unrolls the register tile's short loops on the device (their arrays then stay in registers).
+#if defined(__CUDA_ARCH__)
+#define FTUNE_UNROLL _Pragma("unroll")
+#else
+#define FTUNE_UNROLL
+#endif
+
 namespace ftune::disentangled {
 
 constexpr int kThreads = 128;
@@ -68,7 +75,8 @@ inline FusedLayout fused_layout(const DisentangledSpec& s, int64_t B, int64_t T,
 // Tile sizes (bq = bk) of each block kind: the largest of 32, 16, 8, 4 whose shared memory fits.
 enum class FusedKind { Forward, Dq, Dkv };
 // Rows of q, k, v and dO in shared memory are D + 1 floats apart, so the threads of a warp that
-// read element d of different rows hit different banks.
+// read element d of different rows hit different banks. The products over a tile run in 2 x 4
+// register tiles (Tile24), each sum in index order.
 FTUNE_HD int64_t fused_shared_floats(FusedKind kind, int64_t bq, int64_t bk, int64_t D) {
   const int64_t ls = bk + 1, Dp = D + 1;
   switch (kind) {
@@ -97,16 +105,13 @@ struct FusedPtrs {
   uint64_t row0 = 0;
 };
 
-// s'_ij (see the top), from q_i and k_j in shared memory.
+// s'_ij (see the top) from dot = q_i . k_j.
 FTUNE_HD float fused_score(const DisentangledArgs& a, const FusedPtrs& t, int64_t b, int64_t h,
-                           int64_t i, int64_t j, const float* qi, const float* kj) {
+                           int64_t i, int64_t j, float dot) {
   if (!a.real(b, i)) return 0.0f;
   if (!a.real(b, j)) return -INFINITY;
-  const int64_t D = a.spec.head_dim, BT = a.B * a.T;
-  float x = 0.0f;
-  for (int64_t d = 0; d < D; ++d) x += qi[d] * kj[d];
-  x *= a.scale;
-  const int64_t r = a.rel(i, j) - a.rlo;
+  const int64_t BT = a.B * a.T, r = a.rel(i, j) - a.rlo;
+  float x = dot * a.scale;
   if (a.spec.c2p) x += t.c2p[(h * BT + b * a.T + i) * t.Wp + r];
   if (a.spec.p2c) x += t.p2c[(h * BT + b * a.T + j) * t.Wp + r];
   return x;
@@ -122,19 +127,60 @@ FTUNE_HD float fused_keep(const DisentangledArgs& a, const FusedPtrs& t, int64_t
 }
 
 // Backward: dS_ij (0 for a padding query) from P_ij = exp(s'_ij - lse_i) and dP_ij = mult_ij
-// (dO_i . v_j), rows in shared memory; *pd receives P_ij mult_ij.
+// dov (qk = q_i . k_j, dov = dO_i . v_j); *pd receives P_ij mult_ij.
 FTUNE_HD float fused_score_grad(const DisentangledArgs& a, const FusedPtrs& t, int64_t b,
-                                int64_t h, int64_t i, int64_t j, const float* qi, const float* kj,
-                                const float* doi, const float* vj, float lse, float delta,
-                                float* pd) {
-  const float sc = fused_score(a, t, b, h, i, j, qi, kj);
+                                int64_t h, int64_t i, int64_t j, float qk, float dov, float lse,
+                                float delta, float* pd) {
+  const float sc = fused_score(a, t, b, h, i, j, qk);
   const float p = sc == -INFINITY ? 0.0f : expf(sc - lse);
   const float keep = fused_keep(a, t, b, h, i, j);
   *pd = p * keep;
-  if (!a.real(b, i)) return 0.0f;
-  float dp = 0.0f;
-  for (int64_t d = 0; d < a.spec.head_dim; ++d) dp += doi[d] * vj[d];
-  return p * (dp * keep - delta);
+  return a.real(b, i) ? p * (dov * keep - delta) : 0.0f;
+}
+
+// A 2 x 4 register tile of a small product in shared memory: v[x][y] = sum over k < K, in order,
+// of A(r_x, k) B(k, c_y), A(r, k) = A[r ar + k ak], B(k, c) = B[k bk + c bc], for rows
+// r_x = mr + x hr and columns c_y = mc + y hc of an (nr, nc) output; ok() says which exist (the
+// others are computed on row or column 0 and dropped). Six shared loads per eight
+// multiply-adds instead of sixteen.
+struct Tile24 {
+  int64_t r[2], c[4], nr, nc;
+  float v[2][4];
+  FTUNE_HD bool ok(int x, int y) const { return r[x] < nr && c[y] < nc; }
+  FTUNE_HD void product(const float* A, int64_t ar, int64_t ak, const float* B, int64_t bk,
+                        int64_t bc, int64_t K) {
+    const int64_t a0 = (r[0] < nr ? r[0] : 0) * ar, a1 = (r[1] < nr ? r[1] : 0) * ar;
+    int64_t cb[4];
+    FTUNE_UNROLL
+    for (int y = 0; y < 4; ++y) cb[y] = (c[y] < nc ? c[y] : 0) * bc;
+    float acc[2][4] = {};
+    for (int64_t k = 0; k < K; ++k) {
+      const float x0 = A[a0 + k * ak], x1 = A[a1 + k * ak];
+      FTUNE_UNROLL
+      for (int y = 0; y < 4; ++y) {
+        const float by = B[k * bk + cb[y]];
+        acc[0][y] += x0 * by;
+        acc[1][y] += x1 * by;
+      }
+    }
+    FTUNE_UNROLL
+    for (int y = 0; y < 4; ++y) v[0][y] = acc[0][y], v[1][y] = acc[1][y];
+  }
+};
+
+// Thread t's tiles of an (nr, nc) output, f(tile) for each.
+template <class F>
+FTUNE_HD void for_tiles(int t, int NT, int64_t nr, int64_t nc, F&& f) {
+  const int64_t hr = (nr + 1) / 2, hc = (nc + 3) / 4;
+  for (int64_t m = t; m < hr * hc; m += NT) {
+    Tile24 o;
+    o.nr = nr, o.nc = nc;
+    FTUNE_UNROLL
+    for (int x = 0; x < 2; ++x) o.r[x] = m / hc + x * hr;
+    FTUNE_UNROLL
+    for (int y = 0; y < 4; ++y) o.c[y] = m % hc + y * hc;
+    f(o);
+  }
 }
 
 FTUNE_HD int64_t min64(int64_t x, int64_t y) { return x < y ? x : y; }
@@ -187,10 +233,16 @@ FTUNE_HD void forward_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs
       load_rows<Exec>(th, vs, t.v, a.ldv, b * T + j0, nk, h, D);
     });
     ex.phase([&](int th) {
-      for (int64_t e = th; e < nq * nk; e += NT) {
-        const int64_t ii = e / nk, jj = e % nk;
-        s[ii * ls + jj] = fused_score(a, t, b, h, i0 + ii, j0 + jj, qs + ii * Dp, ks + jj * Dp);
-      }
+      for_tiles(th, NT, nq, nk, [&](Tile24& o) {
+        o.product(qs, Dp, 1, ks, 1, Dp, D);
+        FTUNE_UNROLL
+        for (int x = 0; x < 2; ++x)
+          FTUNE_UNROLL
+          for (int y = 0; y < 4; ++y)
+            if (o.ok(x, y))
+              s[o.r[x] * ls + o.c[y]] =
+                  fused_score(a, t, b, h, i0 + o.r[x], j0 + o.c[y], o.v[x][y]);
+      });
     });
     ex.phase([&](int th) {  // the running maximum and the rescaling of what came before
       for (int64_t ii = th; ii < nq; ii += NT) {
@@ -210,13 +262,17 @@ FTUNE_HD void forward_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs
       }
     });
     ex.phase([&](int th) {
-      for (int64_t e = th; e < nq * D; e += NT) {
-        const int64_t ii = e / D, d = e % D;
-        const float* row = sd + ii * ls;
-        float x = 0.0f;
-        for (int64_t jj = 0; jj < nk; ++jj) x += row[jj] * vs[jj * Dp + d];
-        acc[e] = acc[e] * al[ii] + x;
-      }
+      for_tiles(th, NT, nq, D, [&](Tile24& o) {
+        o.product(sd, ls, 1, vs, Dp, 1, nk);
+        FTUNE_UNROLL
+        for (int x = 0; x < 2; ++x)
+          FTUNE_UNROLL
+          for (int y = 0; y < 4; ++y)
+            if (o.ok(x, y)) {
+              float& e = acc[o.r[x] * D + o.c[y]];
+              e = e * al[o.r[x]] + o.v[x][y];
+            }
+      });
       for (int64_t ii = th; ii < nq; ii += NT) {
         float sum = 0.0f;
         for (int64_t jj = 0; jj < nk; ++jj) sum += s[ii * ls + jj];
@@ -277,21 +333,30 @@ FTUNE_HD void dq_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs& t, 
       load_rows<Exec>(th, vs, t.v, a.ldv, b * T + j0, nk, h, D);
     });
     ex.phase([&](int th) {
-      for (int64_t e = th; e < nq * nk; e += NT) {
-        const int64_t ii = e / nk, jj = e % nk;
+      for_tiles(th, NT, nq, nk, [&](Tile24& o) {
+        Tile24 g = o;
+        o.product(qs, Dp, 1, ks, 1, Dp, D);
+        g.product(dos, Dp, 1, vs, 1, Dp, D);
         float pd;
-        ds[ii * ls + jj] =
-            fused_score_grad(a, t, b, h, i0 + ii, j0 + jj, qs + ii * Dp, ks + jj * Dp,
-                             dos + ii * Dp, vs + jj * Dp, lse[ii], dl[ii], &pd);
-      }
+        FTUNE_UNROLL
+        for (int x = 0; x < 2; ++x)
+          FTUNE_UNROLL
+          for (int y = 0; y < 4; ++y)
+            if (o.ok(x, y))
+              ds[o.r[x] * ls + o.c[y]] =
+                  fused_score_grad(a, t, b, h, i0 + o.r[x], j0 + o.c[y], o.v[x][y], g.v[x][y],
+                                   lse[o.r[x]], dl[o.r[x]], &pd);
+      });
     });
     ex.phase([&](int th) {
-      for (int64_t e = th; e < nq * D; e += NT) {
-        const int64_t ii = e / D, d = e % D;
-        float x = 0.0f;
-        for (int64_t jj = 0; jj < nk; ++jj) x += ds[ii * ls + jj] * ks[jj * Dp + d];
-        acc[e] += x;
-      }
+      for_tiles(th, NT, nq, D, [&](Tile24& o) {
+        o.product(ds, ls, 1, ks, Dp, 1, nk);
+        FTUNE_UNROLL
+        for (int x = 0; x < 2; ++x)
+          FTUNE_UNROLL
+          for (int y = 0; y < 4; ++y)
+            if (o.ok(x, y)) acc[o.r[x] * D + o.c[y]] += o.v[x][y];
+      });
       if (!a.spec.c2p) return;
       for (int64_t ii = th; ii < nq; ii += NT) {
         float* row = t.dc2p + (h * BT + b * T + i0 + ii) * t.Wp;
@@ -349,24 +414,35 @@ FTUNE_HD void dkv_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs& t,
         lse[ii] = t.lse[bh * T + i0 + ii], dl[ii] = t.delta[bh * T + i0 + ii];
     });
     ex.phase([&](int th) {
-      for (int64_t e = th; e < nq * nk; e += NT) {
-        const int64_t ii = e / nk, jj = e % nk;
-        ds[ii * ls + jj] =
-            fused_score_grad(a, t, b, h, i0 + ii, j0 + jj, qs + ii * Dp, ks + jj * Dp,
-                             dos + ii * Dp, vs + jj * Dp, lse[ii], dl[ii], &pt[ii * ls + jj]);
-      }
+      for_tiles(th, NT, nq, nk, [&](Tile24& o) {
+        Tile24 g = o;
+        o.product(qs, Dp, 1, ks, 1, Dp, D);
+        g.product(dos, Dp, 1, vs, 1, Dp, D);
+        FTUNE_UNROLL
+        for (int x = 0; x < 2; ++x)
+          FTUNE_UNROLL
+          for (int y = 0; y < 4; ++y)
+            if (o.ok(x, y)) {
+              const int64_t e = o.r[x] * ls + o.c[y];
+              ds[e] = fused_score_grad(a, t, b, h, i0 + o.r[x], j0 + o.c[y], o.v[x][y],
+                                       g.v[x][y], lse[o.r[x]], dl[o.r[x]], &pt[e]);
+            }
+      });
     });
     ex.phase([&](int th) {
-      for (int64_t e = th; e < nk * D; e += NT) {
-        const int64_t jj = e / D, d = e % D;
-        float xv = 0.0f, xk = 0.0f;
-        for (int64_t ii = 0; ii < nq; ++ii) {
-          xv += pt[ii * ls + jj] * dos[ii * Dp + d];
-          xk += ds[ii * ls + jj] * qs[ii * Dp + d];
-        }
-        dva[e] += xv;
-        dka[e] += xk;
-      }
+      for_tiles(th, NT, nk, D, [&](Tile24& o) {  // rows: keys; the sums run over queries
+        Tile24 g = o;
+        o.product(pt, 1, ls, dos, Dp, 1, nq);
+        g.product(ds, 1, ls, qs, Dp, 1, nq);
+        FTUNE_UNROLL
+        for (int x = 0; x < 2; ++x)
+          FTUNE_UNROLL
+          for (int y = 0; y < 4; ++y)
+            if (o.ok(x, y)) {
+              dva[o.r[x] * D + o.c[y]] += o.v[x][y];
+              dka[o.r[x] * D + o.c[y]] += g.v[x][y];
+            }
+      });
       if (!a.spec.p2c) return;
       for (int64_t jj = th; jj < nk; jj += NT) {
         float* row = t.dp2c + (h * BT + b * T + j0 + jj) * t.Wp;
