@@ -258,8 +258,9 @@ int run(Device dev, bool gpu, int reps) {
       else
         std::printf("%-46s %12s %12.1f %8s %6d\n", label.c_str(), "", after * 1e6, "", 12);
     }
-    std::printf("  saved per layer: %.1f MiB fused, %.1f MiB unfused (P)\n",
-                r.sizes.saved * 4.0 / (1 << 20), z.B * s.heads * z.T * z.T * 4.0 / (1 << 20));
+    if (gpu)
+      std::printf("  saved per layer: %.1f MiB fused, %.1f MiB unfused (P)\n",
+                  r.sizes.saved * 4.0 / (1 << 20), z.B * s.heads * z.T * z.T * 4.0 / (1 << 20));
   }
   return failures;
 }
