@@ -12,12 +12,16 @@ random token ids with every position real (no padding). The step is identical in
     python bench/torch_train_step.py --model bert-base --batch 32 --seq 128 --steps 5 --json
 
 Prints ms/step and samples/s (median over the timed steps, after warmup); --json adds one
-machine-readable line starting with '{'.
+machine-readable line starting with '{'. It also reports the process's peak resident memory
+(getrusage ru_maxrss: the whole process, Python and torch included; on a CPU this is the peak that
+torch has no allocator statistics for) and the resident memory before the first step, so a run
+with a step or two gives HF's peak training memory next to ftune's plan (bench/deberta_memory.sh).
 """
 
 import argparse
 import json
 import platform
+import resource
 import statistics
 import time
 
@@ -32,12 +36,19 @@ MODELS = {
     "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     # microsoft/deberta-v3-base's config.json (eager attention: HF has no SDPA path for it).
     "deberta-v3-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    "deberta-v3-large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
 }
 DEBERTA_V3 = dict(
     vocab_size=128100, max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
     position_buckets=256, max_relative_positions=-1, pos_att_type=["p2c", "c2p"], share_att_key=True,
     norm_rel_ebd="layer_norm", position_biased_input=False, layer_norm_eps=1e-7, pooler_hidden_act="gelu",
 )
+
+
+def rss_now():
+    """Resident memory of this process now (bytes), from /proc/self/statm."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
 
 
 def make_optimizer(params, impl, lr=2e-5):
@@ -104,6 +115,8 @@ def main():
     attention_mask = torch.ones_like(input_ids)
     labels = torch.randint(0, 2, (args.batch,), generator=gen)
 
+    rss_before = rss_now()
+
     def step():
         logits = step_model(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits
         loss = F.cross_entropy(logits, labels)
@@ -141,6 +154,8 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "cpu": platform.processor() or platform.machine(),
+        "rss_before_first_step_bytes": rss_before,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     print(
         f"torch {args.model} ({n_params / 1e6:.1f}M params) batch {args.batch} x {args.seq}, "

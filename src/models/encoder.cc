@@ -132,19 +132,10 @@ AdapterSiteRun site_run(const EncoderWeights& w, const EncoderWeights* g,
                         EncoderSite s, const DropoutPlan& d, const TokenInputs& in) {
   const AdapterSet& ad = w.adapters;
   const int i = static_cast<int>(s);
-  AdapterSiteRun r;
-  r.w = ad.at(l, i);
-  if (g) r.g = g->adapters.at(l, i);
-  r.dora = ad.dora;
-  r.scale = ad.scale;
+  AdapterSiteRun r = adapter_run(ad, g ? &g->adapters : nullptr, l, i);
   r.weight = site_weight(w, l, s);
   r.bias = site_bias(w, l, s);
   r.gemm_weight = site_gemm_weight(w, l, s);
-  if (ad.dora) {
-    r.weight_sq = ad.weight_sq[l][i];
-    r.norm = ad.norm[l][i];
-    r.norm_workspace = ad.norm_workspace;
-  }
   r.u = la.lora_u[i];
   r.z = la.dora_z[i];
   r.h = a.lora_h;
