@@ -228,7 +228,7 @@ class DebertaModel final : public BackboneModel {
   }
 
   // Packed batches: the op runs row by row (a row of L tokens is a batch of one row, nothing
-  // masked), each row's probabilities (H, L, L) after the previous row's in the layer's buffer and
+  // masked), each row's saved state (probabilities or statistics) after the previous row's and
   // its dropout at its own place in the step batch (row0 + b, the stream's Tv), so a packed batch
   // computes what the padded one does on its real tokens. fn(call, first token, L, saved).
   template <typename Fn>
@@ -245,7 +245,9 @@ class DebertaModel final : public BackboneModel {
       call.seq = L;
       call.key_mask = TensorView();
       call.place = DropoutRows{place.row0 + static_cast<uint64_t>(b), L, place.stream_seq};
-      const int64_t n = c_.num_heads * L * L;
+      // What the op saves for a row on this device (CPU: H L^2 probabilities; CUDA: H L + L C).
+      const int64_t n =
+          disentangled_attention_buffers(call.spec, probs.device, 1, L, false).saved;
       fn(call, t0, L, probs.flat_range(saved, n));
       saved += n;
     }
