@@ -28,7 +28,9 @@ import time
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import BertConfig, BertForSequenceClassification, DebertaV2Config, DebertaV2ForSequenceClassification
+from transformers import (BertConfig, BertForSequenceClassification, DebertaV2Config,
+                          DebertaV2ForSequenceClassification, ModernBertConfig,
+                          ModernBertForSequenceClassification)
 
 MODELS = {
     # sentence-transformers/all-MiniLM-L6-v2 is this geometry (MiniLM-L6-H384).
@@ -37,7 +39,14 @@ MODELS = {
     # microsoft/deberta-v3-base's config.json (eager attention: HF has no SDPA path for it).
     "deberta-v3-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "deberta-v3-large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    # answerdotai/ModernBERT-base's config.json (22 layers, every third global, local window 128).
+    "modernbert-base": dict(hidden_size=768, num_hidden_layers=22, num_attention_heads=12, intermediate_size=1152),
 }
+MODERNBERT_BASE = dict(
+    vocab_size=50368, max_position_embeddings=8192, global_attn_every_n_layers=3, local_attention=128,
+    global_rope_theta=160000.0, local_rope_theta=10000.0, norm_eps=1e-5, pad_token_id=50283,
+    hidden_activation="gelu", classifier_activation="gelu", classifier_pooling="mean",
+)
 DEBERTA_V3 = dict(
     vocab_size=128100, max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
     position_buckets=256, max_relative_positions=-1, pos_att_type=["p2c", "c2p"], share_att_key=True,
@@ -104,6 +113,14 @@ def main():
         )
         model = DebertaV2ForSequenceClassification(config)
         args.attn = "eager"
+    elif args.model.startswith("modernbert"):
+        # Dropout as in fine-tuning recipes (0.1 on the MLP, attention and head); HF's padded path
+        # (transformers 5 has no unpadded one without flash-attn): --attn sdpa or eager.
+        config = ModernBertConfig(
+            **MODERNBERT_BASE, mlp_dropout=0.1, attention_dropout=0.1, classifier_dropout=0.1,
+            num_labels=2, attn_implementation=args.attn, **MODELS[args.model],
+        )
+        model = ModernBertForSequenceClassification(config)
     else:
         config = BertConfig(
             vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
@@ -122,7 +139,7 @@ def main():
     input_ids[:, -1] = 102  # [SEP]
     input_ids = input_ids.clamp(max=config.vocab_size - 1)
     token_type_ids = torch.zeros_like(input_ids)
-    if config.type_vocab_size > 1:
+    if getattr(config, "type_vocab_size", 0) > 1:
         token_type_ids[:, args.seq // 2:] = 1  # a text pair: second half is segment B
     attention_mask = torch.ones_like(input_ids)
     labels = torch.randint(0, 2, (args.batch,), generator=gen)
@@ -130,7 +147,10 @@ def main():
     rss_before = rss_now()
 
     def step():
-        logits = step_model(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits
+        inputs = dict(input_ids=input_ids, attention_mask=attention_mask)
+        if hasattr(config, "type_vocab_size"):  # ModernBERT reads no token types
+            inputs["token_type_ids"] = token_type_ids
+        logits = step_model(**inputs).logits
         loss = F.cross_entropy(logits, labels)
         loss.backward()
         optimizer.step()

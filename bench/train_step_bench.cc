@@ -5,8 +5,9 @@
 // --lora R: LoRA r=R (alpha 2R, dropout 0.05) on every linear layer, AdamW over what it trains
 // (bench/compare_decoder_step.sh: the ~100M Llama against PyTorch + PEFT).
 //
-//   train_step_bench --model minilm|bert-base|deberta-v3-base|llama-100m [--batch 32] [--seq 128]
-//                    [--lora R] [--threads N] [--steps 10] [--warmup 2] [--json]
+//   train_step_bench --model minilm|bert-base|deberta-v3-base|modernbert-base|llama-100m
+//                    [--batch 32] [--seq 128] [--lora R] [--threads N] [--steps 10] [--warmup 2]
+//                    [--json]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -30,7 +31,8 @@ int main(int argc, char** argv) {
   int64_t batch = 32, seq = 128;
   int threads = 0, steps = 10, warmup = 2, lora = 0;
   bool json = false;
-  app.add_option("--model", model, "minilm, bert-base, deberta-v3-base or llama-100m");
+  app.add_option("--model", model,
+                 "minilm, bert-base, deberta-v3-base, modernbert-base or llama-100m");
   app.add_option("--lora", lora, "LoRA rank on every linear layer (0: full fine-tuning)");
   app.add_option("--batch", batch);
   app.add_option("--seq", seq);

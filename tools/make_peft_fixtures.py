@@ -59,6 +59,9 @@ DROPOUT_SEED = 5
 DECODER_SITES = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                  "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
 DECODER_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# The ModernBERT family's sites (models/modernbert.h ModernBertSite); head.dense is kind 0 of the
+# layer past the last (NUM_LAYERS, set from the base model's config).
+MODERNBERT_SITES = ["attn.Wqkv", "attn.Wo", "mlp.Wi", "mlp.Wo"]
 
 
 CASES = {
@@ -95,6 +98,11 @@ CASES = {
     "mistral_dora_dropout": dict(base="mistral_pair", r=3, lora_alpha=6, use_dora=True,
                                  lora_dropout=0.1, target_modules=DECODER_LINEAR),
     "qwen3_lora": dict(base="qwen3_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
+    # Gemma 2 (soft-capped attention, sandwich norms, scaled embeddings): LoRA everywhere; Gemma 3
+    # (q/k norms, two RoPE bases, biases): DoRA with adapter dropout.
+    "gemma2_lora": dict(base="gemma2_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
+    "gemma3_dora_dropout": dict(base="gemma3_pair", r=3, lora_alpha=6, use_dora=True,
+                                lora_dropout=0.1, target_modules=DECODER_LINEAR),
     # DeBERTa-v3 (share_att_key): HF runs key_proj / query_proj on the relative embeddings too, so
     # their adapters act there as well.
     "deberta_v3_lora": dict(base="deberta_v3_pair", r=4, lora_alpha=8,
@@ -110,6 +118,11 @@ CASES = {
                             target_modules=["key_proj", "pos_key_proj", "pos_query_proj",
                                             "intermediate.dense"],
                             modules_to_save=["pooler"]),
+    # ModernBERT (tools/make_modernbert_fixtures.py): the fused Wqkv, "Wo" (attn.Wo and mlp.Wo by
+    # PEFT's suffix rule) and Wi; DoRA with dropout on all-linear, which adapts head.dense too.
+    "modernbert_lora": dict(base="modernbert_cls", r=4, lora_alpha=8, target_modules=["Wqkv", "Wo", "Wi"]),
+    "modernbert_dora_dropout": dict(base="modernbert_mean", r=3, lora_alpha=6, use_dora=True,
+                                    lora_dropout=0.1, target_modules="all-linear"),
 }
 
 # ftune's Philox sites of the adapters' input dropouts (models/adapters.h, classification_head.h).
@@ -138,9 +151,12 @@ def dropout_site(module, positional=False):
             site = {"attention.self.key_proj": "attention.self.pos_key_proj",
                     "attention.self.query_proj": "attention.self.pos_query_proj"}[site]
         return 0x20000 + 8 * int(layer) + DEBERTA_SITES.index(site)
+    if module == "head.dense":  # ModernBERT's
+        return 0x20000 + 8 * NUM_LAYERS["n"]
     if module.startswith("model.layers."):
         layer, site = module.removeprefix("model.layers.").split(".", 1)
-        return 0x20000 + 8 * int(layer) + DECODER_SITES.index(site)
+        kind = DECODER_SITES.index(site) if site in DECODER_SITES else MODERNBERT_SITES.index(site)
+        return 0x20000 + 8 * int(layer) + kind
     layer, site = module.split(".encoder.layer.")[1].split(".", 1)
     return 0x20000 + 8 * int(layer) + SITES.index(site)
 

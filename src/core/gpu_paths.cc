@@ -23,6 +23,7 @@ const char* gpu_path_name(GpuPath path) {
     case GpuPath::AttentionCudnn: return "attention_cudnn";
     case GpuPath::AttentionFtune: return "attention_ftune";
     case GpuPath::AttentionCudnnRefused: return "attention_cudnn_refused";
+    case GpuPath::DisentangledFused: return "disentangled_attention_fused";
     case GpuPath::CudnnPlanBuilds: return "cudnn_plan_builds";
     case GpuPath::CudnnPlanRefusals: return "cudnn_plan_refusals";
     case GpuPath::CudnnBackwardNondeterministic: return "cudnn_backward_nondeterministic";

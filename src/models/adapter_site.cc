@@ -61,6 +61,18 @@ AdapterSiteRun adapter_run(const AdapterSet& ad, const AdapterSet* grads, int64_
   return r;
 }
 
+AdapterSiteRun adapter_site_run(const AdapterSet& ad, const AdapterSet* grads, int64_t layer,
+                                int kind, TensorView weight, TensorView bias, TensorView u,
+                                TensorView z, TensorView h) {
+  AdapterSiteRun r = adapter_run(ad, grads, layer, kind);
+  r.weight = r.gemm_weight = weight;
+  r.bias = bias;
+  r.u = u;
+  r.z = z;
+  r.h = h;
+  return r;
+}
+
 void adapter_site_forward(const AdapterSiteRun& s, TensorView y, TensorView x, TensorView xg,
                           bool y_has_base, bool recompute) {
   const int64_t N = x.dim(0);

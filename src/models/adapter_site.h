@@ -34,6 +34,11 @@ struct AdapterSiteRun {
 // the method, the scaling and DoRA's caches; the caller adds the frozen linear, the planned
 // buffers and the dropout.
 AdapterSiteRun adapter_run(const AdapterSet& ad, const AdapterSet* grads, int64_t layer, int kind);
+// The same with the frozen weight and bias and the planned u, z and h set; the caller sets
+// gemm_weight (when not `weight`), the staging buffers and the dropout.
+AdapterSiteRun adapter_site_run(const AdapterSet& ad, const AdapterSet* grads, int64_t layer,
+                                int kind, TensorView weight, TensorView bias, TensorView u,
+                                TensorView z, TensorView h);
 
 // y (N, out) = x W^T + b + the adapter's term. x: the adapter's input; xg: the frozen GEMM's (x,
 // or its 16-bit copy). y_has_base: y already holds x W^T + b (a fused GEMM ran). recompute:

@@ -49,6 +49,7 @@ AdapterSiteRun pooler_run(const EncoderConfig& c, const HeadWeights& w, const He
 
 }  // namespace
 
+// The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch.
 void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in) {
   if (!in.packed()) {
     first_token_forward(cls, hidden);

@@ -10,6 +10,7 @@
 #include "models/adapters.h"
 #include "models/classification_head.h"
 #include "models/deberta_weights.h"
+#include "models/gradient_ready.h"
 #include "models/packed_dropout.h"
 #include "ops/disentangled_attention.h"
 #include "ops/dropout.h"
@@ -98,6 +99,7 @@ class DebertaModel final : public BackboneModel {
       // inputs, same Philox keys: the same bits).
       if (a_.checkpointing && l != c_.num_layers - 1) layer_forward(l, x, in, d, true);
       layer_backward(l, x, l > 0 || embeddings_train, in, d);
+      layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
     }
     // The relative embeddings: every layer's gradient summed in grad_rel, through the LayerNorm.
     if (g_.rel.defined()) {
@@ -226,7 +228,7 @@ class DebertaModel final : public BackboneModel {
   }
 
   // Packed batches: the op runs row by row (a row of L tokens is a batch of one row, nothing
-  // masked), each row's probabilities (H, L, L) after the previous row's in the layer's buffer and
+  // masked), each row's saved state (probabilities or statistics) after the previous row's and
   // its dropout at its own place in the step batch (row0 + b, the stream's Tv), so a packed batch
   // computes what the padded one does on its real tokens. fn(call, first token, L, saved).
   template <typename Fn>
@@ -243,7 +245,9 @@ class DebertaModel final : public BackboneModel {
       call.seq = L;
       call.key_mask = TensorView();
       call.place = DropoutRows{place.row0 + static_cast<uint64_t>(b), L, place.stream_seq};
-      const int64_t n = c_.num_heads * L * L;
+      // What the op saves for a row on this device (CPU: H L^2 probabilities; CUDA: H L + L C).
+      const int64_t n =
+          disentangled_attention_buffers(call.spec, probs.device, 1, L, false).saved;
       fn(call, t0, L, probs.flat_range(saved, n));
       saved += n;
     }

@@ -236,7 +236,8 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   // Checkpointing keeps every layer's output and one slot for the rest (backward recomputes a
   // layer's forward into it).
   const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
-  // Packed rows run the op one by one, their probabilities back to back: sum L^2 <= N T.
+  // Packed rows run the op one by one, their saved state back to back: sum L^2 <= N T on the CPU
+  // (probabilities), sum (H + C) L = (H + C) N on CUDA (statistics and O).
   const DisentangledBuffers att = disentangled_attention_buffers(
       c.attention(), how.device, how.packed ? (N + T - 1) / std::max<int64_t>(T, 1) : B, T, training);
   struct Slot {

@@ -6,7 +6,9 @@
 #include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
+#include "models/gradient_ready.h"
 #include "models/packed_dropout.h"
+#include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
 #include "ops/embedding.h"
@@ -16,6 +18,7 @@
 #include "ops/residual.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/scale.h"
 
 namespace ftune {
 namespace {
@@ -27,17 +30,8 @@ uint32_t probs_site(int64_t layer) {
 
 AttentionCall attention_call(const DecoderConfig& c, const DecoderActs& a, const TokenInputs& in,
                              const DropoutPlan& d, int64_t l) {
-  AttentionCall call;
-  call.spec = decoder_attention_spec(c, l);
-  if (in.packed())
-    call.rows = {in.B, in.max_len, in.cu_seqlens, {}};
-  else
-    call.rows = {in.B, in.T, {}, in.mask.prefix(Shape{in.B, in.T})};
-  call.dropout_p = d.training ? c.attention_dropout : 0.0f;
-  call.rng = RngKey{d.seed, probs_site(l), d.offset, d.micro};
-  call.place = dropout_rows(d, in);
-  call.workspace = a.workspace;
-  return call;
+  return token_attention_call(decoder_attention_spec(c, l), in, d,
+                              d.training ? c.attention_dropout : 0.0f, probs_site(l), a.workspace);
 }
 
 // The pieces of one layer a pass works on, cut to the batch's N tokens.
@@ -72,6 +66,14 @@ struct Layer {
       default: return y;
     }
   }
+  // The layer's RoPE inverse frequencies (Gemma 3's sliding layers have their own) and scaling.
+  TensorView inv_freq() const {
+    if (c.uses_local_rope[l]) return a.inv_freq_local;
+    // HF's longrope switches to its long factors when the batch's positions pass the original
+    // length: positions run 0..T-1 over padded rows, and to the longest sequence when packed.
+    return c.rope.uses_long_factors(in.packed() ? in.max_len : in.T) ? a.inv_freq_long : a.inv_freq;
+  }
+  float rope_scaling() const { return c.layer_rope(l).attention_scaling(); }
   // The frozen weight rows (or bias) of site s.
   TensorView site_param(const DecoderLayerWeights& lw, DecoderSite s, bool bias) const {
     const int64_t Q = c.q_size(), KV = c.kv_size(), F = c.intermediate_size;
@@ -164,10 +166,10 @@ void qk_forward(const Layer& L, TensorView qkv, TensorView raw) {
                      columns(qk_raw, c.q_size(), c.kv_size()), lw.k_norm, c.rms_norm_eps,
                      c.norm_offset, c.num_kv_heads);
   }
-  const float scaling = c.rope.attention_scaling();
+  const float scaling = L.rope_scaling();
   const TensorView pos = L.in.pos_ids.prefix({N});
-  rope_forward(columns(qk, 0, c.q_size()), pos, L.a.inv_freq, c.num_heads, scaling);
-  rope_forward(columns(qk, c.q_size(), c.kv_size()), pos, L.a.inv_freq, c.num_kv_heads, scaling);
+  rope_forward(columns(qk, 0, c.q_size()), pos, L.inv_freq(), c.num_heads, scaling);
+  rope_forward(columns(qk, c.q_size(), c.kv_size()), pos, L.inv_freq(), c.num_kv_heads, scaling);
   if (L.mixed()) cast(columns(qkv, 0, QK), qk);
 }
 
@@ -197,7 +199,13 @@ void layer_forward(const Layer& L, TensorView x) {
   attention_forward(attention_call(c, L.a, L.in, L.d, L.l), ctx, la.probs,
                     L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                     L.block(DecoderSite::V, raw));
-  L.adapter(DecoderSite::O, tmp, ctx, false);
+  // Gemma normalises each branch's output before its residual add (sandwich norms).
+  auto branch_out = [&](DecoderSite s, TensorView in, TensorView saved, TensorView rstd, TensorView w) {
+    if (!c.sandwich_norms) return L.adapter(s, tmp, in, false);
+    L.adapter(s, saved.prefix({N, C}), in, false);
+    rms_norm_forward(tmp, rstd.prefix({N}), saved.prefix({N, C}), w, c.rms_norm_eps, c.norm_offset);
+  };
+  branch_out(DecoderSite::O, ctx, la.attn_out, la.rstd_ao, lw.attn_out_norm);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, tmp);
   norm_forward(L, h2, la.rstd2.prefix({N}), x1, lw.post_norm);
@@ -205,7 +213,7 @@ void layer_forward(const Layer& L, TensorView x) {
   linear_forward(gu, h2, L.gemm().gu_w, L.gemm().gu_b);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter(s, L.block(s, gu), h2, true);
   gate_forward(L, m, gu);
-  L.adapter(DecoderSite::Down, tmp, m, false);
+  branch_out(DecoderSite::Down, m, la.mlp_out, la.rstd_mo, lw.mlp_out_norm);
   residual_forward(la.out.prefix({N, C}), x1, tmp);
 }
 
@@ -219,10 +227,10 @@ void qk_backward(const Layer& L, TensorView dqkv) {
   const int64_t N = L.N, Q = c.q_size(), KV = c.kv_size();
   const TensorView dqk = L.mixed() ? L.stage(L.a.stage0, Q + KV) : columns(dqkv, 0, Q + KV);
   if (L.mixed()) cast(dqk, columns(dqkv, 0, Q + KV));
-  const float scaling = c.rope.attention_scaling();
+  const float scaling = L.rope_scaling();
   const TensorView pos = L.in.pos_ids.prefix({N});
-  rope_backward(columns(dqk, 0, Q), pos, L.a.inv_freq, c.num_heads, scaling);
-  rope_backward(columns(dqk, Q, KV), pos, L.a.inv_freq, c.num_kv_heads, scaling);
+  rope_backward(columns(dqk, 0, Q), pos, L.inv_freq(), c.num_heads, scaling);
+  rope_backward(columns(dqk, Q, KV), pos, L.inv_freq(), c.num_kv_heads, scaling);
   if (c.qk_norm) {  // in place: the gradients of the raw q and k projections
     TensorView raw = columns(la.qkv_raw.prefix({N, c.qkv_size()}), 0, Q + KV);
     if (L.mixed()) {
@@ -259,21 +267,32 @@ void layer_backward(const Layer& L, TensorView x) {
   const DecoderActs& a = L.a;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   const TensorView dx = a.dx.prefix({N, C}), dtmp = a.dtmp.prefix({N, C}), dh = a.dh.prefix({N, C});
-  // The gradient a sublayer's output GEMM reads: dx itself, or a copy (mixed precision: in 16 bits)
-  // when DoRA scales it in place (the residual needs dx as it is).
-  auto output_grad = [&](DecoderSite s) {
-    if (!L.dora(s) && !L.mixed()) return dx;
-    const TensorView dy = L.mixed() ? a.dy_h.prefix({N, C}) : dtmp;
-    if (L.mixed())
-      cast(dy, dx);
-    else
+  // The gradient a sublayer's output GEMM reads (site s): dx, or through Gemma's norm on the branch
+  // output (saved, rstd, weight w, its gradient gnorm); a copy (mixed precision: in 16 bits) when
+  // DoRA scales it in place (the residual needs dx as it is).
+  auto output_grad = [&](DecoderSite s, TensorView saved, TensorView rstd, TensorView w,
+                         TensorView gnorm) {
+    TensorView g = dx;
+    if (c.sandwich_norms) {
+      rms_norm_backward(dtmp, gnorm, dx, saved.prefix({N, C}), w, rstd.prefix({N}), c.norm_offset,
+                        a.workspace);
+      g = dtmp;
+    }
+    if (!L.dora(s) && !L.mixed()) return g;
+    TensorView dy = g;
+    if (L.mixed()) {
+      dy = a.dy_h.prefix({N, C});
+      cast(dy, g);
+    } else if (g.data == dx.data) {
+      dy = dtmp;
       copy(dy, dx);
+    }
     L.adapter_scale(s, dy);
     return dy;
   };
   const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F}), gu = la.gu.prefix({N, 2 * F});
   const TensorView dgu = a.dgu.prefix({N, 2 * F}), h2 = la.h2.prefix({N, C});
-  TensorView dy = output_grad(DecoderSite::Down);
+  TensorView dy = output_grad(DecoderSite::Down, la.mlp_out, la.rstd_mo, lw.mlp_out_norm, lg.mlp_out_norm);
   linear_backward(dm, lg.down_w, lg.down_b, dy, m, gw.down_w);
   L.adapter_back(DecoderSite::Down, dy, m, dm);
   gate_backward(L, dgu, gu, dm);
@@ -286,7 +305,7 @@ void layer_backward(const Layer& L, TensorView x) {
   residual_forward(dx, dx, dtmp);  // dL/dx1
 
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), dctx = a.dctx.prefix({N, c.q_size()});
-  dy = output_grad(DecoderSite::O);
+  dy = output_grad(DecoderSite::O, la.attn_out, la.rstd_ao, lw.attn_out_norm, lg.attn_out_norm);
   linear_backward(dctx, lg.o_w, lg.o_b, dy, ctx, gw.o_w);
   L.adapter_back(DecoderSite::O, dy, ctx, dctx);
   const TensorView qkv = la.qkv.prefix({N, c.qkv_size()}), dqkv = a.dqkv.prefix({N, c.qkv_size()});
@@ -326,6 +345,7 @@ TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, Deco
   if (a.compute != DType::F32 && w.shadow.size() != static_cast<size_t>(c.num_layers))
     throw InternalError("mixed-precision decoder without its weight shadow");
   embedding_forward(a.x0.prefix({N, C}), in.ids.prefix({N}), w.embed, false);
+  if (c.embed_scale != 1.0f) scale_inplace(a.x0.prefix({N, C}), c.embed_scale);
   for (int64_t l = 0; l < c.num_layers; ++l)
     layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
   const TensorView hidden = a.hidden.prefix({N, C});
@@ -354,10 +374,12 @@ void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const Dec
     if (a.checkpointing && l != c.num_layers - 1)
       layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d, true}, layer_input(a, l, N, C));
     layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
   }
-  if (g.embed.defined())
-    embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,
-                       a.workspace);
+  if (!g.embed.defined()) return;
+  if (c.embed_scale != 1.0f) scale_inplace(a.dx.prefix({N, C}), c.embed_scale);
+  embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,
+                     a.workspace);
 }
 
 }  // namespace ftune

@@ -19,6 +19,7 @@ AttentionSpec decoder_attention_spec(const DecoderConfig& c, int64_t layer) {
   s.causal = true;
   if (c.window[layer] > 0) s.window = hf_sliding_window(c.window[layer]);
   s.scale = c.attention_scale;
+  s.softcap = c.softcap;
   return s;
 }
 
@@ -66,6 +67,12 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
     }
     add("probs", f32, {attention.saved}, &DecoderLayerActs::probs);
     add("ctx", h, {N, Q}, &DecoderLayerActs::ctx);
+    if (c.sandwich_norms) {  // Gemma's norms on the branch outputs (fp32, as the residual stream)
+      add("attn_out", f32, {N, C}, &DecoderLayerActs::attn_out);
+      add("rstd_ao", f32, {N}, &DecoderLayerActs::rstd_ao);
+      add("mlp_out", f32, {N, C}, &DecoderLayerActs::mlp_out);
+      add("rstd_mo", f32, {N}, &DecoderLayerActs::rstd_mo);
+    }
     add("x1", f32, {N, C}, &DecoderLayerActs::x1);
     add("rstd2", f32, {N}, &DecoderLayerActs::rstd2);
     add("h2", h, {N, C}, &DecoderLayerActs::h2);
@@ -98,6 +105,10 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
   t.add("act/dec/pooled", f32, {B, C}, &a.pooled);
   t.add("act/dec/logits", f32, {B, K}, &a.logits);
   t.add("act/dec/inv_freq", f32, {c.rope.rotary_dim(c.head_dim) / 2}, &a.inv_freq);
+  if (c.rope.type == "longrope")
+    t.add("act/dec/inv_freq_long", f32, {c.rope.rotary_dim(c.head_dim) / 2}, &a.inv_freq_long);
+  if (c.two_ropes())
+    t.add("act/dec/inv_freq_local", f32, {c.local_rope.rotary_dim(c.head_dim) / 2}, &a.inv_freq_local);
   if (training) {
     // Mixed precision: the 16-bit gradients are those of 16-bit GEMM outputs (dctx, dqkv, dgu) and
     // dy_h, dx's copy for the o / down GEMMs; dh and dm, GEMM input gradients, stay fp32.

@@ -42,10 +42,9 @@ class DecoderModel final : public BackboneModel {
       g_ = bind_decoder_weights(c_, p.grads);
       g_.adapters = p.adapter_grads;
     }
-    const std::vector<float> inv = c_.rope.inv_freq(c_.head_dim);
-    HostTensor host(DType::F32, Shape{static_cast<int64_t>(inv.size())});
-    std::copy(inv.begin(), inv.end(), host.data<float>());
-    copy(a_.inv_freq, host.view());
+    upload_inv_freq(c_.rope, a_.inv_freq);
+    if (c_.rope.type == "longrope") upload_inv_freq(c_.rope, a_.inv_freq_long, true);
+    if (c_.two_ropes()) upload_inv_freq(c_.local_rope, a_.inv_freq_local);
   }
 
   TensorView forward(const TokenInputs& in, const DropoutPlan& d) override {
@@ -62,6 +61,13 @@ class DecoderModel final : public BackboneModel {
   TensorView hidden() const override { return hidden_; }
 
  private:
+  void upload_inv_freq(const RopeConfig& rope, TensorView dst, bool long_seq = false) const {
+    const std::vector<float> inv = rope.inv_freq(c_.head_dim, long_seq);
+    HostTensor host(DType::F32, Shape{static_cast<int64_t>(inv.size())});
+    std::copy(inv.begin(), inv.end(), host.data<float>());
+    copy(dst, host.view());
+  }
+
   DecoderConfig c_;
   BackboneShape shape_;
   DecoderWeights w_, g_;
@@ -115,7 +121,7 @@ class DecoderBackbone final : public Backbone {
   }
 
   std::vector<AdapterSite> adapter_sites() const override { return decoder_adapter_sites(c_); }
-  std::vector<ClassifierModule> modules() const override { return decoder_modules(c_.num_layers, c_.qk_norm); }
+  std::vector<ClassifierModule> modules() const override { return decoder_modules(c_.num_layers, c_.qk_norm, c_.sandwich_norms); }
 
   // HF's decoders count positions 0..T-1 over the whole row, padding included (left padding too).
   void row_positions(const int32_t*, int64_t n, int32_t* pos) const override {

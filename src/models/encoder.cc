@@ -8,6 +8,7 @@
 #include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
+#include "models/gradient_ready.h"
 #include "models/packed_dropout.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
@@ -347,6 +348,7 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
       layer_forward(c, w, a.layers[l], a, l, x, x_h, in, d, /*recompute=*/true);
     }
     layer_backward(c, w, g, a.layers[l], a, l, x, x_h, l > 0 || embeddings_train, in, d);
+    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
   }
   if (!embeddings_train) return;
 

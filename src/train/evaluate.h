@@ -1,6 +1,8 @@
 // Evaluation of a model over a tokenized split: forward passes without dropout over
 // length-sorted batches (little padding), logits streamed into ClassificationMetrics (memory
-// independent of the split's size).
+// independent of the split's size). In a data-parallel run every rank evaluates a contiguous
+// share of the batches and the ranks sum their metrics (counts and histograms exactly; the loss
+// sum up to float summation order), so every rank holds the metrics of the whole split.
 #pragma once
 
 #include <vector>
@@ -8,6 +10,7 @@
 #include "data/examples.h"
 #include "models/sequence_classifier.h"
 #include "train/metrics.h"
+#include "train/process_group.h"
 #include "train/progress.h"
 
 namespace ftune {
@@ -16,6 +19,6 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress = nullptr,
-                               const std::string& name = "eval");
+                               const std::string& name = "eval", ProcessGroup* ranks = nullptr);
 
 }  // namespace ftune

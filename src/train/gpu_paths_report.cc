@@ -15,6 +15,7 @@ nlohmann::json gpu_paths_json(const GpuPathCounts& c) {
        {{"cudnn", c[P::AttentionCudnn]},
         {"ftune", c[P::AttentionFtune]},
         {"cudnn_refused", c[P::AttentionCudnnRefused]}}},
+      {"disentangled_attention", {{"fused", c[P::DisentangledFused]}}},
       {"cudnn_plans",
        {{"builds", c[P::CudnnPlanBuilds]},
         {"build_seconds", c.seconds_of(P::CudnnPlanBuilds)},

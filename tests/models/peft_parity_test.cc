@@ -231,8 +231,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, PeftParity,
                                            "roberta_rslora", "roberta_dora", "bert_lora_pooler",
                                            "bert_dora_dropout", "roberta_dora_dropout",
                                            "llama_lora", "qwen2_dora", "mistral_dora_dropout",
-                                           "qwen3_lora", "deberta_v3_lora", "deberta_v3_dora",
+                                           "qwen3_lora", "gemma2_lora", "gemma3_dora_dropout",
+                                           "deberta_v3_lora", "deberta_v3_dora",
                                            "deberta_v3_dora_dropout", "deberta_v2_lora"));
+
+// ModernBERT (tools/make_peft_fixtures.py): LoRA on Wqkv, both Wo and Wi; DoRA with adapter dropout
+// on all-linear, head.dense included.
+INSTANTIATE_TEST_SUITE_P(ModernBert, PeftParity,
+                         ::testing::Values("modernbert_lora", "modernbert_dora_dropout"));
 
 }  // namespace
 }  // namespace ftune::test
