@@ -54,6 +54,18 @@ DEBERTA_V3 = dict(
 )
 
 
+def time_steps(step, warmup, steps):
+    """Runs step() warmup times untimed, then `steps` times; returns the timed seconds."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def rss_now():
     """Resident memory of this process now (bytes), from /proc/self/statm."""
     with open("/proc/self/statm") as f:
@@ -145,14 +157,7 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         return loss.item()
 
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-
+    times = time_steps(step, args.warmup, args.steps)
     median = statistics.median(times)
     result = {
         "bench": "torch_train_step",

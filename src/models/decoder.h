@@ -25,8 +25,21 @@
 //   logits = pooled score^T                                    (B, K), no bias
 // Adapters (LoRA / DoRA, models/adapter_site.h) sit on q, k, v, o, gate, up and down: on the
 // column block of the fused GEMM's output for q / k / v and gate / up. Padded batches mask padding
-// keys; packed batches run the attention op's varlen form. fp32 on any device; 16-bit compute and
-// gradient checkpointing are refused for now (make_model says so).
+// keys; packed batches run the attention op's varlen form.
+//
+// Mixed precision (BackboneShape::compute bf16 / f16, autocast semantics as the encoder's,
+// models/encoder.h): the GEMMs read the 16-bit shadow of the layers' weights (DecoderWeights::
+// shadow; with frozen 16-bit weights the only copy) and 16-bit inputs, and write 16-bit qkv, ctx,
+// gu, m, the sublayer outputs and the gradients of these; attention runs on 16-bit q, k, v with
+// fp32 softmax and probabilities. The residual stream (x0, x1, out), every RMSNorm (statistics and
+// output, then rounded once into its 16-bit GEMM input h1 / h2), RoPE and the q / k norms (on fp32
+// copies of the 16-bit projections, rounded once into qkv), the gate activation (fp32 on a copy of
+// gu, m rounded once), the final norm, last-token pooling, the score head and the loss stay fp32.
+// Parameter gradients are fp32. LoRA / DoRA branches compute in fp32 (models/adapter_site.h).
+//
+// Gradient checkpointing: only each layer's output is kept per layer; the other activations of
+// all layers share one slot, and backward recomputes a layer's forward into it before its
+// backward (dropout masks come from Philox keys: the same bits, bit-identical gradients).
 #pragma once
 
 #include <array>
@@ -62,6 +75,9 @@ struct DecoderWeights {
   TensorView embed, final_norm, score;  // (V, C), (C), (K, C)
   std::vector<DecoderLayerWeights> layers;
   AdapterSet adapters;  // empty without adapters (in a gradient view: their gradients)
+  // Mixed precision: the layers' weights in the compute type (the GEMM matrices and biases are
+  // read); empty in fp32.
+  std::vector<DecoderLayerWeights> shadow;
 };
 
 void add_decoder_params(const DecoderConfig& c, ParamTable& table);
@@ -88,6 +104,13 @@ struct DecoderActs {
   TensorView inv_freq_local;  // Gemma 3's sliding layers' (undefined for one RoPE)
   TensorView inv_freq_long;   // longrope's long factors (undefined for other types)
   TensorView workspace, lora_h, lora_scratch;
+  // Mixed precision: fp32 staging shared by the layers (the norms' outputs, q / k for RoPE and the
+  // q / k norms, gu and m for the gate), the 16-bit copy of dx a GEMM's backward reads, and the
+  // LoRA branches' fp32 copies of 16-bit x, y and dx.
+  TensorView stage0, stage1, dy_h;
+  TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
+  DType compute = DType::F32;
+  bool checkpointing = false;
 };
 
 // The buffers of `shape`, bound to `acts` (sized here).

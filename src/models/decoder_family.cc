@@ -1,8 +1,6 @@
 // The decoder family's Backbone and BackboneModel (see decoder_family.h).
 #include "models/decoder_family.h"
 
-#include <fmt/format.h>
-
 #include "core/error.h"
 #include "core/memory.h"
 #include "models/decoder.h"
@@ -32,21 +30,14 @@ ModelInfo info_of(const DecoderConfig& c) {
 
 class DecoderModel final : public BackboneModel {
  public:
-  DecoderModel(const DecoderConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {
-    if (shape.compute != DType::F32)
-      throw InputError(fmt::format("{}: decoder models compute in fp32 for now (training.precision "
-                                   "bf16 / f16 is not supported for them yet)",
-                                   c.model_type));
-    if (shape.checkpointing == GradientCheckpointing::On)
-      throw InputError(fmt::format(
-          "{}: gradient checkpointing is not supported for decoder models yet", c.model_type));
-  }
+  DecoderModel(const DecoderConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {}
 
   void buffers(BufferTable& t) override { decoder_buffers(c_, shape_, a_, t); }
 
   void bind(const BoundParams& p) override {
     w_ = bind_decoder_weights(c_, p.values);
     w_.adapters = p.adapters;
+    if (p.shadow.table) w_.shadow = bind_decoder_weights(c_, p.shadow).layers;
     if (shape_.training) {
       g_ = bind_decoder_weights(c_, p.grads);
       g_.adapters = p.adapter_grads;
