@@ -110,7 +110,7 @@ def legacy_config(model_dir, case_config):
         j.pop(k, None)
     for k in ("global_attn_every_n_layers", "global_rope_theta", "local_rope_theta"):
         j[k] = case_config[k]
-    path.write_text(json.dumps(j, indent=2) + "\n")
+    path.write_text(json.dumps(j, indent=2, sort_keys=True) + "\n")
 
 
 def training_case(out_root, name, case):
