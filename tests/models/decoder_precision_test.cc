@@ -13,6 +13,7 @@
 
 #include "adapter_init.h"
 #include "golden_fixture.h"
+#include "precision_compare.h"
 #include "models/hf_checkpoint.h"
 #include "train/memory_planner.h"
 
@@ -70,27 +71,7 @@ Model build(const GoldenCase& c, DType compute, GradientCheckpointing ckpt,
   return r;
 }
 
-// Two accumulated micro-steps with different dropout masks; returns the losses.
-std::vector<float> step(Model& r) {
-  std::vector<float> losses;
-  for (uint32_t micro = 0; micro < 2; ++micro) {
-    const DropoutPlan d{true, 77, micro};
-    r.clf->forward(d);
-    losses.push_back(to_vector(r.clf->loss({}))[0]);
-    r.clf->backward(d, 0.5f);
-  }
-  return losses;
-}
-
-// max |a - b| / max |b|.
-double rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, ref = 1e-12;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
-    ref = std::max(ref, std::fabs(double(b[i])));
-  }
-  return diff / ref;
-}
+std::vector<float> step(Model& r) { return two_micro_steps(*r.clf); }
 
 // Each trainable tensor's gradient of `got` against `want`, relative to the tensor's largest.
 void expect_grads_follow(const Model& got, const Model& want, double tol, const std::string& what) {
