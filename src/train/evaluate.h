@@ -1,6 +1,10 @@
 // Evaluation of a model over a tokenized split: forward passes without dropout over
 // length-sorted batches (little padding), logits streamed into ClassificationMetrics (memory
-// independent of the split's size).
+// independent of the split's size). No host wait per batch: each batch's logits and loss are read
+// back asynchronously and added to the metrics one batch later (train/eval_readback.h), and with
+// `staging` (the training step's InputStaging, planned for the model's batches) its inputs go
+// through pinned slots on the copy stream instead of set_batch's synchronous copies. The metrics
+// are the same either way: batches reach them in order, with the same values.
 #pragma once
 
 #include <vector>
@@ -8,6 +12,7 @@
 #include "data/examples.h"
 #include "models/sequence_classifier.h"
 #include "train/metrics.h"
+#include "train/input_staging.h"
 #include "train/progress.h"
 
 namespace ftune {
@@ -16,6 +21,7 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress = nullptr,
-                               const std::string& name = "eval");
+                               const std::string& name = "eval",
+                               InputStaging* staging = nullptr);
 
 }  // namespace ftune
