@@ -121,7 +121,8 @@ needs = json.loads(subprocess.run([sys.executable, "tools/gpu_kit/kit_libs.py", 
 lib = b"".join(open(p, "rb").read() for p in (os.path.join(tree, "lib", "libftune.so"),
                                              os.path.join(tree, "bin", "ftune")) if os.path.exists(p))
 # Names other parts of ftune add as they land (the kit uses each where the build knows it).
-names = ["FTUNE_REQUIRE_CUDNN", "FTUNE_CUDA_DEBUG_SYNC", "FTUNE_PROFILE_OPS", "gpu_paths"]
+names = ["FTUNE_REQUIRE_CUDNN", "FTUNE_CUDA_DEBUG_SYNC", "FTUNE_PROFILE_OPS", "gpu_paths",
+         "attention_packed_cudnn"]
 features = {n: n.encode() in lib for n in names}
 gpu_benches = []
 for src in sorted(os.listdir("bench")):
