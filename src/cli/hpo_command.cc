@@ -128,7 +128,7 @@ OpenStudy open_study(const HpoArgs& a) {
     if (name.empty()) name = c.study_name;
   }
   if (url.empty()) throw InputError("no storage: pass --storage URL or --config search.yaml");
-  OpenStudy o{hpo::open_storage(url, /*existing=*/true), {}};
+  OpenStudy o{hpo::open_storage(url, hpo::StorageAccess::reader()), {}};
   if (name.empty()) {
     auto all = o.storage->studies();
     if (all.size() != 1)

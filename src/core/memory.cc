@@ -182,6 +182,15 @@ void copy(TensorView dst, TensorView src) {
       .memcpy(dst.data, dst.device, src.data, src.device, src.nbytes());
 }
 
+void convert_copy(TensorView dst, TensorView src) {
+  if (dst.dtype == src.dtype) return copy(dst, src);
+  if (dst.device.is_cpu() && src.device.is_cpu()) return convert(dst, src);
+  HostTensor s(src.dtype, src.shape), d(dst.dtype, dst.shape);
+  copy(s.view(), src);
+  convert(d.view(), s.view());
+  copy(dst, d.view());
+}
+
 void convert(TensorView dst, TensorView src) {
   check_transfer(dst, src, "convert");
   if (!dst.device.is_cpu() || !src.device.is_cpu())

@@ -53,6 +53,9 @@ ProcessMemory process_memory();
 void copy(TensorView dst, TensorView src);
 // Copies with dtype conversion between f32, bf16 and f16 (CPU views only).
 void convert(TensorView dst, TensorView src);
+// copy() or convert() between any pair of devices (a device side is staged through the host): a
+// parameter stored in 16 bits read or written as fp32 (loaders, savers).
+void convert_copy(TensorView dst, TensorView src);
 // Reads a 1-element f32 tensor from any device (a synchronisation point on accelerators: call
 // it once per logging interval, not per kernel).
 float to_host_scalar(TensorView src);

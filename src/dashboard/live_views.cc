@@ -39,6 +39,10 @@ namespace {
 
 using report::escape_html;
 
+// How long a view waits for a study database another process keeps locked before it shows the
+// error (the page reads again at its next refresh).
+constexpr double kBusyWaitS = 1.0;
+
 // Percent-encoding of a query value (RFC 3986: unreserved characters stay).
 std::string url_encode(const std::string& text) {
   std::string out;
@@ -104,7 +108,7 @@ std::string Views::index_page() const {
     std::string html;
     const std::string error = guarded([&] {
       html = "<ul id=\"studies\">";
-      for (const std::string& name : report::study_names(state_->storage))
+      for (const std::string& name : report::study_names(state_->storage, kBusyWaitS))
         html += fmt::format("<li><a href=\"/study?name={0}\">{1}</a></li>", url_encode(name),
                             escape_html(name));
       html += "</ul>";
@@ -135,7 +139,7 @@ ViewResult Views::study_page(const std::string& name) const {
   }
   const std::string error = guarded([&] {
     const std::string live_api = page.live_api;
-    page = report::study_page(report::read_study(state_->storage, name));
+    page = report::study_page(report::read_study(state_->storage, name, kBusyWaitS));
     page.live_api = live_api;
     page.poll_ms = state_->poll_ms;
   });
@@ -171,7 +175,7 @@ nlohmann::json Views::study_sections(const std::string& name) const {
     return {{"error", "the dashboard was started without --storage"}, {"sections", nlohmann::json::array()}};
   nlohmann::json out;
   const std::string error = guarded(
-      [&] { out = sections_json(report::study_page(report::read_study(state_->storage, name))); });
+      [&] { out = sections_json(report::study_page(report::read_study(state_->storage, name, kBusyWaitS))); });
   state_->note("study '" + name + "' in " + state_->storage, error);
   if (!error.empty()) return {{"error", error}, {"sections", nlohmann::json::array()}};
   return out;

@@ -91,23 +91,24 @@ TrialState parse_trial_state(const std::string& s) {
   throw InternalError(fmt::format("unknown trial state '{}' in study storage", s));
 }
 
-SqlStorage::SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres, bool existing)
-    : conn_(std::move(conn)), postgres_(postgres) {
-  create_schema(existing);
+SqlStorage::SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres, StorageAccess access)
+    : conn_(std::move(conn)), postgres_(postgres), access_(access) {
+  open_schema();
 }
 
-void SqlStorage::create_schema(bool existing) {
+void SqlStorage::open_schema() {
   std::lock_guard lock(mutex_);
-  write([&] {
+  const bool reader = access_.read_only;
+  auto check_or_create = [&] {
     // Two workers creating the schema at once would race on PostgreSQL's catalog.
-    if (postgres_) conn_->exec("SELECT pg_advisory_xact_lock(7466756)", {});
+    if (postgres_ && !reader) conn_->exec("SELECT pg_advisory_xact_lock(7466756)", {});
     // A database with a `studies` table but no ftune_meta belongs to another program (Optuna's
     // RDB storage has one): refuse it rather than fail later on a missing column.
     const char* tables =
         postgres_ ? "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-                    "current_schema() AND table_name IN ('studies', 'ftune_meta')"
+                    "current_schema() AND table_name IN ('studies', 'ftune_meta', 'trial_attrs')"
                   : "SELECT name FROM sqlite_master WHERE type = 'table' AND name IN "
-                    "('studies', 'ftune_meta')";
+                    "('studies', 'ftune_meta', 'trial_attrs')";
     std::set<std::string> found;
     for (const auto& r : conn_->exec(tables, {})) found.insert(r.get_text(0));
     if (found.count("studies") && !found.count("ftune_meta"))
@@ -115,15 +116,17 @@ void SqlStorage::create_schema(bool existing) {
           fmt::format("{} is not an ftune study storage (it has a 'studies' table "
                       "of another program, e.g. Optuna); use another database",
                       conn_->describe()));
-    if (existing && !found.count("ftune_meta"))
+    if (reader && !found.count("ftune_meta"))
       throw InputError(fmt::format("{} holds no ftune study (no ftune tables); check the URL",
                                    conn_->describe()));
-    conn_->exec("CREATE TABLE IF NOT EXISTS ftune_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-                {});
-    conn_->exec(
-        "INSERT INTO ftune_meta (key, value) VALUES ('schema_version', $1) "
-        "ON CONFLICT (key) DO NOTHING",
-        {std::string(kSchemaVersion)});
+    if (!reader) {
+      conn_->exec(
+          "CREATE TABLE IF NOT EXISTS ftune_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)", {});
+      conn_->exec(
+          "INSERT INTO ftune_meta (key, value) VALUES ('schema_version', $1) "
+          "ON CONFLICT (key) DO NOTHING",
+          {std::string(kSchemaVersion)});
+    }
     const std::string version =
         conn_->exec("SELECT value FROM ftune_meta WHERE key = 'schema_version'", {})
             .at(0)
@@ -133,6 +136,9 @@ void SqlStorage::create_schema(bool existing) {
           fmt::format("{} holds ftune study schema version {}; this ftune reads "
                       "version {}",
                       conn_->describe(), version, kSchemaVersion));
+    // A reader takes an older file as it is: one written before trial attributes has none.
+    has_attrs_ = !reader || found.count("trial_attrs") > 0;
+    if (reader) return 0;
     for (const char* stmt : kSchema) {
       std::string sql = stmt;
       const size_t at = sql.find("{id}");
@@ -141,7 +147,11 @@ void SqlStorage::create_schema(bool existing) {
       conn_->exec(sql, {});
     }
     return 0;
-  });
+  };
+  if (reader)
+    read(check_or_create);
+  else
+    write(check_or_create);
 }
 
 StudyInfo SqlStorage::create_or_load_study(const std::string& name, Direction direction,

@@ -13,9 +13,10 @@ namespace ftune::hpo {
 
 class SqlStorage : public Storage {
  public:
-  // `postgres` selects the few dialect differences (auto-increment keys, schema lock).
-  // `existing`: refuse (InputError) a database without ftune's tables instead of creating them.
-  SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres, bool existing = false);
+  // `postgres` selects the few dialect differences (auto-increment keys, schema lock). A reader
+  // (access.read_only) refuses (InputError) a database without ftune's tables instead of creating
+  // them, and writes nothing. A busy database is retried for access.busy_wait_s.
+  SqlStorage(std::unique_ptr<SqlConnection> conn, bool postgres, StorageAccess access = {});
 
   StudyInfo create_or_load_study(const std::string& name, Direction direction,
                                  const nlohmann::json& space) override;
@@ -41,11 +42,14 @@ class SqlStorage : public Storage {
   std::string describe() const override { return conn_->describe(); }
 
  private:
+  template <class Begin, class F>
+  auto retried(Begin&& begin, F&& body);  // begin() ... COMMIT, retried on SqlRetry
   template <class F>
   auto write(F&& body);  // BEGIN (write) ... COMMIT, retried on SqlRetry
   template <class F>
   auto read(F&& body);  // BEGIN (snapshot) ... COMMIT, retried on SqlRetry
-  void create_schema(bool existing);
+  // A writer creates the tables that are missing; both check the schema's version.
+  void open_schema();
   // Stores (or replaces) one reported value of a trial: kind kStep or kFold, key step or fold.
   void put_value(int64_t trial_id, int64_t kind, int64_t key, double value);
   // Trials selected by `where` (SQL over table t, parameters $1...), with their reported values.
@@ -64,6 +68,8 @@ class SqlStorage : public Storage {
 
   std::unique_ptr<SqlConnection> conn_;
   bool postgres_;
+  StorageAccess access_;
+  bool has_attrs_ = true;  // the trial_attrs table exists (a reader of an older file: maybe not)
   std::mutex mutex_;  // one connection, used by a worker's main and heartbeat threads
 };
 

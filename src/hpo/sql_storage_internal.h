@@ -15,10 +15,6 @@
 namespace ftune::hpo {
 namespace sql_detail {
 
-// A busy database is retried for this long before the operation gives up with an error that
-// says so (with SQLite's busy timeout per statement on top, this is minutes of contention).
-constexpr double kRetryDeadlineS = 300.0;
-
 constexpr int64_t kStep = 0, kFold = 1;  // trial_values.kind
 
 inline constexpr const char* kTrialColumns =
@@ -39,25 +35,31 @@ inline StudyInfo study_from_row(const SqlRow& r, const std::string& where) {
 
 }  // namespace sql_detail
 
-template <class F>
-auto SqlStorage::write(F&& body) {
+// One transaction opened by `begin` (a write or a snapshot read) around `body`, retried with
+// jittered exponential back-off (so that waiting workers do not retry in lock step) while the
+// database answers busy, for at most access_.busy_wait_s.
+template <class Begin, class F>
+auto SqlStorage::retried(Begin&& begin, F&& body) {
   const double start = sql_detail::now_s();
   std::mt19937_64 rng(std::random_device{}());
+  std::uniform_real_distribution<double> jitter(0.5, 1.5);
   double backoff = 0.002;
-  for (int attempt = 0;; ++attempt) {
+  for (;;) {
     try {
-      conn_->begin_write();
+      begin();
       auto result = body();
       conn_->commit();
       return result;
     } catch (const SqlRetry& e) {
       conn_->rollback();
-      if (sql_detail::now_s() - start > sql_detail::kRetryDeadlineS)
-        throw Error(fmt::format("study storage busy for more than {} s: {}",
-                                sql_detail::kRetryDeadlineS, e.what()));
-      // Jittered exponential back-off so that waiting workers do not retry in lock step.
-      std::uniform_real_distribution<double> jitter(0.5, 1.5);
-      std::this_thread::sleep_for(std::chrono::duration<double>(backoff * jitter(rng)));
+      const double waited = sql_detail::now_s() - start;
+      if (waited > access_.busy_wait_s)
+        throw Error(fmt::format(
+            "{}: the study database is locked by another process (busy for {:.0f} s, longer "
+            "than the {:g} s this command waits): {}",
+            conn_->describe(), waited, access_.busy_wait_s, e.what()));
+      std::this_thread::sleep_for(std::chrono::duration<double>(
+          std::min(backoff * jitter(rng), std::max(0.0, access_.busy_wait_s - waited))));
       backoff = std::min(backoff * 2, 0.2);
     } catch (...) {
       conn_->rollback();
@@ -67,25 +69,15 @@ auto SqlStorage::write(F&& body) {
 }
 
 template <class F>
+auto SqlStorage::write(F&& body) {
+  if (access_.read_only)
+    throw InternalError(fmt::format("a write to {}, opened read-only", conn_->describe()));
+  return retried([&] { conn_->begin_write(); }, std::forward<F>(body));
+}
+
+template <class F>
 auto SqlStorage::read(F&& body) {
-  const double start = sql_detail::now_s();
-  for (;;) {
-    try {
-      conn_->begin_read();
-      auto result = body();
-      conn_->commit();
-      return result;
-    } catch (const SqlRetry& e) {
-      conn_->rollback();
-      if (sql_detail::now_s() - start > sql_detail::kRetryDeadlineS)
-        throw Error(fmt::format("study storage busy for more than {} s: {}",
-                                sql_detail::kRetryDeadlineS, e.what()));
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    } catch (...) {
-      conn_->rollback();
-      throw;
-    }
-  }
+  return retried([&] { conn_->begin_read(); }, std::forward<F>(body));
 }
 
 }  // namespace ftune::hpo

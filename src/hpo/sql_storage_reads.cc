@@ -66,6 +66,7 @@ std::vector<Trial> SqlStorage::load_trials(const std::string& where,
     Trial& t = out[it->second];
     (r.get_int(1) == kFold ? t.fold_values : t.intermediate)[r.get_int(2)] = r.get_double(3);
   }
+  if (!has_attrs_) return out;
   auto attrs =
       conn_->exec(fmt::format("SELECT a.trial_id, a.key, a.value FROM trial_attrs a JOIN trials t "
                               "ON t.id = a.trial_id WHERE {}",

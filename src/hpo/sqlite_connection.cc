@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -16,6 +17,8 @@ namespace {
 // How long one statement waits for another connection's write lock before reporting busy (the
 // storage then rolls back and retries with back-off, so this is not a deadline for the user).
 constexpr int kBusyTimeoutMs = 10000;
+// How long a writer keeps asking for the WAL journal while other connections hold the file.
+constexpr int kWalSwitchDeadlineS = 60;
 
 bool is_retry(int rc) {
   const int primary = rc & 0xff;
@@ -32,32 +35,50 @@ std::string rewrite_placeholders(const std::string& sql) {
 
 }  // namespace
 
-SqliteConnection::SqliteConnection(const std::string& path, bool create) : path_(path) {
+SqliteConnection::SqliteConnection(const std::string& path, StorageAccess access) : path_(path) {
+  const bool create = !access.read_only;
   std::error_code ec;
   if (!create && !std::filesystem::exists(path, ec))
     throw InputError(fmt::format(
         "{}: no such study storage (the SQLite file does not exist; `ftune hpo run` creates it)",
         path));
-  const int rc = sqlite3_open_v2(
-      path.c_str(), &db_,
-      SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int flags = access.read_only ? SQLITE_OPEN_READONLY
+                                     : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  const int rc = sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close_v2(db_);
     db_ = nullptr;
     throw InputError(fmt::format("cannot open SQLite study storage '{}': {}", path, msg));
   }
-  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  sqlite3_busy_timeout(
+      db_, static_cast<int>(std::min<double>(kBusyTimeoutMs, access.busy_wait_s * 1000.0)));
   sqlite3_extended_result_codes(db_, 1);
+  if (access.read_only) {
+    // A reader keeps the journal mode the writers chose. A file that is not a database is named
+    // now; a locked one is left to the storage's bounded retries.
+    try {
+      exec("SELECT count(*) FROM sqlite_master", {});
+    } catch (const SqlRetry&) {
+    } catch (const Error& e) {
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+      throw InputError(fmt::format("cannot read '{}' as SQLite study storage: {}", path, e.what()));
+    }
+    return;
+  }
   // journal_mode=WAL needs a moment of exclusive access the first time: when many workers open
-  // a new file at once, a busy answer is retried (up to a minute) rather than shown.
+  // a new file at once, a busy answer is retried for up to a minute (counting the busy timeout
+  // each attempt waits) rather than shown.
   try {
-    for (int attempt = 0;; ++attempt) {
+    const auto start = std::chrono::steady_clock::now();
+    for (;;) {
       try {
         exec("PRAGMA journal_mode=WAL", {});
         break;
       } catch (const SqlRetry&) {
-        if (attempt >= 600) throw;
+        if (std::chrono::steady_clock::now() - start > std::chrono::seconds(kWalSwitchDeadlineS))
+          throw;
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }

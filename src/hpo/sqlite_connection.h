@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "hpo/sql_connection.h"
+#include "hpo/storage.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -16,9 +17,10 @@ namespace ftune::hpo {
 
 class SqliteConnection : public SqlConnection {
  public:
-  // Opens (creating, unless `create` is false) the database file; InputError naming it when that
-  // fails or, with `create` false, when the file does not exist.
-  explicit SqliteConnection(const std::string& path, bool create = true);
+  // Opens the database file, a writer creating it (and switching it to WAL), a reader read-only;
+  // InputError naming it when that fails or, for a reader, when the file does not exist. One
+  // statement waits at most min(10 s, access.busy_wait_s) for another connection's lock.
+  explicit SqliteConnection(const std::string& path, StorageAccess access = {});
   ~SqliteConnection() override;
 
   std::vector<SqlRow> exec(const std::string& sql, const std::vector<SqlValue>& params) override;

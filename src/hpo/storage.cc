@@ -56,15 +56,15 @@ TrialNotRunning::TrialNotRunning(int64_t number, TrialState state, double end_ti
       error(std::move(error)),
       retried_as(retried_as) {}
 
-std::unique_ptr<Storage> open_storage(const std::string& url, bool existing) {
+std::unique_ptr<Storage> open_storage(const std::string& url, StorageAccess access) {
   if (url.empty())
     throw InputError(
         "storage URL is empty (expected sqlite:///FILE.db or "
         "postgresql://USER@HOST:PORT/DB)");
   const size_t scheme_end = url.find("://");
   if (scheme_end == std::string::npos)
-    return std::make_unique<SqlStorage>(std::make_unique<SqliteConnection>(url, !existing), false,
-                                        existing);
+    return std::make_unique<SqlStorage>(std::make_unique<SqliteConnection>(url, access), false,
+                                        access);
   std::string scheme = url.substr(0, scheme_end);
   const size_t plus = scheme.find('+');  // SQLAlchemy's postgresql+psycopg2://
   if (plus != std::string::npos) scheme = scheme.substr(0, plus);
@@ -75,12 +75,12 @@ std::unique_ptr<Storage> open_storage(const std::string& url, bool existing) {
                       "sqlite:////ABSOLUTE/FILE.db",
                       url));
     return std::make_unique<SqlStorage>(
-        std::make_unique<SqliteConnection>(url.substr(scheme_end + 4), !existing), false, existing);
+        std::make_unique<SqliteConnection>(url.substr(scheme_end + 4), access), false, access);
   }
   if (scheme == "postgresql" || scheme == "postgres") {
     const std::string libpq_url = "postgresql" + url.substr(scheme_end);
     return std::make_unique<SqlStorage>(std::make_unique<PostgresConnection>(libpq_url), true,
-                                        existing);
+                                        access);
   }
   throw InputError(
       fmt::format("storage URL '{}': unsupported scheme '{}' (expected sqlite:// or postgresql://)",

@@ -115,11 +115,20 @@ class Storage {
   virtual std::string describe() const = 0;  // URL, without password
 };
 
-// Opens (and on first use initialises) the storage at `url`. InputError naming the URL when it is
-// malformed or the database cannot be reached. `existing`: only a storage that already holds
-// ftune's tables (`hpo status|best|export`): a missing SQLite file is an InputError naming it, and
-// nothing is created.
-std::unique_ptr<Storage> open_storage(const std::string& url, bool existing = false);
+// How a storage is opened. A writer (`hpo run`, the default) creates what is missing and waits
+// out a busy database for up to five minutes. A reader (`hpo status|best|export`, `ftune
+// report|dashboard`) opens a storage that already holds ftune's tables, read-only: it creates and
+// writes nothing (a missing SQLite file is an InputError naming it), and a database locked by
+// another process for longer than `busy_wait_s` is an error saying so, not a wait of minutes.
+struct StorageAccess {
+  bool read_only = false;
+  double busy_wait_s = 300.0;
+  static StorageAccess reader(double busy_wait_s = 10.0) { return {true, busy_wait_s}; }
+};
+
+// Opens (a writer: and on first use initialises) the storage at `url`. InputError naming the URL
+// when it is malformed or the database cannot be reached.
+std::unique_ptr<Storage> open_storage(const std::string& url, StorageAccess access = {});
 
 // "minimize" / "maximize"; parsing raises InputError naming `where` for anything else.
 const char* direction_name(Direction d);

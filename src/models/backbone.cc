@@ -6,22 +6,22 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/config_fields.h"
 
 namespace ftune {
 
 TensorView ParamViews::get(const std::string& name) const {
-  if (!table) return {};
-  const ParamSpec* spec = table->find(name);
-  return spec ? span(name, spec->shape) : TensorView();
+  const ParamSpec* spec = table ? table->find(name) : nullptr;
+  const TensorView v = spec ? span(name, spec->shape) : TensorView();
+  return v.defined() || !next ? v : next->get(name);
 }
 
 TensorView ParamViews::span(const std::string& first, Shape shape) const {
-  if (!table || !flat.defined()) return {};
-  const ParamSpec* spec = table->find(first);
-  if (!spec) return {};
-  const int64_t at = spec->offset - base, n = shape.numel();
-  if (at < 0 || at + n > flat.numel() || spec->offset + n > table->total()) return {};
-  return flat.flat_range(at, n).reshape(shape);
+  const ParamSpec* spec = table && flat.defined() ? table->find(first) : nullptr;
+  const int64_t at = spec ? spec->offset - base : -1, n = shape.numel();
+  if (spec && at >= 0 && at + n <= flat.numel() && spec->offset + n <= table->total())
+    return flat.flat_range(at, n).reshape(shape);
+  return next ? next->span(first, shape) : TensorView();
 }
 
 DropoutRows dropout_rows(const DropoutPlan& d, const TokenInputs& in) {
@@ -44,10 +44,7 @@ ModelSpec ModelSpec::with_labels(std::vector<std::string> labels) const {
 }
 
 ModelSpec ModelSpec::with_num_labels(int64_t n) const {
-  if (n <= 0) throw InputError(fmt::format("num_labels must be positive, got {}", n));
-  std::vector<std::string> names;
-  for (int64_t i = 0; i < n; ++i) names.push_back(fmt::format("LABEL_{}", i));
-  return with_labels(std::move(names));
+  return with_labels(numbered_labels(n));  // InputError for n <= 0
 }
 
 ModelSpec ModelSpec::with_dropout(const DropoutRates& rates) const {

@@ -76,16 +76,25 @@ struct AdapterSite {
 };
 
 // The shape numbers the training FLOP count needs (train/flops.h has the formula): per layer the
-// attention projections (query and output C x C, key and value C x kv_hidden), the feed-forward
-// (2 or, gated, 3 matrices of C x F) and the attention products over `window` keys at most.
+// attention projections (query and output C x q_hidden, key and value C x kv_hidden), the
+// feed-forward (2 or, gated, 3 matrices of C x F), the attention products over `window` keys at
+// most, and DeBERTa's relative-position terms.
 struct FlopModel {
   int64_t layers = 0;        // L
   int64_t hidden = 0;        // C
   int64_t intermediate = 0;  // F
   int64_t num_labels = 0;    // K
-  int64_t kv_hidden = 0;     // key / value width (GQA: kv_heads x head_dim); 0: C
+  int64_t q_hidden = 0;      // query / attention-output width (heads x head_dim); 0: C
+  int64_t kv_hidden = 0;     // key / value width (GQA: kv_heads x head_dim); 0: q_hidden
   bool gated_ffn = false;    // SwiGLU / GeGLU: gate, up and down projections
   int64_t window = 0;        // sliding-window attention span; 0: the whole sequence
+  // Per layer (size L, overriding `window`): models whose layers alternate local and global
+  // attention (Mistral's uniform window needs only `window`).
+  std::vector<int64_t> layer_windows;
+  // DeBERTa's disentangled attention: `relative_terms` products (c2p, p2c) of each query (key)
+  // with the relative-position keys (queries) over `relative_span` buckets (2 x att_span).
+  int64_t relative_span = 0;
+  int relative_terms = 0;
 };
 
 // The dropout masks of one forward / backward pass. Keys are (seed, site, offset) with offset the
@@ -148,6 +157,9 @@ struct ParamViews {
   const ParamTable* table = nullptr;
   TensorView flat;
   int64_t base = 0;
+  // Where a parameter this buffer lacks is looked up next (parameters held in several buffers:
+  // the fp32 ones of a model whose frozen GEMM weights are stored only in 16 bits).
+  const ParamViews* next = nullptr;
   // The parameter `name`, shaped as in the table; undefined when the table or the buffer lacks it
   // (a frozen parameter's gradient).
   TensorView get(const std::string& name) const;
@@ -179,7 +191,10 @@ struct AdapterSet {
 
 // The parameters a BackboneModel runs on.
 struct BoundParams {
-  ParamViews values;  // every base parameter, fp32 (the master weights)
+  // Every base parameter, fp32 (the master weights). With frozen 16-bit weights (LoRA and bf16 /
+  // f16 compute; SequenceClassifier::frozen_16bit) the GEMM weights of gemm_weight_range have no
+  // fp32 copy: their views here are the compute-type ones of `shadow`.
+  ParamViews values;
   ParamViews grads;   // gradients of the trainable ones (undefined views for frozen parameters)
   ParamViews shadow;  // mixed precision: the GEMM weights in the compute type; else table null
   AdapterSet adapters, adapter_grads;  // empty without adapters

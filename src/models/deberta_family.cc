@@ -104,9 +104,11 @@ class DebertaBackbone final : public Backbone {
     for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(t);
   }
 
-  // BERT's count (the c2p / p2c products, 2 x T x 2S x D per head and query, are not in it yet).
   FlopModel flops() const override {
-    return {c_.num_layers, c_.hidden_size, c_.intermediate_size, c_.num_labels()};
+    FlopModel f{c_.num_layers, c_.hidden_size, c_.intermediate_size, c_.num_labels()};
+    f.relative_span = c_.rel_rows();  // 2 x att_span
+    f.relative_terms = int(c_.c2p) + int(c_.p2c);
+    return f;
   }
 
   std::unique_ptr<BackboneModel> make_model(const BackboneShape& shape) const override {

@@ -133,11 +133,10 @@ class DecoderBackbone final : public Backbone {
 
   FlopModel flops() const override {
     FlopModel f{c_.num_layers, c_.hidden_size, c_.intermediate_size, c_.num_labels()};
+    f.q_hidden = c_.q_size();
     f.kv_hidden = c_.kv_size();
     f.gated_ffn = true;
-    int64_t widest = 0;
-    for (int64_t w : c_.window) widest = w == 0 ? -1 : widest < 0 ? widest : std::max(widest, w);
-    f.window = widest > 0 ? widest : 0;
+    f.layer_windows = c_.window;
     return f;
   }
 

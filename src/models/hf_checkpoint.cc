@@ -146,7 +146,7 @@ void save_model(const SequenceClassifier& model, const std::string& dir) {
     throw InputError(fmt::format("cannot create model directory '{}': {}", dir, ec.message()));
   std::vector<io::SafetensorsTensor> tensors;
   for (const ParamSpec& spec : model.params().specs())
-    tensors.push_back({spec.name, model.param(spec.name), {}});
+    tensors.push_back({spec.name, model.param(spec.name), DType::F32});  // 16-bit ones widened
   io::write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors);
   nlohmann::json config = model.spec().to_json();
   if (config.contains("torch_dtype")) config["torch_dtype"] = "float32";

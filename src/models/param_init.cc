@@ -19,7 +19,7 @@ void init_param_like_hf(const ParamSpec& spec, TensorView dst, float initializer
       for (int64_t c = 0; c < C; ++c) p[zero_row * C + c] = 0.0f;  // nn.Embedding(padding_idx)
     }
   }
-  copy(dst, host.view());
+  convert_copy(dst, host.view());  // a frozen GEMM weight may be stored in 16 bits
 }
 
 void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config,

@@ -185,8 +185,10 @@ void merge_adapters(SequenceClassifier& model) {
     const HostTensor a = to_host(model.param(m + ".lora_A.weight"));
     const HostTensor b = to_host(model.param(m + ".lora_B.weight"));
     // The frozen weight: query / key / value are blocks of the stored tensors of those names.
+    // Stored in 16 bits (frozen_16bit()): merged in fp32, rounded once when written back.
     const TensorView wv = model.param(m + ".weight");
-    HostTensor w = to_host(wv);
+    HostTensor w(DType::F32, wv.shape);
+    convert_copy(w.view(), wv);
     const int64_t OC = w.shape()[0], C = w.shape()[1], r = c.r;
     const float* A = a.data<float>();
     const float* B = b.data<float>();
@@ -206,7 +208,7 @@ void merge_adapters(SequenceClassifier& model) {
         for (int64_t k = 0; k < C; ++k) W[o * C + k] = static_cast<float>(W[o * C + k] * factor);
       }
     }
-    copy(wv, w.view());
+    convert_copy(wv, w.view());
   }
   model.frozen_weights_changed();
 }

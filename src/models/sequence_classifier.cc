@@ -60,14 +60,36 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
   // The head (PEFT's modules_to_save) comes last in params_, so it and the adapters that follow
   // it form one flat range.
   trainable_offset_ = params_.at(b.head_params(options_.adapters).front()).offset;
+  const auto [first, count] = gemm_range_;
+  frozen16_ = options_.compute != DType::F32 && !options_.adapters.dora() && count > 0;
+  if (frozen16_) {
+    FTUNE_ASSERT(trainable_offset_ >= first + count,
+                 "the trained parameters start at {}, inside the frozen layers [{}, {})",
+                 trainable_offset_, first, first + count);
+    for (const ParamSpec& p : params_.specs())
+      if (p.offset >= first && p.offset < first + count && p.shape.rank() == 1)
+        layer_vectors_.add(p.name, p.shape);
+  }
   for (const ParamSpec& p : params_.specs())
     if (p.offset >= trainable_offset_) trainable_.add(p.name, p.shape);
   for (const ParamSpec& p : adapter_params_.specs()) trainable_.add(p.name, p.shape);
 }
 
 TensorView SequenceClassifier::param(const std::string& name) const {
-  if (const ParamSpec* spec = params_.find(name)) return ParamTable::slice(values_, *spec);
+  const ParamSpec* spec = params_.find(name);
+  if (spec && !frozen16_) return ParamTable::slice(values_, *spec);
+  if (spec) return tail_views_.get(name);
   return ParamTable::slice(trainable_values(), trainable_params().at(name));
+}
+
+std::vector<TensorView> SequenceClassifier::weight_storage() const {
+  std::vector<TensorView> out{all_values_};
+  if (frozen16_) {
+    out.push_back(shadow_);
+    out.push_back(vector_values_);
+    if (embed_values_.defined()) out.push_back(embed_values_);
+  }
+  return out;
 }
 
 SequenceClassifier::OptimizerShadow SequenceClassifier::optimizer_shadow() const {
@@ -77,17 +99,27 @@ SequenceClassifier::OptimizerShadow SequenceClassifier::optimizer_shadow() const
 }
 
 void SequenceClassifier::init_adapters(uint64_t seed) {
-  FTUNE_ASSERT(values_.defined(), "init_adapters before bind");
+  FTUNE_ASSERT(all_values_.defined(), "init_adapters before bind");
   ftune::init_adapters(adapters_, seed);
 }
 
 void SequenceClassifier::buffers(BufferTable& t) const {
   const int64_t N = options_.tokens(), B = options_.max_batch, K = spec_.num_labels();
   auto* self = const_cast<SequenceClassifier*>(this);
-  t.add("param/values", DType::F32, {params_.total() + adapter_params_.total()},
-        &self->all_values_);
-  if (options_.compute != DType::F32)
-    t.add("shadow/layers", options_.compute, {gemm_range_.second}, &self->shadow_);
+  const int64_t P = params_.total(), A = adapter_params_.total();
+  const auto [first, count] = gemm_range_;
+  if (frozen16_) {
+    // "param/values": the head and the adapters after the layers; the layers' GEMM weights are
+    // "param/layers16" alone.
+    t.add("param/values", DType::F32, {P - first - count + A}, &self->all_values_);
+    if (first > 0) t.add("param/embeddings", DType::F32, {first}, &self->embed_values_);
+    t.add("param/layer_vectors", DType::F32, {layer_vectors_.total()}, &self->vector_values_);
+    t.add("param/layers16", options_.compute, {count}, &self->shadow_);
+  } else {
+    t.add("param/values", DType::F32, {P + A}, &self->all_values_);
+    if (options_.compute != DType::F32)
+      t.add("shadow/layers", options_.compute, {count}, &self->shadow_);
+  }
   if (options_.training) t.add("grad/values", DType::F32, {trainable_params().total()}, &self->grads_);
   t.add("input/ids", DType::I32, {N}, &self->own_inputs_.ids);
   t.add("input/type_ids", DType::I32, {N}, &self->own_inputs_.type_ids);
@@ -115,11 +147,23 @@ void SequenceClassifier::bind(const Arena& arena) {
   BufferTable t;
   buffers(t);
   t.bind(arena);
-  values_ = all_values_.flat_range(0, params_.total());
   BoundParams p;
-  p.values = ParamViews{&params_, values_, 0};
+  if (frozen16_) {
+    const int64_t tail = gemm_range_.first + gemm_range_.second;
+    values_ = TensorView();
+    layers16_views_ = ParamViews{&params_, shadow_, gemm_range_.first};
+    vector_views_ = ParamViews{&layer_vectors_, vector_values_, 0, &layers16_views_};
+    embed_views_ = ParamViews{&params_, embed_values_, 0, &vector_views_};
+    tail_views_ = ParamViews{&params_, all_values_.flat_range(0, params_.total() - tail), tail,
+                             &embed_views_};
+    p.values = tail_views_;
+  } else {
+    values_ = all_values_.flat_range(0, params_.total());
+    p.values = ParamViews{&params_, values_, 0};
+  }
   if (adapters_on()) {
-    trainable_values_ = all_values_.flat_range(trainable_offset_, trainable_.total());
+    const int64_t start = frozen16_ ? gemm_range_.first + gemm_range_.second : 0;
+    trainable_values_ = all_values_.flat_range(trainable_offset_ - start, trainable_.total());
     adapters_ = bind_adapters(sites_, options_.adapters, trainable_, trainable_values_, &p.values);
     bind_adapter_caches(sites_, arena, adapters_);
     p.adapters = adapters_;
@@ -141,7 +185,7 @@ void SequenceClassifier::bind(const Arena& arena) {
 }
 
 void SequenceClassifier::set_batch(const Batch& b) {
-  FTUNE_ASSERT(values_.defined(), "set_batch before bind");
+  FTUNE_ASSERT(all_values_.defined(), "set_batch before bind");
   if (b.size > options_.max_batch || b.seq_len > options_.max_seq)
     throw InputError(fmt::format("batch of {} x {} tokens exceeds the planned {} x {}", b.size,
                                  b.seq_len, options_.max_batch, options_.max_seq));
@@ -152,7 +196,7 @@ void SequenceClassifier::set_batch(const Batch& b) {
 }
 
 void SequenceClassifier::set_batch(const TokenBatch& b) {
-  FTUNE_ASSERT(values_.defined(), "set_batch before bind");
+  FTUNE_ASSERT(all_values_.defined(), "set_batch before bind");
   if (b.packed() != options_.packed)
     throw InputError(fmt::format("a {} batch for a model planned for {} batches",
                                  batch_layout_name(b.layout), options_.packed ? "packed" : "padded"));
@@ -183,7 +227,7 @@ void SequenceClassifier::set_batch(const TokenBatch& b) {
 }
 
 void SequenceClassifier::use_inputs(const TokenInputs& in, TensorView labels) {
-  FTUNE_ASSERT(values_.defined(), "use_inputs before bind");
+  FTUNE_ASSERT(all_values_.defined(), "use_inputs before bind");
   if (in.packed() != options_.packed || in.B > options_.max_batch ||
       (in.packed() ? in.N > options_.max_tokens || in.max_len > options_.max_seq
                    : in.T > options_.max_seq))
@@ -191,14 +235,14 @@ void SequenceClassifier::use_inputs(const TokenInputs& in, TensorView labels) {
                                  in.tokens(), options_.max_batch, options_.max_seq));
   const Shape n{in.tokens()};
   for (const TensorView* v : {&in.ids, &in.type_ids, &in.pos_ids, in.packed() ? &in.cu_seqlens : &in.mask})
-    FTUNE_ASSERT(v->dtype == DType::I32 && v->device == values_.device &&
+    FTUNE_ASSERT(v->dtype == DType::I32 && v->device == all_values_.device &&
                      (v == &in.cu_seqlens ? v->shape == Shape{in.B + 1} : v->shape == n),
                  "use_inputs: expected i32 inputs of {} tokens on the model's device, got {}",
                  n[0], v->describe());
   FTUNE_ASSERT(!in.packed() || in.host_cu_seqlens != nullptr,
                "use_inputs: a packed batch needs its cu_seqlens on the host");
   FTUNE_ASSERT(labels.dtype == DType::I32 && labels.shape == Shape{in.B} &&
-                   labels.device == values_.device,
+                   labels.device == all_values_.device,
                "use_inputs: expected ({}) i32 labels, got {}", in.B, labels.describe());
   inputs_ = in;
   labels_ = labels;
@@ -224,7 +268,16 @@ void SequenceClassifier::refresh_weight_caches() {
     frozen_cache_valid_ = true;
   }
   if (shadow_.defined() && !shadow_valid_) {
-    cast(shadow_, values_.flat_range(gemm_range_.first, gemm_range_.second));
+    if (frozen16_) {
+      // The 16-bit GEMM weights are the stored ones; the layers' vectors (biases the frozen GEMMs
+      // add in the compute type, norms) live in fp32 and are cast into their 16-bit slots.
+      for (const ParamSpec& v : layer_vectors_.specs()) {
+        const int64_t at = params_.at(v.name).offset - gemm_range_.first;
+        cast(shadow_.flat_range(at, v.shape.numel()), vector_values_.flat_range(v.offset, v.shape.numel()));
+      }
+    } else {
+      cast(shadow_, values_.flat_range(gemm_range_.first, gemm_range_.second));
+    }
     shadow_valid_ = true;
   }
 }

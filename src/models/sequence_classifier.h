@@ -28,6 +28,14 @@
 // it with its offset) and weights_updated(true) keeps it; otherwise (weights written by a loader,
 // frozen_weights_changed(); an optimizer that did not write it, weights_updated()) a cast pass
 // rewrites it before the next forward.
+//
+// Frozen weights stay 16-bit (frozen_16bit(): LoRA adapters with bf16 / f16 compute): the frozen
+// layers' GEMM weights (the rank-2 parameters of gemm_weight_range) are stored once, in the
+// compute type ("param/layers16", what the GEMMs read), with no fp32 copy; the other parameters
+// stay fp32 in three buffers (the embeddings before the layers, the layers' biases and norms, the
+// head and adapters after them). param(name) views each where it lives (a 16-bit view for those
+// GEMM weights: loaders and savers convert, core/memory.h convert_copy); param_values() is
+// undefined. DoRA keeps the fp32 base (its weight norms and its dropout GEMM read fp32 weights).
 #pragma once
 
 #include <optional>
@@ -78,10 +86,16 @@ class SequenceClassifier {
 
   void add_to_plan(ArenaPlan& plan) const;
   void bind(const Arena& arena);
-  Device device() const { return values_.device; }
+  Device device() const { return all_values_.device; }
 
-  // The base model's parameters (HF names, as saved and loaded by hf_checkpoint.h).
-  TensorView param_values() const { return values_; }  // flat (P) f32
+  // The base model's parameters (HF names, as saved and loaded by hf_checkpoint.h): flat (P) f32;
+  // undefined with frozen_16bit() (use param(name)).
+  TensorView param_values() const { return values_; }
+  // Every buffer that holds parameter values (base, head, adapters; fp32 and 16-bit): what must be
+  // carried through an arena rebuild.
+  std::vector<TensorView> weight_storage() const;
+  // The frozen layers' GEMM weights are stored only in the compute type (see above).
+  bool frozen_16bit() const { return frozen16_; }
   // Gradients of every base parameter: full fine-tuning only (undefined with adapters or for
   // inference); use trainable_grads().
   TensorView param_grads() const { return adapters_on() ? TensorView() : grads_; }
@@ -175,6 +189,12 @@ class SequenceClassifier {
   TensorView values_, grads_, trainable_values_;
   int64_t trainable_offset_ = 0;  // start of the trainable range in "param/values"
   std::pair<int64_t, int64_t> gemm_range_{0, 0};  // the family's gemm_weight_range
+  // frozen_16bit(): the fp32 buffers before and inside the layer range (its rank-1 parameters,
+  // table layer_vectors_), and the chain of views over them and the 16-bit GEMM weights.
+  bool frozen16_ = false;
+  ParamTable layer_vectors_;
+  TensorView embed_values_, vector_values_;
+  ParamViews tail_views_, embed_views_, vector_views_, layers16_views_;
   bool frozen_cache_valid_ = false;
   TensorView shadow_;  // mixed precision: the GEMM weights in the compute type
   bool shadow_valid_ = false;

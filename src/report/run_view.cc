@@ -144,13 +144,30 @@ Section throughput_view(const RunData& run) {
   const std::string none = "no train lines in metrics.jsonl yet";
   std::string html = "<div class=\"grid2\">" + chart_or_missing(sps, none) +
                      chart_or_missing(tps, none) + "</div>";
+  // Per log interval since metrics.jsonl carries them (older runs: the whole-run figure only).
+  Chart wait{"run-input-wait", "Input wait per log interval", {"step"}, {"% of the interval"}};
+  Series w = train_series(run.train, "input_wait_fraction", "input wait");
+  for (Point& p : w.points) {
+    p.y *= 100;
+    p.title = fmt::format("step {}: input wait {:.2f} %", p.x, p.y);
+  }
+  wait.series.push_back(std::move(w));
+  wait.note = "Time the trainer waited for the next batch from the prefetcher.";
+  Chart gpu{"run-gpu-util", "GPU utilisation per log interval (NVML)", {"step"}, {"%"}};
+  gpu.series.push_back(train_series(run.train, "gpu_util_percent", "GPU busy"));
+  gpu.note = "Mean over the sampler's readings (every 0.5 s) in the interval.";
+  const bool has_wait = !wait.series[0].points.empty(), has_gpu = !gpu.series[0].points.empty();
+  if (has_wait || has_gpu)
+    html += "<div class=\"grid2\">" + (has_wait ? svg_xy_chart(wait) : "") +
+            (has_gpu ? svg_xy_chart(gpu) : "") + "</div>";
   if (const auto f = number_at(run.summary, "input_wait_fraction")) {
     html += key_value_table(
         {{"input-wait fraction (whole run)", fmt::format("{:.4f} %", *f * 100)},
          {"input-wait seconds", summary_number(run.summary, "input_wait_seconds")},
          {"train seconds", summary_number(run.summary, "train_seconds")}});
-    html += "<p class=\"note\">ftune records the time the trainer waited for input for the whole "
-            "run only (summary.json); metrics.jsonl has no per-interval input wait.</p>";
+    if (!has_wait)
+      html += "<p class=\"note\">This run's metrics.jsonl has no per-interval input wait (written "
+              "by an older ftune): the whole-run figure only.</p>";
   } else {
     html += missing_note("input-wait fraction (summary.json, written when the run ends)");
   }

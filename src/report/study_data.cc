@@ -3,10 +3,7 @@
 
 #include <fmt/format.h>
 
-#include <sqlite3.h>
-
 #include <algorithm>
-#include <filesystem>
 
 #include "core/error.h"
 
@@ -47,47 +44,10 @@ StudyData read_study(hpo::Storage& storage, const std::string& name) {
   return d;
 }
 
-namespace {
 
-// The SQLite file of a sqlite URL ("" for other schemes).
-std::string sqlite_path(const std::string& url) {
-  const size_t scheme = url.find("://");
-  if (scheme == std::string::npos) return url;
-  if (url.compare(0, scheme, "sqlite") == 0 && url.compare(scheme, 4, ":///") == 0)
-    return url.substr(scheme + 4);
-  return "";
-}
-
-// A read-only look at an existing SQLite file before hpo's storage opens it: a file that another
-// process holds under an exclusive lock (locking_mode=EXCLUSIVE, or a write transaction on a
-// rollback-journal database) would make the storage wait, retrying, for minutes; here it is an
-// error after 1 s, which the dashboard shows and retries at its next refresh. A file that is not
-// a database is named as such.
-void probe_sqlite(const std::string& path) {
-  std::error_code ec;
-  if (path.empty() || !std::filesystem::exists(path, ec)) return;  // the storage names it
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc == SQLITE_OK) {
-    sqlite3_busy_timeout(db, 1000);
-    rc = sqlite3_exec(db, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
-  }
-  const std::string message = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  sqlite3_close_v2(db);
-  if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED)
-    throw InputError(fmt::format(
-        "{}: the study database is locked by another process (an exclusive lock held for more "
-        "than 1 s: {}); it is read again at the next refresh",
-        path, message));
-  if (rc != SQLITE_OK)
-    throw InputError(fmt::format("{}: cannot read the study database: {}", path, message));
-}
-
-}  // namespace
-
-StudyData read_study(const std::string& url, const std::string& name) {
-  probe_sqlite(sqlite_path(url));
-  const std::unique_ptr<hpo::Storage> storage = hpo::open_storage(url, /*existing=*/true);
+StudyData read_study(const std::string& url, const std::string& name, double busy_wait_s) {
+  const std::unique_ptr<hpo::Storage> storage =
+      hpo::open_storage(url, hpo::StorageAccess::reader(busy_wait_s));
   return read_study(*storage, name);
 }
 
@@ -95,10 +55,10 @@ StudyData read_study(const std::string& url, const std::string& name) {
 
 namespace ftune::report {
 
-std::vector<std::string> study_names(const std::string& url) {
-  probe_sqlite(sqlite_path(url));
+std::vector<std::string> study_names(const std::string& url, double busy_wait_s) {
   std::vector<std::string> names;
-  for (const hpo::StudyInfo& s : hpo::open_storage(url, /*existing=*/true)->studies())
+  for (const hpo::StudyInfo& s :
+       hpo::open_storage(url, hpo::StorageAccess::reader(busy_wait_s))->studies())
     names.push_back(s.name);
   return names;
 }

@@ -23,11 +23,13 @@ struct StudyData {
 // not in the study's space (a storage edited by hand), never an assertion.
 std::string param_text(const StudyData& study, const std::string& name, double internal);
 
-// Reads study `name` (empty: the storage's only study). InputError naming the URL when the
-// storage cannot be opened or read, and the studies it holds when `name` is not one of them.
-StudyData read_study(const std::string& url, const std::string& name);
+// Reads study `name` (empty: the storage's only study), opening the storage read-only. InputError
+// naming the URL when the storage cannot be opened or read, and the studies it holds when `name`
+// is not one of them; an error saying so when another process keeps the database locked for
+// longer than `busy_wait_s` (the dashboard waits 1 s and reads again at its next refresh).
+StudyData read_study(const std::string& url, const std::string& name, double busy_wait_s = 10.0);
 // The names of the storage's studies (the dashboard's index), with the same errors.
-std::vector<std::string> study_names(const std::string& url);
+std::vector<std::string> study_names(const std::string& url, double busy_wait_s = 10.0);
 // The same through an open storage (the dashboard keeps one open between refreshes).
 StudyData read_study(hpo::Storage& storage, const std::string& name);
 

@@ -24,21 +24,45 @@ FlopModel flop_model(const ModelSpec& model) {
   return model.backbone().flops();
 }
 
+namespace {
+
+int64_t q_width(const FlopModel& m) { return m.q_hidden > 0 ? m.q_hidden : m.hidden; }
+
+}  // namespace
+
 double matmul_params(const FlopModel& m) {
   const double C = static_cast<double>(m.hidden), F = static_cast<double>(m.intermediate);
-  const double kv = static_cast<double>(m.kv_hidden > 0 ? m.kv_hidden : m.hidden);
+  const double q = static_cast<double>(q_width(m));
+  const double kv = static_cast<double>(m.kv_hidden > 0 ? m.kv_hidden : q_width(m));
   return static_cast<double>(m.layers) *
-         (2.0 * C * C + 2.0 * C * kv + (m.gated_ffn ? 3.0 : 2.0) * C * F);
+         (2.0 * C * q + 2.0 * C * kv + (m.gated_ffn ? 3.0 : 2.0) * C * F);
+}
+
+double attention_pairs(const FlopModel& m, int64_t tokens) {
+  const double T = static_cast<double>(tokens);
+  const auto keys = [&](int64_t window) {
+    return window > 0 ? std::min<double>(T, static_cast<double>(window)) : T;
+  };
+  if (m.layer_windows.empty()) return static_cast<double>(m.layers) * T * keys(m.window);
+  FTUNE_ASSERT(static_cast<int64_t>(m.layer_windows.size()) == m.layers,
+               "FlopModel: {} layer windows for {} layers", m.layer_windows.size(), m.layers);
+  double pairs = 0;
+  for (const int64_t w : m.layer_windows) pairs += T * keys(w);
+  return pairs;
 }
 
 double training_flops_per_sequence(const FlopModel& m, int64_t tokens) {
   const double T = static_cast<double>(tokens), L = static_cast<double>(m.layers);
   const double C = static_cast<double>(m.hidden), K = static_cast<double>(m.num_labels);
-  const double keys = m.window > 0 ? std::min<double>(T, static_cast<double>(m.window)) : T;
+  const double q = static_cast<double>(q_width(m));
   const double dense = 6.0 * matmul_params(m) * T;  // 3 x 2·N·T
-  const double attention = 12.0 * L * C * T * keys;  // 3 x (Q·Kᵀ + P·V) = 3 x 4·T²·C per layer
-  const double head = 6.0 * (C * C + C * K);        // 3 x 2·(C² + C·K), first token only
-  return tokens > 0 ? dense + attention + head : 0.0;
+  // 3 x (Q·Kᵀ + P·V) = 3 x 4·q·(query-key pairs) over the layers
+  const double attention = 12.0 * q * attention_pairs(m, tokens);
+  // 3 x 2·T·span·q per term and layer; a row of T tokens reaches at most 2·T relative buckets.
+  const double span = std::min<double>(static_cast<double>(m.relative_span), 2.0 * T);
+  const double relative = 6.0 * m.relative_terms * L * T * span * q;
+  const double head = 6.0 * (C * C + C * K);  // 3 x 2·(C² + C·K), first token only
+  return tokens > 0 ? dense + attention + relative + head : 0.0;
 }
 
 void TrainingWork::add(const FlopModel& m, const Batch& b) { add(m, b, 0, b.size, b.seq_len); }

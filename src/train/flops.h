@@ -14,8 +14,14 @@
 // That is 6·N + 12·L·C·T FLOPs per token, the number PyTorch-world MFU reports use (HF Trainer's
 // own `total_flos` is 6·N·tokens with embeddings in N and no attention term: it is not used).
 // The family supplies the shape numbers (Backbone::flops): with key / value heads of width kv
-// (GQA) N counts 2·C² + 2·C·kv per layer for the projections, a gated feed-forward (SwiGLU,
-// GeGLU) 3·C·F, and sliding-window attention T·min(T, window) query-key pairs.
+// (GQA) N counts 2·C·q + 2·C·kv per layer for the projections (q: heads x head_dim, C unless the
+// config sets head_dim apart), a gated feed-forward (SwiGLU, GeGLU) 3·C·F, sliding-window attention
+// T·min(T, window) query-key pairs (per layer where local and global layers alternate), and the
+// attention products 12·q per pair. DeBERTa's disentangled attention adds, per c2p / p2c term and
+// layer, 3 x 2·T·min(2·att_span, 2·T)·q: the products with the relative-position keys / queries
+// over the buckets a row of T tokens can reach (HF computes all 2·att_span of them; the count is
+// the work the model needs, as MFU should be). The position projections of the relative
+// embeddings (once per batch, not per sequence) are not counted.
 //
 // Padded vs real: the GPU computes every padded position, so MFU counts the work actually done:
 // each micro-batch at its padded length T (rows x T tokens). The real-token count (each row at
@@ -48,6 +54,8 @@ FlopModel flop_model(const ModelSpec& model);
 
 // N = L·(4·C² + 2·C·F) (GQA, gated: above): the weights every token goes through.
 double matmul_params(const FlopModel& m);
+// Query-key pairs of one sequence of `tokens` tokens, summed over the layers.
+double attention_pairs(const FlopModel& m, int64_t tokens);
 // Forward + backward FLOPs of one sequence of `tokens` tokens (the formula above).
 double training_flops_per_sequence(const FlopModel& m, int64_t tokens);
 

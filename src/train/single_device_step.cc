@@ -236,9 +236,12 @@ void SingleDeviceStep::recover(const OutOfMemoryError& e, int64_t step) {
                           {"error", e.what()},
                           {"retried_with", smaller}});
   // The trained state goes through host memory while the arena is rebuilt smaller.
-  HostTensor values(DType::F32, clf_->param_values().shape);
+  std::vector<HostTensor> values;
+  for (const TensorView& w : clf_->weight_storage()) {
+    values.emplace_back(w.dtype, w.shape);
+    copy(values.back().view(), w);
+  }
   HostTensor m(DType::F32, adamw_->exp_avg().shape), v(DType::F32, adamw_->exp_avg_sq().shape);
-  copy(values.view(), clf_->param_values());
   copy(m.view(), adamw_->exp_avg());
   copy(v.view(), adamw_->exp_avg_sq());
   const StepScalarValues scalars = read_step_scalars(adamw_->step_scalars());
@@ -248,7 +251,8 @@ void SingleDeviceStep::recover(const OutOfMemoryError& e, int64_t step) {
       "(effective batch {} kept) and retrying the step",
       step + 1, e.what(), unit_text(smaller), accumulation(), effective_);
   build();
-  copy(clf_->param_values(), values.view());
+  const std::vector<TensorView> storage = clf_->weight_storage();
+  for (size_t i = 0; i < storage.size(); ++i) copy(storage[i], values[i].view());
   copy(adamw_->exp_avg(), m.view());
   copy(adamw_->exp_avg_sq(), v.view());
   write_step_scalars(adamw_->step_scalars(), scalars);

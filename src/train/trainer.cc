@@ -140,12 +140,28 @@ void Trainer::plan_schedule() {
                                            cfg_.early_stopping.min_delta);
 }
 
+// The GPU sampler's view of the log interval that just ended: mean utilisation over the samples
+// taken in it, and the device memory in use at the latest one (all processes, as nvidia-smi).
+void Trainer::add_gpu_interval(nlohmann::json& line) {
+  if (!gpu_sampler_ || !gpu_sampler_->available()) return;
+  const cuda::NvmlStats s = gpu_sampler_->stats();
+  const double sum = s.gpu_util_mean * double(s.gpu_util_samples);
+  if (s.gpu_util_samples > window_util_samples_)
+    line["gpu_util_percent"] = (sum - window_util_sum_) / double(s.gpu_util_samples - window_util_samples_);
+  window_util_sum_ = sum;
+  window_util_samples_ = s.gpu_util_samples;
+  if (const auto latest = gpu_sampler_->latest(); latest && latest->memory_used)
+    line["gpu_memory_used_bytes"] = *latest->memory_used;
+}
+
 void Trainer::train_step() {
   const auto t0 = RunClock::now();
   if (step_batch_of_ != step_) {  // a retried step keeps its batch
     const auto tw = RunClock::now();
     step_batch_ = prefetch_->next();
-    wait_seconds_ += seconds_since(tw);
+    const double waited = seconds_since(tw);
+    wait_seconds_ += waited;
+    window_wait_seconds_ += waited;
     strategy_->prepare_batch(step_batch_);
     step_batch_of_ = step_;
   }
@@ -166,16 +182,20 @@ void Trainer::train_step() {
     strategy_->sample_device_memory();
     const double secs = std::max(seconds_since(window_start_), 1e-9);
     shown_loss_ = v[kWindowLoss] / window_steps_;
-    log_->write({{"split", "train"},
-                 {"step", step_},
-                 {"epoch", epoch_of(step_ - 1)},
-                 {"loss", shown_loss_},
-                 {"lr", lr},
-                 {"grad_norm", v[kGradNorm]},
-                 {"samples_per_s", window_samples_ / secs},
-                 {"tokens_per_s", window_tokens_ / secs}});
+    nlohmann::json line{{"split", "train"},
+                        {"step", step_},
+                        {"epoch", epoch_of(step_ - 1)},
+                        {"loss", shown_loss_},
+                        {"lr", lr},
+                        {"grad_norm", v[kGradNorm]},
+                        {"samples_per_s", window_samples_ / secs},
+                        {"tokens_per_s", window_tokens_ / secs},
+                        {"input_wait_fraction", std::min(1.0, window_wait_seconds_ / secs)}};
+    add_gpu_interval(line);
+    log_->write(line);
     step_scalars_set(strategy_->optimizer().step_scalars(), kWindowLoss, 0.0);
     window_steps_ = window_samples_ = window_tokens_ = 0;
+    window_wait_seconds_ = 0;
     window_start_ = RunClock::now();
   }
   train_seconds_ += seconds_since(t0);

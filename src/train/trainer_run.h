@@ -51,6 +51,7 @@ class Trainer {
   void plan_batch();  // the run's memory plan: micro-batch, accumulation and checkpointing
   void plan_schedule();
   void train_step();  // fetches the step batch, runs the strategy's step, logs
+  void add_gpu_interval(nlohmann::json& line);  // the log interval's GPU figures
   nlohmann::json run_eval(const TokenizedSplit& split, const char* name);
   void publish_selected(const CheckpointEntry& chosen, const std::string& model_dir);
   // trainer_checkpoint.cc
@@ -121,6 +122,11 @@ class Trainer {
   int64_t window_steps_ = 0, window_samples_ = 0, window_tokens_ = 0;
   RunClock::time_point window_start_ = RunClock::now();
   double window_restored_seconds_ = 0;  // the window's training time before the resume
+  // The window's input wait (timing, like its seconds: not checkpointed) and the GPU sampler's
+  // utilisation sum and count at the window's start (the interval's mean is their difference).
+  double window_wait_seconds_ = 0;
+  double window_util_sum_ = 0;
+  int64_t window_util_samples_ = 0;
   double shown_loss_ = 0;  // the progress bar's loss: the last logged window's mean
   const int64_t step_scalar_reads_at_start_ = step_scalar_reads();
   const int64_t host_scalar_reads_at_start_ = host_scalar_reads();

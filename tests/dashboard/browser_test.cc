@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 #include <fstream>
 #include <sstream>
@@ -121,7 +122,9 @@ TEST_F(DashboardBrowser, MalformedDatabaseShowsAnErrorOnThePageAndInTheLog) {
   spdlog::default_logger()->sinks().push_back(sink);
   browser_->navigate(server_->url() + "study?name=search");
   EXPECT_EQ(browser_->eval("document.getElementById('live-error').hidden"), true);
-  std::ofstream(db(), std::ios::trunc) << std::string(8192, 'x');
+  // Replaced in one step (a truncated file in between would read as an empty database).
+  std::ofstream(db() + ".garbage") << std::string(8192, 'x');
+  std::filesystem::rename(db() + ".garbage", db());
   EXPECT_TRUE(browser_->wait_for("!document.getElementById('live-error').hidden", 15));
   const std::string banner =
       browser_->eval("document.getElementById('live-error').textContent").get<std::string>();

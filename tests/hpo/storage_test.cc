@@ -160,7 +160,7 @@ TEST_P(StorageTest, OpeningAnExistingStorageCreatesNothing) {
   if (GetParam() == "sqlite") {
     const std::string missing = dir_.path() + "/missing.db";
     try {
-      open_storage("sqlite:///" + missing, /*existing=*/true);
+      open_storage("sqlite:///" + missing, StorageAccess::reader());
       FAIL() << "opened a missing file";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find(missing + ": no such study storage"), std::string::npos)
@@ -171,7 +171,7 @@ TEST_P(StorageTest, OpeningAnExistingStorageCreatesNothing) {
     std::string why;
     const std::string empty = PgServer::shared(&why)->fresh_database_url();
     try {
-      open_storage(empty, /*existing=*/true);
+      open_storage(empty, StorageAccess::reader());
       FAIL() << "opened a database without ftune's tables";
     } catch (const InputError& e) {
       EXPECT_NE(std::string(e.what()).find("holds no ftune study"), std::string::npos) << e.what();
@@ -183,7 +183,43 @@ TEST_P(StorageTest, OpeningAnExistingStorageCreatesNothing) {
                     .empty());
   }
   storage_->create_or_load_study("s", Direction::Minimize, space_a());
-  EXPECT_TRUE(open_storage(url_, /*existing=*/true)->find_study("s"));
+  EXPECT_TRUE(open_storage(url_, StorageAccess::reader())->find_study("s"));
+}
+
+// A reader (`hpo status`, `ftune report|dashboard`) writes nothing through its storage, and a
+// database another process keeps under an exclusive lock is an error within the reader's wait,
+// not minutes of retries; once the lock is released the same read succeeds.
+TEST_P(StorageTest, ReaderWritesNothingAndGivesUpOnALockedDatabase) {
+  storage_->create_or_load_study("s", Direction::Minimize, space_a());
+  {
+    auto reader = open_storage(url_, StorageAccess::reader(0.5));
+    EXPECT_THROW(reader->create_or_load_study("t", Direction::Minimize, space_a()), InternalError);
+    EXPECT_EQ(storage_->studies().size(), 1u);
+  }
+  if (GetParam() != "sqlite") return;
+  storage_.reset();  // SQLite's exclusive locking mode waits for every other connection to close
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_.path() + "/study.db").c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder,
+                         "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; "
+                         "UPDATE trials SET number = number WHERE 0;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(holder);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    open_storage(url_, StorageAccess::reader(0.5))->studies();
+    ADD_FAILURE() << "read a database under another process's exclusive lock";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("study.db: the study database is locked by another "
+                                         "process"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  EXPECT_EQ(open_storage(url_, StorageAccess::reader(0.5))->studies().size(), 1u);
 }
 
 TEST_P(StorageTest, FinishedSinceReturnsEachTrialOnceInFinishOrder) {
@@ -537,8 +573,8 @@ TEST(OpenStorage, BadUrlsSayWhatIsWrong) {
     EXPECT_NE(std::string(e.what()).find("not an ftune study storage"), std::string::npos)
         << e.what();
   }
-  // A file written before trial attributes existed (no trial_attrs table) is read as it is and
-  // gains the table.
+  // A file written before trial attributes existed (no trial_attrs table) is read as it is by a
+  // reader, and gains the table when a writer opens it.
   {
     auto old = open_storage(dir.path() + "/v1.db");
     const int64_t s = old->create_or_load_study("x", Direction::Minimize, {}).id;
@@ -548,11 +584,16 @@ TEST(OpenStorage, BadUrlsSayWhatIsWrong) {
   ASSERT_EQ(sqlite3_exec(db, "DROP TABLE trial_attrs", nullptr, nullptr, nullptr), SQLITE_OK);
   sqlite3_close(db);
   {
-    auto reopened = open_storage(dir.path() + "/v1.db", /*existing=*/true);
+    auto reopened = open_storage(dir.path() + "/v1.db", StorageAccess::reader());
     const auto trials = reopened->trials(reopened->find_study("x")->id);
     ASSERT_EQ(trials.size(), 1u);
     EXPECT_EQ(trials[0].value, 1.0);
   }
+  open_storage(dir.path() + "/v1.db");
+  ASSERT_EQ(sqlite3_open((dir.path() + "/v1.db").c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, "SELECT count(*) FROM trial_attrs", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
   // A plain path and the sqlite:/// form open the same file.
   open_storage(dir.path() + "/a.db")->create_or_load_study("x", Direction::Minimize, {});
   EXPECT_TRUE(open_storage("sqlite:///" + dir.path() + "/a.db")->find_study("x"));

@@ -70,6 +70,9 @@ TEST(RunReport, EveryChartHoldsOnePointPerRecordedValue) {
   EXPECT_NE(memory.find("optimizer state"), std::string::npos);
   // Whole-run numbers and the resolved config.
   EXPECT_NE(html.find("input-wait fraction (whole run)"), std::string::npos);
+  // The fixture's ftune logged no per-interval input wait: no empty chart, a note instead.
+  EXPECT_TRUE(figure(html, "run-input-wait").empty());
+  EXPECT_NE(html.find("no per-interval input wait (written by an older ftune)"), std::string::npos);
   EXPECT_NE(html.find("effective_batch_size: 8"), std::string::npos);
   // A CPU run has no NVML statistics: said, not left blank.
   EXPECT_NE(html.find("not recorded: GPU statistics: this run did not sample NVML"),
@@ -84,7 +87,29 @@ TEST(RunReport, GpuStatisticsWhereRecorded) {
                     {"utilization_percent", {{"mean", 87.5}, {"max", 99}}},
                     {"memory_used_max_bytes", 3221225472.0}, {"memory_total_bytes", 85899345920.0}};
   std::ofstream(tmp.path() + "/summary.json") << summary.dump();
+  // Per-interval input wait and GPU utilisation, as a GPU run's train lines carry them.
+  std::ifstream in(run_fixture() + "/metrics.jsonl");
+  std::string text;
+  int train_lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["split"] == "train") {
+      j["input_wait_fraction"] = 0.01 * (train_lines % 3);
+      j["gpu_util_percent"] = 90.0 + train_lines % 5;
+      ++train_lines;
+    }
+    text += j.dump() + "\n";
+  }
+  std::ofstream(tmp.path() + "/metrics.jsonl") << text;
   const std::string html = render_page(run_page(read_run_dir(tmp.path())));
+  for (const char* id : {"run-input-wait", "run-gpu-util"}) {
+    SCOPED_TRACE(id);
+    const std::string fig = figure(html, id);
+    ASSERT_FALSE(fig.empty());
+    EXPECT_EQ(declared_points(fig), train_lines);
+  }
+  EXPECT_NE(figure(html, "run-input-wait").find("input wait 2.00 %"), std::string::npos);
+  EXPECT_EQ(html.find("no per-interval input wait"), std::string::npos);
   EXPECT_NE(html.find("NVIDIA H100 80GB HBM3"), std::string::npos);
   EXPECT_NE(html.find("<td>utilisation mean %</td><td>87.5</td>"), std::string::npos);
   EXPECT_NE(html.find("<td>memory used max</td><td>3.0 GiB</td>"), std::string::npos);

@@ -10,6 +10,8 @@
 
 #include "core/error.h"
 #include "models/batch.h"
+#include "models/deberta_config.h"
+#include "models/deberta_family.h"
 #include "run_cli.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -29,6 +31,44 @@ TEST(Flops, BertBaseAt128MatchesHandCount) {
   // 6·N·64 = 4,076,863,488 + 12·6·384·4096 = 113,246,208 + 6·(147,456 + 768) = 889,344.
   EXPECT_DOUBLE_EQ(training_flops_per_sequence(FlopModel{6, 384, 1536, 2}, 64), 4190999040.0);
   EXPECT_DOUBLE_EQ(training_flops_per_sequence(bert, 0), 0.0);
+}
+
+// A decoder whose heads are not C wide (Gemma: 8 x 256 = 2048 < 2304) with GQA and layers that
+// alternate a 64-token window and global attention, L 4, F 9216, K 3, T 128:
+//   N = 4·(2·2304·2048 + 2·2304·1024 + 3·2304·9216) = 311,427,072
+//   pairs = 2·128·64 + 2·128·128 = 49,152;  12·q·pairs = 1,207,959,552
+//   6·N·T = 239,176,007,680;  6·(C² + C·K) = 31,891,968;  sum 240,415,842,816
+TEST(Flops, DecoderHeadsNarrowerThanHiddenAndAlternatingWindows) {
+  FlopModel m{4, 2304, 9216, 3};
+  m.q_hidden = 2048;
+  m.kv_hidden = 1024;
+  m.gated_ffn = true;
+  m.layer_windows = {64, 0, 64, 0};
+  EXPECT_DOUBLE_EQ(matmul_params(m), 311427072.0);
+  EXPECT_DOUBLE_EQ(attention_pairs(m, 128), 49152.0);
+  EXPECT_DOUBLE_EQ(training_flops_per_sequence(m, 128), 240415842816.0);
+  m.layer_windows = {64, 0, 64};  // one per layer, or it is a bug in the family
+  EXPECT_THROW(training_flops_per_sequence(m, 128), InternalError);
+}
+
+// DeBERTa-v3-base (L 12, C 768, F 3072, K 3; c2p and p2c over 2 x 256 buckets): BERT's count plus
+// 6·2·L·T·min(512, 2·T)·C: at T = 128, 3,623,878,656 (a row reaches 256 buckets); at T = 512,
+// 28,991,029,248 (all 512).
+TEST(Flops, DebertaCountsItsRelativePositionTerms) {
+  FlopModel m{12, 768, 3072, 3};
+  m.relative_span = 512;
+  m.relative_terms = 2;
+  EXPECT_DOUBLE_EQ(training_flops_per_sequence(m, 128), 70669186560.0);
+  EXPECT_DOUBLE_EQ(training_flops_per_sequence(m, 512), 318904874496.0);
+  const nlohmann::json config = {
+      {"model_type", "deberta-v2"}, {"vocab_size", 1000},          {"hidden_size", 768},
+      {"num_hidden_layers", 12},    {"num_attention_heads", 12},   {"intermediate_size", 3072},
+      {"max_position_embeddings", 512}, {"relative_attention", true}, {"position_buckets", 256},
+      {"pos_att_type", "p2c|c2p"},  {"share_att_key", true},       {"type_vocab_size", 0},
+      {"position_biased_input", false}};
+  const FlopModel from_config = make_deberta_backbone(DebertaConfig::from_json(config, "c"))->flops();
+  EXPECT_EQ(from_config.relative_span, 512);
+  EXPECT_EQ(from_config.relative_terms, 2);
 }
 
 TEST(Flops, FromEncoderConfig) {

@@ -17,6 +17,7 @@
 #include "io/safetensors.h"
 #include "run_cli.h"
 #include "run_files.h"
+#include "trajectory_compare.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -60,40 +61,7 @@ class MicroBatch : public ::testing::Test {
 
   // Per-step losses within 1e-5 relative, weights within 1e-4 of each tensor's largest value.
   void expect_same_trajectory(const std::string& a, const std::string& b) {
-    SCOPED_TRACE(a + " vs " + b);
-    const auto la = step_losses(run_dir(a)), lb = step_losses(run_dir(b));
-    ASSERT_EQ(la.size(), 16u);
-    ASSERT_EQ(lb.size(), la.size());
-    double loss_rel = 0;
-    for (const auto& [step, loss] : la) {
-      ASSERT_TRUE(lb.count(step)) << step;
-      const double rel = std::fabs(lb.at(step) - loss) / std::fabs(loss);
-      EXPECT_LT(rel, 1e-5) << "step " << step << ": " << loss << " vs " << lb.at(step);
-      loss_rel = std::max(loss_rel, rel);
-    }
-    const auto wa = weights(run_dir(a)), wb = weights(run_dir(b));
-    ASSERT_EQ(wa.size(), wb.size());
-    double weight_rel = 0;
-    for (const auto& [name, va] : wa) {
-      // The attention key bias adds q . b_k to every score of a query row, which the softmax
-      // cancels: its gradient is zero in exact arithmetic, so what it gets is float rounding noise
-      // of the summation order, which Adam's normalisation turns into steps of +-lr. It does not
-      // change any output (the per-step losses above are computed through it).
-      if (name.find("attention.self.key.bias") != std::string::npos) continue;
-      const auto& vb = wb.at(name);
-      ASSERT_EQ(va.size(), vb.size()) << name;
-      double scale = 1e-12, diff = 0;
-      for (size_t i = 0; i < va.size(); ++i) {
-        scale = std::max(scale, double(std::fabs(va[i])));
-        diff = std::max(diff, double(std::fabs(va[i] - vb[i])));
-      }
-      EXPECT_LT(diff / scale, 1e-4) << name;
-      weight_rel = std::max(weight_rel, diff / scale);
-    }
-    std::printf(
-        "%s vs %s: max step-loss difference %.3g relative, max weight difference %.3g "
-        "relative\n",
-        a.c_str(), b.c_str(), loss_rel, weight_rel);
+    test::expect_same_trajectory(run_dir(a), run_dir(b), {16, 1e-5, 1e-4});
   }
 
   void expect_batching(const std::string& run, int micro, int accumulation) {

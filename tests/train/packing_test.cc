@@ -16,6 +16,7 @@
 #include "train/memory_planner.h"
 #include "run_cli.h"
 #include "run_files.h"
+#include "trajectory_compare.h"
 #include "test_util.h"
 #include "tiny_model.h"
 
@@ -47,36 +48,10 @@ class Packing : public ::testing::Test {
   }
 
   // Per-step losses within 1e-6 relative, weights within 1e-5 of each tensor's largest value
-  // (the attention key bias aside: its exact gradient is zero, micro_batch_test.cc says why).
+  // (trajectory_compare.h).
   void expect_same_trajectory(const std::string& a, const std::string& b,
                               const std::string& weights_file = "/model/model.safetensors") {
-    SCOPED_TRACE(a + " vs " + b);
-    const auto la = step_losses(run_dir(a)), lb = step_losses(run_dir(b));
-    ASSERT_EQ(la.size(), 16u);
-    ASSERT_EQ(lb.size(), la.size());
-    double loss_rel = 0, weight_rel = 0;
-    for (const auto& [step, loss] : la) {
-      const double rel = std::fabs(lb.at(step) - loss) / std::fabs(loss);
-      EXPECT_LT(rel, 1e-6) << "step " << step << ": " << loss << " vs " << lb.at(step);
-      loss_rel = std::max(loss_rel, rel);
-    }
-    const auto wa = tensor_values(run_dir(a) + weights_file),
-               wb = tensor_values(run_dir(b) + weights_file);
-    ASSERT_EQ(wa.size(), wb.size());
-    for (const auto& [name, va] : wa) {
-      if (name.find("attention.self.key.bias") != std::string::npos) continue;
-      const auto& vb = wb.at(name);
-      ASSERT_EQ(va.size(), vb.size()) << name;
-      double scale = 1e-12, diff = 0;
-      for (size_t i = 0; i < va.size(); ++i) {
-        scale = std::max(scale, double(std::fabs(va[i])));
-        diff = std::max(diff, double(std::fabs(va[i] - vb[i])));
-      }
-      EXPECT_LT(diff / scale, 1e-5) << name;
-      weight_rel = std::max(weight_rel, diff / scale);
-    }
-    std::printf("%s vs %s: max step-loss difference %.3g relative, max weight difference %.3g\n",
-                a.c_str(), b.c_str(), loss_rel, weight_rel);
+    test::expect_same_trajectory(run_dir(a), run_dir(b), {16, 1e-6, 1e-5, weights_file});
   }
 
   TempDir tmp_;

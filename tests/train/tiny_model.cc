@@ -80,7 +80,9 @@ std::vector<std::string> logged_metrics(const std::string& run_dir) {
   std::ifstream in(run_dir + "/metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
     auto j = nlohmann::json::parse(line);
-    for (const char* k : {"seconds", "samples_per_s", "tokens_per_s"}) j.erase(k);
+    for (const char* k : {"seconds", "samples_per_s", "tokens_per_s", "input_wait_fraction",
+                          "gpu_util_percent", "gpu_memory_used_bytes"})
+      j.erase(k);
     out.push_back(j.dump());
   }
   return out;

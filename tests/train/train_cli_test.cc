@@ -54,7 +54,13 @@ TEST_F(TrainCli, LearnsTheTaskAndWritesARunDirectory) {
   std::ifstream metrics(run + "/metrics.jsonl");
   for (std::string line; std::getline(metrics, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j["split"] == "train") train_losses.push_back(j["loss"].get<double>());
+    if (j["split"] != "train") continue;
+    train_losses.push_back(j["loss"].get<double>());
+    // Each log interval says how much of it the trainer spent waiting for input.
+    ASSERT_TRUE(j.contains("input_wait_fraction")) << line;
+    EXPECT_GE(j["input_wait_fraction"].get<double>(), 0.0);
+    EXPECT_LE(j["input_wait_fraction"].get<double>(), 1.0);
+    EXPECT_FALSE(j.contains("gpu_util_percent")) << "a CPU run has no GPU sampler";
   }
   ASSERT_GE(train_losses.size(), 4u);
   EXPECT_LT(train_losses.back(), 0.5 * train_losses.front());
