@@ -3,8 +3,10 @@
 // of a fixed batch of 32, and how long planning takes. bench/memory_plan_bench.sh times training
 // steps at the planned batch next to batch 32 with train_step_bench.
 //
-//   memory_plan_bench --model bert-base|minilm [--seq 128,256,512] [--memory 24GiB ...] [--json]
-//   (without --memory: this machine's available memory; budget = 0.95 of it)
+//   memory_plan_bench --model bert-base|minilm|deberta-v3-base|deberta-v3-large [--seq 128,256,512]
+//                     [--memory 24GiB ...] [--at 1,2] [--json]
+//   (without --memory: this machine's available memory; budget = 0.95 of it; --at: also the
+//   planned bytes at these micro-batch sizes, to set next to a measured peak)
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -25,7 +27,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> memories;
   double fraction = 0.95;
   bool json = false;
-  app.add_option("--model", model, "bert-base or minilm");
+  std::vector<int64_t> at;
+  app.add_option("--model", model, "minilm, bert-base, deberta-v3-base or deberta-v3-large");
+  app.add_option("--at", at, "also plan these micro-batch sizes")->delimiter(',');
   app.add_option("--seq", seqs, "sequence lengths")->delimiter(',');
   app.add_option("--memory", memories, "device memory sizes to plan for (default: this machine)");
   app.add_option("--fraction", fraction, "share of the memory the plan may use");
@@ -55,8 +59,12 @@ int main(int argc, char** argv) {
         const size_t at_max =
             off > 0 ? plan_memory(target, off, GradientCheckpointing::Off).total : 0;
         const size_t at_32 = plan_memory(target, 32, GradientCheckpointing::Off).total;
+        nlohmann::json at_rows = nlohmann::json::object();
+        for (int64_t rows : at)
+          at_rows[std::to_string(rows)] = plan_memory(target, rows, GradientCheckpointing::Off).total;
         if (json) {
           std::cout << nlohmann::json{{"model", model},         {"memory", name},
+                                      {"planned_bytes_at", at_rows},
                                       {"memory_bytes", memory}, {"budget_bytes", budget},
                                       {"seq", seq},             {"largest_micro_batch", off},
                                       {"largest_with_checkpointing", on},
@@ -70,6 +78,9 @@ int main(int argc, char** argv) {
           std::cout << fmt::format("{:<34} {:>5} {:>9} {:>9} {:>12} {:>12} {:>9.2f}\n", name, seq,
                                    off, on, format_bytes(at_max),
                                    format_bytes(at_32) + (at_32 <= budget ? "" : " (!)"), ms);
+          for (int64_t rows : at)
+            std::cout << fmt::format("{:<34} {:>5} plan at {} rows: {}\n", "", seq, rows,
+                                     format_bytes(at_rows[std::to_string(rows)].get<size_t>()));
         }
       }
     if (!json) std::cout << "(!): a fixed batch of 32 does not fit the budget\n";

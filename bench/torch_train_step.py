@@ -12,19 +12,25 @@ random token ids with every position real (no padding). The step is identical in
     python bench/torch_train_step.py --model bert-base --batch 32 --seq 128 --steps 5 --json
 
 Prints ms/step and samples/s (median over the timed steps, after warmup); --json adds one
-machine-readable line starting with '{'.
+machine-readable line starting with '{'. It also reports the process's peak resident memory
+(getrusage ru_maxrss: the whole process, Python and torch included; on a CPU this is the peak that
+torch has no allocator statistics for) and the resident memory before the first step, so a run
+with a step or two gives HF's peak training memory next to ftune's plan (bench/deberta_memory.sh).
 """
 
 import argparse
 import json
 import platform
+import resource
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import BertConfig, BertForSequenceClassification, DebertaV2Config, DebertaV2ForSequenceClassification
+from transformers import (BertConfig, BertForSequenceClassification, DebertaV2Config,
+                          DebertaV2ForSequenceClassification, ModernBertConfig,
+                          ModernBertForSequenceClassification)
 
 MODELS = {
     # sentence-transformers/all-MiniLM-L6-v2 is this geometry (MiniLM-L6-H384).
@@ -32,12 +38,38 @@ MODELS = {
     "bert-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     # microsoft/deberta-v3-base's config.json (eager attention: HF has no SDPA path for it).
     "deberta-v3-base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+    "deberta-v3-large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
+    # answerdotai/ModernBERT-base's config.json (22 layers, every third global, local window 128).
+    "modernbert-base": dict(hidden_size=768, num_hidden_layers=22, num_attention_heads=12, intermediate_size=1152),
 }
+MODERNBERT_BASE = dict(
+    vocab_size=50368, max_position_embeddings=8192, global_attn_every_n_layers=3, local_attention=128,
+    global_rope_theta=160000.0, local_rope_theta=10000.0, norm_eps=1e-5, pad_token_id=50283,
+    hidden_activation="gelu", classifier_activation="gelu", classifier_pooling="mean",
+)
 DEBERTA_V3 = dict(
     vocab_size=128100, max_position_embeddings=512, type_vocab_size=0, relative_attention=True,
     position_buckets=256, max_relative_positions=-1, pos_att_type=["p2c", "c2p"], share_att_key=True,
     norm_rel_ebd="layer_norm", position_biased_input=False, layer_norm_eps=1e-7, pooler_hidden_act="gelu",
 )
+
+
+def time_steps(step, warmup, steps):
+    """Runs step() warmup times untimed, then `steps` times; returns the timed seconds."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def rss_now():
+    """Resident memory of this process now (bytes), from /proc/self/statm."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
 
 
 def make_optimizer(params, impl, lr=2e-5):
@@ -81,6 +113,14 @@ def main():
         )
         model = DebertaV2ForSequenceClassification(config)
         args.attn = "eager"
+    elif args.model.startswith("modernbert"):
+        # Dropout as in fine-tuning recipes (0.1 on the MLP, attention and head); HF's padded path
+        # (transformers 5 has no unpadded one without flash-attn): --attn sdpa or eager.
+        config = ModernBertConfig(
+            **MODERNBERT_BASE, mlp_dropout=0.1, attention_dropout=0.1, classifier_dropout=0.1,
+            num_labels=2, attn_implementation=args.attn, **MODELS[args.model],
+        )
+        model = ModernBertForSequenceClassification(config)
     else:
         config = BertConfig(
             vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
@@ -99,27 +139,25 @@ def main():
     input_ids[:, -1] = 102  # [SEP]
     input_ids = input_ids.clamp(max=config.vocab_size - 1)
     token_type_ids = torch.zeros_like(input_ids)
-    if config.type_vocab_size > 1:
+    if getattr(config, "type_vocab_size", 0) > 1:
         token_type_ids[:, args.seq // 2:] = 1  # a text pair: second half is segment B
     attention_mask = torch.ones_like(input_ids)
     labels = torch.randint(0, 2, (args.batch,), generator=gen)
 
+    rss_before = rss_now()
+
     def step():
-        logits = step_model(input_ids=input_ids, token_type_ids=token_type_ids, attention_mask=attention_mask).logits
+        inputs = dict(input_ids=input_ids, attention_mask=attention_mask)
+        if hasattr(config, "type_vocab_size"):  # ModernBERT reads no token types
+            inputs["token_type_ids"] = token_type_ids
+        logits = step_model(**inputs).logits
         loss = F.cross_entropy(logits, labels)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         return loss.item()
 
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-
+    times = time_steps(step, args.warmup, args.steps)
     median = statistics.median(times)
     result = {
         "bench": "torch_train_step",
@@ -141,6 +179,8 @@ def main():
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "cpu": platform.processor() or platform.machine(),
+        "rss_before_first_step_bytes": rss_before,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     print(
         f"torch {args.model} ({n_params / 1e6:.1f}M params) batch {args.batch} x {args.seq}, "

@@ -1,10 +1,13 @@
 // Times a full training step — forward, cross-entropy, backward, gradient clipping and AdamW — of
 // an all-MiniLM-L6-v2-sized or BERT-base-sized classifier at batch 32 x 128 tokens (random
 // weights and tokens, no padding, dropout 0.1 on, as in training). bench/compare_train_step.sh
-// runs it next to the PyTorch peer (bench/torch_train_step.py) with the same thread count.
+// runs it next to the PyTorch peer (bench/torch_train_step.py) with the same thread count. With
+// --lora R: LoRA r=R (alpha 2R, dropout 0.05) on every linear layer, AdamW over what it trains
+// (bench/compare_decoder_step.sh: the ~100M Llama against PyTorch + PEFT).
 //
-//   train_step_bench --model minilm|bert-base|deberta-v3-base [--batch 32] [--seq 128] [--threads N]
-//                    [--steps 10] [--warmup 2] [--json]
+//   train_step_bench --model minilm|bert-base|deberta-v3-base|modernbert-base|llama-100m
+//                    [--batch 32] [--seq 128] [--lora R] [--threads N] [--steps 10] [--warmup 2]
+//                    [--json]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -26,9 +29,11 @@ int main(int argc, char** argv) {
   CLI::App app{"ftune training-step benchmark"};
   std::string model = "minilm";
   int64_t batch = 32, seq = 128;
-  int threads = 0, steps = 10, warmup = 2;
+  int threads = 0, steps = 10, warmup = 2, lora = 0;
   bool json = false;
-  app.add_option("--model", model, "minilm, bert-base or deberta-v3-base");
+  app.add_option("--model", model,
+                 "minilm, bert-base, deberta-v3-base, modernbert-base or llama-100m");
+  app.add_option("--lora", lora, "LoRA rank on every linear layer (0: full fine-tuning)");
   app.add_option("--batch", batch);
   app.add_option("--seq", seq);
   app.add_option("--threads", threads, "compute threads (default: all cores)");
@@ -40,8 +45,16 @@ int main(int argc, char** argv) {
   try {
     set_compute_threads(threads);
     const ModelSpec config = bench::bench_model_config(model);
-    SequenceClassifier clf(config, {batch, seq, true});
-    AdamW adamw(clf.params(), AdamWOptions{2e-5f, 0.9f, 0.999f, 1e-8f, 0.01f});
+    ClassifierOptions options{batch, seq, true};
+    if (lora > 0) {
+      options.adapters.method = PeftMethod::Lora;
+      options.adapters.r = lora;
+      options.adapters.alpha = 2.0f * static_cast<float>(lora);
+      options.adapters.dropout = 0.05f;
+      options.adapters.target_modules = {"all-linear"};
+    }
+    SequenceClassifier clf(config, options);
+    AdamW adamw(clf.trainable_params(), AdamWOptions{2e-5f, 0.9f, 0.999f, 1e-8f, 0.01f});
     ArenaPlan plan;
     clf.add_to_plan(plan);
     adamw.add_to_plan(plan);
@@ -49,6 +62,7 @@ int main(int argc, char** argv) {
     clf.bind(arena);
     adamw.bind(arena);
     init_all_params_like_hf(clf, 1);
+    if (lora > 0) clf.init_adapters(2);
 
     std::mt19937_64 rng(7);
     Batch b;
@@ -70,8 +84,8 @@ int main(int argc, char** argv) {
       clf.forward(dropout);
       clf.loss({});
       clf.backward(dropout);
-      const double norm = std::sqrt(grad_sum_of_squares(clf.param_grads()));
-      adamw.step(clf.param_values(), clf.param_grads(), 2e-5f, clip_coefficient(norm, 1.0));
+      const double norm = std::sqrt(grad_sum_of_squares(clf.trainable_grads()));
+      adamw.step(clf.trainable_values(), clf.trainable_grads(), 2e-5f, clip_coefficient(norm, 1.0));
       const double t =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       if (s >= warmup) ms.push_back(t);
@@ -82,10 +96,10 @@ int main(int argc, char** argv) {
     if (json) {
       fmt::print(
           "{{\"impl\": \"ftune\", \"model\": \"{}\", \"batch\": {}, \"seq\": {}, \"threads\": {}, "
-          "\"ms_per_step\": {:.1f}, \"min_ms\": {:.1f}, \"samples_per_s\": {:.2f}, \"arena_mib\": "
-          "{:.1f}}}\n",
-          model, batch, seq, compute_threads(), median, ms.front(), samples,
-          arena.capacity() / double(1 << 20));
+          "\"lora_r\": {}, \"trained_m\": {:.2f}, \"ms_per_step\": {:.1f}, \"min_ms\": {:.1f}, "
+          "\"samples_per_s\": {:.2f}, \"arena_mib\": {:.1f}}}\n",
+          model, batch, seq, compute_threads(), lora, clf.trainable_params().total() / 1e6, median,
+          ms.front(), samples, arena.capacity() / double(1 << 20));
     } else {
       fmt::print(
           "ftune {} {}x{} threads={} params={:.1f}M arena={:.0f} MiB: {:.1f} ms/step (min {:.1f}), "

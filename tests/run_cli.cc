@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -12,10 +13,10 @@
 
 namespace ftune::test {
 
-CliResult run_ftune(const std::string& args, const std::string& env, Streams streams) {
+namespace {
+
+CliResult run_ftune_command(const std::string& cmd) {
   CliResult r;
-  const std::string cmd = (env.empty() ? "" : env + " ") + ftune_binary() + " " + args +
-                          (streams == Streams::kBoth ? " 2>&1" : " 2>/dev/null");
   FILE* pipe = popen(cmd.c_str(), "r");
   if (!pipe) return r;
   char buf[4096];
@@ -24,6 +25,32 @@ CliResult run_ftune(const std::string& args, const std::string& env, Streams str
   const int status = pclose(pipe);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+}  // namespace
+
+CliResult run_ftune(const std::string& args, const std::string& env, Streams streams) {
+  return run_ftune_command((env.empty() ? "" : env + " ") + ftune_binary() + " " + args +
+                           (streams == Streams::kBoth ? " 2>&1" : " 2>/dev/null"));
+}
+
+CliResult run_ftune_ranks(int ranks, const std::string& args, const std::string& rank_env) {
+  std::string cmd =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe --bind-to none ";
+  if (rank_env.empty()) {
+    cmd += "-np " + std::to_string(ranks) + " " + ftune_binary() + " " + args;
+  } else {
+    if (ranks > 1) cmd += "-np " + std::to_string(ranks - 1) + " " + ftune_binary() + " " + args + " : ";
+    std::string exports;
+    for (size_t i = 0; i < rank_env.size();) {  // each NAME=value word as -x NAME=value
+      const size_t end = std::min(rank_env.find(' ', i), rank_env.size());
+      if (end > i) exports += "-x " + rank_env.substr(i, end - i) + " ";
+      i = end + 1;
+    }
+    cmd += "-np 1 " + exports + ftune_binary() + " " + args;
+  }
+  return run_ftune_command(cmd + " 2>&1");
 }
 
 pid_t spawn_ftune(const std::string& args, const std::string& log, const std::string& env) {

@@ -21,6 +21,11 @@ enum class Streams { kBoth, kStdout };
 CliResult run_ftune(const std::string& args, const std::string& env = "",
                     Streams streams = Streams::kBoth);
 
+// `ftune args` as `ranks` ranks of one data-parallel run under OpenMPI's mpirun (allowed to run as
+// root, oversubscribing the cores, unbound). `rank_env` ("NAME=value ..."), when given, is set for
+// the last rank alone (a fault injected into one rank).
+CliResult run_ftune_ranks(int ranks, const std::string& args, const std::string& rank_env = "");
+
 // Starts `ftune args` in the background with stdout and stderr going to `log`; returns the pid of
 // the ftune process itself (the shell execs it). `env` is "NAME=value ..." assignments.
 pid_t spawn_ftune(const std::string& args, const std::string& log, const std::string& env = "");

@@ -24,6 +24,7 @@ DEBIAN_PACKAGES=(
   libpq-dev postgresql   # hpo: PostgreSQL study storage (client library; server for its tests)
   libcpp-httplib-dev     # ftune dashboard: the HTTP server
   chromium               # tests: the dashboard's pages driven in headless Chromium
+  libopenmpi-dev openmpi-bin  # data-parallel training: mpirun starts the ranks, MPI reduces on CPUs
 )
 
 missing=()

@@ -13,6 +13,13 @@ Cases:
     mistral_pair MistralForSequenceClassification: GQA, sliding_window 4 (shorter than the rows)
     qwen3_pair   Qwen3ForSequenceClassification: q_norm / k_norm per head, explicit head_dim 6 with
                  hidden 40 (not heads x head_dim), attention_bias (q/k/v/o), layer 1 sliding (4)
+    gemma2_pair  Gemma2ForSequenceClassification: 3 layers alternating sliding (4) / full / sliding,
+                 GQA 8 / 2, head_dim 10, GeGLU (gelu_pytorch_tanh), (1 + w) RMSNorms before and
+                 after attention and MLP, attn_logit_softcapping 3 (active: scores reach it),
+                 query_pre_attn_scalar 20 (not head_dim), embeddings x sqrt(48)
+    gemma3_pair  Gemma3TextForSequenceClassification: as Gemma 2 without soft-capping, plus q/k
+                 (1 + w) norms, attention_bias, RoPE bases 10000 (sliding layers, default) and 100
+                 (full layers, linear factor 2), layer_types from sliding_window_pattern 2
 
     python tools/make_decoder_fixtures.py [--out tests/fixtures/engine]
 """
@@ -33,6 +40,10 @@ from transformers import (
     LlamaForSequenceClassification,
     Qwen2Config,
     Qwen2ForSequenceClassification,
+    Gemma2Config,
+    Gemma2ForSequenceClassification,
+    Gemma3TextConfig,
+    Gemma3TextForSequenceClassification,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,7 +70,8 @@ BATCH, SEQ = 4, 13
 INIT_NOTE = (
     "HF _init_weights (normal(0, initializer_range) for Linear/Embedding weights, the embedding's "
     "padding_idx row 0), then every bias ~ normal(0, 0.1) and every RMSNorm weight ~ 1 + "
-    "normal(0, 0.1), so that a dropped or swapped bias / norm weight shows in the logits"
+    "normal(0, 0.1) (Gemma's, which scale by 1 + w: normal(0, 0.1)), so that a dropped or swapped "
+    "bias / norm weight shows in the logits"
 )
 
 
@@ -87,8 +99,9 @@ def build(model_cls, config, seed):
         for name, p in model.named_parameters():
             if name.endswith("bias"):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
-            elif "norm" in name:
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=gen))
+            elif "norm" in name:  # Gemma's RMSNorms scale by 1 + w
+                offset = 0.0 if config.model_type.startswith("gemma") else 1.0
+                p.copy_(offset + 0.1 * torch.randn(p.shape, generator=gen))
     model.config._attn_implementation = "eager"
     return model
 
@@ -117,7 +130,7 @@ def training_case(out_root, name, model, inputs, lengths, labels, loss_cfg, opt_
         "case": name,
         "model_type": config.model_type,
         "architecture": type(model).__name__,
-        "hidden_act": config.hidden_act,
+        "hidden_act": getattr(config, "hidden_act", None) or config.hidden_activation,
         "num_labels": config.num_labels,
         "attn_implementation": "eager",
         "dropout": "attention_dropout 0.0 (saved so in model/config.json)",
@@ -158,6 +171,10 @@ def common(num_labels):
                 num_labels=num_labels)
 
 
+# Gemma: 3 layers (sliding, full, sliding), GQA 4, head_dim 10 (hidden 48 is no multiple of it).
+GEMMA = dict(common(3), num_hidden_layers=3, num_key_value_heads=2, head_dim=10, sliding_window=4,
+             query_pre_attn_scalar=20)
+
 CASES = {
     "llama_pair": lambda: build(
         LlamaForSequenceClassification,
@@ -186,6 +203,21 @@ CASES = {
                     use_sliding_window=True, sliding_window=4, max_window_layers=1,
                     rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
         seed=14,
+    ),
+    "gemma2_pair": lambda: build(
+        Gemma2ForSequenceClassification,
+        Gemma2Config(**GEMMA, hidden_activation="gelu_pytorch_tanh", attn_logit_softcapping=3.0,
+                     rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+        seed=15,
+    ),
+    "gemma3_pair": lambda: build(
+        Gemma3TextForSequenceClassification,
+        Gemma3TextConfig(**GEMMA, hidden_activation="gelu_pytorch_tanh", attention_bias=True,
+                         sliding_window_pattern=2,
+                         rope_parameters=dict(
+                             full_attention=dict(rope_type="linear", rope_theta=100.0, factor=2.0),
+                             sliding_attention=dict(rope_type="default", rope_theta=10000.0))),
+        seed=16,
     ),
 }
 

@@ -59,6 +59,9 @@ DROPOUT_SEED = 5
 DECODER_SITES = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                  "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
 DECODER_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# The ModernBERT family's sites (models/modernbert.h ModernBertSite); head.dense is kind 0 of the
+# layer past the last (NUM_LAYERS, set from the base model's config).
+MODERNBERT_SITES = ["attn.Wqkv", "attn.Wo", "mlp.Wi", "mlp.Wo"]
 
 
 CASES = {
@@ -95,6 +98,31 @@ CASES = {
     "mistral_dora_dropout": dict(base="mistral_pair", r=3, lora_alpha=6, use_dora=True,
                                  lora_dropout=0.1, target_modules=DECODER_LINEAR),
     "qwen3_lora": dict(base="qwen3_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
+    # Gemma 2 (soft-capped attention, sandwich norms, scaled embeddings): LoRA everywhere; Gemma 3
+    # (q/k norms, two RoPE bases, biases): DoRA with adapter dropout.
+    "gemma2_lora": dict(base="gemma2_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
+    "gemma3_dora_dropout": dict(base="gemma3_pair", r=3, lora_alpha=6, use_dora=True,
+                                lora_dropout=0.1, target_modules=DECODER_LINEAR),
+    # DeBERTa-v3 (share_att_key): HF runs key_proj / query_proj on the relative embeddings too, so
+    # their adapters act there as well.
+    "deberta_v3_lora": dict(base="deberta_v3_pair", r=4, lora_alpha=8,
+                            target_modules=["query_proj", "key_proj", "value_proj"]),
+    # DoRA on all of q / k / v (no fused GEMM) and every dense, the pooler's included.
+    "deberta_v3_dora": dict(base="deberta_v3_pair", r=4, lora_alpha=8, use_dora=True,
+                            target_modules=["query_proj", "key_proj", "value_proj", "dense"]),
+    # DoRA with adapter dropout everywhere: the positional calls draw their own masks.
+    "deberta_v3_dora_dropout": dict(base="deberta_v3_pair", r=3, lora_alpha=6, use_dora=True,
+                                    lora_dropout=0.25, target_modules="all-linear"),
+    # DeBERTa-v2's separate pos_key_proj / pos_query_proj as targets; rsLoRA; pooler saved whole.
+    "deberta_v2_lora": dict(base="deberta_v2_pair", r=4, lora_alpha=6, use_rslora=True,
+                            target_modules=["key_proj", "pos_key_proj", "pos_query_proj",
+                                            "intermediate.dense"],
+                            modules_to_save=["pooler"]),
+    # ModernBERT (tools/make_modernbert_fixtures.py): the fused Wqkv, "Wo" (attn.Wo and mlp.Wo by
+    # PEFT's suffix rule) and Wi; DoRA with dropout on all-linear, which adapts head.dense too.
+    "modernbert_lora": dict(base="modernbert_cls", r=4, lora_alpha=8, target_modules=["Wqkv", "Wo", "Wi"]),
+    "modernbert_dora_dropout": dict(base="modernbert_mean", r=3, lora_alpha=6, use_dora=True,
+                                    lora_dropout=0.1, target_modules="all-linear"),
 }
 
 # ftune's Philox sites of the adapters' input dropouts (models/adapters.h, classification_head.h).
@@ -102,13 +130,33 @@ SITES = ["attention.self.query", "attention.self.key", "attention.self.value",
          "attention.output.dense", "intermediate.dense", "output.dense"]
 
 
-def dropout_site(module):
-    """ftune's Philox site of the input dropout of adapted module `module` (ftune's name)."""
+# The DeBERTa family's (models/deberta_weights.h DebertaSite): kinds 6 / 7 are also the streams of
+# the positional calls of key_proj / query_proj under share_att_key.
+DEBERTA_SITES = ["attention.self.query_proj", "attention.self.key_proj",
+                 "attention.self.value_proj", "attention.output.dense", "intermediate.dense",
+                 "output.dense", "attention.self.pos_key_proj", "attention.self.pos_query_proj"]
+NUM_LAYERS = {"n": 0}  # the case's layer count (DeBERTa's pooler site is past the last layer)
+
+
+def dropout_site(module, positional=False):
+    """ftune's Philox site of the input dropout of adapted module `module` (ftune's name);
+    positional: DeBERTa's call of key_proj / query_proj on the relative embeddings."""
     if module == "bert.pooler.dense":
         return 0x10002
+    if module == "pooler.dense":  # DeBERTa's
+        return 0x20000 + 8 * NUM_LAYERS["n"]
+    if module.startswith("deberta.encoder.layer."):
+        layer, site = module.removeprefix("deberta.encoder.layer.").split(".", 1)
+        if positional:
+            site = {"attention.self.key_proj": "attention.self.pos_key_proj",
+                    "attention.self.query_proj": "attention.self.pos_query_proj"}[site]
+        return 0x20000 + 8 * int(layer) + DEBERTA_SITES.index(site)
+    if module == "head.dense":  # ModernBERT's
+        return 0x20000 + 8 * NUM_LAYERS["n"]
     if module.startswith("model.layers."):
         layer, site = module.removeprefix("model.layers.").split(".", 1)
-        return 0x20000 + 8 * int(layer) + DECODER_SITES.index(site)
+        kind = DECODER_SITES.index(site) if site in DECODER_SITES else MODERNBERT_SITES.index(site)
+        return 0x20000 + 8 * int(layer) + kind
     layer, site = module.split(".encoder.layer.")[1].split(".", 1)
     return 0x20000 + 8 * int(layer) + SITES.index(site)
 
@@ -129,10 +177,11 @@ def philox_uniforms(seed, site, offset, n):
     return (words >> np.uint64(8)).astype(np.float64) / 16777216.0
 
 
-def ftune_mask(module, p, step, shape):
+def ftune_mask(module, p, step, shape, positional=False):
     """ftune's dropout multipliers for `module`'s input of `shape` at optimizer step `step`."""
     n = int(np.prod(shape))
-    keep = philox_uniforms(DROPOUT_SEED, dropout_site(module), step, n) >= float(np.float32(p))
+    site = dropout_site(module, positional)
+    keep = philox_uniforms(DROPOUT_SEED, site, step, n) >= float(np.float32(p))
     scale = np.float32(1.0) / (np.float32(1.0) - np.float32(p))
     return torch.from_numpy(np.where(keep, scale, np.float32(0.0)).astype(np.float32).reshape(shape))
 
@@ -147,8 +196,13 @@ class FtuneDropout(torch.nn.Module):
     def forward(self, x):
         if not self.training:
             return x
-        mask = ftune_mask(self.module, self.p, self.clock["step"], tuple(x.shape))
-        self.clock.setdefault("masks", {})[self.module] = mask
+        # DeBERTa's key_proj / query_proj on the relative embeddings (1, 2S, C) under
+        # share_att_key (the content calls see the batch, B > 1).
+        positional = (self.module.endswith((".self.key_proj", ".self.query_proj"))
+                      and x.dim() == 3 and x.shape[0] == 1)
+        mask = ftune_mask(self.module, self.p, self.clock["step"], tuple(x.shape), positional)
+        if not positional:
+            self.clock.setdefault("masks", {})[self.module] = mask
         return x * mask
 
 
@@ -179,6 +233,7 @@ def make_case(out_root, name, spec):
     p_drop = spec.pop("lora_dropout", 0.0)
     torch.manual_seed(1234)
     model = load_base(base)
+    NUM_LAYERS["n"] = model.config.num_hidden_layers
     cfg = LoraConfig(task_type=TaskType.SEQ_CLS, lora_dropout=p_drop, **spec)
     pm = get_peft_model(model, cfg)
     clock = {"step": 0}

@@ -16,5 +16,6 @@ void add_export_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_dashboard_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace ftune::cli

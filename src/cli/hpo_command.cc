@@ -20,6 +20,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "core/device.h"
 #include "core/error.h"
 #include "hpo/command_objective.h"
 #include "hpo/interrupt.h"
@@ -39,6 +40,7 @@ namespace {
 
 struct HpoArgs {
   std::string config, study, storage, format, output;
+  std::string device;  // hpo run --device: every trial's training.device
   int64_t trials = -1;
   double timeout_s = 0;
   bool trials_given = false, timeout_given = false;
@@ -70,6 +72,10 @@ void run_search(const HpoArgs& a) {
   }
   if (c.storage.empty())
     throw InputError(fmt::format("{}: no storage: set 'storage:' or pass --storage URL", c.path));
+  if (!a.device.empty()) {  // this worker's device for every trial (one GPU per worker)
+    parse_device(a.device);  // cpu, cuda or cuda:N, else InputError
+    c.fixed["training.device"] = a.device;
+  }
   const hpo::SearchSpace space = hpo::SearchSpace::parse(c.space, c.path + ": space");
   auto sampler = hpo::make_sampler(c.sampler, c.path + ": sampler", c.direction, c.seed);
   auto pruner = hpo::make_pruner(c.pruner, c.path + ": pruner", c.direction, c.study_name);
@@ -161,6 +167,9 @@ void add_hpo_command(CLI::App& app) {
       run->add_option("--trials", args->trials, "Stop when this many trials of the study are done");
   CLI::Option* timeout =
       run->add_option("--timeout", args->timeout_s, "Start no trial after this many seconds");
+  run->add_option("--device", args->device,
+                  "Train every trial of this worker on this device (cpu, cuda:K): several workers "
+                  "on one machine each take their own GPU");
   run->callback([args, trials, timeout] {
     args->trials_given = trials->count() > 0;
     args->timeout_given = timeout->count() > 0;

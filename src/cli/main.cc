@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "train/process_group.h"
 
 namespace {
 
@@ -40,6 +41,18 @@ std::string unknown_verb(CLI::App& app, int argc, char** argv) {
   return "'" + path + "' needs a command: " + names;
 }
 
+// A command's failure: the message (with the rank, in a data-parallel run) and the exit status.
+// A rank that fails stops every rank (MPI_Abort), so none waits for it in a collective.
+int fail(int code, const char* what, const char* text) {
+  const std::string rank = ftune::rank_prefix();
+  std::fprintf(stderr, "ftune: %s%s%s\n", rank.c_str(), what, text);
+  if (ftune::ProcessGroup::started() && ftune::ProcessGroup::world().distributed()) {
+    std::fflush(stderr);
+    ftune::ProcessGroup::world().abort(code);
+  }
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -56,6 +69,7 @@ int main(int argc, char** argv) {
   ftune::cli::add_plan_command(app);
   ftune::cli::add_report_command(app);
   ftune::cli::add_dashboard_command(app);
+  ftune::cli::add_bench_command(app);
   spdlog::set_default_logger(spdlog::stderr_color_mt("ftune"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {
@@ -69,14 +83,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ftune: error: %s (--help shows the usage)\n", e.what());
     return 2;
   } catch (const ftune::Interrupted& e) {
-    std::fprintf(stderr, "ftune: %s\n", e.what());
+    // Every rank stops at the same step (train/trainer.cc) and ends normally.
+    std::fprintf(stderr, "ftune: %s%s\n", ftune::rank_prefix().c_str(), e.what());
+    ftune::ProcessGroup::finalize();
     return 128 + e.signal();
   } catch (const ftune::Error& e) {
-    std::fprintf(stderr, "ftune: error: %s\n", e.what());
-    return 2;
+    return fail(2, "error: ", e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "ftune: unexpected error: %s\n", e.what());
-    return 2;
+    return fail(2, "unexpected error: ", e.what());
   }
+  ftune::ProcessGroup::finalize();
   return 0;
 }

@@ -15,6 +15,7 @@
 #include "models/sequence_classifier.h"
 #include "text/tokenizer.h"
 #include "train/batch_plan.h"
+#include "train/gradient_reducer.h"
 
 namespace ftune::cli {
 namespace {
@@ -27,16 +28,34 @@ struct PlanArgs {
   std::string config;
   std::string memory;
   bool json = false;
+  int64_t ranks = 1;  // data-parallel ranks (CPU: all on this machine)
   std::vector<std::string> overrides;
 };
 
-int64_t parameter_count(const PlanTarget& t) {
+SequenceClassifier unplanned_model(const PlanTarget& t) {
   ClassifierOptions options;
   options.max_batch = options.max_seq = 1;
   options.training = false;
   options.adapters = t.adapters;
-  const SequenceClassifier model(t.model, options);
+  return SequenceClassifier(t.model, options);
+}
+
+int64_t parameter_count(const PlanTarget& t) {
+  const SequenceClassifier model = unplanned_model(t);
   return model.params().total() + model.adapter_params().total();
+}
+
+// A data-parallel run's gradient reduction (train/gradient_reducer.h): its buckets over the
+// trainable parameters, summed in place (no memory beyond the gradients the plan holds).
+nlohmann::json reduction_json(const PlanTarget& t, const TrainConfig& cfg) {
+  const SequenceClassifier model = unplanned_model(t);
+  const auto elements = static_cast<int64_t>(cfg.training.reduce_bucket_mb * 1024 * 1024 / 4);
+  const std::vector<ReduceBucket> buckets =
+      plan_buckets(model.trainable_params(), std::max<int64_t>(1, elements));
+  return {{"buckets", buckets.size()},
+          {"bucket_mb", cfg.training.reduce_bucket_mb},
+          {"bytes_per_step", model.trainable_params().total() * 4},
+          {"extra_bytes", 0}};
 }
 
 nlohmann::json plan_json(const MemoryPlan& m) {
@@ -66,6 +85,9 @@ void run_plan(const PlanArgs& a) {
   // With --memory the plan is for a device of that size, which need not be this machine's.
   options.device = a.memory.empty() ? training_device(cfg) : parse_device(cfg.training.device);
   if (!a.memory.empty()) options.device_memory = parse_bytes(a.memory, "--memory");
+  if (a.ranks < 1) throw InputError(fmt::format("--ranks {}: expected at least 1", a.ranks));
+  options.ranks = a.ranks;
+  options.local_ranks = options.device.is_cpu() ? a.ranks : 1;  // GPUs: one a rank
   const RunBatchPlan p = plan_run_batch(cfg, model_spec, data, max_length, options);
   const BatchChoice& c = p.choice;
   // Packed micro-batches are token budgets (train/memory_planner.h).
@@ -109,13 +131,17 @@ void run_plan(const PlanArgs& a) {
         {"plan", plan_json(c.checkpointing == GradientCheckpointing::On ? on : off)},
         {"plan_without_checkpointing", plan_json(off)},
         {"plan_with_checkpointing", plan_json(on)}};
+    if (a.ranks > 1) {
+      j["ranks"] = a.ranks;  // the plan above is each rank's
+      j["reduction"] = reduction_json(p.target, cfg);
+    }
     std::cout << j.dump(2) << "\n";
     return;
   }
   std::cout << fmt::format(
       "{} ({} labels, {:.1f}M parameters{}), {} on {}\n"
       "longest sequence {} tokens ({}; data.max_length {})\n"
-      "memory: {} available ({}), budget {} = {}\n{}\n",
+      "memory: {} available ({}), budget {} = {}\n{}{}\n",
       model.architecture, model.num_labels(),
       parameter_count(p.target) / 1e6,
       cfg.peft.enabled() ? fmt::format(", {}", peft_method_name(cfg.peft.method)) : "",
@@ -127,7 +153,16 @@ void run_plan(const PlanArgs& a) {
       p.target.device.is_cpu()
           ? std::string()
           : fmt::format("attention kernel {} ({})\n", attention_kernel_name(p.attention.kernel),
-                        p.attention.reason));
+                        p.attention.reason),
+      a.ranks <= 1 ? std::string() : [&] {
+        const nlohmann::json r = reduction_json(p.target, cfg);
+        return fmt::format(
+            "data-parallel: {} ranks; the plan below is each rank's ({} rows of each step "
+            "batch of {}); gradients summed in place in {} buckets of at most {:g} MiB, {} per "
+            "step\n",
+            a.ranks, c.effective_batch, cfg.effective_batch(), r["buckets"].get<size_t>(),
+            cfg.training.reduce_bucket_mb, format_bytes(r["bytes_per_step"].get<size_t>()));
+      }());
   const char* chosen_off = c.checkpointing == GradientCheckpointing::Off ? " *" : "";
   const char* chosen_on = c.checkpointing == GradientCheckpointing::On ? " *" : "";
   std::cout << fmt::format("micro-batch {}{}   {:>14} {:>14}\n",
@@ -182,6 +217,9 @@ void add_plan_command(CLI::App& app) {
                   "Plan for a device with this much available memory (e.g. 24GiB) instead of "
                   "this machine's");
   cmd->add_flag("--json", a->json, "Print JSON instead of a table");
+  cmd->add_option("--ranks", a->ranks,
+                  "Plan each rank of a data-parallel run of this many ranks (on the CPU: all on "
+                  "this machine, sharing its memory)");
   cmd->add_option("overrides", a->overrides, "section.key=value overrides of the configuration");
   cmd->callback([a] { run_plan(*a); });
 }

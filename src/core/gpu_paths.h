@@ -31,6 +31,8 @@ enum class GpuPath : int {
   AttentionCudnnRefused,  // of AttentionFtune: cuDNN was asked for and refused the shape
   AttentionPackedCudnn,   // of AttentionCudnn: packed (varlen) rows, cuDNN's ragged layout
   AttentionPackedFtune,   // of AttentionFtune: packed (varlen) rows, ftune's varlen kernel
+  // Disentangled attention passes (forward or backward, ops/disentangled_attention.h):
+  DisentangledFused,  // run by the fused tile kernels (the only CUDA path)
   // cuDNN attention plans (cuda/cudnn_attention.h), counted once per shape at build time:
   CudnnPlanBuilds,          // forward + backward graphs built (seconds: their build time)
   CudnnPlanRefusals,        // shapes cuDNN answered "not supported" for

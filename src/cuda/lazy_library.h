@@ -36,6 +36,7 @@ class LazyLibrary {
 // The libraries loaded this way (defined in their loader files; CUDA builds only).
 LazyLibrary& cublaslt_runtime();  // libcublasLt.so.<major of the headers>, $FTUNE_CUBLASLT_LIBRARY
 LazyLibrary& nvrtc_runtime();     // libnvrtc.so.<major>, $FTUNE_NVRTC_LIBRARY
+LazyLibrary& nccl_runtime();      // libnccl.so.<major>, $FTUNE_NCCL_LIBRARY (cuda/nccl.h)
 
 }  // namespace ftune::cuda
 

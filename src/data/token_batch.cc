@@ -53,12 +53,16 @@ TokenBatch layout_rows(const Batch& batch, const std::vector<int32_t>& positions
 }
 
 std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const Batch& step, BatchLayout layout,
-                                                          int64_t max_rows, int64_t max_tokens) {
+                                                          int64_t max_rows, int64_t max_tokens,
+                                                          int64_t begin, int64_t end) {
   FTUNE_ASSERT(max_rows >= 1, "micro-batches of {} rows", max_rows);
+  if (end < 0) end = step.size;
+  FTUNE_ASSERT(0 <= begin && begin <= end && end <= step.size, "rows [{}, {}) of a batch of {}",
+               begin, end, step.size);
   std::vector<std::pair<int64_t, int64_t>> cuts;
-  for (int64_t row0 = 0; row0 < step.size;) {
+  for (int64_t row0 = begin; row0 < end;) {
     int64_t rows = 0, tokens = 0;
-    while (row0 + rows < step.size && rows < max_rows) {
+    while (row0 + rows < end && rows < max_rows) {
       const int64_t len = step.row_length(row0 + rows);
       if (layout == BatchLayout::Packed && rows > 0 && tokens + len > max_tokens) break;
       tokens += len;

@@ -47,6 +47,32 @@ void dora_dropout_forward(const AdapterSiteRun& s, TensorView y, TensorView x, T
 
 }  // namespace
 
+AdapterSiteRun adapter_run(const AdapterSet& ad, const AdapterSet* grads, int64_t layer, int kind) {
+  AdapterSiteRun r;
+  r.w = ad.at(layer, kind);
+  if (grads && grads->any()) r.g = grads->at(layer, kind);
+  r.dora = ad.dora;
+  r.scale = ad.scale;
+  if (ad.dora) {
+    r.weight_sq = ad.weight_sq[layer][kind];
+    r.norm = ad.norm[layer][kind];
+    r.norm_workspace = ad.norm_workspace;
+  }
+  return r;
+}
+
+AdapterSiteRun adapter_site_run(const AdapterSet& ad, const AdapterSet* grads, int64_t layer,
+                                int kind, TensorView weight, TensorView bias, TensorView u,
+                                TensorView z, TensorView h) {
+  AdapterSiteRun r = adapter_run(ad, grads, layer, kind);
+  r.weight = r.gemm_weight = weight;
+  r.bias = bias;
+  r.u = u;
+  r.z = z;
+  r.h = h;
+  return r;
+}
+
 void adapter_site_forward(const AdapterSiteRun& s, TensorView y, TensorView x, TensorView xg,
                           bool y_has_base, bool recompute) {
   const int64_t N = x.dim(0);

@@ -30,6 +30,16 @@ struct AdapterSiteRun {
   LoraDropout dropout;                     // its scratch holds (N, in) floats when p > 0
 };
 
+// The adapter (layer, kind) of `ad`: its weights, its gradients in `grads` (null or empty: none),
+// the method, the scaling and DoRA's caches; the caller adds the frozen linear, the planned
+// buffers and the dropout.
+AdapterSiteRun adapter_run(const AdapterSet& ad, const AdapterSet* grads, int64_t layer, int kind);
+// The same with the frozen weight and bias and the planned u, z and h set; the caller sets
+// gemm_weight (when not `weight`), the staging buffers and the dropout.
+AdapterSiteRun adapter_site_run(const AdapterSet& ad, const AdapterSet* grads, int64_t layer,
+                                int kind, TensorView weight, TensorView bias, TensorView u,
+                                TensorView z, TensorView h);
+
 // y (N, out) = x W^T + b + the adapter's term. x: the adapter's input; xg: the frozen GEMM's (x,
 // or its 16-bit copy). y_has_base: y already holds x W^T + b (a fused GEMM ran). recompute:
 // checkpointing's second forward (the DoRA norms of the first are kept).

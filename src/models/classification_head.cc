@@ -22,6 +22,33 @@ DropoutRows head_rows(const DropoutPlan& d) {
   return DropoutRows{d.row0, 1, 1};
 }
 
+// The pooler's adapter (undefined without one).
+const AdapterWeights* pooler_adapter(const EncoderConfig& c, const AdapterSet& ad) {
+  const AdapterSite s = pooler_adapter_site(c);
+  if (!ad.any() || static_cast<int64_t>(ad.layers.size()) <= s.layer) return nullptr;
+  const AdapterWeights& w = ad.at(s.layer, s.kind);
+  return w.defined() ? &w : nullptr;
+}
+
+// BERT's pooler.dense with its adapter, as models/adapter_site.h runs it (all in fp32: the head
+// reads the fp32 hidden state and the fp32 weights). grads: undefined in forward.
+AdapterSiteRun pooler_run(const EncoderConfig& c, const HeadWeights& w, const HeadActivations& a,
+                          const AdapterSet& ad, const AdapterSet& grads, const DropoutPlan& d) {
+  const AdapterSite s = pooler_adapter_site(c);
+  AdapterSiteRun r = adapter_run(ad, &grads, s.layer, s.kind);
+  r.weight = r.gemm_weight = w.dense_w;
+  r.bias = w.dense_b;
+  r.u = a.lora_u;
+  r.z = a.dora_z;
+  r.h = a.lora_h;
+  r.dropout = LoraDropout{d.training ? ad.dropout : 0.0f,
+                          RngKey{d.seed, pooler_adapter_dropout_site(), d.offset, d.micro},
+                          a.lora_scratch, head_rows(d)};
+  return r;
+}
+
+}  // namespace
+
 // The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch
 // (read on the device: ops/first_token.h).
 void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in) {
@@ -37,42 +64,6 @@ void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInput
   else
     first_token_backward(dhidden, dcls);
 }
-
-// The pooler's adapter (undefined without one).
-const AdapterWeights* pooler_adapter(const EncoderConfig& c, const AdapterSet& ad) {
-  const AdapterSite s = pooler_adapter_site(c);
-  if (!ad.any() || static_cast<int64_t>(ad.layers.size()) <= s.layer) return nullptr;
-  const AdapterWeights& w = ad.at(s.layer, s.kind);
-  return w.defined() ? &w : nullptr;
-}
-
-// BERT's pooler.dense with its adapter, as models/adapter_site.h runs it (all in fp32: the head
-// reads the fp32 hidden state and the fp32 weights). grads: undefined in forward.
-AdapterSiteRun pooler_run(const EncoderConfig& c, const HeadWeights& w, const HeadActivations& a,
-                          const AdapterSet& ad, const AdapterSet& grads, const DropoutPlan& d) {
-  const AdapterSite s = pooler_adapter_site(c);
-  AdapterSiteRun r;
-  r.w = ad.at(s.layer, s.kind);
-  if (grads.any()) r.g = grads.at(s.layer, s.kind);
-  r.dora = ad.dora;
-  r.scale = ad.scale;
-  r.weight = r.gemm_weight = w.dense_w;
-  r.bias = w.dense_b;
-  if (ad.dora) {
-    r.weight_sq = ad.weight_sq[s.layer][s.kind];
-    r.norm = ad.norm[s.layer][s.kind];
-    r.norm_workspace = ad.norm_workspace;
-  }
-  r.u = a.lora_u;
-  r.z = a.dora_z;
-  r.h = a.lora_h;
-  r.dropout = LoraDropout{d.training ? ad.dropout : 0.0f,
-                          RngKey{d.seed, pooler_adapter_dropout_site(), d.offset, d.micro},
-                          a.lora_scratch, head_rows(d)};
-  return r;
-}
-
-}  // namespace
 
 std::vector<std::string> head_param_names(const EncoderConfig& c) {
   if (c.family == ModelFamily::Bert)

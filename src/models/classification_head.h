@@ -28,6 +28,12 @@ struct HeadActivations {
   TensorView lora_u, dora_z, lora_h, lora_scratch;
 };
 
+// The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch
+// (hidden (N, C)); backward: dhidden overwritten, zero but at the first tokens. Also ModernBERT's
+// "cls" pooling (models/modernbert.h).
+void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in);
+void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInputs& in);
+
 // HF names of the head parameters, in the order they are added: dense weight and bias (C x C,
 // C), then the output layer's weight and bias (K x C, K: the only ones sized by the labels).
 std::vector<std::string> head_param_names(const EncoderConfig& config);

@@ -28,7 +28,7 @@ ModelInfo info_of(const DebertaConfig& c) {
   i.attention_dropout = c.attention_dropout;
   i.classifier_dropout = c.cls_dropout;
   i.id2label = c.id2label;
-  i.packing = false;
+  i.packing = true;
   return i;
 }
 
@@ -97,7 +97,8 @@ class DebertaBackbone final : public Backbone {
   std::vector<AdapterSite> adapter_sites() const override { return deberta_adapter_sites(c_); }
 
   std::vector<ClassifierModule> modules() const override {
-    return deberta_modules(c_.num_layers, !c_.share_att_key);
+    return deberta_modules(c_.num_layers, !c_.share_att_key && c_.c2p,
+                           !c_.share_att_key && c_.p2c);
   }
 
   void row_positions(const int32_t*, int64_t n, int32_t* pos) const override {
@@ -122,7 +123,7 @@ class DebertaBackbone final : public Backbone {
 
 }  // namespace
 
-std::vector<ClassifierModule> deberta_known_modules() { return deberta_modules(128, true); }
+std::vector<ClassifierModule> deberta_known_modules() { return deberta_modules(128, true, true); }
 
 std::shared_ptr<const Backbone> make_deberta_backbone(DebertaConfig config) {
   return std::make_shared<DebertaBackbone>(std::move(config));

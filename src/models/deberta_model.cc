@@ -5,8 +5,13 @@
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "core/tensor_columns.h"
+#include "models/adapter_site.h"
+#include "models/adapters.h"
 #include "models/classification_head.h"
 #include "models/deberta_weights.h"
+#include "models/gradient_ready.h"
+#include "models/packed_dropout.h"
 #include "ops/disentangled_attention.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
@@ -21,41 +26,45 @@ namespace ftune {
 namespace {
 
 // Philox sites: the embeddings' dropout, then four per layer.
-uint32_t probs_site(int64_t l) { return static_cast<uint32_t>(1 + 4 * l); }
-uint32_t attn_out_site(int64_t l) { return static_cast<uint32_t>(2 + 4 * l); }
-uint32_t ffn_out_site(int64_t l) { return static_cast<uint32_t>(3 + 4 * l); }
-uint32_t rel_site(int64_t l) { return static_cast<uint32_t>(4 + 4 * l); }
+uint32_t probs_site(int64_t l) {
+  return static_cast<uint32_t>(1 + 4 * l);
+}
+uint32_t attn_out_site(int64_t l) {
+  return static_cast<uint32_t>(2 + 4 * l);
+}
+uint32_t ffn_out_site(int64_t l) {
+  return static_cast<uint32_t>(3 + 4 * l);
+}
+uint32_t rel_site(int64_t l) {
+  return static_cast<uint32_t>(4 + 4 * l);
+}
 
-// Columns [begin, begin + count) of a row-major 2-D view.
-TensorView columns(const TensorView& v, int64_t begin, int64_t count) {
-  TensorView out = v;
-  out.data = static_cast<char*>(v.data) + begin * static_cast<int64_t>(dtype_size(v.dtype));
-  out.shape = Shape{v.dim(0), count};
-  return out;
+constexpr int kind(DebertaSite s) {
+  return static_cast<int>(s);
 }
 
 class DebertaModel final : public BackboneModel {
  public:
   DebertaModel(const DebertaConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {
-    const char* what = shape.compute != DType::F32              ? "mixed precision (bf16 / f16)"
-                       : shape.adapters.enabled()               ? "LoRA / DoRA adapters"
-                       : shape.packed                           ? "packed batches"
-                                                                : nullptr;
-    if (what)
-      throw InputError(fmt::format(
-          "DeBERTa (deberta-v2) does not support {} yet: train it in fp32, padded, with full "
-          "fine-tuning",
-          what));
+    if (shape.compute != DType::F32)
+      throw InputError(
+          "DeBERTa (deberta-v2) does not support mixed precision (bf16 / f16) yet: train it in "
+          "fp32");
   }
 
   void buffers(BufferTable& t) override { deberta_buffers(c_, shape_, a_, t); }
 
   void bind(const BoundParams& p) override {
     w_ = bind_deberta_weights(c_, p.values);
-    if (shape_.training) g_ = bind_deberta_weights(c_, p.grads);
+    ad_ = p.adapters;
+    if (shape_.training) {
+      g_ = bind_deberta_weights(c_, p.grads);
+      adg_ = p.adapter_grads;
+    }
   }
 
-  TensorView forward(const TokenInputs& in, const DropoutPlan& d) override {
+  TensorView forward(const TokenInputs& in, const DropoutPlan& dropout) override {
+    const DropoutPlan d = resolved_on_host(dropout, in);
     const int64_t N = in.tokens(), C = c_.hidden_size, B = in.B;
     const Shape NC{N, C}, N1{N};
     TensorView sum = a_.emb_sum.prefix(NC), x = a_.emb_out.prefix(NC);
@@ -69,24 +78,28 @@ class DebertaModel final : public BackboneModel {
       layer_norm_forward(a_.rel_norm, a_.rel_mean, a_.rel_rstd, w_.rel, w_.rel_ln_w, w_.rel_ln_b,
                          c_.layer_norm_eps);
     for (int64_t l = 0; l < c_.num_layers; ++l) {
-      layer_forward(l, x, in, d);
+      layer_forward(l, x, in, d, /*recompute=*/false);
       x = a_.layers[l].out.prefix(NC);
     }
-    hidden_ = x.reshape({B, in.T, C});
+    hidden_ = in.packed() ? x : x.reshape({B, in.T, C});
     return head_forward(in, d);
   }
 
-  void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& d) override {
+  void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& dropout) override {
+    const DropoutPlan d = resolved_on_host(dropout, in);
     const int64_t N = in.tokens(), C = c_.hidden_size;
     const Shape NC{N, C}, N1{N};
     head_backward(dlogits, in, d);
-    fill_zero(a_.grad_rel);
+    if (g_.rel.defined()) fill_zero(a_.grad_rel);
+    // Frozen embeddings (adapters): nothing below layer 0 needs a gradient.
+    const bool embeddings_train = g_.word.defined() || g_.emb_ln_w.defined();
     for (int64_t l = c_.num_layers - 1; l >= 0; --l) {
       const TensorView x = l > 0 ? a_.layers[l - 1].out.prefix(NC) : a_.emb_out.prefix(NC);
       // Checkpointing: the slot holds the last layer's activations; recompute the others (same
       // inputs, same Philox keys: the same bits).
-      if (a_.checkpointing && l != c_.num_layers - 1) layer_forward(l, x, in, d);
-      layer_backward(l, x, in, d);
+      if (a_.checkpointing && l != c_.num_layers - 1) layer_forward(l, x, in, d, true);
+      layer_backward(l, x, l > 0 || embeddings_train, in, d);
+      layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
     }
     // The relative embeddings: every layer's gradient summed in grad_rel, through the LayerNorm.
     if (g_.rel.defined()) {
@@ -98,6 +111,7 @@ class DebertaModel final : public BackboneModel {
         residual_forward(g_.rel, g_.rel, a_.grad_rel);
       }
     }
+    if (!embeddings_train) return;
     // Embeddings: dropout, LayerNorm, the tables' sparse gradients.
     const TensorView dout = a_.grad_out.prefix(NC), dsum = a_.grad_sum.prefix(NC);
     dropout_backward(dout, dout, p(d, c_.hidden_dropout), key(d, 0), rows(d, in));
@@ -125,16 +139,118 @@ class DebertaModel final : public BackboneModel {
   TensorView rel_input(int64_t l, const DropoutPlan& d) const {
     return p(d, c_.hidden_dropout) > 0 ? a_.layers[l].rel_drop : rel_source();
   }
-  // The position projections: key_proj / query_proj (rows of the fused matrix) when shared.
-  TensorView pos_weight(const DebertaWeights& w, int64_t l, bool key_side, bool bias) const {
+  // The linear of site kind k in layer l (weight or bias; w: values or gradients). Query, key and
+  // value are row blocks of the fused QKV matrix; PosKey / PosQuery are the projections of the
+  // relative embeddings: key_proj / query_proj themselves with share_att_key.
+  TensorView site_param(const DebertaWeights& w, int64_t l, DebertaSite k, bool bias) const {
     const DebertaLayerWeights& lw = w.layers[l];
-    if (c_.share_att_key) {
-      const TensorView fused = bias ? lw.qkv_b : lw.qkv_w;
-      if (!fused.defined()) return {};
-      const int64_t C = c_.hidden_size, part = key_side ? 1 : 0;
-      return fused.slice0(part * C, (part + 1) * C);
+    const int64_t C = c_.hidden_size;
+    if (c_.share_att_key && (k == DebertaSite::PosKey || k == DebertaSite::PosQuery))
+      k = k == DebertaSite::PosKey ? DebertaSite::Key : DebertaSite::Query;
+    switch (k) {
+      case DebertaSite::Query:
+      case DebertaSite::Key:
+      case DebertaSite::Value: {
+        const TensorView fused = bias ? lw.qkv_b : lw.qkv_w;
+        if (!fused.defined()) return {};
+        const int64_t part = kind(k);
+        return fused.slice0(part * C, (part + 1) * C);
+      }
+      case DebertaSite::AttnOut:
+        return bias ? lw.attn_out_b : lw.attn_out_w;
+      case DebertaSite::FfnIn:
+        return bias ? lw.ffn_in_b : lw.ffn_in_w;
+      case DebertaSite::FfnOut:
+        return bias ? lw.ffn_out_b : lw.ffn_out_w;
+      case DebertaSite::PosKey:
+        return bias ? lw.pos_key_b : lw.pos_key_w;
+      case DebertaSite::PosQuery:
+        return bias ? lw.pos_query_b : lw.pos_query_w;
     }
-    return key_side ? (bias ? lw.pos_key_b : lw.pos_key_w) : (bias ? lw.pos_query_b : lw.pos_query_w);
+    return {};
+  }
+
+  // The adapter (module) that acts at site kind k: a positional kind with share_att_key runs
+  // key_proj's / query_proj's adapter (HF calls those modules on the relative embeddings).
+  int adapter_kind(DebertaSite k) const {
+    if (c_.share_att_key && k == DebertaSite::PosKey) return kind(DebertaSite::Key);
+    if (c_.share_att_key && k == DebertaSite::PosQuery) return kind(DebertaSite::Query);
+    return kind(k);
+  }
+  bool adapted(int64_t l, DebertaSite k) const {
+    return ad_.any() && ad_.at(l, adapter_kind(k)).defined();
+  }
+  bool has_dora(int64_t l, DebertaSite k) const { return ad_.dora && adapted(l, k); }
+  static bool positional(DebertaSite k) {
+    return k == DebertaSite::PosKey || k == DebertaSite::PosQuery;
+  }
+
+  // The adapter run of (l, k) as models/adapter_site.h takes it; grads: with the gradients. Its
+  // buffers and its dropout stream are the site kind's (a positional call has its own mask).
+  AdapterSiteRun site_run(int64_t l, DebertaSite k, bool grads, const TokenInputs& in,
+                          const DropoutPlan& d) const {
+    const DebertaLayerActs& la = a_.layers[l];
+    AdapterSiteRun r = adapter_run(ad_, grads ? &adg_ : nullptr, l, adapter_kind(k));
+    r.weight = r.gemm_weight = site_param(w_, l, k, false);
+    r.bias = site_param(w_, l, k, true);
+    r.u = la.lora_u[kind(k)];
+    r.z = la.dora_z[kind(k)];
+    r.h = a_.lora_h;
+    r.dropout =
+        LoraDropout{p(d, ad_.dropout), key(d, adapter_dropout_site(l, kind(k))), a_.lora_scratch,
+                    positional(k) ? DropoutRows{0, c_.rel_rows(), 0} : rows(d, in)};
+    return r;
+  }
+
+  // y = x W^T + b of site (l, k) with its adapter, if any. y_has_base: the fused QKV GEMM ran.
+  // recompute: the DoRA norms are current (checkpointing's second pass, or the positional call
+  // after the content call of the same module).
+  void site_forward(int64_t l, DebertaSite k, TensorView y, TensorView x, const TokenInputs& in,
+                    const DropoutPlan& d, bool y_has_base, bool recompute) {
+    if (adapted(l, k))
+      adapter_site_forward(site_run(l, k, false, in, d), y, x, x, y_has_base, recompute);
+    else if (!y_has_base)
+      linear_forward(y, x, site_param(w_, l, k, false), site_param(w_, l, k, true));
+  }
+
+  // The backward of site (l, k): dy (the adapter may scale it in place first, DoRA) -> the frozen
+  // or trained weights' gradients, dx (= or += with accumulate; undefined: not needed) and the
+  // adapter's gradients (+=), its input gradient added to dx.
+  void site_backward(int64_t l, DebertaSite k, TensorView dy, TensorView x, TensorView dx,
+                     bool accumulate, const TokenInputs& in, const DropoutPlan& d) {
+    const bool on = adapted(l, k);
+    const AdapterSiteRun run = on ? site_run(l, k, true, in, d) : AdapterSiteRun();
+    if (on) adapter_site_backward_scale(run, dy);
+    const TensorView dw = site_param(g_, l, k, false), db = site_param(g_, l, k, true);
+    if (dx.defined() || dw.defined() || db.defined())
+      linear_backward(dx, dw, db, dy, x, site_param(w_, l, k, false), accumulate);
+    if (on) adapter_site_backward(run, dy, x, dx);
+  }
+
+  // Packed batches: the op runs row by row (a row of L tokens is a batch of one row, nothing
+  // masked), each row's saved state (probabilities or statistics) after the previous row's and
+  // its dropout at its own place in the step batch (row0 + b, the stream's Tv), so a packed batch
+  // computes what the padded one does on its real tokens. fn(call, first token, L, saved).
+  template <typename Fn>
+  void each_attention_row(const TokenInputs& in, const DropoutPlan& d, int64_t l, TensorView probs,
+                          Fn fn) const {
+    if (!in.packed()) return fn(attention_call(in, d, l), 0, in.tokens(), probs);
+    const DropoutRows place = rows(d, in);
+    int64_t saved = 0;
+    for (int64_t b = 0; b < in.B; ++b) {
+      const int64_t t0 = in.host_cu_seqlens[b], L = in.host_cu_seqlens[b + 1] - t0;
+      if (L == 0) continue;
+      DisentangledCall call = attention_call(in, d, l);
+      call.batch = 1;
+      call.seq = L;
+      call.key_mask = TensorView();
+      call.place = DropoutRows{place.row0 + static_cast<uint64_t>(b), L, place.stream_seq};
+      // What the op saves for a row on this device (CPU: H L^2 probabilities; CUDA: H L + L C).
+      const int64_t n =
+          disentangled_attention_buffers(call.spec, probs.device, 1, L, false).saved;
+      fn(call, t0, L, probs.flat_range(saved, n));
+      saved += n;
+    }
   }
 
   DisentangledCall attention_call(const TokenInputs& in, const DropoutPlan& d, int64_t l) const {
@@ -142,7 +258,7 @@ class DebertaModel final : public BackboneModel {
     call.spec = c_.attention();
     call.batch = in.B;
     call.seq = in.T;
-    call.key_mask = in.mask.prefix(Shape{in.B * in.T});
+    if (!in.packed()) call.key_mask = in.mask.prefix(Shape{in.B * in.T});
     call.dropout_p = p(d, c_.attention_dropout);
     call.rng = key(d, probs_site(l));
     call.place = rows(d, in);
@@ -150,7 +266,8 @@ class DebertaModel final : public BackboneModel {
     return call;
   }
 
-  void layer_forward(int64_t l, TensorView x, const TokenInputs& in, const DropoutPlan& d) {
+  void layer_forward(int64_t l, TensorView x, const TokenInputs& in, const DropoutPlan& d,
+                     bool recompute) {
     const int64_t N = in.tokens(), C = c_.hidden_size, F = c_.intermediate_size;
     const Shape NC{N, C}, N1{N};
     const DebertaLayerWeights& lw = w_.layers[l];
@@ -159,34 +276,49 @@ class DebertaModel final : public BackboneModel {
                      attn = la.attn.prefix(NC), ln1 = la.ln1.prefix(NC);
     const TensorView ffn_pre = la.ffn_pre.prefix({N, F}), ffn_act = la.ffn_act.prefix({N, F}),
                      ffn_out = la.ffn_out.prefix(NC);
-    linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
+    // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
+    const bool fused = !(has_dora(l, DebertaSite::Query) && has_dora(l, DebertaSite::Key) &&
+                         has_dora(l, DebertaSite::Value));
+    if (fused) linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
+    for (int part = 0; part < 3; ++part)
+      site_forward(l, static_cast<DebertaSite>(part), columns(qkv, part * C, C), x, in, d, fused,
+                   recompute);
     const float pr = p(d, c_.hidden_dropout);
     if (pr > 0)
       dropout_forward(la.rel_drop, rel_source(), pr, key(d, rel_site(l)),
                       DropoutRows{0, c_.rel_rows(), 0});
     const TensorView rel = rel_input(l, d);
-    if (c_.c2p) linear_forward(la.pos_key, rel, pos_weight(w_, l, true, false), pos_weight(w_, l, true, true));
+    // share_att_key: key_proj / query_proj again, on the relative embeddings (their DoRA norms
+    // were just formed by the content call).
+    const bool shared = c_.share_att_key;
+    if (c_.c2p)
+      site_forward(l, DebertaSite::PosKey, la.pos_key, rel, in, d, false, recompute || shared);
     if (c_.p2c)
-      linear_forward(la.pos_query, rel, pos_weight(w_, l, false, false), pos_weight(w_, l, false, true));
-    disentangled_attention_forward(attention_call(in, d, l), ctx, la.probs, columns(qkv, 0, C),
-                                   columns(qkv, C, C), columns(qkv, 2 * C, C),
-                                   c_.c2p ? la.pos_key : TensorView(),
-                                   c_.p2c ? la.pos_query : TensorView());
-    linear_forward(attn, ctx, lw.attn_out_w, lw.attn_out_b);
+      site_forward(l, DebertaSite::PosQuery, la.pos_query, rel, in, d, false, recompute || shared);
+    each_attention_row(
+        in, d, l, la.probs,
+        [&](const DisentangledCall& call, int64_t t0, int64_t L, TensorView saved) {
+          const auto part = [&](int i) { return columns(qkv, i * C, C).slice0(t0, t0 + L); };
+          disentangled_attention_forward(call, ctx.slice0(t0, t0 + L), saved, part(0), part(1),
+                                         part(2), c_.c2p ? la.pos_key : TensorView(),
+                                         c_.p2c ? la.pos_query : TensorView());
+        });
+    site_forward(l, DebertaSite::AttnOut, attn, ctx, in, d, false, recompute);
     dropout_forward(attn, attn, pr, key(d, attn_out_site(l)), rows(d, in));
     add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
                            attn, x, lw.ln1_w, lw.ln1_b, c_.layer_norm_eps);
-    linear_forward(ffn_pre, ln1, lw.ffn_in_w, lw.ffn_in_b);
+    site_forward(l, DebertaSite::FfnIn, ffn_pre, ln1, in, d, false, recompute);
     gelu_forward(ffn_act, ffn_pre, c_.activation);
-    linear_forward(ffn_out, ffn_act, lw.ffn_out_w, lw.ffn_out_b);
+    site_forward(l, DebertaSite::FfnOut, ffn_out, ffn_act, in, d, false, recompute);
     dropout_forward(ffn_out, ffn_out, pr, key(d, ffn_out_site(l)), rows(d, in));
     add_layer_norm_forward(la.out.prefix(NC), la.sum2.prefix(NC), la.ln2_mean.prefix(N1),
                            la.ln2_rstd.prefix(N1), ffn_out, ln1, lw.ln2_w, lw.ln2_b,
                            c_.layer_norm_eps);
   }
 
-  // a_.grad_out holds dL/d(out of layer l); on return, dL/dx.
-  void layer_backward(int64_t l, TensorView x, const TokenInputs& in, const DropoutPlan& d) {
+  // a_.grad_out holds dL/d(out of layer l); on return, dL/dx (when need_dx).
+  void layer_backward(int64_t l, TensorView x, bool need_dx, const TokenInputs& in,
+                      const DropoutPlan& d) {
     const int64_t N = in.tokens(), C = c_.hidden_size, F = c_.intermediate_size;
     const Shape NC{N, C}, N1{N};
     const DebertaLayerWeights& lw = w_.layers[l];
@@ -199,37 +331,83 @@ class DebertaModel final : public BackboneModel {
     layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
                         la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1));
     dropout_backward(dtmp, dsum, pr, key(d, ffn_out_site(l)), rows(d, in));
-    linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, la.ffn_act.prefix({N, F}), lw.ffn_out_w);
+    site_backward(l, DebertaSite::FfnOut, dtmp, la.ffn_act.prefix({N, F}), dffn, false, in, d);
     gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c_.activation);
-    linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, la.ln1.prefix(NC), lw.ffn_in_w,
-                    /*accumulate_dinp=*/true);
+    site_backward(l, DebertaSite::FfnIn, dffn, la.ln1.prefix(NC), dsum, true, in, d);
     layer_norm_backward(dout, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
                         la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1));
     dropout_backward(dtmp, dout, pr, key(d, attn_out_site(l)), rows(d, in));
-    linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, la.ctx.prefix(NC), lw.attn_out_w);
+    site_backward(l, DebertaSite::AttnOut, dtmp, la.ctx.prefix(NC), dctx, false, in, d);
     const TensorView qkv = la.qkv.prefix({N, 3 * C});
-    disentangled_attention_backward(
-        attention_call(in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C), columns(dqkv, 2 * C, C),
-        c_.c2p ? a_.grad_pos_key : TensorView(), c_.p2c ? a_.grad_pos_query : TensorView(), dctx,
-        columns(qkv, 0, C), columns(qkv, C, C), columns(qkv, 2 * C, C),
-        c_.c2p ? la.pos_key : TensorView(), c_.p2c ? la.pos_query : TensorView(), la.probs);
-    // The position projections: their weights' gradients, and the relative embeddings' (summed
-    // over the layers in grad_rel).
+    // Packed rows: the first row writes the position gradients, each later one writes its own
+    // into grad_pos_*_row and adds them (the op overwrites its activation gradients).
+    bool first = true;
+    each_attention_row(in, d, l, la.probs,
+                       [&](const DisentangledCall& call, int64_t t0, int64_t L, TensorView saved) {
+                         const auto rows_of = [&](TensorView m, int i) {
+                           return columns(m, i * C, C).slice0(t0, t0 + L);
+                         };
+                         const TensorView dpk = !c_.c2p ? TensorView()
+                                                : first ? a_.grad_pos_key
+                                                        : a_.grad_pos_key_row;
+                         const TensorView dpq = !c_.p2c ? TensorView()
+                                                : first ? a_.grad_pos_query
+                                                        : a_.grad_pos_query_row;
+                         disentangled_attention_backward(
+                             call, rows_of(dqkv, 0), rows_of(dqkv, 1), rows_of(dqkv, 2), dpk, dpq,
+                             dctx.slice0(t0, t0 + L), rows_of(qkv, 0), rows_of(qkv, 1),
+                             rows_of(qkv, 2), c_.c2p ? la.pos_key : TensorView(),
+                             c_.p2c ? la.pos_query : TensorView(), saved);
+                         if (!first && c_.c2p)
+                           residual_forward(a_.grad_pos_key, a_.grad_pos_key, dpk);
+                         if (!first && c_.p2c)
+                           residual_forward(a_.grad_pos_query, a_.grad_pos_query, dpq);
+                         first = false;
+                       });
+    // The position projections: their weights' (and adapters') gradients, and the relative
+    // embeddings' (summed over the layers in grad_rel; none when they are frozen).
     const TensorView rel = rel_input(l, d);
     const TensorView drel = g_.rel.defined() ? a_.grad_rel_drop : TensorView();
-    if (c_.c2p)
-      linear_backward(drel, pos_weight(g_, l, true, false), pos_weight(g_, l, true, true),
-                      a_.grad_pos_key, rel, pos_weight(w_, l, true, false));
+    if (c_.c2p) site_backward(l, DebertaSite::PosKey, a_.grad_pos_key, rel, drel, false, in, d);
     if (c_.p2c)
-      linear_backward(drel, pos_weight(g_, l, false, false), pos_weight(g_, l, false, true),
-                      a_.grad_pos_query, rel, pos_weight(w_, l, false, false),
-                      /*accumulate_dinp=*/c_.c2p);
+      site_backward(l, DebertaSite::PosQuery, a_.grad_pos_query, rel, drel, c_.c2p, in, d);
     if (drel.defined() && (c_.c2p || c_.p2c)) {
       dropout_backward(drel, drel, pr, key(d, rel_site(l)), DropoutRows{0, c_.rel_rows(), 0});
       residual_forward(a_.grad_rel, a_.grad_rel, drel);
     }
-    // dx = the residual part (in dout) + the QKV input gradient.
-    linear_backward(dout, lg.qkv_w, lg.qkv_b, dqkv, x, lw.qkv_w, /*accumulate_dinp=*/true);
+    // dx = the residual part (in dout) + the QKV input gradient. DoRA first scales each block's
+    // gradient in place; the fused backward then reads them all.
+    for (int part = 0; part < 3; ++part)
+      if (has_dora(l, static_cast<DebertaSite>(part)))
+        adapter_site_backward_scale(site_run(l, static_cast<DebertaSite>(part), true, in, d),
+                                    columns(dqkv, part * C, C));
+    const TensorView dx = need_dx ? dout : TensorView();
+    if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())
+      linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, x, lw.qkv_w, /*accumulate_dinp=*/true);
+    for (int part = 0; part < 3; ++part)
+      if (adapted(l, static_cast<DebertaSite>(part)))
+        adapter_site_backward(site_run(l, static_cast<DebertaSite>(part), true, in, d),
+                              columns(dqkv, part * C, C), x, dx);
+  }
+
+  // The pooler's dense with its adapter (PEFT target "pooler.dense"), if any: the head's (B, C)
+  // rows, one position per sequence.
+  bool pooler_adapted() const {
+    const AdapterSite s = deberta_pooler_site(c_);
+    return ad_.any() && static_cast<int64_t>(ad_.layers.size()) > s.layer &&
+           ad_.at(s.layer, s.kind).defined();
+  }
+  AdapterSiteRun pooler_run(const DropoutPlan& d, bool grads) const {
+    const AdapterSite s = deberta_pooler_site(c_);
+    AdapterSiteRun r = adapter_run(ad_, grads ? &adg_ : nullptr, s.layer, s.kind);
+    r.weight = r.gemm_weight = w_.pool_w;
+    r.bias = w_.pool_b;
+    r.u = a_.pool_lora_u;
+    r.z = a_.pool_dora_z;
+    r.h = a_.lora_h;
+    r.dropout = LoraDropout{p(d, ad_.dropout), key(d, adapter_dropout_site(s.layer, s.kind)),
+                            a_.lora_scratch, DropoutRows{d.row0, 1, 1}};
+    return r;
   }
 
   TensorView head_forward(const TokenInputs& in, const DropoutPlan& d) {
@@ -238,10 +416,13 @@ class DebertaModel final : public BackboneModel {
     const TensorView cls = a_.cls.prefix(BC), cls_drop = a_.cls_drop.prefix(BC),
                      pre = a_.pool_pre.prefix(BC), pooled = a_.pooled.prefix(BC),
                      pooled_drop = a_.pooled_drop.prefix(BC), logits = a_.logits.prefix({B, K});
-    first_token_forward(cls, hidden_);
+    first_tokens_forward(cls, hidden_, in);
     dropout_forward(cls_drop, cls, p(d, c_.pooler_dropout), key(d, head_input_dropout_site()),
                     DropoutRows{d.row0, 1, 1});
-    linear_forward(pre, cls_drop, w_.pool_w, w_.pool_b);
+    if (pooler_adapted())
+      adapter_site_forward(pooler_run(d, false), pre, cls_drop, cls_drop, false, false);
+    else
+      linear_forward(pre, cls_drop, w_.pool_w, w_.pool_b);
     if (c_.pooler_act == PoolerAct::Tanh) {
       copy(pooled, pre);
       tanh_forward(pooled);
@@ -267,15 +448,21 @@ class DebertaModel final : public BackboneModel {
     else
       gelu_backward(gb, a_.pool_pre.prefix(BC), ga,
                     c_.pooler_act == PoolerAct::Gelu ? GeluForm::Erf : GeluForm::Tanh);
+    const bool adapter = pooler_adapted();
+    const AdapterSiteRun run = adapter ? pooler_run(d, true) : AdapterSiteRun();
+    if (adapter) adapter_site_backward_scale(run, gb);
     linear_backward(ga, g_.pool_w, g_.pool_b, gb, a_.cls_drop.prefix(BC), w_.pool_w);
+    if (adapter) adapter_site_backward(run, gb, a_.cls_drop.prefix(BC), ga);
     dropout_backward(ga, ga, p(d, c_.pooler_dropout), key(d, head_input_dropout_site()),
                      DropoutRows{d.row0, 1, 1});
-    first_token_backward(a_.grad_out.prefix({B, in.T, C}), ga);
+    const Shape hidden = in.packed() ? Shape{in.N, C} : Shape{B, in.T, C};
+    first_tokens_backward(a_.grad_out.prefix(hidden), ga, in);
   }
 
   DebertaConfig c_;
   BackboneShape shape_;
   DebertaWeights w_, g_;
+  AdapterSet ad_, adg_;  // the adapters and their gradients (empty without)
   DebertaActs a_;
   TensorView hidden_;
 };

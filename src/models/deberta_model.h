@@ -16,8 +16,12 @@
 // positions differ.
 // Gradient checkpointing keeps each layer's output only and recomputes a layer's forward before
 // its backward (Philox dropout masks: the same bits).
-// This version: fp32, padded batches, full fine-tuning (make_model refuses the others with a
-// message).
+// LoRA / DoRA (models/adapter_site.h) on query_proj, key_proj, value_proj, attention.output.dense,
+// intermediate.dense, output.dense, the separate pos_key_proj / pos_query_proj and pooler.dense,
+// as PEFT runs them: with share_att_key HF calls key_proj / query_proj on the relative embeddings
+// too, so their adapter acts on both inputs (its own dropout mask on each), and its gradients
+// gather from both. The base weights are then frozen (no gradient GEMMs, no embedding backward).
+// This version: fp32, padded batches (make_model refuses the others with a message).
 #pragma once
 
 #include <memory>

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "models/adapters.h"
 #include "ops/disentangled_attention.h"
 #include "ops/embedding.h"
 #include "ops/layer_norm.h"
@@ -60,8 +61,9 @@ constexpr LayerParam kRest[] = {
 };
 
 constexpr const char* kSiteModules[kDebertaSites] = {
-    "attention.self.query_proj", "attention.self.key_proj", "attention.self.value_proj",
-    "attention.output.dense",    "intermediate.dense",      "output.dense"};
+    "attention.self.query_proj", "attention.self.key_proj",     "attention.self.value_proj",
+    "attention.output.dense",    "intermediate.dense",          "output.dense",
+    "attention.self.pos_key_proj", "attention.self.pos_query_proj"};
 
 // The layer's parameter groups present under `c`.
 template <typename Fn>
@@ -146,15 +148,22 @@ std::vector<AdapterSite> deberta_adapter_sites(const DebertaConfig& c) {
   for (int64_t l = 0; l < c.num_layers; ++l)
     for (int k = 0; k < kDebertaSites; ++k) {
       const auto s = static_cast<DebertaSite>(k);
+      // The separate position projections exist without share_att_key, each for its term.
+      if (s == DebertaSite::PosKey && (c.share_att_key || !c.c2p)) continue;
+      if (s == DebertaSite::PosQuery && (c.share_att_key || !c.p2c)) continue;
       sites.push_back(AdapterSite{l, k, layer_prefix(l) + kSiteModules[k],
                                   s == DebertaSite::FfnOut ? F : C,
                                   s == DebertaSite::FfnIn ? F : C});
     }
-  sites.push_back(AdapterSite{c.num_layers, 0, "pooler.dense", C, C});
+  sites.push_back(deberta_pooler_site(c));
   return sites;
 }
 
-std::vector<ClassifierModule> deberta_modules(int64_t layers, bool separate_pos) {
+AdapterSite deberta_pooler_site(const DebertaConfig& c) {
+  return AdapterSite{c.num_layers, 0, "pooler.dense", c.hidden_size, c.hidden_size};
+}
+
+std::vector<ClassifierModule> deberta_modules(int64_t layers, bool pos_key, bool pos_query) {
   const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
   std::vector<ClassifierModule> m = {{"", O},
                                      {"deberta", O},
@@ -176,12 +185,8 @@ std::vector<ClassifierModule> deberta_modules(int64_t layers, bool separate_pos)
         {".attention.self.key_proj", A},
         {".attention.self.value_proj", A},
         {".attention.self.pos_dropout", O}};
-    // ftune puts no adapter on the separate position projections: PEFT could (a Linear), so a
-    // target naming them is refused rather than silently skipped.
-    if (separate_pos) {
-      layer.push_back({".attention.self.pos_key_proj", O});
-      layer.push_back({".attention.self.pos_query_proj", O});
-    }
+    if (pos_key) layer.push_back({".attention.self.pos_key_proj", A});
+    if (pos_query) layer.push_back({".attention.self.pos_query_proj", A});
     for (const auto& e : std::initializer_list<std::pair<const char*, ModuleKind>>{
              {".attention.self.dropout", O},
              {".attention.output", O},
@@ -231,8 +236,10 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   // Checkpointing keeps every layer's output and one slot for the rest (backward recomputes a
   // layer's forward into it).
   const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
-  const DisentangledBuffers att =
-      disentangled_attention_buffers(c.attention(), how.device, B, T, training);
+  // Packed rows run the op one by one, their saved state back to back: sum L^2 <= N T on the CPU
+  // (probabilities), sum (H + C) L = (H + C) N on CUDA (statistics and O).
+  const DisentangledBuffers att = disentangled_attention_buffers(
+      c.attention(), how.device, how.packed ? (N + T - 1) / std::max<int64_t>(T, 1) : B, T, training);
   struct Slot {
     const char* what;
     Shape shape;
@@ -249,13 +256,48 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
       {"ln2_rstd", {N}, &DebertaLayerActs::ln2_rstd},  {"rel_drop", {R, C}, &DebertaLayerActs::rel_drop},
       {"pos_key", {R, C}, &DebertaLayerActs::pos_key}, {"pos_query", {R, C}, &DebertaLayerActs::pos_query},
   };
-  for (int64_t s = 0; s < slots; ++s)
+  // Adapter buffers per kind: a content site's rows are the tokens, a positional kind's the 2S
+  // relative embeddings (with share_att_key, key_proj's / query_proj's adapter runs there too).
+  const AdapterConfig& ad = how.adapters;
+  std::array<bool, kDebertaSites> adapted{};
+  bool pooler_adapted = false;
+  for (const AdapterSite& s : targeted_sites(deberta_adapter_sites(c), ad))
+    (s.layer == c.num_layers ? pooler_adapted : adapted[s.kind]) = true;
+  const auto key = static_cast<int>(DebertaSite::PosKey), query = static_cast<int>(DebertaSite::PosQuery);
+  if (c.share_att_key) {
+    adapted[key] = c.c2p && adapted[static_cast<int>(DebertaSite::Key)];
+    adapted[query] = c.p2c && adapted[static_cast<int>(DebertaSite::Query)];
+  }
+  for (int64_t s = 0; s < slots; ++s) {
     for (const Slot& e : per_layer) {
       if (ckpt && e.view == &DebertaLayerActs::out) continue;
       const std::string name = fmt::format("act/layer{}/{}", s, e.what);
       t.add(name, f32, e.shape);
       for (int64_t l = s; l < c.num_layers; l += slots) t.also(name, &(a.layers[l].*e.view));
     }
+    for (int k = 0; k < kDebertaSites; ++k) {
+      if (!adapted[k]) continue;
+      const bool positional = k == key || k == query;
+      const int64_t rows = positional ? R : N;
+      const int64_t out = static_cast<DebertaSite>(k) == DebertaSite::FfnIn ? F : C;
+      const std::string u = fmt::format("act/layer{}/lora_u{}", s, k);
+      t.add(u, f32, {rows, ad.r});
+      for (int64_t l = s; l < c.num_layers; l += slots) t.also(u, &a.layers[l].lora_u[k]);
+      if (!ad.dora()) continue;
+      const std::string z = fmt::format("act/layer{}/dora_z{}", s, k);
+      t.add(z, f32, {rows, out});
+      for (int64_t l = s; l < c.num_layers; l += slots) t.also(z, &a.layers[l].dora_z[k]);
+    }
+  }
+  if (pooler_adapted) {
+    t.add("act/head/lora_u", f32, {B, ad.r}, &a.pool_lora_u);
+    if (ad.dora()) t.add("act/head/dora_z", f32, {B, C}, &a.pool_dora_z);
+  }
+  if (ad.enabled()) {
+    const int64_t rows = std::max(N, R);
+    if (training) t.add("gradact/lora_h", f32, {rows, ad.r}, &a.lora_h);
+    if (ad.dropout > 0) t.add("work/lora_dropout", f32, {rows * std::max(C, F)}, &a.lora_scratch);
+  }
   if (ckpt)
     for (int64_t l = 0; l < c.num_layers; ++l)
       t.add(fmt::format("act/layer{}/out", l), f32, {N, C}, &a.layers[l].out);
@@ -277,6 +319,10 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     t.add("gradact/rel_drop", f32, {R, C}, &a.grad_rel_drop);
     t.add("gradact/rel", f32, {R, C}, &a.grad_rel);
     t.add("gradact/rel_norm", f32, {R, C}, &a.grad_rel_norm);
+    if (how.packed) {
+      t.add("gradact/pos_key_row", f32, {R, C}, &a.grad_pos_key_row);
+      t.add("gradact/pos_query_row", f32, {R, C}, &a.grad_pos_query_row);
+    }
     t.add("gradact/pool_a", f32, {B, C}, &a.grad_pool_a);
     t.add("gradact/pool_b", f32, {B, C}, &a.grad_pool_b);
   }

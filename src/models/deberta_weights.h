@@ -3,6 +3,7 @@
 // and its activation buffers. Internal to the family's files.
 #pragma once
 
+#include <array>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,10 +14,14 @@
 
 namespace ftune {
 
-// The adaptable linears of a layer, in PEFT's naming order (the kinds of the family's sites);
-// kind kDebertaSites is the pooler's dense, past the last layer.
-enum class DebertaSite { Query, Key, Value, AttnOut, FfnIn, FfnOut };
-constexpr int kDebertaSites = 6;
+// The adaptable linears of a layer, in PEFT's naming order (the kinds of the family's sites); the
+// pooler's dense is kind 0 of a layer past the last one. PosKey / PosQuery are the separate
+// pos_key_proj / pos_query_proj (without share_att_key). They are also the kinds of the positional
+// projections' adapter buffers and dropout streams in either case: with share_att_key, HF runs
+// key_proj / query_proj on the relative embeddings, so PEFT's key_proj / query_proj adapter acts
+// there a second time (its own dropout mask, the same A, B and magnitude).
+enum class DebertaSite { Query, Key, Value, AttnOut, FfnIn, FfnOut, PosKey, PosQuery };
+constexpr int kDebertaSites = 8;
 
 struct DebertaLayerWeights {
   TensorView qkv_w, qkv_b;              // (3C, C), (3C): query_proj, key_proj, value_proj stacked
@@ -41,9 +46,11 @@ std::pair<int64_t, int64_t> deberta_layer_range(const DebertaConfig& config,
 // pooler.dense weight and bias, classifier weight and bias.
 std::vector<std::string> deberta_head_param_names();
 std::vector<AdapterSite> deberta_adapter_sites(const DebertaConfig& config);
-// named_modules() of DebertaV2ForSequenceClassification with `layers` layers (`separate_pos`:
-// pos_key_proj / pos_query_proj present, i.e. share_att_key false).
-std::vector<ClassifierModule> deberta_modules(int64_t layers, bool separate_pos);
+// The pooler's adapter site (layer num_layers, kind 0).
+AdapterSite deberta_pooler_site(const DebertaConfig& config);
+// named_modules() of DebertaV2ForSequenceClassification with `layers` layers (pos_key_proj /
+// pos_query_proj present: share_att_key false, with c2p / p2c).
+std::vector<ClassifierModule> deberta_modules(int64_t layers, bool pos_key, bool pos_query);
 
 // Activation buffers (training: every layer's, or with gradient checkpointing every layer's output
 // and one slot for the rest; inference: two slots, ping-pong).
@@ -51,6 +58,9 @@ struct DebertaLayerActs {
   TensorView qkv, probs, ctx, attn, sum1, ln1, ln1_mean, ln1_rstd;
   TensorView ffn_pre, ffn_act, ffn_out, sum2, out, ln2_mean, ln2_rstd;
   TensorView rel_drop, pos_key, pos_query;  // (2S, C) each
+  // Per adapter kind (DebertaSite): u = x_d A^T (rows, r), DoRA's z (rows, out); rows are the
+  // tokens N, or 2S for the positional kinds.
+  std::array<TensorView, kDebertaSites> lora_u, dora_z;
 };
 
 struct DebertaActs {
@@ -61,8 +71,12 @@ struct DebertaActs {
   // Backward scratch shared by the layers.
   TensorView grad_out, grad_sum, grad_tmp, grad_ctx, grad_ffn, grad_qkv;
   TensorView grad_pos_key, grad_pos_query, grad_rel_drop, grad_rel, grad_rel_norm;
+  TensorView grad_pos_key_row, grad_pos_query_row;  // packed: a later row's share (2S, C)
   TensorView grad_pool_a, grad_pool_b;  // (B, C)
   TensorView workspace;
+  // Adapters: the pooler's u (B, r) and z (B, C); backward's h (max(N, 2S), r) and the adapter
+  // dropout's scratch (max(N, 2S) x max(C, F)), shared by every site.
+  TensorView pool_lora_u, pool_dora_z, lora_h, lora_scratch;
   bool checkpointing = false;  // one slot for all layers but their outputs: backward recomputes
 };
 

@@ -1,11 +1,15 @@
 // Decoder forward and backward passes (see decoder.h for the equations and the gradient rule).
 #include "models/decoder.h"
 
+#include "core/error.h"
 #include "core/memory.h"
 #include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
+#include "models/gradient_ready.h"
+#include "models/token_attention.h"
 #include "ops/attention.h"
+#include "ops/cast.h"
 #include "ops/embedding.h"
 #include "ops/glu.h"
 #include "ops/last_token.h"
@@ -13,6 +17,7 @@
 #include "ops/residual.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/scale.h"
 
 namespace ftune {
 namespace {
@@ -24,17 +29,8 @@ uint32_t probs_site(int64_t layer) {
 
 AttentionCall attention_call(const DecoderConfig& c, const DecoderActs& a, const TokenInputs& in,
                              const DropoutPlan& d, int64_t l) {
-  AttentionCall call;
-  call.spec = decoder_attention_spec(c, l);
-  if (in.packed())
-    call.rows = {in.B, in.max_len, in.cu_seqlens, {}};
-  else
-    call.rows = {in.B, in.T, {}, in.mask.prefix(Shape{in.B, in.T})};
-  call.dropout_p = d.training ? c.attention_dropout : 0.0f;
-  call.rng = RngKey{d.seed, probs_site(l), d.offset, d.micro};
-  call.place = dropout_rows(d, in);
-  call.workspace = a.workspace;
-  return call;
+  return token_attention_call(decoder_attention_spec(c, l), in, d,
+                              d.training ? c.attention_dropout : 0.0f, probs_site(l), a.workspace);
 }
 
 // The pieces of one layer a pass works on, cut to the batch's N tokens.
@@ -47,6 +43,15 @@ struct Layer {
   int64_t l, N;
   const TokenInputs& in;
   const DropoutPlan& d;
+  bool recompute = false;  // checkpointing's second forward (DoRA keeps its norms)
+
+  bool mixed() const { return a.compute != DType::F32; }
+  // The weights a GEMM reads: the 16-bit shadow under mixed precision, else the fp32 ones.
+  const DecoderLayerWeights& gemm() const { return w.shadow.empty() ? w.layers[l] : w.shadow[l]; }
+  // An fp32 (rows, cols) staging matrix of the layer pass (mixed precision).
+  TensorView stage(const TensorView& buf, int64_t cols) const {
+    return buf.flat_range(0, N * cols).reshape({N, cols});
+  }
 
   // The output columns of site s in the fused GEMM's output y (q / k / v of qkv, gate / up of gu).
   TensorView block(DecoderSite s, const TensorView& y) const {
@@ -60,6 +65,14 @@ struct Layer {
       default: return y;
     }
   }
+  // The layer's RoPE inverse frequencies (Gemma 3's sliding layers have their own) and scaling.
+  TensorView inv_freq() const {
+    if (c.uses_local_rope[l]) return a.inv_freq_local;
+    // HF's longrope switches to its long factors when the batch's positions pass the original
+    // length: positions run 0..T-1 over padded rows, and to the longest sequence when packed.
+    return c.rope.uses_long_factors(in.packed() ? in.max_len : in.T) ? a.inv_freq_long : a.inv_freq;
+  }
+  float rope_scaling() const { return c.layer_rope(l).attention_scaling(); }
   // The frozen weight rows (or bias) of site s.
   TensorView site_param(const DecoderLayerWeights& lw, DecoderSite s, bool bias) const {
     const int64_t Q = c.q_size(), KV = c.kv_size(), F = c.intermediate_size;
@@ -88,7 +101,8 @@ struct Layer {
     if (g) r.g = g->adapters.at(l, i);
     r.dora = ad.dora;
     r.scale = ad.scale;
-    r.weight = r.gemm_weight = site_param(w.layers[l], s, false);
+    r.weight = site_param(w.layers[l], s, false);
+    r.gemm_weight = site_param(gemm(), s, false);
     r.bias = site_param(w.layers[l], s, true);
     if (ad.dora) {
       r.weight_sq = ad.weight_sq[l][i];
@@ -102,12 +116,15 @@ struct Layer {
     r.dropout.rng = RngKey{d.seed, adapter_dropout_site(l, i), d.offset, d.micro};
     r.dropout.rows = dropout_rows(d, in);
     r.dropout.scratch = a.lora_scratch;
+    r.stage_x = a.lora_stage_x;
+    r.stage_y = a.lora_stage_y;
+    r.stage_dx = a.lora_stage_dx;
     return r;
   }
   // y (already holding the frozen result when y_has_base) += the adapter of s, if any.
   void adapter(DecoderSite s, TensorView y, TensorView x, bool y_has_base) const {
-    if (adapted(s)) adapter_site_forward(run(s), y, x, x, y_has_base, false);
-    else if (!y_has_base) linear_forward(y, x, site_param(w.layers[l], s, false), site_param(w.layers[l], s, true));
+    if (adapted(s)) adapter_site_forward(run(s), y, x, x, y_has_base, recompute);
+    else if (!y_has_base) linear_forward(y, x, site_param(gemm(), s, false), site_param(gemm(), s, true));
   }
   void adapter_scale(DecoderSite s, TensorView dy) const {
     if (dora(s)) adapter_site_backward_scale(run(s), dy);
@@ -117,6 +134,54 @@ struct Layer {
   }
 };
 
+// RMSNorm of x (fp32) into out: directly, or under mixed precision in fp32 staging rounded once
+// into the 16-bit out.
+void norm_forward(const Layer& L, TensorView out, TensorView rstd, TensorView x, TensorView weight) {
+  const DecoderConfig& c = L.c;
+  const TensorView y = L.mixed() ? L.stage(L.a.stage0, c.hidden_size) : out;
+  rms_norm_forward(y, rstd, x, weight, c.rms_norm_eps, c.norm_offset);
+  if (y.data != out.data) cast(out, y);
+}
+
+// q and k: the q / k norms (Qwen3) from the raw projections and RoPE, into qkv. Under mixed
+// precision on fp32 copies of the 16-bit projections, rounded once into qkv.
+void qk_forward(const Layer& L, TensorView qkv, TensorView raw) {
+  const DecoderConfig& c = L.c;
+  const DecoderLayerWeights& lw = L.w.layers[L.l];
+  const DecoderLayerActs& la = L.la;
+  const int64_t N = L.N, QK = c.q_size() + c.kv_size();
+  const TensorView qk = L.mixed() ? L.stage(L.a.stage0, QK) : columns(qkv, 0, QK);
+  TensorView qk_raw = columns(raw, 0, QK);
+  if (L.mixed()) {
+    const TensorView raw32 = c.qk_norm ? L.stage(L.a.stage1, QK) : qk;
+    cast(raw32, qk_raw);
+    qk_raw = raw32;
+  }
+  if (c.qk_norm) {  // per head, from the raw projections (v stays in raw)
+    rms_norm_forward(columns(qk, 0, c.q_size()), la.rstd_q.prefix({N * c.num_heads}),
+                     columns(qk_raw, 0, c.q_size()), lw.q_norm, c.rms_norm_eps, c.norm_offset,
+                     c.num_heads);
+    rms_norm_forward(columns(qk, c.q_size(), c.kv_size()), la.rstd_k.prefix({N * c.num_kv_heads}),
+                     columns(qk_raw, c.q_size(), c.kv_size()), lw.k_norm, c.rms_norm_eps,
+                     c.norm_offset, c.num_kv_heads);
+  }
+  const float scaling = L.rope_scaling();
+  const TensorView pos = L.in.pos_ids.prefix({N});
+  rope_forward(columns(qk, 0, c.q_size()), pos, L.inv_freq(), c.num_heads, scaling);
+  rope_forward(columns(qk, c.q_size(), c.kv_size()), pos, L.inv_freq(), c.num_kv_heads, scaling);
+  if (L.mixed()) cast(columns(qkv, 0, QK), qk);
+}
+
+// m = act(gate) * up; under mixed precision in fp32 on a copy of the 16-bit gu, m rounded once.
+void gate_forward(const Layer& L, TensorView m, TensorView gu) {
+  const int64_t F = L.c.intermediate_size;
+  if (!L.mixed()) return glu_forward(m, gu, L.c.activation);
+  const TensorView gu32 = L.stage(L.a.stage0, 2 * F), m32 = L.stage(L.a.stage1, F);
+  cast(gu32, gu);
+  glu_forward(m32, gu32, L.c.activation);
+  cast(m, m32);
+}
+
 void layer_forward(const Layer& L, TensorView x) {
   const DecoderConfig& c = L.c;
   const DecoderLayerWeights& lw = L.w.layers[L.l];
@@ -124,36 +189,71 @@ void layer_forward(const Layer& L, TensorView x) {
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   const TensorView h1 = la.h1.prefix({N, C}), qkv = la.qkv.prefix({N, c.qkv_size()});
   const TensorView raw = la.qkv_raw.prefix({N, c.qkv_size()});
-  rms_norm_forward(h1, la.rstd1.prefix({N}), x, lw.in_norm, c.rms_norm_eps, c.norm_offset);
-  linear_forward(raw, h1, lw.qkv_w, lw.qkv_b);
+  norm_forward(L, h1, la.rstd1.prefix({N}), x, lw.in_norm);
+  linear_forward(raw, h1, L.gemm().qkv_w, L.gemm().qkv_b);
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
     L.adapter(s, L.block(s, raw), h1, true);
-  if (c.qk_norm) {  // per head, from the raw projections into qkv (v stays in raw)
-    rms_norm_forward(L.block(DecoderSite::Q, qkv), la.rstd_q.prefix({N * c.num_heads}),
-                     L.block(DecoderSite::Q, raw), lw.q_norm, c.rms_norm_eps, c.norm_offset,
-                     c.num_heads);
-    rms_norm_forward(L.block(DecoderSite::K, qkv), la.rstd_k.prefix({N * c.num_kv_heads}),
-                     L.block(DecoderSite::K, raw), lw.k_norm, c.rms_norm_eps, c.norm_offset,
-                     c.num_kv_heads);
-  }
-  const float scaling = c.rope.attention_scaling();
-  rope_forward(L.block(DecoderSite::Q, qkv), L.in.pos_ids.prefix({N}), L.a.inv_freq, c.num_heads, scaling);
-  rope_forward(L.block(DecoderSite::K, qkv), L.in.pos_ids.prefix({N}), L.a.inv_freq, c.num_kv_heads,
-               scaling);
+  qk_forward(L, qkv, raw);
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), tmp = L.a.tmp.prefix({N, C});
   attention_forward(attention_call(c, L.a, L.in, L.d, L.l), ctx, la.probs,
                     L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                     L.block(DecoderSite::V, raw));
-  L.adapter(DecoderSite::O, tmp, ctx, false);
+  // Gemma normalises each branch's output before its residual add (sandwich norms).
+  auto branch_out = [&](DecoderSite s, TensorView in, TensorView saved, TensorView rstd, TensorView w) {
+    if (!c.sandwich_norms) return L.adapter(s, tmp, in, false);
+    L.adapter(s, saved.prefix({N, C}), in, false);
+    rms_norm_forward(tmp, rstd.prefix({N}), saved.prefix({N, C}), w, c.rms_norm_eps, c.norm_offset);
+  };
+  branch_out(DecoderSite::O, ctx, la.attn_out, la.rstd_ao, lw.attn_out_norm);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, tmp);
-  rms_norm_forward(h2, la.rstd2.prefix({N}), x1, lw.post_norm, c.rms_norm_eps, c.norm_offset);
+  norm_forward(L, h2, la.rstd2.prefix({N}), x1, lw.post_norm);
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
-  linear_forward(gu, h2, lw.gu_w, lw.gu_b);
+  linear_forward(gu, h2, L.gemm().gu_w, L.gemm().gu_b);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter(s, L.block(s, gu), h2, true);
-  glu_forward(m, gu, c.activation);
-  L.adapter(DecoderSite::Down, tmp, m, false);
+  gate_forward(L, m, gu);
+  branch_out(DecoderSite::Down, m, la.mlp_out, la.rstd_mo, lw.mlp_out_norm);
   residual_forward(la.out.prefix({N, C}), x1, tmp);
+}
+
+// The gradient of q and k before RoPE and the q / k norms, in place in dqkv (mixed precision: on
+// an fp32 copy, rounded once back).
+void qk_backward(const Layer& L, TensorView dqkv) {
+  const DecoderConfig& c = L.c;
+  const DecoderLayerWeights& lw = L.w.layers[L.l];
+  const DecoderLayerWeights& lg = L.g->layers[L.l];
+  const DecoderLayerActs& la = L.la;
+  const int64_t N = L.N, Q = c.q_size(), KV = c.kv_size();
+  const TensorView dqk = L.mixed() ? L.stage(L.a.stage0, Q + KV) : columns(dqkv, 0, Q + KV);
+  if (L.mixed()) cast(dqk, columns(dqkv, 0, Q + KV));
+  const float scaling = L.rope_scaling();
+  const TensorView pos = L.in.pos_ids.prefix({N});
+  rope_backward(columns(dqk, 0, Q), pos, L.inv_freq(), c.num_heads, scaling);
+  rope_backward(columns(dqk, Q, KV), pos, L.inv_freq(), c.num_kv_heads, scaling);
+  if (c.qk_norm) {  // in place: the gradients of the raw q and k projections
+    TensorView raw = columns(la.qkv_raw.prefix({N, c.qkv_size()}), 0, Q + KV);
+    if (L.mixed()) {
+      cast(L.stage(L.a.stage1, Q + KV), raw);
+      raw = L.stage(L.a.stage1, Q + KV);
+    }
+    rms_norm_backward(columns(dqk, 0, Q), lg.q_norm, columns(dqk, 0, Q), columns(raw, 0, Q),
+                      lw.q_norm, la.rstd_q.prefix({N * c.num_heads}), c.norm_offset,
+                      L.a.workspace, c.num_heads);
+    rms_norm_backward(columns(dqk, Q, KV), lg.k_norm, columns(dqk, Q, KV), columns(raw, Q, KV),
+                      lw.k_norm, la.rstd_k.prefix({N * c.num_kv_heads}), c.norm_offset,
+                      L.a.workspace, c.num_kv_heads);
+  }
+  if (L.mixed()) cast(columns(dqkv, 0, Q + KV), dqk);
+}
+
+// dgu from dm (fp32); under mixed precision in fp32 staging on a copy of gu, rounded once.
+void gate_backward(const Layer& L, TensorView dgu, TensorView gu, TensorView dm) {
+  const int64_t F = L.c.intermediate_size;
+  if (!L.mixed()) return glu_backward(dgu, gu, dm, L.c.activation);
+  const TensorView gu32 = L.stage(L.a.stage0, 2 * F), dgu32 = L.stage(L.a.stage1, 2 * F);
+  cast(gu32, gu);
+  glu_backward(dgu32, gu32, dm, L.c.activation);
+  cast(dgu, dgu32);
 }
 
 // a.dx holds dL/d(layer output); on return dL/d(layer input) x.
@@ -161,25 +261,42 @@ void layer_backward(const Layer& L, TensorView x) {
   const DecoderConfig& c = L.c;
   const DecoderLayerWeights& lw = L.w.layers[L.l];
   const DecoderLayerWeights& lg = L.g->layers[L.l];
+  const DecoderLayerWeights& gw = L.gemm();
   const DecoderLayerActs& la = L.la;
   const DecoderActs& a = L.a;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   const TensorView dx = a.dx.prefix({N, C}), dtmp = a.dtmp.prefix({N, C}), dh = a.dh.prefix({N, C});
-  // DoRA scales its output gradient in place: give it a copy, the residual needs dx as it is.
-  auto output_grad = [&](DecoderSite s) {
-    if (!L.dora(s)) return dx;
-    copy(dtmp, dx);
-    L.adapter_scale(s, dtmp);
-    return dtmp;
+  // The gradient a sublayer's output GEMM reads (site s): dx, or through Gemma's norm on the branch
+  // output (saved, rstd, weight w, its gradient gnorm); a copy (mixed precision: in 16 bits) when
+  // DoRA scales it in place (the residual needs dx as it is).
+  auto output_grad = [&](DecoderSite s, TensorView saved, TensorView rstd, TensorView w,
+                         TensorView gnorm) {
+    TensorView g = dx;
+    if (c.sandwich_norms) {
+      rms_norm_backward(dtmp, gnorm, dx, saved.prefix({N, C}), w, rstd.prefix({N}), c.norm_offset,
+                        a.workspace);
+      g = dtmp;
+    }
+    if (!L.dora(s) && !L.mixed()) return g;
+    TensorView dy = g;
+    if (L.mixed()) {
+      dy = a.dy_h.prefix({N, C});
+      cast(dy, g);
+    } else if (g.data == dx.data) {
+      dy = dtmp;
+      copy(dy, dx);
+    }
+    L.adapter_scale(s, dy);
+    return dy;
   };
   const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F}), gu = la.gu.prefix({N, 2 * F});
   const TensorView dgu = a.dgu.prefix({N, 2 * F}), h2 = la.h2.prefix({N, C});
-  TensorView dy = output_grad(DecoderSite::Down);
-  linear_backward(dm, lg.down_w, lg.down_b, dy, m, lw.down_w);
+  TensorView dy = output_grad(DecoderSite::Down, la.mlp_out, la.rstd_mo, lw.mlp_out_norm, lg.mlp_out_norm);
+  linear_backward(dm, lg.down_w, lg.down_b, dy, m, gw.down_w);
   L.adapter_back(DecoderSite::Down, dy, m, dm);
-  glu_backward(dgu, gu, dm, c.activation);
+  gate_backward(L, dgu, gu, dm);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter_scale(s, L.block(s, dgu));
-  linear_backward(dh, lg.gu_w, lg.gu_b, dgu, h2, lw.gu_w);
+  linear_backward(dh, lg.gu_w, lg.gu_b, dgu, h2, gw.gu_w);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter_back(s, L.block(s, dgu), h2, dh);
   const TensorView x1 = la.x1.prefix({N, C});
   rms_norm_backward(dtmp, lg.post_norm, dh, x1, lw.post_norm, la.rstd2.prefix({N}), c.norm_offset,
@@ -187,31 +304,18 @@ void layer_backward(const Layer& L, TensorView x) {
   residual_forward(dx, dx, dtmp);  // dL/dx1
 
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), dctx = a.dctx.prefix({N, c.q_size()});
-  dy = output_grad(DecoderSite::O);
-  linear_backward(dctx, lg.o_w, lg.o_b, dy, ctx, lw.o_w);
+  dy = output_grad(DecoderSite::O, la.attn_out, la.rstd_ao, lw.attn_out_norm, lg.attn_out_norm);
+  linear_backward(dctx, lg.o_w, lg.o_b, dy, ctx, gw.o_w);
   L.adapter_back(DecoderSite::O, dy, ctx, dctx);
   const TensorView qkv = la.qkv.prefix({N, c.qkv_size()}), dqkv = a.dqkv.prefix({N, c.qkv_size()});
   attention_backward(attention_call(c, a, L.in, L.d, L.l), L.block(DecoderSite::Q, dqkv),
                      L.block(DecoderSite::K, dqkv), L.block(DecoderSite::V, dqkv), dctx,
                      L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                      L.block(DecoderSite::V, la.qkv_raw.prefix({N, c.qkv_size()})), ctx, la.probs);
-  const float scaling = c.rope.attention_scaling();
-  rope_backward(L.block(DecoderSite::Q, dqkv), L.in.pos_ids.prefix({N}), a.inv_freq, c.num_heads, scaling);
-  rope_backward(L.block(DecoderSite::K, dqkv), L.in.pos_ids.prefix({N}), a.inv_freq, c.num_kv_heads,
-                scaling);
-  if (c.qk_norm) {  // in place: the gradients of the raw q and k projections
-    const TensorView raw = la.qkv_raw.prefix({N, c.qkv_size()});
-    rms_norm_backward(L.block(DecoderSite::Q, dqkv), lg.q_norm, L.block(DecoderSite::Q, dqkv),
-                      L.block(DecoderSite::Q, raw), lw.q_norm, la.rstd_q.prefix({N * c.num_heads}),
-                      c.norm_offset, a.workspace, c.num_heads);
-    rms_norm_backward(L.block(DecoderSite::K, dqkv), lg.k_norm, L.block(DecoderSite::K, dqkv),
-                      L.block(DecoderSite::K, raw), lw.k_norm,
-                      la.rstd_k.prefix({N * c.num_kv_heads}), c.norm_offset, a.workspace,
-                      c.num_kv_heads);
-  }
+  qk_backward(L, dqkv);
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V}) L.adapter_scale(s, L.block(s, dqkv));
   const TensorView h1 = la.h1.prefix({N, C});
-  linear_backward(dh, lg.qkv_w, lg.qkv_b, dqkv, h1, lw.qkv_w);
+  linear_backward(dh, lg.qkv_w, lg.qkv_b, dqkv, h1, gw.qkv_w);
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
     L.adapter_back(s, L.block(s, dqkv), h1, dh);
   rms_norm_backward(dtmp, lg.in_norm, dh, x, lw.in_norm, la.rstd1.prefix({N}), c.norm_offset,
@@ -237,7 +341,10 @@ TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, Deco
                            const TokenInputs& in, const DropoutPlan& dropout) {
   const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size, B = in.B;
+  if (a.compute != DType::F32 && w.shadow.size() != static_cast<size_t>(c.num_layers))
+    throw InternalError("mixed-precision decoder without its weight shadow");
   embedding_forward(a.x0.prefix({N, C}), in.ids.prefix({N}), w.embed, false);
+  if (c.embed_scale != 1.0f) scale_inplace(a.x0.prefix({N, C}), c.embed_scale);
   for (int64_t l = 0; l < c.num_layers; ++l)
     layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
   const TensorView hidden = a.hidden.prefix({N, C});
@@ -260,11 +367,18 @@ void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const Dec
   last_token_backward(dh, dpooled, a.pool_index.prefix({B}));
   rms_norm_backward(a.dx.prefix({N, C}), g.final_norm, dh, layer_input(a, c.num_layers, N, C),
                     w.final_norm, a.final_rstd.prefix({N}), c.norm_offset, a.workspace);
-  for (int64_t l = c.num_layers - 1; l >= 0; --l)
+  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
+    // Checkpointing: the slot holds the last layer's activations after forward; recompute the
+    // others from their kept inputs (same Philox keys: the same bits).
+    if (a.checkpointing && l != c.num_layers - 1)
+      layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d, true}, layer_input(a, l, N, C));
     layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
-  if (g.embed.defined())
-    embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,
-                       a.workspace);
+    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
+  }
+  if (!g.embed.defined()) return;
+  if (c.embed_scale != 1.0f) scale_inplace(a.dx.prefix({N, C}), c.embed_scale);
+  embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,
+                     a.workspace);
 }
 
 }  // namespace ftune

@@ -1,8 +1,6 @@
 // The decoder family's Backbone and BackboneModel (see decoder_family.h).
 #include "models/decoder_family.h"
 
-#include <fmt/format.h>
-
 #include "core/error.h"
 #include "core/memory.h"
 #include "models/decoder.h"
@@ -32,29 +30,21 @@ ModelInfo info_of(const DecoderConfig& c) {
 
 class DecoderModel final : public BackboneModel {
  public:
-  DecoderModel(const DecoderConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {
-    if (shape.compute != DType::F32)
-      throw InputError(fmt::format("{}: decoder models compute in fp32 for now (training.precision "
-                                   "bf16 / f16 is not supported for them yet)",
-                                   c.model_type));
-    if (shape.checkpointing == GradientCheckpointing::On)
-      throw InputError(fmt::format(
-          "{}: gradient checkpointing is not supported for decoder models yet", c.model_type));
-  }
+  DecoderModel(const DecoderConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {}
 
   void buffers(BufferTable& t) override { decoder_buffers(c_, shape_, a_, t); }
 
   void bind(const BoundParams& p) override {
     w_ = bind_decoder_weights(c_, p.values);
     w_.adapters = p.adapters;
+    if (p.shadow.table) w_.shadow = bind_decoder_weights(c_, p.shadow).layers;
     if (shape_.training) {
       g_ = bind_decoder_weights(c_, p.grads);
       g_.adapters = p.adapter_grads;
     }
-    const std::vector<float> inv = c_.rope.inv_freq(c_.head_dim);
-    HostTensor host(DType::F32, Shape{static_cast<int64_t>(inv.size())});
-    std::copy(inv.begin(), inv.end(), host.data<float>());
-    copy(a_.inv_freq, host.view());
+    upload_inv_freq(c_.rope, a_.inv_freq);
+    if (c_.rope.type == "longrope") upload_inv_freq(c_.rope, a_.inv_freq_long, true);
+    if (c_.two_ropes()) upload_inv_freq(c_.local_rope, a_.inv_freq_local);
   }
 
   TensorView forward(const TokenInputs& in, const DropoutPlan& d) override {
@@ -71,6 +61,13 @@ class DecoderModel final : public BackboneModel {
   TensorView hidden() const override { return hidden_; }
 
  private:
+  void upload_inv_freq(const RopeConfig& rope, TensorView dst, bool long_seq = false) const {
+    const std::vector<float> inv = rope.inv_freq(c_.head_dim, long_seq);
+    HostTensor host(DType::F32, Shape{static_cast<int64_t>(inv.size())});
+    std::copy(inv.begin(), inv.end(), host.data<float>());
+    copy(dst, host.view());
+  }
+
   DecoderConfig c_;
   BackboneShape shape_;
   DecoderWeights w_, g_;
@@ -124,7 +121,7 @@ class DecoderBackbone final : public Backbone {
   }
 
   std::vector<AdapterSite> adapter_sites() const override { return decoder_adapter_sites(c_); }
-  std::vector<ClassifierModule> modules() const override { return decoder_modules(c_.num_layers, c_.qk_norm); }
+  std::vector<ClassifierModule> modules() const override { return decoder_modules(c_.num_layers, c_.qk_norm, c_.sandwich_norms); }
 
   // HF's decoders count positions 0..T-1 over the whole row, padding included (left padding too).
   void row_positions(const int32_t*, int64_t n, int32_t* pos) const override {

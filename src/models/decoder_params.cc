@@ -1,6 +1,7 @@
 // The decoder family's parameters under HF's names, their views, adapter sites, named modules and
 // initialisation (see decoder.h). Table order per layer puts the fused blocks side by side:
-// q, k, v weights (then their biases), o, gate and up weights (then biases), down, the two norms.
+// q, k, v weights (then their biases), o, gate and up weights (then biases), down, the norms
+// (Gemma's four: input, post-attention, pre- and post-feedforward).
 #include <fmt/format.h>
 
 #include "core/memory.h"
@@ -42,7 +43,7 @@ std::vector<AdapterSite> decoder_adapter_sites(const DecoderConfig& c) {
   return sites;
 }
 
-std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm) {
+std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool sandwich_norms) {
   const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
   std::vector<ClassifierModule> m = {{"", O}, {"model", O}, {"model.embed_tokens", ModuleKind::Embedding},
                                      {"model.layers", O}};
@@ -57,6 +58,9 @@ std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm) {
     for (const auto& [suffix, kind] : layer) m.push_back({p + suffix, kind});
     if (qk_norm)
       for (const char* n : {".self_attn.q_norm", ".self_attn.k_norm"}) m.push_back({p + n, O});
+    if (sandwich_norms)
+      for (const char* n : {".pre_feedforward_layernorm", ".post_feedforward_layernorm"})
+        m.push_back({p + n, O});
   }
   for (const char* o : {"model.norm", "model.rotary_emb"}) m.push_back({o, O});
   m.push_back({"score", ModuleKind::Head});
@@ -91,6 +95,10 @@ void add_decoder_params(const DecoderConfig& c, ParamTable& t) {
     }
     t.add(layer_name(l, "input_layernorm", "weight"), {C});
     t.add(layer_name(l, "post_attention_layernorm", "weight"), {C});
+    if (c.sandwich_norms) {
+      t.add(layer_name(l, "pre_feedforward_layernorm", "weight"), {C});
+      t.add(layer_name(l, "post_feedforward_layernorm", "weight"), {C});
+    }
   }
   t.add("model.norm.weight", {C});
   t.add("score.weight", {c.num_labels(), C});
@@ -113,7 +121,16 @@ DecoderWeights bind_decoder_weights(const DecoderConfig& c, const ParamViews& p)
     lw.down_w = p.get(layer_name(l, "mlp.down_proj", "weight"));
     lw.down_b = p.get(layer_name(l, "mlp.down_proj", "bias"));
     lw.in_norm = p.get(layer_name(l, "input_layernorm", "weight"));
-    lw.post_norm = p.get(layer_name(l, "post_attention_layernorm", "weight"));
+    // Llama's post_attention_layernorm is the MLP's input norm; Gemma's normalises the attention
+    // output, and pre_feedforward_layernorm is the MLP's input norm.
+    const TensorView post_attention = p.get(layer_name(l, "post_attention_layernorm", "weight"));
+    if (c.sandwich_norms) {
+      lw.attn_out_norm = post_attention;
+      lw.post_norm = p.get(layer_name(l, "pre_feedforward_layernorm", "weight"));
+      lw.mlp_out_norm = p.get(layer_name(l, "post_feedforward_layernorm", "weight"));
+    } else {
+      lw.post_norm = post_attention;
+    }
     lw.q_norm = p.get(layer_name(l, "self_attn.q_norm", "weight"));
     lw.k_norm = p.get(layer_name(l, "self_attn.k_norm", "weight"));
     w.layers.push_back(lw);
@@ -123,7 +140,10 @@ DecoderWeights bind_decoder_weights(const DecoderConfig& c, const ParamViews& p)
 
 std::pair<int64_t, int64_t> decoder_layer_range(const DecoderConfig& c, const ParamTable& t) {
   const ParamSpec& first = t.at(layer_name(0, "self_attn.q_proj", "weight"));
-  const ParamSpec& last = t.at(layer_name(c.num_layers - 1, "post_attention_layernorm", "weight"));
+  const ParamSpec& last =
+      t.at(layer_name(c.num_layers - 1,
+                      c.sandwich_norms ? "post_feedforward_layernorm" : "post_attention_layernorm",
+                      "weight"));
   return {first.offset, last.offset + last.shape.numel() - first.offset};
 }
 

@@ -8,6 +8,7 @@
 #include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
+#include "models/gradient_ready.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
 #include "ops/cast.h"
@@ -131,19 +132,10 @@ AdapterSiteRun site_run(const EncoderWeights& w, const EncoderWeights* g,
                         EncoderSite s, const DropoutPlan& d, const TokenInputs& in) {
   const AdapterSet& ad = w.adapters;
   const int i = static_cast<int>(s);
-  AdapterSiteRun r;
-  r.w = ad.at(l, i);
-  if (g) r.g = g->adapters.at(l, i);
-  r.dora = ad.dora;
-  r.scale = ad.scale;
+  AdapterSiteRun r = adapter_run(ad, g ? &g->adapters : nullptr, l, i);
   r.weight = site_weight(w, l, s);
   r.bias = site_bias(w, l, s);
   r.gemm_weight = site_gemm_weight(w, l, s);
-  if (ad.dora) {
-    r.weight_sq = ad.weight_sq[l][i];
-    r.norm = ad.norm[l][i];
-    r.norm_workspace = ad.norm_workspace;
-  }
   r.u = la.lora_u[i];
   r.z = la.dora_z[i];
   r.h = a.lora_h;
@@ -355,6 +347,7 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
       layer_forward(c, w, a.layers[l], a, l, x, x_h, in, d, /*recompute=*/true);
     }
     layer_backward(c, w, g, a.layers[l], a, l, x, x_h, l > 0 || embeddings_train, in, d);
+    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
   }
   if (!embeddings_train) return;
 

@@ -1,5 +1,6 @@
 // The family registry: config.json's model_type -> a Backbone (see backbone.h). The BERT,
-// DeBERTa-v2/v3 and decoder (Llama, Mistral, Qwen2, Qwen3) families are built in; tests register
+// DeBERTa-v2/v3, ModernBERT and decoder (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3) families
+// are built in; tests register
 // their own.
 #include <fmt/format.h>
 
@@ -13,6 +14,8 @@
 #include "models/deberta_family.h"
 #include "models/decoder.h"
 #include "models/decoder_family.h"
+#include "models/modernbert.h"
+#include "models/modernbert_family.h"
 
 namespace ftune {
 namespace {
@@ -39,12 +42,17 @@ Registry& registry() {
       };
       reg->order.push_back(type);
     }
-    reg->modules["llama"] = [] { return decoder_modules(128, true); };
+    reg->modules["llama"] = [] { return decoder_modules(128, true, true); };
     reg->factories["deberta-v2"] = [](const nlohmann::json& j, const std::string& path) {
       return make_deberta_backbone(DebertaConfig::from_json(j, path));
     };
     reg->order.push_back("deberta-v2");
     reg->modules["deberta-v2"] = deberta_known_modules;
+    reg->factories["modernbert"] = [](const nlohmann::json& j, const std::string& path) {
+      return make_modernbert_backbone(ModernBertConfig::from_json(j, path));
+    };
+    reg->order.push_back("modernbert");
+    reg->modules["modernbert"] = [] { return modernbert_modules(128); };
     reg->modules["bert"] = [] {
       std::vector<ClassifierModule> m = classifier_modules(true, 128);
       for (ClassifierModule& r : classifier_modules(false, 128)) m.push_back(std::move(r));
@@ -97,7 +105,7 @@ ModelSpec model_spec_from_json(const nlohmann::json& j, const std::string& path)
   if (!factory)
     throw InputError(
         fmt::format("{}: model_type '{}' is not supported; expected {} (BERT, MiniLM, RoBERTa, "
-                    "XLM-R, BGE rerankers, DeBERTa-v2/v3, Llama, Mistral, Qwen2, Qwen3)",
+                    "XLM-R, BGE rerankers, DeBERTa-v2/v3, ModernBERT, Llama, Mistral, Qwen2, Qwen3)",
                     path, type, known));
   return ModelSpec(factory(j, path));
 }

@@ -3,10 +3,14 @@
 #include "ops/disentangled_attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <utility>
 
 #include "core/thread_pool.h"
+#include "ops/cast.h"
 #include "ops/dispatch.h"
+#include "ops/disentangled_tiles.h"
 
 namespace ftune {
 namespace {
@@ -17,12 +21,30 @@ void reach(const DisentangledSpec& s, int64_t T, int64_t* rlo, int64_t* rhi) {
   *rhi = T > 0 ? deberta_relative_index(s, T - 1) + 1 : 0;
 }
 
-int64_t index_floats(int64_t T) { return T > 0 ? 2 * T - 1 : 0; }
+// The index table, rounded up to 4 so what follows stays 16-byte aligned.
+int64_t index_floats(int64_t T) { return T > 0 ? (2 * T - 1 + 3) / 4 * 4 : 0; }
 
-int64_t workspace_floats(const DisentangledArgs& a, Device device, bool backward) {
-  if (device.is_cpu())
-    return index_floats(a.T) + compute_threads() * cpu::disentangled_workspace_per_thread(a);
-  return index_floats(a.T) + (backward ? a.B * a.spec.heads * a.T * a.T : 0);
+// 16-bit storage: fp32 copies of the token tensors (forward q, k, v, out; backward q, k, v, dout,
+// dq, dk, dv) and of the position tensors (2 forward, 4 backward), at the workspace's end.
+int64_t staging_floats(const DisentangledSpec& s, int64_t B, int64_t T, bool backward) {
+  const int64_t NC = B * T * s.heads * s.head_dim, RC = 2 * s.span() * s.heads * s.head_dim;
+  return backward ? 7 * NC + 4 * RC : 4 * NC + 2 * RC;
+}
+
+// The kernels' floats after the index table.
+int64_t kernel_floats(const DisentangledArgs& a, Device device, bool backward) {
+  if (device.is_cpu()) return compute_threads() * cpu::disentangled_workspace_per_thread(a);
+  return disentangled::fused_layout(a.spec, a.B, a.T, a.rlo, a.rhi, backward).workspace;
+}
+
+int64_t workspace_floats(const DisentangledArgs& a, Device device, bool backward, DType storage) {
+  return index_floats(a.T) + kernel_floats(a, device, backward) +
+         (storage == DType::F32 ? 0 : staging_floats(a.spec, a.B, a.T, backward));
+}
+
+int64_t saved_floats(const DisentangledArgs& a, Device device) {
+  if (device.is_cpu()) return a.B * a.spec.heads * a.T * a.T;
+  return disentangled::fused_layout(a.spec, a.B, a.T, a.rlo, a.rhi, false).saved;
 }
 
 void check_spec(const char* op, const DisentangledSpec& s) {
@@ -38,19 +60,73 @@ void check_spec(const char* op, const DisentangledSpec& s) {
                                  op, s.position_buckets, s.max_relative_positions));
 }
 
-// A (rows, C) view with contiguous rows: its row stride (0 for an undefined optional view).
-int64_t ld_of(const char* op, const char* arg, const TensorView& v, int64_t rows, int64_t cols,
-              bool needed) {
-  if (!needed) return 0;
-  if (!v.defined()) throw ShapeError(fmt::format("{}: {} is required by pos_att_type", op, arg));
-  check_dtype(op, arg, v, DType::F32);
-  return row_stride(op, arg, v, rows, cols);
+// A token tensor (N, C) of the call's storage type with contiguous rows: its row stride.
+int64_t token_ld(const char* op, const char* arg, const TensorView& v, int64_t N, int64_t C,
+                 DType storage) {
+  check_dtype(op, arg, v, storage);
+  return row_stride_float(op, arg, v, N, C);
 }
 
-DisentangledArgs check_call(const char* op, const DisentangledCall& c, const TensorView& q,
-                            const TensorView& k, const TensorView& v, const TensorView& pk,
-                            const TensorView& pq, const TensorView& saved, bool backward) {
+// A position tensor (2S, C), fp32 or of the storage type, with contiguous rows: its row stride (0
+// for an optional view its term does not use).
+int64_t ld_of(const char* op, const char* arg, const TensorView& v, int64_t rows, int64_t cols,
+              bool needed, DType storage) {
+  if (!needed) return 0;
+  if (!v.defined()) throw ShapeError(fmt::format("{}: {} is required by pos_att_type", op, arg));
+  if (v.dtype != DType::F32) check_dtype(op, arg, v, storage);
+  return row_stride_float(op, arg, v, rows, cols);
+}
+
+// 16-bit storage (ops/cast.h's emulation, on every device): the fp32 kernels run on exact fp32
+// copies in the workspace's staging area, and each output is rounded back once at the end.
+// fp32 tensors are used in place.
+class Staging {
+ public:
+  Staging(Device dev, float* at) : dev_(dev), at_(at) {}
+  // t as fp32 (rows, cols); *ld: the row stride to read it with.
+  const float* in(const TensorView& t, int64_t rows, int64_t cols, int64_t* ld) {
+    if (!t.defined() || t.dtype == DType::F32) return t.defined() ? t.data_as<float>() : nullptr;
+    TensorView f = take(rows, cols, ld);
+    cast(f, t);
+    return f.data_as<float>();
+  }
+  // Where the kernels write output t; finish() rounds it into t.
+  float* out(const TensorView& t, int64_t rows, int64_t cols, int64_t* ld) {
+    if (!t.defined() || t.dtype == DType::F32) return t.defined() ? t.data_as<float>() : nullptr;
+    TensorView f = take(rows, cols, ld);
+    pending_[n_pending_++] = {t, f};
+    return f.data_as<float>();
+  }
+  void finish() {
+    for (int i = 0; i < n_pending_; ++i) cast(pending_[i].first, pending_[i].second);
+  }
+
+ private:
+  TensorView take(int64_t rows, int64_t cols, int64_t* ld) {
+    TensorView f(at_, DType::F32, dev_, Shape{rows, cols});
+    at_ += rows * cols;
+    *ld = cols;
+    return f;
+  }
+  Device dev_;
+  float* at_;
+  std::array<std::pair<TensorView, TensorView>, 5> pending_;
+  int n_pending_ = 0;
+};
+
+DisentangledArgs check_call(const char* op, Device dev, const DisentangledCall& c,
+                            const TensorView& q, const TensorView& k, const TensorView& v,
+                            const TensorView& pk, const TensorView& pq, const TensorView& saved,
+                            bool backward) {
   check_spec(op, c.spec);
+  using disentangled::FusedKind;
+  const int64_t D = c.spec.head_dim;
+  if (!dev.is_cpu() && (disentangled::fused_tile(FusedKind::Forward, D) == 0 ||
+                        disentangled::fused_tile(FusedKind::Dq, D) == 0 ||
+                        disentangled::fused_tile(FusedKind::Dkv, D) == 0))
+    throw ShapeError(fmt::format("{}: head size {} is too large for the CUDA kernel's shared "
+                                 "memory (at most 480)",
+                                 op, c.spec.head_dim));
   DisentangledArgs a;
   a.spec = c.spec;
   a.scale = c.spec.scale();
@@ -58,13 +134,15 @@ DisentangledArgs check_call(const char* op, const DisentangledCall& c, const Ten
   a.T = c.seq;
   if (a.B < 0 || a.T < 0) throw ShapeError(fmt::format("{}: batch {} and seq {}", op, a.B, a.T));
   const int64_t N = a.B * a.T, C = c.spec.heads * c.spec.head_dim, R = 2 * c.spec.span();
-  for (const auto& [name, view] : {std::pair<const char*, TensorView>{"q", q}, {"k", k}, {"v", v}})
-    check_dtype(op, name, view, DType::F32);
-  a.ldq = row_stride(op, "q", q, N, C);
-  a.ldk = row_stride(op, "k", k, N, C);
-  a.ldv = row_stride(op, "v", v, N, C);
-  a.ldpk = ld_of(op, "pos_key", pk, R, C, c.spec.c2p);
-  a.ldpq = ld_of(op, "pos_query", pq, R, C, c.spec.p2c);
+  const DType st = q.dtype;
+  if (!is_float_type(st))
+    throw ShapeError(fmt::format("{}: q has dtype {}, expected f32, bf16 or f16", op,
+                                 dtype_name(st)));
+  a.ldq = token_ld(op, "q", q, N, C, st);
+  a.ldk = token_ld(op, "k", k, N, C, st);
+  a.ldv = token_ld(op, "v", v, N, C, st);
+  a.ldpk = ld_of(op, "pos_key", pk, R, C, c.spec.c2p, st);
+  a.ldpq = ld_of(op, "pos_query", pq, R, C, c.spec.p2c, st);
   if (c.key_mask.defined()) {
     if (c.key_mask.numel() != N)
       throw ShapeError(fmt::format("{}: key_mask has {} elements for {} tokens", op,
@@ -85,13 +163,12 @@ DisentangledArgs check_call(const char* op, const DisentangledCall& c, const Ten
   reach(c.spec, a.T, &a.rlo, &a.rhi);
   check_dtype(op, "saved", saved, DType::F32);
   check_contiguous(op, "saved", saved);
-  if (saved.numel() < a.B * c.spec.heads * a.T * a.T)
+  if (saved.numel() < saved_floats(a, dev))
     throw ShapeError(fmt::format("{}: saved holds {} floats, B={} H={} T={} needs {}", op,
-                                 saved.numel(), a.B, c.spec.heads, a.T,
-                                 a.B * c.spec.heads * a.T * a.T));
+                                 saved.numel(), a.B, c.spec.heads, a.T, saved_floats(a, dev)));
   check_dtype(op, "workspace", c.workspace, DType::F32);
   check_contiguous(op, "workspace", c.workspace);
-  const int64_t need = workspace_floats(a, c.workspace.device, backward);
+  const int64_t need = workspace_floats(a, dev, backward, st);
   if (c.workspace.numel() < need)
     throw ShapeError(
         fmt::format("{}: workspace of {} floats, needs {}", op, c.workspace.numel(), need));
@@ -114,6 +191,11 @@ float* after_index(const DisentangledCall& c) {
   return c.workspace.data_as<float>() + index_floats(c.seq);
 }
 
+Staging staging_of(const DisentangledCall& c, const DisentangledArgs& a, Device dev,
+                   bool backward) {
+  return Staging(dev, after_index(c) + kernel_floats(a, dev, backward));
+}
+
 }  // namespace
 
 float DisentangledSpec::scale() const {
@@ -122,37 +204,38 @@ float DisentangledSpec::scale() const {
 }
 
 DisentangledBuffers disentangled_attention_buffers(const DisentangledSpec& spec, Device device,
-                                                   int64_t batch, int64_t seq, bool backward) {
+                                                   int64_t batch, int64_t seq, bool backward,
+                                                   DType storage) {
   DisentangledArgs a;
   a.spec = spec;
   a.B = batch;
   a.T = seq;
   reach(spec, seq, &a.rlo, &a.rhi);
-  return {batch * spec.heads * seq * seq, workspace_floats(a, device, backward)};
+  return {saved_floats(a, device), workspace_floats(a, device, backward, storage)};
 }
 
 void disentangled_attention_forward(const DisentangledCall& c, TensorView out, TensorView saved,
                                     TensorView q, TensorView k, TensorView v, TensorView pos_key,
                                     TensorView pos_query) {
   const char* op = "disentangled_attention_forward";
-  DisentangledArgs a = check_call(op, c, q, k, v, pos_key, pos_query, saved, false);
-  check_dtype(op, "out", out, DType::F32);
-  a.ldo = row_stride(op, "out", out, a.B * a.T, c.spec.heads * c.spec.head_dim);
   const Device dev = common_device(op, {out, saved, q, k, v, pos_key, pos_query, c.key_mask,
                                         c.workspace});
-  if (a.B * a.T == 0) return;
+  DisentangledArgs a = check_call(op, dev, c, q, k, v, pos_key, pos_query, saved, false);
+  const int64_t N = a.B * a.T, C = c.spec.heads * c.spec.head_dim, R = 2 * c.spec.span();
+  a.ldo = token_ld(op, "out", out, N, C, q.dtype);
+  if (N == 0) return;
   write_index(a, dev);
-  const float* pk = pos_key.defined() ? pos_key.data_as<float>() : nullptr;
-  const float* pq = pos_query.defined() ? pos_query.data_as<float>() : nullptr;
+  Staging st = staging_of(c, a, dev, false);
+  const float *qf = st.in(q, N, C, &a.ldq), *kf = st.in(k, N, C, &a.ldk),
+              *vf = st.in(v, N, C, &a.ldv);
+  const float* pk = st.in(c.spec.c2p ? pos_key : TensorView(), R, C, &a.ldpk);
+  const float* pq = st.in(c.spec.p2c ? pos_query : TensorView(), R, C, &a.ldpq);
+  float* of = st.out(out, N, C, &a.ldo);
+  float* sv = saved.data_as<float>();
   FTUNE_DISPATCH(op, dev,
-                 cpu::disentangled_attention_forward(a, out.data_as<float>(),
-                                                     saved.data_as<float>(), q.data_as<float>(),
-                                                     k.data_as<float>(), v.data_as<float>(), pk,
-                                                     pq, after_index(c)),
-                 cuda::disentangled_attention_forward(a, out.data_as<float>(),
-                                                      saved.data_as<float>(), q.data_as<float>(),
-                                                      k.data_as<float>(), v.data_as<float>(), pk,
-                                                      pq));
+                 cpu::disentangled_attention_forward(a, of, sv, qf, kf, vf, pk, pq, after_index(c)),
+                 cuda::disentangled_attention_forward(a, of, sv, qf, kf, vf, pk, pq, after_index(c)));
+  st.finish();
 }
 
 void disentangled_attention_backward(const DisentangledCall& c, TensorView dq, TensorView dk,
@@ -160,33 +243,35 @@ void disentangled_attention_backward(const DisentangledCall& c, TensorView dq, T
                                      TensorView dout, TensorView q, TensorView k, TensorView v,
                                      TensorView pos_key, TensorView pos_query, TensorView saved) {
   const char* op = "disentangled_attention_backward";
-  DisentangledArgs a = check_call(op, c, q, k, v, pos_key, pos_query, saved, true);
-  const int64_t N = a.B * a.T, C = c.spec.heads * c.spec.head_dim, R = 2 * c.spec.span();
-  for (const auto& [name, view] :
-       {std::pair<const char*, TensorView>{"dq", dq}, {"dk", dk}, {"dv", dv}, {"dout", dout}})
-    check_dtype(op, name, view, DType::F32);
-  a.ldo = row_stride(op, "dout", dout, N, C);
-  a.lddq = row_stride(op, "dq", dq, N, C);
-  a.lddk = row_stride(op, "dk", dk, N, C);
-  a.lddv = row_stride(op, "dv", dv, N, C);
-  a.lddpk = ld_of(op, "dpos_key", dpos_key, R, C, c.spec.c2p);
-  a.lddpq = ld_of(op, "dpos_query", dpos_query, R, C, c.spec.p2c);
   const Device dev = common_device(op, {dq, dk, dv, dpos_key, dpos_query, dout, q, k, v, pos_key,
                                         pos_query, saved, c.key_mask, c.workspace});
+  DisentangledArgs a = check_call(op, dev, c, q, k, v, pos_key, pos_query, saved, true);
+  const int64_t N = a.B * a.T, C = c.spec.heads * c.spec.head_dim, R = 2 * c.spec.span();
+  const DType t = q.dtype;
+  a.ldo = token_ld(op, "dout", dout, N, C, t);
+  a.lddq = token_ld(op, "dq", dq, N, C, t);
+  a.lddk = token_ld(op, "dk", dk, N, C, t);
+  a.lddv = token_ld(op, "dv", dv, N, C, t);
+  a.lddpk = ld_of(op, "dpos_key", dpos_key, R, C, c.spec.c2p, t);
+  a.lddpq = ld_of(op, "dpos_query", dpos_query, R, C, c.spec.p2c, t);
   if (N == 0) return;
   write_index(a, dev);
-  auto f = [](const TensorView& t) { return t.defined() ? t.data_as<float>() : nullptr; };
+  Staging st = staging_of(c, a, dev, true);
+  const float *qf = st.in(q, N, C, &a.ldq), *kf = st.in(k, N, C, &a.ldk),
+              *vf = st.in(v, N, C, &a.ldv), *dof = st.in(dout, N, C, &a.ldo);
+  const float* pk = st.in(c.spec.c2p ? pos_key : TensorView(), R, C, &a.ldpk);
+  const float* pq = st.in(c.spec.p2c ? pos_query : TensorView(), R, C, &a.ldpq);
+  float *dqf = st.out(dq, N, C, &a.lddq), *dkf = st.out(dk, N, C, &a.lddk),
+        *dvf = st.out(dv, N, C, &a.lddv);
+  float* dpk = st.out(c.spec.c2p ? dpos_key : TensorView(), R, C, &a.lddpk);
+  float* dpq = st.out(c.spec.p2c ? dpos_query : TensorView(), R, C, &a.lddpq);
+  const float* sv = saved.data_as<float>();
   FTUNE_DISPATCH(op, dev,
-                 cpu::disentangled_attention_backward(
-                     a, dq.data_as<float>(), dk.data_as<float>(), dv.data_as<float>(),
-                     f(dpos_key), f(dpos_query), dout.data_as<float>(), q.data_as<float>(),
-                     k.data_as<float>(), v.data_as<float>(), f(pos_key), f(pos_query),
-                     saved.data_as<float>(), after_index(c)),
-                 cuda::disentangled_attention_backward(
-                     a, dq.data_as<float>(), dk.data_as<float>(), dv.data_as<float>(),
-                     f(dpos_key), f(dpos_query), dout.data_as<float>(), q.data_as<float>(),
-                     k.data_as<float>(), v.data_as<float>(), f(pos_key), f(pos_query),
-                     saved.data_as<float>(), after_index(c)));
+                 cpu::disentangled_attention_backward(a, dqf, dkf, dvf, dpk, dpq, dof, qf, kf, vf,
+                                                      pk, pq, sv, after_index(c)),
+                 cuda::disentangled_attention_backward(a, dqf, dkf, dvf, dpk, dpq, dof, qf, kf,
+                                                       vf, pk, pq, sv, after_index(c)));
+  st.finish();
 }
 
 }  // namespace ftune

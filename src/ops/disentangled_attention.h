@@ -23,18 +23,26 @@
 //
 // Layouts (N = B T tokens, C = H D): q, k, v, out, dout, dq, dk, dv (N, C), any row stride with
 // contiguous rows (column views of a fused projection need no copy); pos_key, pos_query and their
-// gradients (2S, C), same rule. saved: the probabilities P before dropout, (B, H, T, T) f32.
+// gradients (2S, C), same rule. saved (f32, what backward needs of forward; its size depends on
+// the device, disentangled_attention_buffers): on the CPU the probabilities P before dropout,
+// (B, H, T, T); on CUDA the softmax statistics lse (B, H, T) and O in fp32 (N, C).
 // Gradients: dq, dk, dv, dpos_key, dpos_query are overwritten (activation gradients); the
 // relative embeddings' gradient sums over sequences in a fixed order (deterministic).
 //
 // Dropout on the probabilities, keyed exactly as ops/attention.h's: element (b, h, i, j) is kept
 // when Philox(rng, (((row0 + b) H + h) Tv + i) Tv + j) >= p (Tv = place.stream_seq or T).
 //
+// Storage: q, k, v, out, dout, dq, dk, dv share one type, f32, bf16 or f16; the position tensors
+// and their gradients are f32 or that type. The kernels compute in fp32: 16-bit tensors are copied
+// to fp32 in the workspace (exact) and outputs rounded back once (ops/cast.h's emulation).
+//
 // Kernels: fp32. CPU (ops/disentangled_attention_cpu.cc): per (sequence, head) BLAS GEMMs over the
 // whole (T, T) scores, C2P = Q PK^T and P2C = K PQ^T only over the relative indices the sequence
-// reaches. CUDA (ops/disentangled_attention_cuda.cu): a straightforward kernel that follows the
-// CPU's arithmetic per score and materialises P (as the CPU does); the fused kernel that keeps
-// only softmax statistics (flash-attention style, gathers inside tiles) is still to come.
+// reaches. CUDA (ops/disentangled_attention_cuda.cu): the fused path of ops/disentangled_fused.h
+// and ops/disentangled_tiles.h, flash-attention style: tiles of queries x keys gather the position
+// terms from the per-row products C2P and P2C (GEMMs over the relative indices in reach), an
+// online softmax keeps only lse for backward, which recomputes P tile by tile; nothing (B, H, T, T)
+// is stored. Head sizes up to 480 (a ShapeError beyond).
 #pragma once
 
 #include <cmath>
@@ -100,14 +108,17 @@ struct DisentangledCall {
   TensorView workspace;  // f32, disentangled_attention_buffers().workspace floats
 };
 
-// What the planner reserves, in floats: saved per call site (B H T^2 probabilities), workspace
-// shared scratch on the op's device: the relative indices (2T - 1 i32) at its start, then on the
-// CPU per-thread scores and gathers, on CUDA (backward) the score gradients (B, H, T, T).
+// What the planner reserves, in floats: saved per call site (see saved above), workspace shared
+// scratch on the op's device: the relative indices (2T - 1 i32, rounded up to 4) at its start,
+// then on the CPU per-thread scores and gathers, on CUDA the position products and, backward,
+// their gradients (disentangled::FusedLayout: 2 or 4 x (H, B T, W) with W <= 2S, and B H T).
 struct DisentangledBuffers {
   int64_t saved = 0, workspace = 0;
 };
+// storage: the type of q, k, v (16-bit storage adds the fp32 staging copies).
 DisentangledBuffers disentangled_attention_buffers(const DisentangledSpec& spec, Device device,
-                                                   int64_t batch, int64_t seq, bool backward);
+                                                   int64_t batch, int64_t seq, bool backward,
+                                                   DType storage = DType::F32);
 
 // out (N, C); pos_key / pos_query may be undefined when their term is off.
 void disentangled_attention_forward(const DisentangledCall& call, TensorView out, TensorView saved,
@@ -158,14 +169,14 @@ void disentangled_attention_backward(const DisentangledArgs& a, float* dq, float
 namespace cuda {
 // Writes the (2T - 1) relative indices at a.rel_index (device memory, the workspace's start).
 void disentangled_relative_index(const DisentangledArgs& a, int32_t* rel_index);
-void disentangled_attention_forward(const DisentangledArgs& a, float* out, float* probs,
+// saved: lse and O (disentangled::FusedLayout); workspace: after the index table.
+void disentangled_attention_forward(const DisentangledArgs& a, float* out, float* saved,
                                     const float* q, const float* k, const float* v,
-                                    const float* pk, const float* pq);
-// dS: (B, H, T, T) floats of scratch.
+                                    const float* pk, const float* pq, float* workspace);
 void disentangled_attention_backward(const DisentangledArgs& a, float* dq, float* dk, float* dv,
                                      float* dpk, float* dpq, const float* dout, const float* q,
                                      const float* k, const float* v, const float* pk,
-                                     const float* pq, const float* probs, float* dS);
+                                     const float* pq, const float* saved, float* workspace);
 }  // namespace cuda
 
 }  // namespace ftune

@@ -21,6 +21,11 @@ void check_stats(const char* op, const TensorView& inp, const TensorView& mean,
   check_f32(op, "rstd", rstd, Shape{N});
 }
 
+// The data of an optional vector (a LayerNorm without bias): null when undefined.
+const float* optional_f32(const TensorView& v) {
+  return v.defined() ? v.data_as<float>() : nullptr;
+}
+
 }  // namespace
 
 void layer_norm_forward(TensorView out, TensorView mean, TensorView rstd, TensorView inp,
@@ -28,7 +33,10 @@ void layer_norm_forward(TensorView out, TensorView mean, TensorView rstd, Tensor
   const char* op = "layer_norm_forward";
   check_f32(op, "inp", inp, inp.shape);
   check_f32(op, "out", out, inp.shape);
-  check_stats(op, inp, mean, rstd, {{"weight", &weight}, {"bias", &bias}});
+  if (bias.defined())
+    check_stats(op, inp, mean, rstd, {{"weight", &weight}, {"bias", &bias}});
+  else
+    check_stats(op, inp, mean, rstd, {{"weight", &weight}});
   bf16_t* out_bf16 = nullptr;
   f16_t* out_f16 = nullptr;
   if (out_h.defined()) {
@@ -50,11 +58,11 @@ void layer_norm_forward(TensorView out, TensorView mean, TensorView rstd, Tensor
       op, dev,
       cpu::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
                               inp.data_as<float>(), nullptr, nullptr, nullptr,
-                              weight.data_as<float>(), bias.data_as<float>(), N, C, eps, out_bf16,
+                              weight.data_as<float>(), optional_f32(bias), N, C, eps, out_bf16,
                               out_f16),
       cuda::layer_norm_forward(out.data_as<float>(), mean.data_as<float>(), rstd.data_as<float>(),
                                inp.data_as<float>(), nullptr, nullptr, nullptr,
-                               weight.data_as<float>(), bias.data_as<float>(), N, C, eps,
+                               weight.data_as<float>(), optional_f32(bias), N, C, eps,
                                out_bf16, out_f16));
 }
 
@@ -86,12 +94,15 @@ void layer_norm_backward(TensorView dinp, TensorView dweight, TensorView dbias, 
   check_f32(op, "inp", inp, inp.shape);
   check_f32(op, "dout", dout, inp.shape);
   check_f32(op, "dinp", dinp, inp.shape);
-  // Frozen LayerNorms (adapters) pass undefined dweight and dbias: only dinp is computed.
-  if (dweight.defined() != dbias.defined())
-    throw ShapeError(fmt::format("{}: dweight and dbias must both be given or both omitted", op));
-  if (dweight.defined())
+  // Frozen LayerNorms (adapters) pass undefined dweight and dbias: only dinp is computed. A
+  // LayerNorm without bias (ModernBERT's norm_bias false) passes dweight alone.
+  if (dbias.defined() && !dweight.defined())
+    throw ShapeError(fmt::format("{}: dbias without dweight", op));
+  if (dbias.defined())
     check_stats(op, inp, mean, rstd,
                 {{"weight", &weight}, {"dweight", &dweight}, {"dbias", &dbias}});
+  else if (dweight.defined())
+    check_stats(op, inp, mean, rstd, {{"weight", &weight}, {"dweight", &dweight}});
   else
     check_stats(op, inp, mean, rstd, {{"weight", &weight}});
   const int64_t C = inp.dim(-1), N = inp.numel() / std::max<int64_t>(C, 1);

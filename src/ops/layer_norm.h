@@ -6,6 +6,8 @@
 //   fused:    sum (N, C) = a + b is written (backward needs it), then out = LayerNorm(sum)
 //   backward: dinp (N, C) overwritten; dweight, dbias (C) accumulate (+=); both undefined for a
 //             frozen LayerNorm (adapters), which then only computes dinp.
+// bias may be undefined (a LayerNorm without bias, ModernBERT's norm_bias false): out has no
+// "+ bias", and its backward takes dweight with an undefined dbias.
 // The fused op's backward is layer_norm_backward on `sum`: its dinp is the gradient of a and b.
 // dweight and dbias are column sums in the fixed order of core/column_order.h on both devices:
 // the same bits for any thread count, and no workspace.

@@ -36,7 +36,10 @@ void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, 
           v /= static_cast<float>(C);
           const float rs = 1.0f / std::sqrt(v + eps);
           float* o = out + r * C;
-          for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+          if (bias)
+            for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+          else
+            for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * rs * weight[c];
           if (out_bf16)  // the 16-bit copy, rounded from the stored fp32 value (as cast)
             for (int64_t c = 0; c < C; ++c) out_bf16[r * C + c] = float_to_bf16(o[c]);
           if (out_f16)
@@ -90,7 +93,7 @@ void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float*
       },
       [&](int64_t c, const float* total) {
         dweight[c] += total[0];
-        dbias[c] += total[1];
+        if (dbias) dbias[c] += total[1];
       });
 }
 

@@ -155,9 +155,14 @@ __global__ void layer_norm_forward_kernel(float* out, float* mean, float* rstd, 
     float v[4], w[4], bi[4];
     load_group<kVec>(x, c0, C, v);
     load_group<kVec>(weight, c0, C, w);
-    load_group<kVec>(bias, c0, C, bi);
+    if (bias) {
+      load_group<kVec>(bias, c0, C, bi);
+    } else {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) v[j] = (v[j] - m) * rs * w[j] + bi[j];
+      for (int j = 0; j < 4; ++j) bi[j] = 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = bias ? (v[j] - m) * rs * w[j] + bi[j] : (v[j] - m) * rs * w[j];
     store_group<kVec>(o, c0, C, v);
     if (out_bf16) store_group<kVec>(out_bf16 + r * C, c0, C, v);
     if (out_f16) store_group<kVec>(out_f16 + r * C, c0, C, v);
@@ -243,7 +248,7 @@ struct LayerNormParamAdd {
   float *dweight, *dbias;
   __device__ void operator()(int64_t c, const float* t) const {
     dweight[c] += t[0];
-    dbias[c] += t[1];
+    if (dbias) dbias[c] += t[1];
   }
 };
 

@@ -45,7 +45,10 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   p.packing = resolve_packing(cfg.data.packing, model, options.device);
   p.target.packed = p.packing.on;
   p.target.shortest = std::max<int64_t>(1, shortest);
-  p.target.max_rows = tc.batch_size > 0 ? tc.batch_size : cfg.effective_batch();
+  // A data-parallel rank's share of the step batch (the whole of it on one device).
+  const int64_t ranks = std::max<int64_t>(1, options.ranks);
+  const int64_t rank_batch = (cfg.effective_batch() + ranks - 1) / ranks;
+  p.target.max_rows = tc.batch_size > 0 ? std::min(tc.batch_size, rank_batch) : rank_batch;
   p.precision = resolve_precision(tc.precision, options.device);
   p.target.precision = compute_dtype(p.precision.precision);
   // Before planning: with cuDNN attention each layer plans its softmax statistics instead of
@@ -57,8 +60,13 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   } else {
     p.memory = device_memory_info(options.device);
   }
-  p.request.effective_batch = cfg.effective_batch();
-  p.request.micro_batch = options.micro_batch.value_or(tc.batch_size);
+  if (options.device.is_cpu() && options.local_ranks > 1) {  // the machine's memory, shared
+    p.memory.available /= static_cast<size_t>(options.local_ranks);
+    p.memory.source += fmt::format(", shared by {} ranks", options.local_ranks);
+  }
+  p.request.effective_batch = rank_batch;
+  p.request.micro_batch = options.micro_batch.value_or(
+      tc.batch_size > 0 ? std::min(tc.batch_size, rank_batch) : tc.batch_size);
   p.request.micro_tokens = options.micro_tokens.value_or(0);
   p.request.checkpointing = options.checkpointing.value_or(tc.gradient_checkpointing);
   if (tc.memory_budget.empty()) {

@@ -44,6 +44,9 @@ struct BatchPlanOptions {
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> micro_tokens;  // packed: the token budget (0: none recorded)
   std::optional<GradientCheckpointing> checkpointing;
+  // Data-parallel runs: each of `ranks` computes at most ceil(effective / ranks) rows of a step;
+  // on the CPU the `local_ranks` ranks of one machine share its memory.
+  int64_t ranks = 1, local_ranks = 1;
 };
 
 // `model` has the task's labels; `max_length` is data.max_length clipped to the model.

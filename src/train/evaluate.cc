@@ -12,13 +12,20 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress, const std::string& name,
-                               InputStaging* staging) {
+                               InputStaging* staging, ProcessGroup* ranks) {
   const int64_t K = model.config().num_labels();
   ClassificationMetrics metrics(K, split);
   // Packed: batches filled to the model's token budget (at most its rows).
   const ClassifierOptions& o = model.options();
-  const auto batches = o.packed ? data::length_sorted_batches(examples, o.max_batch, o.max_tokens)
-                                : data::length_sorted_batches(examples, batch_size);
+  auto batches = o.packed ? data::length_sorted_batches(examples, o.max_batch, o.max_tokens)
+                          : data::length_sorted_batches(examples, batch_size);
+  const bool sharded = ranks && ranks->distributed();
+  if (sharded) {  // this rank's contiguous share of the batches
+    const auto n = static_cast<int64_t>(batches.size());
+    const int64_t begin = n * ranks->rank() / ranks->size(),
+                  end = n * (ranks->rank() + 1) / ranks->size();
+    batches = decltype(batches)(batches.begin() + begin, batches.begin() + end);
+  }
   if (progress) progress->begin_eval(name, static_cast<int64_t>(batches.size()));
   EvalReadback readback(model.device(), std::max(batch_size, o.max_batch), K);
   int64_t done = 0, rows = 0;
@@ -44,6 +51,13 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
   }
   while (readback.pending() > 0) add_oldest();
   if (progress) progress->end_eval();
+  if (sharded) {
+    std::vector<int64_t> counts = metrics.counts();
+    double loss_sum = metrics.loss_sum();
+    ranks->sum(counts.data(), static_cast<int64_t>(counts.size()));
+    ranks->sum(&loss_sum, 1);
+    metrics.set_counts(counts, loss_sum);
+  }
   return metrics;
 }
 

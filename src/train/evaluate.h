@@ -4,7 +4,10 @@
 // back asynchronously and added to the metrics one batch later (train/eval_readback.h), and with
 // `staging` (the training step's InputStaging, planned for the model's batches) its inputs go
 // through pinned slots on the copy stream instead of set_batch's synchronous copies. The metrics
-// are the same either way: batches reach them in order, with the same values.
+// are the same either way: batches reach them in order, with the same values. In a data-parallel
+// run every rank evaluates a contiguous share of the batches and the ranks sum their metrics
+// (counts and histograms exactly; the loss sum up to float summation order), so every rank holds
+// the metrics of the whole split.
 #pragma once
 
 #include <vector>
@@ -13,6 +16,7 @@
 #include "models/sequence_classifier.h"
 #include "train/metrics.h"
 #include "train/input_staging.h"
+#include "train/process_group.h"
 #include "train/progress.h"
 
 namespace ftune {
@@ -22,6 +26,6 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress = nullptr,
                                const std::string& name = "eval",
-                               InputStaging* staging = nullptr);
+                               InputStaging* staging = nullptr, ProcessGroup* ranks = nullptr);
 
 }  // namespace ftune

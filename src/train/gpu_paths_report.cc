@@ -17,6 +17,7 @@ nlohmann::json gpu_paths_json(const GpuPathCounts& c) {
         {"cudnn_refused", c[P::AttentionCudnnRefused]},
         {"packed_cudnn", c[P::AttentionPackedCudnn]},
         {"packed_ftune", c[P::AttentionPackedFtune]}}},
+      {"disentangled_attention", {{"fused", c[P::DisentangledFused]}}},
       {"cudnn_plans",
        {{"builds", c[P::CudnnPlanBuilds]},
         {"build_seconds", c.seconds_of(P::CudnnPlanBuilds)},

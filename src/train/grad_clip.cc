@@ -1,9 +1,10 @@
-// Gradient norm and clipping: checks and dispatch.
+// Gradient norm and clipping: checks and dispatch (the scaling is ops/scale.h).
 #include "train/grad_clip.h"
 
 #include <cmath>
 
 #include "ops/dispatch.h"
+#include "ops/scale.h"
 #include "train/step_scalars.h"
 
 namespace ftune {
@@ -17,13 +18,6 @@ double grad_sum_of_squares(TensorView grads) {
   return s;
 }
 
-void scale_in_place(TensorView values, float factor) {
-  const char* op = "scale_in_place";
-  check_f32(op, "values", values, values.shape);
-  FTUNE_DISPATCH(op, values.device, cpu::scale(values.data_as<float>(), values.numel(), factor),
-                 cuda::scale(values.data_as<float>(), values.numel(), factor));
-}
-
 float clip_coefficient(double norm, double max_norm) {
   // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.0, applied in the grads' dtype;
   // one expression with the device-side step (train/step_scalars.h).
@@ -33,7 +27,7 @@ float clip_coefficient(double norm, double max_norm) {
 double clip_grad_norm(TensorView grads, double max_norm) {
   const double norm = std::sqrt(grad_sum_of_squares(grads));
   const float coef = clip_coefficient(norm, max_norm);
-  if (coef < 1.0f) scale_in_place(grads, coef);
+  if (coef < 1.0f) scale_inplace(grads, coef);
   return norm;
 }
 

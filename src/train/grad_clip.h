@@ -1,6 +1,6 @@
 // Global-norm gradient clipping with torch.nn.utils.clip_grad_norm_'s semantics:
 //   norm = sqrt(sum of squares of every gradient); if max_norm / (norm + 1e-6) < 1, every
-//   gradient is scaled by that factor. The norm is also what NaN/Inf detection reads.
+//   gradient is scaled by that factor (ops/scale.h). The norm is also what NaN/Inf detection reads.
 #pragma once
 
 #include "core/tensor.h"
@@ -15,12 +15,9 @@ double clip_grad_norm(TensorView grads, double max_norm);
 // The factor clip_grad_norm would scale by: min(1, max_norm / (norm + 1e-6)). The trainer hands it
 // to the optimizer, which applies it while reading the gradients.
 float clip_coefficient(double norm, double max_norm);
-// Multiplies every element by `factor`.
-void scale_in_place(TensorView values, float factor);
 
 namespace cpu {
 double sum_of_squares(const float* x, int64_t n);
-void scale(float* x, int64_t n, float factor);
 }  // namespace cpu
 
 namespace cuda {
@@ -30,7 +27,6 @@ double sum_of_squares(const float* x, int64_t n);
 // The same reduction, its result left on the device at *result (no synchronisation): the
 // trainer's step scalars (train/step_scalars.h).
 void sum_of_squares_into(double* result, const float* x, int64_t n);
-void scale(float* x, int64_t n, float factor);
 }  // namespace cuda
 
 }  // namespace ftune

@@ -1,4 +1,4 @@
-// Gradient norm and scaling on the CPU. The sum is split into one static chunk per thread, each
+// Gradient norm on the CPU. The sum is split into one static chunk per thread, each
 // summed in double, and the partial sums are added in chunk order: reproducible for a thread count.
 #include <vector>
 
@@ -22,15 +22,6 @@ double sum_of_squares(const float* x, int64_t n) {
   double total = 0.0;
   for (int c = 0; c < chunks; ++c) total += partial[c];
   return total;
-}
-
-void scale(float* x, int64_t n, float factor) {
-  parallel_for(
-      n,
-      [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) x[i] *= factor;
-      },
-      4096);
 }
 
 }  // namespace ftune::cpu

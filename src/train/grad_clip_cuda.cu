@@ -1,4 +1,4 @@
-// Gradient norm and scaling on CUDA; mirrors train/grad_clip_cpu.cc.
+// Gradient norm on CUDA; mirrors train/grad_clip_cpu.cc.
 //   sum_of_squares: kPartialBlocks blocks each sum x^2 in double over a grid-stride slice of the
 //     buffer and reduce it within the block (warp shuffles, then warps in order); a second
 //     one-block kernel adds the partial sums (each thread a strided set of them in order, then the
@@ -7,7 +7,6 @@
 //     in a per-device scratch of (kPartialBlocks + 1) doubles allocated once (device_malloc) and
 //     kept; sum_of_squares reads the single 8-byte result back (a synchronisation), while
 //     sum_of_squares_into leaves it in device memory (the trainer's step scalars).
-//   scale: x *= factor, grid-stride.
 #include <array>
 #include <mutex>
 #include <string>
@@ -64,12 +63,6 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) *result = s;
 }
 
-__global__ void scale_kernel(float* x, int64_t n, float factor) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    x[i] *= factor;
-}
-
 }  // namespace
 
 void sum_of_squares_into(double* result, const float* x, int64_t n) {
@@ -93,12 +86,6 @@ double sum_of_squares(const float* x, int64_t n) {
                                    cudaMemcpyDeviceToHost, compute_stream()));
   FTUNE_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
   return total;
-}
-
-void scale(float* x, int64_t n, float factor) {
-  if (n == 0) return;
-  scale_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, compute_stream()>>>(x, n, factor);
-  FTUNE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace ftune::cuda

@@ -58,10 +58,11 @@ const char* MemoryPlan::category_of(const std::string& name) {
   if (starts("adapter/")) return "adapter caches";
   if (starts("gradact/")) return "activation gradients";
   if (starts("act/")) {
-    // A layer's attention probabilities (or cuDNN's state); the head's softmax ("act/loss/probs")
-    // is an activation.
+    // A layer's attention probabilities (or cuDNN's state), whatever the family's prefix
+    // ("act/layer0/probs", "act/dec0/probs"); the head's softmax ("act/loss/probs") is an
+    // activation.
     const size_t slash = name.rfind('/');
-    return starts("act/layer") && name.compare(slash + 1, std::string::npos, "probs") == 0
+    return !starts("act/loss/") && name.compare(slash + 1, std::string::npos, "probs") == 0
                ? "attention"
                : "activations";
   }

@@ -197,6 +197,27 @@ void ClassificationMetrics::merge(const ClassificationMetrics& other) {
   loss_rows_ += other.loss_rows_;
 }
 
+std::vector<int64_t> ClassificationMetrics::counts() const {
+  std::vector<int64_t> out(confusion_);
+  out.insert(out.end(), hist_.begin(), hist_.end());
+  out.push_back(count_);
+  out.push_back(loss_rows_);
+  return out;
+}
+
+void ClassificationMetrics::set_counts(const std::vector<int64_t>& counts, double loss_sum) {
+  FTUNE_ASSERT(counts.size() == confusion_.size() + hist_.size() + 2,
+               "{} counts for metrics of {} labels", counts.size(), k_);
+  auto at = counts.begin();
+  std::copy(at, at + static_cast<ptrdiff_t>(confusion_.size()), confusion_.begin());
+  at += static_cast<ptrdiff_t>(confusion_.size());
+  std::copy(at, at + static_cast<ptrdiff_t>(hist_.size()), hist_.begin());
+  at += static_cast<ptrdiff_t>(hist_.size());
+  count_ = *at++;
+  loss_rows_ = *at;
+  loss_sum_ = loss_sum;
+}
+
 double ClassificationMetrics::accuracy() const {
   return Confusion{confusion_, k_}.accuracy();
 }

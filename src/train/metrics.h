@@ -61,6 +61,12 @@ class ClassificationMetrics {
   void add_loss(double loss_sum, int64_t rows);
   // Adds another object's rows and loss (same num_labels): streaming in chunks equals one pass.
   void merge(const ClassificationMetrics& other);
+  // Its counts as one flat vector (confusion, histograms, rows, loss rows) next to its loss sum,
+  // and back: summing the vectors of several objects element by element and their loss sums is
+  // merge() (the ranks of a data-parallel evaluation sum them: train/evaluate.h).
+  std::vector<int64_t> counts() const;
+  double loss_sum() const { return loss_sum_; }
+  void set_counts(const std::vector<int64_t>& counts, double loss_sum);
 
   int64_t num_labels() const { return k_; }
   EvalSplit split() const { return split_; }

@@ -11,8 +11,25 @@
 namespace ftune {
 namespace {
 
-const std::map<std::string, const char*>& presets() {
-  static const std::map<std::string, const char*> table = {
+// Decoder LMs as classifiers: LoRA r 16 / alpha 32 / dropout 0.05 on all seven linear layers (the
+// QLoRA paper's and PEFT / TRL examples' setting), a short warmup and cosine decay, one epoch, 512
+// tokens; the score head trains whole (modules_to_save).
+std::string decoder_preset(const char* learning_rate) {
+  return fmt::format(R"(
+data: {{max_length: 512}}
+training: {{epochs: 1, effective_batch_size: 16, learning_rate: {}, warmup_ratio: 0.03,
+           weight_decay: 0.01, schedule: cosine, max_grad_norm: 1.0}}
+peft: {{method: lora, r: 16, alpha: 32, dropout: 0.05,
+       target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]}})",
+                     learning_rate);
+}
+
+const std::map<std::string, std::string>& presets() {
+  static const std::map<std::string, std::string> table = {
+      {"llama", decoder_preset("1.0e-4")},
+      {"qwen", decoder_preset("1.0e-4")},
+      // Gemma takes a lower rate (its (1 + w) norms and scaled embeddings make it sensitive).
+      {"gemma", decoder_preset("5.0e-5")},
       {"bert", R"(
 data: {max_length: 128}
 training: {epochs: 3, effective_batch_size: 32, learning_rate: 3.0e-5, warmup_ratio: 0.1,

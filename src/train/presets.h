@@ -2,7 +2,8 @@
 // only fills keys the user did not set; every value stays overridable. The numbers follow the
 // families' papers and model cards (BERT: lr 2e-5..5e-5, warmup 10%; RoBERTa: lr 1e-5..3e-5,
 // warmup 6%, decay 0.1; XLM-R / BGE-reranker: lr 1e-5..2e-5, longer inputs; MiniLM: small models
-// take larger rates).
+// take larger rates; the decoders `llama`, `qwen`, `gemma`: LoRA r 16 / alpha 32 on every linear
+// layer, presets.cc says why).
 #pragma once
 
 #include <string>

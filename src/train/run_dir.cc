@@ -21,13 +21,15 @@ const std::vector<std::string> kTokenizerFiles = {
 namespace {
 
 // The configuration sections that determine the arithmetic of a run, canonically serialised:
-// resume refuses when they differ (threads, logging and prefetch depth do not change results).
+// resume refuses when they differ (threads, logging, prefetch depth and reduction buckets do not
+// change results).
 std::string trajectory_config(const YAML::Node& resolved) {
   YAML::Node n;
   for (const char* section : {"model", "data", "training", "preset", "peft"})
     if (resolved[section]) n[section] = YAML::Clone(resolved[section]);
   if (n["training"]) {
-    for (const char* k : {"threads", "log_every", "prefetch", "max_nonfinite_steps", "cuda_graphs"})
+    for (const char* k : {"threads", "log_every", "prefetch", "max_nonfinite_steps", "cuda_graphs",
+                            "reduce_bucket_mb"})
       n["training"].remove(k);
   }
   YAML::Emitter out;

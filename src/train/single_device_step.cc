@@ -91,7 +91,8 @@ nlohmann::json memory_report(const Arena& arena, Device device) {
 
 SingleDeviceStep::SingleDeviceStep(const TrainConfig& config, const ModelSpec& model,
                                    const RunBatchPlan& plan, int64_t stream_seq,
-                                   const LossOptions& loss, const DebugHooks& hooks)
+                                   const LossOptions& loss, const DebugHooks& hooks,
+                                   GradientReducer* reducer)
     : cfg_(config),
       tc_(config.training),
       model_(model),
@@ -99,7 +100,8 @@ SingleDeviceStep::SingleDeviceStep(const TrainConfig& config, const ModelSpec& m
       stream_seq_(stream_seq),
       loss_(loss),
       hooks_(hooks),
-      effective_(config.effective_batch()),
+      reducer_(reducer),
+      effective_(reducer ? reducer->most_rows(config.effective_batch()) : config.effective_batch()),
       pad_id_(static_cast<int32_t>(model.info().pad_token_id)) {
   micro_batch_ = plan_.choice.micro_batch;
   micro_tokens_ = plan_.choice.micro_tokens;
@@ -223,6 +225,7 @@ void SingleDeviceStep::build() {
   if (tc_.layer_decay < 1.0)
     apply_layer_decay(*adamw_, clf_->trainable_params(), model_.info().num_layers,
                       tc_.layer_decay);
+  if (reducer_) reducer_->plan(clf_->trainable_params(), clf_->trainable_grads());
 }
 
 void SingleDeviceStep::recover(const OutOfMemoryError& e, int64_t step) {
@@ -305,11 +308,15 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
     return m;
   };
   int64_t micro_batches = request.micro_batches;
-  // Contiguous rows of the step batch: micro_batch_ rows each, or packed up to micro_tokens_.
+  // Contiguous rows of the step batch (data-parallel: of this rank's rows, which may be none):
+  // micro_batch_ rows each, or packed up to micro_tokens_.
+  const auto [first_row, end_row] =
+      reducer_ ? reducer_->rows(step_batch.size) : std::pair<int64_t, int64_t>{0, step_batch.size};
   const std::vector<std::pair<int64_t, int64_t>> cuts =
-      micro_batch_cuts(step_batch, layout(), micro_batch_, micro_tokens_);
-  int slot = staging_->stage(step_batch, positions_, cuts[0].first, cuts[0].second,
-                             micro_params(cuts[0].first, cuts[0].second));
+      micro_batch_cuts(step_batch, layout(), micro_batch_, micro_tokens_, first_row, end_row);
+  int slot = cuts.empty() ? 0
+                          : staging_->stage(step_batch, positions_, cuts[0].first, cuts[0].second,
+                                            micro_params(cuts[0].first, cuts[0].second));
   TrainingWork step_work;
   for (size_t cut = 0; cut < cuts.size(); ++cut) {
     if (micro_batches == hooks_.exit_at_micro_step) exit_as_killed();
@@ -321,6 +328,8 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
                               static_cast<uint64_t>(row0), stream_seq_, in.micro};
     clf_->prepare_forward(loss_);  // nothing lazy left inside the region
     const bool inject_oom = s + 1 == hooks_.oom_at_step && oom_retries_.empty();
+    // Data-parallel: the last backward's finished layers start their gradients' reduction.
+    if (reducer_ && cut + 1 == cuts.size() && !graphs_) reducer_->arm();
     const auto region = [&] {
       clf_->forward(dropout);
       if (inject_oom) throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
@@ -341,6 +350,9 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
     ++micro_batches;
   }
   work_ += step_work;
+  // Data-parallel: every rank's gradients (most of them already, during the last backward) and
+  // step loss summed, so what follows is the same on every rank.
+  if (reducer_) reducer_->finish(scalars);
   // Norm, clip factor and the finite check on the device; AdamW applies the step or, when the
   // loss or the norm is not finite, touches nothing (the counters move on the device). fp16: the
   // gradients are S times too large; the device unscales the norm and the clip coefficient.
@@ -450,6 +462,7 @@ nlohmann::json SingleDeviceStep::report() const {
         static_cast<double>(measured) / static_cast<double>(planned);
   }
   s["memory"] = memory;
+  if (reducer_) s["data_parallel"] = reducer_->report();
   return s;
 }
 

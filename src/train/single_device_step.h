@@ -13,6 +13,7 @@
 #include "models/backbone.h"
 #include "train/batch_plan.h"
 #include "train/debug_hooks.h"
+#include "train/gradient_reducer.h"
 #include "train/input_staging.h"
 #include "train/precision.h"
 #include "train/step_graphs.h"
@@ -26,9 +27,12 @@ class SingleDeviceStep : public StepStrategy {
   // `hooks`; `plan` is the run's memory plan (its choice: the first micro-batch and
   // checkpointing); `stream_seq` is Tv of the dropout streams (data.max_length clipped to the
   // model). Builds the model and optimizer in their arena (an allocation failure halves the
-  // micro-batch); the weights are the loader's to fill.
+  // micro-batch); the weights are the loader's to fill. `reducer` (data-parallel runs, outlives
+  // the strategy; train/gradient_reducer.h): this rank computes only its rows of each step batch
+  // and the gradients and step loss are summed over the ranks before the optimizer tail.
   SingleDeviceStep(const TrainConfig& config, const ModelSpec& model, const RunBatchPlan& plan,
-                   int64_t stream_seq, const LossOptions& loss, const DebugHooks& hooks);
+                   int64_t stream_seq, const LossOptions& loss, const DebugHooks& hooks,
+                   GradientReducer* reducer = nullptr);
 
   SequenceClassifier& model() override { return *clf_; }
   AdamW& optimizer() override { return *adamw_; }
@@ -73,7 +77,8 @@ class SingleDeviceStep : public StepStrategy {
   const int64_t stream_seq_;
   const LossOptions loss_;
   const DebugHooks& hooks_;
-  const int64_t effective_;
+  GradientReducer* const reducer_;  // data-parallel runs: this rank's rows, the sum over ranks
+  const int64_t effective_;         // rows this process computes per step (at most)
   const int32_t pad_id_;
 
   ResolvedTf32 tf32_;             // TF32 for the fp32 GEMMs (a GPU setting)

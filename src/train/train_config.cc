@@ -152,6 +152,7 @@ std::vector<Field> schema(TrainConfig& c) {
        }},
       {"training.max_nonfinite_steps", integer, scalar(&t.max_nonfinite_steps, integer)},
       {"training.prefetch", integer, scalar(&t.prefetch, integer)},
+      {"training.reduce_bucket_mb", number, scalar(&t.reduce_bucket_mb, number)},
       {"training.gradient_checkpointing", "off, on or auto",
        [&t](const YAML::Node& n, const std::string& where) {
          t.gradient_checkpointing = parse_gradient_checkpointing(n, where);
@@ -417,6 +418,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
           "must be auto or an integer in [1, 4096]");
   require(t.max_nonfinite_steps >= 1, "training.max_nonfinite_steps", "must be at least 1");
   require(t.prefetch >= 1, "training.prefetch", "must be at least 1");
+  require(t.reduce_bucket_mb > 0, "training.reduce_bucket_mb", "must be positive");
   one_of(t.schedule, {"linear", "cosine", "constant"}, "training.schedule");
   require(c.eval.every_steps >= 0, "eval.every_steps", "must be >= 0");
   one_of(c.eval.metric,

@@ -73,8 +73,11 @@ void Trainer::load_data_and_model() {
   pad_id_ = static_cast<int32_t>(model_.info().pad_token_id);
 
   plan_batch();
+  if (group_->launched())
+    reducer_ = std::make_unique<GradientReducer>(*group_, plan_.target.device,
+                                                 tc_.reduce_bucket_mb);
   strategy_ = std::make_unique<SingleDeviceStep>(cfg_, model_, plan_, stream_seq_, loss_options_,
-                                                 hooks_);
+                                                 hooks_, reducer_.get());
   load_report_ = load_model_weights(clf(), cfg_.model.path, load);
   if (clf().adapters_on()) {
     clf().init_adapters(tc_.seed);  // PEFT's initialisation; a resume loads the saved adapter
@@ -88,6 +91,11 @@ void Trainer::load_data_and_model() {
 void Trainer::plan_batch() {
   BatchPlanOptions options;
   options.device = training_device(cfg_);  // the arena, and so every op, lives there
+  // Data-parallel ranks on GPUs: `cuda` is the local rank's GPU (cuda:N stays as given).
+  if (group_->launched() && !options.device.is_cpu() && tc_.device == "cuda")
+    options.device = Device::cuda(group_->local_rank());
+  options.ranks = group_->size();
+  options.local_ranks = group_->local_size();
   if (options_.resume) {
     // A resumed run continues with the micro-batch and checkpointing it was using (the budget
     // may differ now); an allocation failure still halves it.
@@ -192,7 +200,7 @@ void Trainer::train_step() {
                         {"tokens_per_s", window_tokens_ / secs},
                         {"input_wait_fraction", std::min(1.0, window_wait_seconds_ / secs)}};
     add_gpu_interval(line);
-    log_->write(line);
+    log_line(line);
     step_scalars_set(strategy_->optimizer().step_scalars(), kWindowLoss, 0.0);
     window_steps_ = window_samples_ = window_tokens_ = 0;
     window_wait_seconds_ = 0;
@@ -214,7 +222,7 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
   const ClassificationMetrics m =
       evaluate(clf(), split.examples, strategy_->eval_batch(), pad_id_, loss_options_,
                is_test ? EvalSplit::Test : EvalSplit::Validation, progress_.get(), name,
-               strategy_->eval_staging());
+               strategy_->eval_staging(), group_);
   nlohmann::json j;
   if (model_.num_labels() == 2) {
     // The decision threshold is chosen on validation data only; the test split gets the one of
@@ -246,7 +254,7 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
                extra, j["seconds"].get<double>());
   nlohmann::json line = j;
   line["split"] = name;
-  log_->write(line);
+  log_line(line);
   window_start_ = RunClock::now();  // evaluation time is not training throughput
   return j;
 }
@@ -279,13 +287,20 @@ void Trainer::publish_selected(const CheckpointEntry& chosen, const std::string&
 }
 
 nlohmann::json Trainer::run() {
+  group_ = &ProcessGroup::world();
+  if (!lead()) spdlog::set_level(spdlog::level::err);  // a rank's own errors only
   set_compute_threads(static_cast<int>(tc_.threads));
-  lock_.emplace(io::DirLock::acquire(run_.string(), "output.dir"));
-  check_run_dir(run_, options_.resume, cfg_.output.overwrite);
+  if (lead()) {
+    lock_.emplace(io::DirLock::acquire(run_.string(), "output.dir"));
+    check_run_dir(run_, options_.resume, cfg_.output.overwrite);
+  }
   load_data_and_model();
-  prepare_run_dir(run_, options_.resume, cfg_.resolved);
+  if (lead()) prepare_run_dir(run_, options_.resume, cfg_.resolved);
   plan_schedule();
-  store_ = std::make_unique<CheckpointStore>(run_.string(), cfg_.checkpoint.keep_last);
+  // Rank 0 keeps the checkpoints; the other ranks read them to resume and, at the end, to load
+  // the selected model (a file system shared by the ranks).
+  if (lead() || options_.resume)
+    store_ = std::make_unique<CheckpointStore>(run_.string(), cfg_.checkpoint.keep_last);
   std::optional<int64_t> resume_step;
   if (options_.resume) {
     const auto last = store_->last();
@@ -293,21 +308,23 @@ nlohmann::json Trainer::run() {
     restore(*last);
     resume_step = step_;
   }
-  log_ = std::make_unique<RunLog>(run_.string(), resume_step, cfg_.output.tensorboard);
+  if (lead()) log_ = std::make_unique<RunLog>(run_.string(), resume_step, cfg_.output.tensorboard);
   spdlog::info(
       "training {} ({} labels) for {} steps ({} epochs of {} steps): micro-batch {} x {} "
-      "accumulation = {}, lr {:g}{}, {} threads",
+      "accumulation{} = {}, lr {:g}{}, {} threads",
       model_.info().architecture, data_.labels.names.size(), total_steps_,
       static_cast<double>(total_steps_) / steps_per_epoch_, steps_per_epoch_,
-      strategy_->micro_batch(), strategy_->accumulation(), effective_, tc_.learning_rate,
+      strategy_->micro_batch(), strategy_->accumulation(),
+      group_->distributed() ? fmt::format(" x {} ranks", group_->size()) : "", effective_,
+      tc_.learning_rate,
       tc_.layer_decay < 1 ? fmt::format(" (layer decay {:g})", tc_.layer_decay) : "",
       compute_threads());
 
-  if (cfg_.output.progress == "auto") {
+  if (cfg_.output.progress == "auto" && lead()) {
     progress_ = ProgressBar::for_stderr(tc_.log_every);
   } else {
     ProgressOptions po;
-    po.terminal = cfg_.output.progress == "bar";
+    po.terminal = cfg_.output.progress == "bar" && lead();
     po.log_every = tc_.log_every;
     const auto t0 = RunClock::now();
     progress_ = std::make_unique<ProgressBar>(std::cerr, spdlog::default_logger(), po,
@@ -340,7 +357,7 @@ nlohmann::json Trainer::run() {
         // FTUNE_PROFILE_OPS: the per-op table of the profiled step, logged and written.
         const profile::StepProfile p = op_profile.finish();
         spdlog::info("{}", p.table());
-        io::write_json_atomic((run_ / "op_profile.json").string(), p.to_json());
+        if (lead()) io::write_json_atomic((run_ / "op_profile.json").string(), p.to_json());
       }
     } catch (const OutOfMemoryError& e) {
       strategy_->recover(e, step_);
@@ -376,9 +393,13 @@ nlohmann::json Trainer::run() {
         cfg_.checkpoint.every_steps > 0 ? step_ % cfg_.checkpoint.every_steps == 0 : eval_now;
     if (periodic || last || stop_now || (is_best && cfg_.checkpoint.save_best))
       save_checkpoint(is_best && cfg_.checkpoint.save_best);
-    if (stop.requested() || (options_.stop_requested && options_.stop_requested())) {
+    bool stop_requested =
+        stop.requested() || (options_.stop_requested && options_.stop_requested());
+    // Every rank stops at the same step: a signal may reach the ranks between two of them.
+    if (group_->distributed()) stop_requested = group_->any(stop_requested);
+    if (stop_requested) {
       if (saved_step_ != step_) save_checkpoint(false);
-      io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted"));
+      if (lead()) io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted"));
       throw Interrupted(fmt::format("stopped by {} at step {}; checkpoint saved, continue "
                                     "with `ftune train --config ... --resume`",
                                     stop.requested() ? fmt::format("signal {}", stop.signal())
@@ -389,6 +410,11 @@ nlohmann::json Trainer::run() {
     if (stop_now) break;
   }
   if (saved_step_ != step_) save_checkpoint(false);
+  if (group_->distributed()) {  // rank 0's checkpoints are all written: the others read them
+    group_->barrier();
+    if (!lead())
+      store_ = std::make_unique<CheckpointStore>(run_.string(), cfg_.checkpoint.keep_last);
+  }
 
   // The selected model: best on validation (reloaded for the test split), else the last.
   const auto best = store_->best();
@@ -397,6 +423,7 @@ nlohmann::json Trainer::run() {
   progress_->finish();
   nlohmann::json test_metrics;
   if (data_.test) test_metrics = run_eval(*data_.test, "test");
+  if (!lead()) return nlohmann::json::object();  // rank 0 publishes and summarises
   const std::string model_dir = (run_ / "model").string();
   publish_selected(chosen, model_dir);
   if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run

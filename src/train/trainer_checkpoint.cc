@@ -50,6 +50,11 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
         "resuming with {} threads; the checkpoint was written with {}: results will "
         "not be bit-identical to an uninterrupted run",
         compute_threads(), s.threads);
+  if (s.ranks != group_->size())
+    spdlog::warn(
+        "resuming on {} rank(s); the checkpoint was written by {}: the step batches and the "
+        "trajectory are the same, up to float summation order",
+        group_->size(), s.ranks);
 
   load_weights_from(ckpt.dir);
   AdamW& adamw = strategy_->optimizer();
@@ -148,6 +153,7 @@ void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& s
   s["seed"] = tc_.seed;
   s["gradient_checkpointing"] = strategy_->checkpointing() == GradientCheckpointing::On;
   s["threads"] = compute_threads();
+  s["ranks"] = group_->size();  // data-parallel ranks (a resume may use another count)
   s["fingerprints"] = run_fingerprints(cfg_, data_);
   io::write_json_atomic((fs::path(dir) / "trainer_state.json").string(), s);
 }
@@ -156,6 +162,11 @@ void Trainer::save_checkpoint(bool best) {
   const auto t0 = RunClock::now();
   // The step scalars first: a pending non-finite abort stops the run before anything is written.
   const StepScalarValues scalars = sync_step_scalars();
+  if (!lead()) {  // rank 0 writes; its replica is this one
+    saved_step_ = step_;
+    if (step_ == hooks_.exit_after_checkpoint) exit_as_killed();
+    return;
+  }
   const std::string dir =
       store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d, scalars); });
   saved_step_ = step_;

@@ -19,6 +19,7 @@
 #include "train/checkpoint_store.h"
 #include "train/debug_hooks.h"
 #include "train/early_stopping.h"
+#include "train/gradient_reducer.h"
 #include "train/lr_schedule.h"
 #include "train/progress.h"
 #include "train/run_log.h"
@@ -67,6 +68,12 @@ class Trainer {
 
   int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
   SequenceClassifier& clf() const { return strategy_->model(); }
+  // Data-parallel runs: only rank 0 writes the run's files (logs, metrics, checkpoints, summary,
+  // the published model); the other ranks compute and write nothing but their own errors.
+  bool lead() const { return group_->lead(); }
+  void log_line(const nlohmann::json& line) {
+    if (log_) log_->write(line);
+  }
 
   // The run directory's lock (io/dir_lock.h): taken before anything there is read or written,
   // released last (declared first, destroyed last).
@@ -88,7 +95,9 @@ class Trainer {
   // data.max_length clipped to the model's positions: Tv of the dropout streams (a run constant)
   // and the planner's worst-case sequence length.
   int64_t stream_seq_ = 0;
-  std::unique_ptr<StepStrategy> strategy_;  // how a step is computed: the model and optimizer
+  ProcessGroup* group_ = nullptr;             // the ranks (one without a launcher)
+  std::unique_ptr<GradientReducer> reducer_;  // data-parallel runs: the sum over the ranks
+  std::unique_ptr<StepStrategy> strategy_;    // how a step is computed: the model and optimizer
 
   std::unique_ptr<data::LengthBucketedBatcher> batcher_;  // step batches of effective_ rows
   int64_t effective_ = 1, steps_per_epoch_ = 1, total_steps_ = 0;

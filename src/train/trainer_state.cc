@@ -74,6 +74,7 @@ TrainerState parse_trainer_state(const nlohmann::json& j, const std::string& pat
     throw InputError(fmt::format("{}: key 'early_stopping' must be an object", path));
   s.gradient_checkpointing = io::get_bool(j, "gradient_checkpointing", path);
   s.threads = count(j, "threads", path, 1);
+  s.ranks = j.contains("ranks") ? count(j, "ranks", path, 1) : 1;
   s.fingerprints = object_or_null(j, "fingerprints", path);
   for (const char* key : {"model", "tokenizer", "data", "config"})
     if (!s.fingerprints.is_object() || !s.fingerprints.contains(key))

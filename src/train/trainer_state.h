@@ -31,6 +31,7 @@ struct TrainerState {
   nlohmann::json early_stopping;        // an object, for EarlyStopping::restore
   bool gradient_checkpointing = false;
   int64_t threads = 0;
+  int64_t ranks = 1;  // data-parallel ranks that wrote it (1 in files from before issue 20)
   nlohmann::json fingerprints;  // an object with model, tokenizer, data and config
   // The open logging window when the checkpoint was written (absent in older files).
   struct Window {

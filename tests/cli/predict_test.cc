@@ -89,7 +89,8 @@ TEST_F(PredictCli, LogitsMatchTransformersInInputOrder) {
 }
 
 // Decoder classifiers (Llama, Qwen2, Mistral, Qwen3): rows padded by predict on the right with the pad id,
-// pooled at the last non-pad token as transformers does.
+// pooled at the last non-pad token as transformers does. ModernBERT (no token types either) runs
+// the same test.
 class PredictDecoderCli : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PredictDecoderCli, LogitsMatchTransformers) {
@@ -121,7 +122,10 @@ INSTANTIATE_TEST_SUITE_P(Families, PredictDebertaCli,
 
 INSTANTIATE_TEST_SUITE_P(Families, PredictDecoderCli,
                          ::testing::Values("llama_pair", "qwen2_pair", "mistral_pair",
-                                           "qwen3_pair"));
+                                           "qwen3_pair", "gemma2_pair", "gemma3_pair"));
+
+INSTANTIATE_TEST_SUITE_P(ModernBert, PredictDecoderCli,
+                         ::testing::Values("modernbert_cls", "modernbert_mean"));
 
 TEST_F(PredictCli, BadInputNamesFileAndLineAndWritesNothing) {
   struct Case {

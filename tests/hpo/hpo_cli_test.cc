@@ -424,5 +424,25 @@ TEST(HpoCli, BadInputExitsWithTwoAndSaysWhy) {
   EXPECT_NE(r.output.find("no study named 'nope'"), std::string::npos) << r.output;
 }
 
+// `hpo run --device cuda:K`: several workers on one machine each take their own GPU; every trial
+// of the worker gets training.device (here: the command objective's arguments); a device that is
+// no device is refused before any trial.
+TEST(HpoCli, DeviceOptionSetsEveryTrialsDevice) {
+  test::TempDir dir;
+  write_objective(dir.path());
+  const std::string cfg = write_config(dir.path(), "sqlite:///" + dir.path() + "/s.db", "args");
+  const auto r = test::run_ftune("hpo run --config " + cfg + " --trials 2 --device cuda:3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string args = io::read_file(dir.path() + "/args");
+  EXPECT_EQ(std::count(args.begin(), args.end(), '\n'), 2) << args;
+  size_t found = 0;
+  for (size_t at = 0; (at = args.find("--training.device=cuda:3", at)) != std::string::npos; ++at)
+    ++found;
+  EXPECT_EQ(found, 2u) << args;
+  const auto bad = test::run_ftune("hpo run --config " + cfg + " --trials 1 --device gpu3");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("gpu3"), std::string::npos) << bad.output;
+}
+
 }  // namespace
 }  // namespace ftune::hpo

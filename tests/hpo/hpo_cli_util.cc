@@ -27,6 +27,7 @@ void write_objective(const std::string& dir) {
 for a in "$@"; do case $a in --x=*) x=${a#--x=};; --y=*) y=${a#--y=};; esac; done
 case "$MODE" in
   slow) sleep 0.05 ;;
+  args) echo "$@" >> "$DIR/args" ;;
   fail) echo "bad things" >&2; exit 3 ;;
   prune) i=0; while [ $i -lt 30 ]; do echo "intermediate $i $x"; i=$((i+1)); sleep 0.01; done ;;
   heavy) i=0; while [ $i -lt 300 ]; do echo "intermediate $i $x"; i=$((i+1)); done ;;

@@ -106,7 +106,7 @@ TEST(DecoderConfig, UnsupportedOrInconsistentConfigsNameTheKey) {
     std::function<void(nlohmann::json&)> edit;
     std::string message;
   } cases[] = {
-      {[](nlohmann::json& j) { j["rope_parameters"]["rope_type"] = "yarn"; }, "rope type 'yarn'"},
+      {[](nlohmann::json& j) { j["rope_parameters"]["rope_type"] = "proportional"; }, "rope type 'proportional'"},
       {[](nlohmann::json& j) { j["num_key_value_heads"] = 3; }, "num_key_value_heads 3"},
       {[](nlohmann::json& j) { j["head_dim"] = 5; }, "head_dim 5"},
       {[](nlohmann::json& j) { j["pretraining_tp"] = 2; }, "pretraining_tp"},
@@ -134,6 +134,74 @@ TEST(DecoderConfig, UnsupportedOrInconsistentConfigsNameTheKey) {
   EXPECT_EQ(DecoderConfig::from_json(qwen, "q").window, (std::vector<int64_t>{0, 4}));
   qwen["use_sliding_window"] = false;  // HF then drops the window on every layer
   EXPECT_EQ(DecoderConfig::from_json(qwen, "q").window, (std::vector<int64_t>{0, 0}));
+}
+
+nlohmann::json engine_config(const std::string& name) {
+  return io::read_json_file(fixtures_dir() + "/engine/" + name + "/model/config.json");
+}
+
+TEST(DecoderConfig, GemmaReadsItsKeysAndDefaults) {
+  const DecoderConfig g2 = DecoderConfig::from_json(engine_config("gemma2_pair"), "g2");
+  EXPECT_EQ(g2.norm_offset, 1.0f);
+  EXPECT_TRUE(g2.sandwich_norms);
+  EXPECT_EQ(g2.activation, GluAct::GeluTanh);
+  EXPECT_EQ(g2.embed_scale, static_cast<float>(std::sqrt(48.0)));
+  EXPECT_EQ(g2.attention_scale, static_cast<float>(std::pow(20.0, -0.5)));
+  EXPECT_EQ(g2.softcap, 3.0f);
+  EXPECT_EQ(g2.window, (std::vector<int64_t>{4, 0, 4}));
+  EXPECT_FALSE(g2.two_ropes());
+  // HF rounds sqrt(hidden) to the 16-bit weight type: sqrt(3072) = 55.43 is 55.5 in bf16.
+  DecoderConfig big = g2;
+  big.embed_scale = std::sqrt(3072.0f);
+  EXPECT_EQ(big.embed_scale_in(DType::BF16), 55.5f);
+  EXPECT_EQ(big.embed_scale_in(DType::F32), big.embed_scale);
+
+  // Gemma 2's class defaults for missing keys; null switches soft-capping off.
+  nlohmann::json j = engine_config("gemma2_pair");
+  for (const char* k : {"layer_types", "attn_logit_softcapping", "query_pre_attn_scalar",
+                        "sliding_window", "hidden_activation"})
+    j.erase(k);
+  DecoderConfig d = DecoderConfig::from_json(j, "g2");
+  EXPECT_EQ(d.softcap, 50.0f);
+  EXPECT_EQ(d.attention_scale, 1.0f / 16.0f);
+  EXPECT_EQ(d.window, (std::vector<int64_t>{4096, 0, 4096}));
+  EXPECT_EQ(d.activation, GluAct::GeluTanh);
+  j["attn_logit_softcapping"] = nullptr;
+  EXPECT_EQ(DecoderConfig::from_json(j, "g2").softcap, 0.0f);
+  j["use_bidirectional_attention"] = true;
+  EXPECT_THROW(DecoderConfig::from_json(j, "g2"), InputError);
+}
+
+TEST(DecoderConfig, Gemma3LegacyRopeKeysReadAsPerLayerTypeParameters) {
+  const nlohmann::json modern = engine_config("gemma3_pair");
+  const DecoderConfig a = DecoderConfig::from_json(modern, "g3");
+  EXPECT_TRUE(a.two_ropes());
+  EXPECT_EQ(a.uses_local_rope, (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(a.softcap, 0.0f);  // HF's Gemma 3 attention never soft-caps
+  EXPECT_EQ(a.rope.type, "linear");
+  EXPECT_EQ(a.rope.theta, 100.0);
+  EXPECT_EQ(a.local_rope.theta, 10000.0);
+  // As the Hub's Gemma 3 configs spell it: rope_theta / rope_scaling for the global layers,
+  // rope_local_base_freq for the local ones, sliding_window_pattern instead of layer_types.
+  nlohmann::json legacy = modern;
+  legacy.erase("rope_parameters");
+  legacy.erase("layer_types");
+  legacy["rope_theta"] = 100.0;
+  legacy["rope_local_base_freq"] = 10000.0;
+  legacy["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  legacy["sliding_window_pattern"] = 2;
+  const DecoderConfig b = DecoderConfig::from_json(legacy, "g3");
+  EXPECT_EQ(b.uses_local_rope, a.uses_local_rope);
+  EXPECT_EQ(b.window, a.window);
+  EXPECT_EQ(b.rope.inv_freq(b.head_dim), a.rope.inv_freq(a.head_dim));
+  EXPECT_EQ(b.local_rope.inv_freq(b.head_dim), a.local_rope.inv_freq(a.head_dim));
+  legacy.erase("sliding_window_pattern");  // HF's default: every 6th layer global
+  EXPECT_EQ(DecoderConfig::from_json(legacy, "g3").window, (std::vector<int64_t>{4, 4, 4}));
+  legacy.erase("rope_theta");
+  legacy.erase("rope_local_base_freq");
+  const DecoderConfig c = DecoderConfig::from_json(legacy, "g3");
+  EXPECT_EQ(c.rope.theta, 1000000.0);
+  EXPECT_EQ(c.local_rope.theta, 10000.0);
 }
 
 TEST(DecayRule, FollowsTransformersPatterns) {

@@ -181,8 +181,12 @@ TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfParity,
                          ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair", "llama_pair",
-                                           "qwen2_pair", "mistral_pair", "qwen3_pair",
+                                           "qwen2_pair", "mistral_pair", "qwen3_pair", "gemma2_pair", "gemma3_pair",
                                            "deberta_v3_pair", "deberta_v2_pair"));
+
+// ModernBERT (tools/make_modernbert_fixtures.py): cls and mean pooling, rows longer than the local
+// window, with and without biases, legacy and transformers 5 config keys.
+INSTANTIATE_TEST_SUITE_P(ModernBert, HfParity, ::testing::Values("modernbert_cls", "modernbert_mean"));
 
 // Checkpoints stored in bf16 / f16, sharded, or as base encoders without a head.
 class HfLoading : public ::testing::TestWithParam<std::string> {};

@@ -17,6 +17,7 @@
 #include "adapter_init.h"
 #include "core/memory.h"
 #include "golden_fixture.h"
+#include "precision_compare.h"
 #include "models/hf_checkpoint.h"
 #include "ops/cast.h"
 #include "train/adamw.h"
@@ -67,26 +68,7 @@ Model build(const GoldenCase& c, DType compute, GradientCheckpointing ckpt,
   return m;
 }
 
-// Two accumulated micro-steps with different dropout masks; returns the losses.
-std::vector<float> step(Model& m) {
-  std::vector<float> losses;
-  for (uint32_t micro = 0; micro < 2; ++micro) {
-    const DropoutPlan d{true, 77, micro};
-    m.clf->forward(d);
-    losses.push_back(to_vector(m.clf->loss({}))[0]);
-    m.clf->backward(d, 0.5f);
-  }
-  return losses;
-}
-
-double rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double diff = 0, ref = 1e-12;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - double(b[i])));
-    ref = std::max(ref, std::fabs(double(b[i])));
-  }
-  return diff / ref;
-}
+std::vector<float> step(Model& m) { return two_micro_steps(*m.clf); }
 
 TEST(MixedPrecisionModel, Bf16FollowsFp32AndCheckpointingIsBitIdentical) {
   const GoldenCase c = GoldenCase::load("bert_pair");

@@ -181,9 +181,6 @@ TEST_P(PeftParity, ThreeAdamWSteps) {
 // Gradient checkpointing: the same gradients bit for bit, and less activation memory.
 TEST_P(PeftParity, CheckpointingGivesIdenticalGradients) {
   const PeftCase c = load_case(GetParam());
-  if (c.meta["base"].get<std::string>().find("bert") == std::string::npos &&
-      c.meta["base"].get<std::string>().find("xlmr") == std::string::npos)
-    GTEST_SKIP() << "gradient checkpointing of decoder families is not implemented yet";
   PeftRun plain = build(c), ckpt = build(c, GradientCheckpointing::On);
   for (PeftRun* r : {&plain, &ckpt}) {
     r->model->forward(train_plan(c));
@@ -234,7 +231,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, PeftParity,
                                            "roberta_rslora", "roberta_dora", "bert_lora_pooler",
                                            "bert_dora_dropout", "roberta_dora_dropout",
                                            "llama_lora", "qwen2_dora", "mistral_dora_dropout",
-                                           "qwen3_lora"));
+                                           "qwen3_lora", "gemma2_lora", "gemma3_dora_dropout",
+                                           "deberta_v3_lora", "deberta_v3_dora",
+                                           "deberta_v3_dora_dropout", "deberta_v2_lora"));
+
+// ModernBERT (tools/make_peft_fixtures.py): LoRA on Wqkv, both Wo and Wi; DoRA with adapter dropout
+// on all-linear, head.dense included.
+INSTANTIATE_TEST_SUITE_P(ModernBert, PeftParity,
+                         ::testing::Values("modernbert_lora", "modernbert_dora_dropout"));
 
 }  // namespace
 }  // namespace ftune::test

@@ -1,4 +1,4 @@
-// The decoder families' ops (RMSNorm, RoPE, gated activations, last-token pooling): values against
+// The decoder families' ops (RMSNorm, RoPE, gated activations, last-token pooling, scaling): values against
 // double-precision references of HF's formulas, gradients against finite differences, strided
 // views of a fused projection, and HF's pooling rule on right / left padding, pad == eos, rows of
 // padding only, no pad id and packed rows.
@@ -9,6 +9,7 @@
 #include "ops/last_token.h"
 #include "ops/rms_norm.h"
 #include "ops/rope.h"
+#include "ops/scale.h"
 
 namespace ftune::test {
 namespace {
@@ -242,6 +243,16 @@ TEST_P(DecoderOpsTest, PackedRowsPoolAsTheirPaddedForm) {
   EXPECT_EQ(idx[0], 2);
   EXPECT_EQ(idx[1], 5);  // the trailing pad id (eos) is skipped, as padded
   EXPECT_EQ(idx[2], 8);
+}
+
+TEST_P(DecoderOpsTest, ScaleMultipliesEveryElementOnce) {
+  const int64_t n = 1027;  // not a multiple of a block
+  const auto x = random_values(n, rng);
+  auto t = device_f32(x, {n}, device());
+  const float alpha = std::sqrt(48.0f);  // Gemma's embedding scale
+  scale_inplace(t.view(), alpha);
+  const auto y = to_vector(t.view());
+  for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[i], x[i] * alpha) << i;
 }
 
 FTUNE_INSTANTIATE_DEVICES(DecoderOpsTest);

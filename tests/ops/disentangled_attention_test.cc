@@ -12,6 +12,8 @@
 #include <cmath>
 #include <string>
 
+#include "core/gpu_paths.h"
+#include "ops/cast.h"
 #include "io/safetensors.h"
 #include "op_test_util.h"
 
@@ -229,6 +231,115 @@ TEST_P(DisentangledAttentionTest, RejectsAMissingPositionTensorAndASmallWorkspac
                                               run.q.view(), run.k.view(), run.v.view(),
                                               run.pk.view(), run.pq.view()),
                ShapeError);
+}
+
+DeviceTensor cast_to(const DeviceTensor& t, DType dtype) {
+  DeviceTensor out(t.view().device, dtype, t.view().shape);
+  cast(out.view(), t.view());
+  return out;
+}
+
+// 16-bit storage: bf16 q, k, v, dout, out, dq, dk, dv (and bf16 position tensors with fp32
+// gradients) give the fp32 op's results on the same bf16-representable values, each rounded once
+// to bf16; the fp32 gradients of the position tensors come out as the fp32 op's. A workspace
+// planned for fp32 is refused.
+TEST_P(DisentangledAttentionTest, Bf16StorageGivesTheFp32ResultsRoundedOnce) {
+  const DisentangledSpec s = small_spec(true, true);
+  const int64_t B = 2, T = 9, C = s.heads * s.head_dim, R = 2 * s.span() * C;
+  auto rounded = [&](int64_t n) {
+    std::vector<float> x = random_values(n, rng);
+    for (float& e : x) e = bf16_to_float(float_to_bf16(e));
+    return x;
+  };
+  std::vector<int32_t> mask(B * T, 1);
+  for (int64_t t = 6; t < T; ++t) mask[T + t] = 0;
+  OpRun ref(s, B, T, device(), rounded(B * T * C), rounded(B * T * C), rounded(B * T * C),
+            rounded(R), rounded(R), rounded(B * T * C), mask, 0.25f);
+  ref.forward();
+  ref.backward();
+  const Device dev = device();
+  const Shape NC{B * T, C};
+  DeviceTensor q = cast_to(ref.q, DType::BF16), k = cast_to(ref.k, DType::BF16),
+               v = cast_to(ref.v, DType::BF16), pk = cast_to(ref.pk, DType::BF16),
+               pq = cast_to(ref.pq, DType::BF16), dout = cast_to(ref.dout, DType::BF16);
+  DeviceTensor out(dev, DType::BF16, NC), dq(dev, DType::BF16, NC), dk(dev, DType::BF16, NC),
+      dv(dev, DType::BF16, NC), dpk = poisoned({2 * s.span(), C}, dev),
+      dpq = poisoned({2 * s.span(), C}, dev);
+  const DisentangledBuffers bufs = disentangled_attention_buffers(s, dev, B, T, true, DType::BF16);
+  DeviceTensor saved = poisoned({bufs.saved}, dev), ws = zeros({bufs.workspace}, dev);
+  DisentangledCall call = ref.call;
+  EXPECT_THROW(disentangled_attention_forward(call, out.view(), saved.view(), q.view(), k.view(),
+                                              v.view(), pk.view(), pq.view()),
+               ShapeError);  // ref's workspace has no room for the fp32 copies
+  call.workspace = ws.view();
+  disentangled_attention_forward(call, out.view(), saved.view(), q.view(), k.view(), v.view(),
+                                 pk.view(), pq.view());
+  disentangled_attention_backward(call, dq.view(), dk.view(), dv.view(), dpk.view(), dpq.view(),
+                                  dout.view(), q.view(), k.view(), v.view(), pk.view(), pq.view(),
+                                  saved.view());
+  auto want16 = [](const DeviceTensor& t) { return cast_to(cast_to(t, DType::BF16), DType::F32); };
+  auto got32 = [](const DeviceTensor& t) { return cast_to(t, DType::F32); };
+  EXPECT_EQ(to_vector(got32(out).view()), to_vector(want16(ref.out).view())) << "out";
+  EXPECT_EQ(to_vector(got32(dq).view()), to_vector(want16(ref.dq).view())) << "dq";
+  EXPECT_EQ(to_vector(got32(dk).view()), to_vector(want16(ref.dk).view())) << "dk";
+  EXPECT_EQ(to_vector(got32(dv).view()), to_vector(want16(ref.dv).view())) << "dv";
+  EXPECT_EQ(to_vector(dpk.view()), to_vector(ref.dpk.view())) << "dpk";
+  EXPECT_EQ(to_vector(dpq.view()), to_vector(ref.dpq.view())) << "dpq";
+}
+
+// The device's kernel against the CPU reference on the same inputs, at shapes the fused CUDA
+// kernel tiles unevenly (T not a multiple of its tiles, longer than the bucket window, head sizes
+// picking different tiles), with padding and dropout; its backward gives the same bits twice, and
+// gpu_paths counts each pass. Compares a device with the CPU: nothing to do on the CPU itself.
+TEST_P(DisentangledAttentionTest, DeviceKernelMatchesTheCpuAcrossShapes) {
+  if (device().is_cpu()) GTEST_SKIP() << "compares a device with the CPU";
+  struct Case {
+    int64_t H, D, buckets, max_rel, B, T;
+    bool c2p, p2c;
+    int64_t pad;
+    float p;
+  };
+  for (const Case& c : {Case{3, 8, 8, 16, 2, 37, true, true, 10, 0.1f},
+                        Case{2, 64, 16, 64, 2, 130, true, true, 40, 0.0f},
+                        Case{12, 64, 256, 512, 1, 300, true, true, 0, 0.1f},
+                        Case{2, 32, 8, 16, 2, 45, true, false, 7, 0.2f},
+                        Case{2, 32, 8, 16, 2, 45, false, true, 7, 0.0f},
+                        Case{2, 16, 0, 6, 3, 19, true, true, 5, 0.1f}}) {
+    SCOPED_TRACE(::testing::Message() << "H " << c.H << " D " << c.D << " T " << c.T);
+    DisentangledSpec s;
+    s.heads = c.H, s.head_dim = c.D, s.c2p = c.c2p, s.p2c = c.p2c;
+    s.position_buckets = c.buckets, s.max_relative_positions = c.max_rel;
+    const int64_t N = c.B * c.T, C = c.H * c.D, R = 2 * s.span() * C;
+    const std::vector<float> q = random_values(N * C, rng), k = random_values(N * C, rng),
+                             v = random_values(N * C, rng), pk = random_values(R, rng),
+                             pq = random_values(R, rng), dout = random_values(N * C, rng);
+    std::vector<int32_t> mask(N, 1);
+    for (int64_t t = c.T - c.pad; t < c.T; ++t) mask[(c.B - 1) * c.T + t] = 0;
+    OpRun want(s, c.B, c.T, Device::cpu(), q, k, v, pk, pq, dout, mask, c.p);
+    OpRun got(s, c.B, c.T, device(), q, k, v, pk, pq, dout, mask, c.p);
+    want.forward();
+    want.backward();
+    const GpuPathCounts before = gpu_path_counts();
+    got.forward();
+    got.backward();
+    EXPECT_EQ((gpu_path_counts() - before)[GpuPath::DisentangledFused], 2);
+    EXPECT_LE(max_rel_error(got.out.view(), want.out.view()), 1e-5) << "out";
+    EXPECT_LE(max_rel_error(got.dq.view(), want.dq.view()), 5e-5) << "dq";
+    EXPECT_LE(max_rel_error(got.dk.view(), want.dk.view()), 5e-5) << "dk";
+    EXPECT_LE(max_rel_error(got.dv.view(), want.dv.view()), 5e-5) << "dv";
+    if (c.c2p) {
+      EXPECT_LE(max_rel_error(got.dpk.view(), want.dpk.view()), 5e-5) << "dpk";
+    }
+    if (c.p2c) {
+      EXPECT_LE(max_rel_error(got.dpq.view(), want.dpq.view()), 5e-5) << "dpq";
+    }
+    const std::vector<float> dq1 = to_vector(got.dq.view()), dpk1 = to_vector(got.dpk.view());
+    got.backward();
+    EXPECT_EQ(to_vector(got.dq.view()), dq1) << "a rerun of backward changed dq's bits";
+    if (c.c2p) {
+      EXPECT_EQ(to_vector(got.dpk.view()), dpk1) << "a rerun changed dpk's bits";
+    }
+  }
 }
 
 FTUNE_INSTANTIATE_DEVICES(DisentangledAttentionTest);

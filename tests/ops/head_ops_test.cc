@@ -1,8 +1,9 @@
-// The classification-head ops: first-token selection and the tanh pooler.
+// The classification-head ops: first-token selection, mean pooling and the tanh pooler.
 #include <cmath>
 
 #include "op_test_util.h"
 #include "ops/first_token.h"
+#include "ops/mean_pool.h"
 #include "ops/tanh_pooler.h"
 
 namespace ftune::test {
@@ -53,6 +54,56 @@ TEST_P(HeadOpsTest, FirstTokenOfPackedRowsReadsCuSeqlensOnTheDevice) {
   // cu_seqlens must hold B + 1 row starts.
   auto short_cu = device_i32({0, 3, 4}, {B}, device());
   EXPECT_THROW(first_token_forward(out.view(), dh.view(), short_cu.view()), ShapeError);
+}
+
+TEST_P(HeadOpsTest, MeanPoolAveragesTheRealTokensPaddedOrPacked) {
+  // Rows of 4, 2 and 3 real tokens, padded to T = 4 (row 1's padding in the middle of its run too).
+  const int64_t B = 3, T = 4, C = 5;
+  const std::vector<int32_t> mask = {1, 1, 1, 1, 1, 0, 1, 0, 1, 1, 1, 0};
+  auto h = random_values(B * T * C, rng), g = random_values(B * C, rng);
+  std::vector<float> want(B * C, 0.0f);
+  std::vector<int> count(B, 0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      if (mask[b * T + t]) {
+        ++count[b];
+        for (int64_t c = 0; c < C; ++c) want[b * C + c] += h[(b * T + t) * C + c];
+      }
+  for (int64_t i = 0; i < B * C; ++i) want[i] /= static_cast<float>(count[i / C]);
+  auto dh = device_f32(h, {B, T, C}, device()), dout = device_f32(g, {B, C}, device());
+  auto dmask = device_i32(mask, {B * T}, device());
+  auto out = poisoned({B, C}, device()), dhid = poisoned({B, T, C}, device());
+  const MeanPoolRows padded{B, T, dmask.view(), {}};
+  mean_pool_forward(out.view(), dh.view(), padded);
+  const auto y = to_vector(out.view());
+  for (int64_t i = 0; i < B * C; ++i) EXPECT_NEAR(y[i], want[i], 1e-6) << i;
+  mean_pool_backward(dhid.view(), dout.view(), padded);
+  const auto gh = to_vector(dhid.view());
+  for (int64_t n = 0; n < B * T; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      EXPECT_EQ(gh[n * C + c], mask[n] ? g[(n / T) * C + c] / count[n / T] : 0.0f) << n;
+
+  // The same rows packed: their real tokens back to back give the same bits.
+  std::vector<float> packed;
+  std::vector<int32_t> cu = {0};
+  for (int64_t n = 0; n < B * T; ++n) {
+    if (mask[n]) packed.insert(packed.end(), h.begin() + n * C, h.begin() + (n + 1) * C);
+    if (n % T == T - 1) cu.push_back(static_cast<int32_t>(packed.size() / C));
+  }
+  const int64_t N = cu.back();
+  auto dp = device_f32(packed, {N, C}, device());
+  auto dcu = device_i32(cu, {B + 1}, device());
+  auto out2 = poisoned({B, C}, device()), dhid2 = poisoned({N, C}, device());
+  const MeanPoolRows rows{B, 0, {}, dcu.view()};
+  mean_pool_forward(out2.view(), dp.view(), rows);
+  EXPECT_EQ(to_vector(out2.view()), y);
+  mean_pool_backward(dhid2.view(), dout.view(), rows);
+  const auto gp = to_vector(dhid2.view());
+  for (int64_t n = 0, m = 0; n < B * T; ++n)
+    if (mask[n]) {
+      for (int64_t c = 0; c < C; ++c) EXPECT_EQ(gp[m * C + c], gh[n * C + c]);
+      ++m;
+    }
 }
 
 TEST_P(HeadOpsTest, TanhPoolerForwardAndBackward) {

@@ -1,5 +1,5 @@
 // Layer norm: forward vs reference, backward vs finite differences, fused add+norm vs composed, the
-// 16-bit output copy vs a separate cast.
+// 16-bit output copy vs a separate cast, no bias vs a zero bias.
 #include "ops/layer_norm.h"
 
 #include <cmath>
@@ -84,6 +84,32 @@ TEST_P(LayerNormTest, FusedAddNormEqualsResidualThenNorm) {
   EXPECT_EQ(to_vector(sum.view()), to_vector(sum2.view()));
   EXPECT_EQ(to_vector(out1.view()), to_vector(out2.view()));
   EXPECT_EQ(to_vector(r1.view()), to_vector(r2.view()));
+}
+
+TEST_P(LayerNormTest, WithoutBiasEqualsAZeroBias) {
+  // ModernBERT's norm_bias false: an undefined bias, and dweight without dbias in backward. C 384
+  // takes the CUDA kernel's vectorised path, 33 its element path.
+  for (const int64_t C : {int64_t{33}, int64_t{384}}) {
+    const int64_t N = 5;
+    auto x = random_values(N * C, rng, -3, 3), w = random_values(C, rng), r = random_values(N * C, rng);
+    auto dx = device_f32(x, {N, C}, device()), dw = device_f32(w, {C}, device());
+    auto dout = device_f32(r, {N, C}, device());
+    auto zero = zeros({C}, device());
+    auto out0 = poisoned({N, C}, device()), out1 = poisoned({N, C}, device());
+    auto m0 = poisoned({N}, device()), r0 = poisoned({N}, device());
+    auto m1 = poisoned({N}, device()), r1 = poisoned({N}, device());
+    layer_norm_forward(out0.view(), m0.view(), r0.view(), dx.view(), dw.view(), zero.view(), kEps);
+    layer_norm_forward(out1.view(), m1.view(), r1.view(), dx.view(), dw.view(), TensorView(), kEps);
+    EXPECT_EQ(to_vector(out1.view()), to_vector(out0.view())) << C;
+    auto g0 = poisoned({N, C}, device()), g1 = poisoned({N, C}, device());
+    auto gw0 = zeros({C}, device()), gw1 = zeros({C}, device()), gb0 = zeros({C}, device());
+    layer_norm_backward(g0.view(), gw0.view(), gb0.view(), dout.view(), dx.view(), dw.view(),
+                        m0.view(), r0.view());
+    layer_norm_backward(g1.view(), gw1.view(), TensorView(), dout.view(), dx.view(), dw.view(),
+                        m1.view(), r1.view());
+    EXPECT_EQ(to_vector(g1.view()), to_vector(g0.view())) << C;
+    EXPECT_EQ(to_vector(gw1.view()), to_vector(gw0.view())) << C;
+  }
 }
 
 // Raw bytes of a view on any device.

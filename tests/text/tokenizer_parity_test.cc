@@ -211,7 +211,7 @@ INSTANTIATE_TEST_SUITE_P(Golden, TokenizerParity,
                          ::testing::Values("minilm", "roberta_bpe", "wordpiece_cased",
                                            "unigram_precompiled", "pipeline_a", "pipeline_b",
                                            "pipeline_c", "gemma3", "llama2", "llama3",
-                                           "llama2_config"),
+                                           "llama2_config", "modernbert_bpe"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

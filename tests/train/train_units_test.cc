@@ -1,7 +1,7 @@
 // Units of the training loop: LR schedules (values of transformers' get_*_schedule_with_warmup),
 // metrics from a known confusion matrix, length-bucketed batches (deterministic per seed and
 // epoch, every example once per epoch, similar lengths together), the CPU budget's reserve for
-// the process outside the arena.
+// the process outside the arena; the decoder presets' LoRA defaults under the user's keys.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include "train/host_reserve.h"
 #include "train/lr_schedule.h"
 #include "train/metrics.h"
+#include "train/train_config.h"
 
 namespace ftune {
 namespace {
@@ -28,6 +29,27 @@ TEST(LrSchedule, MatchesTransformersFormulas) {
   EXPECT_DOUBLE_EQ(constant.lr(1), 0.5);
   EXPECT_DOUBLE_EQ(constant.lr(50), 2.0);
   EXPECT_THROW(parse_schedule_kind("step", "training.schedule"), InputError);
+}
+
+TEST(Presets, DecoderPresetsAdaptEveryLinearLayerUnderTheUsersKeys) {
+  const std::vector<std::string> linear = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                           "gate_proj", "up_proj", "down_proj"};
+  for (const char* preset : {"llama", "qwen", "gemma"}) {
+    const TrainConfig c = TrainConfig::parse(
+        YAML::Load(std::string("preset: ") + preset + "\nmodel: {path: m}\ndata: {train: t.jsonl}\npeft: {r: 8}\n"), "cfg");
+    EXPECT_EQ(c.peft.method, PeftMethod::Lora) << preset;
+    EXPECT_EQ(c.peft.r, 8) << preset;  // the user's key stays
+    EXPECT_EQ(c.peft.alpha, 32.0) << preset;
+    EXPECT_EQ(c.peft.dropout, 0.05) << preset;
+    EXPECT_EQ(c.peft.target_modules, linear) << preset;
+    EXPECT_EQ(c.training.schedule, "cosine") << preset;
+    EXPECT_EQ(c.training.learning_rate, std::string(preset) == "gemma" ? 5e-5 : 1e-4) << preset;
+    EXPECT_EQ(c.data.max_length, 512) << preset;
+  }
+  // peft.method none keeps full fine-tuning under a decoder preset.
+  const TrainConfig full = TrainConfig::parse(
+      YAML::Load("preset: llama\nmodel: {path: m}\ndata: {train: t.jsonl}\npeft: {method: none}\n"), "cfg");
+  EXPECT_EQ(full.peft.method, PeftMethod::None);
 }
 
 TEST(Metrics, KnownConfusionMatrix) {

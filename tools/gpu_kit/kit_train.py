@@ -6,7 +6,9 @@ summary.json and op_profile.json.
            every step, ftune's attention kernel, whose dropout masks are the CPU's) on the CPU in
            fp32 and on the GPU in fp32 and bf16, per-step losses compared (max relative
            difference <= 1e-4 fp32, <= 2e-2 bf16: DESIGN.md); each GPU run twice, CUDA graphs on
-           (the default) and off, whose losses must agree within 1e-6 with graphs replayed.
+           (the default) and off, whose losses must agree within 1e-6 with graphs replayed; the
+           tiny fp32 run once more as one data-parallel rank (NCCL's sum over one GPU; issue 20),
+           whose losses must agree within 1e-6 too.
            Models: a tiny random BERT (hidden 64, 2 layers) and a MiniLM-sized one (hidden 384,
            6 layers), on a synthetic pair task.
   packed   packed (padding-free, data.packing on) batches on the device: the same run as parity's
@@ -160,6 +162,19 @@ def parity(runs, stage, on_gpu):
                 else:
                     row["graphs"] = "off: %s" % graphs.get("why", "no cuda_graphs in summary.json")
                     good = good and not on_gpu
+                if precision == "fp32" and size == "tiny":
+                    # The data-parallel step as one rank (as `mpirun -np 1` starts it): NCCL's
+                    # sum over one GPU is a copy, so the losses are the plain run's.
+                    one_rank = {"OMPI_COMM_WORLD_SIZE": "1", "OMPI_COMM_WORLD_RANK": "0",
+                                "OMPI_COMM_WORLD_LOCAL_RANK": "0"}
+                    dps, dpl, _ = runs.train("parity-%s-%s-rank" % (size, precision), config,
+                                             base, env=one_rank)
+                    ddiff, _ = max_rel_diff(dev, dpl)
+                    dp = dps.get("data_parallel", {})
+                    row.update({"one_rank_max_rel_diff": ddiff,
+                                "one_rank_reduction": dp.get("reduction")})
+                    want = "nccl" if on_gpu else "mpi"
+                    good = good and ddiff <= 1e-6 and dp.get("reduction") == want
                 row["result"] = "PASS" if good else "FAIL"
                 ok = ok and good
             except RuntimeError as e:

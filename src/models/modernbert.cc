@@ -1,0 +1,250 @@
+// ModernBERT forward and backward passes of the embeddings and layers (see modernbert.h for the
+// equations and the gradient rule; the pooling and head are in modernbert_head.cc).
+#include "models/modernbert.h"
+
+#include "core/memory.h"
+#include "core/tensor_columns.h"
+#include "models/adapter_site.h"
+#include "models/adapters.h"
+#include "models/token_attention.h"
+#include "ops/attention.h"
+#include "ops/dropout.h"
+#include "ops/embedding.h"
+#include "ops/glu.h"
+#include "ops/layer_norm.h"
+#include "ops/linear.h"
+#include "ops/residual.h"
+#include "ops/rope.h"
+
+namespace ftune {
+namespace {
+
+float rate(const DropoutPlan& d, float p) {
+  return d.training ? p : 0.0f;
+}
+
+AttentionCall attention_call(const ModernBertConfig& c, const ModernBertActs& a,
+                             const TokenInputs& in, const DropoutPlan& d, int64_t l) {
+  return token_attention_call(modernbert_attention_spec(c, l), in, d, rate(d, c.attention_dropout),
+                              modernbert_probs_site(l), a.workspace);
+}
+
+// The pieces of one layer a pass works on, cut to the batch's N tokens.
+struct Layer {
+  const ModernBertConfig& c;
+  const ModernBertWeights& w;
+  const ModernBertWeights* g;  // gradients (backward only)
+  const ModernBertLayerActs& la;
+  const ModernBertActs& a;
+  int64_t l, N;
+  const TokenInputs& in;
+  const DropoutPlan& d;
+
+  const ModernBertLayerWeights& lw() const { return w.layers[l]; }
+  TensorView weight(ModernBertSite s) const {
+    switch (s) {
+      case ModernBertSite::Wqkv: return lw().qkv_w;
+      case ModernBertSite::AttnWo: return lw().o_w;
+      case ModernBertSite::Wi: return lw().wi_w;
+      case ModernBertSite::MlpWo: return lw().wo_w;
+    }
+    return {};
+  }
+  TensorView bias(ModernBertSite s) const {
+    switch (s) {
+      case ModernBertSite::Wqkv: return lw().qkv_b;
+      case ModernBertSite::AttnWo: return lw().o_b;
+      case ModernBertSite::Wi: return lw().wi_b;
+      case ModernBertSite::MlpWo: return lw().wo_b;
+    }
+    return {};
+  }
+  bool adapted(ModernBertSite s) const {
+    return w.adapters.any() && w.adapters.at(l, static_cast<int>(s)).defined();
+  }
+  bool dora(ModernBertSite s) const { return adapted(s) && w.adapters.dora; }
+  AdapterSiteRun run(ModernBertSite s) const {
+    const int i = static_cast<int>(s);
+    AdapterSiteRun r = adapter_site_run(w.adapters, g ? &g->adapters : nullptr, l, i, weight(s),
+                                        bias(s), la.lora_u[i], la.dora_z[i], a.lora_h);
+    r.dropout = LoraDropout{rate(d, static_cast<float>(w.adapters.dropout)),
+                            RngKey{d.seed, adapter_dropout_site(l, i), d.offset, d.micro},
+                            a.lora_scratch, dropout_rows(d, in)};
+    return r;
+  }
+  // y = x W^T + b of site s, with its adapter if any.
+  void linear(ModernBertSite s, TensorView y, TensorView x) const {
+    if (adapted(s)) adapter_site_forward(run(s), y, x, x, false, false);
+    else linear_forward(y, x, weight(s), bias(s));
+  }
+  // dx = dy W (and the weight's and adapter's gradients) of site s; dy may be scaled in place by
+  // DoRA, so it must not be needed afterwards.
+  void linear_back(ModernBertSite s, TensorView dy, TensorView x, TensorView dx) const {
+    if (dora(s)) adapter_site_backward_scale(run(s), dy);
+    const ModernBertLayerWeights& lg = g->layers[l];
+    TensorView dw, db;
+    switch (s) {
+      case ModernBertSite::Wqkv: dw = lg.qkv_w, db = lg.qkv_b; break;
+      case ModernBertSite::AttnWo: dw = lg.o_w, db = lg.o_b; break;
+      case ModernBertSite::Wi: dw = lg.wi_w, db = lg.wi_b; break;
+      case ModernBertSite::MlpWo: dw = lg.wo_w, db = lg.wo_b; break;
+    }
+    linear_backward(dx, dw, db, dy, x, weight(s));
+    if (adapted(s)) adapter_site_backward(run(s), dy, x, dx);
+  }
+  RngKey key(uint32_t site) const { return RngKey{d.seed, site, d.offset, d.micro}; }
+};
+
+TensorView layer_input(const ModernBertActs& a, int64_t l, int64_t N, int64_t C) {
+  return (l == 0 ? a.x0 : a.layers[l - 1].out).prefix({N, C});
+}
+
+// h1 of layer l: x_0 itself on layer 0 (attn_norm is HF's Identity there).
+TensorView attn_input(const Layer& L, int64_t C) {
+  return L.l == 0 ? layer_input(L.a, 0, L.N, C) : L.la.h1.prefix({L.N, C});
+}
+
+void layer_forward(const Layer& L, TensorView x) {
+  const ModernBertConfig& c = L.c;
+  const ModernBertLayerWeights& lw = L.lw();
+  const ModernBertLayerActs& la = L.la;
+  const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
+  if (L.l > 0)
+    layer_norm_forward(la.h1.prefix({N, C}), la.mean1.prefix({N}), la.rstd1.prefix({N}), x,
+                       lw.attn_norm_w, lw.attn_norm_b, c.norm_eps);
+  const TensorView h1 = attn_input(L, C), qkv = la.qkv.prefix({N, 3 * C});
+  L.linear(ModernBertSite::Wqkv, qkv, h1);
+  const TensorView inv = c.global[L.l] ? L.a.global_inv_freq : L.a.local_inv_freq;
+  const TensorView pos = L.in.pos_ids.prefix({N});
+  rope_forward(columns(qkv, 0, C), pos, inv, c.num_heads, 1.0f);
+  rope_forward(columns(qkv, C, C), pos, inv, c.num_heads, 1.0f);
+  const TensorView ctx = la.ctx.prefix({N, C}), tmp = L.a.tmp.prefix({N, C});
+  attention_forward(attention_call(c, L.a, L.in, L.d, L.l), ctx, la.probs, columns(qkv, 0, C),
+                    columns(qkv, C, C), columns(qkv, 2 * C, C));
+  L.linear(ModernBertSite::AttnWo, tmp, ctx);
+  const DropoutRows rows = dropout_rows(L.d, L.in);
+  const float p_attn = rate(L.d, c.attention_dropout), p_mlp = rate(L.d, c.mlp_dropout);
+  if (p_attn > 0) dropout_forward(tmp, tmp, p_attn, L.key(modernbert_attn_out_site(L.l)), rows);
+  const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
+  residual_forward(x1, x, tmp);
+  layer_norm_forward(h2, la.mean2.prefix({N}), la.rstd2.prefix({N}), x1, lw.mlp_norm_w,
+                     lw.mlp_norm_b, c.norm_eps);
+  const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
+  L.linear(ModernBertSite::Wi, gu, h2);
+  glu_forward(m, gu, c.activation);
+  if (p_mlp > 0) dropout_forward(m, m, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
+  L.linear(ModernBertSite::MlpWo, tmp, m);
+  residual_forward(la.out.prefix({N, C}), x1, tmp);
+}
+
+// a.dx holds dL/d(layer output); on return dL/d(layer input) x.
+void layer_backward(const Layer& L, TensorView x) {
+  const ModernBertConfig& c = L.c;
+  const ModernBertLayerWeights& lw = L.lw();
+  const ModernBertLayerWeights& lg = L.g->layers[L.l];
+  const ModernBertLayerActs& la = L.la;
+  const ModernBertActs& a = L.a;
+  const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
+  const TensorView dx = a.dx.prefix({N, C}), dtmp = a.dtmp.prefix({N, C}), dh = a.dh.prefix({N, C});
+  const DropoutRows rows = dropout_rows(L.d, L.in);
+  const float p_attn = rate(L.d, c.attention_dropout), p_mlp = rate(L.d, c.mlp_dropout);
+
+  // MLP. dx (the residual's gradient) must stay: DoRA, which scales its output gradient in
+  // place, gets a copy.
+  TensorView dy = dx;
+  if (L.dora(ModernBertSite::MlpWo)) {
+    copy(dtmp, dx);
+    dy = dtmp;
+  }
+  const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F});
+  L.linear_back(ModernBertSite::MlpWo, dy, m, dm);
+  if (p_mlp > 0) dropout_backward(dm, dm, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
+  const TensorView gu = la.gu.prefix({N, 2 * F}), dgu = a.dgu.prefix({N, 2 * F});
+  glu_backward(dgu, gu, dm, c.activation);
+  const TensorView h2 = la.h2.prefix({N, C});
+  L.linear_back(ModernBertSite::Wi, dgu, h2, dh);
+  const TensorView x1 = la.x1.prefix({N, C});
+  layer_norm_backward(dtmp, lg.mlp_norm_w, lg.mlp_norm_b, dh, x1, lw.mlp_norm_w,
+                      la.mean2.prefix({N}), la.rstd2.prefix({N}));
+  residual_forward(dx, dx, dtmp);  // dL/dx1
+
+  // Attention.
+  dy = dx;
+  if (p_attn > 0) {
+    dropout_backward(dtmp, dx, p_attn, L.key(modernbert_attn_out_site(L.l)), rows);
+    dy = dtmp;
+  } else if (L.dora(ModernBertSite::AttnWo)) {
+    copy(dtmp, dx);
+    dy = dtmp;
+  }
+  const TensorView ctx = la.ctx.prefix({N, C}), dctx = a.dctx.prefix({N, C});
+  L.linear_back(ModernBertSite::AttnWo, dy, ctx, dctx);
+  const TensorView qkv = la.qkv.prefix({N, 3 * C}), dqkv = a.dqkv.prefix({N, 3 * C});
+  attention_backward(attention_call(c, a, L.in, L.d, L.l), columns(dqkv, 0, C), columns(dqkv, C, C),
+                     columns(dqkv, 2 * C, C), dctx, columns(qkv, 0, C), columns(qkv, C, C),
+                     columns(qkv, 2 * C, C), ctx, la.probs);
+  const TensorView inv = c.global[L.l] ? a.global_inv_freq : a.local_inv_freq;
+  const TensorView pos = L.in.pos_ids.prefix({N});
+  rope_backward(columns(dqkv, 0, C), pos, inv, c.num_heads, 1.0f);
+  rope_backward(columns(dqkv, C, C), pos, inv, c.num_heads, 1.0f);
+  const TensorView h1 = attn_input(L, C);
+  L.linear_back(ModernBertSite::Wqkv, dqkv, h1, dh);
+  if (L.l == 0) {
+    residual_forward(dx, dx, dh);  // h1 = x on layer 0
+    return;
+  }
+  layer_norm_backward(dtmp, lg.attn_norm_w, lg.attn_norm_b, dh, x, lw.attn_norm_w,
+                      la.mean1.prefix({N}), la.rstd1.prefix({N}));
+  residual_forward(dx, dx, dtmp);  // dL/dx
+}
+
+}  // namespace
+
+TensorView modernbert_forward(const ModernBertConfig& c, const ModernBertWeights& w,
+                              ModernBertActs& a, const TokenInputs& in, const DropoutPlan& dropout) {
+  const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
+  const int64_t N = in.tokens(), C = c.hidden_size;
+  const TensorView emb = a.emb.prefix({N, C}), x0 = a.x0.prefix({N, C});
+  embedding_forward(emb, in.ids.prefix({N}), w.embed, false);
+  layer_norm_forward(x0, a.emb_mean.prefix({N}), a.emb_rstd.prefix({N}), emb, w.emb_norm_w,
+                     w.emb_norm_b, c.norm_eps);
+  const float p = rate(d, c.embedding_dropout);
+  if (p > 0)
+    dropout_forward(x0, x0, p, RngKey{d.seed, modernbert_embedding_site(), d.offset, d.micro},
+                    dropout_rows(d, in));
+  for (int64_t l = 0; l < c.num_layers; ++l)
+    layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+  layer_norm_forward(a.hidden.prefix({N, C}), a.final_mean.prefix({N}), a.final_rstd.prefix({N}),
+                     layer_input(a, c.num_layers, N, C), w.final_norm_w, w.final_norm_b, c.norm_eps);
+  return modernbert_head_forward(c, w, a, in, d);
+}
+
+void modernbert_backward(const ModernBertConfig& c, const ModernBertWeights& w,
+                         const ModernBertWeights& g, ModernBertActs& a, TensorView dlogits,
+                         const TokenInputs& in, const DropoutPlan& dropout) {
+  const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
+  const int64_t N = in.tokens(), C = c.hidden_size;
+  modernbert_head_backward(c, w, g, a, dlogits, in, d);  // -> a.dh: dL/dhidden
+  layer_norm_backward(a.dx.prefix({N, C}), g.final_norm_w, g.final_norm_b, a.dh.prefix({N, C}),
+                      layer_input(a, c.num_layers, N, C), w.final_norm_w, a.final_mean.prefix({N}),
+                      a.final_rstd.prefix({N}));
+  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
+    const Layer layer{c, w, &g, a.layers[l], a, l, N, in, d};
+    // Checkpointing: the slot holds the last layer's activations after forward; the others are
+    // recomputed from their kept inputs.
+    if (a.recompute && l != c.num_layers - 1) layer_forward(layer, layer_input(a, l, N, C));
+    layer_backward(layer, layer_input(a, l, N, C));
+  }
+  const TensorView dx = a.dx.prefix({N, C}), de = a.dtmp.prefix({N, C});
+  const float p = rate(d, c.embedding_dropout);
+  if (p > 0)
+    dropout_backward(dx, dx, p, RngKey{d.seed, modernbert_embedding_site(), d.offset, d.micro},
+                     dropout_rows(d, in));
+  if (!g.embed.defined() && !g.emb_norm_w.defined()) return;  // frozen (adapters)
+  layer_norm_backward(de, g.emb_norm_w, g.emb_norm_b, dx, a.emb.prefix({N, C}), w.emb_norm_w,
+                      a.emb_mean.prefix({N}), a.emb_rstd.prefix({N}));
+  if (g.embed.defined())
+    embedding_backward(g.embed, de, in.ids.prefix({N}), c.pad_token_id, a.workspace);
+}
+
+}  // namespace ftune
