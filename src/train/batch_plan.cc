@@ -16,12 +16,10 @@ namespace ftune {
 
 ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model, Device device) {
   if (value == "off") return {false, "data.packing off"};
+  (void)device;  // the CPU and CUDA run packed batches alike (ops read cu_seqlens on the device)
   std::string refused;
   if (!model.packing)
     refused = fmt::format("{} has no packed (padding-free) path", model.architecture);
-  else if (!device.is_cpu())
-    refused = "packed batches run on the CPU only so far (their dropout streams are resolved on "
-              "the host)";
   if (value == "on" && !refused.empty())
     throw InputError(fmt::format("data.packing on: {}; set data.packing to auto or off", refused));
   if (!refused.empty()) return {false, "data.packing auto: " + refused};
@@ -101,9 +99,10 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   const bool cudnn = uses_cudnn_attention(p.attention.kernel, p.target.device, p.target.precision);
   if (cudnn && p.target.device.index < cuda_device_count()) {
     const int64_t rows = std::max(p.choice.micro_batch, p.target.eval_batch);
+    // Packed: cuDNN's ragged layout for up to the plan's rows (cuda/cudnn_attention.h).
     const std::string why =
         cudnn_attention_probe(p.target.device, rows, p.target.max_seq, model.num_heads, model.head_dim,
-                              p.target.precision, model.attention_dropout);
+                              p.target.precision, model.attention_dropout, p.target.packed);
     if (!why.empty()) {
       cuda::fail_if_cudnn_required(
           fmt::format("training.attention {}: cuDNN refused the run's largest attention (B={} "
@@ -112,9 +111,10 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
           why);
       spdlog::warn(
           "training.attention {}: cuDNN cannot run this run's largest attention (B={} T={} H={} "
-          "D={}: {}); ftune's kernel runs the whole run, with the (B, H, T, T) probabilities "
+          "D={}{}: {}); ftune's kernel runs the whole run, with the (B, H, T, T) probabilities "
           "planned",
-          tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim, why);
+          tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim,
+          p.target.packed ? ", packed rows" : "", why);
       p.attention = {AttentionKernel::Ftune,
                      fmt::format("training.attention {}, but cuDNN refused the run's largest "
                                  "attention ({})",
