@@ -7,7 +7,6 @@
 #include "models/adapter_site.h"
 #include "models/adapters.h"
 #include "models/gradient_ready.h"
-#include "models/packed_dropout.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -340,7 +339,7 @@ TensorView layer_input(const DecoderActs& a, int64_t l, int64_t N, int64_t C) {
 
 TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, DecoderActs& a,
                            const TokenInputs& in, const DropoutPlan& dropout) {
-  const DropoutPlan d = resolved_on_host(dropout, in);
+  const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size, B = in.B;
   if (a.compute != DType::F32 && w.shadow.size() != static_cast<size_t>(c.num_layers))
     throw InternalError("mixed-precision decoder without its weight shadow");
@@ -361,7 +360,7 @@ TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, Deco
 void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const DecoderWeights& g,
                       DecoderActs& a, TensorView dlogits, const TokenInputs& in,
                       const DropoutPlan& dropout) {
-  const DropoutPlan d = resolved_on_host(dropout, in);
+  const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size, B = in.B;
   const TensorView dpooled = a.dpooled.prefix({B, C}), dh = a.dh.prefix({N, C});
   linear_backward(dpooled, g.score, TensorView(), dlogits, a.pooled.prefix({B, C}), w.score);
