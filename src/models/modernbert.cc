@@ -144,26 +144,6 @@ void rope_qk(const Layer& L, TensorView qkv, bool backward) {
   if (L.mixed()) cast(columns(qkv, 0, 2 * C), qk);
 }
 
-// m = act(input) * gate; under mixed precision in fp32 on a copy of the 16-bit gu, m rounded once.
-void gate_forward(const Layer& L, TensorView m, TensorView gu) {
-  const int64_t F = L.c.intermediate_size;
-  if (!L.mixed()) return glu_forward(m, gu, L.c.activation);
-  const TensorView gu32 = L.stage(L.a.stage0, 2 * F), m32 = L.stage(L.a.stage1, F);
-  cast(gu32, gu);
-  glu_forward(m32, gu32, L.c.activation);
-  cast(m, m32);
-}
-
-// dgu from dm (fp32); under mixed precision in fp32 staging on a copy of gu, rounded once.
-void gate_backward(const Layer& L, TensorView dgu, TensorView gu, TensorView dm) {
-  const int64_t F = L.c.intermediate_size;
-  if (!L.mixed()) return glu_backward(dgu, gu, dm, L.c.activation);
-  const TensorView gu32 = L.stage(L.a.stage0, 2 * F), dgu32 = L.stage(L.a.stage1, 2 * F);
-  cast(gu32, gu);
-  glu_backward(dgu32, gu32, dm, L.c.activation);
-  cast(dgu, dgu32);
-}
-
 // The gradient an output GEMM (attn.Wo / mlp.Wo) reads, from dx (fp32, which the residual still
 // needs): through the dropout of p (key), and in a copy when DoRA scales it in place or mixed
 // precision needs it in 16 bits.
@@ -204,7 +184,7 @@ void layer_forward(const Layer& L, TensorView x) {
                lw.mlp_norm_b);
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
   L.linear(ModernBertSite::Wi, gu, h2);
-  gate_forward(L, m, gu);
+  glu_forward_staged(m, gu, c.activation, L.a.stage0, L.a.stage1);  // 16 bits: fp32 staging
   if (p_mlp > 0) dropout_forward(m, m, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
   L.linear(ModernBertSite::MlpWo, tmp, m);
   residual_forward(la.out.prefix({N, C}), x1, tmp);
@@ -228,7 +208,7 @@ void layer_backward(const Layer& L, TensorView x) {
   L.linear_back(ModernBertSite::MlpWo, output_grad(L, ModernBertSite::MlpWo, 0.0f, 0), m, dm);
   if (p_mlp > 0) dropout_backward(dm, dm, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
   const TensorView gu = la.gu.prefix({N, 2 * F}), dgu = a.dgu.prefix({N, 2 * F});
-  gate_backward(L, dgu, gu, dm);
+  glu_backward_staged(dgu, gu, dm, c.activation, a.stage0, a.stage1);
   const TensorView h2 = la.h2.prefix({N, C});
   L.linear_back(ModernBertSite::Wi, dgu, h2, dh);
   const TensorView x1 = la.x1.prefix({N, C});

@@ -1,6 +1,7 @@
 // Gated activation: argument checks, dispatch and the HF activation names (ops/glu.h).
 #include "ops/glu.h"
 
+#include "ops/cast.h"
 #include "ops/dispatch.h"
 
 namespace ftune {
@@ -40,6 +41,33 @@ void glu_backward(TensorView dgu, TensorView gu, TensorView dout, GluAct act) {
                                    dout.data_as<float>(), N, F, act),
                  cuda::glu_backward(dgu.data_as<float>(), gu.data_as<float>(),
                                     dout.data_as<float>(), N, F, act));
+}
+
+namespace {
+// An fp32 (rows, cols) view at the start of a staging buffer.
+TensorView staging(const TensorView& buf, int64_t rows, int64_t cols) {
+  return buf.flat_range(0, rows * cols).reshape({rows, cols});
+}
+}  // namespace
+
+void glu_forward_staged(TensorView out, TensorView gu, GluAct act, TensorView stage0,
+                        TensorView stage1) {
+  if (gu.dtype == DType::F32) return glu_forward(out, gu, act);
+  const int64_t N = gu.dim(0), F = gu.dim(1) / 2;
+  const TensorView gu32 = staging(stage0, N, 2 * F), out32 = staging(stage1, N, F);
+  cast(gu32, gu);
+  glu_forward(out32, gu32, act);
+  cast(out, out32);
+}
+
+void glu_backward_staged(TensorView dgu, TensorView gu, TensorView dout, GluAct act,
+                         TensorView stage0, TensorView stage1) {
+  if (gu.dtype == DType::F32) return glu_backward(dgu, gu, dout, act);
+  const int64_t N = gu.dim(0), F = gu.dim(1) / 2;
+  const TensorView gu32 = staging(stage0, N, 2 * F), dgu32 = staging(stage1, N, 2 * F);
+  cast(gu32, gu);
+  glu_backward(dgu32, gu32, dout, act);
+  cast(dgu, dgu32);
 }
 
 }  // namespace ftune
