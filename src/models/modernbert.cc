@@ -184,7 +184,7 @@ void layer_forward(const Layer& L, TensorView x) {
                lw.mlp_norm_b);
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
   L.linear(ModernBertSite::Wi, gu, h2);
-  glu_forward_staged(m, gu, c.activation, L.a.stage0, L.a.stage1);  // 16 bits: fp32 staging
+  glu_forward(m, gu, c.activation);
   if (p_mlp > 0) dropout_forward(m, m, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
   L.linear(ModernBertSite::MlpWo, tmp, m);
   residual_forward(la.out.prefix({N, C}), x1, tmp);
@@ -208,7 +208,7 @@ void layer_backward(const Layer& L, TensorView x) {
   L.linear_back(ModernBertSite::MlpWo, output_grad(L, ModernBertSite::MlpWo, 0.0f, 0), m, dm);
   if (p_mlp > 0) dropout_backward(dm, dm, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
   const TensorView gu = la.gu.prefix({N, 2 * F}), dgu = a.dgu.prefix({N, 2 * F});
-  glu_backward_staged(dgu, gu, dm, c.activation, a.stage0, a.stage1);
+  glu_backward(dgu, gu, dm, c.activation);
   const TensorView h2 = la.h2.prefix({N, C});
   L.linear_back(ModernBertSite::Wi, dgu, h2, dh);
   const TensorView x1 = la.x1.prefix({N, C});

@@ -32,7 +32,7 @@
 // gu, m, the sublayer outputs and the gradients of these; attention runs on 16-bit q, k, v with
 // fp32 softmax and probabilities. The residual stream (x0, x1, out), every LayerNorm (statistics
 // and output, the latter rounded once into its 16-bit GEMM input h1 / h2), RoPE (on fp32 copies
-// of q and k, rounded once), GeGLU (fp32 on a copy of gu, m rounded once), the final norm, the
+// of q and k, rounded once), GeGLU (fp32 math on the 16-bit gu, m rounded once), the final norm, the
 // pooling, the head and the loss stay fp32. Parameter gradients are fp32; LoRA / DoRA branches
 // compute in fp32 (models/adapter_site.h).
 #pragma once
@@ -100,10 +100,10 @@ struct ModernBertActs {
   TensorView dx, dtmp, dh, dctx, dqkv, dgu, dm, db1, db2;  // gradients, shared by the layers
   TensorView global_inv_freq, local_inv_freq;              // (D / 2) each, written at bind
   TensorView workspace, lora_h, lora_scratch;
-  // Mixed precision: fp32 staging shared by the layers (the norms' outputs, q / k for RoPE, gu and
-  // m for GeGLU), the 16-bit copy of dx the output GEMMs' backward reads, and the LoRA branches'
-  // fp32 copies of 16-bit x, y and dx.
-  TensorView stage0, stage1, dy_h;
+  // Mixed precision: fp32 staging shared by the layers (the norms' outputs, q / k for RoPE), the
+  // 16-bit copy of dx the output GEMMs' backward reads, and the LoRA branches' fp32 copies of
+  // 16-bit x, y and dx.
+  TensorView stage0, dy_h;
   TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
   DType compute = DType::F32;
   bool recompute = false;  // gradient checkpointing: one slot, layers recomputed in backward

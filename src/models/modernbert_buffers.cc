@@ -82,11 +82,7 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
     for (int64_t l = 0; l < c.num_layers; ++l)
       t.add(fmt::format("act/mb/out{}", l), f32, {N, C}, &a.layers[l].out);
   t.add("act/mb/tmp", h, {N, C}, &a.tmp);
-  if (mixed) {
-    const int64_t wide = N * std::max(2 * F, 2 * C);
-    t.add("work/mb/stage0", f32, {wide}, &a.stage0);
-    t.add("work/mb/stage1", f32, {wide}, &a.stage1);
-  }
+  if (mixed) t.add("work/mb/stage0", f32, {N * 2 * C}, &a.stage0);  // LayerNorm out, RoPE's q | k
   t.add("act/mb/final_mean", f32, {N}, &a.final_mean);
   t.add("act/mb/final_rstd", f32, {N}, &a.final_rstd);
   t.add("act/mb/hidden", f32, {N, C}, &a.hidden);
