@@ -20,7 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kTemplate = "[CLS]{text_pair} | {text}[SEP]";
+// Four tokens of its own where the tokenizer's pairing ([CLS] a [SEP] b [SEP]) has three, so token
+// counts tell the two apart.
+const char* kTemplate = "[CLS]{text_pair} || {text}[SEP]";
 
 class PairTemplateRun : public ::testing::Test {
  protected:
