@@ -115,16 +115,9 @@ TEST_F(ModernBertRun, LoraTrainsThePackedModel) {
 // f16 (its loss scaling): per-step losses follow the fp32 LoRA run's, it learns, and it touches
 // what it planned.
 TEST_F(ModernBertRun, LoraIn16BitsWithCheckpointingFollowsFp32AndTouchesWhatItPlans) {
-  const std::string peft =
-      "peft:\n  method: lora\n  r: 4\n  alpha: 8\n  dropout: 0.1\n  target_modules: all-linear\n";
-  auto train = [&](const std::string& precision) {
-    return run_training(TrainConfig::load(
-        yaml(precision, "  precision: " + precision + "\n  gradient_checkpointing: on\n" + peft)));
-  };
-  train("fp32");
-  for (const char* precision : {"bf16", "fp16"})
-    expect_16bit_run_follows_fp32(tmp_.path() + "/fp32", tmp_.path() + "/" + precision,
-                                  train(precision), precision);
+  expect_lora_16bit_runs_follow_fp32(tmp_.path(), [&](const std::string& run, const std::string& extra) {
+    return run_training(TrainConfig::load(yaml(run, extra)));
+  });
 }
 
 }  // namespace
