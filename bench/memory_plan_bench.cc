@@ -4,7 +4,8 @@
 // steps at the planned batch next to batch 32 with train_step_bench.
 //
 //   memory_plan_bench --model bert-base|minilm|deberta-v3-base|deberta-v3-large [--seq 128,256,512]
-//                     [--memory 24GiB ...] [--at 1,2] [--json]
+//                     [--memory 24GiB ...] [--at 1,2] [--precision fp32|bf16|f16] [--lora R]
+//                     [--json]
 //   (without --memory: this machine's available memory; budget = 0.95 of it; --at: also the
 //   planned bytes at these micro-batch sizes, to set next to a measured peak)
 #include <fmt/format.h>
@@ -28,11 +29,16 @@ int main(int argc, char** argv) {
   double fraction = 0.95;
   bool json = false;
   std::vector<int64_t> at;
+  std::string precision = "fp32";
+  int64_t lora = 0;
   app.add_option("--model", model, "minilm, bert-base, deberta-v3-base or deberta-v3-large");
   app.add_option("--at", at, "also plan these micro-batch sizes")->delimiter(',');
   app.add_option("--seq", seqs, "sequence lengths")->delimiter(',');
   app.add_option("--memory", memories, "device memory sizes to plan for (default: this machine)");
   app.add_option("--fraction", fraction, "share of the memory the plan may use");
+  app.add_option("--precision", precision, "training.precision: fp32, bf16 or f16")
+      ->check(CLI::IsMember({"fp32", "bf16", "f16"}));
+  app.add_option("--lora", lora, "LoRA rank on every linear layer (0: full fine-tuning)");
   app.add_flag("--json", json, "one JSON line per row");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -48,7 +54,16 @@ int main(int argc, char** argv) {
                                "max batch", "with ckpt", "plan at max", "plan at 32", "plan ms");
     for (const auto& [name, memory] : devices)
       for (int64_t seq : seqs) {
-        const PlanTarget target{config, {}, seq, 0, Device::cpu()};
+        PlanTarget target{config, {}, seq, 0, Device::cpu()};
+        target.precision = precision == "bf16" ? DType::BF16
+                           : precision == "f16" ? DType::F16
+                                                : DType::F32;
+        if (lora > 0) {
+          target.adapters.method = PeftMethod::Lora;
+          target.adapters.r = lora;
+          target.adapters.alpha = 2.0 * static_cast<double>(lora);
+          target.adapters.target_modules = {"all-linear"};
+        }
         const size_t budget = static_cast<size_t>(fraction * static_cast<double>(memory));
         const auto t0 = std::chrono::steady_clock::now();
         const int64_t off = largest_micro_batch(target, GradientCheckpointing::Off, budget, 1 << 20);
@@ -64,6 +79,7 @@ int main(int argc, char** argv) {
           at_rows[std::to_string(rows)] = plan_memory(target, rows, GradientCheckpointing::Off).total;
         if (json) {
           std::cout << nlohmann::json{{"model", model},         {"memory", name},
+                                      {"precision", precision}, {"lora", lora},
                                       {"planned_bytes_at", at_rows},
                                       {"memory_bytes", memory}, {"budget_bytes", budget},
                                       {"seq", seq},             {"largest_micro_batch", off},

@@ -10,6 +10,10 @@ random token ids with every position real (no padding). The step is identical in
 
     python bench/torch_train_step.py --model minilm --threads 2
     python bench/torch_train_step.py --model bert-base --batch 32 --seq 128 --steps 5 --json
+    python bench/torch_train_step.py --model deberta-v3-large --batch 1 --seq 512 --autocast bf16
+
+--autocast bf16 / fp16 runs the forward and the loss under torch.autocast (fp32 weights, AdamW on
+them), as HF Trainer's bf16 / fp16 flags do.
 
 Prints ms/step and samples/s (median over the timed steps, after warmup); --json adds one
 machine-readable line starting with '{'. It also reports the process's peak resident memory
@@ -99,6 +103,8 @@ def main():
                         help="HF attention implementation (sdpa is transformers' default)")
     parser.add_argument("--compile", action="store_true", help="torch.compile the model")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--autocast", choices=["none", "bf16", "fp16"], default="none",
+                        help="forward and loss under torch.autocast in this type (fp32 weights)")
     parser.add_argument("--json", action="store_true", help="also print one JSON line with the results")
     args = parser.parse_args()
 
@@ -145,13 +151,15 @@ def main():
     labels = torch.randint(0, 2, (args.batch,), generator=gen)
 
     rss_before = rss_now()
+    amp_dtype = {"none": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.autocast]
 
     def step():
         inputs = dict(input_ids=input_ids, attention_mask=attention_mask)
         if hasattr(config, "type_vocab_size"):  # ModernBERT reads no token types
             inputs["token_type_ids"] = token_type_ids
-        logits = step_model(**inputs).logits
-        loss = F.cross_entropy(logits, labels)
+        with torch.autocast("cpu", dtype=amp_dtype, enabled=amp_dtype is not None):
+            logits = step_model(**inputs).logits
+            loss = F.cross_entropy(logits.float(), labels)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -175,7 +183,7 @@ def main():
         "optimizer": f"torch.optim.AdamW ({opt_impl})",
         "attn": args.attn,
         "compile": args.compile,
-        "dtype": "float32",
+        "dtype": "float32" if amp_dtype is None else f"float32, autocast {args.autocast}",
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "cpu": platform.processor() or platform.machine(),

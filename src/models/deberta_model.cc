@@ -13,7 +13,9 @@
 #include "models/gradient_ready.h"
 #include "models/packed_dropout.h"
 #include "ops/disentangled_attention.h"
+#include "ops/cast.h"
 #include "ops/dropout.h"
+#include "ops/dropout_add_norm.h"
 #include "ops/embedding.h"
 #include "ops/first_token.h"
 #include "ops/gelu.h"
@@ -45,17 +47,13 @@ constexpr int kind(DebertaSite s) {
 
 class DebertaModel final : public BackboneModel {
  public:
-  DebertaModel(const DebertaConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {
-    if (shape.compute != DType::F32)
-      throw InputError(
-          "DeBERTa (deberta-v2) does not support mixed precision (bf16 / f16) yet: train it in "
-          "fp32");
-  }
+  DebertaModel(const DebertaConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {}
 
   void buffers(BufferTable& t) override { deberta_buffers(c_, shape_, a_, t); }
 
   void bind(const BoundParams& p) override {
     w_ = bind_deberta_weights(c_, p.values);
+    if (p.shadow.table) shadow_ = bind_deberta_weights(c_, p.shadow);
     ad_ = p.adapters;
     if (shape_.training) {
       g_ = bind_deberta_weights(c_, p.grads);
@@ -67,6 +65,8 @@ class DebertaModel final : public BackboneModel {
     const DropoutPlan d = resolved_on_host(dropout, in);
     const int64_t N = in.tokens(), C = c_.hidden_size, B = in.B;
     const Shape NC{N, C}, N1{N};
+    if (mixed() && shadow_.layers.size() != static_cast<size_t>(c_.num_layers))
+      throw InternalError("mixed-precision DeBERTa without its weight shadow");
     TensorView sum = a_.emb_sum.prefix(NC), x = a_.emb_out.prefix(NC);
     embedding_forward(sum, in.ids, w_.word, false);
     if (w_.position.defined()) embedding_forward(sum, in.pos_ids, w_.position, true);
@@ -127,6 +127,9 @@ class DebertaModel final : public BackboneModel {
 
  private:
   static float p(const DropoutPlan& d, float rate) { return d.training ? rate : 0.0f; }
+  bool mixed() const { return a_.compute != DType::F32; }
+  // The weights the GEMMs read: the 16-bit shadow under mixed precision, else the fp32 ones.
+  const DebertaWeights& gemm() const { return mixed() ? shadow_ : w_; }
   static RngKey key(const DropoutPlan& d, uint32_t site) {
     return RngKey{d.seed, site, d.offset, d.micro};
   }
@@ -191,8 +194,12 @@ class DebertaModel final : public BackboneModel {
                           const DropoutPlan& d) const {
     const DebertaLayerActs& la = a_.layers[l];
     AdapterSiteRun r = adapter_run(ad_, grads ? &adg_ : nullptr, l, adapter_kind(k));
-    r.weight = r.gemm_weight = site_param(w_, l, k, false);
+    r.weight = site_param(w_, l, k, false);
+    r.gemm_weight = site_param(gemm(), l, k, false);
     r.bias = site_param(w_, l, k, true);
+    r.stage_x = a_.lora_stage_x;
+    r.stage_y = a_.lora_stage_y;
+    r.stage_dx = a_.lora_stage_dx;
     r.u = la.lora_u[kind(k)];
     r.z = la.dora_z[kind(k)];
     r.h = a_.lora_h;
@@ -202,28 +209,29 @@ class DebertaModel final : public BackboneModel {
     return r;
   }
 
-  // y = x W^T + b of site (l, k) with its adapter, if any. y_has_base: the fused QKV GEMM ran.
+  // y = x W^T + b of site (l, k) with its adapter, if any. x: the adapter's input; xg: the frozen
+  // GEMM's (x, or under mixed precision x's 16-bit copy). y_has_base: the fused QKV GEMM ran.
   // recompute: the DoRA norms are current (checkpointing's second pass, or the positional call
   // after the content call of the same module).
-  void site_forward(int64_t l, DebertaSite k, TensorView y, TensorView x, const TokenInputs& in,
-                    const DropoutPlan& d, bool y_has_base, bool recompute) {
+  void site_forward(int64_t l, DebertaSite k, TensorView y, TensorView x, TensorView xg,
+                    const TokenInputs& in, const DropoutPlan& d, bool y_has_base, bool recompute) {
     if (adapted(l, k))
-      adapter_site_forward(site_run(l, k, false, in, d), y, x, x, y_has_base, recompute);
+      adapter_site_forward(site_run(l, k, false, in, d), y, x, xg, y_has_base, recompute);
     else if (!y_has_base)
-      linear_forward(y, x, site_param(w_, l, k, false), site_param(w_, l, k, true));
+      linear_forward(y, xg, site_param(gemm(), l, k, false), site_param(w_, l, k, true));
   }
 
   // The backward of site (l, k): dy (the adapter may scale it in place first, DoRA) -> the frozen
-  // or trained weights' gradients, dx (= or += with accumulate; undefined: not needed) and the
+  // or trained weights' gradients (x, xg: as site_forward's), dx (= or += with accumulate; undefined: not needed) and the
   // adapter's gradients (+=), its input gradient added to dx.
-  void site_backward(int64_t l, DebertaSite k, TensorView dy, TensorView x, TensorView dx,
-                     bool accumulate, const TokenInputs& in, const DropoutPlan& d) {
+  void site_backward(int64_t l, DebertaSite k, TensorView dy, TensorView x, TensorView xg,
+                     TensorView dx, bool accumulate, const TokenInputs& in, const DropoutPlan& d) {
     const bool on = adapted(l, k);
     const AdapterSiteRun run = on ? site_run(l, k, true, in, d) : AdapterSiteRun();
     if (on) adapter_site_backward_scale(run, dy);
     const TensorView dw = site_param(g_, l, k, false), db = site_param(g_, l, k, true);
     if (dx.defined() || dw.defined() || db.defined())
-      linear_backward(dx, dw, db, dy, x, site_param(w_, l, k, false), accumulate);
+      linear_backward(dx, dw, db, dy, xg, site_param(gemm(), l, k, false), accumulate);
     if (on) adapter_site_backward(run, dy, x, dx);
   }
 
@@ -266,6 +274,20 @@ class DebertaModel final : public BackboneModel {
     return call;
   }
 
+  // Layer l's GEMM inputs under mixed precision: 16-bit copies of the fp32 layer input x, of the
+  // relative embeddings it reads and of its first LayerNorm's output (fp32: the tensors
+  // themselves).
+  TensorView gemm_x(int64_t l, TensorView x) const {
+    return mixed() ? a_.layers[l].x_h.prefix(x.shape) : x;
+  }
+  TensorView gemm_rel(int64_t l, const DropoutPlan& d) const {
+    return mixed() ? a_.layers[l].rel_h : rel_input(l, d);
+  }
+  TensorView gemm_ln1(int64_t l, int64_t N) const {
+    const DebertaLayerActs& la = a_.layers[l];
+    return (mixed() ? la.ln1_h : la.ln1).prefix({N, c_.hidden_size});
+  }
+
   void layer_forward(int64_t l, TensorView x, const TokenInputs& in, const DropoutPlan& d,
                      bool recompute) {
     const int64_t N = in.tokens(), C = c_.hidden_size, F = c_.intermediate_size;
@@ -276,25 +298,30 @@ class DebertaModel final : public BackboneModel {
                      attn = la.attn.prefix(NC), ln1 = la.ln1.prefix(NC);
     const TensorView ffn_pre = la.ffn_pre.prefix({N, F}), ffn_act = la.ffn_act.prefix({N, F}),
                      ffn_out = la.ffn_out.prefix(NC);
+    const TensorView xg = gemm_x(l, x), ln1g = gemm_ln1(l, N);
+    if (mixed()) cast(xg, x);
     // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
     const bool fused = !(has_dora(l, DebertaSite::Query) && has_dora(l, DebertaSite::Key) &&
                          has_dora(l, DebertaSite::Value));
-    if (fused) linear_forward(qkv, x, lw.qkv_w, lw.qkv_b);
+    if (fused) linear_forward(qkv, xg, gemm().layers[l].qkv_w, lw.qkv_b);
     for (int part = 0; part < 3; ++part)
-      site_forward(l, static_cast<DebertaSite>(part), columns(qkv, part * C, C), x, in, d, fused,
-                   recompute);
+      site_forward(l, static_cast<DebertaSite>(part), columns(qkv, part * C, C), x, xg, in, d,
+                   fused, recompute);
     const float pr = p(d, c_.hidden_dropout);
     if (pr > 0)
       dropout_forward(la.rel_drop, rel_source(), pr, key(d, rel_site(l)),
                       DropoutRows{0, c_.rel_rows(), 0});
-    const TensorView rel = rel_input(l, d);
+    const TensorView rel = rel_input(l, d), relg = gemm_rel(l, d);
+    if (mixed()) cast(relg, rel);
     // share_att_key: key_proj / query_proj again, on the relative embeddings (their DoRA norms
     // were just formed by the content call).
     const bool shared = c_.share_att_key;
     if (c_.c2p)
-      site_forward(l, DebertaSite::PosKey, la.pos_key, rel, in, d, false, recompute || shared);
+      site_forward(l, DebertaSite::PosKey, la.pos_key, rel, relg, in, d, false,
+                   recompute || shared);
     if (c_.p2c)
-      site_forward(l, DebertaSite::PosQuery, la.pos_query, rel, in, d, false, recompute || shared);
+      site_forward(l, DebertaSite::PosQuery, la.pos_query, rel, relg, in, d, false,
+                   recompute || shared);
     each_attention_row(
         in, d, l, la.probs,
         [&](const DisentangledCall& call, int64_t t0, int64_t L, TensorView saved) {
@@ -303,17 +330,21 @@ class DebertaModel final : public BackboneModel {
                                          part(2), c_.c2p ? la.pos_key : TensorView(),
                                          c_.p2c ? la.pos_query : TensorView());
         });
-    site_forward(l, DebertaSite::AttnOut, attn, ctx, in, d, false, recompute);
-    dropout_forward(attn, attn, pr, key(d, attn_out_site(l)), rows(d, in));
-    add_layer_norm_forward(ln1, la.sum1.prefix(NC), la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
-                           attn, x, lw.ln1_w, lw.ln1_b, c_.layer_norm_eps);
-    site_forward(l, DebertaSite::FfnIn, ffn_pre, ln1, in, d, false, recompute);
+    site_forward(l, DebertaSite::AttnOut, attn, ctx, ctx, in, d, false, recompute);
+    // LayerNorm(dropout(attn) + x) in one pass (attn kept); under mixed precision the 16-bit
+    // sublayer output joins the fp32 stream, and ln1's 16-bit copy for the next GEMM comes out of
+    // the same pass.
+    dropout_add_layer_norm_forward(ln1, mixed() ? ln1g : TensorView(), la.sum1.prefix(NC),
+                                   la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), attn, x,
+                                   lw.ln1_w, lw.ln1_b, c_.layer_norm_eps, pr,
+                                   key(d, attn_out_site(l)), rows(d, in));
+    site_forward(l, DebertaSite::FfnIn, ffn_pre, ln1g, ln1g, in, d, false, recompute);
     gelu_forward(ffn_act, ffn_pre, c_.activation);
-    site_forward(l, DebertaSite::FfnOut, ffn_out, ffn_act, in, d, false, recompute);
-    dropout_forward(ffn_out, ffn_out, pr, key(d, ffn_out_site(l)), rows(d, in));
-    add_layer_norm_forward(la.out.prefix(NC), la.sum2.prefix(NC), la.ln2_mean.prefix(N1),
-                           la.ln2_rstd.prefix(N1), ffn_out, ln1, lw.ln2_w, lw.ln2_b,
-                           c_.layer_norm_eps);
+    site_forward(l, DebertaSite::FfnOut, ffn_out, ffn_act, ffn_act, in, d, false, recompute);
+    dropout_add_layer_norm_forward(la.out.prefix(NC), TensorView(), la.sum2.prefix(NC),
+                                   la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), ffn_out, ln1,
+                                   lw.ln2_w, lw.ln2_b, c_.layer_norm_eps, pr,
+                                   key(d, ffn_out_site(l)), rows(d, in));
   }
 
   // a_.grad_out holds dL/d(out of layer l); on return, dL/dx (when need_dx).
@@ -328,19 +359,24 @@ class DebertaModel final : public BackboneModel {
                      dtmp = a_.grad_tmp.prefix(NC), dctx = a_.grad_ctx.prefix(NC),
                      dffn = a_.grad_ffn.prefix({N, F}), dqkv = a_.grad_qkv.prefix({N, 3 * C});
     const float pr = p(d, c_.hidden_dropout);
-    layer_norm_backward(dsum, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
-                        la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1));
-    dropout_backward(dtmp, dsum, pr, key(d, ffn_out_site(l)), rows(d, in));
-    site_backward(l, DebertaSite::FfnOut, dtmp, la.ffn_act.prefix({N, F}), dffn, false, in, d);
+    // out = LN(dropout(ffn_out) + ln1): dsum is ln1's gradient through the residual, dtmp
+    // ffn_out's (16-bit under mixed precision), from the same pass.
+    layer_norm_dropout_backward(dsum, dtmp, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC),
+                                lw.ln2_w, la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), pr,
+                                key(d, ffn_out_site(l)), rows(d, in));
+    const TensorView ffn_act = la.ffn_act.prefix({N, F}), ln1g = gemm_ln1(l, N);
+    site_backward(l, DebertaSite::FfnOut, dtmp, ffn_act, ffn_act, dffn, false, in, d);
     gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c_.activation);
-    site_backward(l, DebertaSite::FfnIn, dffn, la.ln1.prefix(NC), dsum, true, in, d);
-    layer_norm_backward(dout, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
-                        la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1));
-    dropout_backward(dtmp, dout, pr, key(d, attn_out_site(l)), rows(d, in));
-    site_backward(l, DebertaSite::AttnOut, dtmp, la.ctx.prefix(NC), dctx, false, in, d);
+    site_backward(l, DebertaSite::FfnIn, dffn, ln1g, ln1g, dsum, true, in, d);
+    layer_norm_dropout_backward(dout, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC),
+                                lw.ln1_w, la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), pr,
+                                key(d, attn_out_site(l)), rows(d, in));
+    const TensorView ctx = la.ctx.prefix(NC);
+    site_backward(l, DebertaSite::AttnOut, dtmp, ctx, ctx, dctx, false, in, d);
     const TensorView qkv = la.qkv.prefix({N, 3 * C});
     // Packed rows: the first row writes the position gradients, each later one writes its own
-    // into grad_pos_*_row and adds them (the op overwrites its activation gradients).
+    // into grad_pos_*_row and adds them (the op overwrites its activation gradients). They stay
+    // fp32 under mixed precision (summed over the rows), rounded once for the GEMMs below.
     bool first = true;
     each_attention_row(in, d, l, la.probs,
                        [&](const DisentangledCall& call, int64_t t0, int64_t L, TensorView saved) {
@@ -366,11 +402,19 @@ class DebertaModel final : public BackboneModel {
                        });
     // The position projections: their weights' (and adapters') gradients, and the relative
     // embeddings' (summed over the layers in grad_rel; none when they are frozen).
-    const TensorView rel = rel_input(l, d);
+    const TensorView rel = rel_input(l, d), relg = gemm_rel(l, d);
     const TensorView drel = g_.rel.defined() ? a_.grad_rel_drop : TensorView();
-    if (c_.c2p) site_backward(l, DebertaSite::PosKey, a_.grad_pos_key, rel, drel, false, in, d);
+    const auto position_grad = [&](const TensorView& g, const TensorView& g_h) {
+      if (!mixed()) return g;
+      cast(g_h, g);
+      return g_h;
+    };
+    if (c_.c2p)
+      site_backward(l, DebertaSite::PosKey, position_grad(a_.grad_pos_key, a_.grad_pos_h), rel,
+                    relg, drel, false, in, d);
     if (c_.p2c)
-      site_backward(l, DebertaSite::PosQuery, a_.grad_pos_query, rel, drel, c_.c2p, in, d);
+      site_backward(l, DebertaSite::PosQuery, position_grad(a_.grad_pos_query, a_.grad_pos_h),
+                    rel, relg, drel, c_.c2p, in, d);
     if (drel.defined() && (c_.c2p || c_.p2c)) {
       dropout_backward(drel, drel, pr, key(d, rel_site(l)), DropoutRows{0, c_.rel_rows(), 0});
       residual_forward(a_.grad_rel, a_.grad_rel, drel);
@@ -383,7 +427,8 @@ class DebertaModel final : public BackboneModel {
                                     columns(dqkv, part * C, C));
     const TensorView dx = need_dx ? dout : TensorView();
     if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())
-      linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, x, lw.qkv_w, /*accumulate_dinp=*/true);
+      linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, gemm_x(l, x), gemm().layers[l].qkv_w,
+                      /*accumulate_dinp=*/true);
     for (int part = 0; part < 3; ++part)
       if (adapted(l, static_cast<DebertaSite>(part)))
         adapter_site_backward(site_run(l, static_cast<DebertaSite>(part), true, in, d),
@@ -462,6 +507,7 @@ class DebertaModel final : public BackboneModel {
   DebertaConfig c_;
   BackboneShape shape_;
   DebertaWeights w_, g_;
+  DebertaWeights shadow_;  // mixed precision: the layers' weights in the compute type
   AdapterSet ad_, adg_;  // the adapters and their gradients (empty without)
   DebertaActs a_;
   TensorView hidden_;

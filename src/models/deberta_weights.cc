@@ -220,11 +220,12 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   const int64_t N = how.max_tokens > 0 ? how.max_tokens : how.max_rows * how.max_seq;
   const int64_t B = how.max_rows, T = how.max_seq, C = c.hidden_size, F = c.intermediate_size;
   const int64_t R = c.rel_rows(), K = c.num_labels();
-  const DType f32 = DType::F32;
-  const bool training = how.training;
+  const DType f32 = DType::F32, h = how.compute;  // h: the GEMMs' activations
+  const bool training = how.training, mixed = h != f32;
   const bool ckpt = training && how.checkpointing == GradientCheckpointing::On;
   a = DebertaActs{};
   a.checkpointing = ckpt;
+  a.compute = h;
   a.layers.resize(c.num_layers);
   t.add("act/emb/sum", f32, {N, C}, &a.emb_sum);
   t.add("act/emb/mean", f32, {N}, &a.emb_mean);
@@ -237,24 +238,36 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   // layer's forward into it).
   const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
   // Packed rows run the op one by one, their saved state back to back: sum L^2 <= N T on the CPU
-  // (probabilities), sum (H + C) L = (H + C) N on CUDA (statistics and O).
+  // (probabilities), sum (H + C) L = (H + C) N on CUDA (statistics and O); the workspace (with
+  // mixed precision's fp32 copies of the 16-bit tensors) is one row's.
   const DisentangledBuffers att = disentangled_attention_buffers(
-      c.attention(), how.device, how.packed ? (N + T - 1) / std::max<int64_t>(T, 1) : B, T, training);
+      c.attention(), how.device, how.packed ? (N + T - 1) / std::max<int64_t>(T, 1) : B, T, training,
+      h);
+  const int64_t work_rows = how.packed ? 1 : B;
+  const int64_t att_workspace =
+      disentangled_attention_buffers(c.attention(), how.device, work_rows, T, training, h).workspace;
   struct Slot {
     const char* what;
+    DType dtype;
     Shape shape;
     TensorView DebertaLayerActs::*view;
   };
   const Slot per_layer[] = {
-      {"qkv", {N, 3 * C}, &DebertaLayerActs::qkv},     {"probs", {att.saved}, &DebertaLayerActs::probs},
-      {"ctx", {N, C}, &DebertaLayerActs::ctx},         {"attn", {N, C}, &DebertaLayerActs::attn},
-      {"sum1", {N, C}, &DebertaLayerActs::sum1},       {"ln1", {N, C}, &DebertaLayerActs::ln1},
-      {"ln1_mean", {N}, &DebertaLayerActs::ln1_mean},  {"ln1_rstd", {N}, &DebertaLayerActs::ln1_rstd},
-      {"ffn_pre", {N, F}, &DebertaLayerActs::ffn_pre}, {"ffn_act", {N, F}, &DebertaLayerActs::ffn_act},
-      {"ffn_out", {N, C}, &DebertaLayerActs::ffn_out}, {"sum2", {N, C}, &DebertaLayerActs::sum2},
-      {"out", {N, C}, &DebertaLayerActs::out},         {"ln2_mean", {N}, &DebertaLayerActs::ln2_mean},
-      {"ln2_rstd", {N}, &DebertaLayerActs::ln2_rstd},  {"rel_drop", {R, C}, &DebertaLayerActs::rel_drop},
-      {"pos_key", {R, C}, &DebertaLayerActs::pos_key}, {"pos_query", {R, C}, &DebertaLayerActs::pos_query},
+      {"qkv", h, {N, 3 * C}, &DebertaLayerActs::qkv},       {"probs", f32, {att.saved}, &DebertaLayerActs::probs},
+      {"ctx", h, {N, C}, &DebertaLayerActs::ctx},           {"attn", h, {N, C}, &DebertaLayerActs::attn},
+      {"sum1", f32, {N, C}, &DebertaLayerActs::sum1},       {"ln1", f32, {N, C}, &DebertaLayerActs::ln1},
+      {"ln1_mean", f32, {N}, &DebertaLayerActs::ln1_mean},  {"ln1_rstd", f32, {N}, &DebertaLayerActs::ln1_rstd},
+      {"ffn_pre", h, {N, F}, &DebertaLayerActs::ffn_pre},   {"ffn_act", h, {N, F}, &DebertaLayerActs::ffn_act},
+      {"ffn_out", h, {N, C}, &DebertaLayerActs::ffn_out},   {"sum2", f32, {N, C}, &DebertaLayerActs::sum2},
+      {"out", f32, {N, C}, &DebertaLayerActs::out},         {"ln2_mean", f32, {N}, &DebertaLayerActs::ln2_mean},
+      {"ln2_rstd", f32, {N}, &DebertaLayerActs::ln2_rstd},  {"rel_drop", f32, {R, C}, &DebertaLayerActs::rel_drop},
+      {"pos_key", h, {R, C}, &DebertaLayerActs::pos_key},   {"pos_query", h, {R, C}, &DebertaLayerActs::pos_query},
+  };
+  // Mixed precision's 16-bit copies of the GEMMs' fp32 inputs.
+  const Slot copies[] = {
+      {"x_h", h, {N, C}, &DebertaLayerActs::x_h},
+      {"ln1_h", h, {N, C}, &DebertaLayerActs::ln1_h},
+      {"rel_h", h, {R, C}, &DebertaLayerActs::rel_h},
   };
   // Adapter buffers per kind: a content site's rows are the tokens, a positional kind's the 2S
   // relative embeddings (with share_att_key, key_proj's / query_proj's adapter runs there too).
@@ -269,12 +282,15 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     adapted[query] = c.p2c && adapted[static_cast<int>(DebertaSite::Query)];
   }
   for (int64_t s = 0; s < slots; ++s) {
-    for (const Slot& e : per_layer) {
-      if (ckpt && e.view == &DebertaLayerActs::out) continue;
+    const auto add = [&](const Slot& e) {
       const std::string name = fmt::format("act/layer{}/{}", s, e.what);
-      t.add(name, f32, e.shape);
+      t.add(name, e.dtype, e.shape);
       for (int64_t l = s; l < c.num_layers; l += slots) t.also(name, &(a.layers[l].*e.view));
-    }
+    };
+    for (const Slot& e : per_layer)
+      if (!ckpt || e.view != &DebertaLayerActs::out) add(e);
+    if (mixed)
+      for (const Slot& e : copies) add(e);
     for (int k = 0; k < kDebertaSites; ++k) {
       if (!adapted[k]) continue;
       const bool positional = k == key || k == query;
@@ -298,6 +314,25 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     if (training) t.add("gradact/lora_h", f32, {rows, ad.r}, &a.lora_h);
     if (ad.dropout > 0) t.add("work/lora_dropout", f32, {rows * std::max(C, F)}, &a.lora_scratch);
   }
+  if (mixed && ad.enabled()) {
+    // fp32 copies for the LoRA branches: their 16-bit inputs (ctx, ln1_h, ffn_act; the QKV and
+    // position sites read the fp32 x and rel), outputs (all 16-bit; 2S rows at the position
+    // sites) and 16-bit input gradients (dctx, dffn), as wide as the widest adapted site needs.
+    int64_t xw = 0, yw = 0, dxw = 0;
+    for (int k = 0; k < kDebertaSites; ++k) {
+      if (!adapted[k]) continue;
+      const DebertaSite site = static_cast<DebertaSite>(k);
+      const int64_t rows = k == key || k == query ? R : N;
+      const int64_t in = site == DebertaSite::FfnOut ? F : C;
+      if (site == DebertaSite::AttnOut || site == DebertaSite::FfnIn || site == DebertaSite::FfnOut)
+        xw = std::max(xw, N * in);
+      yw = std::max(yw, rows * (site == DebertaSite::FfnIn ? F : C));
+      if (site == DebertaSite::AttnOut || site == DebertaSite::FfnOut) dxw = std::max(dxw, N * in);
+    }
+    if (xw > 0) t.add("work/lora_stage_x", f32, {xw}, &a.lora_stage_x);
+    if (yw > 0) t.add("work/lora_stage_y", f32, {yw}, &a.lora_stage_y);
+    if (training && dxw > 0) t.add("work/lora_stage_dx", f32, {dxw}, &a.lora_stage_dx);
+  }
   if (ckpt)
     for (int64_t l = 0; l < c.num_layers; ++l)
       t.add(fmt::format("act/layer{}/out", l), f32, {N, C}, &a.layers[l].out);
@@ -310,10 +345,11 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   if (training) {
     t.add("gradact/out", f32, {N, C}, &a.grad_out);
     t.add("gradact/sum", f32, {N, C}, &a.grad_sum);
-    t.add("gradact/tmp", f32, {N, C}, &a.grad_tmp);
-    t.add("gradact/ctx", f32, {N, C}, &a.grad_ctx);
-    t.add("gradact/ffn", f32, {N, F}, &a.grad_ffn);
-    t.add("gradact/qkv", f32, {N, 3 * C}, &a.grad_qkv);
+    t.add("gradact/tmp", h, {N, C}, &a.grad_tmp);
+    t.add("gradact/ctx", h, {N, C}, &a.grad_ctx);
+    t.add("gradact/ffn", h, {N, F}, &a.grad_ffn);
+    t.add("gradact/qkv", h, {N, 3 * C}, &a.grad_qkv);
+    if (mixed && (c.c2p || c.p2c)) t.add("gradact/pos_h", h, {R, C}, &a.grad_pos_h);
     t.add("gradact/pos_key", f32, {R, C}, &a.grad_pos_key);
     t.add("gradact/pos_query", f32, {R, C}, &a.grad_pos_query);
     t.add("gradact/rel_drop", f32, {R, C}, &a.grad_rel_drop);
@@ -328,7 +364,7 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   }
   // The attention op's scratch, and in training the embeddings' sorted backward
   // (ops/embedding.h).
-  int64_t ws = att.workspace;
+  int64_t ws = att_workspace;
   if (how.training) ws = std::max(ws, embedding_backward_workspace(how.device, N, C));
   t.add("work/deberta", f32, {std::max<int64_t>(ws, 1)}, &a.workspace);
 }

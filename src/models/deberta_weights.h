@@ -53,11 +53,16 @@ AdapterSite deberta_pooler_site(const DebertaConfig& config);
 std::vector<ClassifierModule> deberta_modules(int64_t layers, bool pos_key, bool pos_query);
 
 // Activation buffers (training: every layer's, or with gradient checkpointing every layer's output
-// and one slot for the rest; inference: two slots, ping-pong).
+// and one slot for the rest; inference: two slots, ping-pong). Mixed precision (compute bf16 /
+// f16): the GEMMs' outputs (qkv, ctx, attn, ffn_pre, ffn_act, ffn_out, pos_key, pos_query) and
+// their gradients are 16-bit, and so are the GEMMs' copies of fp32 inputs (x_h, ln1_h, rel_h);
+// the residual stream, every LayerNorm, the attention's probabilities, the position gradients
+// the op writes and the head stay fp32.
 struct DebertaLayerActs {
   TensorView qkv, probs, ctx, attn, sum1, ln1, ln1_mean, ln1_rstd;
   TensorView ffn_pre, ffn_act, ffn_out, sum2, out, ln2_mean, ln2_rstd;
   TensorView rel_drop, pos_key, pos_query;  // (2S, C) each
+  TensorView x_h, ln1_h, rel_h;  // mixed precision: 16-bit copies of the layer input, ln1, rel
   // Per adapter kind (DebertaSite): u = x_d A^T (rows, r), DoRA's z (rows, out); rows are the
   // tokens N, or 2S for the positional kinds.
   std::array<TensorView, kDebertaSites> lora_u, dora_z;
@@ -77,6 +82,10 @@ struct DebertaActs {
   // Adapters: the pooler's u (B, r) and z (B, C); backward's h (max(N, 2S), r) and the adapter
   // dropout's scratch (max(N, 2S) x max(C, F)), shared by every site.
   TensorView pool_lora_u, pool_dora_z, lora_h, lora_scratch;
+  // Mixed precision: the position gradient's 16-bit copy the projections' backward reads (2S, C),
+  // and the LoRA branches' fp32 staging of 16-bit inputs, outputs and input gradients.
+  TensorView grad_pos_h, lora_stage_x, lora_stage_y, lora_stage_dx;
+  DType compute = DType::F32;
   bool checkpointing = false;  // one slot for all layers but their outputs: backward recomputes
 };
 

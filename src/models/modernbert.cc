@@ -2,12 +2,14 @@
 // equations and the gradient rule; the pooling and head are in modernbert_head.cc).
 #include "models/modernbert.h"
 
+#include "core/error.h"
 #include "core/memory.h"
 #include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
+#include "ops/cast.h"
 #include "ops/dropout.h"
 #include "ops/embedding.h"
 #include "ops/glu.h"
@@ -41,12 +43,20 @@ struct Layer {
   const DropoutPlan& d;
 
   const ModernBertLayerWeights& lw() const { return w.layers[l]; }
-  TensorView weight(ModernBertSite s) const {
+  bool mixed() const { return a.compute != DType::F32; }
+  // An fp32 (rows, cols) staging matrix of the layer pass (mixed precision).
+  TensorView stage(const TensorView& buf, int64_t cols) const {
+    return buf.flat_range(0, N * cols).reshape({N, cols});
+  }
+  // Site s's weight: the fp32 master (gemm false) or what its GEMM reads (gemm true: the 16-bit
+  // shadow under mixed precision).
+  TensorView weight(ModernBertSite s, bool gemm = false) const {
+    const ModernBertLayerWeights& lw = gemm && mixed() ? w.shadow[l] : w.layers[l];
     switch (s) {
-      case ModernBertSite::Wqkv: return lw().qkv_w;
-      case ModernBertSite::AttnWo: return lw().o_w;
-      case ModernBertSite::Wi: return lw().wi_w;
-      case ModernBertSite::MlpWo: return lw().wo_w;
+      case ModernBertSite::Wqkv: return lw.qkv_w;
+      case ModernBertSite::AttnWo: return lw.o_w;
+      case ModernBertSite::Wi: return lw.wi_w;
+      case ModernBertSite::MlpWo: return lw.wo_w;
     }
     return {};
   }
@@ -67,6 +77,10 @@ struct Layer {
     const int i = static_cast<int>(s);
     AdapterSiteRun r = adapter_site_run(w.adapters, g ? &g->adapters : nullptr, l, i, weight(s),
                                         bias(s), la.lora_u[i], la.dora_z[i], a.lora_h);
+    r.gemm_weight = weight(s, true);
+    r.stage_x = a.lora_stage_x;
+    r.stage_y = a.lora_stage_y;
+    r.stage_dx = a.lora_stage_dx;
     r.dropout = LoraDropout{rate(d, static_cast<float>(w.adapters.dropout)),
                             RngKey{d.seed, adapter_dropout_site(l, i), d.offset, d.micro},
                             a.lora_scratch, dropout_rows(d, in)};
@@ -75,7 +89,7 @@ struct Layer {
   // y = x W^T + b of site s, with its adapter if any.
   void linear(ModernBertSite s, TensorView y, TensorView x) const {
     if (adapted(s)) adapter_site_forward(run(s), y, x, x, false, false);
-    else linear_forward(y, x, weight(s), bias(s));
+    else linear_forward(y, x, weight(s, true), bias(s));
   }
   // dx = dy W (and the weight's and adapter's gradients) of site s; dy may be scaled in place by
   // DoRA, so it must not be needed afterwards.
@@ -89,7 +103,7 @@ struct Layer {
       case ModernBertSite::Wi: dw = lg.wi_w, db = lg.wi_b; break;
       case ModernBertSite::MlpWo: dw = lg.wo_w, db = lg.wo_b; break;
     }
-    linear_backward(dx, dw, db, dy, x, weight(s));
+    linear_backward(dx, dw, db, dy, x, weight(s, true));
     if (adapted(s)) adapter_site_backward(run(s), dy, x, dx);
   }
   RngKey key(uint32_t site) const { return RngKey{d.seed, site, d.offset, d.micro}; }
@@ -99,9 +113,49 @@ TensorView layer_input(const ModernBertActs& a, int64_t l, int64_t N, int64_t C)
   return (l == 0 ? a.x0 : a.layers[l - 1].out).prefix({N, C});
 }
 
-// h1 of layer l: x_0 itself on layer 0 (attn_norm is HF's Identity there).
+// h1 of layer l: x_0 itself on layer 0 (attn_norm is HF's Identity there; mixed precision: its
+// 16-bit copy in h1).
 TensorView attn_input(const Layer& L, int64_t C) {
-  return L.l == 0 ? layer_input(L.a, 0, L.N, C) : L.la.h1.prefix({L.N, C});
+  return L.l == 0 && !L.mixed() ? layer_input(L.a, 0, L.N, C) : L.la.h1.prefix({L.N, C});
+}
+
+// LayerNorm of x (fp32) into out: directly, or under mixed precision in fp32 staging whose 16-bit
+// copy (the same pass) is out.
+void norm_forward(const Layer& L, TensorView out, TensorView mean, TensorView rstd, TensorView x,
+                  TensorView weight, TensorView bias) {
+  const int64_t C = L.c.hidden_size;
+  if (!L.mixed()) return layer_norm_forward(out, mean, rstd, x, weight, bias, L.c.norm_eps);
+  layer_norm_forward(L.stage(L.a.stage0, C), mean, rstd, x, weight, bias, L.c.norm_eps, out);
+}
+
+// RoPE on q and k of qkv (backward: on their gradients); mixed precision on fp32 copies, rounded
+// once back.
+void rope_qk(const Layer& L, TensorView qkv, bool backward) {
+  const ModernBertConfig& c = L.c;
+  const int64_t C = c.hidden_size;
+  const TensorView qk = L.mixed() ? L.stage(L.a.stage0, 2 * C) : columns(qkv, 0, 2 * C);
+  if (L.mixed()) cast(qk, columns(qkv, 0, 2 * C));
+  const TensorView inv = c.global[L.l] ? L.a.global_inv_freq : L.a.local_inv_freq;
+  const TensorView pos = L.in.pos_ids.prefix({L.N});
+  for (int64_t part = 0; part < 2; ++part) {
+    if (backward) rope_backward(columns(qk, part * C, C), pos, inv, c.num_heads, 1.0f);
+    else rope_forward(columns(qk, part * C, C), pos, inv, c.num_heads, 1.0f);
+  }
+  if (L.mixed()) cast(columns(qkv, 0, 2 * C), qk);
+}
+
+// The gradient an output GEMM (attn.Wo / mlp.Wo) reads, from dx (fp32, which the residual still
+// needs): through the dropout of p (key), and in a copy when DoRA scales it in place or mixed
+// precision needs it in 16 bits.
+TensorView output_grad(const Layer& L, ModernBertSite s, float p, uint32_t site) {
+  const int64_t C = L.c.hidden_size;
+  const TensorView dx = L.a.dx.prefix({L.N, C});
+  const TensorView dy = L.mixed() ? L.a.dy_h.prefix({L.N, C}) : L.a.dtmp.prefix({L.N, C});
+  if (p > 0) dropout_backward(dy, dx, p, L.key(site), dropout_rows(L.d, L.in));
+  else if (L.mixed()) cast(dy, dx);
+  else if (L.dora(s)) copy(dy, dx);
+  else return dx;
+  return dy;
 }
 
 void layer_forward(const Layer& L, TensorView x) {
@@ -110,14 +164,13 @@ void layer_forward(const Layer& L, TensorView x) {
   const ModernBertLayerActs& la = L.la;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   if (L.l > 0)
-    layer_norm_forward(la.h1.prefix({N, C}), la.mean1.prefix({N}), la.rstd1.prefix({N}), x,
-                       lw.attn_norm_w, lw.attn_norm_b, c.norm_eps);
+    norm_forward(L, la.h1.prefix({N, C}), la.mean1.prefix({N}), la.rstd1.prefix({N}), x,
+                 lw.attn_norm_w, lw.attn_norm_b);
+  else if (L.mixed())
+    cast(la.h1.prefix({N, C}), x);
   const TensorView h1 = attn_input(L, C), qkv = la.qkv.prefix({N, 3 * C});
   L.linear(ModernBertSite::Wqkv, qkv, h1);
-  const TensorView inv = c.global[L.l] ? L.a.global_inv_freq : L.a.local_inv_freq;
-  const TensorView pos = L.in.pos_ids.prefix({N});
-  rope_forward(columns(qkv, 0, C), pos, inv, c.num_heads, 1.0f);
-  rope_forward(columns(qkv, C, C), pos, inv, c.num_heads, 1.0f);
+  rope_qk(L, qkv, false);
   const TensorView ctx = la.ctx.prefix({N, C}), tmp = L.a.tmp.prefix({N, C});
   attention_forward(attention_call(c, L.a, L.in, L.d, L.l), ctx, la.probs, columns(qkv, 0, C),
                     columns(qkv, C, C), columns(qkv, 2 * C, C));
@@ -127,8 +180,8 @@ void layer_forward(const Layer& L, TensorView x) {
   if (p_attn > 0) dropout_forward(tmp, tmp, p_attn, L.key(modernbert_attn_out_site(L.l)), rows);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, tmp);
-  layer_norm_forward(h2, la.mean2.prefix({N}), la.rstd2.prefix({N}), x1, lw.mlp_norm_w,
-                     lw.mlp_norm_b, c.norm_eps);
+  norm_forward(L, h2, la.mean2.prefix({N}), la.rstd2.prefix({N}), x1, lw.mlp_norm_w,
+               lw.mlp_norm_b);
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
   L.linear(ModernBertSite::Wi, gu, h2);
   glu_forward(m, gu, c.activation);
@@ -151,13 +204,8 @@ void layer_backward(const Layer& L, TensorView x) {
 
   // MLP. dx (the residual's gradient) must stay: DoRA, which scales its output gradient in
   // place, gets a copy.
-  TensorView dy = dx;
-  if (L.dora(ModernBertSite::MlpWo)) {
-    copy(dtmp, dx);
-    dy = dtmp;
-  }
   const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F});
-  L.linear_back(ModernBertSite::MlpWo, dy, m, dm);
+  L.linear_back(ModernBertSite::MlpWo, output_grad(L, ModernBertSite::MlpWo, 0.0f, 0), m, dm);
   if (p_mlp > 0) dropout_backward(dm, dm, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
   const TensorView gu = la.gu.prefix({N, 2 * F}), dgu = a.dgu.prefix({N, 2 * F});
   glu_backward(dgu, gu, dm, c.activation);
@@ -169,24 +217,15 @@ void layer_backward(const Layer& L, TensorView x) {
   residual_forward(dx, dx, dtmp);  // dL/dx1
 
   // Attention.
-  dy = dx;
-  if (p_attn > 0) {
-    dropout_backward(dtmp, dx, p_attn, L.key(modernbert_attn_out_site(L.l)), rows);
-    dy = dtmp;
-  } else if (L.dora(ModernBertSite::AttnWo)) {
-    copy(dtmp, dx);
-    dy = dtmp;
-  }
   const TensorView ctx = la.ctx.prefix({N, C}), dctx = a.dctx.prefix({N, C});
-  L.linear_back(ModernBertSite::AttnWo, dy, ctx, dctx);
+  L.linear_back(ModernBertSite::AttnWo,
+                output_grad(L, ModernBertSite::AttnWo, p_attn, modernbert_attn_out_site(L.l)), ctx,
+                dctx);
   const TensorView qkv = la.qkv.prefix({N, 3 * C}), dqkv = a.dqkv.prefix({N, 3 * C});
   attention_backward(attention_call(c, a, L.in, L.d, L.l), columns(dqkv, 0, C), columns(dqkv, C, C),
                      columns(dqkv, 2 * C, C), dctx, columns(qkv, 0, C), columns(qkv, C, C),
                      columns(qkv, 2 * C, C), ctx, la.probs);
-  const TensorView inv = c.global[L.l] ? a.global_inv_freq : a.local_inv_freq;
-  const TensorView pos = L.in.pos_ids.prefix({N});
-  rope_backward(columns(dqkv, 0, C), pos, inv, c.num_heads, 1.0f);
-  rope_backward(columns(dqkv, C, C), pos, inv, c.num_heads, 1.0f);
+  rope_qk(L, dqkv, true);
   const TensorView h1 = attn_input(L, C);
   L.linear_back(ModernBertSite::Wqkv, dqkv, h1, dh);
   if (L.l == 0) {
@@ -204,6 +243,8 @@ TensorView modernbert_forward(const ModernBertConfig& c, const ModernBertWeights
                               ModernBertActs& a, const TokenInputs& in, const DropoutPlan& dropout) {
   const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size;
+  if (a.compute != DType::F32 && w.shadow.size() != static_cast<size_t>(c.num_layers))
+    throw InternalError("mixed-precision ModernBERT without its weight shadow");
   const TensorView emb = a.emb.prefix({N, C}), x0 = a.x0.prefix({N, C});
   embedding_forward(emb, in.ids.prefix({N}), w.embed, false);
   layer_norm_forward(x0, a.emb_mean.prefix({N}), a.emb_rstd.prefix({N}), emb, w.emb_norm_w,

@@ -24,8 +24,17 @@
 // Adapters (LoRA / DoRA, models/adapter_site.h) sit on Wqkv, attn.Wo, Wi and mlp.Wo of every layer
 // and on head.dense (a site past the last layer, as BERT's pooler). Packed batches run the
 // attention op's varlen form. Gradient checkpointing keeps the layer outputs and recomputes each
-// layer's activations (the same dropout masks) before its backward. fp32 on any device; 16-bit
-// compute is refused for now (make_model says so).
+// layer's activations (the same dropout masks) before its backward.
+//
+// Mixed precision (BackboneShape::compute bf16 / f16, autocast semantics as the encoder's,
+// models/encoder.h): the GEMMs read the 16-bit shadow of the layers' weights (ModernBertWeights::
+// shadow; with frozen 16-bit weights the only copy) and 16-bit inputs, and write 16-bit qkv, ctx,
+// gu, m, the sublayer outputs and the gradients of these; attention runs on 16-bit q, k, v with
+// fp32 softmax and probabilities. The residual stream (x0, x1, out), every LayerNorm (statistics
+// and output, the latter rounded once into its 16-bit GEMM input h1 / h2), RoPE (on fp32 copies
+// of q and k, rounded once), GeGLU (fp32 math on the 16-bit gu, m rounded once), the final norm, the
+// pooling, the head and the loss stay fp32. Parameter gradients are fp32; LoRA / DoRA branches
+// compute in fp32 (models/adapter_site.h).
 #pragma once
 
 #include <array>
@@ -63,6 +72,9 @@ struct ModernBertWeights {
   TensorView dense_w, dense_b, head_norm_w, head_norm_b;  // (C, C), (C), (C), (C)
   TensorView cls_w, cls_b;                   // (K, C), (K)
   AdapterSet adapters;  // empty without adapters (in a gradient view: their gradients)
+  // Mixed precision: the layers' weights in the compute type (the GEMM matrices are read); empty
+  // in fp32.
+  std::vector<ModernBertLayerWeights> shadow;
 };
 
 void add_modernbert_params(const ModernBertConfig& c, ParamTable& table);
@@ -88,6 +100,12 @@ struct ModernBertActs {
   TensorView dx, dtmp, dh, dctx, dqkv, dgu, dm, db1, db2;  // gradients, shared by the layers
   TensorView global_inv_freq, local_inv_freq;              // (D / 2) each, written at bind
   TensorView workspace, lora_h, lora_scratch;
+  // Mixed precision: fp32 staging shared by the layers (the norms' outputs, q / k for RoPE), the
+  // 16-bit copy of dx the output GEMMs' backward reads, and the LoRA branches' fp32 copies of
+  // 16-bit x, y and dx.
+  TensorView stage0, dy_h;
+  TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
+  DType compute = DType::F32;
   bool recompute = false;  // gradient checkpointing: one slot, layers recomputed in backward
 };
 

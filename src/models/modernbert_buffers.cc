@@ -23,9 +23,10 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
                         BufferTable& t) {
   const int64_t N = how.max_tokens > 0 ? how.max_tokens : how.max_rows * how.max_seq;
   const int64_t B = how.max_rows, C = c.hidden_size, F = c.intermediate_size, K = c.num_labels();
-  const DType f32 = DType::F32;
-  const bool training = how.training;
+  const DType f32 = DType::F32, h = how.compute;  // h: the GEMMs' activations
+  const bool training = how.training, mixed = h != f32;
   a = ModernBertActs{};
+  a.compute = h;
   a.layers.resize(c.num_layers);
   std::array<bool, kModernBertSites> adapted{};
   bool head_adapted = false;
@@ -47,24 +48,25 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
   a.recompute = training && how.checkpointing == GradientCheckpointing::On;
   const int64_t slots = a.recompute ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
   for (int64_t s = 0; s < slots; ++s) {
-    auto add = [&](const char* what, Shape shape, TensorView ModernBertLayerActs::*view) {
+    auto add = [&](const char* what, DType dtype, Shape shape,
+                   TensorView ModernBertLayerActs::*view) {
       const std::string name = fmt::format("act/mb{}/{}", s, what);
-      t.add(name, f32, shape);
+      t.add(name, dtype, shape);
       for (int64_t l = s; l < c.num_layers; l += slots) t.also(name, &(a.layers[l].*view));
     };
-    add("mean1", {N}, &ModernBertLayerActs::mean1);
-    add("rstd1", {N}, &ModernBertLayerActs::rstd1);
-    add("h1", {N, C}, &ModernBertLayerActs::h1);
-    add("qkv", {N, 3 * C}, &ModernBertLayerActs::qkv);
-    add("probs", {attention.saved}, &ModernBertLayerActs::probs);
-    add("ctx", {N, C}, &ModernBertLayerActs::ctx);
-    add("x1", {N, C}, &ModernBertLayerActs::x1);
-    add("mean2", {N}, &ModernBertLayerActs::mean2);
-    add("rstd2", {N}, &ModernBertLayerActs::rstd2);
-    add("h2", {N, C}, &ModernBertLayerActs::h2);
-    add("gu", {N, 2 * F}, &ModernBertLayerActs::gu);
-    add("m", {N, F}, &ModernBertLayerActs::m);
-    if (!a.recompute) add("out", {N, C}, &ModernBertLayerActs::out);
+    add("mean1", f32, {N}, &ModernBertLayerActs::mean1);
+    add("rstd1", f32, {N}, &ModernBertLayerActs::rstd1);
+    add("h1", h, {N, C}, &ModernBertLayerActs::h1);
+    add("qkv", h, {N, 3 * C}, &ModernBertLayerActs::qkv);
+    add("probs", f32, {attention.saved}, &ModernBertLayerActs::probs);
+    add("ctx", h, {N, C}, &ModernBertLayerActs::ctx);
+    add("x1", f32, {N, C}, &ModernBertLayerActs::x1);
+    add("mean2", f32, {N}, &ModernBertLayerActs::mean2);
+    add("rstd2", f32, {N}, &ModernBertLayerActs::rstd2);
+    add("h2", h, {N, C}, &ModernBertLayerActs::h2);
+    add("gu", h, {N, 2 * F}, &ModernBertLayerActs::gu);
+    add("m", h, {N, F}, &ModernBertLayerActs::m);
+    if (!a.recompute) add("out", f32, {N, C}, &ModernBertLayerActs::out);
     for (int i = 0; i < kModernBertSites; ++i) {
       if (!adapted[i]) continue;
       const std::string u = fmt::format("act/mb{}/lora_u{}", s, i);
@@ -79,7 +81,8 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
   if (a.recompute)
     for (int64_t l = 0; l < c.num_layers; ++l)
       t.add(fmt::format("act/mb/out{}", l), f32, {N, C}, &a.layers[l].out);
-  t.add("act/mb/tmp", f32, {N, C}, &a.tmp);
+  t.add("act/mb/tmp", h, {N, C}, &a.tmp);
+  if (mixed) t.add("work/mb/stage0", f32, {N * 2 * C}, &a.stage0);  // LayerNorm out, RoPE's q | k
   t.add("act/mb/final_mean", f32, {N}, &a.final_mean);
   t.add("act/mb/final_rstd", f32, {N}, &a.final_rstd);
   t.add("act/mb/hidden", f32, {N, C}, &a.hidden);
@@ -100,10 +103,13 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
     t.add("gradact/mb/dx", f32, {N, C}, &a.dx);
     t.add("gradact/mb/dtmp", f32, {N, C}, &a.dtmp);
     t.add("gradact/mb/dh", f32, {N, C}, &a.dh);
-    t.add("gradact/mb/dctx", f32, {N, C}, &a.dctx);
-    t.add("gradact/mb/dqkv", f32, {N, 3 * C}, &a.dqkv);
-    t.add("gradact/mb/dgu", f32, {N, 2 * F}, &a.dgu);
+    // Mixed precision: the 16-bit gradients are those of 16-bit GEMM outputs (dctx, dqkv, dgu)
+    // and dy_h, dx's copy for the output GEMMs; dh and dm, GEMM input gradients, stay fp32.
+    t.add("gradact/mb/dctx", h, {N, C}, &a.dctx);
+    t.add("gradact/mb/dqkv", h, {N, 3 * C}, &a.dqkv);
+    t.add("gradact/mb/dgu", h, {N, 2 * F}, &a.dgu);
     t.add("gradact/mb/dm", f32, {N, F}, &a.dm);
+    if (mixed) t.add("gradact/mb/dy_h", h, {N, C}, &a.dy_h);
     t.add("gradact/mb/db1", f32, {B, C}, &a.db1);
     t.add("gradact/mb/db2", f32, {B, C}, &a.db2);
     if (how.adapters.enabled())
@@ -111,6 +117,18 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
   }
   if (how.adapters.enabled() && how.adapters.dropout > 0)
     t.add("work/mb/lora_dropout", f32, {std::max(N, B), std::max(C, F)}, &a.lora_scratch);
+  if (mixed && how.adapters.enabled()) {
+    // fp32 copies for the layers' LoRA branches: their 16-bit inputs (h1, ctx, h2, m) and outputs,
+    // and the 16-bit input gradient (AttnWo's, dctx), as wide as the widest adapted site needs.
+    const int64_t ins[kModernBertSites] = {C, C, C, F};
+    int64_t xw = 0, yw = 0;
+    for (int i = 0; i < kModernBertSites; ++i)
+      if (adapted[i]) xw = std::max(xw, ins[i]), yw = std::max(yw, outs[i]);
+    if (xw > 0) t.add("work/mb/lora_stage_x", f32, {N * xw}, &a.lora_stage_x);
+    if (yw > 0) t.add("work/mb/lora_stage_y", f32, {N * yw}, &a.lora_stage_y);
+    if (training && adapted[static_cast<int>(ModernBertSite::AttnWo)])
+      t.add("work/mb/lora_stage_dx", f32, {N * C}, &a.lora_stage_dx);
+  }
   // The embedding's backward sorts the tokens by id there after the layers (ops/embedding.h).
   const int64_t ws = std::max<int64_t>(
       {attention.workspace, training ? embedding_backward_workspace(how.device, N, C) : 0, 1});

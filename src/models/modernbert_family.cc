@@ -40,17 +40,14 @@ void write_inv_freq(TensorView dst, const RopeConfig& rope, int64_t head_dim) {
 
 class ModernBertModel final : public BackboneModel {
  public:
-  ModernBertModel(const ModernBertConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {
-    if (shape.compute != DType::F32)
-      throw InputError("modernbert: ModernBERT models compute in fp32 for now (training.precision "
-                       "bf16 / f16 is not supported for them yet)");
-  }
+  ModernBertModel(const ModernBertConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {}
 
   void buffers(BufferTable& t) override { modernbert_buffers(c_, shape_, a_, t); }
 
   void bind(const BoundParams& p) override {
     w_ = bind_modernbert_weights(c_, p.values);
     w_.adapters = p.adapters;
+    if (p.shadow.table) w_.shadow = bind_modernbert_weights(c_, p.shadow).layers;
     if (shape_.training) {
       g_ = bind_modernbert_weights(c_, p.grads);
       g_.adapters = p.adapter_grads;

@@ -40,48 +40,15 @@ ModelSpec spec(const GoldenCase& c) {
   return load_model_spec(c.model_dir).with_dropout(rates);
 }
 
-struct Model {
-  std::unique_ptr<SequenceClassifier> clf;
-  Arena arena;
-  size_t act_bytes = 0;
-};
+using Model = PrecisionModel;
 
 Model build(const GoldenCase& c, DType compute, GradientCheckpointing ckpt,
-          PeftMethod method = PeftMethod::None) {
-  ClassifierOptions o;
-  o.max_batch = c.batch.size;
-  o.max_seq = c.batch.seq_len;
-  o.training = true;
-  o.checkpointing = ckpt;
-  o.compute = compute;
-  if (method != PeftMethod::None) o.adapters = adapters(method);
-  Model r;
-  r.clf = std::make_unique<SequenceClassifier>(spec(c), o);
-  ArenaPlan plan;
-  r.clf->add_to_plan(plan);
-  for (const auto& [group, bytes] : plan.bytes_by_group())
-    if (group == "act" || group == "gradact") r.act_bytes += bytes;
-  r.arena = Arena(Device::cpu(), std::move(plan));
-  r.clf->bind(r.arena);
-  load_model_weights(*r.clf, c.model_dir);
-  if (method != PeftMethod::None) {
-    r.clf->init_adapters(5);
-    randomize_lora_b(*r.clf);
-  }
-  r.clf->set_batch(c.batch);
-  return r;
+            PeftMethod method = PeftMethod::None) {
+  return build_precision_model(c, spec(c), compute, ckpt,
+                               method == PeftMethod::None ? AdapterConfig{} : adapters(method));
 }
 
 std::vector<float> step(Model& r) { return two_micro_steps(*r.clf); }
-
-// Each trainable tensor's gradient of `got` against `want`, relative to the tensor's largest.
-void expect_grads_follow(const Model& got, const Model& want, double tol, const std::string& what) {
-  for (const ParamSpec& s : want.clf->trainable_params().specs()) {
-    const std::vector<float> a = to_vector(got.clf->grad(s.name)), b = to_vector(want.clf->grad(s.name));
-    ASSERT_EQ(a.size(), b.size()) << s.name;
-    EXPECT_LE(rel(a, b), tol) << what << " " << s.name;
-  }
-}
 
 class DecoderPrecision : public ::testing::TestWithParam<std::string> {};
 

@@ -3,9 +3,9 @@
 // positions, no token types) trains through run_training (the memory planner, micro-batches,
 // dropout on), saves an HF directory under its own names, and predicts from it; with DoRA through
 // the run loop it trains the adapters (positional calls of key_proj / query_proj included) and
-// saves them in PEFT's format; what it does not run yet (mixed precision) is refused with a
-// message; gradient checkpointing gives the same losses as without; packed micro-batches (relative
-// positions per row) follow the padded run within 1e-6 (losses) and 1e-5 (weights), dropout on.
+// saves them in PEFT's format; gradient checkpointing gives the same losses as without; packed
+// micro-batches (relative positions per row) follow the padded run within 1e-6 (losses) and 1e-5
+// (weights), dropout on; LoRA in bf16 and f16 with checkpointing follows the fp32 run.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -19,6 +19,7 @@
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/trainer.h"
+#include "precision_run.h"
 #include "trajectory_compare.h"
 
 namespace ftune::test {
@@ -146,19 +147,12 @@ TEST_F(DebertaRun, PackedAndPaddedRunsFollowTheSameTrajectory) {
   }
 }
 
-TEST_F(DebertaRun, RefusesWhatItDoesNotRunYetWithAMessage) {
-  for (const char* extra : {"  precision: bf16\n"}) {
-    SCOPED_TRACE(extra);
-    // yaml() appends `extra` to the training section: a peft section goes after it.
-    const std::string path = yaml("refused", extra);
-    try {
-      run_training(TrainConfig::load(path));
-      ADD_FAILURE() << "trained";
-    } catch (const InputError& err) {
-      EXPECT_NE(std::string(err.what()).find("DeBERTa"), std::string::npos) << err.what();
-    }
-    std::filesystem::remove_all(tmp_.path() + "/refused");
-  }
+// LoRA on every linear module with gradient checkpointing, in bf16 and in f16 (its loss scaling):
+// per-step losses follow the fp32 LoRA run's, it learns, and it touches what it planned.
+TEST_F(DebertaRun, LoraIn16BitsWithCheckpointingFollowsFp32AndTouchesWhatItPlans) {
+  expect_lora_16bit_runs_follow_fp32(tmp_.path(), [&](const std::string& run, const std::string& extra) {
+    return run_training(TrainConfig::load(yaml(run, extra)));
+  });
 }
 
 }  // namespace

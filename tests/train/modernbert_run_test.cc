@@ -2,7 +2,7 @@
 // shorter than the rows, dropout on) trains through run_training on packed micro-batches (the
 // family's default), learns, saves an HF directory under its own names, and predicts from it with
 // the same logits whatever the batch; packed and padded runs follow the same trajectory with every
-// dropout on; LoRA trains it too.
+// dropout on; LoRA trains it too, in bf16 and f16 with checkpointing following the fp32 run.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -14,6 +14,7 @@
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/trainer.h"
+#include "precision_run.h"
 #include "trajectory_compare.h"
 
 namespace ftune::test {
@@ -108,6 +109,15 @@ TEST_F(ModernBertRun, LoraTrainsThePackedModel) {
   EXPECT_EQ(s["status"], "completed");
   EXPECT_EQ(s["packing"]["on"], true);
   EXPECT_EQ(logged_train_losses(tmp_.path() + "/lora").size(), 18u);
+}
+
+// LoRA on every linear module with gradient checkpointing on packed micro-batches, in bf16 and in
+// f16 (its loss scaling): per-step losses follow the fp32 LoRA run's, it learns, and it touches
+// what it planned.
+TEST_F(ModernBertRun, LoraIn16BitsWithCheckpointingFollowsFp32AndTouchesWhatItPlans) {
+  expect_lora_16bit_runs_follow_fp32(tmp_.path(), [&](const std::string& run, const std::string& extra) {
+    return run_training(TrainConfig::load(yaml(run, extra)));
+  });
 }
 
 }  // namespace
