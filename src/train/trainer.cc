@@ -398,7 +398,9 @@ nlohmann::json Trainer::run() {
     if (group_->distributed()) stop_requested = group_->any(stop_requested);
     if (stop_requested) {
       if (saved_step_ != step_) save_checkpoint(false);
-      if (lead()) io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted"));
+      const TrainingWork work = work_over_ranks();
+      if (lead())
+        io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted", work));
       throw Interrupted(fmt::format("stopped by {} at step {}; checkpoint saved, continue "
                                     "with `ftune train --config ... --resume`",
                                     stop.requested() ? fmt::format("signal {}", stop.signal())
@@ -422,12 +424,13 @@ nlohmann::json Trainer::run() {
   progress_->finish();
   nlohmann::json test_metrics;
   if (data_.test) test_metrics = run_eval(*data_.test, "test");
+  const TrainingWork work = work_over_ranks();
   if (!lead()) return nlohmann::json::object();  // rank 0 publishes and summarises
   const std::string model_dir = (run_ / "model").string();
   publish_selected(chosen, model_dir);
   if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run
   if (!plan_.target.device.is_cpu()) gemm_autotune_save();  // the algorithms timed since step 1
-  nlohmann::json s = summary(stopped_by_);
+  nlohmann::json s = summary(stopped_by_, work);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;
   s["model_step"] = chosen.step;
