@@ -23,6 +23,8 @@ const char* gpu_path_name(GpuPath path) {
     case GpuPath::AttentionCudnn: return "attention_cudnn";
     case GpuPath::AttentionFtune: return "attention_ftune";
     case GpuPath::AttentionCudnnRefused: return "attention_cudnn_refused";
+    case GpuPath::AttentionPackedCudnn: return "attention_packed_cudnn";
+    case GpuPath::AttentionPackedFtune: return "attention_packed_ftune";
     case GpuPath::DisentangledFused: return "disentangled_attention_fused";
     case GpuPath::CudnnPlanBuilds: return "cudnn_plan_builds";
     case GpuPath::CudnnPlanRefusals: return "cudnn_plan_refusals";

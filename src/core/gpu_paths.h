@@ -29,6 +29,8 @@ enum class GpuPath : int {
   AttentionCudnn,         // run by cuDNN's flash attention
   AttentionFtune,         // run by ftune's kernel
   AttentionCudnnRefused,  // of AttentionFtune: cuDNN was asked for and refused the shape
+  AttentionPackedCudnn,   // of AttentionCudnn: packed (varlen) rows, cuDNN's ragged layout
+  AttentionPackedFtune,   // of AttentionFtune: packed (varlen) rows, ftune's varlen kernel
   // Disentangled attention passes (forward or backward, ops/disentangled_attention.h):
   DisentangledFused,  // run by the fused tile kernels (the only CUDA path)
   // cuDNN attention plans (cuda/cudnn_attention.h), counted once per shape at build time:

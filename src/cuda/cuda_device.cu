@@ -157,6 +157,13 @@ void copy_on_compute_stream(void* dst, Device device, const void* src, size_t by
       cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_stream()));
 }
 
+void copy_to_host_on_compute_stream(void* dst, Device device, const void* src, size_t bytes,
+                                    void* done) {
+  set_device(device);
+  FTUNE_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, compute_stream()));
+  FTUNE_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(done), compute_stream()));
+}
+
 void free(Device device, void* ptr) {
   set_device(device);
   FTUNE_CUDA_CHECK(cudaFree(ptr));

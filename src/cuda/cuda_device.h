@@ -38,6 +38,10 @@ void compute_stream_wait(Device device, void* event);    // later compute work w
 void record_on_compute_stream(Device device, void* event);
 // A device-to-device copy in order on the compute stream of `device` (asynchronous).
 void copy_on_compute_stream(void* dst, Device device, const void* src, size_t bytes);
+// A device-to-host copy into pinned memory in order on the compute stream, then `done` recorded
+// there (asynchronous: the host waits on `done` when it reads dst; train/eval_readback.h).
+void copy_to_host_on_compute_stream(void* dst, Device device, const void* src, size_t bytes,
+                                    void* done);
 
 // Waits for the current device's compute stream and checks for a pending error (a failed launch
 // or a fault of any kernel queued so far): throws DeviceError "<what>: <CUDA's error>". For

@@ -38,6 +38,16 @@ __global__ void seq_lens_kernel(int32_t* seq_lens, const int32_t* key_mask, int6
   seq_lens[B + b] = static_cast<int32_t>(last >= 0 ? last + 1 : T);
 }
 
+__global__ void ragged_kernel(int32_t* seq_lens, int64_t* ragged, const int32_t* cu, int64_t B,
+                              int64_t C) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (b > B) return;
+  const SdpaRaggedEntry e = sdpa_ragged_entry(cu, B, C, b);
+  if (b < B) seq_lens[b] = seq_lens[B + b] = e.seq_len;
+  ragged[b] = e.qkv_offset;
+  ragged[B + 1 + b] = e.out_offset;
+}
+
 __device__ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9ull;
@@ -79,6 +89,12 @@ void sdpa_seq_lens_from_mask(int32_t* seq_lens, const int32_t* key_mask, int64_t
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 
+void sdpa_ragged_from_cu(int32_t* seq_lens, int64_t* ragged, const int32_t* cu, int64_t B,
+                         int64_t C) {
+  ragged_kernel<<<grid_for(B + 1, 128), 128, 0, compute_stream()>>>(seq_lens, ragged, cu, B, C);
+  FTUNE_CUDA_CHECK_LAUNCH();
+}
+
 void sdpa_write_rng(int64_t* rng, RngKey key, uint64_t row0) {
   write_rng_kernel<<<1, 1, 0, compute_stream()>>>(rng, key, row0);
   FTUNE_CUDA_CHECK_LAUNCH();
@@ -104,7 +120,9 @@ enum Uid : int64_t {
   kDO,
   kDQ,
   kDK,
-  kDV
+  kDV,
+  kRaggedQkv,  // ragged offsets (packed rows): q, k, v, dq, dk, dv
+  kRaggedOut   // o, do
 };
 
 void check_cudnn(cudnnStatus_t status, const char* call) {
@@ -172,6 +190,20 @@ std::shared_ptr<fe::graph::Tensor_attributes> add_int_tensor(fe::graph::Graph& g
                       .set_data_type(type));
 }
 
+// The (B + 1) i64 ragged-offset tensors of a packed call (null when padded).
+struct Ragged {
+  std::shared_ptr<fe::graph::Tensor_attributes> qkv, out;
+};
+Ragged ragged_tensors(fe::graph::Graph& g, const SdpaShape& s) {
+  if (!s.ragged) return {};
+  return {add_int_tensor(g, "ragged_qkv", kRaggedQkv, s.B + 1, fe::DataType_t::INT64),
+          add_int_tensor(g, "ragged_out", kRaggedOut, s.B + 1, fe::DataType_t::INT64)};
+}
+void set_ragged(const std::shared_ptr<fe::graph::Tensor_attributes>& t,
+                const std::shared_ptr<fe::graph::Tensor_attributes>& offsets) {
+  if (offsets) t->set_ragged_offset(offsets);
+}
+
 const char* fe_code_name(fe::error_code_t code) {
   switch (code) {
     case fe::error_code_t::OK: return "OK";
@@ -222,6 +254,8 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaShape& s, float scale)
   auto Q = add_tensor(*g, "Q", kQ, v.dims(), v.qkv_stride());
   auto K = add_tensor(*g, "K", kK, v.dims(), v.qkv_stride());
   auto V = add_tensor(*g, "V", kV, v.dims(), v.qkv_stride());
+  const Ragged r = ragged_tensors(*g, s);
+  for (const auto& t : {Q, K, V}) set_ragged(t, r.qkv);
   auto opts = fe::graph::SDPA_attributes()
                   .set_name("ftune_sdpa")
                   .set_generate_stats(true)
@@ -234,6 +268,7 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaShape& s, float scale)
                      add_int_tensor(*g, "offset", kOffset, 1, fe::DataType_t::INT64));
   auto [O, Stats] = g->sdpa(Q, K, V, opts);
   O->set_output(true).set_uid(kO).set_dim(v.dims()).set_stride(v.out_stride());
+  set_ragged(O, r.out);
   Stats->set_output(true)
       .set_uid(kStats)
       .set_data_type(fe::DataType_t::FLOAT)
@@ -251,6 +286,9 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaShape& s, float scale
   auto V = add_tensor(*g, "V", kV, v.dims(), v.qkv_stride());
   auto O = add_tensor(*g, "O", kO, v.dims(), v.out_stride());
   auto dO = add_tensor(*g, "dO", kDO, v.dims(), v.out_stride());
+  const Ragged r = ragged_tensors(*g, s);
+  for (const auto& t : {Q, K, V}) set_ragged(t, r.qkv);
+  for (const auto& t : {O, dO}) set_ragged(t, r.out);
   auto Stats = g->tensor(fe::graph::Tensor_attributes()
                              .set_name("Stats")
                              .set_uid(kStats)
@@ -271,6 +309,7 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaShape& s, float scale
   dQ->set_output(true).set_uid(kDQ).set_dim(v.dims()).set_stride(v.qkv_stride());
   dK->set_output(true).set_uid(kDK).set_dim(v.dims()).set_stride(v.qkv_stride());
   dV->set_output(true).set_uid(kDV).set_dim(v.dims()).set_stride(v.qkv_stride());
+  for (const auto& t : {dQ, dK, dV}) set_ragged(t, r.qkv);
   return g;
 }
 
@@ -306,7 +345,8 @@ std::shared_ptr<const SdpaPlans> graphs_for(const SdpaShape& s) {
   const std::string problem = sdpa_shape_problem(s);
   if (!problem.empty()) throw SdpaNotSupported("cuDNN attention: " + problem);
   const int device = current_device();
-  const SdpaPlanKey key{device, s.B, s.T, s.H, s.D, static_cast<int>(s.dtype), s.dropout};
+  const SdpaPlanKey key{device, s.B, s.T, s.H, s.D, static_cast<int>(s.dtype), s.dropout,
+                        s.ragged};
   return g_cache.get(key, [&] {
     const cudnnHandle_t handle = handle_for(device);
     SdpaPlans plans;
@@ -346,7 +386,17 @@ void* element_ptr(const void* base, int64_t elements) {
   return const_cast<uint16_t*>(static_cast<const uint16_t*>(base) + elements);
 }
 
+// The ragged offsets in a variant pack (packed rows).
+void add_ragged(std::unordered_map<int64_t, void*>& pack, const SdpaShape& s,
+                const int64_t* ragged) {
+  if (!s.ragged) return;
+  if (ragged == nullptr) throw InternalError("cuDNN attention: a ragged call without its offsets");
+  pack[kRaggedQkv] = const_cast<int64_t*>(ragged);
+  pack[kRaggedOut] = const_cast<int64_t*>(ragged + s.B + 1);
+}
+
 }  // namespace
+
 
 bool cudnn_sdpa_supported(const SdpaShape& shape, std::string* why) {
   // No device is an answer, not an error: nothing can run (the build is asked, not a GPU).
@@ -369,8 +419,8 @@ size_t cudnn_sdpa_workspace_bytes(const SdpaShape& shape) {
 }
 
 void cudnn_sdpa_forward(void* out, float* stats, const void* qkv, const int32_t* seq_lens,
-                        const int64_t* rng, const SdpaShape& s, void* workspace,
-                        size_t workspace_bytes) {
+                        const int64_t* ragged, const int64_t* rng, const SdpaShape& s,
+                        void* workspace, size_t workspace_bytes) {
   const auto b = graphs_for(s);
   check_workspace(*b, workspace_bytes, "forward");
   const int64_t C = s.H * s.D;
@@ -385,18 +435,20 @@ void cudnn_sdpa_forward(void* out, float* stats, const void* qkv, const int32_t*
     pack[kSeed] = const_cast<int64_t*>(rng);
     pack[kOffset] = const_cast<int64_t*>(rng + 1);
   }
+  add_ragged(pack, s, ragged);
   execute(*built(*b).forward, pack, workspace, "forward");
 }
 
 void cudnn_sdpa_backward(void* dqkv, const void* dout, const void* qkv, const void* out,
-                         const float* stats, const int32_t* seq_lens, const int64_t* rng,
-                         const SdpaShape& s, void* workspace, size_t workspace_bytes) {
+                         const float* stats, const int32_t* seq_lens, const int64_t* ragged,
+                         const int64_t* rng, const SdpaShape& s, void* workspace,
+                         size_t workspace_bytes) {
   const auto b = graphs_for(s);
   check_workspace(*b, workspace_bytes, "backward");
   const int64_t C = s.H * s.D;
   // Gradients of padding keys are not written by every engine: clear dqkv first so they are 0.
   FTUNE_CUDA_CHECK(
-      cudaMemsetAsync(dqkv, 0, static_cast<size_t>(s.B * s.T * 3 * C) * 2, compute_stream()));
+      cudaMemsetAsync(dqkv, 0, static_cast<size_t>(s.rows() * 3 * C) * 2, compute_stream()));
   std::unordered_map<int64_t, void*> pack = {{kQ, element_ptr(qkv, 0)},
                                              {kK, element_ptr(qkv, C)},
                                              {kV, element_ptr(qkv, 2 * C)},
@@ -412,6 +464,7 @@ void cudnn_sdpa_backward(void* dqkv, const void* dout, const void* qkv, const vo
     pack[kSeed] = const_cast<int64_t*>(rng);
     pack[kOffset] = const_cast<int64_t*>(rng + 1);
   }
+  add_ragged(pack, s, ragged);
   execute(*built(*b).backward, pack, workspace, "backward");
 }
 
@@ -425,6 +478,7 @@ namespace {
 }
 }  // namespace
 
+
 bool cudnn_sdpa_supported(const SdpaShape&, std::string* why) {
   if (why) *why = "not built with cuDNN attention (CMake found no cudnn_frontend.h / cuDNN)";
   return false;
@@ -432,12 +486,12 @@ bool cudnn_sdpa_supported(const SdpaShape&, std::string* why) {
 size_t cudnn_sdpa_workspace_bytes(const SdpaShape&) {
   not_built();
 }
-void cudnn_sdpa_forward(void*, float*, const void*, const int32_t*, const int64_t*,
+void cudnn_sdpa_forward(void*, float*, const void*, const int32_t*, const int64_t*, const int64_t*,
                         const SdpaShape&, void*, size_t) {
   not_built();
 }
 void cudnn_sdpa_backward(void*, const void*, const void*, const void*, const float*, const int32_t*,
-                         const int64_t*, const SdpaShape&, void*, size_t) {
+                         const int64_t*, const int64_t*, const SdpaShape&, void*, size_t) {
   not_built();
 }
 

@@ -38,8 +38,8 @@ void throw_sdpa_build_failure(const std::string& what, std::string_view code,
 }
 
 std::string describe_sdpa_key(const SdpaPlanKey& k) {
-  return fmt::format("B={} T={} H={} D={} {} dropout {:g}", k.B, k.T, k.H, k.D,
-                     k.dtype == 0 ? "bf16" : "f16", k.dropout);
+  return fmt::format("B={} T={} H={} D={} {} dropout {:g}{}", k.B, k.T, k.H, k.D,
+                     k.dtype == 0 ? "bf16" : "f16", k.dropout, k.ragged ? " ragged" : "");
 }
 
 std::shared_ptr<const SdpaPlans> SdpaPlanCache::get(const SdpaPlanKey& key, const Builder& build) {

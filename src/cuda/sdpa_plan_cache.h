@@ -54,6 +54,7 @@ struct SdpaPlanKey {
   int64_t B = 0, T = 0, H = 0, D = 0;
   int dtype = 0;
   float dropout = 0;
+  bool ragged = false;  // packed rows (cuDNN's ragged offsets); T is then the longest row allowed
   friend auto operator<=>(const SdpaPlanKey&, const SdpaPlanKey&) = default;
 };
 

@@ -49,28 +49,20 @@ AdapterSiteRun pooler_run(const EncoderConfig& c, const HeadWeights& w, const He
 
 }  // namespace
 
-// The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch.
+// The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch
+// (read on the device: ops/first_token.h).
 void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in) {
-  if (!in.packed()) {
+  if (in.packed())
+    first_token_forward(cls, hidden, in.cu_seqlens);
+  else
     first_token_forward(cls, hidden);
-    return;
-  }
-  for (int64_t b = 0; b < in.B; ++b) {
-    const int64_t t = in.host_cu_seqlens[b];
-    copy(cls.slice0(b, b + 1), hidden.slice0(t, t + 1));
-  }
 }
 
 void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInputs& in) {
-  if (!in.packed()) {
+  if (in.packed())
+    first_token_backward(dhidden, dcls, in.cu_seqlens);
+  else
     first_token_backward(dhidden, dcls);
-    return;
-  }
-  fill_zero(dhidden);
-  for (int64_t b = 0; b < in.B; ++b) {
-    const int64_t t = in.host_cu_seqlens[b];
-    copy(dhidden.slice0(t, t + 1), dcls.slice0(b, b + 1));
-  }
 }
 
 std::vector<std::string> head_param_names(const EncoderConfig& c) {

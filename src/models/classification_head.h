@@ -45,11 +45,6 @@ HeadWeights bind_head_weights(const EncoderConfig& config, const ParamViews& p);
 void head_buffers(const EncoderConfig& config, int64_t max_rows, bool training,
                   const AdapterConfig& adapters, HeadActivations& acts, BufferTable& table);
 
-// The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed
-// batch's (N, C); backward writes dhidden whole (zero but at the first tokens).
-void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in);
-void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInputs& in);
-
 // The pooler's adapter site: past the encoder's layers (BERT only; AdapterSet::at).
 AdapterSite pooler_adapter_site(const EncoderConfig& config);
 

@@ -9,7 +9,6 @@
 #include "models/adapter_site.h"
 #include "models/adapters.h"
 #include "models/gradient_ready.h"
-#include "models/packed_dropout.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
 #include "ops/cast.h"
@@ -297,7 +296,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
 
 TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, EncoderActivations& a,
                            const TokenInputs& in, const DropoutPlan& dropout) {
-  const DropoutPlan d = resolved_on_host(dropout, in);
+  const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t B = in.B, T = in.T, N = in.tokens(), C = c.hidden_size;
   const float eps = c.layer_norm_eps;
   const Shape NC{N, C}, N1{N};
@@ -329,7 +328,7 @@ TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, Enco
 
 void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights& g,
                       EncoderActivations& a, const TokenInputs& in, const DropoutPlan& dropout) {
-  const DropoutPlan d = resolved_on_host(dropout, in);
+  const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size;
   const Shape NC{N, C}, N1{N};
   // Frozen embeddings (adapters): nothing below layer 0 needs a gradient.

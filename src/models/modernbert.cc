@@ -6,7 +6,6 @@
 #include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
-#include "models/packed_dropout.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
@@ -203,7 +202,7 @@ void layer_backward(const Layer& L, TensorView x) {
 
 TensorView modernbert_forward(const ModernBertConfig& c, const ModernBertWeights& w,
                               ModernBertActs& a, const TokenInputs& in, const DropoutPlan& dropout) {
-  const DropoutPlan d = resolved_on_host(dropout, in);
+  const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size;
   const TensorView emb = a.emb.prefix({N, C}), x0 = a.x0.prefix({N, C});
   embedding_forward(emb, in.ids.prefix({N}), w.embed, false);
@@ -223,7 +222,7 @@ TensorView modernbert_forward(const ModernBertConfig& c, const ModernBertWeights
 void modernbert_backward(const ModernBertConfig& c, const ModernBertWeights& w,
                          const ModernBertWeights& g, ModernBertActs& a, TensorView dlogits,
                          const TokenInputs& in, const DropoutPlan& dropout) {
-  const DropoutPlan d = resolved_on_host(dropout, in);
+  const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size;
   modernbert_head_backward(c, w, g, a, dlogits, in, d);  // -> a.dh: dL/dhidden
   layer_norm_backward(a.dx.prefix({N, C}), g.final_norm_w, g.final_norm_b, a.dh.prefix({N, C}),

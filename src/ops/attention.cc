@@ -129,26 +129,34 @@ void check_ftune_saved(const char* op, const TensorView& saved, const AttentionA
         op, need, a.B, a.T, a.spec.heads, saved.numel()));
 }
 
-// The one case today's cuDNN graphs take (ops/attention_cudnn.h): BERT's fused QKV, padded,
-// bidirectional, equal heads, scale 1/sqrt(D), no window or soft-cap; q, k, v the three column
-// blocks of one (B, T, 3C) buffer and out a contiguous (B, T, C) one. Returns the qkv view.
+// The one case today's cuDNN graphs take (ops/attention_cudnn.h): BERT's fused QKV, bidirectional,
+// equal heads, scale 1/sqrt(D), no window or soft-cap; q, k, v the three column blocks of one
+// buffer and out a contiguous one: (B, T, 3C) and (B, T, C) padded, (N, 3C) and (N, C) packed
+// (cuDNN's ragged layout). Returns the qkv view.
 TensorView fused_qkv(const AttentionArgs& a, const TensorView& q, const TensorView& k,
                      const TensorView& v, int64_t ldo, int64_t Cq) {
   const AttentionSpec& s = a.spec;
   const size_t e = dtype_size(q.dtype);
   const char* base = static_cast<const char*>(q.data);
-  const bool fused = !a.cu_seqlens && s.kv_heads == s.heads && !s.causal && s.window.left < 0 &&
+  const bool fused = s.kv_heads == s.heads && !s.causal && s.window.left < 0 &&
                      s.window.right < 0 && s.softcap == 0.0f &&
                      s.scale == default_attention_scale(s.head_dim) && a.ldq == 3 * Cq &&
                      a.ldk == 3 * Cq && a.ldv == 3 * Cq && ldo == Cq &&
                      static_cast<const char*>(k.data) == base + Cq * e &&
                      static_cast<const char*>(v.data) == base + 2 * Cq * e;
   if (!fused) return {};
+  if (a.cu_seqlens) return TensorView(q.data, q.dtype, q.device, Shape{q.dim(0), 3 * Cq});
   return TensorView(q.data, q.dtype, q.device, Shape{a.B, a.T, 3 * Cq});
 }
 
-CudnnAttentionDims cudnn_dims(const AttentionArgs& a) {
-  return {a.B, a.T, a.spec.heads, a.spec.head_dim, a.row0};
+CudnnAttentionDims cudnn_dims(const AttentionArgs& a, int64_t N) {
+  return {a.B, a.T, a.spec.heads, a.spec.head_dim, a.row0, a.cu_seqlens, N};
+}
+
+// ftune's CUDA kernel ran a pass (packed rows counted apart: their varlen form).
+void count_ftune_attention(const AttentionArgs& a) {
+  count_gpu_path(GpuPath::AttentionFtune);
+  if (a.cu_seqlens) count_gpu_path(GpuPath::AttentionPackedFtune);
 }
 
 }  // namespace
@@ -279,12 +287,12 @@ void forward_cuda(const AttentionCall& c, const AttentionArgs& a, bool cudnn,
                   const TensorView& k, const TensorView& v) {
   if (cudnn) {
     const TensorView qkv = fused_qkv(a, q, k, v, a.ldo, q.dim(1));
-    if (try_cudnn_attention_forward(out, saved, qkv, c.rows.key_mask, cudnn_dims(a), c.dropout_p,
-                                    c.rng, c.workspace))
+    if (try_cudnn_attention_forward(out, saved, qkv, c.rows.key_mask, cudnn_dims(a, q.dim(0)),
+                                    c.dropout_p, c.rng, c.workspace))
       return;
     check_ftune_saved("attention_forward", saved, a, q.dim(0));
   }
-  count_gpu_path(GpuPath::AttentionFtune);
+  count_ftune_attention(a);
   cuda::attention_forward(a, q.dtype, out.data, saved.data_as<float>(), q.data, k.data, v.data);
 }
 
@@ -299,12 +307,12 @@ void backward_cuda(const AttentionCall& c, const AttentionArgs& a, bool cudnn,
     g.ldv = a.lddv;
     const TensorView dqkv = fused_qkv(g, dq, dk, dv, a.ldo, q.dim(1));
     const TensorView qkv = dqkv.defined() ? fused_qkv(a, q, k, v, a.ldo, q.dim(1)) : TensorView();
-    if (try_cudnn_attention_backward(dqkv, dout, qkv, out, saved, c.rows.key_mask, cudnn_dims(a),
-                                     c.dropout_p, c.rng, c.workspace))
+    if (try_cudnn_attention_backward(dqkv, dout, qkv, out, saved, c.rows.key_mask,
+                                     cudnn_dims(a, q.dim(0)), c.dropout_p, c.rng, c.workspace))
       return;
     check_ftune_saved("attention_backward", saved, a, q.dim(0));
   }
-  count_gpu_path(GpuPath::AttentionFtune);
+  count_ftune_attention(a);
   cuda::attention_backward(a, q.dtype, dq.data, dk.data, dv.data, dout.data, q.data, k.data,
                            v.data, saved.data_as<float>(), c.workspace.data_as<float>(),
                            c.workspace.numel());

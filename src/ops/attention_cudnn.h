@@ -6,7 +6,8 @@
 //   stats     at 0                                (B, H, T) f32: softmax log-sum-exp per query row
 //   seq_lens  at S = align16(4 B H T)             (2B) i32: query lengths, then key lengths
 //   rng       at R = align16(S + 8 B)             (2) i64: dropout seed and offset
-//   end       =  R + 16 bytes = 4 * cudnn_attention_state_floats(B, H, T)
+//   ragged    at G = R + 16                       (2(B+1)) i64: packed rows' offsets (below)
+//   end       =  G + 16 (B + 1) bytes = 4 * cudnn_attention_state_floats(B, H, T)
 // A run that uses cuDNN (uses_cudnn_attention: the kernel chosen, a GPU, 16-bit compute) plans
 // per layer slot only this: a flat f32 buffer of cudnn_attention_state_floats(max_batch, H,
 // max_seq) elements (BERT-base, B=32, T=512: 0.75 MiB where the probabilities take 384 MiB),
@@ -32,8 +33,15 @@
 // The choice of cuDNN travels with each call (AttentionCall::kernel, ops/attention.h; the run's
 // training.attention): no process-wide setting. A call whose buffer also holds ftune's
 // probabilities runs ftune's kernel when cuDNN refuses it, with one warning per shape.
-// Today's graphs take BERT's case: the fused (B, T, 3C) QKV layout, padded, bidirectional, equal
-// heads, scale 1/sqrt(D), no window or soft-cap; the attention op passes no qkv for other calls.
+// Today's graphs take BERT's case: the fused QKV layout, bidirectional, equal heads, scale
+// 1/sqrt(D), no window or soft-cap; the attention op passes no qkv for other calls. Padded rows:
+// qkv (B, T, 3C) with the key mask. Packed rows (varlen: cu_seqlens, data/token_batch.h): qkv
+// (N, 3C), cuDNN's ragged layout (cuda/cudnn_attention.h), its offsets and sequence lengths
+// written from the device's cu_seqlens into the state's `ragged` and `seq_lens` (no host copy);
+// T is the call's longest row allowed and stats stay (B, H, T). Counted as
+// gpu_paths.attention.packed_cudnn (of cudnn), and packed calls that ftune's varlen kernel runs as
+// packed_ftune (of ftune). cuDNN builds ragged graphs on sm_90 and newer only: elsewhere it refuses
+// them and the rules above apply (a run on the small buffer fails where the call does not fit).
 //
 // Dropout draws cuDNN's Philox masks, not ftune's: seed from (run seed, site, row0 of the
 // micro-batch), offset from the optimizer step. Forward and backward (and checkpointing's
@@ -56,10 +64,13 @@
 
 namespace ftune {
 
-// The call as cuDNN sees it: (B, T, H, D) and the dropout row of the micro-batch.
+// The call as cuDNN sees it: (B, T, H, D) and the dropout row of the micro-batch; packed rows:
+// their (B + 1) row starts on the device and the call's N tokens.
 struct CudnnAttentionDims {
   int64_t B = 0, T = 0, H = 0, D = 0;
   uint64_t row0 = 0;
+  const int32_t* cu_seqlens = nullptr;
+  int64_t tokens = 0;
 };
 
 // Whether a run plans cuDNN's state instead of the probabilities: the kernel is cuDNN, the device
@@ -78,8 +89,9 @@ const char* attention_memory_note(bool cudnn_state);
 // (dropout_p) and evaluating (dropout 0), within cudnn_attention_workspace_floats(B, H, T, D) of
 // workspace: "" when it does, else why not. Builds (and caches) the graphs, tens to hundreds of
 // milliseconds; needs the GPU (without one, or without cuDNN in the build, says so).
+// packed: cuDNN's ragged layout for B packed rows of up to T tokens.
 std::string cudnn_attention_probe(Device device, int64_t B, int64_t T, int64_t H, int64_t D,
-                                  DType dtype, float dropout_p);
+                                  DType dtype, float dropout_p, bool packed = false);
 
 // What the planner reserves for cuDNN attention of up to (B, H, T, D) on top of the CUDA
 // kernel's own workspace: an fp32 (B, H, T, D) accumulator for dQ (what cuDNN's deterministic

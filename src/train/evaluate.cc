@@ -3,6 +3,8 @@
 
 #include "core/memory.h"
 #include "data/batcher.h"
+#include "models/batch.h"
+#include "train/eval_readback.h"
 
 namespace ftune {
 
@@ -10,10 +12,9 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress, const std::string& name,
-                               ProcessGroup* ranks) {
+                               InputStaging* staging, ProcessGroup* ranks) {
   const int64_t K = model.config().num_labels();
   ClassificationMetrics metrics(K, split);
-  HostTensor logits(DType::F32, {std::max(batch_size, model.options().max_batch), K});
   // Packed: batches filled to the model's token budget (at most its rows).
   const ClassifierOptions& o = model.options();
   auto batches = o.packed ? data::length_sorted_batches(examples, o.max_batch, o.max_tokens)
@@ -26,18 +27,29 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
     batches = decltype(batches)(batches.begin() + begin, batches.begin() + end);
   }
   if (progress) progress->begin_eval(name, static_cast<int64_t>(batches.size()));
+  EvalReadback readback(model.device(), std::max(batch_size, o.max_batch), K);
   int64_t done = 0, rows = 0;
+  const auto add_oldest = [&] {
+    rows += readback.pop(metrics);
+    if (progress) progress->update_eval(++done, rows);
+  };
   for (const auto& indices : batches) {
     const Batch b = data::make_batch(examples, indices, pad_id);
-    model.set_batch(b);
+    if (staging) {
+      // The training step's staging: pinned host slots copied on the copy stream (no host wait).
+      validate_batch(model.spec(), b);
+      const StagedInputs in =
+          staging->acquire(staging->stage(b, position_ids(model.spec(), b), 0, b.size));
+      model.use_inputs(in.inputs, in.labels);
+    } else {
+      model.set_batch(b);
+    }
     const TensorView out = model.forward(DropoutPlan{});
-    const float loss = to_host_scalar(model.loss(loss_options));
-    metrics.add_loss(double(loss) * b.size, b.size);
-    copy(logits.view().prefix({b.size, K}), out);
-    metrics.add_batch(logits.data<float>(), b.labels.data(), b.size);
-    rows += b.size;
-    if (progress) progress->update_eval(++done, rows);
+    const TensorView loss = model.loss(loss_options);
+    if (readback.pending() == EvalReadback::kSlots) add_oldest();
+    readback.push(out, loss, b.labels);
   }
+  while (readback.pending() > 0) add_oldest();
   if (progress) progress->end_eval();
   if (sharded) {
     std::vector<int64_t> counts = metrics.counts();

@@ -1,8 +1,13 @@
 // Evaluation of a model over a tokenized split: forward passes without dropout over
 // length-sorted batches (little padding), logits streamed into ClassificationMetrics (memory
-// independent of the split's size). In a data-parallel run every rank evaluates a contiguous
-// share of the batches and the ranks sum their metrics (counts and histograms exactly; the loss
-// sum up to float summation order), so every rank holds the metrics of the whole split.
+// independent of the split's size). No host wait per batch: each batch's logits and loss are read
+// back asynchronously and added to the metrics one batch later (train/eval_readback.h), and with
+// `staging` (the training step's InputStaging, planned for the model's batches) its inputs go
+// through pinned slots on the copy stream instead of set_batch's synchronous copies. The metrics
+// are the same either way: batches reach them in order, with the same values. In a data-parallel
+// run every rank evaluates a contiguous share of the batches and the ranks sum their metrics
+// (counts and histograms exactly; the loss sum up to float summation order), so every rank holds
+// the metrics of the whole split.
 #pragma once
 
 #include <vector>
@@ -10,6 +15,7 @@
 #include "data/examples.h"
 #include "models/sequence_classifier.h"
 #include "train/metrics.h"
+#include "train/input_staging.h"
 #include "train/process_group.h"
 #include "train/progress.h"
 
@@ -19,6 +25,7 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress = nullptr,
-                               const std::string& name = "eval", ProcessGroup* ranks = nullptr);
+                               const std::string& name = "eval",
+                               InputStaging* staging = nullptr, ProcessGroup* ranks = nullptr);
 
 }  // namespace ftune

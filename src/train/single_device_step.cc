@@ -38,6 +38,14 @@
 namespace ftune {
 namespace {
 
+// Why packed micro-batches are not captured (summary.json cuda_graphs.packed_micro_batches): a
+// graph replays fixed kernel arguments, and a packed micro-batch's token and row counts differ
+// from one micro-batch to the next (filled with whole rows up to the token budget), so a graph
+// keyed by them would almost never be replayed.
+constexpr const char* kPackedEager =
+    "packed micro-batches run eagerly (their token and row counts vary from one to the next; the "
+    "optimizer step is still graphed)";
+
 // Executable CUDA graphs kept at most (train/step_graphs.h): (rows, padded length) keys of a GPU
 // run's length buckets up to 512 tokens are 20 per micro-batch size.
 constexpr int64_t kMaxStepGraphs = 256;
@@ -105,8 +113,9 @@ SingleDeviceStep::SingleDeviceStep(const TrainConfig& config, const ModelSpec& m
     cuda_graphs_ = {false, "FTUNE_PROFILE_OPS times the ops of a step eagerly"};
   pad_ = resolve_padding(tc_.pad_to_multiple_of, device);
   if (!device.is_cpu())
-    spdlog::info("CUDA graphs {} ({}); micro-batch padding: {}", cuda_graphs_.on ? "on" : "off",
-                 cuda_graphs_.why, pad_.describe());
+    spdlog::info("CUDA graphs {} ({}); micro-batch padding: {}{}", cuda_graphs_.on ? "on" : "off",
+                 cuda_graphs_.why, pad_.describe(),
+                 cuda_graphs_.on && micro_tokens_ > 0 ? fmt::format("; {}", kPackedEager) : "");
   // The ops follow the run's TF32 choice through one channel (the attention kernel travels
   // with the model's plan: ClassifierOptions::attention).
   set_backend_context(device, BackendContext{tf32_.on});
@@ -338,7 +347,8 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
               "FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure after the last backward");
       };
       // A replayed graph runs none of the region's host code: the injected failure runs eagerly.
-      // Packed batches run eagerly (their per-row loops read cu_seqlens on the host).
+      // Packed micro-batches run eagerly (kPackedEager); the step's optimizer tail is still
+      // graphed.
       if (graphs_ && !inject_oom && !in.inputs.packed() && !overlap)
         graphs_->run(MicroGraphKey{rows, in.inputs.T}, region);
       else
@@ -429,6 +439,7 @@ nlohmann::json SingleDeviceStep::report() const {
   s["pad_to_multiple_of"] = pad_.multiple;
   s["padding"] = pad_.describe();
   nlohmann::json g{{"on", cuda_graphs_.on}, {"why", cuda_graphs_.why}};
+  if (cuda_graphs_.on && micro_tokens_ > 0) g["packed_micro_batches"] = kPackedEager;
   if (graphs_) {
     const StepGraphStats& st = graphs_->stats();
     g["eager_micro_batches"] = st.eager;

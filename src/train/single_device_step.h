@@ -48,6 +48,7 @@ class SingleDeviceStep : public StepStrategy {
   int64_t max_batch() const override { return clf_->options().max_batch; }
   int64_t accumulation() const override;
   int64_t eval_batch() const override { return eval_batch_; }
+  InputStaging* eval_staging() override { return staging_.get(); }
   GradientCheckpointing checkpointing() const override { return checkpointing_; }
   const TrainingWork& work() const override { return work_; }
 

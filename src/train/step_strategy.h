@@ -22,6 +22,7 @@
 #include "models/sequence_classifier.h"
 #include "train/adamw.h"
 #include "train/flops.h"
+#include "train/input_staging.h"
 #include "train/loss_scaler.h"
 
 namespace ftune {
@@ -70,6 +71,9 @@ class StepStrategy {
   virtual int64_t max_batch() const = 0;     // the rows the arena is planned for
   virtual int64_t accumulation() const = 0;  // micro-batches per step (packed: at most)
   virtual int64_t eval_batch() const = 0;
+  // The step's input staging, which evaluation may use for its batches (train/evaluate.h); null
+  // where the strategy has none (evaluation then copies each batch in synchronously).
+  virtual InputStaging* eval_staging() { return nullptr; }
   virtual GradientCheckpointing checkpointing() const = 0;
   // Micro-batches computed by this process (FLOPs, padded and real tokens).
   virtual const TrainingWork& work() const = 0;

@@ -224,7 +224,8 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
   const bool is_test = std::string(name) == "test";
   const ClassificationMetrics m =
       evaluate(clf(), split.examples, strategy_->eval_batch(), pad_id_, loss_options_,
-               is_test ? EvalSplit::Test : EvalSplit::Validation, progress_.get(), name, group_);
+               is_test ? EvalSplit::Test : EvalSplit::Validation, progress_.get(), name,
+               strategy_->eval_staging(), group_);
   nlohmann::json j;
   if (model_.num_labels() == 2) {
     // The decision threshold is chosen on validation data only; the test split gets the one of

@@ -3,11 +3,13 @@
 // with cuDNN attention compiled in: bf16 forward (output and log-sum-exp statistics) and backward
 // on ftune's fused QKV layout against a double-precision reference with right-padded sequences,
 // zero gradients for padding keys, the mask -> sequence-length kernel, and dropout that is
-// reproducible for one (seed, offset) and changes with the seed.
+// reproducible for one (seed, offset) and changes with the seed; packed rows through cuDNN's ragged
+// offsets against the same reference. Everywhere: the ragged offsets' arithmetic.
 #include "cuda/cudnn_attention.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -29,6 +31,28 @@ TEST(CudnnSdpa, BuildSaysWhetherItIsCompiledIn) {
   const std::string note = cudnn_sdpa_build_note();
   EXPECT_FALSE(note.empty());
   if (cudnn_sdpa_compiled()) EXPECT_NE(note.find("cudnn_frontend"), std::string::npos) << note;
+}
+
+// Packed rows of lengths 3, 1, 4 (cu_seqlens 0 3 4 8), C = 6: each sequence's length and the
+// element offsets of its first token in qkv (N, 3C) and out (N, C); entry B is the end.
+TEST(CudnnSdpa, RaggedOffsetsFromCuSeqlens) {
+  const int32_t cu[] = {0, 3, 4, 8};
+  const int64_t B = 3, C = 6;
+  const int32_t lens[] = {3, 1, 4};
+  for (int64_t b = 0; b <= B; ++b) {
+    const SdpaRaggedEntry e = sdpa_ragged_entry(cu, B, C, b);
+    EXPECT_EQ(e.seq_len, b < B ? lens[b] : 0) << b;
+    EXPECT_EQ(e.qkv_offset, int64_t{cu[b]} * 3 * C) << b;
+    EXPECT_EQ(e.out_offset, int64_t{cu[b]} * C) << b;
+  }
+  // Offsets past 2^31 elements stay exact (i64): 100k tokens of 3 x 12 heads x 64.
+  const int32_t big[] = {0, 100000};
+  EXPECT_EQ(sdpa_ragged_entry(big, 1, 768, 1).qkv_offset, int64_t{100000} * 3 * 768);
+  SdpaShape s{2, 8, 1, 8, SdpaDtype::BF16, 0.0f};
+  EXPECT_EQ(s.rows(), 16);
+  s.ragged = true;
+  s.tokens = 11;
+  EXPECT_EQ(s.rows(), 11);
 }
 
 #ifdef FTUNE_WITH_CUDA
@@ -212,10 +236,10 @@ TEST_F(CudnnSdpaGpu, ForwardAndBackwardMatchTheReferenceWithPadding) {
     EXPECT_EQ(seq[b], T);
     EXPECT_EQ(seq[B + b], lens[b]);
   }
-  cudnn_sdpa_forward(d_out.p, d_stats.as<float>(), d_qkv.p, d_lens.as<int32_t>(),
+  cudnn_sdpa_forward(d_out.p, d_stats.as<float>(), d_qkv.p, d_lens.as<int32_t>(), nullptr,
                      d_rng.as<int64_t>(), shape, d_ws.p, ws_bytes);
   cudnn_sdpa_backward(d_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_stats.as<float>(),
-                      d_lens.as<int32_t>(), d_rng.as<int64_t>(), shape, d_ws.p, ws_bytes);
+                      d_lens.as<int32_t>(), nullptr, d_rng.as<int64_t>(), shape, d_ws.p, ws_bytes);
   synchronize(Device::cuda(0));
 
   const std::vector<float> out = from_bf16(download<bf16_t>(d_out, B * T * C));
@@ -232,8 +256,87 @@ TEST_F(CudnnSdpaGpu, ForwardAndBackwardMatchTheReferenceWithPadding) {
   // A workspace smaller than planned is refused before anything runs.
   if (ws_bytes > 0)
     EXPECT_THROW(cudnn_sdpa_forward(d_out.p, d_stats.as<float>(), d_qkv.p, d_lens.as<int32_t>(),
-                                    d_rng.as<int64_t>(), shape, d_ws.p, ws_bytes - 1),
+                                    nullptr, d_rng.as<int64_t>(), shape, d_ws.p, ws_bytes - 1),
                  ShapeError);
+}
+
+// The same sequences packed back to back (N tokens, no padding) through the ragged layout: out,
+// stats and dqkv of every token equal the padded reference's at the sequence's real tokens (the
+// reference's padding queries get dout 0, so they add nothing to dk and dv). sm_90 and newer;
+// elsewhere cuDNN refuses ragged graphs (a skip, a failure with FTUNE_REQUIRE_CUDNN).
+TEST_F(CudnnSdpaGpu, PackedRowsThroughRaggedOffsetsMatchTheReference) {
+  const int64_t B = 3, T = 40, H = 2, D = 64, C = H * D;
+  const std::vector<int> lens = {40, 17, 1};
+  const std::vector<int32_t> cu = {0, 40, 57, 58};
+  const int64_t N = cu[B];
+  SdpaShape shape{B, T, H, D, SdpaDtype::BF16, 0.0f, true, N};
+  std::string why;
+  if (!cudnn_sdpa_supported(shape, &why)) FTUNE_SKIP_OR_REQUIRE_CUDNN(why);
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> qkv(B * T * 3 * C), dout(B * T * C, 0.0f);
+  for (float& v : qkv) v = u(rng);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < lens[b]; ++t)
+      for (int64_t c = 0; c < C; ++c) dout[(b * T + t) * C + c] = u(rng);
+  qkv = from_bf16(to_bf16(qkv));
+  dout = from_bf16(to_bf16(dout));
+  const Reference ref = reference(qkv, dout, lens, B, T, H, D);
+  // The packed copies: row b's real tokens at cu[b].
+  std::vector<float> pqkv(N * 3 * C), pdout(N * C);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < lens[b]; ++t) {
+      std::copy_n(&qkv[(b * T + t) * 3 * C], 3 * C, &pqkv[(cu[b] + t) * 3 * C]);
+      std::copy_n(&dout[(b * T + t) * C], C, &pdout[(cu[b] + t) * C]);
+    }
+  const size_t ws_bytes = cudnn_sdpa_workspace_bytes(shape);
+  DeviceBuffer d_qkv(pqkv.size() * 2), d_out(N * C * 2), d_stats(B * H * T * 4), d_cu(4 * (B + 1)),
+      d_lens(2 * B * 4), d_ragged(16 * (B + 1)), d_rng(16), d_dout(pdout.size() * 2),
+      d_dqkv(pqkv.size() * 2), d_ws(std::max<size_t>(ws_bytes, 1));
+  upload(d_qkv, to_bf16(pqkv));
+  upload(d_dout, to_bf16(pdout));
+  upload(d_cu, cu);
+  upload(d_out, std::vector<bf16_t>(N * C, float_to_bf16(NAN)));
+  upload(d_dqkv, std::vector<bf16_t>(pqkv.size(), float_to_bf16(NAN)));
+  sdpa_ragged_from_cu(d_lens.as<int32_t>(), d_ragged.as<int64_t>(), d_cu.as<int32_t>(), B, C);
+  sdpa_write_rng(d_rng.as<int64_t>(), RngKey{1234}, 0);
+  const std::vector<int32_t> seq = download<int32_t>(d_lens, 2 * B);
+  const std::vector<int64_t> offs = download<int64_t>(d_ragged, 2 * (B + 1));
+  for (int64_t b = 0; b <= B; ++b) {
+    if (b < B) EXPECT_EQ(seq[b], lens[b]);
+    if (b < B) EXPECT_EQ(seq[B + b], lens[b]);
+    EXPECT_EQ(offs[b], int64_t{cu[b]} * 3 * C);
+    EXPECT_EQ(offs[B + 1 + b], int64_t{cu[b]} * C);
+  }
+  cudnn_sdpa_forward(d_out.p, d_stats.as<float>(), d_qkv.p, d_lens.as<int32_t>(),
+                     d_ragged.as<int64_t>(), d_rng.as<int64_t>(), shape, d_ws.p, ws_bytes);
+  cudnn_sdpa_backward(d_dqkv.p, d_dout.p, d_qkv.p, d_out.p, d_stats.as<float>(),
+                      d_lens.as<int32_t>(), d_ragged.as<int64_t>(), d_rng.as<int64_t>(), shape,
+                      d_ws.p, ws_bytes);
+  synchronize(Device::cuda(0));
+  const std::vector<float> out = from_bf16(download<bf16_t>(d_out, N * C));
+  const std::vector<float> stats = download<float>(d_stats, B * H * T);
+  const std::vector<float> dqkv = from_bf16(download<bf16_t>(d_dqkv, pqkv.size()));
+  std::vector<float> out_real, stats_real, dqkv_real;
+  std::vector<double> ref_out, ref_stats, ref_dqkv;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < lens[b]; ++t) {
+      for (int64_t c = 0; c < C; ++c) {
+        out_real.push_back(out[(cu[b] + t) * C + c]);
+        ref_out.push_back(ref.out[(b * T + t) * C + c]);
+      }
+      for (int64_t c = 0; c < 3 * C; ++c) {
+        dqkv_real.push_back(dqkv[(cu[b] + t) * 3 * C + c]);
+        ref_dqkv.push_back(ref.dqkv[(b * T + t) * 3 * C + c]);
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        stats_real.push_back(stats[(b * H + h) * T + t]);
+        ref_stats.push_back(ref.lse[(b * H + h) * T + t]);
+      }
+    }
+  EXPECT_LE(normalised_error(out_real, ref_out), 2e-2);
+  EXPECT_LE(normalised_error(stats_real, ref_stats), 1e-2);
+  EXPECT_LE(normalised_error(dqkv_real, ref_dqkv), 2e-2);
 }
 
 TEST_F(CudnnSdpaGpu, DropoutIsReproducibleForASeedAndChangesWithIt) {
@@ -253,7 +356,7 @@ TEST_F(CudnnSdpaGpu, DropoutIsReproducibleForASeedAndChangesWithIt) {
   sdpa_seq_lens_from_mask(d_lens.as<int32_t>(), d_mask.as<int32_t>(), B, T);
   auto run = [&](int64_t seed) {
     sdpa_write_rng(d_rng.as<int64_t>(), RngKey{static_cast<uint64_t>(seed)}, 0);
-    cudnn_sdpa_forward(d_out.p, d_stats.as<float>(), d_qkv.p, d_lens.as<int32_t>(),
+    cudnn_sdpa_forward(d_out.p, d_stats.as<float>(), d_qkv.p, d_lens.as<int32_t>(), nullptr,
                        d_rng.as<int64_t>(), shape, d_ws.p, ws_bytes);
     synchronize(Device::cuda(0));
     return from_bf16(download<bf16_t>(d_out, B * T * C));

@@ -30,6 +30,32 @@ TEST_P(HeadOpsTest, FirstTokenSelectsAndScattersWithZeros) {
         EXPECT_EQ(gh[(b * T + t) * C + c], t == 0 ? g[b * C + c] : 0.0f);
 }
 
+// Packed rows (lengths 3, 1, 4 back to back): row b's first token is token cu[b], read from the
+// device's cu_seqlens; backward overwrites every token (0 except the first of each row).
+TEST_P(HeadOpsTest, FirstTokenOfPackedRowsReadsCuSeqlensOnTheDevice) {
+  const std::vector<int32_t> cu = {0, 3, 4, 8};
+  const int64_t B = 3, N = 8, C = 5;
+  auto h = random_values(N * C, rng), g = random_values(B * C, rng);
+  auto dh = device_f32(h, {N, C}, device());
+  auto dcu = device_i32(cu, {B + 1}, device());
+  auto out = poisoned({B, C}, device());
+  first_token_forward(out.view(), dh.view(), dcu.view());
+  const auto y = to_vector(out.view());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t c = 0; c < C; ++c) EXPECT_EQ(y[b * C + c], h[cu[b] * C + c]) << b << " " << c;
+  auto dout = device_f32(g, {B, C}, device());
+  auto dhid = poisoned({N, C}, device());
+  first_token_backward(dhid.view(), dout.view(), dcu.view());
+  const auto gh = to_vector(dhid.view());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = cu[b]; t < cu[b + 1]; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        EXPECT_EQ(gh[t * C + c], t == cu[b] ? g[b * C + c] : 0.0f) << t << " " << c;
+  // cu_seqlens must hold B + 1 row starts.
+  auto short_cu = device_i32({0, 3, 4}, {B}, device());
+  EXPECT_THROW(first_token_forward(out.view(), dh.view(), short_cu.view()), ShapeError);
+}
+
 TEST_P(HeadOpsTest, MeanPoolAveragesTheRealTokensPaddedOrPacked) {
   // Rows of 4, 2 and 3 real tokens, padded to T = 4 (row 1's padding in the middle of its run too).
   const int64_t B = 3, T = 4, C = 5;

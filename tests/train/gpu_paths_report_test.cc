@@ -25,6 +25,8 @@ TEST(GpuPathsReport, EveryCounterHasItsPlace) {
   EXPECT_EQ(j["attention"]["cudnn"], c[GpuPath::AttentionCudnn]);
   EXPECT_EQ(j["attention"]["ftune"], c[GpuPath::AttentionFtune]);
   EXPECT_EQ(j["attention"]["cudnn_refused"], c[GpuPath::AttentionCudnnRefused]);
+  EXPECT_EQ(j["attention"]["packed_cudnn"], c[GpuPath::AttentionPackedCudnn]);
+  EXPECT_EQ(j["attention"]["packed_ftune"], c[GpuPath::AttentionPackedFtune]);
   EXPECT_EQ(j["disentangled_attention"]["fused"], c[GpuPath::DisentangledFused]);
   EXPECT_EQ(j["cudnn_plans"]["builds"], c[GpuPath::CudnnPlanBuilds]);
   EXPECT_EQ(j["cudnn_plans"]["build_seconds"], 1.5);

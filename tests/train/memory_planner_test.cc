@@ -338,11 +338,12 @@ TEST(MemoryPlanner, GpuWorkspaceLetsTheLargestMicroBatchGrow) {
 }
 
 // cuDNN's state per layer, from the layout documented in ops/attention_cudnn.h: stats (B, H, T)
-// f32, then seq_lens (2B) i32 and rng (2) i64, each at a 16-byte aligned offset.
+// f32, then seq_lens (2B) i32, rng (2) i64 and the ragged offsets (2 (B + 1)) i64, 16-byte aligned.
 size_t cudnn_state_bytes(int64_t B, int64_t H, int64_t T) {
   auto align16 = [](int64_t n) { return (n + 15) / 16 * 16; };
   const int64_t seq_lens = align16(4 * B * H * T), rng = align16(seq_lens + 8 * B);
-  return static_cast<size_t>(rng + 16);
+  const int64_t ragged = rng + 16;  // packed rows' 2 (B + 1) i64 offsets
+  return static_cast<size_t>(ragged + 16 * (B + 1));
 }
 
 // cudnn_attention_workspace_floats as documented: an fp32 (B, H, T, D) dQ accumulator + 16 MiB.

@@ -11,6 +11,14 @@ summary.json and op_profile.json.
            whose losses must agree within 1e-6 too.
            Models: a tiny random BERT (hidden 64, 2 layers) and a MiniLM-sized one (hidden 384,
            6 layers), on a synthetic pair task.
+  packed   packed (padding-free, data.packing on) batches on the device: the same run as parity's
+           (tiny BERT, dropout 0.1, ftune's attention) packed on the CPU in fp32 and packed on the
+           GPU in fp32 (per-step losses within 1e-4) and bf16 (2e-2); packed vs padded on the GPU
+           in fp32 (1e-4: dropout masks are keyed by row and position, not by layout); and packed
+           bf16 with cuDNN attention (its ragged layout; attention dropout 0, as cuDNN's masks are
+           its own) vs the CPU's packed fp32 run without attention dropout (2e-2). Each run's
+           summary.json must say it packed, and gpu_paths must show which kernel ran the packed
+           attention: packed_ftune for ftune's runs, packed_cudnn (none refused) for cuDNN's.
   memory   planned vs measured device memory: BERT-base and MiniLM-sized, gradient checkpointing
            off and on, effective batch 32 at 128 tokens on the WordNet pairs, 3 steps: the plan's
            total (arena + cuBLASLt workspace) next to the device memory the run took
@@ -180,6 +188,73 @@ def parity(runs, stage, on_gpu):
         len(rows), "pass" if ok else "FAIL", worst["fp32"], worst["bf16"])
 
 
+def packed(runs, stage, on_gpu):
+    steps, batch = (30, 16) if on_gpu else (6, 8)
+    data = os.path.join(runs.scratch, "pairs.jsonl")
+    write_pair_task(data, steps * batch, seed=2)
+    try:
+        model = runs.model("tiny")
+    except RuntimeError as e:
+        return False, "no model: %s" % e
+    config = lambda attention_dropout: (
+        "model:\n  path: %s\ndata:\n  train: %s\n  max_length: 64\n  packing: on\ntraining:\n"
+        "  max_steps: %d\n  batch_size: %d\n  effective_batch_size: %d\n  learning_rate: 1e-3\n"
+        "  warmup_ratio: 0.1\n  log_every: 1\n  seed: 42\n  hidden_dropout: 0.1\n"
+        "  attention_dropout: %g\n  classifier_dropout: 0.1\n" % (
+            model, data, steps, batch, batch, attention_dropout))
+    counted = runs.kit.feature("attention_packed_cudnn")  # this build counts packed attention
+    ok, refs = True, {}
+    for dropout in (0.1, 0.0):
+        try:
+            _, refs[dropout], _ = runs.train("packed-cpu-%g" % dropout, config(dropout),
+                                             ["training.device=cpu", "training.precision=fp32",
+                                              "training.attention=ftune"])
+        except RuntimeError as e:
+            stage.row({"run": "cpu fp32 packed", "result": "FAIL: %s" % e})
+            return False, str(e)
+    # (name, overrides, reference, tolerance, attention path that must have run packed rows)
+    dev = ["training.device=" + runs.device]
+    cases = [("packed fp32 vs cpu", dev + ["training.precision=fp32", "training.attention=ftune"],
+              "cpu", 1e-4, "packed_ftune", 0.1),
+             ("packed bf16 vs cpu", dev + ["training.precision=bf16", "training.attention=ftune"],
+              "cpu", 2e-2, "packed_ftune", 0.1),
+             ("padded fp32 vs packed fp32", dev + ["training.precision=fp32",
+                                                   "training.attention=ftune", "data.packing=off"],
+              "packed fp32 vs cpu", 1e-4, None, 0.1)]
+    if on_gpu:
+        cases.append(("packed bf16 cudnn vs cpu", dev + ["training.precision=bf16",
+                                                         "training.attention=cudnn"],
+                      "cpu", 2e-2, "packed_cudnn", 0.0))
+    losses = {}
+    for name, overrides, ref, tol, path, dropout in cases:
+        row = {"run": name, "tolerance": tol}
+        try:
+            s, losses[name], _ = runs.train("packed-" + name.replace(" ", "-"), config(dropout),
+                                            overrides)
+            against = refs[dropout] if ref == "cpu" else losses.get(ref, {})
+            diff, at = max_rel_diff(losses[name], against)
+            attention = s.get("gpu_paths", {}).get("attention", {})
+            row.update({"max_rel_diff": diff, "at_step": at, "steps": len(losses[name]),
+                        "packing": s.get("packing", {}).get("on"),
+                        "attention_paths": json.dumps(attention, sort_keys=True)})
+            good = diff <= tol and bool(s.get("packing", {}).get("on")) == (path is not None)
+            if on_gpu and path and counted:
+                good = good and attention.get(path, 0) > 0
+                if path == "packed_cudnn":
+                    good = good and attention.get("cudnn_refused", 0) == 0
+            row["result"] = "PASS" if good else "FAIL"
+            ok = ok and good
+        except RuntimeError as e:
+            row["result"] = "FAIL: %s" % e
+            ok = False
+        stage.row(row)
+    if on_gpu and not counted:
+        stage.note("this build has no packed attention counters: the kernels that ran are not checked")
+    worst = max([r.get("max_rel_diff", math.inf) for r in stage.doc["rows"]] or [math.inf])
+    return ok, "%d packed runs %s; worst loss diff %.2g" % (
+        len(stage.doc["rows"]), "pass" if ok else "FAIL", worst)
+
+
 def memory(runs, stage, on_gpu):
     ok = True
     cases = ([("bert-base", 32, 128), ("minilm", 32, 128)] if on_gpu else [("tiny", 4, 32)])
@@ -328,7 +403,7 @@ def main():
     stage = Stage(a.stage, a.stages, a.limit)
     runs = Runs(kit, stage, os.path.join(a.logs, a.stage + ".log"), a.device)
     try:
-        ok, headline = {"parity": parity, "memory": memory, "profile": profile,
+        ok, headline = {"parity": parity, "packed": packed, "memory": memory, "profile": profile,
                         "steady": steady}[a.stage](
             runs, stage, a.device != "cpu")
     except RuntimeError as e:
