@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "hpo_export.h"
 #include "run_cli.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -49,11 +50,7 @@ class HpoRanks : public ::testing::Test {
     return path;
   }
   nlohmann::json exported_trials(const std::string& cfg) {
-    const CliResult e = run_ftune("hpo export --config " + cfg + " --format json --output " +
-                                  tmp_.path() + "/trials.json");
-    EXPECT_EQ(e.exit_code, 0) << e.output;
-    const auto trials = nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials.json"));
-    return trials.is_array() ? trials : trials.at("trials");
+    return test::exported_trials(cfg, tmp_.path());
   }
   nlohmann::json summary(int trial) {
     const std::string path =
