@@ -37,7 +37,9 @@ CliResult run_ftune(const std::string& args, const std::string& env, Streams str
 CliResult run_ftune_ranks(int ranks, const std::string& args, const std::string& rank_env) {
   std::string cmd =
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-      "OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun --oversubscribe --bind-to none ";
+      // Killed after 300 s: a hung collective fails the test instead of the whole suite's timeout.
+      "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout -k 10 300 mpirun --oversubscribe "
+      "--bind-to none ";
   if (rank_env.empty()) {
     cmd += "-np " + std::to_string(ranks) + " " + ftune_binary() + " " + args;
   } else {

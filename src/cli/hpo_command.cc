@@ -33,6 +33,7 @@
 #include "hpo/train_objective.h"
 #include "hpo/worker.h"
 #include "io/atomic_file.h"
+#include "train/process_group.h"
 
 namespace ftune::cli {
 
@@ -41,6 +42,7 @@ namespace {
 struct HpoArgs {
   std::string config, study, storage, format, output;
   std::string device;  // hpo run --device: every trial's training.device
+  int64_t trial_ranks = 0;  // hpo run --trial-ranks (0: the config's trial_ranks)
   int64_t trials = -1;
   double timeout_s = 0;
   bool trials_given = false, timeout_given = false;
@@ -52,7 +54,24 @@ std::unique_ptr<hpo::Objective> make_objective(const hpo::SearchConfig& c) {
   if (!c.command.empty())
     return std::make_unique<hpo::CommandObjective>(c.command, c.fixed, c.pass_args,
                                                    static_cast<int>(c.folds), c.kill_grace_s);
-  return std::make_unique<hpo::TrainObjective>(c.train_config, c.fixed, c.metric, c.folds);
+  return std::make_unique<hpo::TrainObjective>(
+      c.train_config, c.fixed, c.metric, c.folds,
+      hpo::RankLaunch{c.trial_ranks, c.trial_launcher, c.kill_grace_s});
+}
+
+// --device: cpu, cuda:K, or cuda = the GPU of this worker's local rank when a launcher started
+// several workers (each takes its own), else GPU 0. Data-parallel trials take their ranks'.
+std::string worker_device(const std::string& device) {
+  parse_device(device);  // cpu, cuda or cuda:N, else InputError
+  if (device != "cuda") return device;
+  const RankInfo info = launcher_rank_info();
+  if (!info.launched || info.size == 1) return device;
+  if (info.local_rank < 0)
+    throw InputError(fmt::format("--device cuda: the launcher did not say this worker's local "
+                                 "rank (worker {} of {}); pass --device cuda:K",
+                                 info.rank, info.size));
+  spdlog::info("worker {} of {} on this machine's GPU {}", info.rank, info.size, info.local_rank);
+  return fmt::format("cuda:{}", info.local_rank);
 }
 
 void run_search(const HpoArgs& a) {
@@ -72,9 +91,15 @@ void run_search(const HpoArgs& a) {
   }
   if (c.storage.empty())
     throw InputError(fmt::format("{}: no storage: set 'storage:' or pass --storage URL", c.path));
+  if (a.trial_ranks > 0) c.trial_ranks = a.trial_ranks;
+  if (c.trial_ranks > 1 && c.train_config.empty())
+    throw InputError("--trial-ranks applies to a train_config objective (a command objective "
+                     "starts its own processes)");
+  // Workers that a launcher started side by side (`srun -n 8 ftune hpo run`, `mpirun -np 8 ...`)
+  // are independent: their in-process trials never join MPI as ranks of one run.
+  ProcessGroup::stand_alone();
   if (!a.device.empty()) {  // this worker's device for every trial (one GPU per worker)
-    parse_device(a.device);  // cpu, cuda or cuda:N, else InputError
-    c.fixed["training.device"] = a.device;
+    c.fixed["training.device"] = worker_device(a.device);
   }
   const hpo::SearchSpace space = hpo::SearchSpace::parse(c.space, c.path + ": space");
   auto sampler = hpo::make_sampler(c.sampler, c.path + ": sampler", c.direction, c.seed);
@@ -168,8 +193,13 @@ void add_hpo_command(CLI::App& app) {
   CLI::Option* timeout =
       run->add_option("--timeout", args->timeout_s, "Start no trial after this many seconds");
   run->add_option("--device", args->device,
-                  "Train every trial of this worker on this device (cpu, cuda:K): several workers "
-                  "on one machine each take their own GPU");
+                  "Train every trial of this worker on this device (cpu, cuda:K; cuda: the local "
+                  "rank's GPU when a launcher started the workers): several workers on one "
+                  "machine each take their own GPU");
+  run->add_option("--trial-ranks", args->trial_ranks,
+                  "Run each trial as a data-parallel run of this many ranks (the config's "
+                  "trial_launcher starts them; default: the config's trial_ranks, 1)")
+      ->check(CLI::PositiveNumber);
   run->callback([args, trials, timeout] {
     args->trials_given = trials->count() > 0;
     args->timeout_given = timeout->count() > 0;

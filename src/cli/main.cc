@@ -87,6 +87,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ftune: %s%s\n", ftune::rank_prefix().c_str(), e.what());
     ftune::ProcessGroup::finalize();
     return 128 + e.signal();
+  } catch (const ftune::RanksStopped& e) {
+    // Every rank raised it together (they agreed on a failed step): each says why and ends
+    // normally, so no rank's message is lost to another's MPI_Abort.
+    std::fprintf(stderr, "ftune: %serror: %s\n", ftune::rank_prefix().c_str(), e.what());
+    ftune::ProcessGroup::finalize();
+    return 2;
   } catch (const ftune::Error& e) {
     return fail(2, "error: ", e.what());
   } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 
 #include <nccl.h>
 
+#include "cuda/cuda_check.h"
 #include "cuda/cuda_device.h"
 #include "cuda/lazy_library.h"
 #include "cuda/streams.cuh"
@@ -48,9 +49,10 @@ static_assert(kNcclIdBytes == NCCL_UNIQUE_ID_BYTES);
 void check(ncclResult_t r, const char* what) {
   if (r == ncclSuccess) return;
   if (const auto missing = nccl_runtime().load_error())
-    throw DeviceError(fmt::format("{}: NCCL could not be loaded ({}; FTUNE_NCCL_LIBRARY names "
-                                  "another file)",
-                                  what, *missing));
+    throw DeviceError(
+        fmt::format("{}: NCCL could not be loaded ({}; FTUNE_NCCL_LIBRARY names "
+                    "another file)",
+                    what, *missing));
   throw DeviceError(fmt::format("{}: {}", what, ncclGetErrorString(r)));
 }
 
@@ -76,6 +78,9 @@ NcclComm::NcclComm(const std::string& id, int rank, int size, Device device) : d
 
 NcclComm::~NcclComm() {
   if (comm_) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
+  if (ready_) cudaEventDestroy(static_cast<cudaEvent_t>(ready_));
+  if (done_) cudaEventDestroy(static_cast<cudaEvent_t>(done_));
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
 }
 
 void NcclComm::sum(float* data, int64_t n) {
@@ -92,19 +97,57 @@ void NcclComm::sum(double* data, int64_t n) {
         "ncclAllReduce");
 }
 
+void NcclComm::sum_behind_compute(float* data, int64_t n) {
+  use_device(device_);
+  if (!stream_) {
+    // Communication ahead of compute when both are ready (what PyTorch's DDP does too): a bucket's
+    // sum delays the next layer's backward little, and the last bucket ends sooner.
+    int least = 0, greatest = 0;
+    FTUNE_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t s = nullptr;
+    cudaEvent_t ready = nullptr, done = nullptr;
+    FTUNE_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
+    stream_ = s;
+    FTUNE_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+    ready_ = ready;
+    FTUNE_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    done_ = done;
+  }
+  const auto stream = static_cast<cudaStream_t>(stream_);
+  const auto ready = static_cast<cudaEvent_t>(ready_);
+  // The wait takes the event as recorded now: recording it again for the next bucket is safe.
+  FTUNE_CUDA_CHECK(cudaEventRecord(ready, compute_stream()));
+  FTUNE_CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
+  check(ncclAllReduce(data, data, static_cast<size_t>(n), ncclFloat32, ncclSum,
+                      static_cast<ncclComm_t>(comm_), stream),
+        "ncclAllReduce");
+}
+
+void NcclComm::join_compute() {
+  if (!stream_) return;  // nothing was started behind compute
+  use_device(device_);
+  const auto done = static_cast<cudaEvent_t>(done_);
+  FTUNE_CUDA_CHECK(cudaEventRecord(done, static_cast<cudaStream_t>(stream_)));
+  FTUNE_CUDA_CHECK(cudaStreamWaitEvent(compute_stream(), done, 0));
+}
+
 }  // namespace ftune::cuda
 
 #else  // a build without CUDA: no GPU to reduce on
 
 namespace ftune::cuda {
 
-std::string nccl_unique_id() { throw DeviceError("this ftune was built without CUDA (no NCCL)"); }
+std::string nccl_unique_id() {
+  throw DeviceError("this ftune was built without CUDA (no NCCL)");
+}
 NcclComm::NcclComm(const std::string&, int, int, Device device) : device_(device) {
   throw DeviceError("this ftune was built without CUDA (no NCCL)");
 }
 NcclComm::~NcclComm() = default;
 void NcclComm::sum(float*, int64_t) {}
 void NcclComm::sum(double*, int64_t) {}
+void NcclComm::sum_behind_compute(float*, int64_t) {}
+void NcclComm::join_compute() {}
 
 }  // namespace ftune::cuda
 

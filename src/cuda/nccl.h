@@ -1,6 +1,7 @@
 // NCCL, the collective library of the CUDA world, for data-parallel runs on GPUs (issue 20): the
-// ranks' gradient buffers summed in place on each GPU's compute stream, stream-ordered with the
-// backward that produced them (no host synchronisation). NCCL ships with the CUDA toolkit; it is
+// ranks' gradient buckets summed in place on a communication stream as backward makes each final
+// (stream-ordered through events: no host synchronisation), and the step loss on the compute
+// stream. NCCL ships with the CUDA toolkit; it is
 // loaded on first use (cuda/lazy_library.h, libnccl.so.<major>, FTUNE_NCCL_LIBRARY overrides), so a
 // CPU run, or a GPU run of one rank, never needs it. Plain C++ (no NCCL or CUDA headers); the
 // ranks exchange the communicator's id through MPI (train/process_group.h).
@@ -33,8 +34,20 @@ class NcclComm {
   void sum(float* data, int64_t n);
   void sum(double* data, int64_t n);
 
+  // Overlap with backward: an in-place sum queued on the communication stream (created on first
+  // use, higher priority than the compute stream) behind an event recorded on the compute stream
+  // now, so it starts once the kernels queued so far (those that made these gradients final) have
+  // run, while the compute stream goes on with the next ones.
+  void sum_behind_compute(float* data, int64_t n);
+  // The compute stream waits for everything queued on the communication stream (the optimizer
+  // runs after every bucket's sum); the host does not wait.
+  void join_compute();
+
  private:
-  void* comm_ = nullptr;  // ncclComm_t
+  void* comm_ = nullptr;    // ncclComm_t
+  void* stream_ = nullptr;  // cudaStream_t: the communication stream
+  void* ready_ = nullptr;   // cudaEvent_t recorded on the compute stream before each bucket
+  void* done_ = nullptr;    // cudaEvent_t recorded on the communication stream by join_compute()
   Device device_;
 };
 

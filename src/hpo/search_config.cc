@@ -56,7 +56,8 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   check_keys(root, path, "",
              {"study", "storage", "sampler", "pruner", "space", "fixed", "objective", "folds",
               "retries", "retry_failed", "heartbeat_s", "grace_s", "seed", "trials", "timeout_s",
-              "trial_timeout_s", "kill_grace_s", "max_consecutive_failures", "failure_backoff_s"});
+              "trial_timeout_s", "kill_grace_s", "max_consecutive_failures", "failure_backoff_s",
+              "trial_ranks", "trial_launcher"});
   SearchConfig c;
   c.path = path;
   const YAML::Node study = root["study"];
@@ -143,6 +144,18 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   positive_float("timeout_s", c.timeout_s);
   positive_float("trial_timeout_s", c.trial_timeout_s);
   positive_int("max_consecutive_failures", c.max_consecutive_failures, 0);
+  positive_int("trial_ranks", c.trial_ranks, 1);
+  if (root["trial_launcher"]) {
+    c.trial_launcher = get<std::string>(root["trial_launcher"], path, "trial_launcher", "a string");
+    if (c.trial_launcher.find("{ranks}") == std::string::npos)
+      throw InputError(fmt::format("{}: key 'trial_launcher' must contain {{ranks}} (where the "
+                                   "rank count goes, e.g. 'mpirun -np {{ranks}}'), got '{}'",
+                                   at(path, root["trial_launcher"]), c.trial_launcher));
+  }
+  if (c.trial_ranks > 1 && c.train_config.empty())
+    throw InputError(fmt::format("{}: key 'trial_ranks' applies to a train_config objective (a "
+                                 "command objective starts its own processes)",
+                                 at(path, root["trial_ranks"])));
   auto non_negative_float = [&](const char* key, double& out) {
     if (!root[key]) return;
     out = get<double>(root[key], path, key, "a number");

@@ -17,6 +17,9 @@
 //   max_consecutive_failures: 5      # a worker stops after this many failures in a row with
 //                                    #   the same error (0: never)
 //   failure_backoff_s: 1             # wait after a failed trial, doubling per failure in a row
+//   trial_ranks: 1                   # > 1: each train_config trial is a data-parallel run of
+//                                    #   this many ranks (hpo/rank_trial.h)
+//   trial_launcher: "mpirun -np {ranks}"   # what starts a trial's ranks ({ranks}: the count)
 #pragma once
 
 #include <cstdint>
@@ -52,6 +55,8 @@ struct SearchConfig {
   double kill_grace_s = 10;
   int64_t max_consecutive_failures = 5;
   double failure_backoff_s = 1;
+  int64_t trial_ranks = 1;
+  std::string trial_launcher = "mpirun -np {ranks}";
 };
 
 SearchConfig parse_search_config(const YAML::Node& root, const std::string& path);

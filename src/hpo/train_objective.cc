@@ -75,11 +75,12 @@ std::vector<double> representative_values(const Distribution& d) {
 }  // namespace
 
 TrainObjective::TrainObjective(std::string train_config, std::map<std::string, std::string> fixed,
-                               std::string metric, int64_t folds)
+                               std::string metric, int64_t folds, RankLaunch launch)
     : train_config_(std::move(train_config)),
       fixed_(std::move(fixed)),
       metric_(metric_key(std::move(metric))),
-      folds_(folds) {}
+      folds_(folds),
+      launch_(std::move(launch)) {}
 
 std::vector<std::string> TrainObjective::overrides(const Params& params,
                                                    const SearchSpace& space) const {
@@ -240,26 +241,40 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
       };
     options.stop_requested = [&reporter] { return reporter.stop_requested(); };
     nlohmann::json summary;
-    try {
+    if (launch_.ranks > 1) {
+      // A data-parallel trial: its ranks are processes of their own (hpo/rank_trial.h).
+      const auto on_eval = [&](int64_t step, const nlohmann::json& eval) {
+        return options.on_eval && options.on_eval(step, eval);
+      };
+      const RankRunResult r = run_trial_ranks(launch_, train_config_, o, options.resume,
+                                              dir.string(), trial.number, on_eval,
+                                              options.stop_requested);
+      if (r.stopped && reporter.stop_requested())
+        throw Error(fmt::format("trial {}: stopped: its time is up (checkpoint saved)", trial.number));
+      if (r.stopped) throw TrialPruned();
+      summary = r.summary;
+    } else {
       try {
-        summary = run_training(cfg, options);
-      } catch (const InputError& e) {
-        if (!options.resume) throw;
-        // The checkpoint does not fit any more (the training config or data changed since):
-        // this fold starts over rather than failing the retry.
-        spdlog::warn("trial {}: cannot continue {}: {}; training it from the start", trial.number,
-                     dir.string(), e.what());
-        resumed.erase("step");
-        resumed.erase("fold");
-        reporter.set_attr("resumed", resumed);
-        options.resume = false;
-        summary = run_training(cfg, options);
+        try {
+          summary = run_training(cfg, options);
+        } catch (const InputError& e) {
+          if (!options.resume) throw;
+          // The checkpoint does not fit any more (the training config or data changed since):
+          // this fold starts over rather than failing the retry.
+          spdlog::warn("trial {}: cannot continue {}: {}; training it from the start", trial.number,
+                       dir.string(), e.what());
+          resumed.erase("step");
+          resumed.erase("fold");
+          reporter.set_attr("resumed", resumed);
+          options.resume = false;
+          summary = run_training(cfg, options);
+        }
+      } catch (const Interrupted& e) {
+        // The trainer's own handler took the signal (and saved a checkpoint); hand it on to the
+        // worker's handler so that no further trial starts. Signal 0: our stop request.
+        if (e.signal() != 0) std::raise(e.signal());
+        throw;
       }
-    } catch (const Interrupted& e) {
-      // The trainer's own handler took the signal (and saved a checkpoint); hand it on to the
-      // worker's handler so that no further trial starts. Signal 0: our stop request.
-      if (e.signal() != 0) std::raise(e.signal());
-      throw;
     }
     if (summary.value("status", "") == "hook") throw TrialPruned();
     const double v = metric_of(summary["best_eval"], metric_, dir.string());

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hpo/objective.h"
+#include "hpo/rank_trial.h"
 
 namespace ftune::hpo {
 
@@ -27,8 +28,10 @@ class TrainObjective : public Objective {
  public:
   // `metric`: a key of the validation metrics ("macro_f1", "accuracy", "loss", "roc_auc", ...;
   // an "eval." or "validation." prefix is accepted). Empty: macro_f1.
+  // `launch`: with ranks > 1, each fold's run is a data-parallel run of that many ranks started
+  // by the launcher (hpo/rank_trial.h) instead of a run in this process.
   TrainObjective(std::string train_config, std::map<std::string, std::string> fixed,
-                 std::string metric, int64_t folds);
+                 std::string metric, int64_t folds, RankLaunch launch = {});
 
   double run(const Trial& trial, const SearchSpace& space, TrialReporter& reporter) override;
   // Loads the training config with the fixed values, the folds and each parameter at each of its
@@ -55,6 +58,7 @@ class TrainObjective : public Objective {
   std::map<std::string, std::string> fixed_;
   std::string metric_;
   int64_t folds_;
+  RankLaunch launch_;
 };
 
 }  // namespace ftune::hpo

@@ -50,6 +50,8 @@ DebugHooks DebugHooks::from_env() {
   }
   h.nonfinite_steps = env_ranges("FTUNE_DEBUG_NONFINITE_STEPS");
   h.oom_at_step = env_int("FTUNE_DEBUG_OOM_AT_STEP");
+  if (const char* v = std::getenv("FTUNE_DEBUG_OOM_AT_STEP"))
+    h.oom_after_backward = std::string(v).find(":backward") != std::string::npos;
   h.arena_memory = env_int("FTUNE_DEBUG_ARENA_MEMORY");
   h.loss_scale_log2 = env_int("FTUNE_DEBUG_LOSS_SCALE");
   return h;

@@ -9,7 +9,9 @@
 //   FTUNE_DEBUG_NONFINITE_STEPS=list     the loss of these optimizer steps (1-based; "3", "3,7",
 //                                        "4-6") is made NaN on the device, as a diverging step's
 //   FTUNE_DEBUG_OOM_AT_STEP=s            an allocation "fails" inside optimizer step s (1-based),
-//                                        once, after the first micro-batch's forward pass
+//                                        once, after the first micro-batch's forward pass;
+//                                        s:backward: after the step's last backward instead (a
+//                                        data-parallel rank has started its gradient buckets)
 //   FTUNE_DEBUG_ARENA_MEMORY=bytes       the arena may take at most that much, as if another
 //                                        process held the rest of the device
 //   FTUNE_DEBUG_LOSS_SCALE=s             fp16's loss scale starts at 2^s (tests force overflows)
@@ -28,6 +30,7 @@ struct DebugHooks {
   int64_t micro_batch_step = -1, micro_batch_rows = 0;
   std::vector<std::pair<int64_t, int64_t>> nonfinite_steps;  // inclusive ranges
   int64_t oom_at_step = -1;
+  bool oom_after_backward = false;  // FTUNE_DEBUG_OOM_AT_STEP=s:backward
   int64_t arena_memory = -1;
   int64_t loss_scale_log2 = -1;
 

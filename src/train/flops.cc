@@ -163,7 +163,7 @@ std::string gpu_name(Device device) {
 }
 
 nlohmann::json flops_summary(const TrainingWork& work, double samples_per_s, Device device,
-                             Precision precision, bool tf32) {
+                             Precision precision, bool tf32, int ranks) {
   nlohmann::json s;
   if (work.sequences == 0) return s;
   const double n = static_cast<double>(work.sequences);
@@ -178,13 +178,15 @@ nlohmann::json flops_summary(const TrainingWork& work, double samples_per_s, Dev
           : 0.0;
   const double achieved = per_sample * samples_per_s;
   s["model_tflops_per_s"] = achieved / 1e12;
+  s["ranks"] = ranks;
+  s["model_tflops_per_s_per_device"] = achieved / ranks / 1e12;
   s["mfu_precision"] = precision == Precision::FP32 && tf32 ? "tf32"
                                                                  : std::string(precision_name(precision));
   const std::string name = gpu_name(device);
   if (const auto peak = peak_flops(name, precision, tf32)) {
     s["peak_tflops"] = peak->flops / 1e12;
     s["peak"] = {{"gpu", peak->gpu}, {"math", peak->math}, {"source", peak->source}};
-    s["mfu"] = achieved / peak->flops;
+    s["mfu"] = achieved / (peak->flops * ranks);
   } else {
     s["mfu"] = nullptr;  // CPU, or a GPU not in src/train/gpu_peak_flops.json
     if (!name.empty()) s["peak"] = {{"gpu", name}, {"math", nullptr}, {"source", "not in the table"}};

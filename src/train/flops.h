@@ -98,9 +98,13 @@ std::string gpu_name(Device device);
 
 // summary.json fields of a run: flops_per_sample (padded, what MFU uses) and
 // flops_per_sample_real, padded_tokens_per_sample, padding_fraction (of the computed tokens, the
-// share that was padding), model_tflops_per_s (flops_per_sample x
-// samples_per_s), and when the device's peak is known peak_tflops, peak (the table entry) and mfu.
+// share that was padding), model_tflops_per_s (flops_per_sample x samples_per_s), and when the
+// device's peak is known peak_tflops, peak (the table entry) and mfu. Data-parallel runs: `work`
+// is every rank's and `samples_per_s` the ranks' together; model_tflops_per_s counts all `ranks`
+// devices, model_tflops_per_s_per_device one of them, and mfu is over the peak of all of them
+// (each device's share of its own peak, the ranks doing equal work).
 nlohmann::json flops_summary(const TrainingWork& work, double samples_per_s, Device device,
-                             Precision precision = Precision::FP32, bool tf32 = false);
+                             Precision precision = Precision::FP32, bool tf32 = false,
+                             int ranks = 1);
 
 }  // namespace ftune

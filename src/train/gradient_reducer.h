@@ -11,32 +11,38 @@
 // Overlap with backward: the flat gradient buffer is cut into buckets of contiguous parameter
 // ranges (about training.reduce_bucket_mb each, never mixing a layer's parameters with the
 // embeddings', head's or other non-layer ones). During the step's last backward the family reports
-// each finished layer (models/gradient_ready.h); a bucket whose layers are all finished is handed
-// to a helper thread that sums it over the ranks (MPI_Allreduce) while backward goes on with the
-// layers below. The rest (non-layer parameters, and everything of a rank that had no rows) follows
-// once backward returns. Every rank starts the buckets in the same order (by the lowest layer they
-// hold, then from the buffer's end), as MPI's collectives require.
+// each finished layer (models/gradient_ready.h); a bucket whose layers are all finished starts its
+// sum over the ranks while backward goes on with the layers below. The rest (non-layer parameters,
+// and everything of a rank that had no rows) follows once backward returns. Every rank starts the
+// buckets in the same order (by the lowest layer they hold, then from the buffer's end), as MPI's
+// collectives require.
 //
-// On GPUs the sums are NCCL's (cuda/nccl.h), queued on the compute stream after the last backward
-// (stream-ordered, no host wait; one call over the whole buffer, not yet overlapped with backward).
+// The same schedule drives both transports (train/reduce_transport.h): on CPUs a helper thread
+// sums each started bucket with MPI_Allreduce; on GPUs NCCL sums it on a communication stream
+// behind an event recorded on the compute stream when the layer's backward was queued, and the
+// optimizer's stream waits for the communication stream. With CUDA graphs replaying the
+// micro-batches the host sees no layer finish: the buckets then start once backward is queued.
+//
+// A rank's step that fails (out of memory, or any other error in its forward and backward) still
+// starts every bucket, so the ranks' collectives stay paired; the ranks then agree on the step
+// (one small sum each step): when every failure is an out-of-memory and every rank can halve its
+// micro-batch, every rank raises OutOfMemoryError and falls back together (same effective batch,
+// same trajectory); otherwise every rank stops with an error naming the failing rank and its cause.
 #pragma once
 
-#include <condition_variable>
-#include <memory>
 #include <cstdint>
-#include <mutex>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "core/device.h"
 #include "core/tensor.h"
-#include "cuda/nccl.h"
 #include "models/gradient_ready.h"
 #include "models/param_table.h"
 #include "train/process_group.h"
+#include "train/reduce_transport.h"
 
 namespace ftune {
 
@@ -58,10 +64,35 @@ struct ReduceBucket {
 // apart.
 std::vector<ReduceBucket> plan_buckets(const ParamTable& params, int64_t max_elements);
 
+// The end of the run of buckets final once backward has finished `layer` (buckets [0, end) of
+// the plan's order may have started): the schedule both transports follow.
+size_t buckets_final_after(const std::vector<ReduceBucket>& buckets, size_t started, int64_t layer);
+
+// What went wrong in this rank's part of a step.
+struct RankFailure {
+  enum Kind : int64_t { kNone = 0, kOutOfMemory = 1, kError = 2 };
+  Kind kind = kNone;
+  std::string what;
+};
+
+// The ranks' verdict on a step from each rank's failure kind and whether it can halve its
+// micro-batch: none failed; every rank falls back (all failures out-of-memory, all can halve);
+// or every rank stops. `first` is the lowest failing rank (-1 when none); `out_of_memory`:
+// every failure was one.
+struct StepVerdict {
+  enum Kind { kOk, kFallBack, kStop } kind = kOk;
+  int first = -1;
+  bool out_of_memory = false;
+};
+StepVerdict judge_step(const std::vector<int64_t>& kinds, int64_t ranks_that_cannot_halve);
+
 class GradientReducer : public GradientReadyListener {
  public:
-  // `bucket_mb`: training.reduce_bucket_mb.
+  // `bucket_mb`: training.reduce_bucket_mb; the transport of `device` (make_reduce_transport).
   GradientReducer(ProcessGroup& group, Device device, double bucket_mb);
+  // With a transport of the caller's (tests record what is started, and when).
+  GradientReducer(ProcessGroup& group, std::unique_ptr<ReduceTransport> transport,
+                  double bucket_mb);
   ~GradientReducer() override;
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -77,39 +108,39 @@ class GradientReducer : public GradientReadyListener {
   // The buckets over the trainable parameters and their gradient buffer (f32); again whenever
   // the buffer moves (an arena rebuilt smaller).
   void plan(const ParamTable& params, TensorView grads);
+  const std::vector<ReduceBucket>& buckets() const { return buckets_; }
   // Before the step's last backward: its finished layers start their buckets.
   void arm();
   void layer_done(int64_t layer) override;
-  // After the step's last backward: the remaining buckets, the wait for all of them, then the
-  // step's loss (the kStepLoss slot of the step scalars) summed too.
-  void finish(TensorView scalars);
+  // After the step's last backward (or this rank's failure in the step, `failure`): the
+  // remaining buckets, every sum complete, then the ranks' verdict on the step (throws as the
+  // header says when a rank failed; `can_halve`: this rank's micro-batch can halve), then
+  // `step_loss` (the step scalars' kStepLoss slot, on the device) summed.
+  void finish(double* step_loss, const RankFailure& failure = {}, bool can_halve = false);
 
-  // summary.json "data_parallel": ranks, buckets, bytes reduced per step, seconds spent reducing
-  // and waiting for it after backward, and the fraction of the reduction hidden behind backward.
+  // summary.json "data_parallel": ranks, transport, buckets, bytes reduced per step, buckets
+  // started during backward, seconds spent reducing and waiting for it after backward, and the
+  // fraction of the reduction hidden behind backward (MPI; NCCL's is on the device's timeline).
   nlohmann::json report() const;
+  // The ranks' total of `n` counts (the run's FLOPs and tokens over every rank).
+  void sum(double* data, int64_t n) { group_.sum(data, n); }
+  int ranks() const { return group_.size(); }
 
  private:
-  void hand_over(size_t upto);  // buckets [0, upto) to the helper thread
-  void work();                  // the helper thread: sums the handed buckets in order
+  void start_upto(size_t upto);  // buckets [started_, upto) to the transport
+  void agree(const RankFailure& failure, bool can_halve);
 
   ProcessGroup& group_;
-  Device device_;
+  std::unique_ptr<ReduceTransport> transport_;
   int64_t bucket_elements_;
   std::vector<ReduceBucket> buckets_;
   float* grads_ = nullptr;
-  size_t started_ = 0;  // buckets handed over this step (main thread)
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  size_t queued_ = 0, done_ = 0;  // under mu_
-  bool quit_ = false;
-  std::string error_;            // the helper's failure, rethrown by finish()
-  double busy_seconds_ = 0;      // the helper's time in MPI_Allreduce (under mu_)
-  std::thread worker_;                     // CPU ranks
-  std::unique_ptr<cuda::NcclComm> nccl_;  // GPU ranks
+  size_t started_ = 0;  // buckets started this step
+  bool armed_ = false;  // within the step's last backward
 
   int64_t steps_ = 0;
-  double wait_seconds_ = 0;  // the main thread's wait in finish(): the reduction not hidden
+  int64_t started_in_backward_ = 0;  // buckets started by a layer's finish, over the run
+  double wait_seconds_ = 0;          // the host's wait in finish(): the reduction not hidden (MPI)
 };
 
 }  // namespace ftune

@@ -37,6 +37,7 @@ std::unique_ptr<ProcessGroup>& world_slot() {
   return w;
 }
 bool mpi_started = false;
+bool standalone = false;  // stand_alone() was called
 std::vector<MPI_Request> requests;  // start_sum's, until waited for
 
 void check(int rc, const char* what) {
@@ -68,7 +69,7 @@ ProcessGroup::ProcessGroup(RankInfo info, bool launched) : info_(info), launched
 ProcessGroup& ProcessGroup::world() {
   static std::once_flag once;
   std::call_once(once, [] {
-    RankInfo info = launcher_rank_info();
+    RankInfo info = standalone ? RankInfo{} : launcher_rank_info();
     if (info.size > 1) {  // one rank needs no MPI (`mpirun -np 1` runs programs that never init)
       int provided = 0;
       // Collectives are called from one thread at a time (the step's, or its reduction helper).
@@ -100,6 +101,11 @@ ProcessGroup& ProcessGroup::world() {
 
 bool ProcessGroup::started() { return mpi_started; }
 
+void ProcessGroup::stand_alone() {
+  FTUNE_ASSERT(!world_slot(), "ProcessGroup::stand_alone() after world()");
+  standalone = true;
+}
+
 void ProcessGroup::sum(float* data, int64_t n) {
   if (!distributed() || n == 0) return;
   check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
@@ -126,9 +132,9 @@ bool ProcessGroup::any(bool flag) {
   return x != 0;
 }
 
-void ProcessGroup::broadcast(void* data, int64_t bytes) {
+void ProcessGroup::broadcast(void* data, int64_t bytes, int root) {
   if (!distributed() || bytes == 0) return;
-  check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
+  check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
 }
 
 void ProcessGroup::barrier() {

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/error.h"
+
 namespace ftune {
 
 struct RankInfo {
@@ -31,6 +33,10 @@ class ProcessGroup {
   static ProcessGroup& world();
   // Whether world() started MPI in this process (the error path of main: abort every rank).
   static bool started();
+  // This process is no rank of a run, whatever the launcher's environment says (an `ftune hpo
+  // run` worker among several that srun or mpirun started): world() is then one rank of one,
+  // unlaunched. Call before world().
+  static void stand_alone();
 
   int rank() const { return info_.rank; }
   int size() const { return info_.size; }
@@ -48,8 +54,8 @@ class ProcessGroup {
   void sum(double* data, int64_t n);
   void sum(int64_t* data, int64_t n);
   bool any(bool flag);  // true on every rank when it is true on one
-  // Rank 0's bytes on every rank.
-  void broadcast(void* data, int64_t bytes);
+  // Rank `root`'s bytes on every rank.
+  void broadcast(void* data, int64_t bytes, int root = 0);
   void barrier();
 
   // Non-blocking sum of floats (a gradient bucket reducing while backward goes on): a request id
@@ -67,6 +73,13 @@ class ProcessGroup {
   ProcessGroup(RankInfo info, bool launched);
   RankInfo info_;
   bool launched_ = false;
+};
+
+// An error every rank raises at the same point, having agreed on it (a step one rank failed:
+// train/gradient_reducer.h): the ranks end normally, without MPI_Abort.
+class RanksStopped : public Error {
+ public:
+  using Error::Error;
 };
 
 // "rank R: " in a run the launcher started with several ranks, "" otherwise (the prefix of a

@@ -318,41 +318,66 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
                           : staging_->stage(step_batch, positions_, cuts[0].first, cuts[0].second,
                                             micro_params(cuts[0].first, cuts[0].second));
   TrainingWork step_work;
-  for (size_t cut = 0; cut < cuts.size(); ++cut) {
-    if (micro_batches == hooks_.exit_at_micro_step) exit_as_killed();
-    const auto [row0, rows] = cuts[cut];
-    const StagedInputs in = staging_->acquire(slot);
-    clf_->use_inputs(in.inputs, in.labels);
-    step_work.add(flop_model(model_), step_batch, row0, rows, in.inputs.T, in.inputs.packed());
-    const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(s),
-                              static_cast<uint64_t>(row0), stream_seq_, in.micro};
-    clf_->prepare_forward(loss_);  // nothing lazy left inside the region
-    const bool inject_oom = s + 1 == hooks_.oom_at_step && oom_retries_.empty();
-    // Data-parallel: the last backward's finished layers start their gradients' reduction.
-    if (reducer_ && cut + 1 == cuts.size() && !graphs_) reducer_->arm();
-    const auto region = [&] {
-      clf_->forward(dropout);
-      if (inject_oom) throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
-      const TensorView micro_loss = clf_->loss(loss_);
-      step_scalars_add_loss(scalars, micro_loss, 0.0, &in.micro->loss_share);
-      clf_->backward(dropout, 1.0f, &in.micro->grad_scale);
-    };
-    // A replayed graph runs none of the region's host code: the injected failure runs eagerly.
-    // Packed micro-batches run eagerly (kPackedEager); the step's optimizer tail is still graphed.
-    if (graphs_ && !inject_oom && !in.inputs.packed())
-      graphs_->run(MicroGraphKey{rows, in.inputs.T}, region);
-    else
-      region();
-    if (cut + 1 < cuts.size()) {
-      const auto [next0, next] = cuts[cut + 1];
-      slot = staging_->stage(step_batch, positions_, next0, next, micro_params(next0, next));
+  const auto micro_batch_passes = [&] {
+    for (size_t cut = 0; cut < cuts.size(); ++cut) {
+      if (micro_batches == hooks_.exit_at_micro_step) exit_as_killed();
+      const auto [row0, rows] = cuts[cut];
+      const StagedInputs in = staging_->acquire(slot);
+      clf_->use_inputs(in.inputs, in.labels);
+      step_work.add(flop_model(model_), step_batch, row0, rows, in.inputs.T, in.inputs.packed());
+      const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(s),
+                                static_cast<uint64_t>(row0), stream_seq_, in.micro};
+      clf_->prepare_forward(loss_);  // nothing lazy left inside the region
+      const bool last = cut + 1 == cuts.size();
+      const bool inject_oom = s + 1 == hooks_.oom_at_step && oom_retries_.empty() &&
+                              (hooks_.oom_after_backward ? last : cut == 0);
+      // Data-parallel: the last backward's finished layers start their gradients' reduction
+      // (eagerly run: a replayed graph runs no host code to say when a layer is done).
+      const bool overlap = reducer_ && last;
+      if (overlap) reducer_->arm();
+      const auto region = [&] {
+        clf_->forward(dropout);
+        if (inject_oom && !hooks_.oom_after_backward)
+          throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
+        const TensorView micro_loss = clf_->loss(loss_);
+        step_scalars_add_loss(scalars, micro_loss, 0.0, &in.micro->loss_share);
+        clf_->backward(dropout, 1.0f, &in.micro->grad_scale);
+        if (inject_oom && hooks_.oom_after_backward)
+          throw OutOfMemoryError(
+              "FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure after the last backward");
+      };
+      // A replayed graph runs none of the region's host code: the injected failure runs eagerly.
+      // Packed micro-batches run eagerly (kPackedEager); the step's optimizer tail is still
+      // graphed.
+      if (graphs_ && !inject_oom && !in.inputs.packed() && !overlap)
+        graphs_->run(MicroGraphKey{rows, in.inputs.T}, region);
+      else
+        region();
+      if (!last) {
+        const auto [next0, next] = cuts[cut + 1];
+        slot = staging_->stage(step_batch, positions_, next0, next, micro_params(next0, next));
+      }
+      ++micro_batches;
     }
-    ++micro_batches;
+  };
+  if (!reducer_) {
+    micro_batch_passes();
+  } else {
+    // Data-parallel: every rank's gradients (most of them already, during the last backward) and
+    // step loss summed, so what follows is the same on every rank. A failure of this rank's
+    // passes still starts every bucket, and the ranks agree on the step: all fall back to a
+    // smaller micro-batch (OutOfMemoryError on every rank), or all stop naming the rank.
+    RankFailure failure;
+    try {
+      micro_batch_passes();
+    } catch (const OutOfMemoryError& e) {
+      failure = {RankFailure::kOutOfMemory, e.what()};
+    } catch (const std::exception& e) {
+      failure = {RankFailure::kError, e.what()};
+    }
+    reducer_->finish(step_scalars_data(scalars) + kStepLoss, failure, can_halve());
   }
   work_ += step_work;
-  // Data-parallel: every rank's gradients (most of them already, during the last backward) and
-  // step loss summed, so what follows is the same on every rank.
-  if (reducer_) reducer_->finish(scalars);
   // Norm, clip factor and the finite check on the device; AdamW applies the step or, when the
   // loss or the norm is not finite, touches nothing (the counters move on the device). fp16: the
   // gradients are S times too large; the device unscales the norm and the clip coefficient.

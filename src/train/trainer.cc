@@ -26,6 +26,8 @@
 
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "core/op_profile.h"
@@ -74,8 +76,8 @@ void Trainer::load_data_and_model() {
 
   plan_batch();
   if (group_->launched())
-    reducer_ = std::make_unique<GradientReducer>(*group_, plan_.target.device,
-                                                 tc_.reduce_bucket_mb);
+    reducer_ =
+        std::make_unique<GradientReducer>(*group_, plan_.target.device, tc_.reduce_bucket_mb);
   strategy_ = std::make_unique<SingleDeviceStep>(cfg_, model_, plan_, stream_seq_, loss_options_,
                                                  hooks_, reducer_.get());
   load_report_ = load_model_weights(clf(), cfg_.model.path, load);
@@ -155,7 +157,8 @@ void Trainer::add_gpu_interval(nlohmann::json& line) {
   const cuda::NvmlStats s = gpu_sampler_->stats();
   const double sum = s.gpu_util_mean * double(s.gpu_util_samples);
   if (s.gpu_util_samples > window_util_samples_)
-    line["gpu_util_percent"] = (sum - window_util_sum_) / double(s.gpu_util_samples - window_util_samples_);
+    line["gpu_util_percent"] =
+        (sum - window_util_sum_) / double(s.gpu_util_samples - window_util_samples_);
   window_util_sum_ = sum;
   window_util_samples_ = s.gpu_util_samples;
   if (const auto latest = gpu_sampler_->latest(); latest && latest->memory_used)
@@ -208,12 +211,12 @@ void Trainer::train_step() {
   }
   train_seconds_ += seconds_since(t0);
   const TrainingWork& work = strategy_->work();
-  progress_->update(TrainProgress{
-      step_, epoch_of(step_ - 1) + 1, shown_loss_, samples_ - samples_at_start_,
-      tokens_ - tokens_at_start_,
-      work.padded_tokens > 0
-          ? double(work.padded_tokens - work.real_tokens) / double(work.padded_tokens)
-          : 0.0});
+  progress_->update(
+      TrainProgress{step_, epoch_of(step_ - 1) + 1, shown_loss_, samples_ - samples_at_start_,
+                    tokens_ - tokens_at_start_,
+                    work.padded_tokens > 0
+                        ? double(work.padded_tokens - work.real_tokens) / double(work.padded_tokens)
+                        : 0.0});
 }
 
 nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) {
@@ -344,13 +347,16 @@ nlohmann::json Trainer::run() {
   samples_at_start_ = samples_;
   tokens_at_start_ = tokens_;
   StopSignal stop;
+  const char* stop_file_env = std::getenv("FTUNE_STOP_FILE");
+  const std::string stop_file = stop_file_env ? stop_file_env : "";
   if (stopped_by_ != "completed")
     spdlog::info("the run had stopped at step {} ({}); finishing it", step_, stopped_by_);
   // A restored window's rates count its time before the resume too.
   window_start_ = RunClock::now() - std::chrono::duration_cast<RunClock::duration>(
                                         std::chrono::duration<double>(window_restored_seconds_));
   while (step_ < total_steps_ && stopped_by_ == "completed") {
-    if (step_ == hooks_.micro_batch_step) strategy_->set_micro_batch(hooks_.micro_batch_rows, step_);
+    if (step_ == hooks_.micro_batch_step)
+      strategy_->set_micro_batch(hooks_.micro_batch_rows, step_);
     try {
       profile::StepRecorder op_profile(step_ + 1, total_steps_, plan_.target.device);
       train_step();
@@ -394,13 +400,18 @@ nlohmann::json Trainer::run() {
         cfg_.checkpoint.every_steps > 0 ? step_ % cfg_.checkpoint.every_steps == 0 : eval_now;
     if (periodic || last || stop_now || (is_best && cfg_.checkpoint.save_best))
       save_checkpoint(is_best && cfg_.checkpoint.save_best);
-    bool stop_requested =
-        stop.requested() || (options_.stop_requested && options_.stop_requested());
+    // FTUNE_STOP_FILE: a file whose appearance asks the run to stop as a signal would (how a
+    // search worker stops a data-parallel trial whose ranks a launcher started: hpo/rank_trial.h).
+    bool stop_requested = stop.requested() ||
+                          (options_.stop_requested && options_.stop_requested()) ||
+                          (!stop_file.empty() && std::filesystem::exists(stop_file));
     // Every rank stops at the same step: a signal may reach the ranks between two of them.
     if (group_->distributed()) stop_requested = group_->any(stop_requested);
     if (stop_requested) {
       if (saved_step_ != step_) save_checkpoint(false);
-      if (lead()) io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted"));
+      const TrainingWork work = work_over_ranks();
+      if (lead())
+        io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted", work));
       throw Interrupted(fmt::format("stopped by {} at step {}; checkpoint saved, continue "
                                     "with `ftune train --config ... --resume`",
                                     stop.requested() ? fmt::format("signal {}", stop.signal())
@@ -424,12 +435,13 @@ nlohmann::json Trainer::run() {
   progress_->finish();
   nlohmann::json test_metrics;
   if (data_.test) test_metrics = run_eval(*data_.test, "test");
+  const TrainingWork work = work_over_ranks();
   if (!lead()) return nlohmann::json::object();  // rank 0 publishes and summarises
   const std::string model_dir = (run_ / "model").string();
   publish_selected(chosen, model_dir);
   if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run
   if (!plan_.target.device.is_cpu()) gemm_autotune_save();  // the algorithms timed since step 1
-  nlohmann::json s = summary(stopped_by_);
+  nlohmann::json s = summary(stopped_by_, work);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;
   s["model_step"] = chosen.step;

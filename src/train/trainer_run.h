@@ -64,7 +64,10 @@ class Trainer {
   // throws when the device latched the non-finite abort.
   StepScalarValues sync_step_scalars();
   // trainer_summary.cc
-  nlohmann::json summary(const std::string& status) const;
+  // The micro-batches every rank computed (collective: every rank calls it at the same point).
+  TrainingWork work_over_ranks() const;
+  // `work`: work_over_ranks(), for FLOPs and MFU.
+  nlohmann::json summary(const std::string& status, const TrainingWork& work) const;
 
   int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
   SequenceClassifier& clf() const { return strategy_->model(); }

@@ -20,7 +20,22 @@ int64_t peak_rss_bytes() {
 
 }  // namespace
 
-nlohmann::json Trainer::summary(const std::string& status) const {
+TrainingWork Trainer::work_over_ranks() const {
+  TrainingWork w = strategy_->work();
+  if (!group_->distributed()) return w;
+  // Counts below 2^53 add exactly as doubles.
+  double v[] = {double(w.sequences), double(w.padded_tokens), double(w.real_tokens),
+                w.padded_flops, w.real_flops};
+  group_->sum(v, 5);
+  w.sequences = static_cast<int64_t>(v[0]);
+  w.padded_tokens = static_cast<int64_t>(v[1]);
+  w.real_tokens = static_cast<int64_t>(v[2]);
+  w.padded_flops = v[3];
+  w.real_flops = v[4];
+  return w;
+}
+
+nlohmann::json Trainer::summary(const std::string& status, const TrainingWork& work) const {
   nlohmann::json s;
   s["status"] = status;
   s["model"] = model_.info().architecture;
@@ -53,11 +68,12 @@ nlohmann::json Trainer::summary(const std::string& status) const {
   s["input_wait_seconds"] = wait_seconds_;
   s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
   s["wall_seconds"] = seconds_since(t_start_);
-  // FLOPs and MFU (train/flops.h); the precision is the run's GEMM math.
-  // (null when this process trained nothing: a resumed run that only had to finish)
+  // FLOPs and MFU (train/flops.h) of every rank's micro-batches, the samples/s being the ranks'
+  // together; the precision is the run's GEMM math. (null when this process trained nothing: a
+  // resumed run that only had to finish)
   const nlohmann::json flops =
-      flops_summary(strategy_->work(), s["train_samples_per_s"].get<double>(),
-                    plan_.target.device, plan_.precision.precision, tf32_gemms_on());
+      flops_summary(work, s["train_samples_per_s"].get<double>(), plan_.target.device,
+                    plan_.precision.precision, tf32_gemms_on(), group_->size());
   if (flops.is_object()) s.update(flops);
   s["peak_host_bytes"] = device_bytes_peak(DeviceKind::CPU);
   if (!plan_.target.device.is_cpu())

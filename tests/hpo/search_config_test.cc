@@ -54,6 +54,27 @@ TEST(SearchConfig, ParsesEveryKey) {
       "dir/search.yaml");
   EXPECT_EQ(t.train_config, "dir/train.yaml");
   EXPECT_EQ(t.direction, Direction::Minimize);
+  EXPECT_EQ(t.trial_ranks, 1);
+  EXPECT_EQ(t.trial_launcher, "mpirun -np {ranks}");
+
+  const SearchConfig dp = parse_search_config(
+      YAML::Load("study: {name: s}\nspace: {}\nobjective: {train_config: train.yaml}\n"
+                 "trial_ranks: 4\ntrial_launcher: 'srun --ntasks={ranks} --gpus-per-task=1'\n"),
+      "dir/search.yaml");
+  EXPECT_EQ(dp.trial_ranks, 4);
+  EXPECT_EQ(dp.trial_launcher, "srun --ntasks={ranks} --gpus-per-task=1");
+}
+
+TEST(SearchConfig, TrialRanksNeedATrainObjectiveAndALauncherWithTheCount) {
+  const std::string train = "study: {name: s}\nspace: {}\nobjective: {train_config: t.yaml}\n";
+  EXPECT_NE(error_of(train + "trial_ranks: 0\n").find("'trial_ranks' must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(train + "trial_launcher: mpirun -np 4\n")
+                .find("search.yaml:4: key 'trial_launcher' must contain {ranks}"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "trial_ranks: 2\n")
+                .find("'trial_ranks' applies to a train_config objective"),
+            std::string::npos);
 }
 
 TEST(SearchConfig, ErrorsNameTheKeyAndLine) {

@@ -1,9 +1,11 @@
 // Data-parallel training over processes (issue 20) with OpenMPI's mpirun on the CPU: 2 ranks
 // follow the trajectory of one process with the same effective batch (per-step losses within
-// 1e-6 relative, final weights within 1e-5; dropout on, a last batch the ranks split unevenly), only
-// rank 0 writes the run's files; a rank that fails or is killed stops every rank with a message
-// naming it, nothing half-written; the run resumes afterwards, on 2 ranks bit for bit as if
-// never killed, or on another number of ranks (the world size may change on resume).
+// 1e-6 relative, final weights within 1e-5; dropout on, a last batch the ranks split unevenly)
+// and report the same FLOPs and tokens per sample; only rank 0 writes the run's files; an
+// out-of-memory in one rank makes every rank fall back together (or, with nothing to halve, stop
+// together, naming it); a rank that fails or is killed stops every rank with a message naming
+// it, nothing half-written; the run resumes afterwards, on 2 ranks bit for bit as if never
+// killed, or on another number of ranks (the world size may change on resume).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -53,7 +55,8 @@ class DataParallel : public ::testing::Test {
     expect_same_trajectory(run_dir(a), run_dir(b), TrajectoryTolerance{8});
   }
   // Runs `ranks` ranks, the last with `rank_env`; the seconds it took.
-  double timed_ranks(CliResult* r, int ranks, const std::string& args, const std::string& rank_env) {
+  double timed_ranks(CliResult* r, int ranks, const std::string& args,
+                     const std::string& rank_env) {
     const auto t0 = std::chrono::steady_clock::now();
     *r = run_ftune_ranks(ranks, args, rank_env);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -62,7 +65,8 @@ class DataParallel : public ::testing::Test {
     EXPECT_EQ(logged_metrics(run_dir(a)), logged_metrics(run_dir(b)));
     const std::string wa = file_bytes(run_dir(a) + "/model/model.safetensors");
     ASSERT_FALSE(wa.empty());
-    EXPECT_TRUE(wa == file_bytes(run_dir(b) + "/model/model.safetensors")) << "final weights differ";
+    EXPECT_TRUE(wa == file_bytes(run_dir(b) + "/model/model.safetensors"))
+        << "final weights differ";
   }
   TempDir tmp_;
   std::string model_;
@@ -84,6 +88,67 @@ TEST_F(DataParallel, TwoRanksFollowOneProcess) {
   EXPECT_EQ(summary["status"], "completed");
   EXPECT_EQ(summary["data_parallel"]["ranks"], 2);
   EXPECT_GT(summary["data_parallel"]["reduced_bytes_per_step"].get<int64_t>(), 0);
+  // The layers' bucket (both tiny layers fit one) started during each step's last backward.
+  EXPECT_EQ(summary["data_parallel"]["buckets_started_in_backward"],
+            summary["data_parallel"]["steps"]);
+  EXPECT_EQ(summary["data_parallel"]["steps"], 8);
+  // FLOPs and tokens count every rank's micro-batches: the same as one process's.
+  const auto single = nlohmann::json::parse(file_bytes(run_dir("one") + "/summary.json"));
+  for (const char* key : {"flops_per_sample", "flops_per_sample_real", "padded_tokens_per_sample",
+                          "real_tokens_per_sample", "padding_fraction"})
+    EXPECT_NEAR(summary[key].get<double>(), single[key].get<double>(),
+                1e-12 * single[key].get<double>())
+        << key;
+  EXPECT_EQ(summary["train_samples"], single["train_samples"]);
+  EXPECT_EQ(summary["train_real_tokens"], single["train_real_tokens"]);
+  EXPECT_EQ(summary["ranks"], 2);
+  EXPECT_NEAR(summary["model_tflops_per_s_per_device"].get<double>() * 2,
+              summary["model_tflops_per_s"].get<double>(),
+              1e-12 * summary["model_tflops_per_s"].get<double>());
+}
+
+// One rank runs out of memory in a step (rank 1 alone, after its first forward pass, then once
+// more after its last backward, when its gradient buckets have started): the ranks agree, every
+// rank halves its micro-batch and retries the step, and the run follows one process's trajectory.
+TEST_F(DataParallel, OutOfMemoryInOneRankFallsBackOnEveryRank) {
+  const CliResult one = run_ftune("train --config " + config("one"));
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  for (const std::string where : {"3", "6:backward"}) {
+    const std::string run = "oom" + where.substr(0, 1);
+    const CliResult two =
+        run_ftune_ranks(2, "train --config " + config(run), "FTUNE_DEBUG_OOM_AT_STEP=" + where);
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    expect_same("one", run);
+    const auto s = nlohmann::json::parse(file_bytes(run_dir(run) + "/summary.json"));
+    ASSERT_EQ(s["memory"]["oom_retries"].size(), 1u) << where;
+    // Rank 0 fell back too: micro-batches of half the packed tokens, twice as many a step.
+    EXPECT_EQ(s["micro_batch_tokens"], s["memory"]["oom_retries"][0]["retried_with"]) << where;
+    EXPECT_EQ(s["gradient_accumulation"], 4) << where;
+    EXPECT_EQ(s["memory"]["oom_retries"][0]["step"], std::stoi(where)) << where;
+    EXPECT_NE(
+        s["memory"]["oom_retries"][0]["error"].get<std::string>().find("rank 1 ran out of memory"),
+        std::string::npos)
+        << s["memory"]["oom_retries"];
+  }
+}
+
+// A rank that runs out of memory with nothing left to halve (micro-batches of one row) stops
+// every rank: rank 0 names rank 1 and the cause, rank 1 gives its own; no summary.
+TEST_F(DataParallel, OutOfMemoryWithNothingToHalveStopsEveryRank) {
+  CliResult r;
+  const double secs = timed_ranks(&r, 2,
+                                  "train --config " + config("stopped") +
+                                      " training.batch_size=1 training.gradient_accumulation=8",
+                                  "FTUNE_DEBUG_OOM_AT_STEP=2:backward");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_LT(secs, 60) << r.output;
+  EXPECT_NE(r.output.find("rank 0: error: rank 1 failed in this step: FTUNE_DEBUG_OOM_AT_STEP"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("rank 1: error: FTUNE_DEBUG_OOM_AT_STEP"), std::string::npos) << r.output;
+  // They agreed: both said why and ended normally, neither aborted the other.
+  EXPECT_EQ(r.output.find("MPI_ABORT"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(run_dir("stopped") + "/summary.json"));
 }
 
 // `ftune plan --ranks 2`: each rank's plan covers half the step batch; the reduction's buckets

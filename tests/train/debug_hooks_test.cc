@@ -55,10 +55,19 @@ TEST(DebugHooks, ReadsEachHookOnce) {
   EXPECT_EQ(h.micro_batch_step, 3);
   EXPECT_EQ(h.micro_batch_rows, 6);
   EXPECT_EQ(h.oom_at_step, 2);
+  EXPECT_FALSE(h.oom_after_backward);
   EXPECT_EQ(h.arena_memory, 1000);
   EXPECT_EQ(h.loss_scale_log2, 28);
   const bool expect[] = {false, false, false, true, false, false, false, true, true, true, false};
   for (int64_t s = 0; s < 11; ++s) EXPECT_EQ(h.nonfinite_at(s), expect[s]) << s;
+}
+
+TEST(DebugHooks, OutOfMemoryAfterTheLastBackward) {
+  ClearHooks clean;
+  setenv("FTUNE_DEBUG_OOM_AT_STEP", "3:backward", 1);
+  const DebugHooks h = DebugHooks::from_env();
+  EXPECT_EQ(h.oom_at_step, 3);
+  EXPECT_TRUE(h.oom_after_backward);
 }
 
 TEST(DebugHooks, UnreadableMicroBatchChangeIsOff) {

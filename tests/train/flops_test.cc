@@ -180,6 +180,11 @@ TEST(Flops, SummaryOnCpuHasNoMfu) {
   EXPECT_TRUE(s["mfu"].is_null());
   EXPECT_EQ(s["mfu_precision"], "fp32");
   EXPECT_TRUE(flops_summary(TrainingWork{}, 0, Device::cpu()).is_null());
+  // Data-parallel: the ranks' FLOP/s together, and one device's share (what its MFU divides).
+  const auto two = flops_summary(w, 1e9, Device::cpu(), Precision::FP32, false, 2);
+  EXPECT_DOUBLE_EQ(two["model_tflops_per_s"].get<double>(), 1200.0 * 1e9 / 1e12);
+  EXPECT_DOUBLE_EQ(two["model_tflops_per_s_per_device"].get<double>(), 600.0 * 1e9 / 1e12);
+  EXPECT_EQ(two["ranks"], 2);
 }
 
 TEST(Flops, TrainRunSummaryReportsFlops) {

@@ -1,8 +1,20 @@
 // The data-parallel pieces that need no second process: each rank's rows of a step batch, the
-// layer a parameter's name puts it in, and the reduction buckets (contiguous, covering the whole
-// gradient buffer, layer and non-layer parameters apart, started higher layers first).
+// layer a parameter's name puts it in, the reduction buckets (contiguous, covering the whole
+// gradient buffer, layer and non-layer parameters apart, started higher layers first), when a
+// real backward pass starts each bucket (the schedule the MPI and NCCL transports share, seen
+// through a recording transport), and the ranks' verdict on a step where one failed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/memory.h"
+#include "models/hf_checkpoint.h"
+#include "models/sequence_classifier.h"
+#include "test_util.h"
+#include "tiny_model.h"
 #include "train/gradient_reducer.h"
 
 namespace ftune {
@@ -27,7 +39,9 @@ TEST(DataParallelRows, ContiguousAndCovering) {
 TEST(DataParallelBuckets, LayerOfAName) {
   EXPECT_EQ(param_layer("bert.encoder.layer.11.attention.self.query.weight"), 11);
   EXPECT_EQ(param_layer("model.layers.3.mlp.up_proj.weight"), 3);
-  EXPECT_EQ(param_layer("base_model.model.deberta.encoder.layer.0.attention.self.query_proj.lora_A.weight"), 0);
+  EXPECT_EQ(param_layer(
+                "base_model.model.deberta.encoder.layer.0.attention.self.query_proj.lora_A.weight"),
+            0);
   EXPECT_EQ(param_layer("bert.embeddings.word_embeddings.weight"), -1);
   EXPECT_EQ(param_layer("deberta.encoder.rel_embeddings.weight"), -1);
   EXPECT_EQ(param_layer("classifier.weight"), -1);
@@ -36,7 +50,7 @@ TEST(DataParallelBuckets, LayerOfAName) {
 
 TEST(DataParallelBuckets, ContiguousCoveringOrdered) {
   ParamTable t;
-  t.add("emb.word.weight", Shape{100, 4});                  // [0, 400)
+  t.add("emb.word.weight", Shape{100, 4});  // [0, 400)
   for (int l = 0; l < 3; ++l) {
     t.add("enc.layer." + std::to_string(l) + ".w", Shape{10, 10});  // 100 each
     t.add("enc.layer." + std::to_string(l) + ".b", Shape{10});      // 10 each
@@ -74,6 +88,117 @@ TEST(DataParallelBuckets, ContiguousCoveringOrdered) {
   EXPECT_EQ(buckets[3].begin, 730);  // rel_embeddings and classifier
   EXPECT_EQ(buckets[4].begin, 0);    // embeddings
   EXPECT_EQ(buckets[4].stage, -1);
+}
+
+// What a transport was asked to do, in order, next to the layers backward finished: "layer L",
+// "start I" (with a copy of the bucket's values when started), "join", "loss".
+struct Recorder : ReduceTransport, GradientReadyListener {
+  std::vector<std::string> events;
+  std::vector<std::vector<float>> started;  // by bucket index
+  GradientReducer* reducer = nullptr;
+
+  void start(size_t index, float* data, int64_t n) override {
+    events.push_back("start " + std::to_string(index));
+    if (started.size() <= index) started.resize(index + 1);
+    started[index].assign(data, data + n);
+  }
+  void join() override { events.push_back("join"); }
+  void sum_step_loss(double*) override { events.push_back("loss"); }
+  const char* name() const override { return "recorder"; }
+  // Between the backward and the reducer: logs each finished layer, then lets the reducer start.
+  void layer_done(int64_t layer) override {
+    events.push_back("layer " + std::to_string(layer));
+    reducer->layer_done(layer);
+  }
+};
+
+// A real backward of a 2-layer BERT with buckets of ~2.5k elements (a layer is ~8.5k): each
+// layer's buckets start right after that layer's backward and before the next layer's, with
+// their final values (the gradients do not change after the start); the non-layer buckets start
+// once backward has returned; the transport joins before the step loss is summed.
+TEST(DataParallelBuckets, RealBackwardStartsEachBucketOnceItsLayerIsDone) {
+  test::TempDir tmp;
+  test::write_tiny_bert(tmp.path() + "/tiny");
+  ClassifierOptions o;
+  o.max_batch = 2;
+  o.max_seq = 8;
+  SequenceClassifier clf(load_model_spec(tmp.path() + "/tiny").with_labels({"0", "1"}), o);
+  ArenaPlan plan;
+  clf.add_to_plan(plan);
+  Arena arena(Device::cpu(), std::move(plan));
+  clf.bind(arena);
+  load_model_weights(clf, tmp.path() + "/tiny");
+  Batch b;
+  b.size = 2;
+  b.seq_len = 8;
+  b.input_ids = {101, 7592, 2088, 2003, 2204, 102, 0, 0, 101, 2919, 2154, 102, 0, 0, 0, 0};
+  b.attention_mask = {1, 1, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0};
+  b.labels = {1, 0};
+  clf.set_batch(b);
+
+  auto owned = std::make_unique<Recorder>();
+  Recorder& rec = *owned;
+  GradientReducer reducer(ProcessGroup::world(), std::move(owned), 0.01);
+  rec.reducer = &reducer;
+  reducer.plan(clf.trainable_params(), clf.trainable_grads());
+  const std::vector<ReduceBucket>& buckets = reducer.buckets();
+  ASSERT_GE(buckets.size(), 5u);
+
+  clf.zero_grad();
+  const DropoutPlan d{true, 5, 0};
+  clf.forward(d);
+  clf.loss({});
+  reducer.arm();
+  set_gradient_listener(&rec);  // the recorder forwards to the reducer
+  clf.backward(d);
+  rec.events.push_back("backward returned");
+  double loss = 0;
+  reducer.finish(&loss);
+
+  // Where each event happened.
+  const auto at = [&](const std::string& e) {
+    const auto it = std::find(rec.events.begin(), rec.events.end(), e);
+    EXPECT_NE(it, rec.events.end()) << e;
+    return it - rec.events.begin();
+  };
+  const auto returned = at("backward returned");
+  const std::vector<float> final_grads = test::to_vector(clf.trainable_grads());
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const auto started = at("start " + std::to_string(i));
+    if (i > 0) EXPECT_GT(started, at("start " + std::to_string(i - 1)));  // in the plan's order
+    if (buckets[i].stage >= 0) {
+      EXPECT_GT(started, at("layer " + std::to_string(buckets[i].stage))) << i;
+      if (buckets[i].stage > 0)  // before the layer below has finished: overlapped
+        EXPECT_LT(started, at("layer " + std::to_string(buckets[i].stage - 1))) << i;
+      EXPECT_LT(started, returned) << i;
+    } else {
+      EXPECT_GT(started, returned) << i;
+    }
+    // Started with the final gradients.
+    const std::vector<float> final_values(final_grads.begin() + buckets[i].begin,
+                                          final_grads.begin() + buckets[i].end);
+    EXPECT_EQ(rec.started[i], final_values) << "bucket " << i << " changed after it started";
+  }
+  EXPECT_GT(at("join"), at("start " + std::to_string(buckets.size() - 1)));
+  EXPECT_GT(at("loss"), at("join"));
+  EXPECT_EQ(reducer.report()["buckets_started_in_backward"].get<int64_t>(),
+            std::count_if(buckets.begin(), buckets.end(),
+                          [](const ReduceBucket& x) { return x.stage >= 0; }));
+}
+
+TEST(DataParallelVerdict, FallBackOnlyWhenEveryFailureIsOutOfMemoryAndEveryRankCanHalve) {
+  using K = RankFailure;
+  EXPECT_EQ(judge_step({K::kNone, K::kNone}, 1).kind, StepVerdict::kOk);  // nothing failed
+  StepVerdict v = judge_step({K::kNone, K::kOutOfMemory, K::kOutOfMemory}, 0);
+  EXPECT_EQ(v.kind, StepVerdict::kFallBack);
+  EXPECT_EQ(v.first, 1);
+  v = judge_step({K::kNone, K::kOutOfMemory}, 1);  // a rank at micro-batch 1
+  EXPECT_EQ(v.kind, StepVerdict::kStop);
+  EXPECT_TRUE(v.out_of_memory);
+  v = judge_step({K::kError, K::kOutOfMemory}, 0);
+  EXPECT_EQ(v.kind, StepVerdict::kStop);
+  EXPECT_EQ(v.first, 0);
+  EXPECT_FALSE(v.out_of_memory);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "hpo/storage.h"
+#include "hpo_export.h"
 #include "run_cli.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -49,13 +50,8 @@ class HpoTrain : public ::testing::Test {
                         << extra;
     return path;
   }
-  // The study's trials as `ftune hpo export --format json` writes them.
   nlohmann::json exported_trials(const std::string& cfg) {
-    const CliResult e = run_ftune("hpo export --config " + cfg + " --format json --output " +
-                                  tmp_.path() + "/trials.json");
-    EXPECT_EQ(e.exit_code, 0) << e.output;
-    const auto trials = nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials.json"));
-    return trials.is_array() ? trials : trials.at("trials");
+    return test::exported_trials(cfg, tmp_.path());
   }
   TempDir tmp_;
 };
