@@ -172,16 +172,6 @@ void qk_forward(const Layer& L, TensorView qkv, TensorView raw) {
   if (L.mixed()) cast(columns(qkv, 0, QK), qk);
 }
 
-// m = act(gate) * up; under mixed precision in fp32 on a copy of the 16-bit gu, m rounded once.
-void gate_forward(const Layer& L, TensorView m, TensorView gu) {
-  const int64_t F = L.c.intermediate_size;
-  if (!L.mixed()) return glu_forward(m, gu, L.c.activation);
-  const TensorView gu32 = L.stage(L.a.stage0, 2 * F), m32 = L.stage(L.a.stage1, F);
-  cast(gu32, gu);
-  glu_forward(m32, gu32, L.c.activation);
-  cast(m, m32);
-}
-
 void layer_forward(const Layer& L, TensorView x) {
   const DecoderConfig& c = L.c;
   const DecoderLayerWeights& lw = L.w.layers[L.l];
@@ -211,7 +201,7 @@ void layer_forward(const Layer& L, TensorView x) {
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
   linear_forward(gu, h2, L.gemm().gu_w, L.gemm().gu_b);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter(s, L.block(s, gu), h2, true);
-  gate_forward(L, m, gu);
+  glu_forward(m, gu, c.activation);  // mixed: 16-bit gu and m, fp32 math (ops/glu.h)
   branch_out(DecoderSite::Down, m, la.mlp_out, la.rstd_mo, lw.mlp_out_norm);
   residual_forward(la.out.prefix({N, C}), x1, tmp);
 }
@@ -244,16 +234,6 @@ void qk_backward(const Layer& L, TensorView dqkv) {
                       L.a.workspace, c.num_kv_heads);
   }
   if (L.mixed()) cast(columns(dqkv, 0, Q + KV), dqk);
-}
-
-// dgu from dm (fp32); under mixed precision in fp32 staging on a copy of gu, rounded once.
-void gate_backward(const Layer& L, TensorView dgu, TensorView gu, TensorView dm) {
-  const int64_t F = L.c.intermediate_size;
-  if (!L.mixed()) return glu_backward(dgu, gu, dm, L.c.activation);
-  const TensorView gu32 = L.stage(L.a.stage0, 2 * F), dgu32 = L.stage(L.a.stage1, 2 * F);
-  cast(gu32, gu);
-  glu_backward(dgu32, gu32, dm, L.c.activation);
-  cast(dgu, dgu32);
 }
 
 // a.dx holds dL/d(layer output); on return dL/d(layer input) x.
@@ -294,7 +274,7 @@ void layer_backward(const Layer& L, TensorView x) {
   TensorView dy = output_grad(DecoderSite::Down, la.mlp_out, la.rstd_mo, lw.mlp_out_norm, lg.mlp_out_norm);
   linear_backward(dm, lg.down_w, lg.down_b, dy, m, gw.down_w);
   L.adapter_back(DecoderSite::Down, dy, m, dm);
-  gate_backward(L, dgu, gu, dm);
+  glu_backward(dgu, gu, dm, c.activation);  // mixed: 16-bit gu and dgu, fp32 dm
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter_scale(s, L.block(s, dgu));
   linear_backward(dh, lg.gu_w, lg.gu_b, dgu, h2, gw.gu_w);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter_back(s, L.block(s, dgu), h2, dh);

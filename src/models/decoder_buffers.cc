@@ -95,7 +95,7 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
       t.add(fmt::format("act/dec{}/out", l), f32, {N, C}, &a.layers[l].out);
   t.add("act/dec/tmp", h, {N, C}, &a.tmp);
   if (mixed) {
-    const int64_t wide = N * std::max({2 * F, C, Q + KV});
+    const int64_t wide = N * std::max(C, Q + KV);  // the gate reads 16 bits itself (ops/glu.h)
     t.add("work/dec/stage0", f32, {wide}, &a.stage0);
     t.add("work/dec/stage1", f32, {wide}, &a.stage1);
   }

@@ -11,18 +11,24 @@
 #include "cuda/cuda_libraries.h"
 #include "ops/attention_cudnn.h"
 #include "train/precision.h"
+#include "train/step_graphs.h"
 
 namespace ftune {
 
-ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model, Device device) {
+ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model, Device device,
+                                bool cuda_graphs) {
   if (value == "off") return {false, "data.packing off"};
-  (void)device;  // the CPU and CUDA run packed batches alike (ops read cu_seqlens on the device)
+  // The CPU and CUDA run packed batches alike (the ops read cu_seqlens on the device).
   std::string refused;
   if (!model.packing)
     refused = fmt::format("{} has no packed (padding-free) path", model.architecture);
   if (value == "on" && !refused.empty())
     throw InputError(fmt::format("data.packing on: {}; set data.packing to auto or off", refused));
   if (!refused.empty()) return {false, "data.packing auto: " + refused};
+  if (value == "auto" && !device.is_cpu() && cuda_graphs)
+    return {false,
+            "data.packing auto: padded, so that CUDA graphs capture the step (packed micro-batches "
+            "vary in tokens and rows and would run eagerly); data.packing on packs without graphs"};
   // Packed micro-batches compute no padding and cost as much CPU time per step as length-bucketed
   // padded ones on the main job's data (-3.6% and +0.3% in two replicates:
   // bench/results/packing.md), so auto packs where the family and the device can.
@@ -42,7 +48,8 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   if (data.test) shortest = std::min(shortest, data.test->shortest);
   if (tc.plan_lengths == "max_length") max_seq = std::max(max_seq, max_length);
   p.target = PlanTarget{model_spec, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
-  p.packing = resolve_packing(cfg.data.packing, model, options.device);
+  p.packing = resolve_packing(cfg.data.packing, model, options.device,
+                              resolve_cuda_graphs(tc.cuda_graphs, options.device).on);
   p.target.packed = p.packing.on;
   p.target.shortest = std::max<int64_t>(1, shortest);
   // A data-parallel rank's share of the step batch (the whole of it on one device).

@@ -16,13 +16,18 @@
 
 namespace ftune {
 
-// data.packing resolved: packed micro-batches need a family that supports them and, until the
-// attention op's varlen form lands on CUDA, the CPU. auto turns packing on where both hold.
+// data.packing resolved: packed micro-batches need a family that supports them (on is an error
+// elsewhere). auto packs there, except on a CUDA run whose step is captured in CUDA graphs
+// (`cuda_graphs`: training.cuda_graphs resolved): a graph replays fixed shapes and packed
+// micro-batches vary in tokens and rows, so they would run eagerly; until packed graphs keyed by
+// token budget land, auto keeps the graphs and pads there (on packs anyway, graphs then capture
+// only padded micro-batches: evaluation's).
 struct ResolvedPacking {
   bool on = false;
   std::string why;
 };
-ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model, Device device);
+ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model, Device device,
+                                bool cuda_graphs);
 
 struct RunBatchPlan {
   PlanTarget target;

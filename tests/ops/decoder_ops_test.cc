@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "op_test_util.h"
+#include "ops/cast.h"
 #include "ops/glu.h"
 #include "ops/last_token.h"
 #include "ops/rms_norm.h"
@@ -162,6 +163,57 @@ TEST_P(DecoderOpsTest, GatedActivationsAndGradients) {
   EXPECT_EQ(glu_act_from_hf("silu", "k"), GluAct::Silu);
   EXPECT_EQ(glu_act_from_hf("gelu_pytorch_tanh", "k"), GluAct::GeluTanh);
   EXPECT_THROW(glu_act_from_hf("relu2", "config.json: hidden_act"), InputError);
+}
+
+// 16-bit storage: the same bits as casting gu (and dout) to f32, running the f32 op and rounding
+// the result once, for bf16 and f16, with dout in f32 (the decoder's) or in gu's type; a dtype
+// mix the op does not take is refused.
+TEST_P(DecoderOpsTest, GatedActivationsIn16BitStorageRoundOnce) {
+  const int64_t N = 5, F = 7;
+  auto typed = [&](const TensorView& f32, DType dtype) {
+    auto t = zeros(f32.shape, device(), dtype);
+    cast(t.view(), f32);
+    return t;
+  };
+  auto as_f32 = [&](const TensorView& t) {
+    auto f = zeros(t.shape, device());
+    cast(f.view(), t);
+    return to_vector(f.view());
+  };
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (GluAct act : {GluAct::Silu, GluAct::GeluTanh}) {
+      const std::string what = std::string(dtype_name(dtype)) + (act == GluAct::Silu ? " silu" : " gelu");
+      auto gu32 = device_f32(random_values(N * 2 * F, rng, -4, 4), {N, 2 * F}, device());
+      auto gu = typed(gu32.view(), dtype);
+      auto gu_rounded = zeros({N, 2 * F}, device());
+      cast(gu_rounded.view(), gu.view());  // the 16-bit values, exactly, in f32
+      // Forward: f32 op on the rounded values, rounded once = the 16-bit op.
+      auto want32 = zeros({N, F}, device());
+      glu_forward(want32.view(), gu_rounded.view(), act);
+      auto out = typed(want32.view(), dtype);  // overwritten below; typed only for its dtype
+      glu_forward(out.view(), gu.view(), act);
+      EXPECT_EQ(as_f32(out.view()), as_f32(typed(want32.view(), dtype).view())) << what;
+      // Backward, dout in f32 and in gu's type.
+      auto dout32 = device_f32(random_values(N * F, rng), {N, F}, device());
+      for (bool dout16 : {false, true}) {
+        auto dout = typed(dout32.view(), dout16 ? dtype : DType::F32);
+        auto dout_rounded = zeros({N, F}, device());
+        cast(dout_rounded.view(), dout.view());
+        auto dgu32 = zeros({N, 2 * F}, device());
+        glu_backward(dgu32.view(), gu_rounded.view(), dout_rounded.view(), act);
+        auto dgu = typed(gu32.view(), dtype);
+        glu_backward(dgu.view(), gu.view(), dout.view(), act);
+        EXPECT_EQ(as_f32(dgu.view()), as_f32(typed(dgu32.view(), dtype).view()))
+            << what << (dout16 ? " dout 16-bit" : " dout f32");
+      }
+      // out must be gu's type; dout f32 or gu's.
+      auto out32 = zeros({N, F}, device());
+      EXPECT_THROW(glu_forward(out32.view(), gu.view(), act), ShapeError);
+      const DType other = dtype == DType::BF16 ? DType::F16 : DType::BF16;
+      auto dout_other = typed(dout32.view(), other);
+      auto dgu = typed(gu32.view(), dtype);
+      EXPECT_THROW(glu_backward(dgu.view(), gu.view(), dout_other.view(), act), ShapeError);
+    }
 }
 
 // HF: last_non_pad = argmax_t(t * (ids[t] != pad)) per row.

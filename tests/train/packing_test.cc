@@ -108,26 +108,41 @@ TEST_F(Packing, OnPlansPackedMicroBatchesOnCuda) {
   const CliResult r = run_ftune("plan --config " + path + " --memory 8GiB");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("packed tokens"), std::string::npos) << r.output;
+  // auto keeps the step's CUDA graphs (on by default on CUDA): padded, and the plan says why.
+  std::ofstream(path) << "model:\n  path: " << model_ << "\ndata:\n  train: " << tmp_.path()
+                      << "/train.jsonl\n  packing: auto\ntraining:\n  device: cuda\n"
+                      << "output:\n  dir: " << run_dir("gpu") << "\n";
+  const CliResult a =
+      run_ftune("plan --json --config " + path + " --memory 8GiB", "", Streams::kStdout);
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const auto j = nlohmann::json::parse(a.output);
+  EXPECT_FALSE(j["packing"]["on"].get<bool>()) << a.output;
+  EXPECT_NE(j["packing"]["why"].get<std::string>().find("CUDA graphs"), std::string::npos);
 }
 
 // auto and on pack where the family can, on the CPU and on CUDA alike (packed micro-batches cost
 // no more per token than padded ones on the CPU: bench/results/packing.md; the CUDA ops read
-// cu_seqlens and the dropout place on the device); off never packs; on is an error where the
-// family has no packed path, auto then pads.
+// cu_seqlens and the dropout place on the device), except that auto keeps a CUDA run's graphs
+// (packed micro-batches cannot be captured); off never packs; on is an error where the family has
+// no packed path, auto then pads.
 TEST(PackingChoice, AutoAndOnPackWhereTheFamilyCan) {
   ModelInfo info;
   info.architecture = "BertForSequenceClassification";
   info.packing = true;
-  EXPECT_TRUE(resolve_packing("auto", info, Device::cpu()).on);
-  EXPECT_TRUE(resolve_packing("on", info, Device::cpu()).on);
-  EXPECT_FALSE(resolve_packing("off", info, Device::cpu()).on);
-  EXPECT_TRUE(resolve_packing("auto", info, Device::cuda()).on);
-  EXPECT_TRUE(resolve_packing("on", info, Device::cuda()).on);
-  EXPECT_FALSE(resolve_packing("off", info, Device::cuda()).on);
+  const Device cpu = Device::cpu(), gpu = Device::cuda();
+  EXPECT_TRUE(resolve_packing("auto", info, cpu, false).on);
+  EXPECT_TRUE(resolve_packing("on", info, cpu, false).on);
+  EXPECT_FALSE(resolve_packing("off", info, cpu, false).on);
+  EXPECT_TRUE(resolve_packing("auto", info, gpu, false).on);  // training.cuda_graphs off
+  const ResolvedPacking graphs = resolve_packing("auto", info, gpu, true);
+  EXPECT_FALSE(graphs.on);
+  EXPECT_NE(graphs.why.find("CUDA graphs"), std::string::npos) << graphs.why;
+  EXPECT_TRUE(resolve_packing("on", info, gpu, true).on);
+  EXPECT_FALSE(resolve_packing("off", info, gpu, false).on);
   info.packing = false;
-  for (const Device d : {Device::cpu(), Device::cuda()}) {
-    EXPECT_FALSE(resolve_packing("auto", info, d).on);
-    EXPECT_THROW(resolve_packing("on", info, d), InputError);
+  for (const Device d : {cpu, gpu}) {
+    EXPECT_FALSE(resolve_packing("auto", info, d, false).on);
+    EXPECT_THROW(resolve_packing("on", info, d, false), InputError);
   }
 }
 
