@@ -20,6 +20,12 @@ Cases:
     gemma3_pair  Gemma3TextForSequenceClassification: as Gemma 2 without soft-capping, plus q/k
                  (1 + w) norms, attention_bias, RoPE bases 10000 (sliding layers, default) and 100
                  (full layers, linear factor 2), layer_types from sliding_window_pattern 2
+    gemma_pair   GemmaForSequenceClassification (Gemma 1): GeGLU from hidden_act "gelu" (HF reads
+                 it as gelu_pytorch_tanh), (1 + w) RMSNorms before attention and MLP only,
+                 embeddings x sqrt(48), head_dim 10 explicit, scores x head_dim^-1/2, GQA 8 / 2
+    gemma3_mm_pair Gemma3ForSequenceClassification: the multimodal model_type gemma3 (text_config
+                 as gemma3_pair's, a tiny SigLIP vision tower and projector that text-only input
+                 never reaches), weights under model.language_model.*, pooling by text_config's pad
 
     python tools/make_decoder_fixtures.py [--out tests/fixtures/engine]
 """
@@ -44,6 +50,11 @@ from transformers import (
     Gemma2ForSequenceClassification,
     Gemma3TextConfig,
     Gemma3TextForSequenceClassification,
+    Gemma3Config,
+    Gemma3ForSequenceClassification,
+    GemmaConfig,
+    GemmaForSequenceClassification,
+    SiglipVisionConfig,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -101,7 +112,12 @@ def build(model_cls, config, seed):
                 p.copy_(0.1 * torch.randn(p.shape, generator=gen))
             elif "norm" in name:  # Gemma's RMSNorms scale by 1 + w
                 offset = 0.0 if config.model_type.startswith("gemma") else 1.0
+                if "vision_tower" in name or "multi_modal_projector" in name:
+                    continue  # the vision side's LayerNorms keep HF's init
                 p.copy_(offset + 0.1 * torch.randn(p.shape, generator=gen))
+    for name, p in model.named_parameters():
+        if "vision_tower" in name or "multi_modal_projector" in name:
+            p.requires_grad_(False)  # text-only input never reaches them: no gradient to compare
     model.config._attn_implementation = "eager"
     return model
 
@@ -125,13 +141,14 @@ def training_case(out_root, name, model, inputs, lengths, labels, loss_cfg, opt_
         again, _ = forward(reloaded, inputs)
     assert torch.equal(again, expected["logits"].detach()), f"{name}: reload does not reproduce logits"
 
-    config = model.config
+    config = model.config.get_text_config()
     info = {
         "case": name,
         "model_type": config.model_type,
         "architecture": type(model).__name__,
+        "config_model_type": model.config.model_type,
         "hidden_act": getattr(config, "hidden_act", None) or config.hidden_activation,
-        "num_labels": config.num_labels,
+        "num_labels": model.config.num_labels,
         "attn_implementation": "eager",
         "dropout": "attention_dropout 0.0 (saved so in model/config.json)",
         "init": INIT_NOTE,
@@ -218,6 +235,28 @@ CASES = {
                              full_attention=dict(rope_type="linear", rope_theta=100.0, factor=2.0),
                              sliding_attention=dict(rope_type="default", rope_theta=10000.0))),
         seed=16,
+    ),
+    "gemma_pair": lambda: build(
+        GemmaForSequenceClassification,
+        GemmaConfig(**{k: v for k, v in GEMMA.items() if k not in ("sliding_window", "query_pre_attn_scalar")},
+                    hidden_act="gelu", rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+        seed=17,
+    ),
+    "gemma3_mm_pair": lambda: build(
+        Gemma3ForSequenceClassification,
+        Gemma3Config(
+            text_config=Gemma3TextConfig(
+                **{k: v for k, v in GEMMA.items() if k != "num_labels"},
+                hidden_activation="gelu_pytorch_tanh", attention_bias=True, sliding_window_pattern=2,
+                rope_parameters=dict(
+                    full_attention=dict(rope_type="linear", rope_theta=100.0, factor=2.0),
+                    sliding_attention=dict(rope_type="default", rope_theta=10000.0))).to_dict(),
+            vision_config=SiglipVisionConfig(hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                                             num_attention_heads=2, image_size=28, patch_size=14).to_dict(),
+            mm_tokens_per_image=4, image_token_index=96, boi_token_index=95, eoi_token_index=94,
+            num_labels=3,
+        ),
+        seed=18,
     ),
 }
 

@@ -306,7 +306,7 @@ def train_steps(name, model, inputs, labels, loss_cfg, opt_cfg, max_grad_norm, s
     the expected tensors (logits, hidden, loss and grad.<name> of step 1; step3.<name>; losses,
     grad_norms, lrs per step) with the per-step lists, the parameter names and the no-decay ones."""
     model.train()  # dropout probabilities are all 0, so train mode is deterministic
-    param_names = [n for n, _ in model.named_parameters()]
+    param_names = [n for n, p in model.named_parameters() if p.requires_grad]  # frozen: not compared
     no_decay = no_decay_names(model)
     params = dict(model.named_parameters())
     groups = [

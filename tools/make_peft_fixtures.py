@@ -103,6 +103,9 @@ CASES = {
     "gemma2_lora": dict(base="gemma2_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
     "gemma3_dora_dropout": dict(base="gemma3_pair", r=3, lora_alpha=6, use_dora=True,
                                 lora_dropout=0.1, target_modules=DECODER_LINEAR),
+    # Gemma 1 (no sandwich norms, GeGLU, scaled embeddings): DoRA with adapter dropout.
+    "gemma_dora_dropout": dict(base="gemma_pair", r=4, lora_alpha=8, use_dora=True,
+                               lora_dropout=0.1, target_modules=DECODER_LINEAR),
     # DeBERTa-v3 (share_att_key): HF runs key_proj / query_proj on the relative embeddings too, so
     # their adapters act there as well.
     "deberta_v3_lora": dict(base="deberta_v3_pair", r=4, lora_alpha=8,

@@ -3,7 +3,8 @@
 // the metrics as JSON: loss, accuracy, precision / recall / F1 (binary and macro), MCC, ROC-AUC
 // and average precision for binary tasks, the confusion matrix — and, for binary models, the
 // metrics at a decision threshold ("at_threshold"): --threshold, else the one training chose on
-// validation data (DIR/decision_threshold.json).
+// validation data (DIR/decision_threshold.json). Text pairs are formatted as training formatted
+// them: --pair-template, else DIR/ftune.json's template, else the tokenizer's own pairing.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -29,6 +30,7 @@ namespace {
 struct EvalArgs {
   std::string model, data, output, format = "auto";
   std::string text_field = "text", text_pair_field = "text_pair", label_field = "label";
+  std::string pair_template;  // empty: DIR/ftune.json's, else tokenizer(text, text_pair)
   bool no_header = false;
   int64_t batch_size = 64, max_length = 0;
   double threshold = 0;
@@ -44,6 +46,8 @@ void run(const EvalArgs& a) {
   if (a.has_threshold && K != 2)
     throw InputError(
         fmt::format("--threshold applies to binary models; {} has {} labels", a.model, K));
+  const std::optional<text::PairTemplate> tmpl =
+      text::resolve_pair_template(a.pair_template, "--pair-template", a.model);
   const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
   check_tokenizer_vocabulary(tok, config, a.model);
   const int64_t max_length = inference_max_length(
@@ -60,7 +64,8 @@ void run(const EvalArgs& a) {
   spec.labels_key = fmt::format("{}/config.json id2label", a.model);
   data::RawDataset raw;
   data::DatasetReport report = data::read_dataset(spec, &raw);
-  const auto rows = data::tokenize_dataset(tok, raw, max_length, &report);
+  const auto rows =
+      data::tokenize_dataset(tok, raw, max_length, &report, tmpl ? &*tmpl : nullptr);
   const Predictions p = predict_logits(a.model, rows, a.batch_size, Device::cpu());
   ClassificationMetrics m(K, EvalSplit::Test);
   double loss_sum = 0;  // mean cross-entropy, as training reports it
@@ -110,6 +115,10 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--text-pair-field", a->text_pair_field, "Column / key of the second text");
   cmd->add_option("--label-field", a->label_field, "Column / key of the label");
   cmd->add_flag("--no-header", a->no_header, "TSV/CSV without a header row");
+  cmd->add_option("--pair-template", a->pair_template,
+                  "Format text pairs with this template, e.g. '<bos>{text}\\n{text_pair}<eos>' "
+                  "(default: the one training saved in DIR/ftune.json, else the tokenizer's own "
+                  "pairing)");
   cmd->add_option("--batch-size", a->batch_size, "Rows per batch")->check(positive_integer());
   CLI::Option* max_length =
       cmd->add_option("--max-length", a->max_length,

@@ -1,9 +1,9 @@
 // `ftune export --model BASE --adapter DIR --merge --output OUT`: folds a LoRA / DoRA adapter in
 // PEFT's format (as ftune or PEFT saved it) into its base model and writes a plain Hugging Face
-// model directory (config.json, model.safetensors, and BASE's tokenizer files), which
-// AutoModelForSequenceClassification loads with the adapted model's logits. The head comes from
-// the adapter (PEFT's modules_to_save); its label count is read from there. Every file is written
-// atomically.
+// model directory (config.json, model.safetensors, BASE's tokenizer files and the adapter's
+// ftune.json pair template), which AutoModelForSequenceClassification loads with the adapted
+// model's logits. The head comes from the adapter (PEFT's modules_to_save); its label count is
+// read from there. Every file is written atomically.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -14,6 +14,7 @@
 #include "io/safetensors.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
+#include "text/pair_template.h"
 
 namespace ftune::cli {
 namespace {
@@ -63,6 +64,8 @@ void run(const ExportArgs& a) {
       io::write_file_atomic((std::filesystem::path(a.output) / name).string(),
                             io::read_file(src.string()));
   }
+  // The pair template the adapter was trained with (text/pair_template.h) goes with it.
+  if (const auto t = text::saved_pair_template(a.adapter)) text::save_pair_template(a.output, *t);
   spdlog::info("merged {} adapter ({} parameters) into {} -> {}", peft_method_name(adapters.method),
                model.adapter_params().total(), a.model, a.output);
 }

@@ -1,7 +1,8 @@
 // `ftune predict --model DIR --data FILE.jsonl --output FILE.jsonl`: logits and the predicted
 // label for every input line. Lines are either tokenized ({"input_ids": [...],
 // "token_type_ids": [...]}) or text ({"text": ..., "text_pair": ...}, tokenized with DIR's
-// tokenizer.json exactly as transformers would, truncated to the model's length). The output is
+// tokenizer.json exactly as transformers would, truncated to the model's length; formatted with
+// --pair-template or the template training saved in DIR/ftune.json, if any). The output is
 // written atomically: on any error nothing is left at --output.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -21,6 +22,7 @@
 #include "models/hf_checkpoint.h"
 #include "models/input_limits.h"
 #include "models/predictor.h"
+#include "text/pair_template.h"
 #include "text/tokenizer.h"
 
 namespace ftune::cli {
@@ -32,6 +34,7 @@ struct PredictArgs {
   std::optional<int64_t> max_length;
   int threads = 0;
   std::optional<double> threshold;  // binary: class 1 when its probability exceeds this
+  std::string pair_template;        // empty: DIR/ftune.json's, else tokenizer(text, text_pair)
 };
 
 std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const std::string& path,
@@ -57,6 +60,8 @@ void run(const PredictArgs& a) {
     throw InputError(fmt::format("--threshold applies to binary models; {} has {} labels", a.model,
                                  config.num_labels()));
   const Device device = usable_device(a.device, "--device");
+  const std::optional<text::PairTemplate> tmpl =
+      text::resolve_pair_template(a.pair_template, "--pair-template", a.model);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<data::TokenizedExample> rows;
   std::vector<int64_t> lines;
@@ -96,7 +101,8 @@ void run(const PredictArgs& a) {
     text::EncodeOptions opts = tok.default_options();
     opts.truncation = text::Truncation::kLongestFirst;
     opts.max_length = inference_max_length(config, tok, a.max_length, a.model, "--max-length");
-    const std::vector<text::Encoding> enc = tok.encode_batch(texts, opts);
+    const std::vector<text::Encoding> enc = tmpl ? tmpl->encode_batch(tok, texts, opts.max_length)
+                                                 : tok.encode_batch(texts, opts);
     for (size_t i = 0; i < enc.size(); ++i) {
       data::TokenizedExample& row = rows[text_rows[i]];
       row.input_ids.assign(enc[i].ids.begin(), enc[i].ids.end());
@@ -167,6 +173,10 @@ void add_predict_command(CLI::App& app) {
                   "(default: the positions, bounded by the tokenizer's model_max_length)")
       ->check(positive_integer());
   cmd->add_option("--device", args->device, "cpu, cuda or cuda:N");
+  cmd->add_option("--pair-template", args->pair_template,
+                  "Format text pairs with this template, e.g. '<bos>{text}\\n{text_pair}<eos>' "
+                  "(default: the one training saved in DIR/ftune.json, else the tokenizer's own "
+                  "pairing)");
   cmd->add_option("--threshold", args->threshold,
                   "Binary: label 1 when its probability exceeds this, in (0, 1) (default: the "
                   "model's decision_threshold.json, written by training from validation data; "

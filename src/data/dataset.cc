@@ -129,10 +129,11 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
 
 std::vector<TokenizedExample> tokenize_dataset(const text::Tokenizer& tokenizer,
                                                const RawDataset& dataset, int64_t max_length,
-                                               DatasetReport* report) {
+                                               DatasetReport* report,
+                                               const text::PairTemplate* pair_template) {
   TokenizeStats stats;
-  std::vector<TokenizedExample> out = tokenize_examples(tokenizer, dataset.examples, dataset.labels,
-                                                        dataset.path, max_length, &stats);
+  std::vector<TokenizedExample> out = tokenize_examples(
+      tokenizer, dataset.examples, dataset.labels, dataset.path, max_length, &stats, pair_template);
   if (report) {
     report->tokenize = stats;
     report->tokenized = true;

@@ -97,10 +97,11 @@ struct RawDataset {
 DatasetReport read_dataset(const DataSpec& spec, RawDataset* out);
 
 // Tokenizes every example (HF truncation="longest_first" to max_length, parallel over the compute
-// pool); fills report->tokenize and sets report->tokenized. Over-long rows are truncated and
-// counted, not rejected.
+// pool; with `pair_template`, as it formats a pair); fills report->tokenize and sets
+// report->tokenized. Over-long rows are truncated and counted, not rejected.
 std::vector<TokenizedExample> tokenize_dataset(const text::Tokenizer& tokenizer,
                                                const RawDataset& dataset, int64_t max_length,
-                                               DatasetReport* report);
+                                               DatasetReport* report,
+                                               const text::PairTemplate* pair_template = nullptr);
 
 }  // namespace ftune::data

@@ -144,7 +144,8 @@ int32_t LabelSet::id(const RawExample& e, const std::string& path) const {
 std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer,
                                                 const std::vector<RawExample>& raw,
                                                 const LabelSet& labels, const std::string& path,
-                                                int64_t max_length, TokenizeStats* stats) {
+                                                int64_t max_length, TokenizeStats* stats,
+                                                const text::PairTemplate* pair_template) {
   std::vector<text::TextPair> pairs;
   pairs.reserve(raw.size());
   std::vector<TokenizedExample> out(raw.size());
@@ -157,7 +158,11 @@ std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer
   cut.truncation = text::Truncation::kLongestFirst;
   cut.max_length = max_length;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<text::Encoding> enc = tokenizer.encode_batch(pairs, cut);
+  auto encode = [&](const std::vector<text::TextPair>& in, bool truncate) {
+    if (pair_template) return pair_template->encode_batch(tokenizer, in, truncate ? max_length : 0);
+    return tokenizer.encode_batch(in, truncate ? cut : full);
+  };
+  const std::vector<text::Encoding> enc = encode(pairs, true);
   TokenizeStats s;
   std::vector<text::TextPair> at_limit;
   for (size_t i = 0; i < raw.size(); ++i) {
@@ -170,7 +175,7 @@ std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer
   // An encoding at the limit was truncated if the untruncated one is longer (encoded again, in
   // parallel like the first pass).
   if (!at_limit.empty())
-    for (const text::Encoding& e : tokenizer.encode_batch(at_limit, full))
+    for (const text::Encoding& e : encode(at_limit, false))
       if (static_cast<int64_t>(e.size()) > max_length) ++s.truncated;
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (stats) *stats = s;

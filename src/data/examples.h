@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "text/pair_template.h"
 #include "text/tokenizer.h"
 
 namespace ftune::data {
@@ -80,10 +81,12 @@ struct TokenizeStats {
 };
 
 // Tokenizes every example with HF's `tokenizer(text, text_pair, truncation="longest_first",
-// max_length=max_length)`, in parallel.
+// max_length=max_length)`, in parallel; with `pair_template`, as the template formats it
+// (text/pair_template.h: its texts cut longest-first, its own tokens kept).
 std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer,
                                                 const std::vector<RawExample>& raw,
                                                 const LabelSet& labels, const std::string& path,
-                                                int64_t max_length, TokenizeStats* stats);
+                                                int64_t max_length, TokenizeStats* stats,
+                                                const text::PairTemplate* pair_template = nullptr);
 
 }  // namespace ftune::data

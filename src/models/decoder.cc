@@ -188,22 +188,37 @@ void layer_forward(const Layer& L, TensorView x) {
   attention_forward(attention_call(c, L.a, L.in, L.d, L.l), ctx, la.probs,
                     L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                     L.block(DecoderSite::V, raw));
-  // Gemma normalises each branch's output before its residual add (sandwich norms).
-  auto branch_out = [&](DecoderSite s, TensorView in, TensorView saved, TensorView rstd, TensorView w) {
-    if (!c.sandwich_norms) return L.adapter(s, tmp, in, false);
-    L.adapter(s, saved.prefix({N, C}), in, false);
-    rms_norm_forward(tmp, rstd.prefix({N}), saved.prefix({N, C}), w, c.rms_norm_eps, c.norm_offset);
+  // The branch's output (site s's GEMM on `in`) to add to the residual stream. Gemma normalises it
+  // first (sandwich norms), keeping the GEMM output in fp32 `saved` for backward: under mixed
+  // precision the GEMM writes 16 bits (as autocast's linear does), copied to `saved`, and the norm
+  // writes fp32 staging.
+  auto branch_out = [&](DecoderSite s, TensorView in, TensorView saved, TensorView rstd,
+                        TensorView w) -> TensorView {
+    if (!c.sandwich_norms) {
+      L.adapter(s, tmp, in, false);
+      return tmp;
+    }
+    const TensorView y = saved.prefix({N, C});
+    if (L.mixed()) {
+      L.adapter(s, tmp, in, false);
+      cast(y, tmp);
+    } else {
+      L.adapter(s, y, in, false);
+    }
+    const TensorView normed = L.mixed() ? L.stage(L.a.stage0, C) : tmp;
+    rms_norm_forward(normed, rstd.prefix({N}), y, w, c.rms_norm_eps, c.norm_offset);
+    return normed;
   };
-  branch_out(DecoderSite::O, ctx, la.attn_out, la.rstd_ao, lw.attn_out_norm);
+  const TensorView attn = branch_out(DecoderSite::O, ctx, la.attn_out, la.rstd_ao, lw.attn_out_norm);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
-  residual_forward(x1, x, tmp);
+  residual_forward(x1, x, attn);
   norm_forward(L, h2, la.rstd2.prefix({N}), x1, lw.post_norm);
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
   linear_forward(gu, h2, L.gemm().gu_w, L.gemm().gu_b);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter(s, L.block(s, gu), h2, true);
   glu_forward(m, gu, c.activation);  // mixed: 16-bit gu and m, fp32 math (ops/glu.h)
-  branch_out(DecoderSite::Down, m, la.mlp_out, la.rstd_mo, lw.mlp_out_norm);
-  residual_forward(la.out.prefix({N, C}), x1, tmp);
+  const TensorView mlp = branch_out(DecoderSite::Down, m, la.mlp_out, la.rstd_mo, lw.mlp_out_norm);
+  residual_forward(la.out.prefix({N, C}), x1, mlp);
 }
 
 // The gradient of q and k before RoPE and the q / k norms, in place in dqkv (mixed precision: on

@@ -59,7 +59,9 @@ const char* decoder_site_suffix(DecoderSite site);  // "self_attn.q_proj", ...
 std::vector<AdapterSite> decoder_adapter_sites(const DecoderConfig& c);
 // named_modules() of the *ForSequenceClassification with `layers` layers (q_norm / k_norm when
 // `qk_norm`, Gemma's pre- / post-feedforward norms when `sandwich_norms`).
-std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool sandwich_norms);
+// The modules under `prefix` (DecoderConfig::prefix: "model." or "model.language_model.").
+std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool sandwich_norms,
+                                              const std::string& prefix = "model.");
 
 struct DecoderLayerWeights {
   TensorView qkv_w, qkv_b;    // (Hq D + 2 Hkv D, C), its bias or undefined

@@ -29,26 +29,34 @@ struct Variant {
   int pattern;          // ByType without layer_types: HF's default pattern (Gemma 2: 2; Gemma 3:
                         // sliding_window_pattern, default 6); 0 for the others
   bool qk_norm;         // q_norm / k_norm per head (Qwen3, Gemma 3)
-  bool gemma;           // (1 + w) norms, sandwich norms, embeddings x sqrt(hidden),
-                        // query_pre_attn_scalar, hidden_activation and Gemma's defaults
+  bool gemma;           // (1 + w) norms, embeddings x sqrt(hidden) and Gemma's defaults
+  bool gemma2;          // Gemma 2 / 3: sandwich norms, query_pre_attn_scalar, hidden_activation
+                        // (Gemma 1: hidden_act, its legacy "gelu" read as gelu_pytorch_tanh)
   bool softcap;         // reads attn_logit_softcapping (Gemma 2; Gemma 3's attention ignores it)
   bool local_rope;      // a second RoPE for the sliding layers (Gemma 3)
 };
 
 constexpr Variant kVariants[] = {
     {"llama", "LlamaForSequenceClassification", false, true, true, Sliding::None, 0, false, false,
-     false, false},
-    {"mistral", "MistralForSequenceClassification", false, false, false, Sliding::All, 0, false,
      false, false, false},
-    {"qwen2", "Qwen2ForSequenceClassification", true, false, false, Sliding::ByTypeIfEnabled, 0,
+    {"mistral", "MistralForSequenceClassification", false, false, false, Sliding::All, 0, false,
      false, false, false, false},
+    {"qwen2", "Qwen2ForSequenceClassification", true, false, false, Sliding::ByTypeIfEnabled, 0,
+     false, false, false, false, false},
     {"qwen3", "Qwen3ForSequenceClassification", false, true, false, Sliding::ByTypeIfEnabled, 0,
-     true, false, false, false},
+     true, false, false, false, false},
+    {"gemma", "GemmaForSequenceClassification", false, true, false, Sliding::None, 0, false, true,
+     false, false, false},
     {"gemma2", "Gemma2ForSequenceClassification", false, true, false, Sliding::ByType, 2, false,
-     true, true, false},
+     true, true, true, false},
     {"gemma3_text", "Gemma3TextForSequenceClassification", false, true, false, Sliding::ByType, 6,
-     true, true, false, true},
+     true, true, true, false, true},
 };
+
+// The multimodal Gemma 3 (model_type gemma3): HF's Gemma3ForSequenceClassification runs its
+// text_config's model (a gemma3_text) under model.language_model.*; labels live in the outer
+// config, the pad id the pooling compares with in text_config.
+constexpr const char* kGemma3Multimodal = "gemma3";
 
 const Variant* find_variant(const std::string& type) {
   for (const Variant& v : kVariants)
@@ -131,6 +139,7 @@ const std::vector<std::string>& decoder_model_types() {
   static const std::vector<std::string> types = [] {
     std::vector<std::string> t;
     for (const Variant& v : kVariants) t.push_back(v.model_type);
+    t.push_back(kGemma3Multimodal);
     return t;
   }();
   return types;
@@ -139,6 +148,7 @@ const std::vector<std::string>& decoder_model_types() {
 DecoderConfig DecoderConfig::from_json(const nlohmann::json& j, const std::string& path) {
   if (!j.is_object()) throw InputError(fmt::format("{}: expected a JSON object", path));
   const std::string type = io::get_string(j, "model_type", path);
+  if (type == kGemma3Multimodal) return gemma3_multimodal(j, path);
   const Variant* v = find_variant(type);
   if (!v) throw InputError(fmt::format("{}: model_type '{}' is not a decoder ftune reads", path, type));
   DecoderConfig c;
@@ -175,10 +185,11 @@ DecoderConfig DecoderConfig::from_json(const nlohmann::json& j, const std::strin
   c.rms_norm_eps = config_real(j, "rms_norm_eps", 1e-6, false, path);
   c.attention_dropout = config_real(j, "attention_dropout", 0.0, true, path);
   c.initializer_range = config_real(j, "initializer_range", 0.02, false, path);
-  const char* act_key = v->gemma ? "hidden_activation" : "hidden_act";
-  c.activation = glu_act_from_hf(
-      io::get_optional_string(j, act_key, path).value_or(v->gemma ? "gelu_pytorch_tanh" : "silu"),
-      path + ": " + act_key);
+  const char* act_key = v->gemma2 ? "hidden_activation" : "hidden_act";
+  std::string act =
+      io::get_optional_string(j, act_key, path).value_or(v->gemma ? "gelu_pytorch_tanh" : "silu");
+  if (v->gemma && !v->gemma2 && act == "gelu") act = "gelu_pytorch_tanh";  // HF's GemmaConfig
+  c.activation = glu_act_from_hf(act, path + ": " + act_key);
   c.qkv_bias = v->qkv_bias;
   c.qk_norm = v->qk_norm;
   if (v->attention_bias) c.qkv_bias = c.o_bias = io::get_optional_bool(j, "attention_bias", path).value_or(false);
@@ -193,9 +204,11 @@ DecoderConfig DecoderConfig::from_json(const nlohmann::json& j, const std::strin
           "causal Gemma decoders",
           path));
     c.norm_offset = 1.0f;
-    c.sandwich_norms = true;
     // HF: (hidden_size ** 0.5) as a float32 tensor (cast to the weights' dtype when they are 16-bit).
     c.embed_scale = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
+  }
+  if (v->gemma2) {
+    c.sandwich_norms = true;
     // HF: query_pre_attn_scalar ** -0.5, a Python float multiplying the fp32 scores.
     const double q = gemma_real(j, "query_pre_attn_scalar", 256, path).value_or(0);
     if (!(q > 0))
@@ -250,6 +263,29 @@ DecoderConfig DecoderConfig::from_json(const nlohmann::json& j, const std::strin
                     fmt::format("vocab_size {}, hidden_size {}, num_hidden_layers {}, "
                                 "intermediate_size {}",
                                 c.vocab_size, c.hidden_size, c.num_layers, c.intermediate_size));
+  return c;
+}
+
+DecoderConfig DecoderConfig::gemma3_multimodal(const nlohmann::json& j, const std::string& path) {
+  if (!j.contains("text_config") || !j["text_config"].is_object())
+    throw InputError(fmt::format(
+        "{}: model_type gemma3 needs a 'text_config' object (the language model's config)", path));
+  nlohmann::json text = j["text_config"];
+  const std::string inner = io::get_optional_string(text, "model_type", path + ": text_config")
+                                .value_or("gemma3_text");
+  if (inner != "gemma3_text")
+    throw InputError(fmt::format("{}: text_config.model_type must be gemma3_text, got '{}'", path,
+                                 inner));
+  text["model_type"] = "gemma3_text";
+  text.erase("id2label");  // the outer config's labels are the classifier's
+  text.erase("num_labels");
+  text.erase("label2id");
+  DecoderConfig c = from_json(text, path + ": text_config");
+  c.raw = j;
+  c.model_type = kGemma3Multimodal;
+  c.architecture = "Gemma3ForSequenceClassification";
+  c.prefix = "model.language_model.";
+  c.id2label = config_labels(j, path);
   return c;
 }
 

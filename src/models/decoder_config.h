@@ -1,5 +1,5 @@
-// The configuration of a decoder-LM classifier (Llama, Mistral, Qwen2/2.5, Qwen3, Gemma 2, Gemma 3
-// text),
+// The configuration of a decoder-LM classifier (Llama, Mistral, Qwen2/2.5, Qwen3, Gemma 1, Gemma 2,
+// Gemma 3 text and multimodal),
 // read from HF's config.json. One family, whose variants are data: each model_type names its
 // architecture and which config keys switch on biases, sliding windows and the rest; the layers
 // read only the resulting fields. The original JSON is kept so that saving writes back every field
@@ -18,8 +18,12 @@
 namespace ftune {
 
 struct DecoderConfig {
-  std::string model_type;    // "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text"
+  std::string model_type;    // "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2",
+                             // "gemma3_text", "gemma3" (multimodal: its text_config's model)
   std::string architecture;  // "LlamaForSequenceClassification", ...
+  // Where the language model's weights live: "model." (model.layers.0...), or for the multimodal
+  // gemma3 "model.language_model." (its vision tower is not read: text-only input never uses it).
+  std::string prefix = "model.";
   int64_t vocab_size = 0, hidden_size = 0, num_layers = 0, num_heads = 0, num_kv_heads = 0;
   int64_t head_dim = 0, intermediate_size = 0, max_position_embeddings = 0;
   float rms_norm_eps = 1e-6f;
@@ -62,6 +66,8 @@ struct DecoderConfig {
 
   // Parses config.json content of a supported model_type; `path` names the file in errors.
   static DecoderConfig from_json(const nlohmann::json& j, const std::string& path);
+  // model_type gemma3: the text_config's gemma3_text model, with the outer labels.
+  static DecoderConfig gemma3_multimodal(const nlohmann::json& j, const std::string& path);
   nlohmann::json to_json() const;
 };
 

@@ -106,10 +106,14 @@ class DecoderBackbone final : public Backbone {
     return {"classifier", "score"};  // PEFT's SEQ_CLS default list
   }
 
-  // The HF name, and the name without "model." (a base LlamaModel / Qwen2Model saved on its own).
+  // The HF name, and the name without the prefix (a base LlamaModel / Qwen2Model / Gemma3TextModel
+  // saved on its own); the multimodal Gemma 3's also as transformers 4 saved it
+  // (Gemma3ForConditionalGeneration: language_model.model.*).
   std::vector<std::string> checkpoint_names(const std::string& name) const override {
-    if (name.rfind("model.", 0) == 0) return {name, name.substr(6)};
-    return {name};
+    if (name.rfind(c_.prefix, 0) != 0) return {name};
+    const std::string rest = name.substr(c_.prefix.size());
+    if (c_.prefix == "model.") return {name, rest};
+    return {name, rest, "language_model.model." + rest};
   }
 
   void init_param(const ParamSpec& spec, TensorView dst, std::mt19937_64& rng) const override {
@@ -121,7 +125,9 @@ class DecoderBackbone final : public Backbone {
   }
 
   std::vector<AdapterSite> adapter_sites() const override { return decoder_adapter_sites(c_); }
-  std::vector<ClassifierModule> modules() const override { return decoder_modules(c_.num_layers, c_.qk_norm, c_.sandwich_norms); }
+  std::vector<ClassifierModule> modules() const override {
+    return decoder_modules(c_.num_layers, c_.qk_norm, c_.sandwich_norms, c_.prefix);
+  }
 
   // HF's decoders count positions 0..T-1 over the whole row, padding included (left padding too).
   void row_positions(const int32_t*, int64_t n, int32_t* pos) const override {

@@ -10,8 +10,8 @@
 namespace ftune {
 namespace {
 
-std::string layer_name(int64_t l, const char* module, const char* what) {
-  return fmt::format("model.layers.{}.{}.{}", l, module, what);
+std::string layer_name(const DecoderConfig& c, int64_t l, const char* module, const char* what) {
+  return fmt::format("{}layers.{}.{}.{}", c.prefix, l, module, what);
 }
 
 }  // namespace
@@ -38,17 +38,23 @@ std::vector<AdapterSite> decoder_adapter_sites(const DecoderConfig& c) {
   for (int64_t l = 0; l < c.num_layers; ++l)
     for (int k = 0; k < kDecoderSites; ++k)
       sites.push_back(AdapterSite{
-          l, k, fmt::format("model.layers.{}.{}", l, decoder_site_suffix(static_cast<DecoderSite>(k))),
+          l, k,
+          fmt::format("{}layers.{}.{}", c.prefix, l, decoder_site_suffix(static_cast<DecoderSite>(k))),
           dims[k].first, dims[k].second});
   return sites;
 }
 
-std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool sandwich_norms) {
+std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool sandwich_norms,
+                                              const std::string& prefix) {
   const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
-  std::vector<ClassifierModule> m = {{"", O}, {"model", O}, {"model.embed_tokens", ModuleKind::Embedding},
-                                     {"model.layers", O}};
+  const std::string base = prefix.substr(0, prefix.size() - 1);  // "model", "model.language_model"
+  std::vector<ClassifierModule> m = {{"", O}, {"model", O}};
+  if (base != "model") m.push_back({base, O});
+  for (const ClassifierModule& x : std::vector<ClassifierModule>{
+           {prefix + "embed_tokens", ModuleKind::Embedding}, {prefix + "layers", O}})
+    m.push_back(x);
   for (int64_t l = 0; l < layers; ++l) {
-    const std::string p = fmt::format("model.layers.{}", l);
+    const std::string p = fmt::format("{}layers.{}", prefix, l);
     const std::pair<const char*, ModuleKind> layer[] = {
         {"", O},           {".self_attn", O},         {".self_attn.q_proj", A},
         {".self_attn.k_proj", A}, {".self_attn.v_proj", A}, {".self_attn.o_proj", A},
@@ -62,86 +68,86 @@ std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool
       for (const char* n : {".pre_feedforward_layernorm", ".post_feedforward_layernorm"})
         m.push_back({p + n, O});
   }
-  for (const char* o : {"model.norm", "model.rotary_emb"}) m.push_back({o, O});
+  for (const char* o : {"norm", "rotary_emb"}) m.push_back({prefix + o, O});
   m.push_back({"score", ModuleKind::Head});
   return m;
 }
 
 void add_decoder_params(const DecoderConfig& c, ParamTable& t) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, Q = c.q_size(), KV = c.kv_size();
-  t.add("model.embed_tokens.weight", {c.vocab_size, C});
+  t.add(c.prefix + "embed_tokens.weight", {c.vocab_size, C});
   for (int64_t l = 0; l < c.num_layers; ++l) {
-    t.add(layer_name(l, "self_attn.q_proj", "weight"), {Q, C});
-    t.add(layer_name(l, "self_attn.k_proj", "weight"), {KV, C});
-    t.add(layer_name(l, "self_attn.v_proj", "weight"), {KV, C});
+    t.add(layer_name(c, l, "self_attn.q_proj", "weight"), {Q, C});
+    t.add(layer_name(c, l, "self_attn.k_proj", "weight"), {KV, C});
+    t.add(layer_name(c, l, "self_attn.v_proj", "weight"), {KV, C});
     if (c.qkv_bias) {
-      t.add(layer_name(l, "self_attn.q_proj", "bias"), {Q});
-      t.add(layer_name(l, "self_attn.k_proj", "bias"), {KV});
-      t.add(layer_name(l, "self_attn.v_proj", "bias"), {KV});
+      t.add(layer_name(c, l, "self_attn.q_proj", "bias"), {Q});
+      t.add(layer_name(c, l, "self_attn.k_proj", "bias"), {KV});
+      t.add(layer_name(c, l, "self_attn.v_proj", "bias"), {KV});
     }
-    t.add(layer_name(l, "self_attn.o_proj", "weight"), {C, Q});
-    if (c.o_bias) t.add(layer_name(l, "self_attn.o_proj", "bias"), {C});
-    t.add(layer_name(l, "mlp.gate_proj", "weight"), {F, C});
-    t.add(layer_name(l, "mlp.up_proj", "weight"), {F, C});
+    t.add(layer_name(c, l, "self_attn.o_proj", "weight"), {C, Q});
+    if (c.o_bias) t.add(layer_name(c, l, "self_attn.o_proj", "bias"), {C});
+    t.add(layer_name(c, l, "mlp.gate_proj", "weight"), {F, C});
+    t.add(layer_name(c, l, "mlp.up_proj", "weight"), {F, C});
     if (c.mlp_bias) {
-      t.add(layer_name(l, "mlp.gate_proj", "bias"), {F});
-      t.add(layer_name(l, "mlp.up_proj", "bias"), {F});
+      t.add(layer_name(c, l, "mlp.gate_proj", "bias"), {F});
+      t.add(layer_name(c, l, "mlp.up_proj", "bias"), {F});
     }
-    t.add(layer_name(l, "mlp.down_proj", "weight"), {C, F});
-    if (c.mlp_bias) t.add(layer_name(l, "mlp.down_proj", "bias"), {C});
+    t.add(layer_name(c, l, "mlp.down_proj", "weight"), {C, F});
+    if (c.mlp_bias) t.add(layer_name(c, l, "mlp.down_proj", "bias"), {C});
     if (c.qk_norm) {
-      t.add(layer_name(l, "self_attn.q_norm", "weight"), {c.head_dim});
-      t.add(layer_name(l, "self_attn.k_norm", "weight"), {c.head_dim});
+      t.add(layer_name(c, l, "self_attn.q_norm", "weight"), {c.head_dim});
+      t.add(layer_name(c, l, "self_attn.k_norm", "weight"), {c.head_dim});
     }
-    t.add(layer_name(l, "input_layernorm", "weight"), {C});
-    t.add(layer_name(l, "post_attention_layernorm", "weight"), {C});
+    t.add(layer_name(c, l, "input_layernorm", "weight"), {C});
+    t.add(layer_name(c, l, "post_attention_layernorm", "weight"), {C});
     if (c.sandwich_norms) {
-      t.add(layer_name(l, "pre_feedforward_layernorm", "weight"), {C});
-      t.add(layer_name(l, "post_feedforward_layernorm", "weight"), {C});
+      t.add(layer_name(c, l, "pre_feedforward_layernorm", "weight"), {C});
+      t.add(layer_name(c, l, "post_feedforward_layernorm", "weight"), {C});
     }
   }
-  t.add("model.norm.weight", {C});
+  t.add(c.prefix + "norm.weight", {C});
   t.add("score.weight", {c.num_labels(), C});
 }
 
 DecoderWeights bind_decoder_weights(const DecoderConfig& c, const ParamViews& p) {
   const int64_t C = c.hidden_size, F = c.intermediate_size, QKV = c.qkv_size();
   DecoderWeights w;
-  w.embed = p.get("model.embed_tokens.weight");
-  w.final_norm = p.get("model.norm.weight");
+  w.embed = p.get(c.prefix + "embed_tokens.weight");
+  w.final_norm = p.get(c.prefix + "norm.weight");
   w.score = p.get("score.weight");
   for (int64_t l = 0; l < c.num_layers; ++l) {
     DecoderLayerWeights lw;
-    lw.qkv_w = p.span(layer_name(l, "self_attn.q_proj", "weight"), {QKV, C});
-    if (c.qkv_bias) lw.qkv_b = p.span(layer_name(l, "self_attn.q_proj", "bias"), {QKV});
-    lw.o_w = p.get(layer_name(l, "self_attn.o_proj", "weight"));
-    lw.o_b = p.get(layer_name(l, "self_attn.o_proj", "bias"));
-    lw.gu_w = p.span(layer_name(l, "mlp.gate_proj", "weight"), {2 * F, C});
-    if (c.mlp_bias) lw.gu_b = p.span(layer_name(l, "mlp.gate_proj", "bias"), {2 * F});
-    lw.down_w = p.get(layer_name(l, "mlp.down_proj", "weight"));
-    lw.down_b = p.get(layer_name(l, "mlp.down_proj", "bias"));
-    lw.in_norm = p.get(layer_name(l, "input_layernorm", "weight"));
+    lw.qkv_w = p.span(layer_name(c, l, "self_attn.q_proj", "weight"), {QKV, C});
+    if (c.qkv_bias) lw.qkv_b = p.span(layer_name(c, l, "self_attn.q_proj", "bias"), {QKV});
+    lw.o_w = p.get(layer_name(c, l, "self_attn.o_proj", "weight"));
+    lw.o_b = p.get(layer_name(c, l, "self_attn.o_proj", "bias"));
+    lw.gu_w = p.span(layer_name(c, l, "mlp.gate_proj", "weight"), {2 * F, C});
+    if (c.mlp_bias) lw.gu_b = p.span(layer_name(c, l, "mlp.gate_proj", "bias"), {2 * F});
+    lw.down_w = p.get(layer_name(c, l, "mlp.down_proj", "weight"));
+    lw.down_b = p.get(layer_name(c, l, "mlp.down_proj", "bias"));
+    lw.in_norm = p.get(layer_name(c, l, "input_layernorm", "weight"));
     // Llama's post_attention_layernorm is the MLP's input norm; Gemma's normalises the attention
     // output, and pre_feedforward_layernorm is the MLP's input norm.
-    const TensorView post_attention = p.get(layer_name(l, "post_attention_layernorm", "weight"));
+    const TensorView post_attention = p.get(layer_name(c, l, "post_attention_layernorm", "weight"));
     if (c.sandwich_norms) {
       lw.attn_out_norm = post_attention;
-      lw.post_norm = p.get(layer_name(l, "pre_feedforward_layernorm", "weight"));
-      lw.mlp_out_norm = p.get(layer_name(l, "post_feedforward_layernorm", "weight"));
+      lw.post_norm = p.get(layer_name(c, l, "pre_feedforward_layernorm", "weight"));
+      lw.mlp_out_norm = p.get(layer_name(c, l, "post_feedforward_layernorm", "weight"));
     } else {
       lw.post_norm = post_attention;
     }
-    lw.q_norm = p.get(layer_name(l, "self_attn.q_norm", "weight"));
-    lw.k_norm = p.get(layer_name(l, "self_attn.k_norm", "weight"));
+    lw.q_norm = p.get(layer_name(c, l, "self_attn.q_norm", "weight"));
+    lw.k_norm = p.get(layer_name(c, l, "self_attn.k_norm", "weight"));
     w.layers.push_back(lw);
   }
   return w;
 }
 
 std::pair<int64_t, int64_t> decoder_layer_range(const DecoderConfig& c, const ParamTable& t) {
-  const ParamSpec& first = t.at(layer_name(0, "self_attn.q_proj", "weight"));
+  const ParamSpec& first = t.at(layer_name(c, 0, "self_attn.q_proj", "weight"));
   const ParamSpec& last =
-      t.at(layer_name(c.num_layers - 1,
+      t.at(layer_name(c, c.num_layers - 1,
                       c.sandwich_norms ? "post_feedforward_layernorm" : "post_attention_layernorm",
                       "weight"));
   return {first.offset, last.offset + last.shape.numel() - first.offset};
@@ -156,7 +162,7 @@ void init_decoder_param(const DecoderConfig& c, const ParamSpec& spec, TensorVie
   std::normal_distribution<float> normal(0.0f, c.initializer_range);
   for (int64_t i = 0; i < host.numel(); ++i)
     v[i] = norm ? 1.0f - c.norm_offset : bias ? 0.0f : normal(rng);
-  if (spec.name == "model.embed_tokens.weight" && c.embedding_padding_idx >= 0)
+  if (spec.name == c.prefix + "embed_tokens.weight" && c.embedding_padding_idx >= 0)
     for (int64_t j = 0; j < c.hidden_size; ++j) v[c.embedding_padding_idx * c.hidden_size + j] = 0;
   copy(dst, host.view());
 }

@@ -1,5 +1,5 @@
 // The family registry: config.json's model_type -> a Backbone (see backbone.h). The BERT,
-// DeBERTa-v2/v3, ModernBERT and decoder (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3) families
+// DeBERTa-v2/v3, ModernBERT and decoder (Llama, Mistral, Qwen2, Qwen3, Gemma 1 / 2 / 3) families
 // are built in; tests register
 // their own.
 #include <fmt/format.h>
@@ -43,6 +43,7 @@ Registry& registry() {
       reg->order.push_back(type);
     }
     reg->modules["llama"] = [] { return decoder_modules(128, true, true); };
+    reg->modules["gemma3"] = [] { return decoder_modules(128, true, true, "model.language_model."); };
     reg->factories["deberta-v2"] = [](const nlohmann::json& j, const std::string& path) {
       return make_deberta_backbone(DebertaConfig::from_json(j, path));
     };

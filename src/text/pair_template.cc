@@ -3,9 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "text/truncation.h"
 
 namespace ftune::text {
@@ -110,6 +114,33 @@ std::vector<Encoding> PairTemplate::encode_batch(const Tokenizer& tokenizer,
     e.special_tokens_mask.assign(e.ids.size(), 0);
   }
   return out;
+}
+
+void save_pair_template(const std::string& dir, const PairTemplate& t) {
+  io::write_json_atomic((std::filesystem::path(dir) / kFtuneMetadataFile).string(),
+                        {{"pair_template", t.spec()}});
+}
+
+std::optional<PairTemplate> saved_pair_template(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kFtuneMetadataFile).string();
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  const nlohmann::json j = io::read_json_file(path);
+  if (!j.is_object())
+    throw InputError(fmt::format("{}: expected a JSON object, got {}", path, j.type_name()));
+  const std::optional<std::string> spec = io::get_optional_string(j, "pair_template", path);
+  if (!spec) return std::nullopt;
+  return PairTemplate::parse(*spec, path + ": pair_template");
+}
+
+std::optional<PairTemplate> resolve_pair_template(const std::string& configured,
+                                                  const std::string& key,
+                                                  const std::string& model_dir) {
+  if (!configured.empty()) return PairTemplate::parse(configured, key);
+  std::optional<PairTemplate> saved = saved_pair_template(model_dir);
+  if (saved)
+    spdlog::info("text pairs formatted with the template {} saved in {}",
+                 nlohmann::json(saved->spec()).dump(), model_dir);
+  return saved;
 }
 
 }  // namespace ftune::text

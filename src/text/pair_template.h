@@ -13,6 +13,10 @@
 // them), so a tokenizer whose post-processor adds none (Llama 3's ByteLevel) and one that puts
 // <bos> before both texts (Gemma's, Llama 2's TemplateProcessing) behave alike, and the ids are
 // transformers' (tests/text/pair_template_test.cc, on the real Gemma 3 and Llama 3 tokenizers).
+//
+// A run's template travels with the model it trains: every checkpoint and the published model /
+// adapter directories carry DIR/ftune.json {"pair_template": SPEC}, and `ftune predict` / `eval`
+// on DIR format text the same way unless told otherwise (resolve_pair_template).
 // A row longer than max_length is tokenized piece by piece instead and its texts (never the
 // template) are cut longest-first (text/truncation.h) to max_length minus the template's tokens;
 // across a piece boundary its ids may then differ from the joined string's (Gemma merges a
@@ -50,5 +54,20 @@ class PairTemplate {
   std::string spec_;
   std::vector<Piece> pieces_;
 };
+
+// The model directory's ftune metadata, beside config.json.
+inline constexpr const char* kFtuneMetadataFile = "ftune.json";
+
+// Writes DIR/ftune.json {"pair_template": t.spec()} atomically.
+void save_pair_template(const std::string& dir, const PairTemplate& t);
+// The template saved in DIR/ftune.json; nullopt when there is none. A malformed file or template
+// is an InputError naming DIR/ftune.json.
+std::optional<PairTemplate> saved_pair_template(const std::string& dir);
+
+// The template a command uses: `configured` (parsed, errors naming `key`) when not empty, else
+// the one saved in `model_dir`, else none (text pairs as tokenizer(text, text_pair)). Logs which.
+std::optional<PairTemplate> resolve_pair_template(const std::string& configured,
+                                                  const std::string& key,
+                                                  const std::string& model_dir);
 
 }  // namespace ftune::text

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "text/pair_template.h"
 #include "train/memory_planner.h"
 #include "train/presets.h"
 
@@ -92,6 +93,16 @@ std::vector<Field> schema(TrainConfig& c) {
       {"data.folds", integer, scalar(&d.folds, integer)},
       {"data.fold", integer, scalar(&d.fold, integer)},
       {"data.max_length", integer, scalar(&d.max_length, integer)},
+      {"data.pair_template", "a string such as \"<bos>{text}\\n{text_pair}<eos>\"",
+       [&d](const YAML::Node& n, const std::string& where) {
+         // Unquoted, YAML reads "{text}" as a map: say to quote it.
+         if (!n.IsScalar())
+           throw InputError(fmt::format(
+               "{} must be a string with {{text}} (and {{text_pair}}); quote it in YAML, e.g. "
+               "\"<bos>{{text}}\\n{{text_pair}}<eos>\"",
+               where));
+         d.pair_template = n.Scalar();
+       }},
       {"data.packing", "auto, on or off", scalar(&d.packing, "auto, on or off")},
       {"data.allow_single_class", boolean, scalar(&d.allow_single_class, boolean)},
       {"training.epochs", integer, scalar(&t.epochs, integer)},
@@ -327,7 +338,8 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   leaf_keys(root, "", keys, name);
   for (const std::string& k : keys) {
     if (known.count(k) || k == "peft" || k.rfind("peft.", 0) == 0 ||
-        k.rfind("training.class_weights.", 0) == 0)  // a map keyed by label names
+        k.rfind("training.class_weights.", 0) == 0 ||  // a map keyed by label names
+        k.rfind("data.pair_template.", 0) == 0)  // an unquoted "{text}": its reader explains
       continue;
     std::string best;
     size_t best_d = 4;
@@ -378,6 +390,8 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   require(d.fold >= 0 && (d.folds == 0 ? d.fold == 0 : d.fold < d.folds), "data.fold",
           fmt::format("must be in [0, data.folds) = [0, {})", d.folds));
   require(d.max_length >= 2, "data.max_length", "must be at least 2");
+  if (!d.pair_template.empty())
+    text::PairTemplate::parse(d.pair_template, origin.key("data.pair_template"));
   require(t.epochs >= 1 || t.max_steps > 0, "training.epochs", "must be at least 1");
   require(t.max_steps >= 0, "training.max_steps", "must be >= 0");
   resolve_batch_sizes(c.training, root, origin);

@@ -57,6 +57,9 @@ struct TrainConfig {
     int64_t folds = 0;               // k-fold cross-validation: k (>= 2); 0: off
     int64_t fold = 0;                // which fold is the validation set
     int64_t max_length = 128;        // tokens per input, special tokens included (longest_first)
+    // Chat-free pair formatting for decoders (text/pair_template.h), e.g. "<bos>{text}\n{text_pair}<eos>";
+    // empty: the model directory's saved template, else HF's tokenizer(text, text_pair).
+    std::string pair_template;
     // Micro-batches of packed rows, no padding (data/token_batch.h): auto (on where the model
     // family and the device support it), on or off.
     std::string packing = "auto";

@@ -171,7 +171,10 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
   }
   check_training_labels(cfg, raw_train, train_report);
   out.labels = raw_train.labels;
-  auto train_tokens = data::tokenize_dataset(tok, raw_train, max_length, &train_report);
+  out.pair_template =
+      text::resolve_pair_template(d.pair_template, "key 'data.pair_template'", cfg.model.path);
+  const text::PairTemplate* tmpl = out.pair_template ? &*out.pair_template : nullptr;
+  auto train_tokens = data::tokenize_dataset(tok, raw_train, max_length, &train_report, tmpl);
   out.report["train_file"] = train_report.to_json();
   if (train_report.skipped > 0)
     spdlog::warn("{}: {} bad rows skipped (data.bad_rows: skip); see summary.json", d.train,
@@ -204,7 +207,7 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
     data::DatasetReport report = data::read_dataset(
         spec_for(cfg, path, out.labels.names, out.labels.integer_aliases), &raw);
     out.files.push_back(path);
-    auto tokens = data::tokenize_dataset(tok, raw, max_length, &report);
+    auto tokens = data::tokenize_dataset(tok, raw, max_length, &report, tmpl);
     out.report[std::string(name) + "_file"] = report.to_json();
     return make_split(name, path, std::move(tokens), max_length);
   };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/examples.h"
+#include "text/pair_template.h"
 #include "text/tokenizer.h"
 #include "train/train_config.h"
 
@@ -26,6 +27,9 @@ struct TrainData {
   data::LabelSet labels;
   TokenizedSplit train;
   std::optional<TokenizedSplit> validation, test;
+  // data.pair_template, else the one saved with model.path; none: tokenizer(text, text_pair).
+  // Saved with every checkpoint and the published model (text/pair_template.h).
+  std::optional<text::PairTemplate> pair_template;
   std::vector<std::string> files;  // every file read (fingerprinted for resume)
   nlohmann::json report;           // per split: rows, skipped, truncated, tokens, seconds
 };

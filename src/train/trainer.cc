@@ -268,6 +268,7 @@ void Trainer::publish_selected(const CheckpointEntry& chosen, const std::string&
     publish_dir(model_dir, [&](const std::string& tmp) {
       save_model(clf(), tmp);
       copy_tokenizer_files(cfg_.model.path, tmp);
+      if (data_.pair_template) text::save_pair_template(tmp, *data_.pair_template);
     });
   } else {
     publish_model(chosen.dir, model_dir);

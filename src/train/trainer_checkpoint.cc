@@ -119,6 +119,7 @@ void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& s
   else
     save_model(clf(), dir);
   copy_tokenizer_files(cfg_.model.path, dir);
+  if (data_.pair_template) text::save_pair_template(dir, *data_.pair_template);
   const AdamW& adamw = strategy_->optimizer();
   io::write_safetensors((fs::path(dir) / "optimizer.safetensors").string(),
                         {{"exp_avg", adamw.exp_avg(), std::nullopt},

@@ -122,7 +122,8 @@ INSTANTIATE_TEST_SUITE_P(Families, PredictDebertaCli,
 
 INSTANTIATE_TEST_SUITE_P(Families, PredictDecoderCli,
                          ::testing::Values("llama_pair", "qwen2_pair", "mistral_pair",
-                                           "qwen3_pair", "gemma2_pair", "gemma3_pair"));
+                                           "qwen3_pair", "gemma_pair", "gemma2_pair", "gemma3_pair",
+                                           "gemma3_mm_pair"));
 
 INSTANTIATE_TEST_SUITE_P(ModernBert, PredictDecoderCli,
                          ::testing::Values("modernbert_cls", "modernbert_mean"));

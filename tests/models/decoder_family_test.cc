@@ -172,6 +172,58 @@ TEST(DecoderConfig, GemmaReadsItsKeysAndDefaults) {
   EXPECT_THROW(DecoderConfig::from_json(j, "g2"), InputError);
 }
 
+TEST(DecoderConfig, Gemma1IsGemmaWithoutSandwichNormsSoftCapOrWindows) {
+  nlohmann::json j = engine_config("gemma_pair");
+  const DecoderConfig g = DecoderConfig::from_json(j, "g1");
+  EXPECT_EQ(g.norm_offset, 1.0f);
+  EXPECT_FALSE(g.sandwich_norms);
+  EXPECT_FALSE(g.qk_norm);
+  EXPECT_EQ(g.softcap, 0.0f);
+  EXPECT_EQ(g.window, (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(g.embed_scale, static_cast<float>(std::sqrt(48.0)));
+  EXPECT_EQ(g.attention_scale, 1.0f / std::sqrt(10.0f));  // head_dim^-1/2, no query_pre_attn_scalar
+  EXPECT_EQ(g.activation, GluAct::GeluTanh);
+  // The Hub's Gemma 1 configs say hidden_act "gelu": HF's GemmaConfig reads it as the tanh form.
+  j["hidden_act"] = "gelu";
+  EXPECT_EQ(DecoderConfig::from_json(j, "g1").activation, GluAct::GeluTanh);
+  j.erase("hidden_act");
+  j.erase("head_dim");
+  EXPECT_EQ(DecoderConfig::from_json(j, "g1").activation, GluAct::GeluTanh);
+  EXPECT_EQ(DecoderConfig::from_json(j, "g1").head_dim, 256);  // GemmaConfig's default
+}
+
+TEST(DecoderConfig, MultimodalGemma3ReadsItsTextConfigWithTheOuterLabels) {
+  nlohmann::json j = engine_config("gemma3_mm_pair");
+  j["id2label"] = {{"0", "no"}, {"1", "yes"}};
+  j["label2id"] = {{"no", 0}, {"yes", 1}};
+  j["text_config"]["pad_token_id"] = 5;
+  const DecoderConfig m = DecoderConfig::from_json(j, "mm");
+  const DecoderConfig t = DecoderConfig::from_json(engine_config("gemma3_pair"), "t");
+  EXPECT_EQ(m.model_type, "gemma3");
+  EXPECT_EQ(m.architecture, "Gemma3ForSequenceClassification");
+  EXPECT_EQ(m.prefix, "model.language_model.");
+  EXPECT_EQ(m.id2label, (std::vector<std::string>{"no", "yes"}));
+  EXPECT_EQ(m.pad_token_id, 5);  // HF pools by get_text_config().pad_token_id
+  EXPECT_EQ(m.window, t.window);
+  EXPECT_EQ(m.uses_local_rope, t.uses_local_rope);
+  EXPECT_EQ(m.attention_scale, t.attention_scale);
+  EXPECT_TRUE(m.qk_norm && m.sandwich_norms);
+  // Saved back whole (vision_config included), with the outer labels.
+  const nlohmann::json back = m.to_json();
+  EXPECT_EQ(back["model_type"], "gemma3");
+  EXPECT_EQ(back["vision_config"], j["vision_config"]);
+  EXPECT_EQ(back["id2label"]["1"], "yes");
+  j.erase("text_config");
+  try {
+    DecoderConfig::from_json(j, "mm/config.json");
+    ADD_FAILURE();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("mm/config.json: model_type gemma3 needs a 'text_config'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(DecoderConfig, Gemma3LegacyRopeKeysReadAsPerLayerTypeParameters) {
   const nlohmann::json modern = engine_config("gemma3_pair");
   const DecoderConfig a = DecoderConfig::from_json(modern, "g3");

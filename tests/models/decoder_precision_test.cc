@@ -1,4 +1,5 @@
-// The decoder family (Llama and Qwen3's golden fixtures: GQA, odd head dims, q / k norms, biases)
+// The decoder family (Llama, Qwen3 and Gemma 1 / 2 / 3's golden fixtures: GQA, odd head dims, q / k
+// norms, biases, Gemma's scaled embeddings, sandwich norms and soft-cap)
 // under mixed precision and gradient checkpointing, with attention dropout on: bf16 logits and
 // loss follow the fp32 model within the DESIGN's bf16 tolerance (2e-2), every parameter gradient
 // within 8e-2 of its tensor's largest (f16: 1e-2), and so do
@@ -165,12 +166,17 @@ TEST_P(DecoderPrecision, CheckpointingIsBitIdenticalAndPlanned) {
       if (m.name == "attention") attention = m.bytes;
     EXPECT_GT(attention, 0u);
     EXPECT_LT(on, off);
-    // The model has two layers: checkpointing keeps one slot of the two plus the layer outputs.
+    // Two or three layers: checkpointing keeps one layer's slots plus the layer outputs.
     EXPECT_GT(on, off / 3);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DecoderPrecision, ::testing::Values("llama_pair", "qwen3_pair"));
+// Gemma 1, 2 and 3: (1 + w) norms, embeddings x sqrt(hidden) rounded to the 16-bit type, GeGLU,
+// sandwich norms, soft-capping (Gemma 2), q / k norms and two RoPE bases (Gemma 3), 3 layers with
+// sliding windows shorter than the rows.
+INSTANTIATE_TEST_SUITE_P(Gemma, DecoderPrecision,
+                         ::testing::Values("gemma_pair", "gemma2_pair", "gemma3_pair"));
 
 }  // namespace
 }  // namespace ftune::test

@@ -181,7 +181,8 @@ TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
 
 INSTANTIATE_TEST_SUITE_P(Models, HfParity,
                          ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair", "llama_pair",
-                                           "qwen2_pair", "mistral_pair", "qwen3_pair", "gemma2_pair", "gemma3_pair",
+                                           "qwen2_pair", "mistral_pair", "qwen3_pair", "gemma_pair", "gemma2_pair",
+                                           "gemma3_pair", "gemma3_mm_pair",
                                            "deberta_v3_pair", "deberta_v2_pair"));
 
 // ModernBERT (tools/make_modernbert_fixtures.py): cls and mean pooling, rows longer than the local

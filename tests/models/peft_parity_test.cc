@@ -231,7 +231,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, PeftParity,
                                            "roberta_rslora", "roberta_dora", "bert_lora_pooler",
                                            "bert_dora_dropout", "roberta_dora_dropout",
                                            "llama_lora", "qwen2_dora", "mistral_dora_dropout",
-                                           "qwen3_lora", "gemma2_lora", "gemma3_dora_dropout",
+                                           "qwen3_lora", "gemma_dora_dropout", "gemma2_lora",
+                                           "gemma3_dora_dropout",
                                            "deberta_v3_lora", "deberta_v3_dora",
                                            "deberta_v3_dora_dropout", "deberta_v2_lora"));
 
