@@ -1,4 +1,4 @@
-// The cache of built cuDNN attention plans (cuda/cudnn_attention.cu) and its failure policy, in
+// The cache of built cuDNN attention plans (cuda/cudnn_attention.cc) and its failure policy, in
 // plain C++ so that the policy is tested on any machine with a scripted builder:
 //   - a build cuDNN answers with "not supported" (no engine for this shape, this GPU) is a
 //     permanent answer for the process: it is remembered and every later request for the shape
@@ -61,7 +61,7 @@ struct SdpaPlanKey {
 std::string describe_sdpa_key(const SdpaPlanKey& key);  // "B=32 T=128 H=12 D=64 dropout 0.1"
 
 struct SdpaPlans {
-  std::shared_ptr<void> graphs;  // the built graphs (cudnn_attention.cu's own type)
+  std::shared_ptr<void> graphs;  // the built graphs (cudnn_attention.cc's own type)
   int64_t forward_ws = 0, backward_ws = 0;
   bool deterministic = true;        // backward: cuDNN's deterministic algorithm
   std::string nondeterministic_why;  // cuDNN's answer for the deterministic one, when not
