@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <vector>
 
 #include "core/error.h"
 
@@ -38,7 +37,6 @@ std::unique_ptr<ProcessGroup>& world_slot() {
 }
 bool mpi_started = false;
 bool standalone = false;  // stand_alone() was called
-std::vector<MPI_Request> requests;  // start_sum's, until waited for
 
 void check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
@@ -139,28 +137,6 @@ void ProcessGroup::broadcast(void* data, int64_t bytes, int root) {
 
 void ProcessGroup::barrier() {
   if (distributed()) check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-}
-
-int ProcessGroup::start_sum(float* data, int64_t n) {
-  if (!distributed()) return -1;
-  MPI_Request r;
-  check(MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                       MPI_COMM_WORLD, &r),
-        "MPI_Iallreduce");
-  requests.push_back(r);
-  return static_cast<int>(requests.size()) - 1;
-}
-
-void ProcessGroup::wait(int request) {
-  if (request < 0) return;
-  check(MPI_Wait(&requests.at(static_cast<size_t>(request)), MPI_STATUS_IGNORE), "MPI_Wait");
-}
-
-void ProcessGroup::wait_all() {
-  if (requests.empty()) return;
-  check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
-        "MPI_Waitall");
-  requests.clear();
 }
 
 void ProcessGroup::abort(int code) {

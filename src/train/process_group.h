@@ -58,12 +58,6 @@ class ProcessGroup {
   void broadcast(void* data, int64_t bytes, int root = 0);
   void barrier();
 
-  // Non-blocking sum of floats (a gradient bucket reducing while backward goes on): a request id
-  // for wait(); sums in place.
-  int start_sum(float* data, int64_t n);
-  void wait(int request);
-  void wait_all();
-
   // Ends every rank with `code` (MPI_Abort): a rank's error stops the run everywhere.
   [[noreturn]] void abort(int code);
   // MPI_Finalize once the command is done (no-op without MPI).
