@@ -196,6 +196,18 @@ std::shared_ptr<fe::graph::Graph> new_graph(const SdpaShape& s) {
   return g;
 }
 
+// What forward and backward attributes share: the per-sequence length mask (seq_lens, 2B) and,
+// with dropout, its seed and offset tensors.
+template <typename Attributes>
+void set_lengths_and_dropout(fe::graph::Graph& g, const SdpaShape& s, Attributes& opts) {
+  opts.set_padding_mask(true)
+      .set_seq_len_q(add_int_tensor(g, "seq_q", kSeqQ, s.B, fe::DataType_t::INT32))
+      .set_seq_len_kv(add_int_tensor(g, "seq_kv", kSeqKV, s.B, fe::DataType_t::INT32));
+  if (s.dropout > 0)
+    opts.set_dropout(s.dropout, add_int_tensor(g, "seed", kSeed, 1, fe::DataType_t::INT64),
+                     add_int_tensor(g, "offset", kOffset, 1, fe::DataType_t::INT64));
+}
+
 std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaShape& s, float scale) {
   const Views v{s.B, s.T, s.H, s.D, s.H * s.D};
   auto g = new_graph(s);
@@ -207,13 +219,8 @@ std::shared_ptr<fe::graph::Graph> forward_graph(const SdpaShape& s, float scale)
   auto opts = fe::graph::SDPA_attributes()
                   .set_name("ftune_sdpa")
                   .set_generate_stats(true)
-                  .set_attn_scale(scale)
-                  .set_padding_mask(true)
-                  .set_seq_len_q(add_int_tensor(*g, "seq_q", kSeqQ, s.B, fe::DataType_t::INT32))
-                  .set_seq_len_kv(add_int_tensor(*g, "seq_kv", kSeqKV, s.B, fe::DataType_t::INT32));
-  if (s.dropout > 0)
-    opts.set_dropout(s.dropout, add_int_tensor(*g, "seed", kSeed, 1, fe::DataType_t::INT64),
-                     add_int_tensor(*g, "offset", kOffset, 1, fe::DataType_t::INT64));
+                  .set_attn_scale(scale);
+  set_lengths_and_dropout(*g, s, opts);
   auto [O, Stats] = g->sdpa(Q, K, V, opts);
   O->set_output(true).set_uid(kO).set_dim(v.dims()).set_stride(v.out_stride());
   set_ragged(O, r.out);
@@ -246,13 +253,8 @@ std::shared_ptr<fe::graph::Graph> backward_graph(const SdpaShape& s, float scale
   auto opts = fe::graph::SDPA_backward_attributes()
                   .set_name("ftune_sdpa_backward")
                   .set_attn_scale(scale)
-                  .set_deterministic_algorithm(deterministic)
-                  .set_padding_mask(true)
-                  .set_seq_len_q(add_int_tensor(*g, "seq_q", kSeqQ, s.B, fe::DataType_t::INT32))
-                  .set_seq_len_kv(add_int_tensor(*g, "seq_kv", kSeqKV, s.B, fe::DataType_t::INT32));
-  if (s.dropout > 0)
-    opts.set_dropout(s.dropout, add_int_tensor(*g, "seed", kSeed, 1, fe::DataType_t::INT64),
-                     add_int_tensor(*g, "offset", kOffset, 1, fe::DataType_t::INT64));
+                  .set_deterministic_algorithm(deterministic);
+  set_lengths_and_dropout(*g, s, opts);
   auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opts);
   dQ->set_output(true).set_uid(kDQ).set_dim(v.dims()).set_stride(v.qkv_stride());
   dK->set_output(true).set_uid(kDK).set_dim(v.dims()).set_stride(v.qkv_stride());

@@ -1,6 +1,8 @@
 // Tiny model writer (see tiny_model.h).
 #include "tiny_model.h"
 
+#include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include <random>
@@ -96,6 +98,14 @@ std::vector<double> logged_train_losses(const std::string& run_dir) {
     if (j["split"] == "train") out.push_back(j["loss"].get<double>());
   }
   return out;
+}
+
+void expect_learns(const std::string& run_dir) {
+  const std::vector<double> losses = logged_train_losses(run_dir);
+  ASSERT_EQ(losses.size(), 18u);
+  double first = 0, last = 0;
+  for (int i = 0; i < 6; ++i) first += losses[i], last += losses[12 + i];
+  EXPECT_LT(last, first - 0.03);
 }
 
 }  // namespace ftune::test

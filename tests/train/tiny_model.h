@@ -31,5 +31,8 @@ void write_pair_task(const std::string& path, int n, uint64_t seed);
 std::vector<std::string> logged_metrics(const std::string& run_dir);
 // The train lines' losses, in order.
 std::vector<double> logged_train_losses(const std::string& run_dir);
+// A run of three epochs of six logged steps learned (single steps are noisy: dropout, 16 rows):
+// the last epoch's six losses sum to less than the first epoch's, by a margin.
+void expect_learns(const std::string& run_dir);
 
 }  // namespace ftune::test
