@@ -69,8 +69,11 @@ class Stage:
             json.dump(self.doc, f, indent=1)
         os.replace(tmp, self.path)
 
-    def row(self, row):
+    def row(self, row, order=None):
+        """Appends a row; with `order` (a sort key), keeps the rows sorted by it."""
         self.doc["rows"].append(row)
+        if order:
+            self.doc["rows"].sort(key=order)
         self._write()
 
     def note(self, text):
