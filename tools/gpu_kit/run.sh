@@ -33,7 +33,8 @@ refuse() { echo "gpu kit: refusing to run: $*"; exit 2; }
 T_START=$(date +%s.%N)
 
 # Stage, its script and its limit in seconds (with the preflight's 20 s: 780 s, 13 minutes; the
-# README's "Verifying on a GPU" says which to run in which call on a 15-minute lease).
+# README's "Verifying on a GPU" says which to run in which call on a 15-minute lease; --stages
+# picks stages, which run in this order).
 # The first GPU run (H200) took 22, 0, 21, 14, 178 (cut short) and 3 s (packed, ftune_bench and
 # families: not run yet). FTUNE_KIT_LIMITS overrides limits: "bench=300,tests=120".
 STAGES=(
@@ -43,9 +44,9 @@ STAGES=(
   "packed kit_train.py 50"
   "memory kit_train.py 30"
   "bench kit_bench.py 260"
+  "families kit_families.py 180"
   "ftune_bench kit_ftune_bench.py 90"
   "profile kit_train.py 20"
-  "families kit_families.py 180"
   "steady kit_train.py 90"
 )
 OPTIONAL_STAGES=" steady "  # run only when --stages names them
