@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""The PyTorch + Hugging Face Trainer peer of `ftune train`: fine-tunes an HF *ForSequenceClassification
-(BERT; any model directory: DeBERTa-v2/v3, ModernBERT, Llama / Qwen decoders) on the same JSONL pairs (text, text_pair, label), with the same max_length, effective batch,
-epochs / steps, linear schedule with warm-up, weight decay, gradient clipping and seed, and every
-optimisation users apply by hand, each switchable and on by default: bf16 autocast (fp16 where
-bf16 is missing), TF32, SDPA attention (where the model has it: --attn auto; DeBERTa runs eagerly,
-as HF has no SDPA path for it), fused AdamW, torch.compile, DataLoader workers + pinned memory +
-prefetch, group_by_length and dynamic padding (DataCollatorWithPadding). With --lora-r, PEFT LoRA
+"""The PyTorch + Hugging Face Trainer peer of `ftune train`: fine-tunes an HF
+*ForSequenceClassification (BERT; from a model directory also DeBERTa-v2/v3, ModernBERT, Llama /
+Qwen decoders) on the same JSONL pairs (text, text_pair, label), with the same max_length,
+effective batch, epochs / steps, linear schedule with warm-up, weight decay, gradient clipping and
+seed, and every optimisation users apply by hand, each switchable and on by default: bf16 autocast
+(fp16 where bf16 is missing), TF32, SDPA attention (where the model has it: --attn auto; DeBERTa
+runs eagerly, as HF has no SDPA path for it), fused AdamW, torch.compile, DataLoader workers +
+pinned memory + prefetch, group_by_length and dynamic padding (DataCollatorWithPadding). With --lora-r, PEFT LoRA
 (task SEQ_CLS: the head trained whole) on --lora-targets, the frozen base loaded in --base-dtype
 (bf16, as LoRA users load a decoder) and --gradient-checkpointing (non-reentrant), as decoder
 fine-tuning scripts run.
@@ -157,12 +158,10 @@ BERT_TYPES = ("bert", "roberta", "xlm-roberta")  # the models the FLOP formula i
 def load_model(path, num_labels, attn, dtype=None):
     """The model from an HF directory. attn "auto": SDPA where the model has it, else eager (HF
     refuses SDPA for models without it, e.g. DeBERTa-v2). dtype: the weights' type (None: fp32)."""
-    import torch
     from transformers import AutoModelForSequenceClassification
     kw = {"num_labels": num_labels}
-    if dtype is not None:  # transformers 5 names it dtype, 4 torch_dtype
-        params = inspect.signature(AutoModelForSequenceClassification.from_pretrained).parameters
-        kw["dtype" if "dtype" in params or "torch_dtype" not in params else "torch_dtype"] = dtype
+    if dtype is not None:
+        kw["dtype"] = dtype  # transformers >= 4.56 (before: torch_dtype)
     if attn != "auto":
         return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation=attn, **kw)
     try:

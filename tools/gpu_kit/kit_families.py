@@ -24,8 +24,10 @@ torch.compile for every case, then the torch.compile peers, so a stage cut short
 still has every case's main comparison. A row gives samples/s, real tokens/s, mean real tokens a
 row, peak memory (ftune's device allocations, torch's max_memory_allocated), MFU where the side
 has a FLOP formula for the model (ftune's own; the peer's BERT formula does not apply), ftune's
-samples/s over the row's peer (on the peer's rows), and on ftune's the kernels that ran
-(summary.json gpu_paths). The report has one table per family.
+samples/s and real tokens/s over the row's peer's (on the peer's rows: each side's timed steps
+are the second half of its own length-grouped order, so their rows differ and tokens/s is the
+fairer ratio where their mean lengths differ), and on ftune's the kernels that ran (summary.json
+gpu_paths). The report has one table per family.
 
 With --device cpu (the selfcheck): tiny models of each family, max_length 64, batch 4, 3 steps
 after 1, one thread a side, no torch.compile rows; skipped without torch, transformers and peft.
@@ -106,7 +108,9 @@ def stage_row(case, family, length, batch, r):
                 if r.get("peak_memory_bytes") else None,
                 "MFU": "%.1f%%" % (100 * r["mfu"]) if r.get("mfu") is not None else "-",
                 "ftune_over_this": round(r["ftune_over_this"], 2)
-                if r.get("ftune_over_this") else None})
+                if r.get("ftune_over_this") else None,
+                "ftune_over_this_tokens": round(r["ftune_over_this_tokens"], 2)
+                if r.get("ftune_over_this_tokens") else None})
     if r.get("micro_batch"):
         row["micro_x_acc"] = "%s x %s" % (r["micro_batch"], r.get("gradient_accumulation") or 1)
     if r.get("compile_seconds") is not None:
@@ -174,6 +178,8 @@ def main():
             mine = next((x for x in rows if x["impl"] == "ftune" and "error" not in x), None)
             if mine and r is not mine and "error" not in r and r["samples_per_s"] > 0:
                 r["ftune_over_this"] = mine["samples_per_s"] / r["samples_per_s"]
+                if r["tokens_per_s"] > 0:  # the timed halves of one epoch hold different rows
+                    r["ftune_over_this_tokens"] = mine["tokens_per_s"] / r["tokens_per_s"]
             stage.row(stage_row(case, family, length, batch, r),
                       order=lambda x: (x["table"], x["case"], IMPL_ORDER.get(x["impl"], 9)))
 
