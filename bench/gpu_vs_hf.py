@@ -219,7 +219,8 @@ def hf_row(a, name, model, precision, work, log, peer="default"):
             "options": {k: j.get(k) for k in ("attn", "optim", "compile", "dataloader_workers",
                                               "pin_memory", "group_by_length", "dynamic_padding",
                                               "lora_r", "base_dtype", "gradient_checkpointing",
-                                              "trainable_params") if j.get(k) is not None},
+                                              "trainable_params", "what_ran")
+                        if j.get(k) is not None},
             "versions": {k: j[k] for k in ("torch", "transformers", "peft") if j.get(k)}}
 
 

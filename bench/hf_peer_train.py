@@ -204,6 +204,24 @@ def supported(cls, **kwargs):
     return {k: v for k, v in kwargs.items() if k in params}
 
 
+def what_ran(trainer, torch, cuda):
+    """What the run used, read from the objects after training rather than from the switches:
+    the Trainer's mixed precision, TF32 for fp32 matmuls, the optimizer and whether it is fused,
+    and the graphs torch.compile made (0 when nothing was compiled) with its graph breaks."""
+    opt = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate wraps it
+    out = {"mixed_precision": str(getattr(trainer.accelerator, "mixed_precision", "?")),
+           "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32) if cuda else None,
+           "optimizer": type(opt).__name__,
+           "fused": bool(getattr(opt, "defaults", {}).get("fused"))}
+    try:
+        from torch._dynamo.utils import counters
+        out["compiled_graphs"] = int(counters["stats"]["unique_graphs"])
+        out["graph_breaks"] = int(sum(counters["graph_break"].values()))
+    except (ImportError, KeyError, AttributeError):
+        pass
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -418,6 +436,7 @@ def main():
     sync()
     marks.setdefault("end", time.perf_counter())
     peak_alloc = torch.cuda.max_memory_allocated() if cuda else None
+    evidence = what_ran(trainer, torch, cuda)
     peak_reserved = torch.cuda.max_memory_reserved() if cuda else None
     steps = trainer.state.global_step
     timed_from = marks.get("timed_from", marks["begin"])
@@ -446,6 +465,7 @@ def main():
         "tf32": tf32, "attn": attn_used, "optim": a.optim, "compile": compile_,
         "model_type": cfg.model_type, "lora_r": a.lora_r, "base_dtype": a.base_dtype,
         "gradient_checkpointing": a.gradient_checkpointing, "trainable_params": trainable,
+        "what_ran": evidence,
         "dataloader_workers": workers, "pin_memory": a.pin_memory and cuda,
         "group_by_length": a.group_by_length, "dynamic_padding": a.dynamic_padding,
         "max_length": a.max_length, "micro_batch": a.batch, "gradient_accumulation": a.grad_accum,
