@@ -230,8 +230,6 @@ def write_random_family(dir_, family, fixtures, tiny=False, seed=42, num_labels=
     config = family_config(family, tiny, num_labels)
     shapes = hf_parameter_shapes(config)
     os.makedirs(dir_, exist_ok=True)
-    _write_safetensors(dir_, shapes, _normal_draw(seed, "tiny" if tiny else family),
-                       STORED.get(family, "F32"))
     with open(os.path.join(dir_, "config.json"), "w") as f:
         json.dump(config, f, indent=1)
     src = os.path.join(fixtures, "tokenizers", "minilm")
@@ -247,6 +245,9 @@ def write_random_family(dir_, family, fixtures, tiny=False, seed=42, num_labels=
         tok_config["model_input_names"] = ["input_ids", "attention_mask"]
     with open(os.path.join(dir_, "tokenizer_config.json"), "w") as f:
         json.dump(tok_config, f, indent=1)
+    # Last: random_family takes a directory with model.safetensors for a whole model.
+    _write_safetensors(dir_, shapes, _normal_draw(seed, "tiny" if tiny else family),
+                       STORED.get(family, "F32"))
     return dir_
 
 
