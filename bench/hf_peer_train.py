@@ -207,12 +207,14 @@ def supported(cls, **kwargs):
 def what_ran(trainer, torch, cuda):
     """What the run used, read from the objects after training rather than from the switches:
     the Trainer's mixed precision, TF32 for fp32 matmuls, the optimizer and whether it is fused,
-    and the graphs torch.compile made (0 when nothing was compiled) with its graph breaks."""
+    whether a module recomputes in backward (gradient checkpointing), the graphs torch.compile made (0 when nothing was compiled) with its graph breaks."""
     opt = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate wraps it
     out = {"mixed_precision": str(getattr(trainer.accelerator, "mixed_precision", "?")),
            "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32) if cuda else None,
            "optimizer": type(opt).__name__,
-           "fused": bool(getattr(opt, "defaults", {}).get("fused"))}
+           "fused": bool(getattr(opt, "defaults", {}).get("fused")),
+           "checkpointing": any(bool(getattr(m, "gradient_checkpointing", False))
+                                for m in trainer.model.modules())}
     try:
         from torch._dynamo.utils import counters
         out["compiled_graphs"] = int(counters["stats"]["unique_graphs"])
