@@ -207,7 +207,8 @@ def supported(cls, **kwargs):
 def what_ran(trainer, torch, cuda):
     """What the run used, read from the objects after training rather than from the switches:
     the Trainer's mixed precision, TF32 for fp32 matmuls, the optimizer and whether it is fused,
-    whether a module recomputes in backward (gradient checkpointing), the graphs torch.compile made (0 when nothing was compiled) with its graph breaks."""
+    whether a module recomputes in backward (gradient checkpointing), the graphs torch.compile
+    made (0 when nothing was compiled) and its graph breaks."""
     opt = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate wraps it
     out = {"mixed_precision": str(getattr(trainer.accelerator, "mixed_precision", "?")),
            "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32) if cuda else None,
