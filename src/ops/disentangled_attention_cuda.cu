@@ -228,6 +228,15 @@ struct CudaBackend {
   }
 };
 
+// f(bf16_t{}) or f(f16_t{}) for a 16-bit storage type.
+template <class F>
+void on_storage(DType storage, F&& f) {
+  if (storage == DType::BF16)
+    f(bf16_t{});
+  else
+    f(f16_t{});
+}
+
 }  // namespace
 
 void disentangled_relative_index(const DisentangledArgs& a, int32_t* index) {
@@ -259,16 +268,12 @@ void disentangled_attention_forward16(const DisentangledArgs& a, void* out, floa
                                       const void* q, const void* k, const void* v, const void* pk,
                                       const void* pq, float* workspace) {
   CudaBackend be;
-  auto run = [&](auto tag) {
+  on_storage(a.storage, [&](auto tag) {
     using S = decltype(tag);
     disentangled::fused16_forward<S>(be, a, static_cast<S*>(out), saved,
                                      static_cast<const S*>(q), static_cast<const S*>(k),
                                      static_cast<const S*>(v), pk, pq, workspace);
-  };
-  if (a.storage == DType::BF16)
-    run(bf16_t{});
-  else
-    run(f16_t{});
+  });
   count_gpu_path(GpuPath::DisentangledFused16);
 }
 
@@ -277,17 +282,13 @@ void disentangled_attention_backward16(const DisentangledArgs& a, void* dq, void
                                        const void* k, const void* v, const void* pk,
                                        const void* pq, const float* saved, float* workspace) {
   CudaBackend be;
-  auto run = [&](auto tag) {
+  on_storage(a.storage, [&](auto tag) {
     using S = decltype(tag);
     disentangled::fused16_backward<S>(be, a, static_cast<S*>(dq), static_cast<S*>(dk),
                                       static_cast<S*>(dv), dpk, dpq, static_cast<const S*>(dout),
                                       static_cast<const S*>(q), static_cast<const S*>(k),
                                       static_cast<const S*>(v), pk, pq, saved, workspace);
-  };
-  if (a.storage == DType::BF16)
-    run(bf16_t{});
-  else
-    run(f16_t{});
+  });
   count_gpu_path(GpuPath::DisentangledFused16);
 }
 

@@ -162,15 +162,7 @@ FTUNE_HD void forward_block16(Exec& ex, const DisentangledArgs& a, const Fused16
         x = fused_score(a, t.base, b, h, i0 + ii, j0 + jj, x);
       }
     });
-    ex.phase([&](int th) {  // the running maximum and the rescaling of what came before
-      for (int64_t ii = th; ii < nq; ii += NT) {
-        const float* row = s + ii * g.lbf;
-        float mx = m[ii];
-        for (int64_t jj = 0; jj < nk; ++jj) mx = fmaxf(mx, row[jj]);
-        al[ii] = mx == -INFINITY ? 1.0f : expf(m[ii] - mx);
-        m[ii] = mx;
-      }
-    });
+    ex.phase([&](int th) { running_max<NT>(th, nq, nk, s, g.lbf, m, al); });
     ex.phase([&](int th) {
       for (int64_t e = th; e < bt * bt; e += NT) {
         const int64_t ii = e / bt, jj = e % bt;
@@ -205,24 +197,55 @@ FTUNE_HD void forward_block16(Exec& ex, const DisentangledArgs& a, const Fused16
   });
 }
 
-// Both backward blocks' score gradients for one (query tile, key tile): from S = q . k (in s) and
-// dP = dO . v (in dp): dS in fp32 (into s), dS and P x mult rounded (ds16, pt16; zero outside the
-// nq x nk corner).
-template <class Exec, class S>
-FTUNE_HD void score_grads16(int th, const DisentangledArgs& a, const FusedPtrs& t, int64_t b,
-                            int64_t h, int64_t i0, int64_t j0, int64_t nq, int64_t nk, int64_t bt,
-                            const Shared16& g, float* s, const float* dp, const float* lse,
-                            const float* dl, S* ds16, S* pt16) {
-  for (int64_t e = th; e < bt * bt; e += Exec::kNT) {
-    const int64_t ii = e / bt, jj = e % bt;
-    float ds = 0.0f, pd = 0.0f;
-    if (ii < nq && jj < nk)
-      ds = fused_score_grad(a, t, b, h, i0 + ii, j0 + jj, s[ii * g.lbf + jj], dp[ii * g.lbf + jj],
-                            lse[ii], dl[ii], &pd);
-    s[ii * g.lbf + jj] = ds;
-    round_into(ds16 + ii * g.lb + jj, ds);
-    if (pt16 != nullptr) round_into(pt16 + ii * g.lb + jj, pd);
+// Both backward blocks' shared memory: the tiles of q, dO, k, v (16-bit), S and dP (fp32), dS
+// (and, dkv, P x mult) rounded, the accumulators (dq; dkv: dk, dv), the query rows' lse and delta
+// and the position gradients' runs.
+template <class S>
+struct Backward16Smem {
+  S *qs, *dos, *ks, *vs, *ds16, *pt16 = nullptr;
+  float *s, *dp, *acc, *acc2 = nullptr, *lse, *dl, *run_r, *run_s;
+  FTUNE_HD Backward16Smem(char* smem, int64_t bt, const Shared16& g, bool dkv) {
+    Carve cv{smem};
+    qs = cv.take<S>(bt * g.lh * 2);
+    dos = cv.take<S>(bt * g.lh * 2);
+    ks = cv.take<S>(bt * g.lh * 2);
+    vs = cv.take<S>(bt * g.lh * 2);
+    s = cv.take<float>(bt * g.lbf * 4);
+    dp = cv.take<float>(bt * g.lbf * 4);
+    ds16 = cv.take<S>(bt * g.lb * 2);
+    if (dkv) pt16 = cv.take<S>(bt * g.lb * 2);
+    acc = cv.take<float>(bt * g.lf * 4);
+    if (dkv) acc2 = cv.take<float>(bt * g.lf * 4);
+    lse = cv.take<float>(bt * 4);
+    dl = cv.take<float>(bt * 4);
+    run_r = cv.take<float>(bt * 4);
+    run_s = cv.take<float>(bt * 4);
   }
+};
+
+// Both backward blocks' step over one (query tile, key tile): S = Q K^T and dP = dO V^T on tensor
+// cores, then dS in fp32 (into s), dS and P x mult rounded (ds16, pt16 when there; zero outside
+// the nq x nk corner).
+template <class Exec, class S>
+FTUNE_HD void backward_tile16(Exec& ex, const DisentangledArgs& a, const FusedPtrs& t, int64_t b,
+                              int64_t h, int64_t i0, int64_t j0, int64_t nq, int64_t nk,
+                              int64_t bt, const Shared16& g, const Backward16Smem<S>& m) {
+  ex.mma(m.s, g.lbf, MmaOperand<S>{m.qs, g.lh, false}, MmaOperand<S>{m.ks, g.lh, true}, bt, bt,
+         g.Dk, false);  // q_i . k_j
+  ex.mma(m.dp, g.lbf, MmaOperand<S>{m.dos, g.lh, false}, MmaOperand<S>{m.vs, g.lh, true}, bt, bt,
+         g.Dk, false);  // dO_i . v_j
+  ex.phase([&](int th) {
+    for (int64_t e = th; e < bt * bt; e += Exec::kNT) {
+      const int64_t ii = e / bt, jj = e % bt;
+      float ds = 0.0f, pd = 0.0f;
+      if (ii < nq && jj < nk)
+        ds = fused_score_grad(a, t, b, h, i0 + ii, j0 + jj, m.s[ii * g.lbf + jj],
+                              m.dp[ii * g.lbf + jj], m.lse[ii], m.dl[ii], &pd);
+      m.s[ii * g.lbf + jj] = ds;
+      round_into(m.ds16 + ii * g.lb + jj, ds);
+      if (m.pt16 != nullptr) round_into(m.pt16 + ii * g.lb + jj, pd);
+    }
+  });
 }
 
 template <class Exec, class S>
@@ -232,71 +255,52 @@ FTUNE_HD void dq_block16(Exec& ex, const DisentangledArgs& a, const Fused16Ptrs<
   const int64_t T = a.T, H = a.spec.heads, D = a.spec.head_dim, C = H * D, BT = a.B * T;
   const int64_t b = bh / H, h = bh % H, i0 = tile * bt, nq = min64(bt, T - i0);
   const Shared16 g(bt, D);
-  Carve cv{smem};
-  S* qs = cv.take<S>(bt * g.lh * 2);
-  S* dos = cv.take<S>(bt * g.lh * 2);
-  S* ks = cv.take<S>(bt * g.lh * 2);
-  S* vs = cv.take<S>(bt * g.lh * 2);
-  float* s = cv.take<float>(bt * g.lbf * 4);
-  float* dp = cv.take<float>(bt * g.lbf * 4);
-  S* ds16 = cv.take<S>(bt * g.lb * 2);
-  float* acc = cv.take<float>(bt * g.lf * 4);
-  float* lse = cv.take<float>(bt * 4);
-  float* dl = cv.take<float>(bt * 4);
-  float* run_r = cv.take<float>(bt * 4);
-  float* run_s = cv.take<float>(bt * 4);
+  const Backward16Smem<S> m(smem, bt, g, false);
   ex.phase([&](int th) {
-    load_rows16<Exec>(th, qs, g, t.q, a.ldq, b * T + i0, nq, bt, h, D);
-    load_rows16<Exec>(th, dos, g, t.dout, a.ldo, b * T + i0, nq, bt, h, D);
-    for (int64_t e = th; e < bt * g.Dk; e += NT) acc[e / g.Dk * g.lf + e % g.Dk] = 0.0f;
+    load_rows16<Exec>(th, m.qs, g, t.q, a.ldq, b * T + i0, nq, bt, h, D);
+    load_rows16<Exec>(th, m.dos, g, t.dout, a.ldo, b * T + i0, nq, bt, h, D);
+    for (int64_t e = th; e < bt * g.Dk; e += NT) m.acc[e / g.Dk * g.lf + e % g.Dk] = 0.0f;
   });
   ex.phase([&](int th) {
     for (int64_t ii = th; ii < nq; ii += NT) {
       const float* o = t.base.obuf + (b * T + i0 + ii) * C + h * D;
       float x = 0.0f;
-      for (int64_t d = 0; d < D; ++d) x += to_f32(dos[ii * g.lh + d]) * o[d];
-      dl[ii] = x;
-      lse[ii] = t.base.lse[bh * T + i0 + ii];
-      run_r[ii] = -1.0f;
-      run_s[ii] = 0.0f;
+      for (int64_t d = 0; d < D; ++d) x += to_f32(m.dos[ii * g.lh + d]) * o[d];
+      m.dl[ii] = x;
+      m.lse[ii] = t.base.lse[bh * T + i0 + ii];
+      m.run_r[ii] = -1.0f;
+      m.run_s[ii] = 0.0f;
     }
   });
   for (int64_t j0 = 0; j0 < T; j0 += bt) {
     const int64_t nk = min64(bt, T - j0);
     ex.phase([&](int th) {
-      load_rows16<Exec>(th, ks, g, t.k, a.ldk, b * T + j0, nk, bt, h, D);
-      load_rows16<Exec>(th, vs, g, t.v, a.ldv, b * T + j0, nk, bt, h, D);
+      load_rows16<Exec>(th, m.ks, g, t.k, a.ldk, b * T + j0, nk, bt, h, D);
+      load_rows16<Exec>(th, m.vs, g, t.v, a.ldv, b * T + j0, nk, bt, h, D);
     });
-    ex.mma(s, g.lbf, MmaOperand<S>{qs, g.lh, false}, MmaOperand<S>{ks, g.lh, true}, bt, bt, g.Dk,
-           false);  // q_i . k_j
-    ex.mma(dp, g.lbf, MmaOperand<S>{dos, g.lh, false}, MmaOperand<S>{vs, g.lh, true}, bt, bt,
-           g.Dk, false);  // dO_i . v_j
-    ex.phase([&](int th) {
-      score_grads16<Exec, S>(th, a, t.base, b, h, i0, j0, nq, nk, bt, g, s, dp, lse, dl, ds16,
-                             nullptr);
-    });
-    ex.mma(acc, g.lf, MmaOperand<S>{ds16, g.lb, false}, MmaOperand<S>{ks, g.lh, false}, bt, g.Dk,
-           bt, true);  // acc += dS K
+    backward_tile16(ex, a, t.base, b, h, i0, j0, nq, nk, bt, g, m);
+    ex.mma(m.acc, g.lf, MmaOperand<S>{m.ds16, g.lb, false}, MmaOperand<S>{m.ks, g.lh, false}, bt,
+           g.Dk, bt, true);  // acc += dS K
     ex.phase([&](int th) {
       if (!a.spec.c2p) return;
       for (int64_t ii = th; ii < nq; ii += NT) {
         S* row = t.dc2p + (h * BT + b * T + i0 + ii) * t.Wh;
         for (int64_t jj = 0; jj < nk; ++jj)
-          run_step16(run_r + ii, run_s + ii, row, a.rel(i0 + ii, j0 + jj) - a.rlo,
-                     s[ii * g.lbf + jj]);
+          run_step16(m.run_r + ii, m.run_s + ii, row, a.rel(i0 + ii, j0 + jj) - a.rlo,
+                     m.s[ii * g.lbf + jj]);
       }
     });
   }
   ex.phase([&](int th) {
     for (int64_t e = th; e < nq * D; e += NT) {
       const int64_t ii = e / D, d = e % D;
-      t.dqf[(b * T + i0 + ii) * C + h * D + d] = a.scale * acc[ii * g.lf + d];
+      t.dqf[(b * T + i0 + ii) * C + h * D + d] = a.scale * m.acc[ii * g.lf + d];
     }
     for (int64_t ii = th; ii < nq; ii += NT) {
-      t.base.delta[bh * T + i0 + ii] = dl[ii];
-      if (a.spec.c2p && run_r[ii] >= 0.0f)
-        round_into(t.dc2p + (h * BT + b * T + i0 + ii) * t.Wh + static_cast<int64_t>(run_r[ii]),
-                   run_s[ii]);
+      t.base.delta[bh * T + i0 + ii] = m.dl[ii];
+      if (a.spec.c2p && m.run_r[ii] >= 0.0f)
+        round_into(t.dc2p + (h * BT + b * T + i0 + ii) * t.Wh + static_cast<int64_t>(m.run_r[ii]),
+                   m.run_s[ii]);
     }
   });
 }
@@ -308,56 +312,37 @@ FTUNE_HD void dkv_block16(Exec& ex, const DisentangledArgs& a, const Fused16Ptrs
   const int64_t T = a.T, H = a.spec.heads, D = a.spec.head_dim, C = H * D, BT = a.B * T;
   const int64_t b = bh / H, h = bh % H, j0 = tile * bt, nk = min64(bt, T - j0);
   const Shared16 g(bt, D);
-  Carve cv{smem};
-  S* ks = cv.take<S>(bt * g.lh * 2);
-  S* vs = cv.take<S>(bt * g.lh * 2);
-  S* qs = cv.take<S>(bt * g.lh * 2);
-  S* dos = cv.take<S>(bt * g.lh * 2);
-  float* s = cv.take<float>(bt * g.lbf * 4);
-  float* dp = cv.take<float>(bt * g.lbf * 4);
-  S* ds16 = cv.take<S>(bt * g.lb * 2);
-  S* pt16 = cv.take<S>(bt * g.lb * 2);
-  float* dka = cv.take<float>(bt * g.lf * 4);
-  float* dva = cv.take<float>(bt * g.lf * 4);
-  float* lse = cv.take<float>(bt * 4);
-  float* dl = cv.take<float>(bt * 4);
-  float* run_r = cv.take<float>(bt * 4);
-  float* run_s = cv.take<float>(bt * 4);
+  const Backward16Smem<S> m(smem, bt, g, true);
+  float* dka = m.acc;
+  float* dva = m.acc2;
   ex.phase([&](int th) {
-    load_rows16<Exec>(th, ks, g, t.k, a.ldk, b * T + j0, nk, bt, h, D);
-    load_rows16<Exec>(th, vs, g, t.v, a.ldv, b * T + j0, nk, bt, h, D);
+    load_rows16<Exec>(th, m.ks, g, t.k, a.ldk, b * T + j0, nk, bt, h, D);
+    load_rows16<Exec>(th, m.vs, g, t.v, a.ldv, b * T + j0, nk, bt, h, D);
     for (int64_t e = th; e < bt * g.Dk; e += NT)
       dka[e / g.Dk * g.lf + e % g.Dk] = 0.0f, dva[e / g.Dk * g.lf + e % g.Dk] = 0.0f;
-    for (int64_t jj = th; jj < bt; jj += NT) run_r[jj] = -1.0f, run_s[jj] = 0.0f;
+    for (int64_t jj = th; jj < bt; jj += NT) m.run_r[jj] = -1.0f, m.run_s[jj] = 0.0f;
   });
   for (int64_t i0 = 0; i0 < T; i0 += bt) {
     const int64_t nq = min64(bt, T - i0);
     ex.phase([&](int th) {
-      load_rows16<Exec>(th, qs, g, t.q, a.ldq, b * T + i0, nq, bt, h, D);
-      load_rows16<Exec>(th, dos, g, t.dout, a.ldo, b * T + i0, nq, bt, h, D);
+      load_rows16<Exec>(th, m.qs, g, t.q, a.ldq, b * T + i0, nq, bt, h, D);
+      load_rows16<Exec>(th, m.dos, g, t.dout, a.ldo, b * T + i0, nq, bt, h, D);
       for (int64_t ii = th; ii < nq; ii += NT)
-        lse[ii] = t.base.lse[bh * T + i0 + ii], dl[ii] = t.base.delta[bh * T + i0 + ii];
+        m.lse[ii] = t.base.lse[bh * T + i0 + ii], m.dl[ii] = t.base.delta[bh * T + i0 + ii];
     });
-    ex.mma(s, g.lbf, MmaOperand<S>{qs, g.lh, false}, MmaOperand<S>{ks, g.lh, true}, bt, bt, g.Dk,
-           false);
-    ex.mma(dp, g.lbf, MmaOperand<S>{dos, g.lh, false}, MmaOperand<S>{vs, g.lh, true}, bt, bt,
-           g.Dk, false);
-    ex.phase([&](int th) {
-      score_grads16<Exec, S>(th, a, t.base, b, h, i0, j0, nq, nk, bt, g, s, dp, lse, dl, ds16,
-                             pt16);
-    });
+    backward_tile16(ex, a, t.base, b, h, i0, j0, nq, nk, bt, g, m);
     // Rows: keys; the sums run over queries (the tiles read transposed).
-    ex.mma(dva, g.lf, MmaOperand<S>{pt16, g.lb, true}, MmaOperand<S>{dos, g.lh, false}, bt, g.Dk,
-           bt, true);  // dv += (P mult)^T dO
-    ex.mma(dka, g.lf, MmaOperand<S>{ds16, g.lb, true}, MmaOperand<S>{qs, g.lh, false}, bt, g.Dk,
-           bt, true);  // dk += dS^T Q
+    ex.mma(dva, g.lf, MmaOperand<S>{m.pt16, g.lb, true}, MmaOperand<S>{m.dos, g.lh, false}, bt,
+           g.Dk, bt, true);  // dv += (P mult)^T dO
+    ex.mma(dka, g.lf, MmaOperand<S>{m.ds16, g.lb, true}, MmaOperand<S>{m.qs, g.lh, false}, bt,
+           g.Dk, bt, true);  // dk += dS^T Q
     ex.phase([&](int th) {
       if (!a.spec.p2c) return;
       for (int64_t jj = th; jj < nk; jj += NT) {
         S* row = t.dp2c + (h * BT + b * T + j0 + jj) * t.Wh;
         for (int64_t ii = 0; ii < nq; ++ii)
-          run_step16(run_r + jj, run_s + jj, row, a.rel(i0 + ii, j0 + jj) - a.rlo,
-                     s[ii * g.lbf + jj]);
+          run_step16(m.run_r + jj, m.run_s + jj, row, a.rel(i0 + ii, j0 + jj) - a.rlo,
+                     m.s[ii * g.lbf + jj]);
       }
     });
   }
@@ -368,9 +353,9 @@ FTUNE_HD void dkv_block16(Exec& ex, const DisentangledArgs& a, const Fused16Ptrs
       round_into(t.dv + n * a.lddv + h * D + d, dva[jj * g.lf + d]);
     }
     for (int64_t jj = th; jj < nk; jj += NT)
-      if (a.spec.p2c && run_r[jj] >= 0.0f)
-        round_into(t.dp2c + (h * BT + b * T + j0 + jj) * t.Wh + static_cast<int64_t>(run_r[jj]),
-                   run_s[jj]);
+      if (a.spec.p2c && m.run_r[jj] >= 0.0f)
+        round_into(t.dp2c + (h * BT + b * T + j0 + jj) * t.Wh + static_cast<int64_t>(m.run_r[jj]),
+                   m.run_s[jj]);
   });
 }
 
