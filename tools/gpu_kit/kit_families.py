@@ -38,13 +38,12 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kit_models import random_family  # noqa: E402
-from kit_stage import Kit, Stage, stage_args  # noqa: E402
+from kit_stage import missing_modules, open_stage  # noqa: E402
 
 STEPS = int(os.environ.get("FTUNE_KIT_FAMILIES_STEPS", "60"))
 WARMUP = int(os.environ.get("FTUNE_KIT_FAMILIES_WARMUP", "30"))
@@ -125,17 +124,12 @@ def stage_row(case, family, length, batch, r):
 
 
 def main():
-    a = stage_args(__doc__.split("\n\n")[0]).parse_args()
-    kit = Kit(a.work)
-    stage = Stage(a.stage, a.stages, a.limit)
-    log = os.path.join(a.logs, a.stage + ".log")
-    on_gpu = a.device != "cpu"
-    probe = subprocess.run([sys.executable, "-c", "import torch, transformers, peft, numpy"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if probe.returncode != 0:
+    a, kit, stage, log, on_gpu = open_stage(__doc__)
+    missing = missing_modules(["torch", "transformers", "peft", "numpy"])
+    if missing:
         return stage.finish("skipped" if not on_gpu else "fail",
                             "%s cannot import torch, transformers, peft and numpy: no HF peer (%s)"
-                            % (sys.executable, probe.stdout.strip().splitlines()[-1][:120]))
+                            % (sys.executable, missing))
     sys.path.insert(0, os.path.join(kit.share, "bench"))
     import gpu_vs_hf  # the benchmark's runs, rows and ratio arithmetic
     scratch = tempfile.mkdtemp(prefix="gpu-kit-families-")
