@@ -260,13 +260,13 @@ TEST_F(DataParallel, StopFileSeenByOneRankStopsEveryRank) {
 // SIGCONT, waits odls_base_sigkill_timeout seconds (default 1), sends SIGTERM, waits as long again
 // and sends SIGKILL. A rank whose stop takes longer (here 2 s, FTUNE_DEBUG_STOP_DELAY_MS, as a
 // large model's checkpoint write) was killed without its checkpoint or summary; with the timeout
-// raised (README: --mca odls_base_sigkill_timeout, here 6 s) every rank stops at one step boundary
+// raised (README: --mca odls_base_sigkill_timeout, here 8 s) every rank stops at one step boundary
 // with the checkpoint and summary and exits 143 (128 + SIGTERM).
 TEST_F(DataParallel, SigtermToMpirunStopsEveryRankWhenTheKillTimeoutAllowsIt) {
   const std::string log = tmp_.path() + "/mpirun.log";
   const pid_t mpirun = spawn_ftune_ranks(
       2, "train --config " + config("term") + " training.epochs=100", log,
-      "OMPI_MCA_odls_base_sigkill_timeout=6 FTUNE_DEBUG_STOP_DELAY_MS=2000");
+      "OMPI_MCA_odls_base_sigkill_timeout=8 FTUNE_DEBUG_STOP_DELAY_MS=2000");
   ASSERT_GT(mpirun, 0);
   const bool started = wait_for_text(log, "checkpoint ", 120);  // step 5's, by rank 0
   if (started) kill(mpirun, SIGTERM);
