@@ -206,13 +206,13 @@ std::string shell_quoted(const std::string& word) {
   return quoted + "'";
 }
 
-// The Python of the transformers oracle: $FTUNE_PYTHON where set (as bench/*.sh read it), else the
-// first of python3 on PATH and the development machine's oracle venv (/work/venv-oracle, pinned by
-// tools/requirements-dev.txt) that has torch and transformers installed. The modules are looked up,
+// The Python of the transformers oracle: $FTUNE_PYTHON where set (as bench/*.sh read it; a
+// development machine points it at its venv of tools/requirements-dev.txt), else python3 on PATH,
+// if it has torch and transformers installed. The modules are looked up,
 // not imported (importing torch takes seconds). Empty, with what each candidate lacked in `why`,
 // where none has them (CI installs no torch).
 std::string oracle_python(std::string& why) {
-  std::vector<std::string> candidates{"python3", "/work/venv-oracle/bin/python"};
+  std::vector<std::string> candidates{"python3"};
   if (const char* env = std::getenv("FTUNE_PYTHON"); env && *env) candidates = {env};
   for (const std::string& python : candidates) {
     const int rc = std::system((shell_quoted(python) +
