@@ -6,7 +6,7 @@
 #    libraries the kit's programs need on this machine (the nvidia-* packages of its PyTorch
 #    environment first, then its CUDA toolkit, then the driver's) and refuses, with one line, if
 #    one is missing; prints nvidia-smi and `ftune doctor`;
-# 2. runs the stages, each under its own time limit (they add up to 12 minutes with the
+# 2. runs the stages, each under its own time limit (they add up to 13 minutes with the
 #    preflight), each appending its section to $OUT/gpu-report.md and its entry to
 #    $OUT/gpu-report.json as it finishes (a stage killed at its limit keeps what it wrote);
 # 3. prints one short table last; exit status 0 when every stage passed.
