@@ -19,12 +19,21 @@ warm-up). MFU, both sides: flops_per_sample (ftune's formula, src/train/flops.h,
 x samples/s over the peak of the GPU for the row's precision in src/train/gpu_peak_flops.json.
 Peak memory: ftune's peak_device_bytes (its allocations: arena, workspace) vs torch's
 max_memory_allocated; the reserved / measured figures are in the JSON lines.
+
+Other families and settings (the GPU kit's families stage, tools/gpu_kit/kit_families.py, drives
+ftune_row and hf_row with them): --model NAME=DIR takes any HF classifier directory, --peers picks
+the HF variants (default: HF Trainer as users run it, torch.compile on CUDA; eager: no compile;
+compile: with it), --ftune-set KEY=VALUE adds `ftune train` overrides (peft.*, gradient
+checkpointing) and --hf-arg the peer's matching switches; the ftune/HF ratio is given against each
+peer. MFU needs a FLOP formula for the model: ftune's own (summary.json) on its rows, the BERT
+formula on the peer's, which a non-BERT peer row leaves empty.
 """
 import argparse
 import datetime
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,12 +47,47 @@ MINILM = os.path.join(ROOT, ".cache", "models", "all-MiniLM-L6-v2")
 PEER = os.path.join(ROOT, "bench", "hf_peer_train.py")
 
 
-def run(cmd, log, env=None):
-    """Runs cmd, output appended to log; returns (exit code, output)."""
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+# The HF variants: (impl name, hf_peer_train.py switches). "default" is the peer as users run it
+# (torch.compile on CUDA, off on the CPU).
+PEERS = {"default": ("hf-trainer", []), "eager": ("hf-eager", ["--no-compile"]),
+         "compile": ("hf-compile", ["--compile"])}
+
+
+def run(cmd, log, env=None, timeout=None):
+    """Runs cmd, output appended to log; returns (exit code, output). Past `timeout` seconds the
+    command and everything it started (DataLoader workers, compile workers) are killed: 124."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                         start_new_session=True, errors="replace")
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        rc = p.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        rc = 124
+        out += "\n[killed after %.0f s]" % timeout
     with open(log, "a") as f:
-        f.write("$ " + " ".join(cmd) + "\n" + r.stdout + "\n")
-    return r.returncode, r.stdout
+        f.write("$ " + " ".join(cmd) + "\n" + out + "\n")
+    return rc, out
+
+
+def failure(rc, out):
+    """A failed run's error: its exit status and last line, or that it was killed."""
+    if rc == 124:
+        return "killed at its time limit"
+    return "exit %d: %s" % (rc, out.strip().splitlines()[-1] if out.strip() else "")
+
+
+def gpu_paths_line(paths):
+    """The nonzero counters of summary.json gpu_paths, one short line (which kernels ran)."""
+    if not isinstance(paths, dict):
+        return None
+    parts = []
+    for group, counts in paths.items():
+        if isinstance(counts, dict):
+            parts += ["%s.%s %s" % (group, k, v if isinstance(v, int) else "%.2f" % v)
+                      for k, v in counts.items() if isinstance(v, (int, float)) and v]
+    return ", ".join(parts) or None
 
 
 def gpu_name():
@@ -83,18 +127,18 @@ def ftune_row(a, name, model, precision, work, log):
     config = os.path.join(work, "ftune-%s.yaml" % name)
     ftune_config(config, model, a, out_dir)
     base = [a.ftune, "train", "--config", config, "training.device=" + a.device]
-    rc, out = run(base + ["training.precision=" + precision], log)
+    rc, out = run(base + ["training.precision=" + precision] + a.ftune_set, log,
+                  timeout=a.timeout or None)
     note = ""
     if rc != 0 and "training.precision" in out:
         # This ftune has no training.precision yet (it trains in fp32 only).
         if precision != "fp32":
             return {"model": name, "impl": "ftune", "precision": precision,
                     "error": "this ftune has no training.precision"}
-        rc, out = run(base, log)
+        rc, out = run(base, log, timeout=a.timeout or None)
         note = "no training.precision: fp32 by default"
     if rc != 0:
-        return {"model": name, "impl": "ftune", "precision": precision,
-                "error": "exit %d: %s" % (rc, out.strip().splitlines()[-1] if out.strip() else "")}
+        return {"model": name, "impl": "ftune", "precision": precision, "error": failure(rc, out)}
     with open(os.path.join(out_dir, "summary.json")) as f:
         s = json.load(f)
     first = None
@@ -128,18 +172,21 @@ def ftune_row(a, name, model, precision, work, log):
            "ftune_mfu_whole_run": s.get("mfu"), "micro_batch": s.get("micro_batch"),
            "gradient_accumulation": s.get("gradient_accumulation"),
            "eval_accuracy": (s.get("final_eval") or {}).get("accuracy"),
-           "compile_seconds": None, "note": note,
+           "compile_seconds": None, "note": note, "gpu_paths": gpu_paths_line(s.get("gpu_paths")),
            "math": mfu_precision if s.get("precision", precision) == "fp32" else s.get("precision")}
     shutil.rmtree(os.path.join(out_dir, "checkpoints"), ignore_errors=True)
     shutil.rmtree(os.path.join(out_dir, "model"), ignore_errors=True)
     return row
 
 
-def hf_row(a, name, model, precision, work, log):
+def hf_row(a, name, model, precision, work, log, peer="default"):
+    """One hf_peer_train.py run of the HF variant `peer` (PEERS); returns the row."""
+    impl, switches = PEERS[peer]
+    out_dir = os.path.join(work, "%s-%s-%s" % (impl, name, precision))
     cmd = [sys.executable, PEER, "--model", model, "--name", name, "--train", a.train,
            "--max-length", str(a.max_length), "--batch", str(a.batch), "--lr", str(a.lr),
            "--timing-warmup", str(a.timing_warmup), "--device", a.device.split(":")[0],
-           "--output-dir", os.path.join(work, "hf-%s-%s" % (name, precision))]
+           "--output-dir", out_dir]
     cmd += ["--validation", a.validation] if a.validation else ["--validation", ""]
     cmd += ["--max-steps", str(a.steps)] if a.steps > 0 else ["--epochs", str(a.epochs)]
     if a.threads:
@@ -148,19 +195,17 @@ def hf_row(a, name, model, precision, work, log):
         cmd += ["--eval-limit", str(a.eval_limit)]
     if precision == "fp32":
         cmd += ["--no-bf16"]  # TF32 stays on (on CUDA), as users run fp32
-    cmd += a.hf_arg
+    cmd += a.hf_arg + switches
     env = dict(os.environ)
     if a.device.startswith("cuda") and ":" in a.device:
         env["CUDA_VISIBLE_DEVICES"] = a.device.split(":")[1]
-    rc, out = run(cmd, log, env)
+    rc, out = run(cmd, log, env, timeout=a.timeout or None)
+    shutil.rmtree(out_dir, ignore_errors=True)
     lines = [l for l in out.splitlines() if l.startswith("{\"impl\"")]
     if rc != 0 or not lines:
-        tail = out.strip().splitlines()[-1] if out.strip() else ""
-        return {"model": name, "impl": "hf-trainer", "precision": precision,
-                "error": "exit %d: %s" % (rc, tail)}
+        return {"model": name, "impl": impl, "precision": precision, "error": failure(rc, out)}
     j = json.loads(lines[-1])
-    shutil.rmtree(os.path.join(work, "hf-%s-%s" % (name, precision)), ignore_errors=True)
-    return {"model": name, "impl": "hf-trainer",
+    return {"model": name, "impl": impl,
             "precision": j["precision"] + ("+tf32" if j["tf32"] and j["precision"] == "fp32" else ""),
             "steps": j["steps"], "timing_warmup_steps": j["timing_warmup_steps"],
             "samples_per_s": j["samples_per_s"], "tokens_per_s": j["tokens_per_s"],
@@ -171,9 +216,12 @@ def hf_row(a, name, model, precision, work, log):
             "eval_accuracy": j["eval_accuracy"], "compile_seconds": j["compile_seconds"],
             "warmup_excess_seconds": j["warmup_excess_seconds"],
             "math": ("tf32" if j["tf32"] else "fp32") if j["precision"] == "fp32" else j["precision"],
-            "options": {k: j[k] for k in ("attn", "optim", "compile", "dataloader_workers",
-                                          "pin_memory", "group_by_length", "dynamic_padding")},
-            "versions": {"torch": j["torch"], "transformers": j["transformers"]}}
+            "options": {k: j.get(k) for k in ("attn", "optim", "compile", "dataloader_workers",
+                                              "pin_memory", "group_by_length", "dynamic_padding",
+                                              "lora_r", "base_dtype", "gradient_checkpointing",
+                                              "trainable_params", "what_ran")
+                        if j.get(k) is not None},
+            "versions": {k: j[k] for k in ("torch", "transformers", "peft") if j.get(k)}}
 
 
 def fmt_bytes(b):
@@ -191,22 +239,38 @@ def table(rows, gpu):
         peak = peak_flops(gpu, "fp32" if r["math"] in ("fp32", "tf32") else r["math"],
                           r["math"] == "tf32") if gpu else None
         r["peak_tflops"] = peak[2] / 1e12 if peak else None
-        r["mfu"] = r["flops_per_sample"] * r["samples_per_s"] / peak[2] if peak else None
-        peer = next((p for p in rows if p["impl"] == "hf-trainer" and p["model"] == r["model"]
-                     and p["precision"].split("+")[0] == r["precision"].split("+")[0]
-                     and "error" not in p), None)
-        ratio = r["samples_per_s"] / peer["samples_per_s"] if peer and r["impl"] == "ftune" else None
-        r["ratio_vs_hf"] = ratio
+        r["mfu"] = (r["flops_per_sample"] * r["samples_per_s"] / peak[2]
+                    if peak and r.get("flops_per_sample") else None)
+        ratios = ratios_vs_peers(r, rows)
+        r["ratio_vs"] = ratios
+        r["ratio_vs_hf"] = next(iter(ratios.values()), None)  # the first peer's (the default)
         acc = r.get("eval_accuracy")
         lines.append("| %s | %s | %s | %.1f | %.0f | %s | %s | %s | %s |" % (
             r["model"], r["impl"], r["precision"], r["samples_per_s"], r["tokens_per_s"],
             "%.1f%%" % (100 * r["mfu"]) if r["mfu"] is not None else "-",
-            fmt_bytes(r["peak_memory_bytes"]), "%.2fx" % ratio if ratio else "",
+            fmt_bytes(r["peak_memory_bytes"]),
+            ", ".join("%.2fx%s" % (v, " " + k[3:] if len(ratios) > 1 else "")
+                      for k, v in ratios.items()),
             "%.4f" % acc if acc is not None else "-"))
     return lines
 
 
-def main():
+def ratios_vs_peers(r, rows):
+    """{peer impl: ftune samples/s over the peer's} for an ftune row, each HF row of the same
+    model and precision that ran, in the rows' order; {} for a peer row."""
+    if r["impl"] != "ftune" or "error" in r:
+        return {}
+    out = {}
+    for p in rows:
+        if (p["impl"].startswith("hf-") and "error" not in p and p["model"] == r["model"]
+                and p["precision"].split("+")[0] == r["precision"].split("+")[0]
+                and p["samples_per_s"] > 0):
+            out.setdefault(p["impl"], r["samples_per_s"] / p["samples_per_s"])
+    return out
+
+
+def parser():
+    """The command line; the GPU kit's families stage builds its runs' settings with it too."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ftune", required=True)
     ap.add_argument("--models", default="bert-base,minilm", help="bert-base,minilm")
@@ -230,8 +294,22 @@ def main():
     ap.add_argument("--results", help="markdown results file (default by device; '' none)")
     ap.add_argument("--json", help="also write the rows as JSON lines here")
     ap.add_argument("--hf-arg", action="append", default=[],
-                    help="extra argument for hf_peer_train.py (repeatable), e.g. --hf-arg=--no-compile")
+                    help="extra argument for hf_peer_train.py (repeatable), e.g. --hf-arg=--lora-r=16")
+    ap.add_argument("--peers", default="default",
+                    help="HF variants, in order: default (as users run it: torch.compile on CUDA), "
+                         "eager, compile")
+    ap.add_argument("--ftune-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra `ftune train` override (repeatable), e.g. peft.method=lora")
+    ap.add_argument("--timeout", type=float, default=0, help="seconds per run (0: none)")
+    return ap
+
+
+def main():
+    ap = parser()
     a = ap.parse_args()
+    peers = a.peers.split(",")
+    if not set(peers) <= set(PEERS):
+        ap.error("--peers: unknown %s (%s)" % (sorted(set(peers) - set(PEERS)), ", ".join(PEERS)))
     for path, what in ((a.train, "training data"), (a.ftune, "ftune binary")):
         if not os.path.exists(path):
             sys.exit("gpu_vs_hf: %s %s not found%s" % (what, path, " (python3 examples/wordnet_pairs.py)"
@@ -275,9 +353,10 @@ def main():
         open(a.json, "w").close()
     for name, path in models:
         for precision in a.precisions.split(","):
-            for impl in ("ftune", "hf"):
+            for impl in ["ftune"] + peers:
                 print("gpu_vs_hf: %s %s %s ..." % (name, impl, precision), flush=True)
-                row = (ftune_row if impl == "ftune" else hf_row)(a, name, path, precision, work, log)
+                row = (ftune_row(a, name, path, precision, work, log) if impl == "ftune" else
+                       hf_row(a, name, path, precision, work, log, impl))
                 rows.append(row)
                 if a.json:  # as each run finishes: a run killed later leaves the earlier rows
                     with open(a.json, "a") as f:

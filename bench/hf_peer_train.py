@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
-"""The PyTorch + Hugging Face Trainer peer of `ftune train`: fine-tunes BertForSequenceClassification
-on the same JSONL pairs (text, text_pair, label), with the same max_length, effective batch,
-epochs / steps, linear schedule with warm-up, weight decay, gradient clipping and seed, and every
-optimisation users apply by hand, each switchable and on by default: bf16 autocast (fp16 where
-bf16 is missing), TF32, SDPA attention, fused AdamW, torch.compile, DataLoader workers + pinned
-memory + prefetch, group_by_length and dynamic padding (DataCollatorWithPadding).
+"""The PyTorch + Hugging Face Trainer peer of `ftune train`: fine-tunes an HF
+*ForSequenceClassification (BERT; from a model directory also DeBERTa-v2/v3, ModernBERT, Llama /
+Qwen decoders) on the same JSONL pairs (text, text_pair, label), with the same max_length,
+effective batch, epochs / steps, linear schedule with warm-up, weight decay, gradient clipping and
+seed, and every optimisation users apply by hand, each switchable and on by default: bf16 autocast
+(fp16 where bf16 is missing), TF32, SDPA attention (where the model has it: --attn auto; DeBERTa
+runs eagerly, as HF has no SDPA path for it), fused AdamW, torch.compile, DataLoader workers +
+pinned memory + prefetch, group_by_length and dynamic padding (DataCollatorWithPadding). With --lora-r, PEFT LoRA
+(task SEQ_CLS: the head trained whole) on --lora-targets, the frozen base loaded in --base-dtype
+(bf16, as LoRA users load a decoder) and --gradient-checkpointing (non-reentrant), as decoder
+fine-tuning scripts run.
 
   python3 bench/hf_peer_train.py --model .cache/models/all-MiniLM-L6-v2 [--max-steps N] ...
   python3 bench/hf_peer_train.py --random bert-base ...             # random init, offline
@@ -13,8 +18,9 @@ memory + prefetch, group_by_length and dynamic padding (DataCollatorWithPadding)
 Prints one JSON line (last line of stdout): samples/s and real (non-pad) tokens/s over the timed
 part (optimizer steps after the first --timing-warmup, which hold torch.compile's compilation;
 reported separately as compile_seconds: the warm-up's time beyond as many steady steps), the
-training FLOPs and MFU with ftune's formula (src/train/flops.h: 6·N·T + 12·L·C·T² + 6·(C² + C·K)
-per sequence at its padded length T) and ftune's peak table (src/train/gpu_peak_flops.json), peak
+training FLOPs and MFU with ftune's BERT formula (src/train/flops.h: 6·N·T + 12·L·C·T² + 6·(C² + C·K)
+per sequence at its padded length T; BERT-family models only, null for the others) and ftune's peak
+table (src/train/gpu_peak_flops.json), peak
 memory (torch.cuda.max_memory_allocated / max_memory_reserved; on CPU the process's peak RSS) and
 the final validation accuracy. Runs on CPU too (bf16 autocast on CPU; no compile, TF32 or workers
 by default there) for smoke tests. Needs torch and transformers; never part of the test suite.
@@ -146,10 +152,34 @@ def random_model(kind, num_labels, seed, attn, tokenizer_dir):
         return BertForSequenceClassification(config)
 
 
-def load_model(path, num_labels, attn):
+BERT_TYPES = ("bert", "roberta", "xlm-roberta")  # the models the FLOP formula is for
+
+
+def load_model(path, num_labels, attn, dtype=None):
+    """The model from an HF directory. attn "auto": SDPA where the model has it, else eager (HF
+    refuses SDPA for models without it, e.g. DeBERTa-v2). dtype: the weights' type (None: fp32)."""
     from transformers import AutoModelForSequenceClassification
-    return AutoModelForSequenceClassification.from_pretrained(path, num_labels=num_labels,
-                                                              attn_implementation=attn)
+    kw = {"num_labels": num_labels}
+    if dtype is not None:
+        kw["dtype"] = dtype  # transformers >= 4.56 (before: torch_dtype)
+    if attn != "auto":
+        return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation=attn, **kw)
+    try:
+        return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="sdpa", **kw)
+    except (ValueError, ImportError) as e:
+        print("hf_peer_train: no SDPA for this model (%s); eager attention" % str(e)[:160],
+              file=sys.stderr)
+        return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="eager", **kw)
+
+
+def add_lora(model, a):
+    """PEFT LoRA on --lora-targets; the score / classifier head trained whole (task SEQ_CLS
+    puts it in modules_to_save), the adapters in fp32 (PEFT's autocast_adapter_dtype)."""
+    from peft import LoraConfig, TaskType, get_peft_model
+    targets = a.lora_targets if a.lora_targets == "all-linear" else a.lora_targets.split(",")
+    config = LoraConfig(task_type=TaskType.SEQ_CLS, r=a.lora_r, lora_alpha=a.lora_alpha,
+                        lora_dropout=a.lora_dropout, target_modules=targets)
+    return get_peft_model(model, config)
 
 
 def write_random(a):
@@ -172,6 +202,27 @@ def supported(cls, **kwargs):
     """The keyword arguments the installed transformers accepts (they moved between versions)."""
     params = inspect.signature(cls.__init__).parameters
     return {k: v for k, v in kwargs.items() if k in params}
+
+
+def what_ran(trainer, torch, cuda):
+    """What the run used, read from the objects after training rather than from the switches:
+    the Trainer's mixed precision, TF32 for fp32 matmuls, the optimizer and whether it is fused,
+    whether a module recomputes in backward (gradient checkpointing), the graphs torch.compile
+    made (0 when nothing was compiled) and its graph breaks."""
+    opt = getattr(trainer.optimizer, "optimizer", trainer.optimizer)  # accelerate wraps it
+    out = {"mixed_precision": str(getattr(trainer.accelerator, "mixed_precision", "?")),
+           "tf32_matmul": bool(torch.backends.cuda.matmul.allow_tf32) if cuda else None,
+           "optimizer": type(opt).__name__,
+           "fused": bool(getattr(opt, "defaults", {}).get("fused")),
+           "checkpointing": any(bool(getattr(m, "gradient_checkpointing", False))
+                                for m in trainer.model.modules())}
+    try:
+        from torch._dynamo.utils import counters
+        out["compiled_graphs"] = int(counters["stats"]["unique_graphs"])
+        out["graph_breaks"] = int(sum(counters["graph_break"].values()))
+    except (ImportError, KeyError, AttributeError):
+        pass
+    return out
 
 
 def main():
@@ -204,7 +255,8 @@ def main():
     B = argparse.BooleanOptionalAction
     ap.add_argument("--bf16", action=B, default=True, help="bf16 autocast (fp16 without bf16)")
     ap.add_argument("--tf32", action=B, default=None, help="TF32 matmuls (default: on CUDA)")
-    ap.add_argument("--attn", choices=["sdpa", "eager", "flash_attention_2"], default="sdpa")
+    ap.add_argument("--attn", choices=["auto", "sdpa", "eager", "flash_attention_2"], default="auto",
+                    help="auto: sdpa where the model has it, else eager")
     ap.add_argument("--optim", default="adamw_torch_fused")
     ap.add_argument("--compile", action=B, default=None, help="torch.compile (default: on CUDA)")
     ap.add_argument("--workers", type=int, default=None, help="DataLoader workers (4 CUDA, 0 CPU)")
@@ -213,6 +265,14 @@ def main():
     ap.add_argument("--group-by-length", action=B, default=True)
     ap.add_argument("--dynamic-padding", action=B, default=True,
                     help="pad each batch to its longest row (else to --max-length)")
+    ap.add_argument("--lora-r", type=int, default=0, help="PEFT LoRA rank (0: full fine-tuning)")
+    ap.add_argument("--lora-alpha", type=float, default=32)
+    ap.add_argument("--lora-dropout", type=float, default=0.05)
+    ap.add_argument("--lora-targets", default="all-linear", help="all-linear or a,b,c")
+    ap.add_argument("--base-dtype", choices=["fp32", "bf16"], default="fp32",
+                    help="the weights' type as loaded (bf16: the frozen base of a LoRA run)")
+    ap.add_argument("--gradient-checkpointing", action=B, default=False,
+                    help="recompute each layer in backward (non-reentrant)")
     ap.add_argument("--output-dir", default=None, help="Trainer output_dir (default: a temp dir)")
     ap.add_argument("--peaks", default=PEAKS, help="peak FLOP/s table (ftune's)")
     ap.add_argument("--name", help="model name in the JSON line")
@@ -265,10 +325,19 @@ def main():
     val_set = tokenize(tokenizer, val_rows, ids, a.max_length) if val_rows else None
 
     if a.random:
-        model = random_model(a.random, num_labels, a.seed, a.attn, a.tokenizer)
+        model = random_model(a.random, num_labels, a.seed, "sdpa" if a.attn == "auto" else a.attn,
+                             a.tokenizer)
     else:
-        model = load_model(a.model, num_labels, a.attn)
+        model = load_model(a.model, num_labels, a.attn,
+                           torch.bfloat16 if a.base_dtype == "bf16" else None)
+    if model.config.pad_token_id is None:  # decoders: batches of several rows need a pad id
+        model.config.pad_token_id = tokenizer.pad_token_id
+    attn_used = getattr(model.config, "_attn_implementation", a.attn)
     cfg = model.config
+    flops_known = cfg.model_type in BERT_TYPES
+    if a.lora_r > 0:
+        model = add_lora(model, a)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     L, C, F, K = (cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size, num_labels)
 
     effective = a.batch * a.grad_accum
@@ -289,6 +358,9 @@ def main():
         dataloader_persistent_workers=workers > 0, report_to="none", save_strategy="no",
         eval_strategy="no", logging_strategy="no", disable_tqdm=True, use_cpu=not cuda,
         remove_unused_columns=False)
+    if a.gradient_checkpointing:
+        kwargs["gradient_checkpointing"] = True
+        kwargs["gradient_checkpointing_kwargs"] = {"use_reentrant": False}
     if tf32:
         kwargs["tf32"] = True
     if workers > 0:
@@ -367,6 +439,7 @@ def main():
     sync()
     marks.setdefault("end", time.perf_counter())
     peak_alloc = torch.cuda.max_memory_allocated() if cuda else None
+    evidence = what_ran(trainer, torch, cuda)
     peak_reserved = torch.cuda.max_memory_reserved() if cuda else None
     steps = trainer.state.global_step
     timed_from = marks.get("timed_from", marks["begin"])
@@ -392,7 +465,10 @@ def main():
         "impl": "hf-trainer", "model": a.name or (a.random or os.path.basename(
             os.path.normpath(a.model))),
         "device": "cuda" if cuda else "cpu", "gpu": device_name, "precision": precision,
-        "tf32": tf32, "attn": a.attn, "optim": a.optim, "compile": compile_,
+        "tf32": tf32, "attn": attn_used, "optim": a.optim, "compile": compile_,
+        "model_type": cfg.model_type, "lora_r": a.lora_r, "base_dtype": a.base_dtype,
+        "gradient_checkpointing": a.gradient_checkpointing, "trainable_params": trainable,
+        "what_ran": evidence,
         "dataloader_workers": workers, "pin_memory": a.pin_memory and cuda,
         "group_by_length": a.group_by_length, "dynamic_padding": a.dynamic_padding,
         "max_length": a.max_length, "micro_batch": a.batch, "gradient_accumulation": a.grad_accum,
@@ -408,18 +484,19 @@ def main():
         "warmup_excess_seconds": excess,
         "compile_seconds": excess if compile_ else None,
         "train_seconds": marks["end"] - marks["begin"],
-        "flops_per_sample": per_sample,
-        "flops_per_sample_real": real_flops / t["rows"] if t["rows"] else 0.0,
-        "model_tflops_per_s": achieved / 1e12,
+        "flops_per_sample": per_sample if flops_known else None,
+        "flops_per_sample_real": (real_flops / t["rows"] if t["rows"] else 0.0) if flops_known else None,
+        "model_tflops_per_s": achieved / 1e12 if flops_known else None,
         "peak_tflops": peak[2] / 1e12 if peak else None,
         "peak": {"gpu": peak[0], "math": peak[1]} if peak else None,
-        "mfu": achieved / peak[2] if peak else None,
+        "mfu": achieved / peak[2] if peak and flops_known else None,
         "peak_memory_allocated_bytes": peak_alloc, "peak_memory_reserved_bytes": peak_reserved,
         "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "train_loss": out.training_loss,
         "eval_accuracy": eval_metrics.get("eval_accuracy"), "eval_loss": eval_metrics.get("eval_loss"),
         "eval_rows": len(val_set) if val_set else 0,
         "torch": torch.__version__, "transformers": tf_version,
+        "peft": __import__("peft").__version__ if a.lora_r > 0 else None,
     }
     if not a.output_dir:
         shutil.rmtree(out_dir, ignore_errors=True)

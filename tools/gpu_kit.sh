@@ -156,6 +156,7 @@ PY
 
 pack() {
   local tree new="$KIT.new"
+  mkdir -p "$ROOT/.cache"  # a fresh clone has none
   tree=$(mktemp -d "$ROOT/.cache/gpu-kit.tree.XXXXXX")
   trap 'rm -rf "$tree" "$new"' EXIT
   assemble "$tree"

@@ -16,14 +16,13 @@ where the Python in use has torch and transformers; no micro-benchmarks.
 """
 import json
 import os
-import subprocess
 import sys
 import shutil
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kit_models import random_bert  # noqa: E402
-from kit_stage import Kit, Stage, run, stage_args  # noqa: E402
+from kit_stage import missing_modules, open_stage, run  # noqa: E402
 
 CUDA_KERNELS_BENCH = "cuda_kernels_bench"
 # Optimizer steps of each GPU run and the first ones left out of the timing. The first kit run
@@ -56,19 +55,14 @@ def micro_benchmarks(kit, stage, log):
 
 
 def main():
-    a = stage_args(__doc__.split("\n\n")[0]).parse_args()
-    kit = Kit(a.work)
-    stage = Stage(a.stage, a.stages, a.limit)
-    log = os.path.join(a.logs, a.stage + ".log")
-    on_gpu = a.device != "cpu"
-    probe = subprocess.run([sys.executable, "-c", "import torch, transformers"],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if probe.returncode != 0:
+    a, kit, stage, log, on_gpu = open_stage(__doc__)
+    missing = missing_modules(["torch", "transformers"])
+    if missing:
         if on_gpu:
             micro_benchmarks(kit, stage, log)
         return stage.finish("skipped" if not on_gpu else "fail",
                             "%s cannot import torch and transformers: no PyTorch + HF peer (%s)"
-                            % (sys.executable, probe.stdout.strip().splitlines()[-1][:120]))
+                            % (sys.executable, missing))
     scratch = tempfile.mkdtemp(prefix="gpu-kit-bench-")
     try:
         sizes = ["bert-base", "minilm"] if on_gpu else ["tiny"]

@@ -21,7 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kit_models import random_bert  # noqa: E402
-from kit_stage import Kit, Stage, run, stage_args  # noqa: E402
+from kit_stage import open_stage, run  # noqa: E402
 
 STEPS = int(os.environ.get("FTUNE_KIT_FTUNE_BENCH_STEPS", "20"))
 REPEATS = int(os.environ.get("FTUNE_KIT_FTUNE_BENCH_REPEATS", "2"))
@@ -58,11 +58,7 @@ def rows_of(size, report):
 
 
 def main():
-    a = stage_args(__doc__.split("\n\n")[0]).parse_args()
-    kit = Kit(a.work)
-    stage = Stage(a.stage, a.stages, a.limit)
-    log = os.path.join(a.logs, a.stage + ".log")
-    on_gpu = a.device != "cpu"
+    a, kit, stage, log, on_gpu = open_stage(__doc__)
     if not kit.feature(FEATURE):
         return stage.finish("skipped", "this build has no `ftune bench`")
     scratch = tempfile.mkdtemp(prefix="gpu-kit-ftune-bench-")

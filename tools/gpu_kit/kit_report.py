@@ -45,7 +45,13 @@ def cell(v):
 
 
 def rows_markdown(rows):
-    """A table of the rows' scalar fields; their lists and objects as lines below it."""
+    """A table of the rows' scalar fields; their lists and objects as lines below it. Rows with a
+    "table" field make one table per value (a stage's families), each under its name."""
+    if any("table" in r for r in rows):
+        names = list(dict.fromkeys(r.get("table", "") for r in rows))
+        return "".join("### %s\n\n%s" % (n or "other", rows_markdown(
+            [{k: v for k, v in r.items() if k != "table"} for r in rows if r.get("table", "") == n]))
+            for n in names)
     if not rows:
         return ""
     keys = []

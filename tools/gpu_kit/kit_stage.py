@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import time
 
 
@@ -69,8 +70,11 @@ class Stage:
             json.dump(self.doc, f, indent=1)
         os.replace(tmp, self.path)
 
-    def row(self, row):
+    def row(self, row, order=None):
+        """Appends a row; with `order` (a sort key), keeps the rows sorted by it."""
         self.doc["rows"].append(row)
+        if order:
+            self.doc["rows"].sort(key=order)
         self._write()
 
     def note(self, text):
@@ -102,6 +106,22 @@ def run(cmd, log, timeout, env=None, cwd=None):
         f.write(out)
         f.write("[exit %d after %.1f s]\n" % (rc, time.time() - t0))
     return rc, out
+
+
+def open_stage(doc):
+    """What a stage script starts with: its arguments (doc's first paragraph describes it), the
+    kit, its result file, its log and whether it runs on the GPU."""
+    a = stage_args(doc.split("\n\n")[0]).parse_args()
+    return (a, Kit(a.work), Stage(a.stage, a.stages, a.limit),
+            os.path.join(a.logs, a.stage + ".log"), a.device != "cpu")
+
+
+def missing_modules(modules):
+    """None when this Python imports every module (the PyTorch + HF peer's), else the last line
+    of the failed import."""
+    probe = subprocess.run([sys.executable, "-c", "import " + ", ".join(modules)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return None if probe.returncode == 0 else (probe.stdout.strip().splitlines() or ["?"])[-1][:120]
 
 
 def stage_args(description):
