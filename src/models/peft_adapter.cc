@@ -2,7 +2,9 @@
 #include "models/peft_adapter.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <filesystem>
@@ -119,12 +121,43 @@ void load_peft_adapter(SequenceClassifier& model, const std::string& dir) {
     f.read_into(key, model.param(spec.name));
     used.insert(key);
   }
-  for (const io::SafetensorsEntry& e : f.entries())
-    if (!used.count(e.name))
-      throw InputError(fmt::format(
-          "{}: tensor '{}' does not belong to an adapter or a saved module of this model as "
-          "{}/adapter_config.json describes it (target_modules, modules_to_save)",
-          path, e.name, dir));
+  // A tensor inside a module of the HF model that ftune does not run (listed by the family without
+  // children and holding none of ftune's parameters: a multimodal Gemma 3's vision tower, whose
+  // attention PEFT's q_proj / k_proj / v_proj also match) cannot change what ftune computes:
+  // ignored, and named in a warning.
+  const std::vector<ClassifierModule> modules = model.spec().backbone().modules();
+  auto under = [](const std::string& name, const std::string& module) {
+    return name.starts_with(module + ".");
+  };
+  auto not_run = [&](const std::string& key) {
+    const std::string name = key.substr(std::string(kPrefix).size());
+    for (const ClassifierModule& m : modules) {
+      if (m.name.empty() || !under(name, m.name)) continue;
+      const auto& specs = model.params().specs();
+      if (std::none_of(modules.begin(), modules.end(),
+                       [&](const ClassifierModule& c) { return under(c.name, m.name); }) &&
+          std::none_of(specs.begin(), specs.end(),
+                       [&](const ParamSpec& p) { return under(p.name, m.name); }))
+        return true;
+    }
+    return false;
+  };
+  std::vector<std::string> ignored;
+  for (const io::SafetensorsEntry& e : f.entries()) {
+    if (used.count(e.name)) continue;
+    if (e.name.starts_with(kPrefix) && not_run(e.name)) {
+      ignored.push_back(e.name);
+      continue;
+    }
+    throw InputError(fmt::format(
+        "{}: tensor '{}' does not belong to an adapter or a saved module of this model as "
+        "{}/adapter_config.json describes it (target_modules, modules_to_save)",
+        path, e.name, dir));
+  }
+  if (!ignored.empty())
+    spdlog::warn("{}: ignored {} tensors of modules {} does not run (text-only input never "
+                 "reaches them): {}",
+                 path, ignored.size(), model.config().architecture, fmt::join(ignored, ", "));
 }
 
 void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
