@@ -1,10 +1,12 @@
 // cuda_kernels_bench's DeBERTa part: the disentangled attention (ops/disentangled_attention.h) at
 // DeBERTa-v3-base shapes (12 heads of 64, 256 position buckets, max_relative_positions 512, c2p +
-// p2c), 32 x 128 and 8 x 512 tokens, fp32: the fused kernel ("after") against the first, unfused
-// one (bench/disentangled_unfused_old.cu, "before"), forward and backward, 12 calls of each per
-// training step. Before timing, both are checked against the CPU reference (2 rows of each
-// length, the second padded, dropout 0.1), and the fused backward for identical bits on a rerun.
-// Without a GPU: the fused op alone on the CPU at a small shape, as a smoke run.
+// p2c), 32 x 128 and 8 x 512 tokens: the fp32 fused kernel ("after") against the first, unfused
+// one (bench/disentangled_unfused_old.cu, "before"), and the bf16 tensor-core kernel ("after")
+// against the fp32 fused one ("before"), forward and backward, 12 calls of each per training
+// step. Before timing, each is checked against the CPU reference (2 rows of each length, the
+// second padded, dropout 0.1; for bf16 the fp32 reference on the same bf16 values), and each
+// fused backward for identical bits on a rerun. Without a GPU: the op alone on the CPU at a small
+// shape, as a smoke run.
 #include "cuda_kernels_deberta.h"
 
 #include <fmt/format.h>
@@ -18,8 +20,10 @@
 #include <tuple>
 #include <vector>
 
+#include "core/gpu_paths.h"
 #include "core/memory.h"
 #include "device_timing.h"
+#include "ops/cast.h"
 #include "ops/disentangled_attention.h"
 
 #ifdef FTUNE_BENCH_OLD_KERNELS
@@ -29,31 +33,37 @@
 namespace ftune::bench_deberta {
 namespace {
 
-// An f32 (or i32) tensor on a device, filled from host values.
+// A float (f32, bf16, f16) or i32 tensor on a device, filled from host values (rounded to its
+// type) and read back as fp32.
 struct DBuf {
   Device dev;
   TensorView v;
   size_t bytes;
-  DBuf(Device d, DType t, Shape s) : dev(d), bytes(static_cast<size_t>(s.numel()) * 4) {
+  DBuf(Device d, DType t, Shape s) : dev(d), bytes(static_cast<size_t>(s.numel()) * dtype_size(t)) {
     v = TensorView(device_malloc(dev, bytes), t, dev, s);
   }
-  DBuf(Device d, const std::vector<float>& x, Shape s) : DBuf(d, DType::F32, s) { put(x.data()); }
+  DBuf(Device d, const std::vector<float>& x, Shape s, DType t = DType::F32) : DBuf(d, t, s) {
+    put(x);
+  }
   DBuf(Device d, const std::vector<int32_t>& x, Shape s) : DBuf(d, DType::I32, s) {
-    put(x.data());
+    HostTensor h(v.dtype, v.shape);
+    std::memcpy(h.view().data, x.data(), bytes);
+    copy(v, h.view());
   }
   ~DBuf() { device_free(dev, v.data, bytes); }
   DBuf(const DBuf&) = delete;
-  void put(const void* host) {
-    HostTensor h(v.dtype, v.shape);
-    std::memcpy(h.view().data, host, bytes);
+  void put(const std::vector<float>& x) {
+    HostTensor f(DType::F32, v.shape), h(v.dtype, v.shape);
+    std::memcpy(f.view().data, x.data(), x.size() * 4);
+    cast(h.view(), f.view());
     copy(v, h.view());
   }
   std::vector<float> get() const {
-    HostTensor h(v.dtype, v.shape);
+    HostTensor h(v.dtype, v.shape), f(DType::F32, v.shape);
     copy(h.view(), v);
-    std::vector<float> out(static_cast<size_t>(v.numel()));
-    std::memcpy(out.data(), h.view().data, bytes);
-    return out;
+    cast(f.view(), h.view());
+    const float* p = f.view().data_as<float>();
+    return std::vector<float>(p, p + v.numel());
   }
 };
 
@@ -68,6 +78,7 @@ DisentangledSpec v3_base() {
 
 // One call's inputs and outputs on a device (B rows of T; the last `pad` tokens of the last row
 // are padding).
+// Every tensor but the mask, saved and the workspace of type st (as a bf16 DeBERTa passes them).
 struct Run {
   DisentangledSpec s;
   int64_t B, T;
@@ -75,15 +86,14 @@ struct Run {
   DBuf q, k, v, pk, pq, dout, mask, saved, ws, out, dq, dk, dv, dpk, dpq;
   DisentangledCall call;
   Run(Device dev, DisentangledSpec spec, int64_t b, int64_t t, int64_t pad, float p,
-      std::mt19937& rng)
-      : s(spec), B(b), T(t), sizes(disentangled_attention_buffers(spec, dev, b, t, true)),
-        q(dev, rand(b * t * c(), rng), nc()), k(dev, rand(b * t * c(), rng), nc()),
-        v(dev, rand(b * t * c(), rng), nc()), pk(dev, rand(r() * c(), rng), rc()),
-        pq(dev, rand(r() * c(), rng), rc()), dout(dev, rand(b * t * c(), rng), nc()),
+      std::mt19937& rng, DType st = DType::F32)
+      : s(spec), B(b), T(t), sizes(disentangled_attention_buffers(spec, dev, b, t, true, st)),
+        q(dev, rand(b * t * c(), rng), nc(), st), k(dev, rand(b * t * c(), rng), nc(), st),
+        v(dev, rand(b * t * c(), rng), nc(), st), pk(dev, rand(r() * c(), rng), rc(), st),
+        pq(dev, rand(r() * c(), rng), rc(), st), dout(dev, rand(b * t * c(), rng), nc(), st),
         mask(dev, mask_of(b, t, pad), Shape{b * t}), saved(dev, DType::F32, {sizes.saved}),
-        ws(dev, DType::F32, {sizes.workspace}), out(dev, DType::F32, nc()),
-        dq(dev, DType::F32, nc()), dk(dev, DType::F32, nc()), dv(dev, DType::F32, nc()),
-        dpk(dev, DType::F32, rc()), dpq(dev, DType::F32, rc()) {
+        ws(dev, DType::F32, {sizes.workspace}), out(dev, st, nc()), dq(dev, st, nc()),
+        dk(dev, st, nc()), dv(dev, st, nc()), dpk(dev, st, rc()), dpq(dev, st, rc()) {
     call.spec = s;
     call.batch = B;
     call.seq = T;
@@ -114,11 +124,15 @@ struct Run {
     disentangled_attention_backward(call, dq.v, dk.v, dv.v, dpk.v, dpq.v, dout.v, q.v, k.v, v.v,
                                     pk.v, pq.v, saved.v);
   }
-  // The same values in another run (same shapes).
+  // The same values in another run (same shapes; through the host when the types differ).
   void copy_inputs_from(const Run& o) {
     for (auto [dst, src] : {std::pair<DBuf*, const DBuf*>{&q, &o.q}, {&k, &o.k}, {&v, &o.v},
-                            {&pk, &o.pk}, {&pq, &o.pq}, {&dout, &o.dout}, {&mask, &o.mask}})
-      copy(dst->v, src->v);
+                            {&pk, &o.pk}, {&pq, &o.pq}, {&dout, &o.dout}, {&mask, &o.mask}}) {
+      if (dst->v.dtype == src->v.dtype && dst->v.device == src->v.device)
+        copy(dst->v, src->v);
+      else
+        dst->put(src->get());
+    }
   }
 };
 
@@ -208,7 +222,8 @@ int run(Device dev, bool gpu, int reps) {
   };
   const std::vector<Size> sizes = gpu ? std::vector<Size>{{32, 128}, {8, 512}}
                                       : std::vector<Size>{{2, 64}};
-  std::printf("\nDeBERTa-v3-base disentangled attention (12 x 64, 256 buckets, c2p + p2c), fp32\n");
+  std::printf("\nDeBERTa-v3-base disentangled attention (12 x 64, 256 buckets, c2p + p2c), fp32 "
+              "and bf16\n");
   for (const Size& z : sizes) {
     Run cpu_ref(Device::cpu(), s, 2, z.T, z.T / 3, 0.1f, rng);
     cpu_ref.forward();
@@ -220,6 +235,23 @@ int run(Device dev, bool gpu, int reps) {
     failures += check(fmt::format("disentangled, 2 x {}: fused vs the CPU", z.T), fused, cpu_ref,
                       1e-4);
     failures += bits(fmt::format("disentangled, 2 x {}: fused backward rerun", z.T), fused, again);
+    // bf16: the tensor-core kernel on a GPU (P and dS rounded to bf16 for their products, each
+    // output rounded once), against the fp32 CPU reference on the same bf16 values.
+    Run half(dev, s, 2, z.T, z.T / 3, 0.1f, rng, DType::BF16),
+        half2(dev, s, 2, z.T, z.T / 3, 0.1f, rng, DType::BF16);
+    Run half_ref(Device::cpu(), s, 2, z.T, z.T / 3, 0.1f, rng);
+    half2.copy_inputs_from(half);
+    half_ref.copy_inputs_from(half);
+    const GpuPathCounts paths0 = gpu_path_counts();
+    for (Run* r : {&half, &half2, &half_ref}) r->forward(), r->backward();
+    if (gpu && (gpu_path_counts() - paths0)[GpuPath::DisentangledFused16] != 4) {
+      std::printf("check %-58s FAILED: the bf16 runs did not take the tensor-core path\n",
+                  "disentangled bf16 path");
+      ++failures;
+    }
+    failures += check(fmt::format("disentangled, 2 x {}: bf16 vs the CPU", z.T), half, half_ref,
+                      2e-2);
+    failures += bits(fmt::format("disentangled, 2 x {}: bf16 backward rerun", z.T), half, half2);
 #ifdef FTUNE_BENCH_OLD_KERNELS
     if (gpu) {
       Run old(dev, s, 2, z.T, z.T / 3, 0.1f, rng);
@@ -258,9 +290,22 @@ int run(Device dev, bool gpu, int reps) {
       else
         std::printf("%-46s %12s %12.1f %8s %6d\n", label.c_str(), "", after * 1e6, "", 12);
     }
+    // bf16 against the fp32 fused kernel ("before"); gpu_paths tells which path ran.
+    Run h(dev, s, z.B, z.T, 0, 0.1f, rng, DType::BF16);
+    h.forward();
+    const double hfwd = time_call(dev, [&] { h.forward(); }, reps);
+    const double hbwd = time_call(dev, [&] { h.backward(); }, reps);
+    for (auto [name, before, after] :
+         {std::tuple<const char*, double, double>{"forward", fwd, hfwd}, {"backward", bwd, hbwd}}) {
+      const std::string label = fmt::format("disentangled {} bf16, {} x {}", name, z.B, z.T);
+      std::printf("%-46s %12.1f %12.1f %7.2fx %6d\n", label.c_str(), before * 1e6, after * 1e6,
+                  before / after, 12);
+    }
     if (gpu)
-      std::printf("  saved per layer: %.1f MiB fused, %.1f MiB unfused (P)\n",
-                  r.sizes.saved * 4.0 / (1 << 20), z.B * s.heads * z.T * z.T * 4.0 / (1 << 20));
+      std::printf("  saved per layer: %.1f MiB fused, %.1f MiB unfused (P); workspace %.1f MiB "
+                  "fp32, %.1f MiB bf16\n",
+                  r.sizes.saved * 4.0 / (1 << 20), z.B * s.heads * z.T * z.T * 4.0 / (1 << 20),
+                  r.sizes.workspace * 4.0 / (1 << 20), h.sizes.workspace * 4.0 / (1 << 20));
   }
   return failures;
 }

@@ -5,9 +5,11 @@
 //
 //   memory_plan_bench --model bert-base|minilm|deberta-v3-base|deberta-v3-large [--seq 128,256,512]
 //                     [--memory 24GiB ...] [--at 1,2] [--precision fp32|bf16|f16] [--lora R]
-//                     [--json]
+//                     [--device cpu|cuda] [--json]
 //   (without --memory: this machine's available memory; budget = 0.95 of it; --at: also the
-//   planned bytes at these micro-batch sizes, to set next to a measured peak)
+//   planned bytes at these micro-batch sizes, to set next to a measured peak; --device: whose
+//   buffers to plan, the CPU's or a GPU's, which differ where an op's kernels do: DeBERTa's
+//   attention saves P on the CPU, lse and O on CUDA; no GPU is needed to plan for one)
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   std::vector<int64_t> at;
   std::string precision = "fp32";
   int64_t lora = 0;
+  std::string device = "cpu";
   app.add_option("--model", model, "minilm, bert-base, deberta-v3-base or deberta-v3-large");
   app.add_option("--at", at, "also plan these micro-batch sizes")->delimiter(',');
   app.add_option("--seq", seqs, "sequence lengths")->delimiter(',');
@@ -39,6 +42,8 @@ int main(int argc, char** argv) {
   app.add_option("--precision", precision, "training.precision: fp32, bf16 or f16")
       ->check(CLI::IsMember({"fp32", "bf16", "f16"}));
   app.add_option("--lora", lora, "LoRA rank on every linear layer (0: full fine-tuning)");
+  app.add_option("--device", device, "plan the buffers of cpu or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--json", json, "one JSON line per row");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -54,7 +59,7 @@ int main(int argc, char** argv) {
                                "max batch", "with ckpt", "plan at max", "plan at 32", "plan ms");
     for (const auto& [name, memory] : devices)
       for (int64_t seq : seqs) {
-        PlanTarget target{config, {}, seq, 0, Device::cpu()};
+        PlanTarget target{config, {}, seq, 0, device == "cuda" ? Device::cuda(0) : Device::cpu()};
         target.precision = precision == "bf16" ? DType::BF16
                            : precision == "f16" ? DType::F16
                                                 : DType::F32;
@@ -79,7 +84,7 @@ int main(int argc, char** argv) {
           at_rows[std::to_string(rows)] = plan_memory(target, rows, GradientCheckpointing::Off).total;
         if (json) {
           std::cout << nlohmann::json{{"model", model},         {"memory", name},
-                                      {"precision", precision}, {"lora", lora},
+                                      {"precision", precision}, {"lora", lora}, {"device", device},
                                       {"planned_bytes_at", at_rows},
                                       {"memory_bytes", memory}, {"budget_bytes", budget},
                                       {"seq", seq},             {"largest_micro_batch", off},

@@ -26,6 +26,7 @@ const char* gpu_path_name(GpuPath path) {
     case GpuPath::AttentionPackedCudnn: return "attention_packed_cudnn";
     case GpuPath::AttentionPackedFtune: return "attention_packed_ftune";
     case GpuPath::DisentangledFused: return "disentangled_attention_fused";
+    case GpuPath::DisentangledFused16: return "disentangled_attention_fused16";
     case GpuPath::CudnnPlanBuilds: return "cudnn_plan_builds";
     case GpuPath::CudnnPlanRefusals: return "cudnn_plan_refusals";
     case GpuPath::CudnnBackwardNondeterministic: return "cudnn_backward_nondeterministic";

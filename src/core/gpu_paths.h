@@ -32,7 +32,8 @@ enum class GpuPath : int {
   AttentionPackedCudnn,   // of AttentionCudnn: packed (varlen) rows, cuDNN's ragged layout
   AttentionPackedFtune,   // of AttentionFtune: packed (varlen) rows, ftune's varlen kernel
   // Disentangled attention passes (forward or backward, ops/disentangled_attention.h):
-  DisentangledFused,  // run by the fused tile kernels (the only CUDA path)
+  DisentangledFused,    // fp32 storage (or a 16-bit head size past the 16-bit tiles: staged)
+  DisentangledFused16,  // 16-bit storage on the tensor-core tiles (ops/disentangled_tiles16.h)
   // cuDNN attention plans (cuda/cudnn_attention.h), counted once per shape at build time:
   CudnnPlanBuilds,          // forward + backward graphs built (seconds: their build time)
   CudnnPlanRefusals,        // shapes cuDNN answered "not supported" for

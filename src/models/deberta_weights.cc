@@ -238,8 +238,9 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   // layer's forward into it).
   const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
   // Packed rows run the op one by one, their saved state back to back: sum L^2 <= N T on the CPU
-  // (probabilities), sum (H + C) L = (H + C) N on CUDA (statistics and O); the workspace (with
-  // mixed precision's fp32 copies of the 16-bit tensors) is one row's.
+  // (probabilities), sum (H + C) L = (H + C) N on CUDA (statistics and O); the workspace is one
+  // row's (mixed precision: the CPU's per-thread fp32 blocks of the 16-bit tensors, or CUDA's
+  // 16-bit tensor-core path's buffers; ops/disentangled_attention.h).
   const DisentangledBuffers att = disentangled_attention_buffers(
       c.attention(), how.device, how.packed ? (N + T - 1) / std::max<int64_t>(T, 1) : B, T, training,
       h);

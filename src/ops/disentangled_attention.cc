@@ -10,7 +10,7 @@
 #include "core/thread_pool.h"
 #include "ops/cast.h"
 #include "ops/dispatch.h"
-#include "ops/disentangled_tiles.h"
+#include "ops/disentangled_fused16.h"
 
 namespace ftune {
 namespace {
@@ -24,22 +24,33 @@ void reach(const DisentangledSpec& s, int64_t T, int64_t* rlo, int64_t* rhi) {
 // The index table, rounded up to 4 so what follows stays 16-byte aligned.
 int64_t index_floats(int64_t T) { return T > 0 ? (2 * T - 1 + 3) / 4 * 4 : 0; }
 
-// 16-bit storage: fp32 copies of the token tensors (forward q, k, v, out; backward q, k, v, dout,
-// dq, dk, dv) and of the position tensors (2 forward, 4 backward), at the workspace's end.
+// 16-bit storage on CUDA: fp32 copies of the token tensors (forward q, k, v, out; backward q, k,
+// v, dout, dq, dk, dv) and of the position tensors (2 forward, 4 backward), at the workspace's
+// end. (The CPU reads 16-bit blocks per (sequence, head) in its per-thread workspace instead.)
 int64_t staging_floats(const DisentangledSpec& s, int64_t B, int64_t T, bool backward) {
   const int64_t NC = B * T * s.heads * s.head_dim, RC = 2 * s.span() * s.heads * s.head_dim;
   return backward ? 7 * NC + 4 * RC : 4 * NC + 2 * RC;
 }
 
+// CUDA with 16-bit storage runs the tensor-core tiles (ops/disentangled_fused16.h) when the head
+// size fits them; else the fp32 kernel on staged copies.
+bool tiles16(const DisentangledArgs& a, Device device) {
+  return !device.is_cpu() && a.storage != DType::F32 &&
+         disentangled::fused16_supported(a.spec.head_dim);
+}
+
 // The kernels' floats after the index table.
 int64_t kernel_floats(const DisentangledArgs& a, Device device, bool backward) {
-  if (device.is_cpu()) return compute_threads() * cpu::disentangled_workspace_per_thread(a);
+  if (device.is_cpu()) return compute_threads() * cpu::disentangled_workspace_per_thread(a, backward);
+  if (tiles16(a, device))
+    return disentangled::fused16_layout(a.spec, a.B, a.T, a.rlo, a.rhi, backward).workspace;
   return disentangled::fused_layout(a.spec, a.B, a.T, a.rlo, a.rhi, backward).workspace;
 }
 
-int64_t workspace_floats(const DisentangledArgs& a, Device device, bool backward, DType storage) {
+int64_t workspace_floats(const DisentangledArgs& a, Device device, bool backward) {
+  const bool staged = !device.is_cpu() && a.storage != DType::F32 && !tiles16(a, device);
   return index_floats(a.T) + kernel_floats(a, device, backward) +
-         (storage == DType::F32 ? 0 : staging_floats(a.spec, a.B, a.T, backward));
+         (staged ? staging_floats(a.spec, a.B, a.T, backward) : 0);
 }
 
 int64_t saved_floats(const DisentangledArgs& a, Device device) {
@@ -77,7 +88,7 @@ int64_t ld_of(const char* op, const char* arg, const TensorView& v, int64_t rows
   return row_stride_float(op, arg, v, rows, cols);
 }
 
-// 16-bit storage (ops/cast.h's emulation, on every device): the fp32 kernels run on exact fp32
+// 16-bit storage on CUDA (ops/cast.h's emulation): the fp32 kernels run on exact fp32
 // copies in the workspace's staging area, and each output is rounded back once at the end.
 // fp32 tensors are used in place.
 class Staging {
@@ -121,7 +132,8 @@ DisentangledArgs check_call(const char* op, Device dev, const DisentangledCall& 
   check_spec(op, c.spec);
   using disentangled::FusedKind;
   const int64_t D = c.spec.head_dim;
-  if (!dev.is_cpu() && (disentangled::fused_tile(FusedKind::Forward, D) == 0 ||
+  const bool on16 = q.dtype != DType::F32 && disentangled::fused16_supported(D);
+  if (!dev.is_cpu() && !on16 && (disentangled::fused_tile(FusedKind::Forward, D) == 0 ||
                         disentangled::fused_tile(FusedKind::Dq, D) == 0 ||
                         disentangled::fused_tile(FusedKind::Dkv, D) == 0))
     throw ShapeError(fmt::format("{}: head size {} is too large for the CUDA kernel's shared "
@@ -138,6 +150,9 @@ DisentangledArgs check_call(const char* op, Device dev, const DisentangledCall& 
   if (!is_float_type(st))
     throw ShapeError(fmt::format("{}: q has dtype {}, expected f32, bf16 or f16", op,
                                  dtype_name(st)));
+  a.storage = st;
+  a.pk_type = c.spec.c2p ? pk.dtype : st;
+  a.pq_type = c.spec.p2c ? pq.dtype : st;
   a.ldq = token_ld(op, "q", q, N, C, st);
   a.ldk = token_ld(op, "k", k, N, C, st);
   a.ldv = token_ld(op, "v", v, N, C, st);
@@ -168,7 +183,7 @@ DisentangledArgs check_call(const char* op, Device dev, const DisentangledCall& 
                                  saved.numel(), a.B, c.spec.heads, a.T, saved_floats(a, dev)));
   check_dtype(op, "workspace", c.workspace, DType::F32);
   check_contiguous(op, "workspace", c.workspace);
-  const int64_t need = workspace_floats(a, dev, backward, st);
+  const int64_t need = workspace_floats(a, dev, backward);
   if (c.workspace.numel() < need)
     throw ShapeError(
         fmt::format("{}: workspace of {} floats, needs {}", op, c.workspace.numel(), need));
@@ -210,8 +225,9 @@ DisentangledBuffers disentangled_attention_buffers(const DisentangledSpec& spec,
   a.spec = spec;
   a.B = batch;
   a.T = seq;
+  a.storage = a.pk_type = a.pq_type = a.dpk_type = a.dpq_type = storage;
   reach(spec, seq, &a.rlo, &a.rhi);
-  return {saved_floats(a, device), workspace_floats(a, device, backward, storage)};
+  return {saved_floats(a, device), workspace_floats(a, device, backward)};
 }
 
 void disentangled_attention_forward(const DisentangledCall& c, TensorView out, TensorView saved,
@@ -225,17 +241,26 @@ void disentangled_attention_forward(const DisentangledCall& c, TensorView out, T
   a.ldo = token_ld(op, "out", out, N, C, q.dtype);
   if (N == 0) return;
   write_index(a, dev);
-  Staging st = staging_of(c, a, dev, false);
-  const float *qf = st.in(q, N, C, &a.ldq), *kf = st.in(k, N, C, &a.ldk),
-              *vf = st.in(v, N, C, &a.ldv);
-  const float* pk = st.in(c.spec.c2p ? pos_key : TensorView(), R, C, &a.ldpk);
-  const float* pq = st.in(c.spec.p2c ? pos_query : TensorView(), R, C, &a.ldpq);
-  float* of = st.out(out, N, C, &a.ldo);
   float* sv = saved.data_as<float>();
+  const void* pk = c.spec.c2p ? pos_key.data : nullptr;
+  const void* pq = c.spec.p2c ? pos_query.data : nullptr;
+  [[maybe_unused]] auto on_cuda = [&] {
+    if (tiles16(a, dev))
+      return cuda::disentangled_attention_forward16(a, out.data, sv, q.data, k.data, v.data, pk,
+                                                    pq, after_index(c));
+    Staging st = staging_of(c, a, dev, false);
+    const float *qf = st.in(q, N, C, &a.ldq), *kf = st.in(k, N, C, &a.ldk),
+                *vf = st.in(v, N, C, &a.ldv);
+    const float* pkf = st.in(c.spec.c2p ? pos_key : TensorView(), R, C, &a.ldpk);
+    const float* pqf = st.in(c.spec.p2c ? pos_query : TensorView(), R, C, &a.ldpq);
+    float* of = st.out(out, N, C, &a.ldo);
+    cuda::disentangled_attention_forward(a, of, sv, qf, kf, vf, pkf, pqf, after_index(c));
+    st.finish();
+  };
   FTUNE_DISPATCH(op, dev,
-                 cpu::disentangled_attention_forward(a, of, sv, qf, kf, vf, pk, pq, after_index(c)),
-                 cuda::disentangled_attention_forward(a, of, sv, qf, kf, vf, pk, pq, after_index(c)));
-  st.finish();
+                 cpu::disentangled_attention_forward(a, out.data, sv, q.data, k.data, v.data, pk,
+                                                     pq, after_index(c)),
+                 on_cuda());
 }
 
 void disentangled_attention_backward(const DisentangledCall& c, TensorView dq, TensorView dk,
@@ -254,24 +279,38 @@ void disentangled_attention_backward(const DisentangledCall& c, TensorView dq, T
   a.lddv = token_ld(op, "dv", dv, N, C, t);
   a.lddpk = ld_of(op, "dpos_key", dpos_key, R, C, c.spec.c2p, t);
   a.lddpq = ld_of(op, "dpos_query", dpos_query, R, C, c.spec.p2c, t);
+  a.dpk_type = c.spec.c2p ? dpos_key.dtype : t;
+  a.dpq_type = c.spec.p2c ? dpos_query.dtype : t;
   if (N == 0) return;
   write_index(a, dev);
-  Staging st = staging_of(c, a, dev, true);
-  const float *qf = st.in(q, N, C, &a.ldq), *kf = st.in(k, N, C, &a.ldk),
-              *vf = st.in(v, N, C, &a.ldv), *dof = st.in(dout, N, C, &a.ldo);
-  const float* pk = st.in(c.spec.c2p ? pos_key : TensorView(), R, C, &a.ldpk);
-  const float* pq = st.in(c.spec.p2c ? pos_query : TensorView(), R, C, &a.ldpq);
-  float *dqf = st.out(dq, N, C, &a.lddq), *dkf = st.out(dk, N, C, &a.lddk),
-        *dvf = st.out(dv, N, C, &a.lddv);
-  float* dpk = st.out(c.spec.c2p ? dpos_key : TensorView(), R, C, &a.lddpk);
-  float* dpq = st.out(c.spec.p2c ? dpos_query : TensorView(), R, C, &a.lddpq);
   const float* sv = saved.data_as<float>();
+  [[maybe_unused]] auto on_cuda = [&] {
+    if (tiles16(a, dev))
+      return cuda::disentangled_attention_backward16(
+          a, dq.data, dk.data, dv.data, c.spec.c2p ? dpos_key.data : nullptr,
+          c.spec.p2c ? dpos_query.data : nullptr, dout.data, q.data, k.data, v.data,
+          c.spec.c2p ? pos_key.data : nullptr, c.spec.p2c ? pos_query.data : nullptr, sv,
+          after_index(c));
+    Staging st = staging_of(c, a, dev, true);
+    const float *qf = st.in(q, N, C, &a.ldq), *kf = st.in(k, N, C, &a.ldk),
+                *vf = st.in(v, N, C, &a.ldv), *dof = st.in(dout, N, C, &a.ldo);
+    const float* pk = st.in(c.spec.c2p ? pos_key : TensorView(), R, C, &a.ldpk);
+    const float* pq = st.in(c.spec.p2c ? pos_query : TensorView(), R, C, &a.ldpq);
+    float *dqf = st.out(dq, N, C, &a.lddq), *dkf = st.out(dk, N, C, &a.lddk),
+          *dvf = st.out(dv, N, C, &a.lddv);
+    float* dpk = st.out(c.spec.c2p ? dpos_key : TensorView(), R, C, &a.lddpk);
+    float* dpq = st.out(c.spec.p2c ? dpos_query : TensorView(), R, C, &a.lddpq);
+    cuda::disentangled_attention_backward(a, dqf, dkf, dvf, dpk, dpq, dof, qf, kf, vf, pk, pq, sv,
+                                          after_index(c));
+    st.finish();
+  };
   FTUNE_DISPATCH(op, dev,
-                 cpu::disentangled_attention_backward(a, dqf, dkf, dvf, dpk, dpq, dof, qf, kf, vf,
-                                                      pk, pq, sv, after_index(c)),
-                 cuda::disentangled_attention_backward(a, dqf, dkf, dvf, dpk, dpq, dof, qf, kf,
-                                                       vf, pk, pq, sv, after_index(c)));
-  st.finish();
+                 cpu::disentangled_attention_backward(
+                     a, dq.data, dk.data, dv.data, c.spec.c2p ? dpos_key.data : nullptr,
+                     c.spec.p2c ? dpos_query.data : nullptr, dout.data, q.data, k.data, v.data,
+                     c.spec.c2p ? pos_key.data : nullptr, c.spec.p2c ? pos_query.data : nullptr,
+                     sv, after_index(c)),
+                 on_cuda());
 }
 
 }  // namespace ftune

@@ -33,16 +33,22 @@
 // when Philox(rng, (((row0 + b) H + h) Tv + i) Tv + j) >= p (Tv = place.stream_seq or T).
 //
 // Storage: q, k, v, out, dout, dq, dk, dv share one type, f32, bf16 or f16; the position tensors
-// and their gradients are f32 or that type. The kernels compute in fp32: 16-bit tensors are copied
-// to fp32 in the workspace (exact) and outputs rounded back once (ops/cast.h's emulation).
+// and their gradients are f32 or that type. Each output is rounded once.
 //
-// Kernels: fp32. CPU (ops/disentangled_attention_cpu.cc): per (sequence, head) BLAS GEMMs over the
-// whole (T, T) scores, C2P = Q PK^T and P2C = K PQ^T only over the relative indices the sequence
-// reaches. CUDA (ops/disentangled_attention_cuda.cu): the fused path of ops/disentangled_fused.h
-// and ops/disentangled_tiles.h, flash-attention style: tiles of queries x keys gather the position
-// terms from the per-row products C2P and P2C (GEMMs over the relative indices in reach), an
-// online softmax keeps only lse for backward, which recomputes P tile by tile; nothing (B, H, T, T)
-// is stored. Head sizes up to 480 (a ShapeError beyond).
+// Kernels. CPU (ops/disentangled_attention_cpu.cc), fp32 arithmetic: per (sequence, head) BLAS
+// GEMMs over the whole (T, T) scores, C2P = Q PK^T and P2C = K PQ^T only over the relative indices
+// the sequence reaches; 16-bit tensors are read one (sequence, head) block at a time into the
+// per-thread workspace (exact), so 16-bit storage gives the fp32 results rounded once.
+// CUDA, flash-attention style (tiles of queries x keys gather the position terms from the per-row
+// products C2P and P2C, GEMMs over the relative indices in reach; an online softmax keeps only lse
+// for backward, which recomputes P tile by tile; nothing (B, H, T, T) is stored): fp32 storage runs
+// ops/disentangled_fused.h + ops/disentangled_tiles.h in fp32 (head sizes up to 480, a ShapeError
+// beyond); 16-bit storage runs ops/disentangled_fused16.h + ops/disentangled_tiles16.h, reading
+// 16-bit q, k, v, dO directly and running the tile products on tensor cores (fp32 accumulation;
+// P and dS rounded to the storage type for their products, as flash attention does; softmax,
+// statistics, masks, dropout and the gathers in fp32), the position GEMMs on 16-bit inputs with
+// fp32 outputs. A 16-bit head size whose tiles do not fit shared memory (past 368) runs the
+// fp32 kernels on fp32 copies staged in the workspace instead.
 #pragma once
 
 #include <cmath>
@@ -110,12 +116,13 @@ struct DisentangledCall {
 
 // What the planner reserves, in floats: saved per call site (see saved above), workspace shared
 // scratch on the op's device: the relative indices (2T - 1 i32, rounded up to 4) at its start,
-// then on the CPU per-thread scores and gathers, on CUDA the position products and, backward,
-// their gradients (disentangled::FusedLayout: 2 or 4 x (H, B T, W) with W <= 2S, and B H T).
+// then on the CPU per-thread scores and gathers (and, 16-bit, the unit's fp32 blocks), on CUDA the
+// position products and, backward, their gradients (disentangled::FusedLayout: 2 or 4 x
+// (H, B T, W) with W <= 2S, and B H T; 16-bit: disentangled::Fused16Layout).
 struct DisentangledBuffers {
   int64_t saved = 0, workspace = 0;
 };
-// storage: the type of q, k, v (16-bit storage adds the fp32 staging copies).
+// storage: the type of q, k, v (and of the position tensors, as the models pass them).
 DisentangledBuffers disentangled_attention_buffers(const DisentangledSpec& spec, Device device,
                                                    int64_t batch, int64_t seq, bool backward,
                                                    DType storage = DType::F32);
@@ -143,6 +150,10 @@ struct DisentangledArgs {
   RngKey rng;
   uint64_t row0 = 0;
   int64_t Tv = 0;
+  // Storage types: q, k, v, out, dout, dq, dk, dv; the position tensors and their gradients.
+  DType storage = DType::F32;
+  DType pk_type = DType::F32, pq_type = DType::F32, dpk_type = DType::F32,
+        dpq_type = DType::F32;
 
   FTUNE_HD int64_t rel(int64_t i, int64_t j) const { return rel_index[i - j + T - 1]; }
   FTUNE_HD bool real(int64_t b, int64_t t) const {
@@ -156,14 +167,17 @@ struct DisentangledArgs {
 };
 
 namespace cpu {
-int64_t disentangled_workspace_per_thread(const DisentangledArgs& a);
-void disentangled_attention_forward(const DisentangledArgs& a, float* out, float* probs,
-                                    const float* q, const float* k, const float* v,
-                                    const float* pk, const float* pq, float* workspace);
-void disentangled_attention_backward(const DisentangledArgs& a, float* dq, float* dk, float* dv,
-                                     float* dpk, float* dpq, const float* dout, const float* q,
-                                     const float* k, const float* v, const float* pk,
-                                     const float* pq, const float* probs, float* workspace);
+// Floats per thread: the scores and gathers, and for 16-bit storage the fp32 blocks of one
+// (sequence, head) (see ops/disentangled_attention_cpu.cc).
+int64_t disentangled_workspace_per_thread(const DisentangledArgs& a, bool backward);
+// Tensors of the types in a (storage, pk_type, ...); probs is fp32.
+void disentangled_attention_forward(const DisentangledArgs& a, void* out, float* probs,
+                                    const void* q, const void* k, const void* v, const void* pk,
+                                    const void* pq, float* workspace);
+void disentangled_attention_backward(const DisentangledArgs& a, void* dq, void* dk, void* dv,
+                                     void* dpk, void* dpq, const void* dout, const void* q,
+                                     const void* k, const void* v, const void* pk,
+                                     const void* pq, const float* probs, float* workspace);
 }  // namespace cpu
 
 namespace cuda {
@@ -177,6 +191,16 @@ void disentangled_attention_backward(const DisentangledArgs& a, float* dq, float
                                      float* dpk, float* dpq, const float* dout, const float* q,
                                      const float* k, const float* v, const float* pk,
                                      const float* pq, const float* saved, float* workspace);
+// 16-bit storage (a.storage bf16 or f16) on the tensor-core tiles: q, k, v, out, dout, dq, dk, dv
+// of that type, the position tensors and their gradients of a.pk_type ... (f32 or that type);
+// workspace: disentangled::Fused16Layout after the index table.
+void disentangled_attention_forward16(const DisentangledArgs& a, void* out, float* saved,
+                                      const void* q, const void* k, const void* v, const void* pk,
+                                      const void* pq, float* workspace);
+void disentangled_attention_backward16(const DisentangledArgs& a, void* dq, void* dk, void* dv,
+                                       void* dpk, void* dpq, const void* dout, const void* q,
+                                       const void* k, const void* v, const void* pk,
+                                       const void* pq, const float* saved, float* workspace);
 }  // namespace cuda
 
 }  // namespace ftune

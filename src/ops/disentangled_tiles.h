@@ -205,6 +205,20 @@ FTUNE_HD void run_step(float* run_r, float* run_s, float* row, int64_t r, float 
   }
 }
 
+// The online softmax's step for one key tile: each row's running maximum m over its nk new scores
+// (row stride ls) and al = exp(m_old - m_new), the factor that rescales what came before.
+template <int NT>
+FTUNE_HD void running_max(int th, int64_t nq, int64_t nk, const float* s, int64_t ls, float* m,
+                          float* al) {
+  for (int64_t ii = th; ii < nq; ii += NT) {
+    const float* row = s + ii * ls;
+    float mx = m[ii];
+    for (int64_t jj = 0; jj < nk; ++jj) mx = fmaxf(mx, row[jj]);
+    al[ii] = mx == -INFINITY ? 1.0f : expf(m[ii] - mx);
+    m[ii] = mx;
+  }
+}
+
 // Forward block: query tile `tile` (rows tile bq ..) of sequence b = bh / H, head h = bh % H.
 template <class Exec>
 FTUNE_HD void forward_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs& t, int64_t bq,
@@ -244,15 +258,7 @@ FTUNE_HD void forward_block(Exec& ex, const DisentangledArgs& a, const FusedPtrs
                   fused_score(a, t, b, h, i0 + o.r[x], j0 + o.c[y], o.v[x][y]);
       });
     });
-    ex.phase([&](int th) {  // the running maximum and the rescaling of what came before
-      for (int64_t ii = th; ii < nq; ii += NT) {
-        const float* row = s + ii * ls;
-        float mx = m[ii];
-        for (int64_t jj = 0; jj < nk; ++jj) mx = fmaxf(mx, row[jj]);
-        al[ii] = mx == -INFINITY ? 1.0f : expf(m[ii] - mx);
-        m[ii] = mx;
-      }
-    });
+    ex.phase([&](int th) { running_max<NT>(th, nq, nk, s, ls, m, al); });
     ex.phase([&](int th) {
       for (int64_t e = th; e < nq * nk; e += NT) {
         const int64_t ii = e / nk, jj = e % nk;

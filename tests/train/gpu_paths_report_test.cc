@@ -28,6 +28,7 @@ TEST(GpuPathsReport, EveryCounterHasItsPlace) {
   EXPECT_EQ(j["attention"]["packed_cudnn"], c[GpuPath::AttentionPackedCudnn]);
   EXPECT_EQ(j["attention"]["packed_ftune"], c[GpuPath::AttentionPackedFtune]);
   EXPECT_EQ(j["disentangled_attention"]["fused"], c[GpuPath::DisentangledFused]);
+  EXPECT_EQ(j["disentangled_attention"]["fused16"], c[GpuPath::DisentangledFused16]);
   EXPECT_EQ(j["cudnn_plans"]["builds"], c[GpuPath::CudnnPlanBuilds]);
   EXPECT_EQ(j["cudnn_plans"]["build_seconds"], 1.5);
   EXPECT_EQ(j["cudnn_plans"]["refused_shapes"], c[GpuPath::CudnnPlanRefusals]);
