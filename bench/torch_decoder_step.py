@@ -71,7 +71,7 @@ def main():
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    times = time_steps(step, args.warmup, args.steps)
+    times, _ = time_steps(step, args.warmup, args.steps)
     median = statistics.median(times)
     result = {
         "impl": "pytorch+peft", "batch": args.batch, "seq": args.seq,

@@ -59,15 +59,17 @@ DEBERTA_V3 = dict(
 
 
 def time_steps(step, warmup, steps):
-    """Runs step() warmup times untimed, then `steps` times; returns the timed seconds."""
+    """Runs step() warmup times untimed, then `steps` times; returns the timed wall seconds and the
+    process's CPU seconds (user + sys, all threads) of each."""
     for _ in range(warmup):
         step()
-    times = []
+    times, cpu = [], []
     for _ in range(steps):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         step()
         times.append(time.perf_counter() - start)
-    return times
+        cpu.append(time.process_time() - cpu_start)
+    return times, cpu
 
 
 def rss_now():
@@ -165,7 +167,7 @@ def main():
         optimizer.zero_grad(set_to_none=True)
         return loss.item()
 
-    times = time_steps(step, args.warmup, args.steps)
+    times, cpu_times = time_steps(step, args.warmup, args.steps)
     median = statistics.median(times)
     result = {
         "bench": "torch_train_step",
@@ -178,6 +180,7 @@ def main():
         "warmup": args.warmup,
         "ms_per_step": round(median * 1e3, 2),
         "ms_per_step_min": round(min(times) * 1e3, 2),
+        "cpu_ms_per_step": round(statistics.median(cpu_times) * 1e3, 2),
         "samples_per_s": round(args.batch / median, 3),
         "tokens_per_s": round(args.batch * args.seq / median, 1),
         "optimizer": f"torch.optim.AdamW ({opt_impl})",
@@ -193,7 +196,7 @@ def main():
     print(
         f"torch {args.model} ({n_params / 1e6:.1f}M params) batch {args.batch} x {args.seq}, "
         f"{result['threads']} threads, AdamW {opt_impl}, attn {args.attn}{', compiled' if args.compile else ''}: "
-        f"{result['ms_per_step']:.1f} ms/step, {result['samples_per_s']:.2f} samples/s, "
+        f"{result['ms_per_step']:.1f} ms/step (CPU {result['cpu_ms_per_step']:.1f}), {result['samples_per_s']:.2f} samples/s, "
         f"{result['tokens_per_s']:.0f} tokens/s (median of {args.steps} steps after {args.warmup} warmup)"
     )
     if args.json:

@@ -27,6 +27,12 @@ CliResult run_ftune_command(const std::string& cmd) {
   return r;
 }
 
+// mpirun as root, oversubscribed, unbound, without the shared-memory single copy (containers).
+constexpr const char* kMpiEnv =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+    "OMPI_MCA_btl_vader_single_copy_mechanism=none ";
+constexpr const char* kMpirun = "mpirun --oversubscribe --bind-to none ";
+
 }  // namespace
 
 CliResult run_ftune(const std::string& args, const std::string& env, Streams streams) {
@@ -35,11 +41,8 @@ CliResult run_ftune(const std::string& args, const std::string& env, Streams str
 }
 
 CliResult run_ftune_ranks(int ranks, const std::string& args, const std::string& rank_env) {
-  std::string cmd =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-      // Killed after 300 s: a hung collective fails the test instead of the whole suite's timeout.
-      "OMPI_MCA_btl_vader_single_copy_mechanism=none timeout -k 10 300 mpirun --oversubscribe "
-      "--bind-to none ";
+  // Killed after 300 s: a hung collective fails the test instead of the whole suite's timeout.
+  std::string cmd = std::string(kMpiEnv) + "timeout -k 10 300 " + kMpirun;
   if (rank_env.empty()) {
     cmd += "-np " + std::to_string(ranks) + " " + ftune_binary() + " " + args;
   } else {
@@ -63,6 +66,21 @@ pid_t spawn_ftune(const std::string& args, const std::string& log, const std::st
     execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  return pid;
+}
+
+pid_t spawn_ftune_ranks(int ranks, const std::string& args, const std::string& log,
+                        const std::string& env) {
+  const std::string cmd = "exec env " + std::string(kMpiEnv) + env + " " + kMpirun + "-np " +
+                          std::to_string(ranks) + " " + ftune_binary() + " " + args + " > '" +
+                          log + "' 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  if (pid > 0) setpgid(pid, pid);
   return pid;
 }
 

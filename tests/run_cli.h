@@ -29,6 +29,11 @@ CliResult run_ftune_ranks(int ranks, const std::string& args, const std::string&
 // Starts `ftune args` in the background with stdout and stderr going to `log`; returns the pid of
 // the ftune process itself (the shell execs it). `env` is "NAME=value ..." assignments.
 pid_t spawn_ftune(const std::string& args, const std::string& log, const std::string& env = "");
+// Starts `ftune args` as `ranks` ranks under mpirun (as run_ftune_ranks, without its timeout) in
+// the background, in a process group of its own, output to `log`; returns mpirun's pid (= the
+// group's id). `env` ("NAME=value ...") is set for mpirun and every rank.
+pid_t spawn_ftune_ranks(int ranks, const std::string& args, const std::string& log,
+                        const std::string& env = "");
 // Waits for a process from spawn_ftune: its exit code, or 128 + N when signal N ended it.
 int wait_ftune(pid_t pid);
 // Waits up to `seconds` for `text` to appear in the file at `path`; false on timeout.

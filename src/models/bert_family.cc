@@ -8,32 +8,23 @@
 #include "core/memory.h"
 #include "models/classification_head.h"
 #include "models/encoder.h"
+#include "models/family_backbone.h"
 #include "models/param_init.h"
 
 namespace ftune {
 namespace {
 
 ModelInfo info_of(const EncoderConfig& c) {
-  ModelInfo i;
+  ModelInfo i = common_info(c);
   i.model_type = c.model_type();
   i.architecture = c.architecture();
-  i.num_layers = c.num_layers;
-  i.hidden_size = c.hidden_size;
-  i.num_heads = c.num_heads;
-  i.num_kv_heads = c.num_heads;
   i.head_dim = c.num_heads > 0 ? c.head_dim() : 0;
-  i.intermediate_size = c.intermediate_size;
-  i.vocab_size = c.vocab_size;
   i.type_vocab_size = c.type_vocab_size;
-  i.max_position_embeddings = c.max_position_embeddings;
   // RoBERTa's positions start after the pad id.
   i.max_tokens = c.max_position_embeddings - (c.roberta_like() ? c.pad_token_id + 1 : 0);
   i.pad_token_id = c.pad_token_id;
   i.hidden_dropout = c.hidden_dropout;
-  i.attention_dropout = c.attention_dropout;
   i.classifier_dropout = c.classifier_dropout;
-  i.id2label = c.id2label;
-  i.packing = true;
   return i;
 }
 
@@ -65,9 +56,7 @@ class BertModel final : public BackboneModel {
   }
 
   void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& d) override {
-    const int64_t C = c_.hidden_size;
-    const TensorView dhidden = in.packed() ? acts_.grad_out.prefix({in.N, C})
-                                           : acts_.grad_out.prefix({in.B, in.T, C});
+    const TensorView dhidden = token_rows(acts_.grad_out, in, c_.hidden_size);
     head_backward(c_, head_w_, head_g_, head_acts_, dlogits, dhidden, in, d, w_.adapters,
                   g_.adapters);
     encoder_backward(c_, w_, g_, acts_, in, d);
@@ -85,27 +74,15 @@ class BertModel final : public BackboneModel {
   TensorView hidden_;
 };
 
-class BertBackbone final : public Backbone {
+class BertBackbone final : public FamilyBackbone<BertBackbone, EncoderConfig> {
  public:
-  explicit BertBackbone(EncoderConfig c) : c_(std::move(c)), info_(info_of(c_)) {}
+  explicit BertBackbone(EncoderConfig c) : FamilyBackbone(std::move(c), info_of) {}
 
-  const ModelInfo& info() const override { return info_; }
-
-  std::shared_ptr<const Backbone> with_labels(std::vector<std::string> labels) const override {
-    EncoderConfig c = c_;
-    c.set_labels(std::move(labels));
-    return std::make_shared<BertBackbone>(std::move(c));
-  }
-
-  std::shared_ptr<const Backbone> with_dropout(const DropoutRates& r) const override {
-    EncoderConfig c = c_;
+  static void set_dropout(EncoderConfig& c, const DropoutRates& r) {
     if (r.hidden >= 0) c.hidden_dropout = r.hidden;
     if (r.attention >= 0) c.attention_dropout = r.attention;
     if (r.classifier >= 0) c.classifier_dropout = r.classifier;
-    return std::make_shared<BertBackbone>(std::move(c));
   }
-
-  nlohmann::json config_json() const override { return c_.to_json(); }
 
   void add_params(ParamTable& t) const override {
     add_encoder_params(c_, t);
@@ -170,6 +147,7 @@ class BertBackbone final : public Backbone {
     return classifier_modules(c_.family == ModelFamily::Bert, c_.num_layers);
   }
 
+  // RoBERTa's positions count the real tokens after the pad id (the pad id at padding).
   void row_positions(const int32_t* ids, int64_t n, int32_t* pos) const override {
     int32_t count = 0;
     for (int64_t t = 0; t < n; ++t) {
@@ -182,17 +160,11 @@ class BertBackbone final : public Backbone {
     }
   }
 
-  FlopModel flops() const override {
-    return {c_.num_layers, c_.hidden_size, c_.intermediate_size, c_.num_labels()};
-  }
+  FlopModel flops() const override { return dense_flops(); }
 
   std::unique_ptr<BackboneModel> make_model(const BackboneShape& shape) const override {
     return std::make_unique<BertModel>(c_, shape);
   }
-
- private:
-  EncoderConfig c_;
-  ModelInfo info_;
 };
 
 }  // namespace

@@ -5,54 +5,33 @@
 
 #include "models/deberta_model.h"
 #include "models/deberta_weights.h"
+#include "models/family_backbone.h"
 #include "models/param_init.h"
 
 namespace ftune {
 namespace {
 
 ModelInfo info_of(const DebertaConfig& c) {
-  ModelInfo i;
+  ModelInfo i = common_info(c);
   i.model_type = "deberta-v2";
   i.architecture = "DebertaV2ForSequenceClassification";
-  i.num_layers = c.num_layers;
-  i.hidden_size = c.hidden_size;
-  i.num_heads = i.num_kv_heads = c.num_heads;
   i.head_dim = c.head_dim();
-  i.intermediate_size = c.intermediate_size;
-  i.vocab_size = c.vocab_size;
   i.type_vocab_size = c.type_vocab_size;
-  i.max_position_embeddings = c.max_position_embeddings;
-  i.max_tokens = c.max_position_embeddings;
   i.pad_token_id = c.pad_token_id;
   i.hidden_dropout = c.hidden_dropout;
-  i.attention_dropout = c.attention_dropout;
   i.classifier_dropout = c.cls_dropout;
-  i.id2label = c.id2label;
-  i.packing = true;
   return i;
 }
 
-class DebertaBackbone final : public Backbone {
+class DebertaBackbone final : public FamilyBackbone<DebertaBackbone, DebertaConfig> {
  public:
-  explicit DebertaBackbone(DebertaConfig c) : c_(std::move(c)), info_(info_of(c_)) {}
+  explicit DebertaBackbone(DebertaConfig c) : FamilyBackbone(std::move(c), info_of) {}
 
-  const ModelInfo& info() const override { return info_; }
-
-  std::shared_ptr<const Backbone> with_labels(std::vector<std::string> labels) const override {
-    DebertaConfig c = c_;
-    c.id2label = std::move(labels);
-    return std::make_shared<DebertaBackbone>(std::move(c));
-  }
-
-  std::shared_ptr<const Backbone> with_dropout(const DropoutRates& r) const override {
-    DebertaConfig c = c_;
+  static void set_dropout(DebertaConfig& c, const DropoutRates& r) {
     if (r.hidden >= 0) c.hidden_dropout = r.hidden;
     if (r.attention >= 0) c.attention_dropout = r.attention;
     if (r.classifier >= 0) c.cls_dropout = r.classifier;
-    return std::make_shared<DebertaBackbone>(std::move(c));
   }
-
-  nlohmann::json config_json() const override { return c_.to_json(); }
 
   void add_params(ParamTable& t) const override { add_deberta_params(c_, t); }
 
@@ -80,9 +59,7 @@ class DebertaBackbone final : public Backbone {
 
   // The HF name, and the name without "deberta." (a DebertaV2Model saved on its own).
   std::vector<std::string> checkpoint_names(const std::string& name) const override {
-    std::vector<std::string> out{name};
-    if (name.rfind("deberta.", 0) == 0) out.push_back(name.substr(8));
-    return out;
+    return with_unprefixed(name, "deberta.");
   }
 
   void init_param(const ParamSpec& spec, TensorView dst, std::mt19937_64& rng) const override {
@@ -101,12 +78,8 @@ class DebertaBackbone final : public Backbone {
                            !c_.share_att_key && c_.p2c);
   }
 
-  void row_positions(const int32_t*, int64_t n, int32_t* pos) const override {
-    for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(t);
-  }
-
   FlopModel flops() const override {
-    FlopModel f{c_.num_layers, c_.hidden_size, c_.intermediate_size, c_.num_labels()};
+    FlopModel f = dense_flops();
     f.relative_span = c_.rel_rows();  // 2 x att_span
     f.relative_terms = int(c_.c2p) + int(c_.p2c);
     return f;
@@ -115,10 +88,6 @@ class DebertaBackbone final : public Backbone {
   std::unique_ptr<BackboneModel> make_model(const BackboneShape& shape) const override {
     return make_deberta_model(c_, shape);
   }
-
- private:
-  DebertaConfig c_;
-  ModelInfo info_;
 };
 
 }  // namespace

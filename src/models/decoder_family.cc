@@ -1,101 +1,48 @@
 // The decoder family's Backbone and BackboneModel (see decoder_family.h).
 #include "models/decoder_family.h"
 
-#include "core/error.h"
 #include "core/memory.h"
 #include "models/decoder.h"
+#include "models/family_backbone.h"
 
 namespace ftune {
 namespace {
 
 ModelInfo info_of(const DecoderConfig& c) {
-  ModelInfo i;
+  ModelInfo i = common_info(c);
   i.model_type = c.model_type;
   i.architecture = c.architecture;
-  i.num_layers = c.num_layers;
-  i.hidden_size = c.hidden_size;
-  i.num_heads = c.num_heads;
   i.num_kv_heads = c.num_kv_heads;
   i.head_dim = c.head_dim;
-  i.intermediate_size = c.intermediate_size;
-  i.vocab_size = c.vocab_size;
   i.type_vocab_size = 0;  // no token types
-  i.max_position_embeddings = i.max_tokens = c.max_position_embeddings;
   i.pad_token_id = c.pad_token_id >= 0 ? c.pad_token_id : 0;
-  i.attention_dropout = c.attention_dropout;
-  i.id2label = c.id2label;
-  i.packing = true;
   return i;
 }
 
-class DecoderModel final : public BackboneModel {
- public:
-  DecoderModel(const DecoderConfig& c, const BackboneShape& shape) : c_(c), shape_(shape) {}
-
-  void buffers(BufferTable& t) override { decoder_buffers(c_, shape_, a_, t); }
-
-  void bind(const BoundParams& p) override {
-    w_ = bind_decoder_weights(c_, p.values);
-    w_.adapters = p.adapters;
-    if (p.shadow.table) w_.shadow = bind_decoder_weights(c_, p.shadow).layers;
-    if (shape_.training) {
-      g_ = bind_decoder_weights(c_, p.grads);
-      g_.adapters = p.adapter_grads;
-    }
-    upload_inv_freq(c_.rope, a_.inv_freq);
-    if (c_.rope.type == "longrope") upload_inv_freq(c_.rope, a_.inv_freq_long, true);
-    if (c_.two_ropes()) upload_inv_freq(c_.local_rope, a_.inv_freq_local);
+// The decoder as free functions (decoder.h), and its RoPE tables.
+struct DecoderOps {
+  using Config = DecoderConfig;
+  using Weights = DecoderWeights;
+  using Acts = DecoderActs;
+  static constexpr auto buffers = decoder_buffers;
+  static constexpr auto bind = bind_decoder_weights;
+  static constexpr auto forward = decoder_forward;
+  static constexpr auto backward = decoder_backward;
+  static void tables(const DecoderConfig& c, DecoderActs& a) {
+    upload_inv_freq(a.inv_freq, c.rope, c.head_dim);
+    if (c.rope.type == "longrope") upload_inv_freq(a.inv_freq_long, c.rope, c.head_dim, true);
+    if (c.two_ropes()) upload_inv_freq(a.inv_freq_local, c.local_rope, c.head_dim);
   }
-
-  TensorView forward(const TokenInputs& in, const DropoutPlan& d) override {
-    logits_ = decoder_forward(c_, w_, a_, in, d);
-    const int64_t N = in.tokens(), C = c_.hidden_size;
-    hidden_ = in.packed() ? a_.hidden.prefix({N, C}) : a_.hidden.prefix({in.B, in.T, C});
-    return logits_;
-  }
-
-  void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& d) override {
-    decoder_backward(c_, w_, g_, a_, dlogits, in, d);
-  }
-
-  TensorView hidden() const override { return hidden_; }
-
- private:
-  void upload_inv_freq(const RopeConfig& rope, TensorView dst, bool long_seq = false) const {
-    const std::vector<float> inv = rope.inv_freq(c_.head_dim, long_seq);
-    HostTensor host(DType::F32, Shape{static_cast<int64_t>(inv.size())});
-    std::copy(inv.begin(), inv.end(), host.data<float>());
-    copy(dst, host.view());
-  }
-
-  DecoderConfig c_;
-  BackboneShape shape_;
-  DecoderWeights w_, g_;
-  DecoderActs a_;
-  TensorView logits_, hidden_;
 };
 
-class DecoderBackbone final : public Backbone {
+class DecoderBackbone final : public FamilyBackbone<DecoderBackbone, DecoderConfig> {
  public:
-  explicit DecoderBackbone(DecoderConfig c) : c_(std::move(c)), info_(info_of(c_)) {}
-
-  const ModelInfo& info() const override { return info_; }
-
-  std::shared_ptr<const Backbone> with_labels(std::vector<std::string> labels) const override {
-    if (labels.empty()) throw InputError("a classifier needs at least one label");
-    DecoderConfig c = c_;
-    c.id2label = std::move(labels);
-    return std::make_shared<DecoderBackbone>(std::move(c));
-  }
+  explicit DecoderBackbone(DecoderConfig c) : FamilyBackbone(std::move(c), info_of) {}
 
   // Decoders have attention dropout only (HF's attention_dropout); the other rates do not apply.
-  std::shared_ptr<const Backbone> with_dropout(const DropoutRates& r) const override {
-    DecoderConfig c = c_;
+  static void set_dropout(DecoderConfig& c, const DropoutRates& r) {
     if (r.attention >= 0) c.attention_dropout = r.attention;
-    return std::make_shared<DecoderBackbone>(std::move(c));
   }
-
-  nlohmann::json config_json() const override { return c_.to_json(); }
 
   void add_params(ParamTable& t) const override { add_decoder_params(c_, t); }
 
@@ -129,13 +76,8 @@ class DecoderBackbone final : public Backbone {
     return decoder_modules(c_.num_layers, c_.qk_norm, c_.sandwich_norms, c_.prefix);
   }
 
-  // HF's decoders count positions 0..T-1 over the whole row, padding included (left padding too).
-  void row_positions(const int32_t*, int64_t n, int32_t* pos) const override {
-    for (int64_t t = 0; t < n; ++t) pos[t] = static_cast<int32_t>(t);
-  }
-
   FlopModel flops() const override {
-    FlopModel f{c_.num_layers, c_.hidden_size, c_.intermediate_size, c_.num_labels()};
+    FlopModel f = dense_flops();
     f.q_hidden = c_.q_size();
     f.kv_hidden = c_.kv_size();
     f.gated_ffn = true;
@@ -144,12 +86,8 @@ class DecoderBackbone final : public Backbone {
   }
 
   std::unique_ptr<BackboneModel> make_model(const BackboneShape& shape) const override {
-    return std::make_unique<DecoderModel>(c_, shape);
+    return std::make_unique<FamilyModel<DecoderOps>>(c_, shape);
   }
-
- private:
-  DecoderConfig c_;
-  ModelInfo info_;
 };
 
 }  // namespace

@@ -41,6 +41,7 @@ DebugHooks DebugHooks::from_env() {
   h.exit_at_micro_step = env_int("FTUNE_DEBUG_EXIT_AT_MICRO_STEP");
   h.exit_after_checkpoint = env_int("FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT");
   h.sigterm_at_step = env_int("FTUNE_DEBUG_SIGTERM_AT_STEP");
+  h.stop_delay_ms = env_int("FTUNE_DEBUG_STOP_DELAY_MS");
   if (const char* v = std::getenv("FTUNE_DEBUG_MICRO_BATCH_AT_STEP")) {
     long long step = -1, rows = 0;
     if (std::sscanf(v, "%lld:%lld", &step, &rows) == 2) {

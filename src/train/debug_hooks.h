@@ -4,6 +4,8 @@
 //                                        (counted over the run)
 //   FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=s  ends it so right after the checkpoint of step s is saved
 //   FTUNE_DEBUG_SIGTERM_AT_STEP=s        sends SIGTERM to itself after optimizer step s
+//   FTUNE_DEBUG_STOP_DELAY_MS=ms         a stop (signal or stop file) waits ms before its
+//                                        checkpoint, as a large model's checkpoint write would
 //   FTUNE_DEBUG_MICRO_BATCH_AT_STEP=s:m  micro-batches of m rows from optimizer step s on, as the
 //                                        out-of-memory fallback would switch
 //   FTUNE_DEBUG_NONFINITE_STEPS=list     the loss of these optimizer steps (1-based; "3", "3,7",
@@ -27,6 +29,7 @@ struct DebugHooks {
   int64_t exit_at_micro_step = -1;  // -1: off (as for every hook below)
   int64_t exit_after_checkpoint = -1;
   int64_t sigterm_at_step = -1;
+  int64_t stop_delay_ms = -1;
   int64_t micro_batch_step = -1, micro_batch_rows = 0;
   std::vector<std::pair<int64_t, int64_t>> nonfinite_steps;  // inclusive ranges
   int64_t oom_at_step = -1;

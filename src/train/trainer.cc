@@ -24,11 +24,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "core/op_profile.h"
 #include "core/thread_pool.h"
@@ -408,6 +410,8 @@ nlohmann::json Trainer::run() {
     // Every rank stops at the same step: a signal may reach the ranks between two of them.
     if (group_->distributed()) stop_requested = group_->any(stop_requested);
     if (stop_requested) {
+      if (hooks_.stop_delay_ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(hooks_.stop_delay_ms));
       if (saved_step_ != step_) save_checkpoint(false);
       const TrainingWork work = work_over_ranks();
       if (lead())

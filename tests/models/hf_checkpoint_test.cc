@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <sys/wait.h>
+#include <vector>
 
 #include "golden_fixture.h"
 #include "io/json_file.h"
@@ -196,24 +199,55 @@ TEST(HfCheckpoint, BatchesOutsideTheModelAreInputErrors) {
   expect_error([&] { m.model->set_batch(b); }, {"exceeds the planned"});
 }
 
-// transformers itself loads what ftune saved and gives the same logits. Needs Python with torch
-// and transformers (the development machine); skipped, visibly, where they are not installed.
+// A word for sh -c, single-quoted.
+std::string shell_quoted(const std::string& word) {
+  std::string quoted = "'";
+  for (char ch : word) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
+// The Python of the transformers oracle: $FTUNE_PYTHON where set (as bench/*.sh read it; a
+// development machine points it at its venv of tools/requirements-dev.txt), else python3 on PATH,
+// if it has torch and transformers installed. The modules are looked up,
+// not imported (importing torch takes seconds). Empty, with what each candidate lacked in `why`,
+// where none has them (CI installs no torch).
+std::string oracle_python(std::string& why) {
+  std::vector<std::string> candidates{"python3"};
+  if (const char* env = std::getenv("FTUNE_PYTHON"); env && *env) candidates = {env};
+  for (const std::string& python : candidates) {
+    const int rc = std::system((shell_quoted(python) +
+                                " -c 'import importlib.util as u, sys; sys.exit(0 if u.find_spec(\"torch\")"
+                                " and u.find_spec(\"transformers\") else 3)' >/dev/null 2>&1")
+                                   .c_str());
+    if (rc == 0) return python;
+    why += (why.empty() ? "" : "; ") + python +
+           (WIFEXITED(rc) && WEXITSTATUS(rc) == 3 ? ": no torch + transformers" : ": not found");
+  }
+  return "";
+}
+
+// transformers itself loads what ftune saved and gives the same logits (one Python process for the
+// three models). Needs Python with torch and transformers (oracle_python); skipped, visibly, saying
+// what it tried, where they are not installed.
 TEST(HfCheckpoint, TransformersLoadsWhatFtuneSaved) {
-  if (std::system("python3 -c 'import torch, transformers' >/dev/null 2>&1") != 0)
-    GTEST_SKIP() << "python3 with torch + transformers not installed (tools/requirements-dev.txt)";
+  std::string why;
+  const std::string python = oracle_python(why);
+  if (python.empty())
+    GTEST_SKIP() << "no Python with torch + transformers (" << why
+                 << "): install tools/requirements-dev.txt or set FTUNE_PYTHON";
+  TempDir tmp;
+  std::string cmd = shell_quoted(python) + " " + source_dir() + "/tools/check_hf_load.py";
   for (const std::string name : {"bert_pair", "roberta_pair", "xlmr_pair"}) {
     const GoldenCase c = GoldenCase::load(name);
     Model m = load(c.model_dir, c.batch);
     m.model->set_batch(c.batch);
     const TensorView logits = m.model->forward(DropoutPlan{});
-    TempDir tmp;
-    save_model(*m.model, tmp.path() + "/saved");
-    io::write_safetensors(tmp.path() + "/logits.safetensors", {{"logits", logits, {}}});
-    const std::string cmd = "python3 " + source_dir() + "/tools/check_hf_load.py " + tmp.path() +
-                            "/saved " + c.dir + "/inputs.safetensors " + tmp.path() +
-                            "/logits.safetensors";
-    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const std::string saved = tmp.path() + "/" + name, expected = saved + "_logits.safetensors";
+    save_model(*m.model, saved);
+    io::write_safetensors(expected, {{"logits", logits, {}}});
+    cmd += " " + saved + " " + c.dir + "/inputs.safetensors " + expected;
   }
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }
 
 }  // namespace

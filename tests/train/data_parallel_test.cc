@@ -5,11 +5,17 @@
 // out-of-memory in one rank makes every rank fall back together (or, with nothing to halve, stop
 // together, naming it); a rank that fails or is killed stops every rank with a message naming
 // it, nothing half-written; the run resumes afterwards, on 2 ranks bit for bit as if never
-// killed, or on another number of ranks (the world size may change on resume).
+// killed, or on another number of ranks (the world size may change on resume). A stop file seen by
+// one rank, or a SIGTERM to mpirun with OpenMPI's kill timeout raised, stops every rank at one
+// step with a checkpoint and the summary.
 #include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -67,6 +73,18 @@ class DataParallel : public ::testing::Test {
     ASSERT_FALSE(wa.empty());
     EXPECT_TRUE(wa == file_bytes(run_dir(b) + "/model/model.safetensors"))
         << "final weights differ";
+  }
+  // The summary of a run stopped at a step boundary: interrupted before its end, with the
+  // checkpoint of that step whole.
+  void expect_stopped_with_checkpoint(const std::string& run) {
+    ASSERT_TRUE(fs::exists(run_dir(run) + "/summary.json")) << "no summary: the ranks were killed";
+    const nlohmann::json s = nlohmann::json::parse(file_bytes(run_dir(run) + "/summary.json"));
+    EXPECT_EQ(s["status"], "interrupted") << s.dump();
+    const int steps = s["steps"].get<int>();
+    EXPECT_LT(steps, s["total_steps"].get<int>());
+    char name[32];
+    std::snprintf(name, sizeof(name), "/checkpoints/step-%07d", steps);
+    EXPECT_TRUE(fs::exists(run_dir(run) + name + "/model.safetensors")) << name;
   }
   TempDir tmp_;
   std::string model_;
@@ -215,6 +233,59 @@ TEST_F(DataParallel, RaisingRankStopsAll) {
   EXPECT_NE(r.output.find("ftune: rank 1: error: "), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("not even a micro-batch"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(run_dir("failed") + "/summary.json"));
+}
+
+// How README says to stop an mpirun run: the file FTUNE_STOP_FILE names (here in rank 1's
+// environment alone, present from the start) stops both ranks after step 1, with its checkpoint
+// and rank 0's summary; each rank exits 128 (a stop without a signal), so does mpirun; and the run
+// resumes to its end.
+TEST_F(DataParallel, StopFileSeenByOneRankStopsEveryRank) {
+  const std::string stop = tmp_.path() + "/stop";
+  std::ofstream(stop) << "stop\n";
+  const CliResult r =
+      run_ftune_ranks(2, "train --config " + config("stopped"), "FTUNE_STOP_FILE=" + stop);
+  EXPECT_EQ(r.exit_code, 128) << r.output;
+  EXPECT_NE(r.output.find("ftune: rank 0: stopped by request at step 1;"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("ftune: rank 1: stopped by request at step 1;"), std::string::npos)
+      << r.output;
+  expect_stopped_with_checkpoint("stopped");
+  const CliResult resumed = run_ftune_ranks(2, "train --config " + config("stopped") + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const nlohmann::json s = nlohmann::json::parse(file_bytes(run_dir("stopped") + "/summary.json"));
+  EXPECT_EQ(s["status"], "completed");
+  EXPECT_EQ(s["steps"], 8);
+}
+
+// A SIGTERM to mpirun: OpenMPI 4.1's mpirun does not pass it on at once; it sends its ranks
+// SIGCONT, waits odls_base_sigkill_timeout seconds (default 1), sends SIGTERM, waits as long again
+// and sends SIGKILL. A rank whose stop takes longer (here 2 s, FTUNE_DEBUG_STOP_DELAY_MS, as a
+// large model's checkpoint write) was killed without its checkpoint or summary; with the timeout
+// raised (README: --mca odls_base_sigkill_timeout, here 8 s) every rank stops at one step boundary
+// with the checkpoint and summary and exits 143 (128 + SIGTERM).
+TEST_F(DataParallel, SigtermToMpirunStopsEveryRankWhenTheKillTimeoutAllowsIt) {
+  const std::string log = tmp_.path() + "/mpirun.log";
+  const pid_t mpirun = spawn_ftune_ranks(
+      2, "train --config " + config("term") + " training.epochs=100", log,
+      "OMPI_MCA_odls_base_sigkill_timeout=8 FTUNE_DEBUG_STOP_DELAY_MS=2000");
+  ASSERT_GT(mpirun, 0);
+  const bool started = wait_for_text(log, "checkpoint ", 120);  // step 5's, by rank 0
+  if (started) kill(mpirun, SIGTERM);
+  int status = -1;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (waitpid(mpirun, &status, WNOHANG) == 0) {
+    if (!started || std::chrono::steady_clock::now() > end) {  // never hang the suite
+      kill(-mpirun, SIGKILL);
+      waitpid(mpirun, &status, 0);
+      FAIL() << (started ? "mpirun did not end within 120 s of SIGTERM\n" : "no checkpoint\n")
+             << file_bytes(log);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::string out = file_bytes(log);
+  EXPECT_NE(out.find("ftune: rank 0: stopped by signal 15 at step "), std::string::npos) << out;
+  EXPECT_NE(out.find("ftune: rank 1: stopped by signal 15 at step "), std::string::npos) << out;
+  expect_stopped_with_checkpoint("term");
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << status;  // OpenMPI 4.1: 1
 }
 
 }  // namespace

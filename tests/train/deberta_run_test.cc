@@ -5,7 +5,8 @@
 // the run loop it trains the adapters (positional calls of key_proj / query_proj included) and
 // saves them in PEFT's format; gradient checkpointing gives the same losses as without; packed
 // micro-batches (relative positions per row) follow the padded run within 1e-6 (losses) and 1e-5
-// (weights), dropout on; LoRA in bf16 and f16 with checkpointing follows the fp32 run.
+// (weights), dropout on, and in bf16 with LoRA within bounds derived for bf16; LoRA in bf16 and f16
+// with checkpointing follows the fp32 run.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -138,6 +139,41 @@ TEST_F(DebertaRun, PackedAndPaddedRunsFollowTheSameTrajectory) {
     tol.steps = 18;
     tol.weights_file = weights;
     expect_same_trajectory(run + "_padded", run + "_packed", tol);
+  }
+}
+
+// The same in bf16 storage (16-bit GEMMs, activations and frozen base), LoRA on every linear module
+// with its dropout (0.1), checkpointing off and on. Both runs round the same fp32 values to bf16,
+// so they differ only where fp32's summation order (~1e-7 relative, the fp32 test's noise) flips a
+// bf16 rounding: one element by one bf16 ulp (2^-8 relative). The losses stay near fp32's
+// agreement: 1e-5 relative, ten times the fp32 bound (measured 8.7e-8). A weight moves by about lr
+// per Adam step, and a flip changes a step's gradient element, hence its update, by at most about
+// one ulp relative: 18 steps x lr 3e-3 x 2^-8 = 2.1e-4, 2.3e-2 of the LoRA B tensors' largest
+// value (~0.009), so 2e-2 (the DESIGN's bf16 tolerance; measured 5.5e-4). Broken packing fails
+// both by far: a packed row's attention one token short gave losses 3.6e-5 and weights 1.33 apart,
+// its attention dropout read at the next row's place 2.4e-5 and 0.91.
+TEST_F(DebertaRun, PackedAndPaddedBf16RunsFollowTheSameTrajectory) {
+  const std::string lora =
+      "peft:\n  method: lora\n  r: 4\n  alpha: 8\n  dropout: 0.1\n  target_modules: all-linear\n";
+  for (const char* checkpointing : {"off", "on"}) {
+    SCOPED_TRACE(checkpointing);
+    const std::string name = std::string("bf16_ckpt_") + checkpointing;
+    const std::string path = yaml(name, "  batch_size: 16\n  classifier_dropout: 0.1\n"
+                                        "  precision: bf16\n  gradient_checkpointing: " +
+                                            std::string(checkpointing) + "\n" + lora);
+    const std::string run = tmp_.path() + "/" + name;
+    const nlohmann::json padded = run_training(
+        TrainConfig::load(path, {"data.packing=off", "output.dir=" + run + "_padded"}));
+    const nlohmann::json packed =
+        run_training(TrainConfig::load(path, {"data.packing=on", "output.dir=" + run + "_packed"}));
+    EXPECT_EQ(packed["precision"], "bf16");
+    EXPECT_EQ(packed["gradient_checkpointing"], std::string(checkpointing) == "on");
+    EXPECT_EQ(packed["packing"]["on"], true);
+    EXPECT_EQ(padded["packing"]["on"], false);
+    EXPECT_EQ(packed["padding_fraction"].get<double>(), 0.0);
+    EXPECT_GT(padded["padding_fraction"].get<double>(), 0.05);
+    expect_same_trajectory(run + "_padded", run + "_packed",
+                           {18, 1e-5, 2e-2, "/adapter/adapter_model.safetensors"});
   }
 }
 
