@@ -103,6 +103,11 @@ CASES = {
     "gemma2_lora": dict(base="gemma2_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
     "gemma3_dora_dropout": dict(base="gemma3_pair", r=3, lora_alpha=6, use_dora=True,
                                 lora_dropout=0.1, target_modules=DECODER_LINEAR),
+    # The multimodal Gemma 3 (Gemma3ForSequenceClassification, model_type gemma3): PEFT's q/k/v
+    # names match the SigLIP vision tower's attention too, so the adapter holds vision-tower
+    # tensors (given non-zero B here) that text-only input never reaches and ftune ignores by name
+    # (VISION_SIDE below).
+    "gemma3_mm_lora": dict(base="gemma3_mm_pair", r=4, lora_alpha=8, target_modules=DECODER_LINEAR),
     # Gemma 1 (no sandwich norms, GeGLU, scaled embeddings): DoRA with adapter dropout.
     "gemma_dora_dropout": dict(base="gemma_pair", r=4, lora_alpha=8, use_dora=True,
                                lora_dropout=0.1, target_modules=DECODER_LINEAR),
@@ -210,6 +215,15 @@ class FtuneDropout(torch.nn.Module):
 
 
 
+# Modules of a multimodal model that text-only input never runs (no gradient, no effect on the
+# logits): left out of the trainable names and adapted modules ftune is compared against.
+VISION_SIDE = ("vision_tower", "multi_modal_projector")
+
+
+def text_side(name):
+    return not any(v in name for v in VISION_SIDE)
+
+
 def ftune_name(peft_key):
     """PEFT parameter / state-dict name -> ftune's name."""
     n = peft_key.removeprefix("base_model.model.")
@@ -236,7 +250,7 @@ def make_case(out_root, name, spec):
     p_drop = spec.pop("lora_dropout", 0.0)
     torch.manual_seed(1234)
     model = load_base(base)
-    NUM_LAYERS["n"] = model.config.num_hidden_layers
+    NUM_LAYERS["n"] = model.config.get_text_config().num_hidden_layers
     cfg = LoraConfig(task_type=TaskType.SEQ_CLS, lora_dropout=p_drop, **spec)
     pm = get_peft_model(model, cfg)
     clock = {"step": 0}
@@ -259,7 +273,9 @@ def make_case(out_root, name, spec):
 
     pm.train()
     inputs, labels = load_inputs(base)
-    trainable = [(n, p) for n, p in pm.named_parameters() if p.requires_grad]
+    trainable = [(n, p) for n, p in pm.named_parameters() if p.requires_grad and text_side(n)]
+    ignored = sorted(ftune_name(n) for n, p in pm.named_parameters()
+                     if p.requires_grad and not text_side(n))
     names = [ftune_name(n) for n, _ in trainable]
     decay = set(Trainer.get_decay_parameter_names(None, pm))
     groups = [
@@ -298,7 +314,9 @@ def make_case(out_root, name, spec):
         "lora_dropout": p_drop,
         "dropout_seed": DROPOUT_SEED,
         "adapted_modules": sorted({ftune_name(n).rsplit(".lora_A", 1)[0]
-                                   for n, _ in pm.named_parameters() if ".lora_A." in n}),
+                                   for n, _ in pm.named_parameters()
+                                   if ".lora_A." in n and text_side(n)}),
+        **({"ignored_tensors": ignored} if ignored else {}),
         "method": "dora" if spec.get("use_dora") else "lora",
         "scaling": next(m.scaling["default"] for m in pm.modules()
                         if isinstance(getattr(m, "scaling", None), dict)),

@@ -49,6 +49,11 @@ std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool
   const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
   const std::string base = prefix.substr(0, prefix.size() - 1);  // "model", "model.language_model"
   std::vector<ClassifierModule> m = {{"", O}, {"model", O}};
+  // The multimodal Gemma 3: its vision tower and projector are listed without their children,
+  // as parts ftune does not run (text-only input never reaches them; load_peft_adapter ignores
+  // an adapter's tensors there, by name).
+  if (base != "model")
+    for (const char* x : {"model.vision_tower", "model.multi_modal_projector"}) m.push_back({x, O});
   if (base != "model") m.push_back({base, O});
   for (const ClassifierModule& x : std::vector<ClassifierModule>{
            {prefix + "embed_tokens", ModuleKind::Embedding}, {prefix + "layers", O}})

@@ -139,14 +139,20 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
   return report;
 }
 
-void save_model(const SequenceClassifier& model, const std::string& dir) {
+void save_model(const SequenceClassifier& model, const std::string& dir) { save_model(model, dir, {}); }
+
+void save_model(const SequenceClassifier& model, const std::string& dir,
+                const std::map<std::string, TensorView>& values) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
     throw InputError(fmt::format("cannot create model directory '{}': {}", dir, ec.message()));
   std::vector<io::SafetensorsTensor> tensors;
-  for (const ParamSpec& spec : model.params().specs())
-    tensors.push_back({spec.name, model.param(spec.name), DType::F32});  // 16-bit ones widened
+  for (const ParamSpec& spec : model.params().specs()) {
+    const auto it = values.find(spec.name);
+    const TensorView v = it != values.end() ? it->second : model.param(spec.name);
+    tensors.push_back({spec.name, v, DType::F32});  // 16-bit ones widened
+  }
   io::write_safetensors((std::filesystem::path(dir) / "model.safetensors").string(), tensors);
   nlohmann::json config = model.spec().to_json();
   if (config.contains("torch_dtype")) config["torch_dtype"] = "float32";

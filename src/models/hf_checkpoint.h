@@ -15,6 +15,7 @@
 // AutoModelForSequenceClassification.from_pretrained(dir) loads it and gives the same logits.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,5 +53,9 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
 
 // Writes DIR/config.json and DIR/model.safetensors (each atomically; DIR is created if needed).
 void save_model(const SequenceClassifier& model, const std::string& dir);
+// The same, writing the parameters named in `values` from those views (any dtype and device)
+// instead of the model's.
+void save_model(const SequenceClassifier& model, const std::string& dir,
+                const std::map<std::string, TensorView>& values);
 
 }  // namespace ftune

@@ -2,17 +2,22 @@
 #include "models/peft_adapter.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "core/error.h"
 #include "core/memory.h"
+#include "io/checkpoint_reader.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
 #include "models/adapters.h"
+#include "models/hf_checkpoint.h"
 
 namespace ftune {
 namespace {
@@ -116,12 +121,43 @@ void load_peft_adapter(SequenceClassifier& model, const std::string& dir) {
     f.read_into(key, model.param(spec.name));
     used.insert(key);
   }
-  for (const io::SafetensorsEntry& e : f.entries())
-    if (!used.count(e.name))
-      throw InputError(fmt::format(
-          "{}: tensor '{}' does not belong to an adapter or a saved module of this model as "
-          "{}/adapter_config.json describes it (target_modules, modules_to_save)",
-          path, e.name, dir));
+  // A tensor inside a module of the HF model that ftune does not run (listed by the family without
+  // children and holding none of ftune's parameters: a multimodal Gemma 3's vision tower, whose
+  // attention PEFT's q_proj / k_proj / v_proj also match) cannot change what ftune computes:
+  // ignored, and named in a warning.
+  const std::vector<ClassifierModule> modules = model.spec().backbone().modules();
+  auto under = [](const std::string& name, const std::string& module) {
+    return name.starts_with(module + ".");
+  };
+  auto not_run = [&](const std::string& key) {
+    const std::string name = key.substr(std::string(kPrefix).size());
+    for (const ClassifierModule& m : modules) {
+      if (m.name.empty() || !under(name, m.name)) continue;
+      const auto& specs = model.params().specs();
+      if (std::none_of(modules.begin(), modules.end(),
+                       [&](const ClassifierModule& c) { return under(c.name, m.name); }) &&
+          std::none_of(specs.begin(), specs.end(),
+                       [&](const ParamSpec& p) { return under(p.name, m.name); }))
+        return true;
+    }
+    return false;
+  };
+  std::vector<std::string> ignored;
+  for (const io::SafetensorsEntry& e : f.entries()) {
+    if (used.count(e.name)) continue;
+    if (e.name.starts_with(kPrefix) && not_run(e.name)) {
+      ignored.push_back(e.name);
+      continue;
+    }
+    throw InputError(fmt::format(
+        "{}: tensor '{}' does not belong to an adapter or a saved module of this model as "
+        "{}/adapter_config.json describes it (target_modules, modules_to_save)",
+        path, e.name, dir));
+  }
+  if (!ignored.empty())
+    spdlog::warn("{}: ignored {} tensors of modules {} does not run (text-only input never "
+                 "reaches them): {}",
+                 path, ignored.size(), model.config().architecture, fmt::join(ignored, ", "));
 }
 
 void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
@@ -174,43 +210,102 @@ void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
   io::write_json_atomic(config_path(dir), j);
 }
 
-void merge_adapters(SequenceClassifier& model) {
-  const AdapterConfig& c = model.options().adapters;
-  if (!c.enabled()) return;
-  const double s = c.scaling();
+namespace {
+
+// The adapted modules (PEFT names without the prefix), in table order.
+std::vector<std::string> adapted_modules(const SequenceClassifier& model) {
   const std::string suffix = ".lora_A.weight";
-  for (const ParamSpec& spec : model.adapter_params().specs()) {
-    if (!spec.name.ends_with(suffix)) continue;
-    const std::string m = spec.name.substr(0, spec.name.size() - suffix.size());
-    const HostTensor a = to_host(model.param(m + ".lora_A.weight"));
-    const HostTensor b = to_host(model.param(m + ".lora_B.weight"));
-    // The frozen weight: query / key / value are blocks of the stored tensors of those names.
-    // Stored in 16 bits (frozen_16bit()): merged in fp32, rounded once when written back.
-    const TensorView wv = model.param(m + ".weight");
-    HostTensor w(DType::F32, wv.shape);
-    convert_copy(w.view(), wv);
-    const int64_t OC = w.shape()[0], C = w.shape()[1], r = c.r;
-    const float* A = a.data<float>();
-    const float* B = b.data<float>();
-    float* W = w.data<float>();
-    for (int64_t o = 0; o < OC; ++o)
-      for (int64_t k = 0; k < C; ++k) {
-        double delta = 0;
-        for (int64_t j = 0; j < r; ++j) delta += double(B[o * r + j]) * A[j * C + k];
-        W[o * C + k] = static_cast<float>(W[o * C + k] + s * delta);
-      }
-    if (c.dora()) {
-      const HostTensor mag = to_host(model.param(m + ".lora_magnitude_vector"));
-      for (int64_t o = 0; o < OC; ++o) {
-        double sq = 0;
-        for (int64_t k = 0; k < C; ++k) sq += double(W[o * C + k]) * W[o * C + k];
-        const double factor = mag.data<float>()[o] / std::sqrt(sq);
-        for (int64_t k = 0; k < C; ++k) W[o * C + k] = static_cast<float>(W[o * C + k] * factor);
-      }
+  std::vector<std::string> out;
+  for (const ParamSpec& spec : model.adapter_params().specs())
+    if (spec.name.ends_with(suffix)) out.push_back(spec.name.substr(0, spec.name.size() - suffix.size()));
+  return out;
+}
+
+// Folds module m's adapter into w, its frozen weight (out, in) in fp32 on the host.
+void merge_into(const SequenceClassifier& model, const std::string& m, HostTensor& w) {
+  const AdapterConfig& c = model.options().adapters;
+  const double s = c.scaling();
+  const HostTensor a = to_host(model.param(m + ".lora_A.weight"));
+  const HostTensor b = to_host(model.param(m + ".lora_B.weight"));
+  const int64_t OC = w.shape()[0], C = w.shape()[1], r = c.r;
+  const float* A = a.data<float>();
+  const float* B = b.data<float>();
+  float* W = w.data<float>();
+  for (int64_t o = 0; o < OC; ++o)
+    for (int64_t k = 0; k < C; ++k) {
+      double delta = 0;
+      for (int64_t j = 0; j < r; ++j) delta += double(B[o * r + j]) * A[j * C + k];
+      W[o * C + k] = static_cast<float>(W[o * C + k] + s * delta);
     }
-    convert_copy(wv, w.view());
+  if (c.dora()) {
+    const HostTensor mag = to_host(model.param(m + ".lora_magnitude_vector"));
+    for (int64_t o = 0; o < OC; ++o) {
+      double sq = 0;
+      for (int64_t k = 0; k < C; ++k) sq += double(W[o * C + k]) * W[o * C + k];
+      const double factor = mag.data<float>()[o] / std::sqrt(sq);
+      for (int64_t k = 0; k < C; ++k) W[o * C + k] = static_cast<float>(W[o * C + k] * factor);
+    }
   }
+}
+
+// Module m's frozen weight merged in place: merged in fp32, rounded once when written back to a
+// 16-bit storage (frozen_16bit()). Query / key / value are blocks of the stored tensors of
+// those names.
+void merge_in_place(const SequenceClassifier& model, const std::string& m) {
+  const TensorView wv = model.param(m + ".weight");
+  HostTensor w(DType::F32, wv.shape);
+  convert_copy(w.view(), wv);
+  merge_into(model, m, w);
+  convert_copy(wv, w.view());
+}
+
+bool same_type(io::SafetensorsDtype stored, DType d) {
+  return (stored == io::SafetensorsDtype::BF16 && d == DType::BF16) ||
+         (stored == io::SafetensorsDtype::F16 && d == DType::F16) ||
+         (stored == io::SafetensorsDtype::F32 && d == DType::F32);
+}
+
+}  // namespace
+
+void merge_adapters(SequenceClassifier& model) {
+  if (!model.options().adapters.enabled()) return;
+  for (const std::string& m : adapted_modules(model)) merge_in_place(model, m);
   model.frozen_weights_changed();
+}
+
+void save_merged_model(SequenceClassifier& model, const std::string& base_dir,
+                       const std::string& dir) {
+  // The parameters the model stores in 16 bits that the checkpoint holds in another type: read
+  // again from there in fp32 (the precision the user loaded).
+  const io::CheckpointReader ckpt = io::CheckpointReader::open(base_dir);
+  const Backbone& family = model.spec().backbone();
+  std::map<std::string, HostTensor> full;
+  for (const ParamSpec& spec : model.params().specs()) {
+    const TensorView v = model.param(spec.name);
+    if (v.dtype == DType::F32) continue;
+    for (const std::string& name : family.checkpoint_names(spec.name)) {
+      const io::SafetensorsEntry* e = ckpt.find(name);
+      if (!e) continue;
+      if (!same_type(e->dtype, v.dtype)) {
+        HostTensor h(DType::F32, spec.shape);
+        ckpt.read_into(e->name, h.view());
+        full.emplace(spec.name, std::move(h));
+      }
+      break;
+    }
+  }
+  if (model.options().adapters.enabled())
+    for (const std::string& m : adapted_modules(model)) {
+      const auto it = full.find(m + ".weight");
+      if (it != full.end())
+        merge_into(model, m, it->second);
+      else
+        merge_in_place(model, m);
+    }
+  model.frozen_weights_changed();
+  std::map<std::string, TensorView> values;
+  for (const auto& [name, h] : full) values.emplace(name, h.view());
+  save_model(model, dir, values);
 }
 
 }  // namespace ftune

@@ -35,4 +35,13 @@ void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
 // After it, param_values() alone (save_model) is the fine-tuned model.
 void merge_adapters(SequenceClassifier& model);
 
+// merge_adapters, then save_model to DIR, keeping the precision of the base checkpoint at
+// base_dir: a weight the model stores in 16 bits (frozen_16bit()) that the checkpoint holds in
+// another type (F32, or the other 16-bit type) is read again from it, merged in fp32 on the host
+// and written from there, so an fp32 base trained with a bf16 frozen copy saves fp32 weights
+// (a bf16 base saves what a bf16 merge gives, as PEFT's merge_and_unload). The others merge in
+// place as merge_adapters does.
+void save_merged_model(SequenceClassifier& model, const std::string& base_dir,
+                       const std::string& dir);
+
 }  // namespace ftune

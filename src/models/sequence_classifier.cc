@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "core/memory.h"
 #include "models/adapters.h"
 #include "ops/cast.h"
@@ -66,9 +68,18 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
     FTUNE_ASSERT(trainable_offset_ >= first + count,
                  "the trained parameters start at {}, inside the frozen layers [{}, {})",
                  trainable_offset_, first, first + count);
-    for (const ParamSpec& p : params_.specs())
+    // Before the layers: the embedding tables (the family's nn.Embedding modules, read only by
+    // the embedding lookup, which takes a 16-bit table) are stored in 16 bits too, the rest (the
+    // embeddings' LayerNorm) in fp32.
+    std::set<std::string> tables;
+    for (const ClassifierModule& m : b.modules())
+      if (m.kind == ModuleKind::Embedding) tables.insert(m.name + ".weight");
+    for (const ParamSpec& p : params_.specs()) {
+      const bool table = options_.embeddings_16bit && tables.count(p.name) && p.shape.rank() == 2;
+      if (p.offset < first) (table ? embed_tables_ : embed_rest_).add(p.name, p.shape);
       if (p.offset >= first && p.offset < first + count && p.shape.rank() == 1)
         layer_vectors_.add(p.name, p.shape);
+    }
   }
   for (const ParamSpec& p : params_.specs())
     if (p.offset >= trainable_offset_) trainable_.add(p.name, p.shape);
@@ -88,6 +99,7 @@ std::vector<TensorView> SequenceClassifier::weight_storage() const {
     out.push_back(shadow_);
     out.push_back(vector_values_);
     if (embed_values_.defined()) out.push_back(embed_values_);
+    if (embed16_values_.defined()) out.push_back(embed16_values_);
   }
   return out;
 }
@@ -112,7 +124,11 @@ void SequenceClassifier::buffers(BufferTable& t) const {
     // "param/values": the head and the adapters after the layers; the layers' GEMM weights are
     // "param/layers16" alone.
     t.add("param/values", DType::F32, {P - first - count + A}, &self->all_values_);
-    if (first > 0) t.add("param/embeddings", DType::F32, {first}, &self->embed_values_);
+    if (embed_rest_.total() > 0)
+      t.add("param/embeddings", DType::F32, {embed_rest_.total()}, &self->embed_values_);
+    if (embed_tables_.total() > 0)
+      t.add("param/embeddings16", options_.compute, {embed_tables_.total()},
+            &self->embed16_values_);
     t.add("param/layer_vectors", DType::F32, {layer_vectors_.total()}, &self->vector_values_);
     t.add("param/layers16", options_.compute, {count}, &self->shadow_);
   } else {
@@ -153,7 +169,8 @@ void SequenceClassifier::bind(const Arena& arena) {
     values_ = TensorView();
     layers16_views_ = ParamViews{&params_, shadow_, gemm_range_.first};
     vector_views_ = ParamViews{&layer_vectors_, vector_values_, 0, &layers16_views_};
-    embed_views_ = ParamViews{&params_, embed_values_, 0, &vector_views_};
+    embed16_views_ = ParamViews{&embed_tables_, embed16_values_, 0, &vector_views_};
+    embed_views_ = ParamViews{&embed_rest_, embed_values_, 0, &embed16_views_};
     tail_views_ = ParamViews{&params_, all_values_.flat_range(0, params_.total() - tail), tail,
                              &embed_views_};
     p.values = tail_views_;

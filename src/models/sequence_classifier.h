@@ -31,9 +31,11 @@
 //
 // Frozen weights stay 16-bit (frozen_16bit(): LoRA adapters with bf16 / f16 compute): the frozen
 // layers' GEMM weights (the rank-2 parameters of gemm_weight_range) are stored once, in the
-// compute type ("param/layers16", what the GEMMs read), with no fp32 copy; the other parameters
-// stay fp32 in three buffers (the embeddings before the layers, the layers' biases and norms, the
-// head and adapters after them). param(name) views each where it lives (a 16-bit view for those
+// compute type ("param/layers16", what the GEMMs read), with no fp32 copy, and so are the
+// embedding tables before the layers (the family's ModuleKind::Embedding modules: token, position
+// and token-type tables, "param/embeddings16", read by the embedding lookup, ops/embedding.h); the
+// other parameters stay fp32 in three buffers (the embeddings' LayerNorm before the layers, the
+// layers' biases and norms, the head and adapters after them). param(name) views each where it lives (a 16-bit view for those
 // GEMM weights: loaders and savers convert, core/memory.h convert_copy); param_values() is
 // undefined. DoRA keeps the fp32 base (its weight norms and its dropout GEMM read fp32 weights).
 #pragma once
@@ -66,6 +68,9 @@ struct ClassifierOptions {
   // padding (the family must support it). Padded: max_batch x max_seq (max_tokens is ignored).
   bool packed = false;
   int64_t max_tokens = 0;
+  // With frozen_16bit(): the frozen embedding tables stored in 16 bits too (the default); off
+  // keeps them in fp32 (the reference its tests compare against).
+  bool embeddings_16bit = true;
 
   int64_t tokens() const { return packed ? max_tokens : max_batch * max_seq; }
 };
@@ -189,12 +194,14 @@ class SequenceClassifier {
   TensorView values_, grads_, trainable_values_;
   int64_t trainable_offset_ = 0;  // start of the trainable range in "param/values"
   std::pair<int64_t, int64_t> gemm_range_{0, 0};  // the family's gemm_weight_range
-  // frozen_16bit(): the fp32 buffers before and inside the layer range (its rank-1 parameters,
-  // table layer_vectors_), and the chain of views over them and the 16-bit GEMM weights.
+  // frozen_16bit(): the buffers before the layer range (the 16-bit embedding tables, table
+  // embed_tables_, and the fp32 rest, embed_rest_), the fp32 ones inside it (its rank-1
+  // parameters, table layer_vectors_), and the chain of views over them and the 16-bit GEMM
+  // weights.
   bool frozen16_ = false;
-  ParamTable layer_vectors_;
-  TensorView embed_values_, vector_values_;
-  ParamViews tail_views_, embed_views_, vector_views_, layers16_views_;
+  ParamTable layer_vectors_, embed_tables_, embed_rest_;
+  TensorView embed_values_, embed16_values_, vector_values_;
+  ParamViews tail_views_, embed_views_, embed16_views_, vector_views_, layers16_views_;
   bool frozen_cache_valid_ = false;
   TensorView shadow_;  // mixed precision: the GEMM weights in the compute type
   bool shadow_valid_ = false;

@@ -24,15 +24,15 @@ void embedding_forward(TensorView out, TensorView ids, TensorView table, bool ac
   if (table.rank() != 2)
     throw ShapeError("embedding_forward: table must be 2-D, got " + table.describe());
   const int64_t V = table.dim(0), C = table.dim(1), N = ids.numel();
-  check_f32(op, "table", table, Shape{V, C});
+  check_float(op, "table", table, Shape{V, C});  // f32, bf16 or f16
   check_f32(op, "out", out, Shape{N, C});
   check_ids(op, ids, V);
   const Device dev = common_device(op, {out, ids, table});
   FTUNE_DISPATCH(op, dev,
-                 cpu::embedding_forward(out.data_as<float>(), ids.data_as<int32_t>(),
-                                        table.data_as<float>(), N, C, accumulate),
-                 cuda::embedding_forward(out.data_as<float>(), ids.data_as<int32_t>(),
-                                         table.data_as<float>(), N, C, accumulate));
+                 cpu::embedding_forward(out.data_as<float>(), ids.data_as<int32_t>(), table.data,
+                                        table.dtype, N, C, accumulate),
+                 cuda::embedding_forward(out.data_as<float>(), ids.data_as<int32_t>(), table.data,
+                                         table.dtype, N, C, accumulate));
 }
 
 int64_t embedding_sort_scratch_bytes(int64_t N) {
@@ -70,6 +70,10 @@ void embedding_backward(TensorView dtable, TensorView dout, TensorView ids, int6
   if (dtable.rank() != 2)
     throw ShapeError("embedding_backward: dtable must be 2-D, got " + dtable.describe());
   const int64_t V = dtable.dim(0), C = dtable.dim(1), N = ids.numel();
+  if (dtable.dtype != DType::F32)
+    throw ShapeError(fmt::format("{}: dtable has dtype {}; a 16-bit table is frozen (no gradient), "
+                                 "gradients are f32",
+                                 op, dtype_name(dtable.dtype)));
   check_f32(op, "dtable", dtable, Shape{V, C});
   check_f32(op, "dout", dout, Shape{N, C});
   check_ids(op, ids, V);

@@ -6,6 +6,10 @@
 //             HF uses for word embeddings and RoBERTa's positions): that row gets no gradient.
 //             padding_idx < 0 means none.
 // ids are i32; an id outside [0, V) is an InputError naming it and the vocabulary size.
+// The table of the forward is f32, or bf16 / f16 (a frozen table stored in 16 bits: LoRA with a
+// 16-bit base, SequenceClassifier::frozen_16bit): each element is widened exactly to f32, so the
+// output is bit for bit the f32 op's on the table's values in f32; out is always f32. A 16-bit
+// table has no gradient: the backward takes an f32 dtable only.
 //
 // The backward is deterministic, in one order of additions on every device and thread count
 // (kEmbeddingWindow = 64):
@@ -47,16 +51,17 @@ EmbeddingCudaLayout embedding_cuda_layout(int64_t N, int64_t C);
 int64_t embedding_sort_scratch_bytes(int64_t N);
 
 namespace cpu {
-void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t C,
-                       bool accumulate);
+// table of table_dtype (f32, bf16 or f16).
+void embedding_forward(float* out, const int32_t* ids, const void* table, DType table_dtype,
+                       int64_t N, int64_t C, bool accumulate);
 // order: N int64 of workspace.
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C,
                         int64_t padding_idx, int64_t* order);
 }  // namespace cpu
 
 namespace cuda {
-void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t C,
-                       bool accumulate);
+void embedding_forward(float* out, const int32_t* ids, const void* table, DType table_dtype,
+                       int64_t N, int64_t C, bool accumulate);
 // V: the table's rows (the sort's key range); workspace laid out as embedding_cuda_layout(N, C).
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C,
                         int64_t V, int64_t padding_idx, void* workspace);

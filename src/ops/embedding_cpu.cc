@@ -1,4 +1,4 @@
-// Embedding on the CPU: forward split over tokens; backward in the order of additions of
+// Embedding on the CPU: forward split over tokens (an f32 or 16-bit table, widened exactly); backward in the order of additions of
 // ops/embedding.h (sorted by id, pieces per window of 64 entries), split over columns.
 #include <algorithm>
 
@@ -7,21 +7,45 @@
 
 namespace ftune::cpu {
 
-void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t C,
-                       bool accumulate) {
+namespace {
+
+inline float widen(float v) { return v; }
+inline float widen(bf16_t v) { return bf16_to_float(v); }
+inline float widen(f16_t v) { return f16_to_float(v); }
+
+// T: the table's storage type; each element widened exactly to f32.
+template <typename T>
+void forward(float* out, const int32_t* ids, const T* table, int64_t N, int64_t C,
+             bool accumulate) {
   parallel_for(
       N,
       [&](int64_t n0, int64_t n1) {
         for (int64_t n = n0; n < n1; ++n) {
-          const float* row = table + static_cast<int64_t>(ids[n]) * C;
+          const T* row = table + static_cast<int64_t>(ids[n]) * C;
           float* o = out + n * C;
           if (accumulate)
-            for (int64_t c = 0; c < C; ++c) o[c] += row[c];
+            for (int64_t c = 0; c < C; ++c) o[c] += widen(row[c]);
           else
-            for (int64_t c = 0; c < C; ++c) o[c] = row[c];
+            for (int64_t c = 0; c < C; ++c) o[c] = widen(row[c]);
         }
       },
       16);
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const int32_t* ids, const void* table, DType table_dtype,
+                       int64_t N, int64_t C, bool accumulate) {
+  switch (table_dtype) {
+    case DType::F32:
+      return forward(out, ids, static_cast<const float*>(table), N, C, accumulate);
+    case DType::BF16:
+      return forward(out, ids, static_cast<const bf16_t*>(table), N, C, accumulate);
+    case DType::F16:
+      return forward(out, ids, static_cast<const f16_t*>(table), N, C, accumulate);
+    default:
+      throw ShapeError("embedding_forward: the table must be f32, bf16 or f16");
+  }
 }
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* ids, int64_t N, int64_t C,

@@ -1,7 +1,8 @@
 // Embedding lookup and its sparse gradient on CUDA; mirrors ops/embedding_cpu.cc.
 //   forward:  out (N, C) = table[ids] (or +=), four elements of a row per thread with 128-bit
-//             accesses when C is a multiple of 4 and out / table are 16-byte aligned (then every
-//             row is), one element per thread otherwise; a copy or one add per element either way.
+//             accesses (64-bit reads of a bf16 / f16 table) when C is a multiple of 4 and out /
+//             table are 16-byte aligned (then every row is), one element per thread otherwise; a
+//             copy or one add per element either way, a 16-bit element widened exactly.
 //   backward: dtable[ids[n]] += dout[n] in the order of additions of ops/embedding.h, the CPU's,
 //             bit for bit, with no atomics:
 //     1. keys = ids, values = token indices; CUB's radix sort (stable) over the bits of V;
@@ -29,15 +30,16 @@
 namespace ftune::cuda {
 namespace {
 
-// V = 4: C % 4 == 0 and aligned rows, element i .. i + 3 of out in one float4; V = 1: one element.
-template <int V>
-__global__ void embedding_forward_kernel(float* out, const int32_t* ids, const float* table,
+// V = 4: C % 4 == 0 and aligned rows, element i .. i + 3 of out in one float4 (of the table: one
+// float4, or 8 bytes of a 16-bit table, widened exactly); V = 1: one element.
+template <int V, typename T>
+__global__ void embedding_forward_kernel(float* out, const int32_t* ids, const T* table,
                                          int64_t N, int64_t C, bool accumulate) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x * V;
   for (int64_t i = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V; i < N * C;
        i += stride) {
     const int64_t n = i / C, c = i % C;
-    const float* row = table + static_cast<int64_t>(ids[n]) * C;
+    const T* row = table + static_cast<int64_t>(ids[n]) * C;
     float v[V];
     load_vec<V>(row + c, v);
     if (accumulate) {
@@ -146,15 +148,17 @@ int key_bits(int64_t V) {
 
 }  // namespace
 
-void embedding_forward(float* out, const int32_t* ids, const float* table, int64_t N, int64_t C,
-                       bool accumulate) {
+void embedding_forward(float* out, const int32_t* ids, const void* table, DType table_dtype,
+                       int64_t N, int64_t C, bool accumulate) {
   if (N * C == 0) return;
-  if (C % 4 == 0 && all_aligned16(out, table))
-    embedding_forward_kernel<4><<<grid_stride_blocks(N * C / 4, 256), 256, 0, compute_stream()>>>(
-        out, ids, table, N, C, accumulate);
-  else
-    embedding_forward_kernel<1><<<grid_stride_blocks(N * C, 256), 256, 0, compute_stream()>>>(
-        out, ids, table, N, C, accumulate);
+  with_float_type(table_dtype, const_cast<void*>(table), [&](auto* t) {
+    if (C % 4 == 0 && all_aligned16(out, t))
+      embedding_forward_kernel<4><<<grid_stride_blocks(N * C / 4, 256), 256, 0, compute_stream()>>>(
+          out, ids, t, N, C, accumulate);
+    else
+      embedding_forward_kernel<1><<<grid_stride_blocks(N * C, 256), 256, 0, compute_stream()>>>(
+          out, ids, t, N, C, accumulate);
+  });
   FTUNE_CUDA_CHECK_LAUNCH();
 }
 

@@ -267,11 +267,11 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
 void Trainer::publish_selected(const CheckpointEntry& chosen, const std::string& model_dir) {
   if (clf().adapters_on()) {
     // adapter/: the PEFT adapter (with the base model it needs); model/: adapters merged into the
-    // base weights, a plain HF model for predict, eval and transformers.
+    // base weights, a plain HF model for predict, eval and transformers (a frozen base stored in
+    // 16 bits merged from the base checkpoint's own precision: save_merged_model).
     publish_model(chosen.dir, (run_ / "adapter").string());
-    merge_adapters(clf());
     publish_dir(model_dir, [&](const std::string& tmp) {
-      save_model(clf(), tmp);
+      save_merged_model(clf(), cfg_.model.path, tmp);
       copy_tokenizer_files(cfg_.model.path, tmp);
       if (data_.pair_template) text::save_pair_template(tmp, *data_.pair_template);
     });

@@ -6,7 +6,8 @@
 // LoRA (frozen base stored only in bf16 / f16) and DoRA (fp32 master, 16-bit shadow) on every
 // linear layer with adapter dropout; gradient checkpointing gives bit-identical losses and
 // gradients (fp32 and bf16) and the memory planner counts it (activations drop, the layers'
-// probabilities as attention); bf16 activations take less memory than fp32.
+// probabilities as attention); bf16 activations take less memory than fp32; the frozen embedding
+// table stored in 16 bits (LoRA) gives the bits of its rounded values held in fp32.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -100,6 +101,45 @@ TEST_P(DecoderPrecision, AdaptersFollowFp32AndCheckpointingIsBitIdentical) {
       EXPECT_EQ(l16, l16c) << what;
       EXPECT_EQ(g16, to_vector(hc.clf->trainable_grads())) << what;
     }
+  }
+}
+
+// LoRA with a 16-bit base stores the frozen embedding table in 16 bits too: the run equals, bit for
+// bit (logits, losses, every trained gradient), the run whose fp32 table holds the same rounded
+// values, and the plan's parameters are smaller by half the table.
+TEST_P(DecoderPrecision, SixteenBitEmbeddingTableEqualsItsValuesInFp32) {
+  const GoldenCase c = GoldenCase::load(GetParam());
+  for (DType compute : {DType::BF16, DType::F16}) {
+    const std::string what(dtype_name(compute));
+    Model h = build_precision_model(c, spec(c), compute, GradientCheckpointing::Off,
+                                    adapters(PeftMethod::Lora));
+    Model r = build_precision_model(c, spec(c), compute, GradientCheckpointing::Off,
+                                    adapters(PeftMethod::Lora), /*embeddings_16bit=*/false);
+    std::string name;
+    for (const ParamSpec& p : h.clf->params().specs())
+      if (p.name.ends_with("embed_tokens.weight")) name = p.name;
+    const TensorView t16 = h.clf->param(name), t32 = r.clf->param(name);
+    ASSERT_EQ(t16.dtype, compute) << what;
+    ASSERT_EQ(t32.dtype, DType::F32) << what;
+    HostTensor rounded(DType::F32, t16.shape);
+    convert_copy(rounded.view(), t16);
+    EXPECT_NE(to_vector(rounded.view()), to_vector(t32)) << what;  // the rounding is really there
+    copy(t32, rounded.view());
+    r.clf->frozen_weights_changed();
+    EXPECT_EQ(step(h), step(r)) << what;
+    EXPECT_EQ(to_vector(h.clf->logits()), to_vector(r.clf->logits())) << what;
+    EXPECT_EQ(to_vector(h.clf->trainable_grads()), to_vector(r.clf->trainable_grads())) << what;
+
+    auto parameters = [&](bool embeddings_16bit) {
+      ClassifierOptions o = h.clf->options();
+      o.embeddings_16bit = embeddings_16bit;
+      ArenaPlan plan;
+      SequenceClassifier(spec(c), o).add_to_plan(plan);
+      for (const MemoryCategory& m : MemoryPlan::from(plan, Device::cpu()).categories)
+        if (m.name == "parameters") return double(m.bytes);
+      return 0.0;
+    };
+    EXPECT_NEAR(parameters(false) - parameters(true), 2.0 * t16.numel(), 512) << what;
   }
 }
 

@@ -1,12 +1,14 @@
 // Frozen weights stay 16-bit (SequenceClassifier::frozen_16bit): with LoRA and bf16 compute the
-// frozen layers' GEMM weights are stored once, in bf16, with no fp32 copy. The memory plan counts
-// them so (parameters and weight shadow by category, BERT-base sized, with and without adapters);
-// loaded weights are the checkpoint's rounded to bf16 and the biases / LayerNorms stay fp32; the
+// frozen layers' GEMM weights and the embedding tables are stored once, in bf16, with no fp32 copy.
+// The memory plan counts them so (parameters and weight shadow by category, BERT-base sized, with
+// and without adapters); loaded weights are the checkpoint's rounded to bf16 and the biases /
+// LayerNorms stay fp32; the
 // adapter saved from such a model reloads to the same logits bit for bit; merging into the bf16
 // base rounds each merged weight once (within 2^-7 of the tensor's largest value, of the fp32
 // merge: the base's bf16 rounding and the merged weight's) and the merged model, saved
 // as fp32 and reloaded without adapters, predicts what the adapter model did within bf16's
-// tolerance.
+// tolerance; merged and saved from the checkpoint's own precision (save_merged_model), it is the
+// fp32 merge bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -99,19 +101,20 @@ TEST(Frozen16, PlannerCountsTheFrozenLayersOnceIn16Bits) {
   EXPECT_TRUE(f2);
   EXPECT_FALSE(f3);  // full fine-tuning trains them: fp32 master + bf16 shadow as before
   EXPECT_FALSE(f4);  // DoRA reads the fp32 base (weight norms, its dropout GEMM)
-  // The layers' GEMM matrices: 12 x (4 C^2 + 2 C F).
+  // The layers' GEMM matrices: 12 x (4 C^2 + 2 C F); the word, position and token-type tables.
   const size_t matrices = 12 * (4 * 768 * 768 + 2 * 768 * 3072);
+  const size_t tables = (30522 + 512 + 2) * 768;
   const size_t slack = 4096;  // buffer alignment
   EXPECT_EQ(category(lora16, "weight shadow"), 0u);
   EXPECT_EQ(category(lora32, "weight shadow"), 0u);
   EXPECT_GT(category(full16, "weight shadow"), 2 * matrices);
   // Before: the fp32 parameters and a bf16 shadow of the layers (as full16 plans them, plus the
-  // adapters); now: the matrices in bf16 alone.
+  // adapters); now: the matrices and the embedding tables in bf16 alone.
   const size_t before = category(lora32, "parameters") + category(full16, "weight shadow");
   const size_t now = category(lora16, "parameters") + category(lora16, "weight shadow");
-  EXPECT_NEAR(double(before - now), double(4 * matrices), double(slack));
+  EXPECT_NEAR(double(before - now), double(4 * matrices + 2 * tables), double(slack));
   EXPECT_NEAR(double(category(lora32, "parameters") - category(lora16, "parameters")),
-              double(2 * matrices), double(slack) + 2.0 * 12 * (9 * 768 + 3072));
+              double(2 * matrices + 2 * tables), double(slack) + 2.0 * 12 * (9 * 768 + 3072));
   EXPECT_EQ(category(lora16, "gradients"), category(lora32, "gradients"));
   EXPECT_EQ(category(lora16, "optimizer state"), category(lora32, "optimizer state"));
   std::printf("BERT-base LoRA r4: fp32 parameters %zu; bf16 before: parameters %zu + shadow %zu; "
@@ -132,10 +135,11 @@ TEST(Frozen16, WeightsAreTheCheckpointsRoundedAndBiasesStayFp32) {
   for (const ParamSpec& s : f32.clf->params().specs()) {
     const TensorView v = bf.clf->param(s.name);
     const bool layer_matrix = s.name.find(".layer.") != std::string::npos && s.shape.rank() == 2;
-    EXPECT_EQ(v.dtype, layer_matrix ? DType::BF16 : DType::F32) << s.name;
+    const bool table = s.name.find(".embeddings.") != std::string::npos && s.shape.rank() == 2;
+    EXPECT_EQ(v.dtype, layer_matrix || table ? DType::BF16 : DType::F32) << s.name;
     std::vector<float> want = to_vector(f32.clf->param(s.name));
-    if (layer_matrix) {
-      ++matrices;
+    if (layer_matrix || table) {
+      matrices += layer_matrix;
       HostTensor r(DType::BF16, s.shape), w(DType::F32, s.shape);
       convert(r.view(), f32.clf->param(s.name));
       convert(w.view(), r.view());
@@ -183,6 +187,14 @@ TEST(Frozen16, AdapterAndMergedModelReloadAndPredict) {
   EXPECT_LE(rel(logits(plain16), want), 2e-2);
   EXPECT_LE(rel(logits(plain32), want32), 2e-2);
   EXPECT_NE(logits(plain32), want32);  // the bf16 rounding of the base is really there
+
+  // save_merged_model (what a run publishes) keeps the checkpoint's fp32: the merged weights are
+  // the fp32 model's merge, bit for bit.
+  const std::string merged_full = tmp.path() + "/merged_full";
+  save_merged_model(*again.clf, c.model_dir, merged_full);
+  Model full32 = build(c, DType::F32, PeftMethod::None, merged_full);
+  for (const ParamSpec& s : f32.clf->params().specs())
+    EXPECT_EQ(to_vector(full32.clf->param(s.name)), to_vector(f32.clf->param(s.name))) << s.name;
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // steps, at max relative error 1e-4 — with adapter dropout too (DoRA's dropout variant), PEFT
 // running ftune's Philox masks, whose keying is checked bit for bit. Also: gradient checkpointing
 // gives bit-identical gradients with a smaller activation plan, and an adapter saved by ftune
-// reloads exactly. With
+// reloads exactly. The multimodal Gemma 3's adapter also holds PEFT's vision-tower q / k / v
+// adapters (text-only input never reaches them): ftune loads the text part, ignoring those. With
 // FTUNE_PEFT_OUT=DIR set, each case also writes its trained adapter, logits and merged model there
 // for `make_peft_fixtures.py --check`.
 #include <gtest/gtest.h>
@@ -232,7 +233,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, PeftParity,
                                            "bert_dora_dropout", "roberta_dora_dropout",
                                            "llama_lora", "qwen2_dora", "mistral_dora_dropout",
                                            "qwen3_lora", "gemma_dora_dropout", "gemma2_lora",
-                                           "gemma3_dora_dropout",
+                                           "gemma3_dora_dropout", "gemma3_mm_lora",
                                            "deberta_v3_lora", "deberta_v3_dora",
                                            "deberta_v3_dora_dropout", "deberta_v2_lora"));
 

@@ -55,8 +55,10 @@ struct PrecisionModel {
 // non-trivial).
 inline PrecisionModel build_precision_model(const GoldenCase& c, const ModelSpec& spec,
                                             DType compute, GradientCheckpointing ckpt,
-                                            const AdapterConfig& adapters = {}) {
+                                            const AdapterConfig& adapters = {},
+                                            bool embeddings_16bit = true) {
   ClassifierOptions o;
+  o.embeddings_16bit = embeddings_16bit;
   o.max_batch = c.batch.size;
   o.max_seq = c.batch.seq_len;
   o.training = true;

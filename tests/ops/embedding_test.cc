@@ -1,13 +1,16 @@
 // Embedding: lookup, accumulation of several tables, sparse gradient with repeated ids,
 // untouched rows left alone, out-of-range ids rejected; the backward's order of additions
 // (ops/embedding.h: sorted by id, pieces per window of 64) reproduced by a plain reference bit for
-// bit on every device, at BERT-base shapes too (token types all 0, positions repeated per row).
+// bit on every device, at BERT-base shapes too (token types all 0, positions repeated per row); a
+// bf16 / f16 table (a frozen one stored in 16 bits) gives the f32 op's bits on its values in f32,
+// and has no gradient.
 #include "ops/embedding.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "core/thread_pool.h"
+#include "ops/cast.h"
 #include "op_test_util.h"
 
 namespace ftune::test {
@@ -157,6 +160,43 @@ TEST_P(EmbeddingTest, BackwardIsTheSameOnEveryRunAndThreadCount) {
     EXPECT_EQ(to_vector(dtable.view()), first) << threads << " threads";
   }
   set_compute_threads(0);
+}
+
+// A frozen table stored in 16 bits: the same bits as the f32 op on the table rounded to 16 bits and
+// widened back (a lookup, and an accumulation onto another table's rows), on the vector path (C a
+// multiple of 4, at a Gemma-3-1B width) and the scalar one (odd C). Its gradient is refused.
+TEST_P(EmbeddingTest, SixteenBitTableGivesTheF32OpsBitsOnItsValues) {
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (const auto [V, C] : {std::pair<int64_t, int64_t>{300, 1152}, {37, 13}}) {
+      const std::string what = fmt::format("{} C={}", dtype_name(dtype), C);
+      const int64_t N = 150;
+      std::vector<int32_t> ids(N), ids2(N);
+      for (int64_t n = 0; n < N; ++n) {
+        ids[n] = static_cast<int32_t>(rng() % V);
+        ids2[n] = static_cast<int32_t>(rng() % 3);
+      }
+      auto t32 = device_f32(random_values(V * C, rng, -3, 3), {V, C}, device());
+      auto t16 = zeros({V, C}, device(), dtype);
+      cast(t16.view(), t32.view());
+      auto rounded = zeros({V, C}, device());
+      cast(rounded.view(), t16.view());  // the 16-bit values, exactly, in f32
+      auto other = device_f32(random_values(3 * C, rng), {3, C}, device());
+      auto di = device_i32(ids, {N}, device()), di2 = device_i32(ids2, {N}, device());
+      auto want = poisoned({N, C}, device()), got = poisoned({N, C}, device());
+      embedding_forward(want.view(), di.view(), rounded.view(), false);
+      embedding_forward(got.view(), di.view(), t16.view(), false);
+      EXPECT_EQ(to_vector(got.view()), to_vector(want.view())) << what;
+      embedding_forward(want.view(), di2.view(), other.view(), false);
+      embedding_forward(got.view(), di2.view(), other.view(), false);
+      embedding_forward(want.view(), di.view(), rounded.view(), true);
+      embedding_forward(got.view(), di.view(), t16.view(), true);
+      EXPECT_EQ(to_vector(got.view()), to_vector(want.view())) << what << " accumulated";
+      // The output stays f32; a 16-bit table has no gradient.
+      auto out16 = zeros({N, C}, device(), dtype);
+      EXPECT_THROW(embedding_forward(out16.view(), di.view(), t16.view(), false), ShapeError);
+      auto ws = zeros({std::max<int64_t>(1, embedding_backward_workspace(device(), N, C))}, device());
+      EXPECT_THROW(embedding_backward(t16.view(), want.view(), di.view(), -1, ws.view()), ShapeError);
+    }
 }
 
 TEST(EmbeddingErrors, ASmallWorkspaceIsAShapeError) {
