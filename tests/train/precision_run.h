@@ -1,7 +1,8 @@
 // What the 16-bit end-to-end run tests share: a bf16 / f16 run (LoRA, gradient checkpointing,
 // f16 with its loss scaling) against the same run in fp32 — per-step losses within the DESIGN's
-// bf16 tolerance (2e-2 relative, to the run's mean loss where a step's is smaller) but not equal, learning over the three epochs, and the arena it
-// planned touched (>= 98 %: the planner counts the 16-bit buffers the run uses, and no more).
+// bf16 tolerance (2e-2 relative, to the run's mean loss where a step's is smaller) but not equal,
+// learning over the three epochs, and the arena it planned touched (>= 98 %: the planner counts
+// the 16-bit buffers the run uses, and no more).
 #pragma once
 
 #include <gtest/gtest.h>
