@@ -3,9 +3,12 @@
 
 #include <fmt/format.h>
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 
 #include "core/error.h"
+#include "data/groups.h"
 
 namespace ftune::data {
 namespace {
@@ -18,6 +21,24 @@ std::string listing(const std::string& path, const std::vector<BadRow>& bad) {
     s += fmt::format("\n  {}:{}: {}", path, bad[i].line, bad[i].reason);
   if (static_cast<int64_t>(bad.size()) > kListedBadRows)
     s += fmt::format("\n  ... and {} more", bad.size() - kListedBadRows);
+  return s;
+}
+
+// Dense group ids, and the groups without a relevant row: warned about (ranking metrics and the
+// listwise loss skip them) or refused.
+GroupStats check_groups(const DataSpec& spec, RawDataset& ds) {
+  if (assign_group_ids(ds.examples) == 0) return {};
+  const GroupStats s = group_stats(ds.examples, ds.label_ids, ds.labels);
+  if (s.without_positive > 0) {
+    const std::string what = fmt::format(
+        "{}:{}: {} of {} query groups have no relevant row (the first is the group of this line)",
+        spec.path, s.first_without_positive_line, s.without_positive, s.groups);
+    if (spec.refuse_groups_without_positive)
+      throw InputError(what + " (data.groups_without_positive is fail)");
+    spdlog::warn("{}; ranking metrics and the listwise loss skip them "
+                 "(data.groups_without_positive: fail refuses them)",
+                 what);
+  }
   return s;
 }
 
@@ -37,6 +58,10 @@ nlohmann::json DatasetReport::to_json() const {
                       {"skipped", skipped},
                       {"class_counts", class_counts},
                       {"read_seconds", read_seconds}};
+  if (groups > 0) {
+    j["groups"] = groups;
+    j["groups_without_positive"] = groups_without_positive;
+  }
   nlohmann::json rows_json = nlohmann::json::array();
   for (const BadRow& b : skipped_rows)
     rows_json.push_back({{"line", b.line}, {"reason", b.reason}});
@@ -111,6 +136,7 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
   }
   if (rows.examples.empty()) throw InputError(fmt::format("{}: no examples", spec.path));
   ds.examples = std::move(rows.examples);
+  const GroupStats groups = check_groups(spec, ds);
 
   DatasetReport report;
   report.path = spec.path;
@@ -122,6 +148,8 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
   report.skipped_rows = std::move(bad);
   report.class_counts.assign(ds.labels.names.size(), 0);
   for (int32_t id : ds.label_ids) ++report.class_counts[id];
+  report.groups = groups.groups;
+  report.groups_without_positive = groups.without_positive;
   report.read_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   *out = std::move(ds);
   return report;

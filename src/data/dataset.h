@@ -17,6 +17,8 @@
 //   model.labels: {neg: 0, pos: 1} (name -> id)    -> labels.ids
 //   data.bad_rows: fail | skip                -> bad_rows (parse_bad_row_policy)
 //   data.max_bad_fraction: 0.05               -> max_bad_fraction (skip only)
+//   data.group_field: query_id                -> columns.group (query groups: data/groups.h)
+//   data.groups_without_positive: warn | fail -> refuse_groups_without_positive
 #pragma once
 
 #include <cstdint>
@@ -59,6 +61,9 @@ struct DataSpec {
   BadRowPolicy bad_rows = BadRowPolicy::kFail;
   double max_bad_fraction = 0.05;
   std::string labels_key = "model.labels";  // names the label mapping in its errors
+  // data.groups_without_positive: warn (kept, counted, skipped by ranking metrics and the listwise
+  // loss) or fail (InputError naming a line of the first such group).
+  bool refuse_groups_without_positive = false;
 };
 
 // How many bad rows an error message lists (the count is always given).
@@ -74,12 +79,15 @@ struct DatasetReport {
   int64_t skipped = 0;                // bad rows dropped under the skip policy
   std::vector<BadRow> skipped_rows;   // the first kKeptBadRows of them, in file order
   std::vector<int64_t> class_counts;  // kept examples per label id
+  int64_t groups = 0;                   // query groups (data/groups.h); 0: rows have none
+  int64_t groups_without_positive = 0;  // of them, groups with no relevant row
   double read_seconds = 0;            // reading and validation
   bool tokenized = false;             // set by tokenize_dataset, with:
   TokenizeStats tokenize;             // tokens, truncated, longest, seconds
 
   // {"path", "format", "rows", "examples", "skipped", "skipped_rows": [{"line", "reason"}...],
-  //  "class_counts", "read_seconds", and once tokenized "tokens", "truncated", "longest",
+  //  "class_counts", "read_seconds", with groups "groups" and "groups_without_positive", and once
+//  tokenized "tokens", "truncated", "longest",
   //  "tokenize_seconds", "tokens_per_second"}.
   nlohmann::json to_json() const;
 };

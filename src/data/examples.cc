@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "data/groups.h"
 #include "data/jsonl.h"
 
 namespace ftune::data {
@@ -152,6 +153,8 @@ std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer
   for (size_t i = 0; i < raw.size(); ++i) {
     pairs.push_back({raw[i].text, raw[i].text_pair});
     out[i].label = labels.id(raw[i], path);
+    out[i].group = raw[i].group_id;
+    out[i].relevance = relevance_of(labels, out[i].label);
   }
   text::EncodeOptions full = tokenizer.default_options();
   text::EncodeOptions cut = full;

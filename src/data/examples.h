@@ -23,6 +23,8 @@ struct RawExample {
   std::optional<std::string> text_pair;
   std::string label;  // as written: a string, or an integer's decimal form
   int64_t line = 0;
+  std::string group;      // query id (data.group_field, or a nested row's line): "" = no group
+  int64_t group_id = -1;  // dense id of `group` in its file (first appearance order; data/groups.h)
 };
 
 std::vector<RawExample> read_examples(const std::string& path, const ExampleFields& fields);
@@ -69,6 +71,8 @@ std::optional<int64_t> integer_label(const std::string& label);
 struct TokenizedExample {
   std::vector<int32_t> input_ids, token_type_ids;
   int32_t label = -100;
+  int64_t group = -1;      // query group (RawExample::group_id); -1: none
+  float relevance = 0.0f;  // the label as a ranking relevance (data/groups.h relevance_of)
 };
 
 struct TokenizeStats {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "data/delimited.h"
+#include "data/groups.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "text/utf8.h"
@@ -28,6 +29,22 @@ std::string text_problem(std::string_view value, std::string_view name) {
     return fmt::format("invalid UTF-8 in '{}' at byte {}", name, bad + 1);
   if (blank(value)) return fmt::format("empty '{}'", name);
   return "";
+}
+
+// The query id of a JSONL row: a non-empty string or an integer (its decimal form).
+std::string group_problem(const nlohmann::json& obj, const std::string& key, std::string* to) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fmt::format("missing '{}' (data.group_field)", key);
+  if (it->is_number_integer()) {
+    *to = std::to_string(it->get<int64_t>());
+    return "";
+  }
+  if (it->is_string() && !blank(it->get_ref<const std::string&>())) {
+    *to = it->get<std::string>();
+    return "";
+  }
+  return fmt::format("'{}' (data.group_field) must be a non-empty string or an integer, got {}",
+                     key, io::json_type_name(*it));
 }
 
 void read_jsonl(std::string_view content, const ColumnMap& c, ReadRows* out) {
@@ -91,6 +108,7 @@ void read_jsonl(std::string_view content, const ColumnMap& c, ReadRows* out) {
         problem = fmt::format("'{}' must be an integer or a string, got {}", c.label,
                               io::json_type_name(*it));
     }
+    if (problem.empty() && !c.group.empty()) problem = group_problem(obj, c.group, &e.group);
     if (!problem.empty()) {
       bad(std::move(problem));
       continue;
@@ -105,6 +123,7 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
   std::vector<DelimitedRecord> records = parse_delimited(content, sep);
   size_t first = 0;
   int64_t text_col = c.text_index, pair_col = c.text_pair_index, label_col = c.label_index;
+  int64_t group_col = c.group.empty() ? -1 : c.group_index;
   std::string text_name = c.text, pair_name = c.text_pair, label_name = c.label;
   size_t width = 0;
   if (has_header) {
@@ -125,6 +144,7 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
     text_col = column(c.text, false);
     pair_col = c.text_pair.empty() ? -1 : column(c.text_pair, true);
     label_col = column(c.label, false);
+    if (!c.group.empty()) group_col = column(c.group, false);
     first = 1;
   } else {
     text_name = fmt::format("column {}", c.text_index);
@@ -144,6 +164,7 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
         check(c.text_index, "text", false);
         check(c.text_pair_index, "text_pair", true);
         check(c.label_index, "label", false);
+        if (!c.group.empty()) check(c.group_index, "group", false);
         break;
       }
   }
@@ -169,6 +190,10 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
       else if (blank(label))
         problem = fmt::format("missing '{}'", label_name);
     }
+    if (problem.empty() && group_col >= 0) {
+      problem = text_problem(r.fields[group_col], c.group);
+      if (!problem.empty()) problem += " (the query id, data.group_field)";
+    }
     if (!problem.empty()) {
       bad(std::move(problem));
       continue;
@@ -178,6 +203,7 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
     e.text = std::move(r.fields[text_col]);
     if (pair_col >= 0) e.text_pair = std::move(r.fields[pair_col]);
     e.label = std::move(r.fields[label_col]);
+    if (group_col >= 0) e.group = std::move(r.fields[group_col]);
     out->examples.push_back(std::move(e));
   }
 }
@@ -189,7 +215,9 @@ DataFormat parse_data_format(const std::string& value, const std::string& key) {
   if (value == "jsonl") return DataFormat::kJsonl;
   if (value == "tsv") return DataFormat::kTsv;
   if (value == "csv") return DataFormat::kCsv;
-  throw InputError(fmt::format("{}: expected one of auto, jsonl, tsv, csv; got '{}'", key, value));
+  if (value == "flagembedding") return DataFormat::kFlagEmbedding;
+  throw InputError(fmt::format(
+      "{}: expected one of auto, jsonl, tsv, csv, flagembedding; got '{}'", key, value));
 }
 
 const char* data_format_name(DataFormat format) {
@@ -202,6 +230,8 @@ const char* data_format_name(DataFormat format) {
       return "tsv";
     case DataFormat::kCsv:
       return "csv";
+    case DataFormat::kFlagEmbedding:
+      return "flagembedding";
   }
   return "?";
 }
@@ -224,7 +254,11 @@ ReadRows read_rows(const std::string& path, DataFormat format, bool has_header,
   if (format == DataFormat::kAuto) format = data_format_for_path(path);
   const std::string content = io::read_file(path);
   ReadRows out;
-  if (format == DataFormat::kJsonl)
+  if (format == DataFormat::kJsonl && looks_like_flagembedding(content, columns))
+    format = DataFormat::kFlagEmbedding;
+  if (format == DataFormat::kFlagEmbedding)
+    read_flagembedding_jsonl(path, content, &out);
+  else if (format == DataFormat::kJsonl)
     read_jsonl(content, columns, &out);
   else
     read_delimited(path, content, format == DataFormat::kTsv ? '\t' : ',', has_header, columns,

@@ -14,9 +14,11 @@
 
 namespace ftune::data {
 
-enum class DataFormat { kAuto, kJsonl, kTsv, kCsv };
+// kFlagEmbedding: FlagEmbedding's nested JSONL ({"query", "pos": [...], "neg": [...]}), each line
+// a query group expanded into rows (data/groups.h).
+enum class DataFormat { kAuto, kJsonl, kTsv, kCsv, kFlagEmbedding };
 
-// "auto", "jsonl", "tsv" or "csv"; InputError naming `key` otherwise.
+// "auto", "jsonl", "tsv", "csv" or "flagembedding"; InputError naming `key` otherwise.
 DataFormat parse_data_format(const std::string& value, const std::string& key);
 const char* data_format_name(DataFormat format);
 // The format for a file name: .jsonl/.ndjson/.json -> JSONL, .tsv/.tab -> TSV, .csv -> CSV
@@ -32,6 +34,8 @@ struct ColumnMap {
   int64_t text_index = 0;
   int64_t text_pair_index = -1;  // -1: no text_pair column
   int64_t label_index = 1;
+  std::string group;         // query id column (data.group_field); "" = rows have no group
+  int64_t group_index = -1;  // -1: no group column
 };
 
 struct BadRow {
@@ -45,7 +49,8 @@ struct ReadRows {
   int64_t rows = 0;         // data rows seen: examples + bad (header and blank lines excluded)
 };
 
-// Reads `path` in `format` (kAuto: by extension). `has_header` applies to TSV and CSV only.
+// Reads `path` in `format` (kAuto: by extension, and a .jsonl file whose first row has "query"
+// and "pos" arrays and no text column is FlagEmbedding's nested format). `has_header` applies to TSV and CSV only.
 ReadRows read_rows(const std::string& path, DataFormat format, bool has_header,
                    const ColumnMap& columns);
 

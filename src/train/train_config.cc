@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "train/ranking_metrics.h"
 #include "text/pair_template.h"
 #include "train/memory_planner.h"
 #include "train/presets.h"
@@ -105,6 +106,10 @@ std::vector<Field> schema(TrainConfig& c) {
        }},
       {"data.packing", "auto, on or off", scalar(&d.packing, "auto, on or off")},
       {"data.allow_single_class", boolean, scalar(&d.allow_single_class, boolean)},
+      {"data.group_field", "a column name", scalar(&d.group_field, "a column name")},
+      {"data.groups_without_positive", "warn or fail",
+       scalar(&d.groups_without_positive, "warn or fail")},
+      {"data.group_size", integer, scalar(&d.group_size, integer)},
       {"training.epochs", integer, scalar(&t.epochs, integer)},
       {"training.max_steps", integer, scalar(&t.max_steps, integer)},
       {"training.batch_size", "an integer or auto",
@@ -131,6 +136,7 @@ std::vector<Field> schema(TrainConfig& c) {
        scalar(&t.schedule, "linear, cosine or constant")},
       {"training.max_grad_norm", number, scalar(&t.max_grad_norm, number)},
       {"training.label_smoothing", number, scalar(&t.label_smoothing, number)},
+      {"training.loss", "auto or listwise", scalar(&t.loss, "auto or listwise")},
       {"training.class_weights", "a list of numbers or a map label: number",
        [&t](const YAML::Node& n, const std::string& where) {
          t.class_weights.clear();
@@ -435,9 +441,14 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   require(t.reduce_bucket_mb > 0, "training.reduce_bucket_mb", "must be positive");
   one_of(t.schedule, {"linear", "cosine", "constant"}, "training.schedule");
   require(c.eval.every_steps >= 0, "eval.every_steps", "must be >= 0");
-  one_of(c.eval.metric,
-         {"auto", "loss", "accuracy", "f1", "macro_f1", "mcc", "precision", "recall", "roc_auc"},
-         "eval.metric");
+  if (!parse_ranking_metric(c.eval.metric, origin.key("eval.metric")))
+    one_of(c.eval.metric,
+           {"auto", "loss", "accuracy", "f1", "macro_f1", "mcc", "precision", "recall", "roc_auc",
+            "ndcg@10", "mrr@10", "map", "group_accuracy"},
+           "eval.metric");
+  one_of(c.data.groups_without_positive, {"warn", "fail"}, "data.groups_without_positive");
+  require(c.data.group_size >= 2, "data.group_size", "must be at least 2 (1 positive + negatives)");
+  one_of(t.loss, {"auto", "listwise"}, "training.loss");
   one_of(c.eval.mode, {"auto", "max", "min"}, "eval.mode");
   one_of(c.eval.threshold_metric, {"f1", "mcc", "accuracy"}, "eval.threshold_metric");
   require(c.eval.batch_size >= 0, "eval.batch_size", "must be >= 0");

@@ -64,6 +64,11 @@ struct TrainConfig {
     // family and the device support it), on or off.
     std::string packing = "auto";
     bool allow_single_class = false;  // training data with examples of one label only is allowed
+    // Query groups (data/groups.h): the query id column; "" = none (FlagEmbedding's nested JSONL
+    // has its groups without it). Splits and folds then keep each group whole.
+    std::string group_field;
+    std::string groups_without_positive = "warn";  // warn | fail
+    int64_t group_size = 8;  // listwise: rows a group trains with, 1 positive + group_size - 1 negatives
   } data;
   struct Training {
     int64_t epochs = 1;
@@ -88,6 +93,9 @@ struct TrainConfig {
     std::string schedule = "linear";
     double max_grad_norm = 1.0;
     double label_smoothing = 0.0;
+    // auto (cross-entropy over the labels) | listwise (softmax over each query group: data.group_field
+    // or FlagEmbedding's format; ops/listwise_loss.h, train/group_sampler.h).
+    std::string loss = "auto";
     // Loss weight per class: a list in id order, or a map label name -> weight (labels left out
     // weigh 1); resolve_class_weights turns either into one weight per id.
     std::vector<double> class_weights;
@@ -119,7 +127,9 @@ struct TrainConfig {
   struct Eval {
     int64_t every_steps = 0;  // 0: only at the end of each epoch
     bool each_epoch = true;
-    std::string metric = "auto";          // auto: f1 for binary, macro_f1 otherwise
+    // auto: f1 for binary, macro_f1 otherwise; with query groups also ndcg@K, mrr@K, map,
+    // recall@K, group_accuracy (train/ranking_metrics.h)
+    std::string metric = "auto";
     std::string mode = "auto";            // max | min | auto (min for loss)
     int64_t batch_size = 0;               // 0: the training micro-batch
     std::string threshold_metric = "f1";  // binary: the threshold chosen on validation maximises it

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "data/dataset.h"
+#include "data/group_splits.h"
 #include "data/splits.h"
 #include "models/hf_checkpoint.h"
 #include "models/input_limits.h"
@@ -58,6 +59,10 @@ data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
   spec.labels.integer_aliases = integer_aliases;
   spec.bad_rows = data::parse_bad_row_policy(d.bad_rows, "data.bad_rows");
   spec.max_bad_fraction = d.max_bad_fraction;
+  if (!d.group_field.empty())
+    set_column(d.group_field, "", -1, d.has_header, "group_field", &spec.columns.group,
+               &spec.columns.group_index);
+  spec.refuse_groups_without_positive = d.groups_without_positive == "fail";
   return spec;
 }
 
@@ -180,18 +185,26 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
     spdlog::warn("{}: {} bad rows skipped (data.bad_rows: skip); see summary.json", d.train,
                  train_report.skipped);
 
-  // Parts of the training file: a stratified split or fold k of k (seeded by training.seed).
+  // Parts of the training file: a stratified split or fold k of k (seeded by training.seed); with
+  // query groups, whole groups (data/group_splits.h).
+  std::vector<int64_t> group_ids;
+  for (const auto& e : raw_train.examples) group_ids.push_back(e.group_id);
+  const bool grouped = std::any_of(group_ids.begin(), group_ids.end(), [](int64_t g) { return g >= 0; });
   if (d.folds > 0) {
     const data::Fold fold =
-        data::stratified_fold(raw_train.label_ids, d.folds, d.fold, cfg.training.seed);
+        grouped ? data::group_fold(group_ids, d.folds, d.fold, cfg.training.seed)
+                : data::stratified_fold(raw_train.label_ids, d.folds, d.fold, cfg.training.seed);
     const std::string what = fmt::format("{} (fold {} of {})", d.train, d.fold, d.folds);
     out.validation =
         make_split("validation", what, data::select(train_tokens, fold.validation), max_length);
     out.train = make_split("train", what, data::select(train_tokens, fold.train), max_length);
   } else if (d.validation_split > 0 || d.test_split > 0) {
-    const data::SplitIndices parts = data::stratified_split(raw_train.label_ids, d.validation_split,
-                                                            d.test_split, cfg.training.seed);
-    const std::string what = fmt::format("{} (stratified split)", d.train);
+    const data::SplitIndices parts =
+        grouped ? data::group_split(group_ids, d.validation_split, d.test_split, cfg.training.seed)
+                : data::stratified_split(raw_train.label_ids, d.validation_split, d.test_split,
+                                         cfg.training.seed);
+    const std::string what =
+        fmt::format("{} ({} split)", d.train, grouped ? "query-group" : "stratified");
     if (!parts.validation.empty())
       out.validation =
           make_split("validation", what, data::select(train_tokens, parts.validation), max_length);

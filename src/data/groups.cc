@@ -1,0 +1,175 @@
+// Query groups: FlagEmbedding's nested JSONL expanded into rows, dense group ids, relevance and
+// group statistics (see groups.h).
+#include "data/groups.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "io/json_file.h"
+#include "text/utf8.h"
+
+namespace ftune::data {
+namespace {
+
+bool blank_text(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
+
+// Why `v` cannot be a passage or query text, or "" when it can.
+std::string text_problem(const nlohmann::json& v, const std::string& what) {
+  if (!v.is_string()) return fmt::format("{} must be a string, got {}", what, io::json_type_name(v));
+  const std::string& s = v.get_ref<const std::string&>();
+  const size_t bad = text::utf8_find_invalid(s);
+  if (bad != std::string::npos) return fmt::format("invalid UTF-8 in {} at byte {}", what, bad + 1);
+  if (blank_text(s)) return fmt::format("{} is empty", what);
+  return "";
+}
+
+// Checks the passages of `key` ("pos" / "neg") and their optional scores; "" when fine.
+std::string passages_problem(const nlohmann::json& obj, const char* key, bool required,
+                             std::vector<std::string>* to) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return required ? fmt::format("missing '{}'", key) : "";
+  if (!it->is_array())
+    return fmt::format("'{}' must be a list of strings, got {}", key, io::json_type_name(*it));
+  if (required && it->empty()) return fmt::format("'{}' is empty: a query needs a positive", key);
+  for (size_t i = 0; i < it->size(); ++i) {
+    std::string p = text_problem((*it)[i], fmt::format("'{}'[{}]", key, i));
+    if (!p.empty()) return p;
+    to->push_back((*it)[i].get<std::string>());
+  }
+  const std::string scores_key = fmt::format("{}_scores", key);
+  auto sc = obj.find(scores_key);
+  if (sc != obj.end() && !sc->is_null()) {
+    if (!sc->is_array() || sc->size() != it->size())
+      return fmt::format("'{}' must be a list of {} numbers, one per '{}' entry", scores_key,
+                         it->size(), key);
+    for (size_t i = 0; i < sc->size(); ++i)
+      if (!(*sc)[i].is_number())
+        return fmt::format("'{}'[{}] must be a number, got {}", scores_key, i,
+                           io::json_type_name((*sc)[i]));
+  }
+  return "";
+}
+
+}  // namespace
+
+bool looks_like_flagembedding(std::string_view content, const ColumnMap& columns) {
+  if (content.substr(0, 3) == "\xEF\xBB\xBF") content.remove_prefix(3);
+  size_t pos = 0;
+  while (pos < content.size()) {
+    size_t end = content.find('\n', pos);
+    if (end == std::string_view::npos) end = content.size();
+    std::string_view line = content.substr(pos, end - pos);
+    pos = end + 1;
+    if (blank_text(line)) continue;
+    const nlohmann::json obj = nlohmann::json::parse(line, nullptr, false);
+    return obj.is_object() && !obj.contains(columns.text) && obj.contains("query") &&
+           obj["query"].is_string() && obj.contains("pos") && obj["pos"].is_array();
+  }
+  return false;
+}
+
+void read_flagembedding_jsonl(const std::string& path, std::string_view content, ReadRows* out) {
+  (void)path;
+  if (content.substr(0, 3) == "\xEF\xBB\xBF") content.remove_prefix(3);
+  int64_t number = 0;
+  size_t pos = 0;
+  while (pos < content.size()) {
+    size_t end = content.find('\n', pos);
+    if (end == std::string_view::npos) end = content.size();
+    std::string_view line = content.substr(pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (blank_text(line)) continue;
+    ++out->rows;
+    auto bad = [&](std::string reason) { out->bad.push_back({number, std::move(reason)}); };
+    const size_t invalid = text::utf8_find_invalid(line);
+    if (invalid != std::string_view::npos) {
+      bad(fmt::format("invalid UTF-8 at column {}", invalid + 1));
+      continue;
+    }
+    nlohmann::json obj;
+    try {
+      obj = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      bad(fmt::format("invalid JSON at column {}: {}", e.byte, io::parse_error_detail(e)));
+      continue;
+    }
+    if (!obj.is_object()) {
+      bad(fmt::format("expected a JSON object, got {}", io::json_type_name(obj)));
+      continue;
+    }
+    std::string problem = obj.contains("query") ? text_problem(obj["query"], "'query'")
+                                                : std::string("missing 'query'");
+    std::vector<std::string> positives, negatives;
+    if (problem.empty()) problem = passages_problem(obj, "pos", true, &positives);
+    if (problem.empty()) problem = passages_problem(obj, "neg", false, &negatives);
+    if (!problem.empty()) {
+      bad(std::move(problem));
+      continue;
+    }
+    const std::string query = obj["query"].get<std::string>();
+    const std::string group = fmt::format("line {}", number);
+    auto emit = [&](const std::vector<std::string>& passages, const char* label) {
+      for (const std::string& p : passages) {
+        RawExample e;
+        e.line = number;
+        e.text = query;
+        e.text_pair = p;
+        e.label = label;
+        e.group = group;
+        out->examples.push_back(std::move(e));
+      }
+    };
+    emit(positives, "1");
+    emit(negatives, "0");
+  }
+}
+
+int64_t assign_group_ids(std::vector<RawExample>& examples) {
+  std::unordered_map<std::string, int64_t> ids;
+  for (RawExample& e : examples) {
+    if (e.group.empty()) {
+      e.group_id = -1;
+      continue;
+    }
+    e.group_id = ids.emplace(e.group, static_cast<int64_t>(ids.size())).first->second;
+  }
+  return static_cast<int64_t>(ids.size());
+}
+
+float relevance_of(const LabelSet& labels, int32_t id) {
+  if (id < 0 || id >= static_cast<int32_t>(labels.names.size())) return 0.0f;
+  if (const auto v = integer_label(labels.names[id])) return *v > 0 ? static_cast<float>(*v) : 0.0f;
+  return static_cast<float>(id);
+}
+
+GroupStats group_stats(const std::vector<RawExample>& examples,
+                       const std::vector<int32_t>& label_ids, const LabelSet& labels) {
+  struct Acc {
+    int64_t rows = 0, line = 0;
+    bool positive = false;
+  };
+  std::vector<Acc> acc;
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const int64_t g = examples[i].group_id;
+    if (g < 0) continue;
+    if (g >= static_cast<int64_t>(acc.size())) acc.resize(g + 1);
+    if (acc[g].rows++ == 0) acc[g].line = examples[i].line;
+    if (relevance_of(labels, label_ids[i]) > 0.0f) acc[g].positive = true;
+  }
+  GroupStats s;
+  for (const Acc& a : acc) {
+    if (a.rows == 0) continue;
+    ++s.groups;
+    s.smallest = s.smallest == 0 ? a.rows : std::min(s.smallest, a.rows);
+    s.largest = std::max(s.largest, a.rows);
+    if (!a.positive && s.without_positive++ == 0) s.first_without_positive_line = a.line;
+  }
+  return s;
+}
+
+}  // namespace ftune::data

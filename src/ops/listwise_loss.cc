@@ -1,0 +1,86 @@
+// Listwise loss: argument checks (offsets and relevance on the host when they are there) and
+// dispatch.
+#include "ops/listwise_loss.h"
+
+#include <cmath>
+
+#include "ops/dispatch.h"
+
+namespace ftune {
+namespace {
+
+void check_listwise(const char* op, const TensorView& probs, const TensorView& relevance,
+                    const TensorView& offsets) {
+  if (probs.rank() != 1)
+    throw ShapeError(fmt::format("{}: expected (N) probs, got {}", op, probs.shape.str()));
+  const int64_t N = probs.dim(0);
+  check_f32(op, "relevance", relevance, Shape{N});
+  check_dtype(op, "offsets", offsets, DType::I32);
+  if (offsets.rank() != 1 || offsets.dim(0) < 1)
+    throw ShapeError(fmt::format("{}: expected (G + 1) offsets, got {}", op, offsets.shape.str()));
+  if (offsets.device.is_cpu()) {
+    const int32_t* o = offsets.data_as<int32_t>();
+    const int64_t G = offsets.dim(0) - 1;
+    if (o[0] != 0 || o[G] != N)
+      throw ShapeError(fmt::format("{}: offsets run from {} to {}, expected 0 to {}", op, o[0],
+                                   o[G], N));
+    for (int64_t g = 0; g < G; ++g)
+      if (o[g + 1] < o[g])
+        throw ShapeError(fmt::format("{}: offsets decrease at group {}", op, g));
+  }
+  if (relevance.device.is_cpu()) {
+    const float* r = relevance.data_as<float>();
+    for (int64_t i = 0; i < N; ++i)
+      if (!(r[i] >= 0.0f) || !std::isfinite(r[i]))
+        throw InputError(fmt::format("relevance {} of row {} is not a finite number >= 0", r[i], i));
+  }
+}
+
+int64_t head_width(const char* op, const TensorView& logits) {
+  if (logits.rank() != 2 || (logits.dim(1) != 1 && logits.dim(1) != 2))
+    throw ShapeError(fmt::format("{}: expected (N, 1) or (N, 2) logits, got {}", op,
+                                 logits.shape.str()));
+  return logits.dim(1);
+}
+
+}  // namespace
+
+void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits,
+                           TensorView relevance, TensorView offsets) {
+  const char* op = "listwise_loss_forward";
+  const int64_t K = head_width(op, logits);
+  check_f32(op, "logits", logits, Shape{logits.dim(0), K});
+  check_f32(op, "probs", probs, Shape{logits.dim(0)});
+  check_listwise(op, probs, relevance, offsets);
+  check_f32(op, "loss", loss, Shape{1});
+  const Device dev = common_device(op, {loss, probs, logits, relevance, offsets});
+  const int64_t G = offsets.dim(0) - 1;
+  FTUNE_DISPATCH(op, dev,
+                 cpu::listwise_loss_forward(loss.data_as<float>(), probs.data_as<float>(),
+                                            logits.data_as<float>(), relevance.data_as<float>(),
+                                            offsets.data_as<int32_t>(), G, K),
+                 cuda::listwise_loss_forward(loss.data_as<float>(), probs.data_as<float>(),
+                                             logits.data_as<float>(), relevance.data_as<float>(),
+                                             offsets.data_as<int32_t>(), G, K));
+}
+
+void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView relevance,
+                            TensorView offsets, float dloss, const float* dloss_at) {
+  const char* op = "listwise_loss_backward";
+  const int64_t K = head_width(op, dlogits);
+  check_f32(op, "dlogits", dlogits, Shape{dlogits.dim(0), K});
+  check_f32(op, "probs", probs, Shape{dlogits.dim(0)});
+  check_listwise(op, probs, relevance, offsets);
+  const Device dev = common_device(op, {dlogits, probs, relevance, offsets});
+  const int64_t G = offsets.dim(0) - 1;
+  FTUNE_DISPATCH(op, dev,
+                 cpu::listwise_loss_backward(dlogits.data_as<float>(), probs.data_as<float>(),
+                                             relevance.data_as<float>(),
+                                             offsets.data_as<int32_t>(),
+                                             dloss_at ? dloss * *dloss_at : dloss, G, K),
+                 cuda::listwise_loss_backward(dlogits.data_as<float>(), probs.data_as<float>(),
+                                              relevance.data_as<float>(),
+                                              offsets.data_as<int32_t>(), dloss, dloss_at, G, K));
+}
+
+}  // namespace ftune
