@@ -23,6 +23,7 @@
 #include "models/input_limits.h"
 #include "models/predictor.h"
 #include "train/metrics.h"
+#include "train/ranking_metrics.h"
 
 namespace ftune::cli {
 namespace {
@@ -30,6 +31,7 @@ namespace {
 struct EvalArgs {
   std::string model, data, output, format = "auto";
   std::string text_field = "text", text_pair_field = "text_pair", label_field = "label";
+  std::string group_field;  // query id column: ranking metrics per group
   std::string pair_template;  // empty: DIR/ftune.json's, else tokenizer(text, text_pair)
   bool no_header = false;
   int64_t batch_size = 64, max_length = 0;
@@ -60,6 +62,7 @@ void run(const EvalArgs& a) {
   spec.columns.text = a.text_field;
   spec.columns.text_pair = a.text_pair_field;
   spec.columns.label = a.label_field;
+  spec.columns.group = a.group_field;
   spec.labels.names = config.id2label;
   spec.labels_key = fmt::format("{}/config.json id2label", a.model);
   data::RawDataset raw;
@@ -91,6 +94,18 @@ void run(const EvalArgs& a) {
   } else {
     j = m.to_json();
   }
+  // Query groups (--group-field, or FlagEmbedding's nested rows): ranking metrics over them.
+  if (report.groups > 0) {
+    if (K > 2)
+      throw InputError(fmt::format(
+          "{}: the rows have query groups, but {} has {} labels: ranking needs one score per "
+          "row (1 or 2 labels)",
+          a.data, a.model, K));
+    RankingMetrics ranking;
+    for (size_t i = 0; i < rows.size(); ++i)
+      ranking.add(rows[i].group, rows[i].relevance, row_score(p.logits[i].data(), K));
+    add_ranking_metrics(j, ranking, "");
+  }
   j["data"] = report.to_json();
   j["model"] = a.model;
   if (!a.output.empty()) io::write_json_atomic(a.output, j);
@@ -114,6 +129,9 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--text-field", a->text_field, "Column / key of the first text");
   cmd->add_option("--text-pair-field", a->text_pair_field, "Column / key of the second text");
   cmd->add_option("--label-field", a->label_field, "Column / key of the label");
+  cmd->add_option("--group-field", a->group_field,
+                  "Column / key of the query id: ranking metrics (ndcg@k, mrr@10, map, recall@k, "
+                  "group_accuracy) over each query's rows");
   cmd->add_flag("--no-header", a->no_header, "TSV/CSV without a header row");
   cmd->add_option("--pair-template", a->pair_template,
                   "Format text pairs with this template, e.g. '<bos>{text}\\n{text_pair}<eos>' "

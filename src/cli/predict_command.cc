@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <filesystem>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "models/predictor.h"
 #include "text/pair_template.h"
 #include "text/tokenizer.h"
+#include "train/ranking_metrics.h"
 
 namespace ftune::cli {
 namespace {
@@ -35,6 +37,7 @@ struct PredictArgs {
   int threads = 0;
   std::optional<double> threshold;  // binary: class 1 when its probability exceeds this
   std::string pair_template;        // empty: DIR/ftune.json's, else tokenizer(text, text_pair)
+  std::string group_field;          // query id key: each row's score and rank within its group
 };
 
 std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const std::string& path,
@@ -67,8 +70,17 @@ void run(const PredictArgs& a) {
   std::vector<int64_t> lines;
   std::vector<text::TextPair> texts;
   std::vector<size_t> text_rows;  // indices into rows that still need tokenizing
+  std::vector<std::string> groups;  // --group-field: each row's query id
   data::for_each_jsonl_object(a.data, [&](const nlohmann::json& obj, int64_t line) {
     data::TokenizedExample row;
+    if (!a.group_field.empty()) {
+      const auto it = obj.find(a.group_field);
+      if (it == obj.end() || !(it->is_string() || it->is_number_integer()))
+        throw InputError(fmt::format("{}:{}: '{}' (--group-field) must be a string or an integer",
+                                     a.data, line, a.group_field));
+      groups.push_back(it->is_string() ? it->get<std::string>()
+                                       : std::to_string(it->get<int64_t>()));
+    }
     if (obj.contains("input_ids")) {
       row.input_ids = int_list(obj["input_ids"], "input_ids", a.data, line);
       if (obj.contains("token_type_ids"))
@@ -137,14 +149,39 @@ void run(const PredictArgs& a) {
   const double margin = saved_margin     ? *saved_margin
                         : threshold >= 0 ? std::log(threshold / (1 - threshold))
                                          : 0;
+  // Groups: each row's score (ranking_metrics.h row_score) and its rank in its group, 1 the
+  // highest (equal scores in file order).
+  const int64_t K = pred.config.num_labels();
+  std::vector<int64_t> rank(groups.size(), 0);
+  std::vector<double> scores(groups.size(), 0.0);
+  if (!groups.empty()) {
+    if (K > 2)
+      throw InputError(fmt::format(
+          "--group-field: ranking needs one score per row; {} has {} labels", a.model, K));
+    std::map<std::string, std::vector<size_t>> members;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      scores[i] = row_score(pred.logits[i].data(), K);
+      members[groups[i]].push_back(i);
+    }
+    for (auto& [name, m] : members) {
+      std::stable_sort(m.begin(), m.end(), [&](size_t x, size_t y) { return scores[x] > scores[y]; });
+      for (size_t r = 0; r < m.size(); ++r) rank[m[r]] = static_cast<int64_t>(r + 1);
+    }
+  }
   io::AtomicFileWriter out(a.output);
-  for (const std::vector<float>& logits : pred.logits) {
+  for (size_t row = 0; row < pred.logits.size(); ++row) {
+    const std::vector<float>& logits = pred.logits[row];
     const size_t best = threshold >= 0
                             ? size_t(double(logits[1]) - double(logits[0]) > margin)
                             : std::max_element(logits.begin(), logits.end()) - logits.begin();
     nlohmann::json j;
     j["logits"] = logits;
     j["label"] = pred.config.id2label[best];
+    if (!groups.empty()) {
+      j["group"] = groups[row];
+      j["score"] = scores[row];
+      j["rank"] = rank[row];
+    }
     out.write(j.dump() + "\n");
   }
   out.commit();
@@ -184,6 +221,10 @@ void add_predict_command(CLI::App& app) {
       ->check(open_probability());
   cmd->add_option("--threads", args->threads, "Compute threads (default: all cores)")
       ->check(non_negative_integer());
+  cmd->add_option("--group-field", args->group_field,
+                  "Key of the query id: each output line also gets \"group\", its \"score\" "
+                  "(logit[1] - logit[0], or the one logit) and its \"rank\" in the group (1: "
+                  "highest)");
   cmd->callback([args] { run(*args); });
 }
 

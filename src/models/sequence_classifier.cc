@@ -10,6 +10,7 @@
 #include "models/adapters.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
+#include "ops/listwise_loss.h"
 
 namespace ftune {
 namespace {
@@ -333,6 +334,11 @@ TensorView SequenceClassifier::loss(const LossOptions& options) {
   if (!has_labels_) throw InputError("loss requested for a batch without labels");
   const int64_t B = inputs_.B, K = spec_.num_labels();
   copy_class_weights(options);
+  if (options.listwise_group_size > 0) {
+    listwise_loss_forward(loss_, probs_.prefix({B}), logits_, labels_.prefix({B}),
+                          options.listwise_group_size);
+    return loss_;
+  }
   CrossEntropyOptions ce{options.label_smoothing,
                          options.class_weights.empty() ? TensorView() : class_weights_};
   cross_entropy_forward(loss_, probs_.prefix({B, K}), logits_, labels_.prefix({B}), ce);
@@ -346,8 +352,12 @@ void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale,
   CrossEntropyOptions ce{loss_options_.label_smoothing,
                          loss_options_.class_weights.empty() ? TensorView() : class_weights_};
   TensorView dlogits = dlogits_.prefix({B, K});
-  cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale,
-                         loss_scale_at);
+  if (loss_options_.listwise_group_size > 0)
+    listwise_loss_backward(dlogits, probs_.prefix({B}), labels_.prefix({B}),
+                           loss_options_.listwise_group_size, loss_scale, loss_scale_at);
+  else
+    cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale,
+                           loss_scale_at);
   model_->backward(dlogits, current_inputs(), dropout);
 }
 

@@ -78,6 +78,9 @@ struct ClassifierOptions {
 struct LossOptions {
   float label_smoothing = 0.0f;
   std::vector<float> class_weights;  // empty: unweighted
+  // > 0: listwise softmax cross-entropy over consecutive groups of this many rows, the labels as
+  // relevance (ops/listwise_loss.h; training.loss listwise); 0: cross-entropy over the labels.
+  int64_t listwise_group_size = 0;
 };
 
 class SequenceClassifier {

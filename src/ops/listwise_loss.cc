@@ -36,6 +36,15 @@ void check_listwise(const char* op, const TensorView& probs, const TensorView& r
   }
 }
 
+// Fixed groups: N rows in groups of group_size; returns G.
+int64_t check_fixed(const char* op, int64_t N, const TensorView& labels, int64_t group_size) {
+  check_shape(op, "labels", labels, Shape{N});
+  check_dtype(op, "labels", labels, DType::I32);
+  if (group_size < 1 || N % group_size != 0)
+    throw ShapeError(fmt::format("{}: {} rows are not whole groups of {}", op, N, group_size));
+  return N / group_size;
+}
+
 int64_t head_width(const char* op, const TensorView& logits) {
   if (logits.rank() != 2 || (logits.dim(1) != 1 && logits.dim(1) != 2))
     throw ShapeError(fmt::format("{}: expected (N, 1) or (N, 2) logits, got {}", op,
@@ -55,13 +64,12 @@ void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits,
   check_f32(op, "loss", loss, Shape{1});
   const Device dev = common_device(op, {loss, probs, logits, relevance, offsets});
   const int64_t G = offsets.dim(0) - 1;
+  const ListwiseGroups q{offsets.data_as<int32_t>(), 0, relevance.data_as<float>(), nullptr};
   FTUNE_DISPATCH(op, dev,
                  cpu::listwise_loss_forward(loss.data_as<float>(), probs.data_as<float>(),
-                                            logits.data_as<float>(), relevance.data_as<float>(),
-                                            offsets.data_as<int32_t>(), G, K),
+                                            logits.data_as<float>(), q, G, K),
                  cuda::listwise_loss_forward(loss.data_as<float>(), probs.data_as<float>(),
-                                             logits.data_as<float>(), relevance.data_as<float>(),
-                                             offsets.data_as<int32_t>(), G, K));
+                                             logits.data_as<float>(), q, G, K));
 }
 
 void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView relevance,
@@ -73,14 +81,45 @@ void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView rel
   check_listwise(op, probs, relevance, offsets);
   const Device dev = common_device(op, {dlogits, probs, relevance, offsets});
   const int64_t G = offsets.dim(0) - 1;
+  const ListwiseGroups q{offsets.data_as<int32_t>(), 0, relevance.data_as<float>(), nullptr};
   FTUNE_DISPATCH(op, dev,
-                 cpu::listwise_loss_backward(dlogits.data_as<float>(), probs.data_as<float>(),
-                                             relevance.data_as<float>(),
-                                             offsets.data_as<int32_t>(),
+                 cpu::listwise_loss_backward(dlogits.data_as<float>(), probs.data_as<float>(), q,
                                              dloss_at ? dloss * *dloss_at : dloss, G, K),
-                 cuda::listwise_loss_backward(dlogits.data_as<float>(), probs.data_as<float>(),
-                                              relevance.data_as<float>(),
-                                              offsets.data_as<int32_t>(), dloss, dloss_at, G, K));
+                 cuda::listwise_loss_backward(dlogits.data_as<float>(), probs.data_as<float>(), q,
+                                              dloss, dloss_at, G, K));
+}
+
+void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits,
+                           TensorView labels, int64_t group_size) {
+  const char* op = "listwise_loss_forward";
+  const int64_t K = head_width(op, logits), N = logits.dim(0);
+  const int64_t G = check_fixed(op, N, labels, group_size);
+  check_f32(op, "logits", logits, Shape{N, K});
+  check_f32(op, "probs", probs, Shape{N});
+  check_f32(op, "loss", loss, Shape{1});
+  const Device dev = common_device(op, {loss, probs, logits, labels});
+  const ListwiseGroups q{nullptr, group_size, nullptr, labels.data_as<int32_t>()};
+  FTUNE_DISPATCH(op, dev,
+                 cpu::listwise_loss_forward(loss.data_as<float>(), probs.data_as<float>(),
+                                            logits.data_as<float>(), q, G, K),
+                 cuda::listwise_loss_forward(loss.data_as<float>(), probs.data_as<float>(),
+                                             logits.data_as<float>(), q, G, K));
+}
+
+void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView labels,
+                            int64_t group_size, float dloss, const float* dloss_at) {
+  const char* op = "listwise_loss_backward";
+  const int64_t K = head_width(op, dlogits), N = dlogits.dim(0);
+  const int64_t G = check_fixed(op, N, labels, group_size);
+  check_f32(op, "dlogits", dlogits, Shape{N, K});
+  check_f32(op, "probs", probs, Shape{N});
+  const Device dev = common_device(op, {dlogits, probs, labels});
+  const ListwiseGroups q{nullptr, group_size, nullptr, labels.data_as<int32_t>()};
+  FTUNE_DISPATCH(op, dev,
+                 cpu::listwise_loss_backward(dlogits.data_as<float>(), probs.data_as<float>(), q,
+                                             dloss_at ? dloss * *dloss_at : dloss, G, K),
+                 cuda::listwise_loss_backward(dlogits.data_as<float>(), probs.data_as<float>(), q,
+                                              dloss, dloss_at, G, K));
 }
 
 }  // namespace ftune

@@ -12,6 +12,10 @@
 //   ds_i = (p_i - t_i) / G';   K = 1: dlogits[i, 0] = ds_i;  K = 2: dlogits[i, 1] = ds_i,
 //   dlogits[i, 0] = -ds_i.
 // `probs` (N) keeps the group softmax for the backward pass; `loss` is a 1-element device tensor.
+// Two layouts: groups by offsets with a relevance vector, or (the trainer's micro-batches,
+// train/group_sampler.h) consecutive groups of a fixed size with the labels as relevance (a label
+// id > 0 is its relevance; -100 and 0 are not relevant), so nothing but the labels goes to the
+// device per micro-batch.
 #pragma once
 
 #include "core/tensor.h"
@@ -26,20 +30,34 @@ void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits,
 // (ops/cross_entropy.h).
 void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView relevance,
                             TensorView offsets, float dloss, const float* dloss_at = nullptr);
+// Fixed groups: rows [g * group_size, (g + 1) * group_size), N a multiple of group_size; labels
+// (N) i32.
+void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits,
+                           TensorView labels, int64_t group_size);
+void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView labels,
+                            int64_t group_size, float dloss, const float* dloss_at = nullptr);
+
+// Where the groups and their relevance are: offsets (G + 1) or, when null, groups of group_size
+// rows; relevance (N) or, when null, max(labels[i], 0).
+struct ListwiseGroups {
+  const int32_t* offsets = nullptr;
+  int64_t group_size = 0;
+  const float* relevance = nullptr;
+  const int32_t* labels = nullptr;
+};
 
 namespace cpu {
-void listwise_loss_forward(float* loss, float* probs, const float* logits, const float* relevance,
-                           const int32_t* offsets, int64_t G, int64_t K);
-void listwise_loss_backward(float* dlogits, const float* probs, const float* relevance,
-                            const int32_t* offsets, float dloss, int64_t G, int64_t K);
+void listwise_loss_forward(float* loss, float* probs, const float* logits,
+                           const ListwiseGroups& groups, int64_t G, int64_t K);
+void listwise_loss_backward(float* dlogits, const float* probs, const ListwiseGroups& groups,
+                            float dloss, int64_t G, int64_t K);
 }  // namespace cpu
 
 namespace cuda {
-void listwise_loss_forward(float* loss, float* probs, const float* logits, const float* relevance,
-                           const int32_t* offsets, int64_t G, int64_t K);
-void listwise_loss_backward(float* dlogits, const float* probs, const float* relevance,
-                            const int32_t* offsets, float dloss, const float* dloss_at, int64_t G,
-                            int64_t K);
+void listwise_loss_forward(float* loss, float* probs, const float* logits,
+                           const ListwiseGroups& groups, int64_t G, int64_t K);
+void listwise_loss_backward(float* dlogits, const float* probs, const ListwiseGroups& groups,
+                            float dloss, const float* dloss_at, int64_t G, int64_t K);
 }  // namespace cuda
 
 }  // namespace ftune

@@ -35,6 +35,19 @@ ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model
   return {true, fmt::format("data.packing {}", value)};
 }
 
+// Listwise: a micro-batch holds whole groups, so its rows are rounded down to a multiple of the
+// group size (InputError when one group does not fit), and the accumulation follows.
+static void align_to_groups(BatchChoice& c, int64_t group_size) {
+  if (c.micro_batch < group_size)
+    throw InputError(fmt::format(
+        "training.loss listwise: one group of {} rows (data.group_size) does not fit the memory "
+        "budget ({} rows do); lower data.group_size or data.max_length",
+        group_size, c.micro_batch));
+  c.micro_batch -= c.micro_batch % group_size;
+  c.accumulation = (c.effective_batch + c.micro_batch - 1) / c.micro_batch;
+  c.reason += fmt::format(" (whole groups of {} rows)", group_size);
+}
+
 RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
                             const TrainData& data, int64_t max_length,
                             const BatchPlanOptions& options) {
@@ -50,12 +63,17 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   p.target = PlanTarget{model_spec, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
   p.packing = resolve_packing(cfg.data.packing, model, options.device,
                               resolve_cuda_graphs(tc.cuda_graphs, options.device).on);
+  if (tc.loss == "listwise" && p.packing.on)
+    p.packing = {false, "training.loss listwise: micro-batches of whole groups are padded"};
   p.target.packed = p.packing.on;
   p.target.shortest = std::max<int64_t>(1, shortest);
   // A data-parallel rank's share of the step batch (the whole of it on one device).
   const int64_t ranks = std::max<int64_t>(1, options.ranks);
-  const int64_t rank_batch = (cfg.effective_batch() + ranks - 1) / ranks;
-  p.target.max_rows = tc.batch_size > 0 ? std::min(tc.batch_size, rank_batch) : rank_batch;
+  // Listwise: batch sizes count groups; the plan is in rows (groups x data.group_size).
+  const int64_t unit = tc.loss == "listwise" ? cfg.data.group_size : 1;
+  const int64_t rank_batch = (cfg.effective_batch() * unit + ranks - 1) / ranks;
+  const int64_t fixed_micro = tc.batch_size * unit;
+  p.target.max_rows = fixed_micro > 0 ? std::min(fixed_micro, rank_batch) : rank_batch;
   p.precision = resolve_precision(tc.precision, options.device);
   p.target.precision = compute_dtype(p.precision.precision);
   // Before planning: with cuDNN attention each layer plans its softmax statistics instead of
@@ -73,7 +91,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   }
   p.request.effective_batch = rank_batch;
   p.request.micro_batch = options.micro_batch.value_or(
-      tc.batch_size > 0 ? std::min(tc.batch_size, rank_batch) : tc.batch_size);
+      fixed_micro > 0 ? std::min(fixed_micro, rank_batch) : tc.batch_size);
   p.request.micro_tokens = options.micro_tokens.value_or(0);
   p.request.checkpointing = options.checkpointing.value_or(tc.gradient_checkpointing);
   if (tc.memory_budget.empty()) {
@@ -100,6 +118,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
     p.budget_source = "training.memory_budget";
   }
   p.choice = choose_batch(p.target, p.request);
+  if (unit > 1) align_to_groups(p.choice, unit);
   // The plan's largest attention (its rows x the longest sequence, training dropout and
   // evaluation) goes to cuDNN now, where the GPU is here: a refusal later could find no room for
   // ftune's kernel in the small buffer. Refused: ftune's kernel for the whole run, planned again.
@@ -128,6 +147,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
                                  tc.attention, why)};
       p.target.attention = p.attention.kernel;
       p.choice = choose_batch(p.target, p.request);
+      if (unit > 1) align_to_groups(p.choice, unit);
     }
   }
   return p;

@@ -71,7 +71,8 @@ void EvalReadback::push(TensorView logits, TensorView loss, std::vector<int32_t>
   ++pending_;
 }
 
-int64_t EvalReadback::pop(ClassificationMetrics& metrics) {
+int64_t EvalReadback::pop(ClassificationMetrics& metrics,
+                          const std::function<void(const float*, int64_t)>& on_rows) {
   if (pending_ == 0) return 0;
   const int k = (next_ + kSlots - pending_) % kSlots;
 #ifdef FTUNE_WITH_CUDA
@@ -81,6 +82,7 @@ int64_t EvalReadback::pop(ClassificationMetrics& metrics) {
   const int64_t rows = static_cast<int64_t>(labels_[k].size());
   metrics.add_loss(double(slot[max_rows_ * k_]) * double(rows), rows);
   metrics.add_batch(slot, labels_[k].data(), rows);
+  if (on_rows) on_rows(slot, rows);
   --pending_;
   return rows;
 }

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -36,7 +37,9 @@ class EvalReadback {
   void push(TensorView logits, TensorView loss, std::vector<int32_t> labels);
   // Adds the oldest pushed batch to `metrics` (the loss weighted by its rows) and returns its rows;
   // 0 when none is pending.
-  int64_t pop(ClassificationMetrics& metrics);
+  // on_rows (optional) sees the batch's logits (rows, K) on the host before the slot is reused.
+  int64_t pop(ClassificationMetrics& metrics,
+              const std::function<void(const float* logits, int64_t rows)>& on_rows = {});
   int pending() const { return pending_; }
 
  private:

@@ -1,6 +1,8 @@
 // Streaming evaluation (see evaluate.h).
 #include "train/evaluate.h"
 
+#include <deque>
+
 #include "core/memory.h"
 #include "data/batcher.h"
 #include "models/batch.h"
@@ -12,9 +14,14 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress, const std::string& name,
-                               InputStaging* staging, ProcessGroup* ranks) {
+                               InputStaging* staging, ProcessGroup* ranks,
+                               RankingMetrics* ranking) {
   const int64_t K = model.config().num_labels();
   ClassificationMetrics metrics(K, split);
+  // Evaluation batches are sorted by length, not laid out in groups: their loss is the pointwise
+  // cross-entropy even in a listwise run (the ranking metrics rank the groups).
+  LossOptions pointwise = loss_options;
+  pointwise.listwise_group_size = 0;
   // Packed: batches filled to the model's token budget (at most its rows).
   const ClassifierOptions& o = model.options();
   auto batches = o.packed ? data::length_sorted_batches(examples, o.max_batch, o.max_tokens)
@@ -29,8 +36,17 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
   if (progress) progress->begin_eval(name, static_cast<int64_t>(batches.size()));
   EvalReadback readback(model.device(), std::max(batch_size, o.max_batch), K);
   int64_t done = 0, rows = 0;
+  // Ranking: each row's score by example index (0 for other ranks' rows, summed below).
+  if (ranking && K > 2) ranking = nullptr;
+  std::vector<double> scores(ranking ? examples.size() : 0, 0.0);
+  std::deque<const std::vector<int64_t>*> pending_indices;
+  const auto score_rows = [&](const float* logits, int64_t n) {
+    const std::vector<int64_t>& idx = *pending_indices.front();
+    for (int64_t r = 0; r < n; ++r) scores[idx[r]] = row_score(logits + r * K, K);
+  };
   const auto add_oldest = [&] {
-    rows += readback.pop(metrics);
+    rows += ranking ? readback.pop(metrics, score_rows) : readback.pop(metrics);
+    pending_indices.pop_front();
     if (progress) progress->update_eval(++done, rows);
   };
   for (const auto& indices : batches) {
@@ -45,9 +61,10 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
       model.set_batch(b);
     }
     const TensorView out = model.forward(DropoutPlan{});
-    const TensorView loss = model.loss(loss_options);
+    const TensorView loss = model.loss(pointwise);
     if (readback.pending() == EvalReadback::kSlots) add_oldest();
     readback.push(out, loss, b.labels);
+    pending_indices.push_back(&indices);
   }
   while (readback.pending() > 0) add_oldest();
   if (progress) progress->end_eval();
@@ -57,7 +74,11 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
     ranks->sum(counts.data(), static_cast<int64_t>(counts.size()));
     ranks->sum(&loss_sum, 1);
     metrics.set_counts(counts, loss_sum);
+    if (ranking) ranks->sum(scores.data(), static_cast<int64_t>(scores.size()));
   }
+  if (ranking)
+    for (size_t i = 0; i < examples.size(); ++i)
+      if (examples[i].group >= 0) ranking->add(examples[i].group, examples[i].relevance, scores[i]);
   return metrics;
 }
 

@@ -7,7 +7,9 @@
 // are the same either way: batches reach them in order, with the same values. In a data-parallel
 // run every rank evaluates a contiguous share of the batches and the ranks sum their metrics
 // (counts and histograms exactly; the loss sum up to float summation order), so every rank holds
-// the metrics of the whole split.
+// the metrics of the whole split. With `ranking` (examples with query groups, a model of 1 or 2
+// labels), each row's score (row_score) goes into it too: every rank fills the scores of its rows
+// into one vector over the split, the ranks sum it, and the groups are ranked from the whole.
 #pragma once
 
 #include <vector>
@@ -15,6 +17,7 @@
 #include "data/examples.h"
 #include "models/sequence_classifier.h"
 #include "train/metrics.h"
+#include "train/ranking_metrics.h"
 #include "train/input_staging.h"
 #include "train/process_group.h"
 #include "train/progress.h"
@@ -26,6 +29,7 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress = nullptr,
                                const std::string& name = "eval",
-                               InputStaging* staging = nullptr, ProcessGroup* ranks = nullptr);
+                               InputStaging* staging = nullptr, ProcessGroup* ranks = nullptr,
+                               RankingMetrics* ranking = nullptr);
 
 }  // namespace ftune

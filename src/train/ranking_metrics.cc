@@ -296,4 +296,12 @@ nlohmann::json RankingMetrics::to_json(const std::vector<RankingMetricSpec>& ext
   return j;
 }
 
+void add_ranking_metrics(nlohmann::json& eval, const RankingMetrics& m,
+                         const std::string& eval_metric) {
+  std::vector<RankingMetricSpec> extra;
+  if (auto spec = parse_ranking_metric(eval_metric, "eval.metric")) extra.push_back(*spec);
+  for (auto& [key, value] : m.to_json(extra).items())
+    if (key != "rows") eval[key] = value;
+}
+
 }  // namespace ftune

@@ -98,4 +98,10 @@ class RankingMetrics {
   int64_t rows_ = 0;
 };
 
+// Adds m.to_json()'s metrics (and `eval_metric` when it names a ranking metric) to an evaluation's
+// JSON at the top level, where eval.metric, early stopping and the HPO objective look them up; its
+// "rows" is left out (the classification metrics' own).
+void add_ranking_metrics(nlohmann::json& eval, const RankingMetrics& m,
+                         const std::string& eval_metric);
+
 }  // namespace ftune

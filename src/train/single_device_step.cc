@@ -312,8 +312,11 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
   // micro_batch_ rows each, or packed up to micro_tokens_.
   const auto [first_row, end_row] =
       reducer_ ? reducer_->rows(step_batch.size) : std::pair<int64_t, int64_t>{0, step_batch.size};
+  // Listwise: whole groups in every micro-batch (also after an out-of-memory halving).
+  const int64_t gs = loss_.listwise_group_size;
+  const int64_t cut_rows = gs > 0 ? std::max(gs, micro_batch_ - micro_batch_ % gs) : micro_batch_;
   const std::vector<std::pair<int64_t, int64_t>> cuts =
-      micro_batch_cuts(step_batch, layout(), micro_batch_, micro_tokens_, first_row, end_row);
+      micro_batch_cuts(step_batch, layout(), cut_rows, micro_tokens_, first_row, end_row);
   int slot = cuts.empty() ? 0
                           : staging_->stage(step_batch, positions_, cuts[0].first, cuts[0].second,
                                             micro_params(cuts[0].first, cuts[0].second));

@@ -449,6 +449,12 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   one_of(c.data.groups_without_positive, {"warn", "fail"}, "data.groups_without_positive");
   require(c.data.group_size >= 2, "data.group_size", "must be at least 2 (1 positive + negatives)");
   one_of(t.loss, {"auto", "listwise"}, "training.loss");
+  if (t.loss == "listwise") {
+    require(t.label_smoothing == 0, "training.label_smoothing",
+            "must be 0 with training.loss listwise (a group's target is its positive)");
+    require(t.class_weights.empty() && t.class_weights_by_label.empty(), "training.class_weights",
+            "must be empty with training.loss listwise (groups weigh the same)");
+  }
   one_of(c.eval.mode, {"auto", "max", "min"}, "eval.mode");
   one_of(c.eval.threshold_metric, {"f1", "mcc", "accuracy"}, "eval.threshold_metric");
   require(c.eval.batch_size >= 0, "eval.batch_size", "must be >= 0");

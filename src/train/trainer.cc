@@ -74,6 +74,7 @@ void Trainer::load_data_and_model() {
                               static_cast<float>(tc_.classifier_dropout)});
   loss_options_.label_smoothing = static_cast<float>(tc_.label_smoothing);
   loss_options_.class_weights = resolve_class_weights(tc_, data_.labels.names);
+  if (tc_.loss == "listwise") loss_options_.listwise_group_size = cfg_.data.group_size;
   pad_id_ = static_cast<int32_t>(model_.info().pad_token_id);
 
   plan_batch();
@@ -136,6 +137,24 @@ void Trainer::plan_schedule() {
   batcher_ =
       std::make_unique<data::LengthBucketedBatcher>(&data_.train.examples, effective_, tc_.seed);
   steps_per_epoch_ = batcher_->batches_per_epoch();
+  if (loss_options_.listwise_group_size > 0) {
+    // Listwise: the effective batch counts groups of data.group_size rows (group_sampler.h).
+    if (group_->distributed())
+      throw InputError(
+          "training.loss listwise runs on one device for now (a query group must stay on one "
+          "rank); start it without ranks");
+    const int64_t gs = loss_options_.listwise_group_size;
+    sampler_ = std::make_unique<GroupSampler>(&data_.train.examples, gs, effective_, tc_.seed);
+    spdlog::info(
+        "listwise: {} query groups of {} rows (1 positive + {} negatives drawn each epoch), {} "
+        "groups a step ({} rows); skipped: {} without a positive, {} without a negative; {} with "
+        "fewer than {} negatives repeat theirs",
+        sampler_->groups(), gs, gs - 1, effective_, effective_ * gs,
+        sampler_->skipped_without_positive(), sampler_->skipped_without_negative(),
+        sampler_->padded_groups(), gs - 1);
+    effective_ *= gs;
+    steps_per_epoch_ = sampler_->batches_per_epoch();
+  }
   total_steps_ = tc_.max_steps > 0 ? tc_.max_steps : tc_.epochs * steps_per_epoch_;
   const int64_t warmup = tc_.warmup_steps > 0
                              ? tc_.warmup_steps
@@ -143,7 +162,23 @@ void Trainer::plan_schedule() {
   schedule_ = LrSchedule{parse_schedule_kind(tc_.schedule, "training.schedule"), tc_.learning_rate,
                          warmup, total_steps_};
   const bool binary = model_.num_labels() == 2;
-  eval_metric_ = cfg_.eval.metric == "auto" ? "macro_f1" : cfg_.eval.metric;
+  // Query groups in the validation data: ranking metrics (train/ranking_metrics.h), ndcg@10 by
+  // default.
+  const bool grouped =
+      data_.validation && std::any_of(data_.validation->examples.begin(),
+                                      data_.validation->examples.end(),
+                                      [](const data::TokenizedExample& e) { return e.group >= 0; });
+  eval_metric_ = cfg_.eval.metric == "auto" ? (grouped ? "ndcg@10" : "macro_f1") : cfg_.eval.metric;
+  if (parse_ranking_metric(eval_metric_, "eval.metric") && !grouped && data_.validation)
+    throw InputError(fmt::format(
+        "key 'eval.metric': {} is a ranking metric, but the validation rows have no query groups "
+        "(set data.group_field, or use FlagEmbedding's nested format)",
+        eval_metric_));
+  if (grouped && model_.num_labels() > 2)
+    throw InputError(fmt::format(
+        "the validation rows have query groups, but the model has {} labels: ranking needs one "
+        "score per row (1 or 2 labels)",
+        model_.num_labels()));
   if (eval_metric_ == "roc_auc" && !binary)
     throw InputError("key 'eval.metric': roc_auc needs a binary task; this one has " +
                      std::to_string(model_.num_labels()) + " labels");
@@ -224,10 +259,14 @@ void Trainer::train_step() {
 nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) {
   const auto t0 = RunClock::now();
   const bool is_test = std::string(name) == "test";
+  const bool grouped = model_.num_labels() <= 2 &&
+                       std::any_of(split.examples.begin(), split.examples.end(),
+                                   [](const data::TokenizedExample& e) { return e.group >= 0; });
+  RankingMetrics ranking;
   const ClassificationMetrics m =
       evaluate(clf(), split.examples, strategy_->eval_batch(), pad_id_, loss_options_,
                is_test ? EvalSplit::Test : EvalSplit::Validation, progress_.get(), name,
-               strategy_->eval_staging(), group_);
+               strategy_->eval_staging(), group_, grouped ? &ranking : nullptr);
   nlohmann::json j;
   if (model_.num_labels() == 2) {
     // The decision threshold is chosen on validation data only; the test split gets the one of
@@ -243,6 +282,7 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
     }
   }
   if (j.is_null()) j = m.to_json();
+  if (grouped) add_ranking_metrics(j, ranking, eval_metric_);
   j["step"] = step_;
   j["epoch"] = epoch_of(std::max<int64_t>(step_ - 1, 0));
   j["seconds"] = seconds_since(t0);
@@ -254,6 +294,10 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
                          j["at_threshold"]["threshold"].get<double>(),
                          j["at_threshold"]["f1"].get<double>(),
                          j["at_threshold"]["accuracy"].get<double>());
+  if (grouped)
+    extra += fmt::format(" | groups {}: ndcg@10 {:.4f} mrr@10 {:.4f} group accuracy {:.4f}",
+                         ranking.groups_evaluated(), ranking.ndcg(10), ranking.mrr(10),
+                         ranking.group_accuracy());
   spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}{} ({:.1f} s)", name, step_,
                j["loss"].get<double>(), j["accuracy"].get<double>(), j["macro_f1"].get<double>(),
                extra, j["seconds"].get<double>());
@@ -344,7 +388,14 @@ nlohmann::json Trainer::run() {
   }
   progress_->begin_training(total_steps_, (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
   prefetch_ = std::make_unique<data::BatchPrefetcher>(
-      data::BatchPrefetcher::training_batches(*batcher_, &data_.train.examples, pad_id_), step_,
+      sampler_ ? data::BatchPrefetcher::MakeBatch(
+                     [s = GroupSampler(*sampler_), ex = &data_.train.examples,
+                      pad = pad_id_](int64_t step) mutable {
+                       return data::make_batch(*ex, s.batch(step), pad);
+                     })
+               : data::BatchPrefetcher::training_batches(*batcher_, &data_.train.examples,
+                                                         pad_id_),
+      step_,
       total_steps_, tc_.prefetch);
   samples_at_start_ = samples_;
   tokens_at_start_ = tokens_;

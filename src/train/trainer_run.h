@@ -16,6 +16,7 @@
 #include "io/dir_lock.h"
 #include "models/hf_checkpoint.h"
 #include "train/batch_plan.h"
+#include "train/group_sampler.h"
 #include "train/checkpoint_store.h"
 #include "train/debug_hooks.h"
 #include "train/early_stopping.h"
@@ -103,6 +104,7 @@ class Trainer {
   std::unique_ptr<StepStrategy> strategy_;    // how a step is computed: the model and optimizer
 
   std::unique_ptr<data::LengthBucketedBatcher> batcher_;  // step batches of effective_ rows
+  std::unique_ptr<GroupSampler> sampler_;  // training.loss listwise: step batches of whole groups
   int64_t effective_ = 1, steps_per_epoch_ = 1, total_steps_ = 0;
   LrSchedule schedule_;
   std::unique_ptr<data::BatchPrefetcher> prefetch_;  // step batches assembled ahead of the step

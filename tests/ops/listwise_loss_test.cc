@@ -4,6 +4,7 @@
 // dloss_at factor, and CUDA vs CPU where a GPU exists.
 #include "ops/listwise_loss.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 
@@ -97,6 +98,40 @@ TEST_P(ListwiseLossTest, ManyGroupsMatchTheCpu) {
   const float l_cpu = run(Device::cpu(), g_cpu), l_dev = run(device(), g_dev);
   EXPECT_NEAR(l_dev, l_cpu, 1e-6 * std::fabs(l_cpu));
   for (int64_t i = 0; i < N * K; ++i) EXPECT_NEAR(g_dev[i], g_cpu[i], 1e-9) << i;
+}
+
+TEST_P(ListwiseLossTest, FixedGroupsOfLabelsEqualOffsetsAndRelevance) {
+  // The trainer's layout: groups of group_size rows, the labels (one positive first, -100 ignored)
+  // as relevance; the same as offsets g * group_size and relevance max(label, 0).
+  const int64_t G = 5, gs = 4, N = G * gs;
+  for (int64_t K : {1, 2}) {
+    auto z = random_values(N * K, rng, -3, 3);
+    std::vector<int32_t> y(N, 0), off(G + 1);
+    std::vector<float> rel(N, 0.0f);
+    for (int64_t g = 0; g <= G; ++g) off[g] = static_cast<int32_t>(g * gs);
+    for (int64_t g = 0; g < G; ++g) y[g * gs] = g == 3 ? 0 : 1;  // group 3: no positive
+    y[6] = -100;
+    for (int64_t i = 0; i < N; ++i) rel[i] = std::max(y[i], 0);
+    auto logits = device_f32(z, {N, K}, device());
+    auto labels = device_i32(y, {N}, device());
+    auto relevance = device_f32(rel, {N}, device());
+    auto offsets = device_i32(off, {G + 1}, device());
+    auto l1 = poisoned({1}, device()), l2 = poisoned({1}, device());
+    auto p1 = poisoned({N}, device()), p2 = poisoned({N}, device());
+    auto g1 = poisoned({N, K}, device()), g2 = poisoned({N, K}, device());
+    listwise_loss_forward(l1.view(), p1.view(), logits.view(), labels.view(), gs);
+    listwise_loss_backward(g1.view(), p1.view(), labels.view(), gs, 0.5f);
+    listwise_loss_forward(l2.view(), p2.view(), logits.view(), relevance.view(), offsets.view());
+    listwise_loss_backward(g2.view(), p2.view(), relevance.view(), offsets.view(), 0.5f);
+    EXPECT_EQ(to_vector(l1.view())[0], to_vector(l2.view())[0]);
+    EXPECT_EQ(to_vector(g1.view()), to_vector(g2.view()));
+    EXPECT_GT(std::fabs(to_vector(l1.view())[0]), 0.0f);
+  }
+  auto logits = device_f32(std::vector<float>(6, 0.0f), {6, 1}, device());
+  auto labels = device_i32({1, 0, 0, 1, 0, 0}, {6}, device());
+  auto loss = poisoned({1}, device()), probs = poisoned({6}, device());
+  EXPECT_THROW(listwise_loss_forward(loss.view(), probs.view(), logits.view(), labels.view(), 4),
+               ShapeError);  // 6 rows are not groups of 4
 }
 
 TEST_P(ListwiseLossTest, BadShapesAndRelevanceAreRefused) {
