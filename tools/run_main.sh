@@ -4,7 +4,17 @@
 # (examples/minilm_wordnet.yaml), predicts the held-out test split and prints the model's metrics
 # next to the majority-class, first-sense and lexical-overlap baselines.
 # Extra arguments are config overrides, e.g.:  bash tools/run_main.sh training.epochs=1
+# --listwise (first argument) trains the ranking formulation instead (examples/
+# minilm_wordnet_listwise.yaml: each sentence a query group, listwise loss) and has ftune report
+# the test split's group accuracy and MRR itself (ftune eval --group-field group).
 set -euo pipefail
+CONFIG=examples/minilm_wordnet.yaml
+RUN=runs/minilm-wordnet
+if [ "${1:-}" = "--listwise" ]; then
+  shift
+  CONFIG=examples/minilm_wordnet_listwise.yaml
+  RUN=runs/minilm-wordnet-listwise
+fi
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
 BUILD="${FTUNE_BUILD_DIR:-build}"
@@ -17,12 +27,15 @@ cmake --build "$BUILD" -j "$(nproc)" --target ftune
 DATA=.cache/data/wordnet-7k
 [ -f "$DATA/test.jsonl" ] || python3 examples/wordnet_pairs.py --out "$DATA" --seed 13 \
   --max-train-groups 7000 --max-eval-groups 1000
-RUN=runs/minilm-wordnet
-"$BUILD/ftune" train --config examples/minilm_wordnet.yaml output.dir="$RUN" output.overwrite=true "$@"
+"$BUILD/ftune" train --config "$CONFIG" output.dir="$RUN" output.overwrite=true "$@"
 # predict decides at the threshold training chose on validation data (model/decision_threshold.json).
 "$BUILD/ftune" predict --model "$RUN/model" --data "$DATA/test.jsonl" \
   --output "$RUN/test_predictions.jsonl"
 echo
 python3 tools/wsd_report.py "$DATA/test.jsonl" "$RUN/test_predictions.jsonl" "$DATA/baselines.json" \
   --json "$RUN/wsd_report.json"
+# ftune's own ranking metrics on the test sentences (each sentence a group of its senses).
+"$BUILD/ftune" eval --model "$RUN/model" --data "$DATA/test.jsonl" --group-field group \
+  --output "$RUN/test_ranking.json" >/dev/null
+python3 -c 'import json, sys; j = json.load(open(sys.argv[1])); print("ftune on test: %d groups, group accuracy %.4f, MRR@10 %.4f, NDCG@10 %.4f" % (j["groups_evaluated"], j["group_accuracy"], j["mrr@10"], j["ndcg@10"]))' "$RUN/test_ranking.json"
 echo "run directory: $RUN (summary.json, metrics.jsonl, model/, wsd_report.json)"

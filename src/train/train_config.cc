@@ -82,7 +82,8 @@ std::vector<Field> schema(TrainConfig& c) {
       {"data.train", path, scalar(&d.train, path)},
       {"data.validation", path, scalar(&d.validation, path)},
       {"data.test", path, scalar(&d.test, path)},
-      {"data.format", "auto, jsonl, tsv or csv", scalar(&d.format, "auto, jsonl, tsv or csv")},
+      {"data.format", "auto, jsonl, tsv, csv or flagembedding",
+       scalar(&d.format, "auto, jsonl, tsv, csv or flagembedding")},
       {"data.has_header", boolean, scalar(&d.has_header, boolean)},
       {"data.text_field", str, scalar(&d.text_field, str)},
       {"data.text_pair_field", str, scalar(&d.text_pair_field, str)},
@@ -374,7 +375,7 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   const auto& t = c.training;
   require(!c.model.path.empty(), "model.path", "is required (a Hugging Face model directory)");
   require(!d.train.empty(), "data.train", "is required (a .jsonl, .tsv or .csv file)");
-  one_of(d.format, {"auto", "jsonl", "tsv", "csv"}, "data.format");
+  one_of(d.format, {"auto", "jsonl", "tsv", "csv", "flagembedding"}, "data.format");
   one_of(d.bad_rows, {"fail", "skip"}, "data.bad_rows");
   one_of(d.packing, {"auto", "on", "off"}, "data.packing");
   require(d.max_bad_fraction >= 0 && d.max_bad_fraction < 1, "data.max_bad_fraction",

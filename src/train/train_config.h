@@ -45,7 +45,7 @@ struct TrainConfig {
   } model;
   struct Data {
     std::string train, validation, test;  // files (.jsonl, .tsv, .csv); validation/test optional
-    std::string format = "auto";          // auto (by extension), jsonl, tsv, csv
+    std::string format = "auto";  // auto (by extension), jsonl, tsv, csv, flagembedding
     bool has_header = true;               // TSV/CSV: first row names the columns
     std::string text_field = "text";      // column name (or 0-based index without a header)
     std::string text_pair_field = "text_pair";  // empty: single-text task
