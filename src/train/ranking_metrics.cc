@@ -300,7 +300,8 @@ void add_ranking_metrics(nlohmann::json& eval, const RankingMetrics& m,
                          const std::string& eval_metric) {
   std::vector<RankingMetricSpec> extra;
   if (auto spec = parse_ranking_metric(eval_metric, "eval.metric")) extra.push_back(*spec);
-  for (auto& [key, value] : m.to_json(extra).items())
+  const nlohmann::json j = m.to_json(extra);
+  for (const auto& [key, value] : j.items())
     if (key != "rows") eval[key] = value;
 }
 

@@ -54,7 +54,14 @@ nlohmann::json Trainer::summary(const std::string& status, const TrainingWork& w
   s["steps"] = step_;
   s["total_steps"] = total_steps_;
   s["epochs"] = static_cast<double>(step_) / steps_per_epoch_;
-  s["effective_batch"] = effective_;
+  s["effective_batch"] = effective_;  // rows (listwise: groups x group_size)
+  if (sampler_)
+    s["listwise"] = {{"group_size", sampler_->group_size()},
+                     {"groups_per_step", effective_ / sampler_->group_size()},
+                     {"groups", sampler_->groups()},
+                     {"skipped_without_positive", sampler_->skipped_without_positive()},
+                     {"skipped_without_negative", sampler_->skipped_without_negative()},
+                     {"groups_with_repeated_negatives", sampler_->padded_groups()}};
   s["skipped_steps"] = skipped_;
   // Host reads of device scalars during this run: the step scalars (once per logging interval,
   // evaluation and checkpoint) and single-value reads (evaluation's per-batch loss).

@@ -122,7 +122,7 @@ TEST(Groups, FlagEmbeddingBadLinesNameTheLineAndEntry) {
   EXPECT_THAT(error_for("{\"query\": \"q\", \"pos\": [], \"neg\": [\"n\"]}"),
               HasSubstr("bad.jsonl:2: 'pos' is empty"));
   EXPECT_THAT(error_for("{\"query\": \"q\", \"pos\": [\"p\"], \"neg\": [\"n\", 3]}"),
-              HasSubstr("bad.jsonl:2: 'neg'[1] must be a string, got number"));
+              HasSubstr("bad.jsonl:2: 'neg'[1] must be a string, got integer"));
   EXPECT_THAT(error_for("{\"query\": 5, \"pos\": [\"p\"]}"),
               HasSubstr("bad.jsonl:2: 'query' must be a string"));
   EXPECT_THAT(error_for("{\"pos\": [\"p\"]}"), HasSubstr("bad.jsonl:2: missing 'query'"));
