@@ -111,7 +111,7 @@ TEST(Readers, FormatByExtensionOrExplicit) {
               HasSubstr("data.txt: cannot tell the format from the extension '.txt'"));
   EXPECT_EQ(parse_data_format("csv", "data.format"), DataFormat::kCsv);
   EXPECT_EQ(input_error_of([] { parse_data_format("xlsx", "data.format"); }),
-            "data.format: expected one of auto, jsonl, tsv, csv; got 'xlsx'");
+            "data.format: expected one of auto, jsonl, tsv, csv, flagembedding; got 'xlsx'");
   TempDir d;
   // A .txt file read as CSV because the format says so.
   const auto path = write_data_file(d, "a.txt", "text,label\nhi,1\n");
