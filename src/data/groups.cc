@@ -14,11 +14,14 @@
 namespace ftune::data {
 namespace {
 
-bool blank_text(std::string_view s) { return s.find_first_not_of(" \t\r\n") == std::string_view::npos; }
+bool blank_text(std::string_view s) {
+  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
 
 // Why `v` cannot be a passage or query text, or "" when it can.
 std::string text_problem(const nlohmann::json& v, const std::string& what) {
-  if (!v.is_string()) return fmt::format("{} must be a string, got {}", what, io::json_type_name(v));
+  if (!v.is_string())
+    return fmt::format("{} must be a string, got {}", what, io::json_type_name(v));
   const std::string& s = v.get_ref<const std::string&>();
   const size_t bad = text::utf8_find_invalid(s);
   if (bad != std::string::npos) return fmt::format("invalid UTF-8 in {} at byte {}", what, bad + 1);

@@ -3,7 +3,8 @@
 // (train/ranking_metrics.h) and the listwise loss (ops/listwise_loss.h).
 //
 // FlagEmbedding's format, one query a line:
-//   {"query": "q", "pos": ["p1", ...], "neg": ["n1", ...], "pos_scores": [...], "neg_scores": [...]}
+//   {"query": "q", "pos": ["p1", ...], "neg": ["n1", ...], "pos_scores": [...], "neg_scores":
+//   [...]}
 // becomes rows (text = query, text_pair = passage) labelled "1" (pos) and "0" (neg), in the order
 // pos then neg, all in one group named after the line. "neg" may be absent or empty; "pos" may not
 // be empty; every entry must be a non-blank string; pos_scores / neg_scores, when present, must be
@@ -40,7 +41,7 @@ float relevance_of(const LabelSet& labels, int32_t id);
 
 struct GroupStats {
   int64_t groups = 0;
-  int64_t without_positive = 0;  // groups where no row is relevant
+  int64_t without_positive = 0;             // groups where no row is relevant
   int64_t first_without_positive_line = 0;  // a line of the first such group
   int64_t smallest = 0, largest = 0;        // rows in a group
 };

@@ -22,17 +22,17 @@ void check_listwise(const char* op, const TensorView& probs, const TensorView& r
     const int32_t* o = offsets.data_as<int32_t>();
     const int64_t G = offsets.dim(0) - 1;
     if (o[0] != 0 || o[G] != N)
-      throw ShapeError(fmt::format("{}: offsets run from {} to {}, expected 0 to {}", op, o[0],
-                                   o[G], N));
+      throw ShapeError(
+          fmt::format("{}: offsets run from {} to {}, expected 0 to {}", op, o[0], o[G], N));
     for (int64_t g = 0; g < G; ++g)
-      if (o[g + 1] < o[g])
-        throw ShapeError(fmt::format("{}: offsets decrease at group {}", op, g));
+      if (o[g + 1] < o[g]) throw ShapeError(fmt::format("{}: offsets decrease at group {}", op, g));
   }
   if (relevance.device.is_cpu()) {
     const float* r = relevance.data_as<float>();
     for (int64_t i = 0; i < N; ++i)
       if (!(r[i] >= 0.0f) || !std::isfinite(r[i]))
-        throw InputError(fmt::format("relevance {} of row {} is not a finite number >= 0", r[i], i));
+        throw InputError(
+            fmt::format("relevance {} of row {} is not a finite number >= 0", r[i], i));
   }
 }
 
@@ -47,8 +47,8 @@ int64_t check_fixed(const char* op, int64_t N, const TensorView& labels, int64_t
 
 int64_t head_width(const char* op, const TensorView& logits) {
   if (logits.rank() != 2 || (logits.dim(1) != 1 && logits.dim(1) != 2))
-    throw ShapeError(fmt::format("{}: expected (N, 1) or (N, 2) logits, got {}", op,
-                                 logits.shape.str()));
+    throw ShapeError(
+        fmt::format("{}: expected (N, 1) or (N, 2) logits, got {}", op, logits.shape.str()));
   return logits.dim(1);
 }
 
@@ -89,8 +89,8 @@ void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView rel
                                               dloss, dloss_at, G, K));
 }
 
-void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits,
-                           TensorView labels, int64_t group_size) {
+void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits, TensorView labels,
+                           int64_t group_size) {
   const char* op = "listwise_loss_forward";
   const int64_t K = head_width(op, logits), N = logits.dim(0);
   const int64_t G = check_fixed(op, N, labels, group_size);

@@ -32,8 +32,8 @@ void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView rel
                             TensorView offsets, float dloss, const float* dloss_at = nullptr);
 // Fixed groups: rows [g * group_size, (g + 1) * group_size), N a multiple of group_size; labels
 // (N) i32.
-void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits,
-                           TensorView labels, int64_t group_size);
+void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits, TensorView labels,
+                           int64_t group_size);
 void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView labels,
                             int64_t group_size, float dloss, const float* dloss_at = nullptr);
 

@@ -36,8 +36,8 @@ int64_t counted_groups(const ListwiseGroups& q, int64_t G) {
 
 }  // namespace
 
-void listwise_loss_forward(float* loss, float* probs, const float* logits,
-                           const ListwiseGroups& q, int64_t G, int64_t K) {
+void listwise_loss_forward(float* loss, float* probs, const float* logits, const ListwiseGroups& q,
+                           int64_t G, int64_t K) {
   double total = 0.0;
   for (int64_t g = 0; g < G; ++g) {
     const int64_t begin = begin_of(q, g), end = begin_of(q, g + 1);

@@ -10,8 +10,8 @@
 
 namespace ftune {
 
-GroupSampler::GroupSampler(const std::vector<data::TokenizedExample>* examples,
-                           int64_t group_size, int64_t groups_per_step, uint64_t seed)
+GroupSampler::GroupSampler(const std::vector<data::TokenizedExample>* examples, int64_t group_size,
+                           int64_t groups_per_step, uint64_t seed)
     : group_size_(group_size), groups_per_step_(groups_per_step), seed_(seed) {
   if (group_size < 2)
     throw InputError(fmt::format("data.group_size must be at least 2, got {}", group_size));
@@ -67,7 +67,8 @@ std::vector<std::vector<int64_t>> GroupSampler::epoch(int64_t epoch) const {
     // `want` drawn without replacement (a partial Fisher-Yates).
     const size_t repeat = (want + g.negatives.size() - 1) / g.negatives.size();
     pool.clear();
-    for (size_t r = 0; r < repeat; ++r) pool.insert(pool.end(), g.negatives.begin(), g.negatives.end());
+    for (size_t r = 0; r < repeat; ++r)
+      pool.insert(pool.end(), g.negatives.begin(), g.negatives.end());
     for (size_t k = 0; k < want; ++k) {
       std::swap(pool[k], pool[k + below(pool.size() - k)]);
       rows.push_back(pool[k]);

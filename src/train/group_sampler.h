@@ -30,10 +30,10 @@ class GroupSampler {
   int64_t groups() const { return static_cast<int64_t>(groups_.size()); }  // usable groups
   int64_t skipped_without_positive() const { return without_positive_; }
   int64_t skipped_without_negative() const { return without_negative_; }
-  int64_t padded_groups() const { return padded_groups_; }  // groups with < group_size - 1 negatives
-  int64_t batches_per_epoch() const {
-    return (groups() + groups_per_step_ - 1) / groups_per_step_;
-  }
+  int64_t padded_groups() const {
+    return padded_groups_;
+  }  // groups with < group_size - 1 negatives
+  int64_t batches_per_epoch() const { return (groups() + groups_per_step_ - 1) / groups_per_step_; }
   // Example indices of every step of `epoch`, in training order.
   std::vector<std::vector<int64_t>> epoch(int64_t epoch) const;
   // The step at `global_step` from the start of epoch 0 (the epoch cached, as

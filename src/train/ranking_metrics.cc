@@ -43,8 +43,8 @@ double rank_key(double score) {
 
 std::vector<Block> tied_blocks(const std::vector<double>& rel, const std::vector<double>& score) {
   if (rel.size() != score.size())
-    throw InternalError(fmt::format("ranking metrics: {} relevances for {} scores", rel.size(),
-                                    score.size()));
+    throw InternalError(
+        fmt::format("ranking metrics: {} relevances for {} scores", rel.size(), score.size()));
   const int64_t n = static_cast<int64_t>(rel.size());
   for (int64_t i = 0; i < n; ++i)
     if (!(rel[i] >= 0) || !std::isfinite(rel[i]))
@@ -52,9 +52,8 @@ std::vector<Block> tied_blocks(const std::vector<double>& rel, const std::vector
           "ranking metrics: relevance {} of a row is not a finite number >= 0", rel[i]));
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-    return rank_key(score[x]) > rank_key(score[y]);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return rank_key(score[x]) > rank_key(score[y]); });
   std::vector<Block> blocks;
   for (int64_t i = 0; i < n;) {
     int64_t j = i;
@@ -75,9 +74,13 @@ int64_t relevant_count(const std::vector<double>& rel) {
   return std::count_if(rel.begin(), rel.end(), [](double r) { return r > 0; });
 }
 
-int64_t cutoff(int64_t k, int64_t n) { return k <= 0 ? n : std::min(k, n); }
+int64_t cutoff(int64_t k, int64_t n) {
+  return k <= 0 ? n : std::min(k, n);
+}
 
-double discount(int64_t position) { return 1.0 / std::log2(static_cast<double>(position) + 2.0); }
+double discount(int64_t position) {
+  return 1.0 / std::log2(static_cast<double>(position) + 2.0);
+}
 
 }  // namespace
 
@@ -133,12 +136,12 @@ std::optional<RankingMetricSpec> parse_ranking_metric(const std::string& name,
     return spec;
   }
   const std::string digits = name.substr(at + 1);
-  const bool takes_k = spec.measure == RankingMeasure::Ndcg || spec.measure == RankingMeasure::Mrr ||
+  const bool takes_k = spec.measure == RankingMeasure::Ndcg ||
+                       spec.measure == RankingMeasure::Mrr ||
                        spec.measure == RankingMeasure::Recall;
-  const bool numeric = !digits.empty() && digits.size() <= 9 &&
-                       std::all_of(digits.begin(), digits.end(), [](char c) {
-                         return c >= '0' && c <= '9';
-                       });
+  const bool numeric =
+      !digits.empty() && digits.size() <= 9 &&
+      std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (!takes_k || !numeric || std::stoll(digits) < 1)
     throw InputError(fmt::format(
         "{}: bad ranking metric \"{}\" (expected ndcg@K, mrr@K, recall@K with K >= 1, map or "
@@ -239,8 +242,8 @@ double group_value(const RankingMetricSpec& spec, const std::vector<double>& rel
 void RankingMetrics::add(int64_t group, double relevance, double score) {
   if (!(relevance >= 0) || !std::isfinite(relevance))
     throw InputError(fmt::format(
-        "ranking metrics: relevance {} of a row of group {} is not a finite number >= 0",
-        relevance, group));
+        "ranking metrics: relevance {} of a row of group {} is not a finite number >= 0", relevance,
+        group));
   groups_[group].push_back(Row{relevance, score});
   ++rows_;
 }
@@ -287,9 +290,9 @@ nlohmann::json RankingMetrics::to_json(const std::vector<RankingMetricSpec>& ext
   j["groups_without_positive"] = groups_without_positive();
   j["rows"] = rows_;
   std::vector<RankingMetricSpec> specs = {
-      {RankingMeasure::Ndcg, 1},   {RankingMeasure::Ndcg, 3},   {RankingMeasure::Ndcg, 5},
-      {RankingMeasure::Ndcg, 10},  {RankingMeasure::Mrr, 10},   {RankingMeasure::Map, 0},
-      {RankingMeasure::Recall, 1}, {RankingMeasure::Recall, 3}, {RankingMeasure::Recall, 5},
+      {RankingMeasure::Ndcg, 1},    {RankingMeasure::Ndcg, 3},         {RankingMeasure::Ndcg, 5},
+      {RankingMeasure::Ndcg, 10},   {RankingMeasure::Mrr, 10},         {RankingMeasure::Map, 0},
+      {RankingMeasure::Recall, 1},  {RankingMeasure::Recall, 3},       {RankingMeasure::Recall, 5},
       {RankingMeasure::Recall, 10}, {RankingMeasure::GroupAccuracy, 0}};
   specs.insert(specs.end(), extra.begin(), extra.end());
   for (const auto& s : specs) j[s.name()] = num(mean(s));

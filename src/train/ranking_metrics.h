@@ -54,8 +54,8 @@ std::optional<RankingMetricSpec> parse_ranking_metric(const std::string& name,
 // InputError on a negative or non-finite relevance. NaN when the group has no relevant row.
 double group_ndcg(const std::vector<double>& relevance, const std::vector<double>& score,
                   int64_t k);
-double group_reciprocal_rank(const std::vector<double>& relevance,
-                             const std::vector<double>& score, int64_t k);
+double group_reciprocal_rank(const std::vector<double>& relevance, const std::vector<double>& score,
+                             int64_t k);
 double group_average_precision(const std::vector<double>& relevance,
                                const std::vector<double>& score);
 double group_recall(const std::vector<double>& relevance, const std::vector<double>& score,

@@ -31,12 +31,12 @@ DataSpec grp_spec(const std::string& path, const std::string& group = "qid") {
 
 TEST(Groups, GroupColumnInJsonlCsvAndTsv) {
   test::TempDir dir;
-  const std::string jsonl = write_data_file(
-      dir, "a.jsonl",
-      "{\"text\": \"q1\", \"text_pair\": \"a\", \"label\": 1, \"qid\": \"x\"}\n"
-      "{\"text\": \"q2\", \"text_pair\": \"b\", \"label\": 0, \"qid\": 7}\n"
-      "{\"text\": \"q1\", \"text_pair\": \"c\", \"label\": 0, \"qid\": \"x\"}\n"
-      "{\"text\": \"q2\", \"text_pair\": \"d\", \"label\": 1, \"qid\": 7}\n");
+  const std::string jsonl =
+      write_data_file(dir, "a.jsonl",
+                      "{\"text\": \"q1\", \"text_pair\": \"a\", \"label\": 1, \"qid\": \"x\"}\n"
+                      "{\"text\": \"q2\", \"text_pair\": \"b\", \"label\": 0, \"qid\": 7}\n"
+                      "{\"text\": \"q1\", \"text_pair\": \"c\", \"label\": 0, \"qid\": \"x\"}\n"
+                      "{\"text\": \"q2\", \"text_pair\": \"d\", \"label\": 1, \"qid\": 7}\n");
   const std::string csv = write_data_file(dir, "a.csv",
                                           "text,text_pair,label,qid\nq1,a,1,x\nq2,b,0,7\nq1,c,0,x\n"
                                           "q2,d,1,7\n");
@@ -58,7 +58,8 @@ TEST(Groups, GroupColumnInJsonlCsvAndTsv) {
   }
   // The group column missing from a row: a bad row naming it.
   const std::string missing = write_data_file(
-      dir, "m.jsonl", "{\"text\": \"q\", \"label\": 1, \"qid\": 1}\n{\"text\": \"q\", \"label\": 0}\n");
+      dir, "m.jsonl",
+      "{\"text\": \"q\", \"label\": 1, \"qid\": 1}\n{\"text\": \"q\", \"label\": 0}\n");
   RawDataset ds;
   EXPECT_THAT(input_error_of([&] { read_dataset(grp_spec(missing), &ds); }),
               HasSubstr("m.jsonl:2: missing 'qid'"));
@@ -112,8 +113,7 @@ TEST(Groups, FlagEmbeddingBadLinesNameTheLineAndEntry) {
   test::TempDir dir;
   const auto error_for = [&](const std::string& line) {
     const std::string path = write_data_file(
-        dir, "bad.jsonl",
-        "{\"query\": \"q\", \"pos\": [\"p\"], \"neg\": [\"n\"]}\n" + line + "\n");
+        dir, "bad.jsonl", "{\"query\": \"q\", \"pos\": [\"p\"], \"neg\": [\"n\"]}\n" + line + "\n");
     DataSpec s{path};
     s.format = DataFormat::kFlagEmbedding;
     RawDataset ds;
@@ -198,7 +198,9 @@ TEST(GroupSplits, FoldsKeepGroupsWholeAndBalanceRows) {
   }
   EXPECT_LE(hi - lo, 10u);  // at most the largest group apart
   EXPECT_EQ(group_fold_ids(ids, k, 7), group_fold_ids(ids, k, 7));
-  EXPECT_THAT(input_error_of([&] { group_fold_ids({0, 0, 1, 1}, 3, 1); }),
+  EXPECT_THAT(input_error_of([&] {
+                group_fold_ids({0, 0, 1, 1}, 3, 1);
+              }),
               HasSubstr("only 2 query groups"));
 }
 

@@ -149,9 +149,9 @@ TEST_P(ListwiseLossTest, BadShapesAndRelevanceAreRefused) {
                                        bad_off.view()),
                  ShapeError);  // offsets end before the last row
     auto neg = device_f32({-1, 1}, {2}, device());
-    EXPECT_THROW(listwise_loss_forward(loss.view(), probs.view(), l1.view(), neg.view(),
-                                       offsets.view()),
-                 InputError);
+    EXPECT_THROW(
+        listwise_loss_forward(loss.view(), probs.view(), l1.view(), neg.view(), offsets.view()),
+        InputError);
   }
 }
 

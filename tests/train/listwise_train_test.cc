@@ -54,7 +54,9 @@ void write_grouped_task(const std::string& path, int groups, int negatives, uint
   }
 }
 
-json read_json_file_at(const std::string& path) { return json::parse(std::ifstream(path)); }
+json read_json_file_at(const std::string& path) {
+  return json::parse(std::ifstream(path));
+}
 
 class ListwiseTrain : public ::testing::Test {
  protected:
@@ -95,18 +97,18 @@ TEST_F(ListwiseTrain, LearnsToRankAndReportsRankingMetrics) {
   EXPECT_TRUE(best.contains("ndcg@10") && best.contains("map") && best.contains("recall@3"));
 
   // ftune eval: the same ranking metrics from the saved (best) model.
-  const CliResult e = run_ftune("eval --model " + path("run/model") + " --data " +
-                                path("val.jsonl") + " --group-field qid --output " +
-                                path("eval.json"));
+  const CliResult e =
+      run_ftune("eval --model " + path("run/model") + " --data " + path("val.jsonl") +
+                " --group-field qid --output " + path("eval.json"));
   ASSERT_EQ(e.exit_code, 0) << e.output;
   const json ev = read_json_file_at(path("eval.json"));
   EXPECT_NEAR(ev["group_accuracy"].get<double>(), best["group_accuracy"].get<double>(), 1e-9);
   EXPECT_NEAR(ev["mrr@10"].get<double>(), best["mrr@10"].get<double>(), 1e-5);
 
   // ftune predict: each row's rank in its group; rank 1 is the positive as often as accuracy says.
-  const CliResult p = run_ftune("predict --model " + path("run/model") + " --data " +
-                                path("val.jsonl") + " --group-field qid --output " +
-                                path("pred.jsonl"));
+  const CliResult p =
+      run_ftune("predict --model " + path("run/model") + " --data " + path("val.jsonl") +
+                " --group-field qid --output " + path("pred.jsonl"));
   ASSERT_EQ(p.exit_code, 0) << p.output;
   std::ifstream preds(path("pred.jsonl")), val(path("val.jsonl"));
   std::map<std::string, int> firsts;

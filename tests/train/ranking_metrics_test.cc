@@ -60,7 +60,8 @@ TEST(RankingMetrics, StreamedMeansMatchTheReferenceAndSkipGroupsWithoutPositive)
   for (const auto& g : f["groups"]) {
     const auto rel = g["relevance"].get<std::vector<double>>();
     const auto score = g["score"].get<std::vector<double>>();
-    for (size_t i = 0; i < rel.size(); ++i) rows.emplace_back(g["id"].get<int64_t>(), rel[i], score[i]);
+    for (size_t i = 0; i < rel.size(); ++i)
+      rows.emplace_back(g["id"].get<int64_t>(), rel[i], score[i]);
   }
   std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
     return std::get<1>(a) < std::get<1>(b);  // mixes groups; keeps each group's row order
