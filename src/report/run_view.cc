@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -97,8 +98,12 @@ Section loss_view(const RunData& run) {
 
 Section eval_view(const RunData& run) {
   // Scalar metrics of the validation evaluations, one series each, in a fixed order.
-  const std::vector<std::string> metrics = {"accuracy", "macro_f1", "f1",     "mcc",
-                                            "roc_auc",  "average_precision"};
+  std::vector<std::string> metrics = {"accuracy", "macro_f1", "f1",     "mcc",
+                                      "roc_auc",  "average_precision"};
+  // Query groups in the validation data: the ranking metrics too (train/ranking_metrics.h).
+  if (std::any_of(run.evals.begin(), run.evals.end(),
+                  [](const json& e) { return e.contains("group_accuracy"); }))
+    metrics.insert(metrics.end(), {"ndcg@10", "mrr@10", "map", "group_accuracy"});
   Chart chart{"run-eval", "Validation metrics per evaluation", {"step"}, {"value"}};
   std::string table =
       "<table class=\"data sortable\" id=\"run-eval-table\"><thead><tr><th>split</th>"
