@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <random>
 
@@ -12,7 +13,7 @@ namespace ftune {
 
 GroupSampler::GroupSampler(const std::vector<data::TokenizedExample>* examples, int64_t group_size,
                            int64_t groups_per_step, uint64_t seed)
-    : group_size_(group_size), groups_per_step_(groups_per_step), seed_(seed) {
+    : examples_(examples), group_size_(group_size), groups_per_step_(groups_per_step), seed_(seed) {
   if (group_size < 2)
     throw InputError(fmt::format("data.group_size must be at least 2, got {}", group_size));
   if (groups_per_step < 1)
@@ -74,7 +75,27 @@ std::vector<std::vector<int64_t>> GroupSampler::epoch(int64_t epoch) const {
       rows.push_back(pool[k]);
     }
   }
+  for (auto& rows : steps) sort_by_length(rows);
   return steps;
+}
+
+// Reorders a step's groups (group_size rows each) by their longest row, ascending and stable.
+void GroupSampler::sort_by_length(std::vector<int64_t>& rows) const {
+  const size_t gs = static_cast<size_t>(group_size_), n = rows.size() / gs;
+  std::vector<std::pair<size_t, size_t>> longest(n);  // (length, group)
+  for (size_t g = 0; g < n; ++g) {
+    longest[g] = {0, g};
+    for (size_t k = 0; k < gs; ++k)
+      longest[g].first = std::max(
+          longest[g].first, (*examples_)[static_cast<size_t>(rows[g * gs + k])].input_ids.size());
+  }
+  std::stable_sort(longest.begin(), longest.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<int64_t> sorted;
+  sorted.reserve(rows.size());
+  for (const auto& [len, g] : longest)
+    sorted.insert(sorted.end(), rows.begin() + g * gs, rows.begin() + (g + 1) * gs);
+  rows = std::move(sorted);
 }
 
 const std::vector<int64_t>& GroupSampler::batch(int64_t global_step) {

@@ -11,7 +11,9 @@
 // (seed, epoch), so an epoch is the same on every platform and a run resumes at any step exactly.
 // A step holds groups_per_step groups (the effective batch counts groups), the last step of an
 // epoch the rest; its rows are the groups one after the other, so micro-batches of a multiple of
-// group_size rows never split a group.
+// group_size rows never split a group, and its groups are ordered by their longest row (stable),
+// so a micro-batch's groups are of similar length and pad little (as LengthBucketedBatcher's
+// rows).
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,8 @@ class GroupSampler {
   struct Group {
     std::vector<int64_t> positives, negatives;
   };
+  void sort_by_length(std::vector<int64_t>& rows) const;
+  const std::vector<data::TokenizedExample>* examples_;
   int64_t group_size_, groups_per_step_;
   uint64_t seed_;
   std::vector<Group> groups_;

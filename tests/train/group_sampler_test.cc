@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "core/error.h"
@@ -74,6 +75,25 @@ TEST(GroupSampler, DeterministicPerSeedAndEpochAndSeekable) {
   const auto e1 = a.epoch(1);
   EXPECT_EQ(b.batch(a.batches_per_epoch() + 1), e1[1]);
   EXPECT_EQ(b.batch(0), a.epoch(0)[0]);
+}
+
+TEST(GroupSampler, AStepsGroupsAreOrderedByTheirLongestRow) {
+  auto rows = sampler_rows({1, 1, 1, 1, 1, 1}, {3, 3, 3, 3, 3, 3});
+  for (size_t i = 0; i < rows.size(); ++i)  // group g's rows are 10 * ((g * 7) % 6) + i % 3 long
+    rows[i].input_ids.assign(10 * ((rows[i].group * 7) % 6) + i % 3 + 1, 1);
+  GroupSampler s(&rows, 4, 6, 3);
+  const auto step = s.epoch(0).at(0);
+  ASSERT_EQ(step.size(), 24u);
+  size_t previous = 0;
+  for (size_t at = 0; at < step.size(); at += 4) {
+    size_t longest = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      EXPECT_EQ(rows[step[at + k]].group, rows[step[at]].group);
+      longest = std::max(longest, rows[step[at + k]].input_ids.size());
+    }
+    EXPECT_GE(longest, previous);
+    previous = longest;
+  }
 }
 
 TEST(GroupSampler, GroupsWithoutPositiveOrNegativeAreSkippedAndCounted) {
