@@ -54,19 +54,26 @@ TokenBatch layout_rows(const Batch& batch, const std::vector<int32_t>& positions
 
 std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const Batch& step, BatchLayout layout,
                                                           int64_t max_rows, int64_t max_tokens,
-                                                          int64_t begin, int64_t end) {
-  FTUNE_ASSERT(max_rows >= 1, "micro-batches of {} rows", max_rows);
+                                                          int64_t begin, int64_t end,
+                                                          int64_t group_size) {
+  FTUNE_ASSERT(max_rows >= 1 && group_size >= 1, "micro-batches of {} rows, groups of {}",
+               max_rows, group_size);
   if (end < 0) end = step.size;
   FTUNE_ASSERT(0 <= begin && begin <= end && end <= step.size, "rows [{}, {}) of a batch of {}",
                begin, end, step.size);
   std::vector<std::pair<int64_t, int64_t>> cuts;
   for (int64_t row0 = begin; row0 < end;) {
     int64_t rows = 0, tokens = 0;
-    while (row0 + rows < end && rows < max_rows) {
-      const int64_t len = step.row_length(row0 + rows);
+    while (row0 + rows < end) {
+      // The next unit: a row, or (group_size > 1) a whole group.
+      const int64_t unit = std::min(group_size, end - row0 - rows);
+      int64_t len = 0;
+      for (int64_t r = 0; r < unit; ++r) len += step.row_length(row0 + rows + r);
+      if (rows > 0 && rows + unit > max_rows) break;
       if (layout == BatchLayout::Packed && rows > 0 && tokens + len > max_tokens) break;
       tokens += len;
-      ++rows;
+      rows += unit;
+      if (rows >= max_rows) break;
     }
     cuts.push_back({row0, rows});
     row0 += rows;

@@ -49,9 +49,13 @@ TokenBatch layout_rows(const Batch& batch, const std::vector<int32_t>& positions
 // (row0, rows), each at most max_rows rows and, packed, at most max_tokens real tokens (a row
 // longer than max_tokens goes alone). Padded cuts are every max_rows rows. Only rows [begin, end)
 // are cut (end -1: the batch's last): a data-parallel rank's share of the step batch.
+// group_size > 1 (listwise training: consecutive groups of that many rows from `begin`): cuts
+// fall between groups only, each holding whole groups up to max_rows rows and, packed,
+// max_tokens tokens (a group over either goes alone).
 std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const Batch& step, BatchLayout layout,
                                                           int64_t max_rows, int64_t max_tokens,
-                                                          int64_t begin = 0, int64_t end = -1);
+                                                          int64_t begin = 0, int64_t end = -1,
+                                                          int64_t group_size = 1);
 
 // Tokens a cut computes: packed, its real tokens; padded, rows x its padded length.
 int64_t computed_tokens(const Batch& step, int64_t row0, int64_t rows, BatchLayout layout,

@@ -44,7 +44,7 @@ static void align_to_groups(BatchChoice& c, int64_t group_size) {
         "budget ({} rows do); lower data.group_size or data.max_length",
         group_size, c.micro_batch));
   c.micro_batch -= c.micro_batch % group_size;
-  c.accumulation = (c.effective_batch + c.micro_batch - 1) / c.micro_batch;
+  if (c.micro_tokens == 0) c.accumulation = (c.effective_batch + c.micro_batch - 1) / c.micro_batch;
   c.reason += fmt::format(" (whole groups of {} rows)", group_size);
 }
 
@@ -63,8 +63,6 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   p.target = PlanTarget{model_spec, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
   p.packing = resolve_packing(cfg.data.packing, model, options.device,
                               resolve_cuda_graphs(tc.cuda_graphs, options.device).on);
-  if (tc.loss == "listwise" && p.packing.on)
-    p.packing = {false, "training.loss listwise: micro-batches of whole groups are padded"};
   p.target.packed = p.packing.on;
   p.target.shortest = std::max<int64_t>(1, shortest);
   // A data-parallel rank's share of the step batch (the whole of it on one device).
@@ -118,6 +116,15 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
     p.budget_source = "training.memory_budget";
   }
   p.choice = choose_batch(p.target, p.request);
+  if (unit > 1 && p.target.packed && p.choice.micro_tokens < unit * max_seq) {
+    // Packed listwise micro-batches hold whole groups: the token budget must take one group of
+    // the longest rows, else the micro-batches are padded.
+    p.packing = {false, fmt::format("training.loss listwise: a token budget of {} cannot hold a "
+                                    "group of {} rows of {} tokens; padded micro-batches",
+                                    p.choice.micro_tokens, unit, max_seq)};
+    p.target.packed = false;
+    p.choice = choose_batch(p.target, p.request);
+  }
   if (unit > 1) align_to_groups(p.choice, unit);
   // The plan's largest attention (its rows x the longest sequence, training dropout and
   // evaluation) goes to cuDNN now, where the GPU is here: a refusal later could find no room for

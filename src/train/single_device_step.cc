@@ -129,13 +129,18 @@ SingleDeviceStep::SingleDeviceStep(const TrainConfig& config, const ModelSpec& m
   build();
 }
 
+// Listwise (group size g > 1): a micro-batch never holds less than one whole group, so halving
+// stops at g rows (padded: multiples of g) or g longest rows' tokens (packed).
 bool SingleDeviceStep::can_halve() const {
-  return micro_tokens_ > 0 ? micro_tokens_ > plan_.target.max_seq : micro_batch_ > 1;
+  const int64_t g = std::max<int64_t>(1, loss_.listwise_group_size);
+  return micro_tokens_ > 0 ? micro_tokens_ > g * plan_.target.max_seq : micro_batch_ > g;
 }
 
 int64_t SingleDeviceStep::halved() const {
-  return micro_tokens_ > 0 ? std::max((micro_tokens_ + 1) / 2, plan_.target.max_seq)
-                           : (micro_batch_ + 1) / 2;
+  const int64_t g = std::max<int64_t>(1, loss_.listwise_group_size);
+  if (micro_tokens_ > 0) return std::max((micro_tokens_ + 1) / 2, g * plan_.target.max_seq);
+  const int64_t half = (micro_batch_ + 1) / 2;
+  return std::max(g, half - half % g);
 }
 
 void SingleDeviceStep::set_plan_unit(int64_t m) {
@@ -313,10 +318,9 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
   const auto [first_row, end_row] =
       reducer_ ? reducer_->rows(step_batch.size) : std::pair<int64_t, int64_t>{0, step_batch.size};
   // Listwise: whole groups in every micro-batch (also after an out-of-memory halving).
-  const int64_t gs = loss_.listwise_group_size;
-  const int64_t cut_rows = gs > 0 ? std::max(gs, micro_batch_ - micro_batch_ % gs) : micro_batch_;
   const std::vector<std::pair<int64_t, int64_t>> cuts =
-      micro_batch_cuts(step_batch, layout(), cut_rows, micro_tokens_, first_row, end_row);
+      micro_batch_cuts(step_batch, layout(), micro_batch_, micro_tokens_, first_row, end_row,
+                       std::max<int64_t>(1, loss_.listwise_group_size));
   int slot = cuts.empty() ? 0
                           : staging_->stage(step_batch, positions_, cuts[0].first, cuts[0].second,
                                             micro_params(cuts[0].first, cuts[0].second));

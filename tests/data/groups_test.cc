@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -13,6 +14,7 @@
 
 #include "data/dataset.h"
 #include "data/group_splits.h"
+#include "data/token_batch.h"
 #include "data_test_util.h"
 
 namespace ftune::data {
@@ -206,3 +208,40 @@ TEST(GroupSplits, FoldsKeepGroupsWholeAndBalanceRows) {
 
 }  // namespace
 }  // namespace ftune::data
+
+namespace ftune {
+namespace {
+
+// A right-padded step batch whose row r has lengths[r] real tokens.
+Batch grp_batch(const std::vector<int64_t>& lengths) {
+  Batch b;
+  b.size = static_cast<int64_t>(lengths.size());
+  b.seq_len = *std::max_element(lengths.begin(), lengths.end());
+  b.input_ids.assign(b.size * b.seq_len, 0);
+  b.attention_mask.assign(b.size * b.seq_len, 0);
+  for (int64_t r = 0; r < b.size; ++r)
+    for (int64_t t = 0; t < lengths[r]; ++t) b.attention_mask[r * b.seq_len + t] = 1;
+  return b;
+}
+
+TEST(GroupCuts, MicroBatchesHoldWholeGroupsPaddedAndPacked) {
+  // 5 groups of 3 rows.
+  const Batch b = grp_batch({2, 3, 2, 4, 4, 4, 1, 1, 1, 6, 5, 6, 2, 2, 2});
+  using Cuts = std::vector<std::pair<int64_t, int64_t>>;
+  // Padded, 7 rows at most: 2 groups a micro-batch.
+  EXPECT_EQ(micro_batch_cuts(b, BatchLayout::Padded, 7, 0, 0, -1, 3),
+            (Cuts{{0, 6}, {6, 6}, {12, 3}}));
+  // Fewer rows than a group: a group alone.
+  EXPECT_EQ(micro_batch_cuts(b, BatchLayout::Padded, 2, 0, 0, -1, 3).size(), 5u);
+  // Packed, 12 tokens at most: groups of 7, 12, 3, 17 (alone), 6 tokens.
+  EXPECT_EQ(micro_batch_cuts(b, BatchLayout::Packed, 15, 12, 0, -1, 3),
+            (Cuts{{0, 3}, {3, 3}, {6, 3}, {9, 3}, {12, 3}}));
+  EXPECT_EQ(micro_batch_cuts(b, BatchLayout::Packed, 15, 16, 0, -1, 3),
+            (Cuts{{0, 3}, {3, 6}, {9, 3}, {12, 3}}));
+  // Group size 1 is the row-wise cut.
+  EXPECT_EQ(micro_batch_cuts(b, BatchLayout::Padded, 7, 0),
+            micro_batch_cuts(b, BatchLayout::Padded, 7, 0, 0, -1, 1));
+}
+
+}  // namespace
+}  // namespace ftune
