@@ -131,7 +131,7 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
   model.add_to_plan(plan);
   adamw.add_to_plan(plan);
   InputStaging(model.options().max_batch, model.options().max_seq, PadRule{},
-               model.options().packed ? model.options().max_tokens : 0)
+               model.options().packed ? model.options().max_tokens : 0, model.config().num_labels())
       .add_to_plan(plan);
   return plan;
 }
