@@ -55,6 +55,10 @@ void read_jsonl(std::string_view content, const ColumnMap& c, ReadRows* out) {
     } catch (const nlohmann::json::parse_error& e) {
       bad(fmt::format("invalid JSON at column {}: {}", e.byte, io::parse_error_detail(e)));
       continue;
+    } catch (const nlohmann::json::out_of_range&) {
+      // A number too large for a double (1e400): nlohmann raises out_of_range, not parse_error.
+      bad("invalid JSON: a number too large for a double");
+      continue;
     }
     if (!obj.is_object()) {
       bad(fmt::format("expected a JSON object, got {}", io::json_type_name(obj)));

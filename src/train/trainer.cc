@@ -72,10 +72,15 @@ void Trainer::load_data_and_model() {
     // A checkpoint's head is kept as shipped; a task of another label count gets a new one.
     const ModelSpec shipped = load_model_spec(cfg_.model.path);
     const auto& task = data_.task;
+    const bool same_size = shipped.num_labels() == static_cast<int64_t>(data_.labels.names.size());
     if (task.scores())
-      spdlog::info("task: one score per row, training.loss {} ({}), head kept from {}",
-                   task.loss_name, loss_kind_name(task.loss), cfg_.model.path);
-    if (shipped.num_labels() != static_cast<int64_t>(data_.labels.names.size()))
+      spdlog::info("task: {}, training.loss {}{}",
+                   task.multi_label ? fmt::format("{} labels, any number per row",
+                                                  data_.labels.names.size())
+                                    : std::string("one score per row"),
+                   task.loss_name,
+                   same_size ? fmt::format(", the head of {} kept", cfg_.model.path) : "");
+    if (!same_size)
       spdlog::info(
           "{}: its config has {} label{}; this task has {} ({}): the output layer is made anew{}",
           cfg_.model.path, shipped.num_labels(), shipped.num_labels() == 1 ? "" : "s",

@@ -209,6 +209,7 @@ TEST_P(OneScoreFamily, OneLabelConfigIsAOneScoreModelForEveryFamily) {
     load_model_weights(model, c.model_dir, lo);
     if (model.adapters_on()) model.init_adapters(7);
     Batch b = c.batch;
+    b.labels.assign(static_cast<size_t>(b.size), 0);  // every row counts (the fixture's are classes)
     b.targets = {1.0f, 0.0f, 0.25f, 0.75f};
     b.targets.resize(static_cast<size_t>(b.size), 0.5f);
     model.set_batch(b);

@@ -79,7 +79,9 @@ TEST_F(ScoresCli, OneLogitHeadIsKeptTrainedWithBceAndPredictsScores) {
   write_score_task(path("val.jsonl"), 64, 2, binary);
   const CliResult r = run_ftune("train --config " + config(model));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("task: one score per row, training.loss bce"), std::string::npos)
+  EXPECT_NE(r.output.find("task: one score per row, training.loss bce, the head of " + model +
+                          " kept"),
+            std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("made anew"), std::string::npos) << "the one-logit head is kept";
   EXPECT_EQ(r.output.find("newly initialised"), std::string::npos) << r.output;
