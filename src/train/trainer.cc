@@ -84,7 +84,8 @@ void Trainer::load_data_and_model() {
       spdlog::info(
           "{}: its config has {} label{}; this task has {} ({}): the output layer is made anew{}",
           cfg_.model.path, shipped.num_labels(), shipped.num_labels() == 1 ? "" : "s",
-          data_.labels.names.size(), task.scores() ? "one score" : "class labels",
+          data_.labels.names.size(),
+          task.multi_label ? "multi-label" : task.scores() ? "one score" : "class labels",
           shipped.num_labels() == 1 && !task.scores()
               ? " (a one-score checkpoint trains with bce or mse: training.loss auto keeps its head)"
               : "");

@@ -174,8 +174,10 @@ TEST_F(ScoresCli, RegressionTrainsWithMseAndMinimisesMse) {
   const auto sts = [](int good, int row) { return json((good ? 4.0 : 1.0) + 0.25 * (row % 4)); };
   write_score_task(path("train.jsonl"), 256, 3, sts);
   write_score_task(path("val.jsonl"), 64, 4, sts);
+  // MSE on targets around 2.5 needs a larger step than the BCE runs (the score must travel).
   const CliResult r =
-      run_ftune("train --config " + config(model, "", "eval:\n  metric: mse\n  every_steps: 8\n"));
+      run_ftune("train --config " + config(model, "", "eval:\n  metric: mse\n  every_steps: 8\n") +
+                " training.learning_rate=1.0e-2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("training.loss mse"), std::string::npos) << r.output;
   const json summary = read_json_at(path("run/summary.json"));
@@ -197,8 +199,9 @@ TEST_F(ScoresCli, RegressionTrainsWithMseAndMinimisesMse) {
                                 path("val.jsonl") + " --output " + path("eval.json"));
   ASSERT_EQ(e.exit_code, 0) << e.output;
   const json ev = read_json_at(path("eval.json"));
-  EXPECT_NEAR(ev["pearson"].get<double>(), best["pearson"].get<double>(), 1e-9);
-  EXPECT_NEAR(ev["mse"].get<double>(), best["mse"].get<double>(), 1e-9);
+  // The same scores up to float summation order (eval batches padded, training's packed).
+  EXPECT_NEAR(ev["pearson"].get<double>(), best["pearson"].get<double>(), 1e-5);
+  EXPECT_NEAR(ev["mse"].get<double>(), best["mse"].get<double>(), 1e-6 * best["mse"].get<double>());
   const CliResult p = run_ftune("predict --model " + path("run/model") + " --data " +
                                 path("val.jsonl") + " --output " + path("pred.jsonl"));
   ASSERT_EQ(p.exit_code, 0) << p.output;
@@ -220,8 +223,9 @@ TEST_F(ScoresCli, DistillationFromATeacherColumnOnANewHeadSaysSo) {
   const auto any = [](int good, int) { return json(good); };
   write_score_task(path("train.jsonl"), 128, 5, any, "teacher");
   write_score_task(path("val.jsonl"), 32, 6, any, "teacher");
-  const CliResult r = run_ftune("train --config " +
-                                config(model, "  loss: distill_mse\n") + " data.teacher_field=teacher");
+  const CliResult r =
+      run_ftune("train --config " + config(model, "  loss: distill_mse\n") +
+                " data.teacher_field=teacher training.learning_rate=1.0e-2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("its config has 2 labels; this task has 1 (one score): the output layer "
                           "is made anew"),
@@ -233,13 +237,14 @@ TEST_F(ScoresCli, DistillationFromATeacherColumnOnANewHeadSaysSo) {
 }
 
 TEST_F(ScoresCli, MultiLabelTrainsOneSigmoidPerLabelWithPerLabelThresholds) {
-  // Labels by word: "good" when the second text says so, "red" / "car" when the first has them.
+  // Labels from the second text: "good" / "bad" as it starts, "alone" when it has no other word
+  // (a row may have two labels).
   const auto labels_of = [](const json& row) {
     json out = json::array();
-    const std::string text = row["text"], pair = row["text_pair"];
+    const std::string pair = row["text_pair"];
     if (pair.rfind("good", 0) == 0) out.push_back("good");
-    if (text.find("red") != std::string::npos) out.push_back("red");
-    if (text.find("car") != std::string::npos) out.push_back("car");
+    if (pair.rfind("bad", 0) == 0) out.push_back("bad");
+    if (pair.find(' ') == std::string::npos) out.push_back("alone");
     return out;
   };
   for (const std::string name : {"train.jsonl", "val.jsonl"}) {
@@ -255,17 +260,18 @@ TEST_F(ScoresCli, MultiLabelTrainsOneSigmoidPerLabelWithPerLabelThresholds) {
   const std::string model = path("ml");
   write_tiny_bert(model, 2);
   const CliResult r =
-      run_ftune("train --config " + config(model, "  loss: multi_label_bce\n  epochs: 4\n"));
+      run_ftune("train --config " + config(model, "  loss: multi_label_bce\n") +
+                " training.epochs=4 training.learning_rate=1.0e-2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("multi-label, 3 labels"), std::string::npos) << r.output;
   const json summary = read_json_at(path("run/summary.json"));
-  EXPECT_EQ(summary["labels"], json::array({"car", "good", "red"}));
+  EXPECT_EQ(summary["labels"], json::array({"alone", "bad", "good"}));
   const json& best = summary["best_eval"];
   EXPECT_GT(best["macro_roc_auc"].get<double>(), 0.85) << best.dump();
   ASSERT_EQ(best["at_threshold"]["per_label"].size(), 3u);
   const json cfg = read_json_at(path("run/model/config.json"));
   EXPECT_EQ(cfg["problem_type"], "multi_label_classification");
-  EXPECT_EQ(cfg["id2label"], (json{{"0", "car"}, {"1", "good"}, {"2", "red"}}));
+  EXPECT_EQ(cfg["id2label"], (json{{"0", "alone"}, {"1", "bad"}, {"2", "good"}}));
   const json thresholds = read_json_at(path("run/model/decision_threshold.json"));
   EXPECT_EQ(thresholds["margins"], best["at_threshold"]["margins"]);
   if (const char* out = std::getenv("FTUNE_SCORES_OUT"))
@@ -318,6 +324,7 @@ TEST_F(ScoresCli, BadTargetsAndCombinationsAreRefused) {
   r = run_ftune("train --config " + config(model, "  loss: hinge\n"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("training.loss"), std::string::npos) << r.output;
+  write_score_task(path("train.jsonl"), 16, 1, [](int good, int) { return json(good); });
   r = run_ftune("train --config " + config(model, "", "eval:\n  metric: pearson\n"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("key 'eval.metric': pearson is a regression metric"), std::string::npos)
