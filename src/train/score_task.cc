@@ -85,7 +85,9 @@ std::string resolve_eval_metric(const std::string& metric, const ScoreTask& task
                                 int64_t num_labels) {
   const bool regression_metric = metric == "pearson" || metric == "spearman" || metric == "mse" ||
                                  metric == "mae";
-  if (metric == "auto") return task.regression() ? "pearson" : "macro_f1";
+  // Distillation matches the teacher's scores, not only their order: mse (a scale-free Pearson
+  // would choose an early model whose scores correlate but sit far from the teacher's).
+  if (metric == "auto") return task.distill ? "mse" : task.regression() ? "pearson" : "macro_f1";
   if (metric == "loss") return metric;
   const bool multi_label_metric = metric == "micro_f1" || metric == "subset_accuracy" ||
                                   metric == "macro_roc_auc";

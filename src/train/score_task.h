@@ -65,8 +65,8 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
 // Whether a larger value of eval.metric `metric` is better: false for loss, mse and mae (the
 // metrics a run minimises), true for the others.
 bool metric_maximized(const std::string& metric);
-// eval.metric auto for a task: macro_f1 (classification, one-score BCE included), pearson for
-// regression and distillation. InputError naming eval.metric for a metric the task does not
+// eval.metric auto for a task: macro_f1 (classification, one-score BCE and multi-label
+// included), pearson for regression, mse for distillation. InputError naming eval.metric for a metric the task does not
 // compute (a regression metric on a classifier, roc_auc on more than 2 classes, ...).
 std::string resolve_eval_metric(const std::string& metric, const ScoreTask& task,
                                 int64_t num_labels);

@@ -195,6 +195,9 @@ TEST(ScoreTask, EvalMetricsAndTheirDirection) {
   bce.loss_name = "bce";
   const ScoreTask ce;
   EXPECT_EQ(resolve_eval_metric("auto", reg, 1), "pearson");
+  ScoreTask distill = reg;
+  distill.distill = true;
+  EXPECT_EQ(resolve_eval_metric("auto", distill, 1), "mse");
   EXPECT_EQ(resolve_eval_metric("auto", bce, 1), "macro_f1");
   EXPECT_EQ(resolve_eval_metric("roc_auc", bce, 1), "roc_auc");  // one score is binary
   EXPECT_EQ(resolve_eval_metric("spearman", reg, 1), "spearman");

@@ -232,8 +232,11 @@ TEST_F(ScoresCli, DistillationFromATeacherColumnOnANewHeadSaysSo) {
             std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("targets from column 'teacher'"), std::string::npos) << r.output;
-  const json best = read_json_at(path("run/summary.json"))["best_eval"];
+  const json summary = read_json_at(path("run/summary.json"));
+  EXPECT_EQ(summary["eval_metric"], "mse");  // auto for distillation: the teacher's scale matters
+  const json& best = summary["best_eval"];
   EXPECT_GT(best["pearson"].get<double>(), 0.8) << best.dump();
+  EXPECT_LT(best["mse"].get<double>(), 1.0) << best.dump();
 }
 
 TEST_F(ScoresCli, MultiLabelTrainsOneSigmoidPerLabelWithPerLabelThresholds) {
