@@ -66,7 +66,8 @@ void run(const PredictArgs& a) {
   const bool multi_label = !one_score && spec.problem_type() == "multi_label_classification";
   if (a.threshold && ((config.num_labels() > 2 && !multi_label) || regression))
     throw InputError(fmt::format(
-        "--threshold applies to binary models (2 labels, or one score trained with bce); {} has {}",
+        "--threshold applies to binary models; {} has {} (binary: 2 labels, one score trained "
+        "with bce, or a multi-label model)",
         a.model, regression ? "a regression score" : fmt::format("{} labels", config.num_labels())));
   const Device device = usable_device(a.device, "--device");
   const std::optional<text::PairTemplate> tmpl =

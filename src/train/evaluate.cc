@@ -18,9 +18,9 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
   const bool scores = loss_options.kind != LossKind::CrossEntropy;
   FTUNE_ASSERT(!scores || K == 1 || (loss_options.kind == LossKind::Bce && multi_label),
                "score evaluation of {} scores per row needs multi-label metrics", K);
+  if (K == 1 || loss_options.kind != LossKind::Bce) multi_label = nullptr;
   FTUNE_ASSERT(!multi_label || !ranks || !ranks->distributed(),
                "multi-label evaluation is not sharded over ranks");
-  if (K == 1 || loss_options.kind != LossKind::Bce) multi_label = nullptr;
   FTUNE_ASSERT(loss_options.kind != LossKind::Mse || regression != nullptr,
                "regression evaluation without RegressionMetrics");
   if (loss_options.kind != LossKind::Mse) regression = nullptr;
