@@ -216,6 +216,28 @@ TEST_F(ScoresCli, RegressionTrainsWithMseAndMinimisesMse) {
   EXPECT_NE(page.find("<th>pearson</th>"), std::string::npos);
 }
 
+TEST_F(ScoresCli, RegressionEvaluationOverTwoRanksSeesEveryRow) {
+  // Each rank evaluates a share of the batches; the (score, target) pairs are gathered so that
+  // every rank's Spearman ranks all the rows: the same metrics as one process.
+  const std::string model = path("reg");
+  write_tiny_bert(model, 1);
+  const auto sts = [](int good, int row) { return json((good ? 4.0 : 1.0) + 0.25 * (row % 4)); };
+  write_score_task(path("train.jsonl"), 64, 3, sts);
+  write_score_task(path("val.jsonl"), 48, 4, sts);
+  const std::string cfg = config(model, "  loss: mse\n") +
+                          " training.epochs=1 training.batch_size=4 training.effective_batch_size=8";
+  const CliResult one = run_ftune("train --config " + cfg);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const json a = read_json_at(path("run/summary.json"))["best_eval"];
+  fs::remove_all(path("run"));
+  const CliResult two = run_ftune_ranks(2, "train --config " + cfg);
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const json b = read_json_at(path("run/summary.json"))["best_eval"];
+  EXPECT_EQ(b["rows"], 48);
+  for (const char* k : {"mse", "mae", "pearson", "spearman"})
+    EXPECT_NEAR(b[k].get<double>(), a[k].get<double>(), 1e-5) << k;
+}
+
 TEST_F(ScoresCli, DistillationFromATeacherColumnOnANewHeadSaysSo) {
   // A two-label checkpoint asked for distill_mse: one score, a new head, said in the log.
   const std::string model = path("two");
