@@ -41,7 +41,9 @@ const std::vector<CategoryInfo>& category_list() {
       {"activation gradients", "reused across layers"},
       {"workspace", "attention and layer-norm scratch, LoRA dropout"},
       {"GEMM workspace", "none on the CPU"},
-      {"input staging", "token ids, types, positions, mask, labels; two staged copies (double buffer)"},
+      {"input staging",
+       "token ids, types, positions, mask, labels, float targets of score tasks; two staged "
+       "copies (double buffer)"},
       {"step scalars", "loss, gradient norm, clip factor, skip counters, AdamW's t (on device)"},
   };
   return list;
