@@ -51,8 +51,8 @@ void run(const EvalArgs& a) {
   const ModelInfo& config = model_spec.info();
   const int64_t K = config.num_labels();
   const bool regression = K == 1 && model_spec.problem_type() == "regression";
-  if (a.has_threshold && ((K > 2 && model_spec.problem_type() != "multi_label_classification") ||
-                          regression))
+  if (a.has_threshold &&
+      ((K > 2 && model_spec.problem_type() != "multi_label_classification") || regression))
     throw InputError(
         fmt::format("--threshold applies to binary models; {} has {} labels", a.model, K));
   const std::optional<text::PairTemplate> tmpl =

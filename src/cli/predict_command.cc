@@ -3,11 +3,11 @@
 // regression head) the score (the logit) and, unless its problem_type is regression, its
 // probability sigmoid(score) (and "decision", score > the threshold, when training chose one or
 // --threshold gives it); for a multi-label model (problem_type multi_label_classification) the
-// probability of each label and the labels above their thresholds. Lines are either tokenized ({"input_ids": [...],
-// "token_type_ids": [...]}) or text ({"text": ..., "text_pair": ...}, tokenized with DIR's
-// tokenizer.json exactly as transformers would, truncated to the model's length; formatted with
-// --pair-template or the template training saved in DIR/ftune.json, if any). The output is
-// written atomically: on any error nothing is left at --output.
+// probability of each label and the labels above their thresholds. Lines are either tokenized
+// ({"input_ids": [...], "token_type_ids": [...]}) or text ({"text": ..., "text_pair": ...},
+// tokenized with DIR's tokenizer.json exactly as transformers would, truncated to the model's
+// length; formatted with --pair-template or the template training saved in DIR/ftune.json, if
+// any). The output is written atomically: on any error nothing is left at --output.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -68,7 +68,8 @@ void run(const PredictArgs& a) {
     throw InputError(fmt::format(
         "--threshold applies to binary models; {} has {} (binary: 2 labels, one score trained "
         "with bce, or a multi-label model)",
-        a.model, regression ? "a regression score" : fmt::format("{} labels", config.num_labels())));
+        a.model,
+        regression ? "a regression score" : fmt::format("{} labels", config.num_labels())));
   const Device device = usable_device(a.device, "--device");
   const std::optional<text::PairTemplate> tmpl =
       text::resolve_pair_template(a.pair_template, "--pair-template", a.model);
@@ -136,18 +137,20 @@ void run(const PredictArgs& a) {
   const std::string saved = (std::filesystem::path(a.model) / "decision_threshold.json").string();
   // Multi-label: a logit threshold per label (decision_threshold.json's margins, chosen on
   // validation; --threshold: one probability for every label; else probability 0.5).
-  std::vector<double> label_margins(static_cast<size_t>(config.num_labels()),
-                                    a.threshold ? std::log(*a.threshold / (1 - *a.threshold)) : 0.0);
+  std::vector<double> label_margins(
+      static_cast<size_t>(config.num_labels()),
+      a.threshold ? std::log(*a.threshold / (1 - *a.threshold)) : 0.0);
   if (multi_label && !a.threshold && std::filesystem::exists(saved)) {
     const nlohmann::json d = io::read_json_file(saved);
     if (!d.contains("margins") || !d["margins"].is_array() ||
         d["margins"].size() != label_margins.size())
-      throw InputError(fmt::format("{}: expected 'margins', one per label ({})", saved,
-                                   label_margins.size()));
+      throw InputError(
+          fmt::format("{}: expected 'margins', one per label ({})", saved, label_margins.size()));
     label_margins = d["margins"].get<std::vector<double>>();
-    spdlog::info("multi-label decisions at the per-label thresholds training chose on validation "
-                 "({}; --threshold overrides)",
-                 saved);
+    spdlog::info(
+        "multi-label decisions at the per-label thresholds training chose on validation "
+        "({}; --threshold overrides)",
+        saved);
   }
   if (!a.threshold && !regression && !multi_label && pred.config.num_labels() <= 2 &&
       std::filesystem::exists(saved)) {

@@ -25,7 +25,9 @@ struct Batch {
   // Real tokens of row r: right-padded, so up to its last unmasked position.
   int64_t row_length(int64_t r) const;
   // W: float targets per row (0 without them).
-  int64_t target_width() const { return size > 0 ? static_cast<int64_t>(targets.size()) / size : 0; }
+  int64_t target_width() const {
+    return size > 0 ? static_cast<int64_t>(targets.size()) / size : 0;
+  }
 };
 
 // Rows [row0, row0 + rows) of a right-padded batch, padded only to their own longest (the same

@@ -30,7 +30,8 @@ std::optional<float> score_target(const std::string& text, ScoreTargets kind,
                                   const std::string& key, std::string* problem) {
   // The whole text must be a decimal number (strtod would also take "0x1p3", "inf" or "nan":
   // refused by the checks below, the hexadecimal by the character set).
-  const bool plain = !text.empty() && text.find_first_not_of("0123456789+-.eE") == std::string::npos;
+  const bool plain =
+      !text.empty() && text.find_first_not_of("0123456789+-.eE") == std::string::npos;
   char* end = nullptr;
   const double v = plain ? std::strtod(text.c_str(), &end) : 0.0;
   if (!plain || end != text.c_str() + text.size()) {
@@ -110,7 +111,8 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
       // The data's labels: every label any row lists, each once, ordered as a label set is.
       std::vector<RawExample> named;
       for (const RawExample& e : rows.examples)
-        for (const std::string& l : e.label_list) named.push_back(RawExample{"", {}, l, {}, e.line});
+        for (const std::string& l : e.label_list)
+          named.push_back(RawExample{"", {}, l, {}, e.line});
       if (named.empty())
         throw InputError(fmt::format("{}: no row lists any label (multi-label)", spec.path));
       ds.labels = LabelSet::from_examples(named, spec.path);
@@ -146,15 +148,16 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
                        [](const BadRow& a, const BadRow& b) { return a.line < b.line; });
   } else if (spec.targets != ScoreTargets::kLabels) {
     // A score task: the label set is the model's own (one name); the column holds float targets.
-    ds.labels = LabelSet::from_names(spec.labels.names.empty() ? std::vector<std::string>{"LABEL_0"}
-                                                               : spec.labels.names,
-                                     spec.labels_key);
+    ds.labels = LabelSet::from_names(
+        spec.labels.names.empty() ? std::vector<std::string>{"LABEL_0"} : spec.labels.names,
+        spec.labels_key);
     std::vector<RawExample> kept;
     kept.reserve(rows.examples.size());
     const size_t bad_before = bad.size();
     for (RawExample& e : rows.examples) {
       std::string problem;
-      const std::optional<float> t = score_target(e.label, spec.targets, spec.targets_key, &problem);
+      const std::optional<float> t =
+          score_target(e.label, spec.targets, spec.targets_key, &problem);
       if (!t) {
         bad.push_back({e.line, std::move(problem)});
         continue;

@@ -22,8 +22,8 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>

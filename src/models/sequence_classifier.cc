@@ -8,8 +8,8 @@
 
 #include "core/memory.h"
 #include "models/adapters.h"
-#include "ops/cast.h"
 #include "ops/bce_with_logits.h"
+#include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/mse_loss.h"
 
@@ -268,9 +268,10 @@ void SequenceClassifier::set_batch(const TokenBatch& b) {
   has_targets_ = !b.targets.empty();
   if (has_targets_) {
     if (static_cast<int64_t>(b.targets.size()) != b.rows * spec_.num_labels())
-      throw InputError(fmt::format("batch of {} rows has {} float targets; the model has {} scores "
-                                   "per row",
-                                   b.rows, b.targets.size(), spec_.num_labels()));
+      throw InputError(
+          fmt::format("batch of {} rows has {} float targets; the model has {} scores "
+                      "per row",
+                      b.rows, b.targets.size(), spec_.num_labels()));
     copy_f32(targets_, b.targets);
   }
 }
@@ -293,9 +294,9 @@ void SequenceClassifier::use_inputs(const TokenInputs& in, TensorView labels, Te
   FTUNE_ASSERT(labels.dtype == DType::I32 && labels.shape == Shape{in.B} &&
                    labels.device == all_values_.device,
                "use_inputs: expected ({}) i32 labels, got {}", in.B, labels.describe());
-  FTUNE_ASSERT(!targets.defined() ||
-                   (targets.dtype == DType::F32 && targets.shape == Shape({in.B, spec_.num_labels()}) &&
-                    targets.device == all_values_.device),
+  FTUNE_ASSERT(!targets.defined() || (targets.dtype == DType::F32 &&
+                                      targets.shape == Shape({in.B, spec_.num_labels()}) &&
+                                      targets.device == all_values_.device),
                "use_inputs: expected ({}, {}) f32 targets, got {}", in.B, spec_.num_labels(),
                targets.describe());
   inputs_ = in;
@@ -405,7 +406,7 @@ void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale,
                       loss_scale_at);
   else
     cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale,
-                         loss_scale_at);
+                           loss_scale_at);
   model_->backward(dlogits, current_inputs(), dropout);
 }
 

@@ -1,7 +1,8 @@
 // A sequence classifier over planned memory, for any model family (models/backbone.h): the
-// family's backbone and head + its loss (cross-entropy, or BCE / MSE on float targets), with explicit forward and backward passes. The
-// parameters (HF names), adapters, the 16-bit weight shadow, inputs and loss are handled here,
-// the same for every family; the family's BackboneModel runs the layers.
+// family's backbone and head + its loss (cross-entropy, or BCE / MSE on float targets), with
+// explicit forward and backward passes. The parameters (HF names), adapters, the 16-bit weight
+// shadow, inputs and loss are handled here, the same for every family; the family's BackboneModel
+// runs the layers.
 //
 // Memory is planned, then bound: the classifier first adds every buffer it needs (parameters,
 // gradients, activations for the largest batch, inputs, workspace) to an ArenaPlan; the caller
@@ -23,11 +24,11 @@
 //
 // Mixed precision (options.compute bf16 / f16, autocast semantics; models/encoder.h): the fp32
 // parameters are the master weights; "shadow/layers" holds the encoder layers' weights in the
-// compute type for the GEMMs (the family's gemm_weight_range). In full fine-tuning the optimizer writes it in its own update pass
-// (optimizer_shadow(): the shadow is a sub-range of the trainable parameters, AdamW::apply takes
-// it with its offset) and weights_updated(true) keeps it; otherwise (weights written by a loader,
-// frozen_weights_changed(); an optimizer that did not write it, weights_updated()) a cast pass
-// rewrites it before the next forward.
+// compute type for the GEMMs (the family's gemm_weight_range). In full fine-tuning the optimizer
+// writes it in its own update pass (optimizer_shadow(): the shadow is a sub-range of the trainable
+// parameters, AdamW::apply takes it with its offset) and weights_updated(true) keeps it; otherwise
+// (weights written by a loader, frozen_weights_changed(); an optimizer that did not write it,
+// weights_updated()) a cast pass rewrites it before the next forward.
 //
 // Frozen weights stay 16-bit (frozen_16bit(): LoRA adapters with bf16 / f16 compute): the frozen
 // layers' GEMM weights (the rank-2 parameters of gemm_weight_range) are stored once, in the
@@ -35,9 +36,10 @@
 // embedding tables before the layers (the family's ModuleKind::Embedding modules: token, position
 // and token-type tables, "param/embeddings16", read by the embedding lookup, ops/embedding.h); the
 // other parameters stay fp32 in three buffers (the embeddings' LayerNorm before the layers, the
-// layers' biases and norms, the head and adapters after them). param(name) views each where it lives (a 16-bit view for those
-// GEMM weights: loaders and savers convert, core/memory.h convert_copy); param_values() is
-// undefined. DoRA keeps the fp32 base (its weight norms and its dropout GEMM read fp32 weights).
+// layers' biases and norms, the head and adapters after them). param(name) views each where it
+// lives (a 16-bit view for those GEMM weights: loaders and savers convert, core/memory.h
+// convert_copy); param_values() is undefined. DoRA keeps the fp32 base (its weight norms and its
+// dropout GEMM read fp32 weights).
 #pragma once
 
 #include <optional>

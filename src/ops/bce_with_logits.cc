@@ -31,15 +31,14 @@ void bce_with_logits_forward(TensorView loss, TensorView probs, TensorView logit
   check_f32(op, "probs", probs, logits.shape);
   check_f32(op, "loss", loss, Shape{1});
   const Device dev = common_device(op, {loss, probs, logits, targets, labels});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::bce_with_logits_forward(loss.data_as<float>(), probs.data_as<float>(),
-                                              logits.data_as<float>(), targets.data_as<float>(),
-                                              labels_or_null(labels), logits.dim(0),
-                                              logits.dim(1)),
-                 cuda::bce_with_logits_forward(loss.data_as<float>(), probs.data_as<float>(),
-                                               logits.data_as<float>(), targets.data_as<float>(),
-                                               labels_or_null(labels), logits.dim(0),
-                                               logits.dim(1)));
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::bce_with_logits_forward(loss.data_as<float>(), probs.data_as<float>(),
+                                   logits.data_as<float>(), targets.data_as<float>(),
+                                   labels_or_null(labels), logits.dim(0), logits.dim(1)),
+      cuda::bce_with_logits_forward(loss.data_as<float>(), probs.data_as<float>(),
+                                    logits.data_as<float>(), targets.data_as<float>(),
+                                    labels_or_null(labels), logits.dim(0), logits.dim(1)));
 }
 
 void bce_with_logits_backward(TensorView dlogits, TensorView probs, TensorView targets,
@@ -52,8 +51,8 @@ void bce_with_logits_backward(TensorView dlogits, TensorView probs, TensorView t
   FTUNE_DISPATCH(op, dev,
                  cpu::bce_with_logits_backward(dlogits.data_as<float>(), probs.data_as<float>(),
                                                targets.data_as<float>(), labels_or_null(labels),
-                                               dloss_at ? dloss * *dloss_at : dloss,
-                                               probs.dim(0), probs.dim(1)),
+                                               dloss_at ? dloss * *dloss_at : dloss, probs.dim(0),
+                                               probs.dim(1)),
                  cuda::bce_with_logits_backward(dlogits.data_as<float>(), probs.data_as<float>(),
                                                 targets.data_as<float>(), labels_or_null(labels),
                                                 dloss, dloss_at, probs.dim(0), probs.dim(1)));

@@ -8,7 +8,9 @@
 namespace ftune::cpu {
 namespace {
 
-bool counted(const int32_t* labels, int64_t i) { return !labels || labels[i] >= 0; }
+bool counted(const int32_t* labels, int64_t i) {
+  return !labels || labels[i] >= 0;
+}
 
 int64_t counted_rows(const int32_t* labels, int64_t B) {
   int64_t n = 0;

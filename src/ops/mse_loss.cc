@@ -45,13 +45,13 @@ void mse_loss_backward(TensorView dlogits, TensorView residual, TensorView label
   check_mse(op, residual, labels);
   check_f32(op, "dlogits", dlogits, residual.shape);
   const Device dev = common_device(op, {dlogits, residual, labels});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::mse_loss_backward(dlogits.data_as<float>(), residual.data_as<float>(),
-                                        mask_of(labels), dloss_at ? dloss * *dloss_at : dloss,
-                                        residual.dim(0), residual.dim(1)),
-                 cuda::mse_loss_backward(dlogits.data_as<float>(), residual.data_as<float>(),
-                                         mask_of(labels), dloss, dloss_at, residual.dim(0),
-                                         residual.dim(1)));
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::mse_loss_backward(dlogits.data_as<float>(), residual.data_as<float>(), mask_of(labels),
+                             dloss_at ? dloss * *dloss_at : dloss, residual.dim(0),
+                             residual.dim(1)),
+      cuda::mse_loss_backward(dlogits.data_as<float>(), residual.data_as<float>(), mask_of(labels),
+                              dloss, dloss_at, residual.dim(0), residual.dim(1)));
 }
 
 }  // namespace ftune

@@ -5,7 +5,9 @@
 namespace ftune::cpu {
 namespace {
 
-bool row_counted(const int32_t* labels, int64_t i) { return !labels || labels[i] >= 0; }
+bool row_counted(const int32_t* labels, int64_t i) {
+  return !labels || labels[i] >= 0;
+}
 
 int64_t rows_counted(const int32_t* labels, int64_t B) {
   int64_t n = 0;

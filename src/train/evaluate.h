@@ -20,12 +20,12 @@
 
 #include "data/examples.h"
 #include "models/sequence_classifier.h"
+#include "train/input_staging.h"
 #include "train/metrics.h"
 #include "train/multilabel_metrics.h"
-#include "train/regression_metrics.h"
-#include "train/input_staging.h"
 #include "train/process_group.h"
 #include "train/progress.h"
+#include "train/regression_metrics.h"
 
 namespace ftune {
 
@@ -33,8 +33,8 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress = nullptr,
-                               const std::string& name = "eval",
-                               InputStaging* staging = nullptr, ProcessGroup* ranks = nullptr,
+                               const std::string& name = "eval", InputStaging* staging = nullptr,
+                               ProcessGroup* ranks = nullptr,
                                RegressionMetrics* regression = nullptr,
                                MultiLabelMetrics* multi_label = nullptr);
 

@@ -180,8 +180,8 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
     dst += len;
   }
   const int64_t w = step.target_width();
-  FTUNE_ASSERT(w == 0 || w == target_width_, "a batch of {} targets per row; staging planned for {}",
-               w, target_width_);
+  FTUNE_ASSERT(w == 0 || w == target_width_,
+               "a batch of {} targets per row; staging planned for {}", w, target_width_);
   if (w > 0)
     std::memcpy(labels + rows, step.targets.data() + row0 * w,
                 static_cast<size_t>(rows * w) * sizeof(float));

@@ -4,9 +4,10 @@
 // arena ("input/staged/0", "input/staged/1": the micro-batch's MicroParams (core/philox.h: its
 // dropout place, loss share and gradient scale, read by the kernels so that a replayed CUDA graph
 // sees them), then ids, type ids, position ids and mask of up to max_rows x max_seq tokens, then
-// max_rows labels and max_rows x W float targets (score tasks; W = 0 without); packed: ids, type ids and position ids of up to max_tokens tokens, the row
-// starts, the labels and the targets — data/token_batch.h's layouts), used in turn, and one fixed device
-// buffer of the same size ("input/graph") that the model reads:
+// max_rows labels and max_rows x W float targets (score tasks; W = 0 without); packed: ids, type
+// ids and position ids of up to max_tokens tokens, the row starts, the labels and the targets —
+// data/token_batch.h's layouts), used in turn, and one fixed device buffer of the same size
+// ("input/graph") that the model reads:
 //   stage(k)    host: wait until slot k's previous copy has left its host buffer (normally long
 //               done), fill it; copy stream: wait until the compute stream released slot k, copy,
 //               record "copied k"

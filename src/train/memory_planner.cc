@@ -26,11 +26,13 @@ struct CategoryInfo {
 // The categories in print order, with what each holds.
 const std::vector<CategoryInfo>& category_list() {
   static const std::vector<CategoryInfo> list = {
-      {"parameters", "fp32 weights (base model, adapters, head); with LoRA and bf16 / f16 "
-                     "compute the frozen layers' GEMM weights in that type alone"},
+      {"parameters",
+       "fp32 weights (base model, adapters, head); with LoRA and bf16 / f16 "
+       "compute the frozen layers' GEMM weights in that type alone"},
       {"master weights", "none: in fp32 the parameters are the master copy"},
-      {"weight shadow", "mixed precision: bf16 / f16 copy of the encoder layers' weights for the "
-                        "GEMMs (none in fp32)"},
+      {"weight shadow",
+       "mixed precision: bf16 / f16 copy of the encoder layers' weights for the "
+       "GEMMs (none in fp32)"},
       {"gradients", "fp32, trainable parameters only"},
       {"optimizer state", "AdamW exp_avg + exp_avg_sq, fp32"},
       {"adapter caches", "DoRA: ||W||^2 and weight norms per adapted linear"},

@@ -13,13 +13,17 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json num(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
 
 double f1_of(int64_t tp, int64_t fp, int64_t fn) {
   return tp == 0 ? 0.0 : 2.0 * double(tp) / double(2 * tp + fp + fn);
 }
 
-double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+double sigmoid(double z) {
+  return 1.0 / (1.0 + std::exp(-z));
+}
 
 }  // namespace
 
@@ -126,14 +130,15 @@ nlohmann::json MultiLabelMetrics::to_json(const std::vector<double>& thresholds)
       auc_sum += auc;
       ++auc_labels;
     }
-    per.push_back({{"label", labels_[c]},
-                   {"support", support[c]},
-                   {"precision", num(tp[c] + fp[c] > 0 ? double(tp[c]) / double(tp[c] + fp[c]) : 0.0)},
-                   {"recall", num(support[c] > 0 ? double(tp[c]) / double(support[c]) : kNaN)},
-                   {"f1", f},
-                   {"roc_auc", num(auc)},
-                   {"threshold", sigmoid(thresholds[c])},
-                   {"margin", thresholds[c]}});
+    per.push_back(
+        {{"label", labels_[c]},
+         {"support", support[c]},
+         {"precision", num(tp[c] + fp[c] > 0 ? double(tp[c]) / double(tp[c] + fp[c]) : 0.0)},
+         {"recall", num(support[c] > 0 ? double(tp[c]) / double(support[c]) : kNaN)},
+         {"f1", f},
+         {"roc_auc", num(auc)},
+         {"threshold", sigmoid(thresholds[c])},
+         {"margin", thresholds[c]}});
   }
   return {{"rows", rows_},
           {"loss", num(mean_loss())},

@@ -41,8 +41,8 @@ class MultiLabelMetrics {
 
  private:
   std::vector<std::string> labels_;
-  std::vector<float> scores_;    // (rows, K)
-  std::vector<uint8_t> truth_;   // (rows, K)
+  std::vector<float> scores_;   // (rows, K)
+  std::vector<uint8_t> truth_;  // (rows, K)
   int64_t rows_ = 0;
   double loss_sum_ = 0;
   int64_t loss_rows_ = 0;

@@ -51,15 +51,15 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
   }
   task.loss = loss == "bce" ? LossKind::Bce : LossKind::Mse;
   task.distill = loss == "distill_mse";
-  const std::string why = t.loss == "auto"
-                              ? fmt::format("training.loss auto: {} for the one-score head of {}",
-                                            loss, cfg.model.path)
-                              : fmt::format("training.loss {}", loss);
+  const std::string why =
+      t.loss == "auto"
+          ? fmt::format("training.loss auto: {} for the one-score head of {}", loss, cfg.model.path)
+          : fmt::format("training.loss {}", loss);
   if (cfg.model.labels.size() > 1)
-    throw InputError(fmt::format(
-        "key 'model.labels' lists {} labels, but {} trains one score per row; remove "
-        "model.labels, or set training.loss: cross_entropy for a classifier",
-        cfg.model.labels.size(), why));
+    throw InputError(
+        fmt::format("key 'model.labels' lists {} labels, but {} trains one score per row; remove "
+                    "model.labels, or set training.loss: cross_entropy for a classifier",
+                    cfg.model.labels.size(), why));
   if (t.label_smoothing > 0)
     throw InputError(fmt::format(
         "key 'training.label_smoothing' applies to cross_entropy only; {} (set it to 0)", why));
@@ -69,7 +69,8 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
   if (!cfg.model.labels.empty())
     task.score_labels = cfg.model.labels;
   else
-    task.score_labels = one_score ? checkpoint.info().id2label : std::vector<std::string>{"LABEL_0"};
+    task.score_labels =
+        one_score ? checkpoint.info().id2label : std::vector<std::string>{"LABEL_0"};
   // Saved as transformers would train it: regression heads say so (its MSE loss); a BCE score
   // head keeps no problem_type (transformers would read one label as regression only if told).
   task.set_problem_type = true;
@@ -83,14 +84,14 @@ bool metric_maximized(const std::string& metric) {
 
 std::string resolve_eval_metric(const std::string& metric, const ScoreTask& task,
                                 int64_t num_labels) {
-  const bool regression_metric = metric == "pearson" || metric == "spearman" || metric == "mse" ||
-                                 metric == "mae";
+  const bool regression_metric =
+      metric == "pearson" || metric == "spearman" || metric == "mse" || metric == "mae";
   // Distillation matches the teacher's scores, not only their order: mse (a scale-free Pearson
   // would choose an early model whose scores correlate but sit far from the teacher's).
   if (metric == "auto") return task.distill ? "mse" : task.regression() ? "pearson" : "macro_f1";
   if (metric == "loss") return metric;
-  const bool multi_label_metric = metric == "micro_f1" || metric == "subset_accuracy" ||
-                                  metric == "macro_roc_auc";
+  const bool multi_label_metric =
+      metric == "micro_f1" || metric == "subset_accuracy" || metric == "macro_roc_auc";
   if (task.multi_label) {
     if (!multi_label_metric && metric != "macro_f1")
       throw InputError(fmt::format(
@@ -114,8 +115,8 @@ std::string resolve_eval_metric(const std::string& metric, const ScoreTask& task
         metric, task.loss_name));
   const bool binary = num_labels == 2 || task.binary_score();
   if ((metric == "roc_auc" || metric == "average_precision") && !binary)
-    throw InputError(fmt::format("key 'eval.metric': {} needs a binary task; this one has {} labels",
-                                 metric, num_labels));
+    throw InputError(fmt::format(
+        "key 'eval.metric': {} needs a binary task; this one has {} labels", metric, num_labels));
   return metric;
 }
 

@@ -17,8 +17,8 @@
 //   auto           a checkpoint with one label (num_labels: 1 or a one-entry id2label) is a
 //                  single-score model: bce, or mse when its problem_type is "regression"; a
 //                  checkpoint whose problem_type is "multi_label_classification" is
-//                  multi_label_bce; any other checkpoint (a head of K >= 2 labels, or none: a base encoder) is
-//                  cross_entropy
+//                  multi_label_bce; any other checkpoint (a head of K >= 2 labels, or none: a base
+//                  encoder) is cross_entropy
 // A checkpoint's one-score head is kept as shipped; a new head is made only when the task has
 // another number of labels (a score loss on a K >= 2 head, cross_entropy on a one-score head), and
 // the run says so. label_smoothing and class_weights apply to cross_entropy only.
@@ -37,7 +37,7 @@ namespace ftune {
 
 struct ScoreTask {
   LossKind loss = LossKind::CrossEntropy;
-  bool distill = false;  // distill_mse: the targets are data.teacher_field's scores
+  bool distill = false;      // distill_mse: the targets are data.teacher_field's scores
   bool multi_label = false;  // multi_label_bce: K labels, a list of them per row
   // Score tasks: the head's labels (the checkpoint's one name, else LABEL_0; multi-label:
   // model.labels, else a multi-label checkpoint's id2label, else empty: from the data). Empty for
@@ -66,8 +66,9 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
 // metrics a run minimises), true for the others.
 bool metric_maximized(const std::string& metric);
 // eval.metric auto for a task: macro_f1 (classification, one-score BCE and multi-label
-// included), pearson for regression, mse for distillation. InputError naming eval.metric for a metric the task does not
-// compute (a regression metric on a classifier, roc_auc on more than 2 classes, ...).
+// included), pearson for regression, mse for distillation. InputError naming eval.metric for a
+// metric the task does not compute (a regression metric on a classifier, roc_auc on more than 2
+// classes, ...).
 std::string resolve_eval_metric(const std::string& metric, const ScoreTask& task,
                                 int64_t num_labels);
 

@@ -91,9 +91,9 @@ struct TrainConfig {
     int64_t warmup_steps = 0;  // > 0 overrides warmup_ratio
     std::string schedule = "linear";
     double max_grad_norm = 1.0;
-    // auto | cross_entropy | bce | mse | distill_mse | multi_label_bce (train/score_task.h): auto is cross_entropy
-    // for a head of K >= 2 labels, bce for a one-score head (mse when the checkpoint's
-    // problem_type is regression).
+    // auto | cross_entropy | bce | mse | distill_mse | multi_label_bce (train/score_task.h): auto
+    // is cross_entropy for a head of K >= 2 labels, bce for a one-score head (mse when the
+    // checkpoint's problem_type is regression).
     std::string loss = "auto";
     double label_smoothing = 0.0;
     // Loss weight per class: a list in id order, or a map label name -> weight (labels left out

@@ -148,10 +148,11 @@ void check_training_targets(const TrainConfig& cfg, const ScoreTask& task,
         "{}: every training row has the target {} (column '{}'); training on one value teaches "
         "nothing",
         path, lo, task.target_field(cfg)));
-  spdlog::info("{}: {} targets from column '{}' (training.loss {}): min {:g}, max {:g}, mean {:g}{}",
-               path, raw.targets.size(), task.target_field(cfg), task.loss_name, lo, hi,
-               sum / double(raw.targets.size()),
-               task.binary_score() ? fmt::format(", {} of them >= 0.5", positives) : "");
+  spdlog::info(
+      "{}: {} targets from column '{}' (training.loss {}): min {:g}, max {:g}, mean {:g}{}", path,
+      raw.targets.size(), task.target_field(cfg), task.loss_name, lo, hi,
+      sum / double(raw.targets.size()),
+      task.binary_score() ? fmt::format(", {} of them >= 0.5", positives) : "");
 }
 
 TokenizedSplit make_split(const std::string& name, const std::string& source,
@@ -198,11 +199,10 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
   TrainData out;
   out.task = resolve_score_task(cfg, load_model_spec(cfg.model.path));
   data::RawDataset raw_train;
-  data::DatasetReport train_report =
-      data::read_dataset(spec_for(cfg, d.train,
-                                  out.task.multi_label ? out.task.score_labels : cfg.model.labels,
-                                  true, out.task),
-                         &raw_train);
+  data::DatasetReport train_report = data::read_dataset(
+      spec_for(cfg, d.train, out.task.multi_label ? out.task.score_labels : cfg.model.labels, true,
+               out.task),
+      &raw_train);
   out.files.push_back(d.train);
   const bool any_pair =
       std::any_of(raw_train.examples.begin(), raw_train.examples.end(),

@@ -74,21 +74,22 @@ void Trainer::load_data_and_model() {
     const auto& task = data_.task;
     const bool same_size = shipped.num_labels() == static_cast<int64_t>(data_.labels.names.size());
     if (task.scores())
-      spdlog::info("task: {}, training.loss {}{}",
-                   task.multi_label ? fmt::format("{} labels, any number per row",
-                                                  data_.labels.names.size())
-                                    : std::string("one score per row"),
-                   task.loss_name,
-                   same_size ? fmt::format(", the head of {} kept", cfg_.model.path) : "");
+      spdlog::info(
+          "task: {}, training.loss {}{}",
+          task.multi_label ? fmt::format("{} labels, any number per row", data_.labels.names.size())
+                           : std::string("one score per row"),
+          task.loss_name, same_size ? fmt::format(", the head of {} kept", cfg_.model.path) : "");
     if (!same_size)
       spdlog::info(
           "{}: its config has {} label{}; this task has {} ({}): the output layer is made anew{}",
           cfg_.model.path, shipped.num_labels(), shipped.num_labels() == 1 ? "" : "s",
           data_.labels.names.size(),
-          task.multi_label ? "multi-label" : task.scores() ? "one score" : "class labels",
-          shipped.num_labels() == 1 && !task.scores()
-              ? " (a one-score checkpoint trains with bce or mse: training.loss auto keeps its head)"
-              : "");
+          task.multi_label ? "multi-label"
+          : task.scores()  ? "one score"
+                           : "class labels",
+          shipped.num_labels() == 1 && !task.scores() ? " (a one-score checkpoint trains with bce "
+                                                        "or mse: training.loss auto keeps its head)"
+                                                      : "");
   }
   model_ = load_model_spec(cfg_.model.path, load)
                .with_dropout({static_cast<float>(tc_.hidden_dropout),
@@ -297,21 +298,22 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
     return j[key].is_number() ? j[key].get<double>() : std::nan("");
   };
   if (data_.task.multi_label)
-    spdlog::info("{} step {}: loss {:.4f} micro-F1 {:.4f} macro-F1 {:.4f} macro ROC-AUC {:.4f}{} "
-                 "({:.1f} s)",
-                 name, step_, shown("loss"), shown("micro_f1"), shown("macro_f1"),
-                 shown("macro_roc_auc"),
-                 j.contains("at_threshold")
-                     ? fmt::format(" | per-label thresholds: micro-F1 {:.4f} macro-F1 {:.4f}",
-                                   j["at_threshold"]["micro_f1"].get<double>(),
-                                   j["at_threshold"]["macro_f1"].get<double>())
-                     : "",
-                 j["seconds"].get<double>());
+    spdlog::info(
+        "{} step {}: loss {:.4f} micro-F1 {:.4f} macro-F1 {:.4f} macro ROC-AUC {:.4f}{} "
+        "({:.1f} s)",
+        name, step_, shown("loss"), shown("micro_f1"), shown("macro_f1"), shown("macro_roc_auc"),
+        j.contains("at_threshold")
+            ? fmt::format(" | per-label thresholds: micro-F1 {:.4f} macro-F1 {:.4f}",
+                          j["at_threshold"]["micro_f1"].get<double>(),
+                          j["at_threshold"]["macro_f1"].get<double>())
+            : "",
+        j["seconds"].get<double>());
   else if (data_.task.regression())
-    spdlog::info("{} step {}: loss {:.4f} mse {:.4f} mae {:.4f} pearson {:.4f} spearman {:.4f} "
-                 "({:.1f} s)",
-                 name, step_, shown("loss"), shown("mse"), shown("mae"), shown("pearson"),
-                 shown("spearman"), j["seconds"].get<double>());
+    spdlog::info(
+        "{} step {}: loss {:.4f} mse {:.4f} mae {:.4f} pearson {:.4f} spearman {:.4f} "
+        "({:.1f} s)",
+        name, step_, shown("loss"), shown("mse"), shown("mae"), shown("pearson"), shown("spearman"),
+        j["seconds"].get<double>());
   else
     spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}{} ({:.1f} s)", name,
                  step_, shown("loss"), shown("accuracy"), shown("macro_f1"), extra,

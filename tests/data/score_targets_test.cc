@@ -31,12 +31,11 @@ DataSpec score_spec(const std::string& path, ScoreTargets kind) {
 
 TEST(ScoreTargets, JsonNumbersAndDecimalTextAreRead) {
   TempDir d;
-  const std::string jsonl = write_data_file(
-      d, "a.jsonl",
-      "{\"text\":\"a\",\"text_pair\":\"b\",\"label\":0.25}\n"
-      "{\"text\":\"a\",\"label\":1}\n"
-      "{\"text\":\"a\",\"label\":\"0.5\"}\n"
-      "{\"text\":\"a\",\"label\":1e-3}\n");
+  const std::string jsonl = write_data_file(d, "a.jsonl",
+                                            "{\"text\":\"a\",\"text_pair\":\"b\",\"label\":0.25}\n"
+                                            "{\"text\":\"a\",\"label\":1}\n"
+                                            "{\"text\":\"a\",\"label\":\"0.5\"}\n"
+                                            "{\"text\":\"a\",\"label\":1e-3}\n");
   RawDataset ds;
   const DatasetReport r = read_dataset(score_spec(jsonl, ScoreTargets::kUnitScores), &ds);
   EXPECT_EQ(ds.targets, (std::vector<float>{0.25f, 1.0f, 0.5f, 1e-3f}));
@@ -136,8 +135,7 @@ TEST(MultiLabelRows, JsonListsAndSeparatedFieldsBecomeMultiHotTargets) {
   EXPECT_EQ(ds.labels.names, (std::vector<std::string>{"art", "news", "sports"}));
   EXPECT_EQ(ds.targets, (std::vector<float>{0, 1, 1, 0, 0, 0, 1, 0, 0}));
   EXPECT_EQ(r.class_counts, (std::vector<int64_t>{1, 1, 1}));
-  const std::string csv =
-      write_data_file(d, "a.csv", "text,label\nx,news|art\ny,\nz,sports\n");
+  const std::string csv = write_data_file(d, "a.csv", "text,label\nx,news|art\ny,\nz,sports\n");
   RawDataset c;
   read_dataset(multi_label_spec(csv, {"art", "news", "sports"}), &c);
   EXPECT_EQ(c.targets, (std::vector<float>{1, 1, 0, 0, 0, 0, 0, 0, 1}));
@@ -150,10 +148,12 @@ TEST(MultiLabelRows, UnknownLabelsAndSingleLabelListsNameTheLine) {
                                            "{\"text\":\"b\",\"label\":[\"art\", \"poetry\"]}\n"
                                            "{\"text\":\"c\",\"label\":\"art\"}\n");
   RawDataset ds;
-  const std::string m =
-      input_error_of([&] { read_dataset(multi_label_spec(path, {"art", "news"}), &ds); });
+  const std::string m = input_error_of([&] {
+    read_dataset(multi_label_spec(path, {"art", "news"}), &ds);
+  });
   EXPECT_THAT(m, HasSubstr(path + ":2: label 'poetry' is not one of the 2 labels"));
-  EXPECT_THAT(m, HasSubstr(path + ":3: 'label' must be a list of labels (multi-label), got string"));
+  EXPECT_THAT(m,
+              HasSubstr(path + ":3: 'label' must be a list of labels (multi-label), got string"));
   // A list on a single-label task.
   DataSpec single;
   single.path = path;

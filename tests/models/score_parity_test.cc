@@ -138,9 +138,8 @@ TEST_P(ScoreParity, ThreeAdamWStepsWithClippingAndSchedule) {
       for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], w[i], 2 * lr_sum) << p.name;
       continue;
     }
-    const AdamComparison cmp = compare_after_adam(l.model->param(p.name), want.view(),
-                                                  c.tensor("grad." + p.name).view(), 2 * lr_sum,
-                                                  p.name);
+    const AdamComparison cmp = compare_after_adam(
+        l.model->param(p.name), want.view(), c.tensor("grad." + p.name).view(), 2 * lr_sum, p.name);
     EXPECT_LT(cmp.rel_error, kScoreTol) << p.name;
     worst = std::max(worst, cmp.rel_error);
   }
@@ -167,12 +166,13 @@ TEST_P(ScoreParity, SavedConfigCarriesLabelsAndProblemTypeAsTransformersWrites) 
   SequenceClassifier regression(load_model_spec(c.model_dir).with_problem_type("regression"),
                                 ClassifierOptions{1, 8, false});
   EXPECT_EQ(regression.spec().to_json()["problem_type"], "regression");
-  EXPECT_FALSE(load_model_spec(c.model_dir).with_problem_type("").to_json().contains("problem_type"));
+  EXPECT_FALSE(
+      load_model_spec(c.model_dir).with_problem_type("").to_json().contains("problem_type"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, ScoreParity,
-                         ::testing::Values("bert_score_bce", "xlmr_score_bce", "bert_regression_mse",
-                                           "roberta_multilabel_bce"));
+                         ::testing::Values("bert_score_bce", "xlmr_score_bce",
+                                           "bert_regression_mse", "roberta_multilabel_bce"));
 
 // Every family reads a one-label config as a one-score model, and trains the score with BCE and
 // MSE (full fine-tuning, and LoRA / DoRA for the decoders, whose head trains whole): the shapes,
@@ -209,7 +209,8 @@ TEST_P(OneScoreFamily, OneLabelConfigIsAOneScoreModelForEveryFamily) {
     load_model_weights(model, c.model_dir, lo);
     if (model.adapters_on()) model.init_adapters(7);
     Batch b = c.batch;
-    b.labels.assign(static_cast<size_t>(b.size), 0);  // every row counts (the fixture's are classes)
+    b.labels.assign(static_cast<size_t>(b.size),
+                    0);  // every row counts (the fixture's are classes)
     b.targets = {1.0f, 0.0f, 0.25f, 0.75f};
     b.targets.resize(static_cast<size_t>(b.size), 0.5f);
     model.set_batch(b);

@@ -74,7 +74,7 @@ void check_score_gradient(Device dev, std::mt19937_64& rng, bool bce, int64_t B,
     mse_loss_backward(g.view(), aux.view(), labels.view(), 0.25f, factor.view().data_as<float>());
   auto grad = to_vector(g.view());
   for (int64_t c = 0; c < K; ++c) EXPECT_EQ(grad[1 * K + c], 0.0f);  // the uncounted row
-  for (float& v : grad) v *= 2.0f;                                    // back to dloss = 1
+  for (float& v : grad) v *= 2.0f;                                   // back to dloss = 1
   expect_gradient(loss_fn, z.data(), B * K, grad, 2e-3, bce ? "bce dlogits" : "mse dlogits", 1e-2f,
                   100);
 }

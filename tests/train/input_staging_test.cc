@@ -207,8 +207,8 @@ TEST_P(InputStagingTest, FloatTargetsTravelWithTheirRowsPaddedAndPacked) {
     // A batch without targets stages none.
     Batch plain = step;
     plain.targets.clear();
-    EXPECT_FALSE(staging.acquire(staging.stage(plain, position_ids(config, plain), 0, 1))
-                     .targets.defined());
+    EXPECT_FALSE(
+        staging.acquire(staging.stage(plain, position_ids(config, plain), 0, 1)).targets.defined());
   }
 }
 

@@ -58,8 +58,8 @@ TEST(MultiLabelMetrics, MatchSklearnAndChooseEachLabelsThreshold) {
   // 0.8889] (label 2 has tied scores: ties count half); at logit 0 (probability 0.5)
   // f1_score micro 0.9, macro 0.9047619047619048, per label [1, 0.857142857, 0.857142857];
   // subset accuracy 4/6.
-  const std::vector<float> s{2.0f, -1.0f, 0.5f, -0.5f, 1.5f, 0.5f, 1.0f, 1.0f, -2.0f,
-                             -2.0f, -1.0f, 0.5f, 0.3f, 2.0f, 1.0f, -1.0f, 0.2f, -0.1f};
+  const std::vector<float> s{2.0f,  -1.0f, 0.5f, -0.5f, 1.5f, 0.5f, 1.0f,  1.0f, -2.0f,
+                             -2.0f, -1.0f, 0.5f, 0.3f,  2.0f, 1.0f, -1.0f, 0.2f, -0.1f};
   const std::vector<float> y{1, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 0};
   MultiLabelMetrics m({"a", "b", "c"});
   for (int r = 0; r < 6; ++r) m.add(s.data() + 3 * r, y.data() + 3 * r);
@@ -212,7 +212,8 @@ TEST(ScoreTask, EvalMetricsAndTheirDirection) {
 TEST(ScoreReadback, OneScoreIsBinaryOnTheLogitOrRegressionPairs) {
   // Three rows of one score: s = 2, -1, 0.5 with targets 1, 0, 0.7 (>= 0.5: positive).
   const std::vector<float> scores{2.0f, -1.0f, 0.5f}, loss{0.25f};
-  const TensorView logits(const_cast<float*>(scores.data()), DType::F32, Device::cpu(), Shape{3, 1});
+  const TensorView logits(const_cast<float*>(scores.data()), DType::F32, Device::cpu(),
+                          Shape{3, 1});
   const TensorView l(const_cast<float*>(loss.data()), DType::F32, Device::cpu(), Shape{1});
   EvalReadback rb(Device::cpu(), 4, 1);
   ClassificationMetrics m(2, EvalSplit::Validation);

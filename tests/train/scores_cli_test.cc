@@ -24,7 +24,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-json read_json_at(const std::string& path) { return json::parse(std::ifstream(path)); }
+json read_json_at(const std::string& path) {
+  return json::parse(std::ifstream(path));
+}
 
 std::vector<json> read_lines(const std::string& path) {
   std::vector<json> out;
@@ -48,7 +50,8 @@ void write_score_task(const std::string& path, int n, uint64_t seed,
     json j = json::parse(line);
     const int good = j["label"].get<int>();
     j["label"] = label(good, row);
-    if (!teacher_key.empty()) j[teacher_key] = good ? 3.0 + 0.1 * (row % 5) : -2.0 - 0.1 * (row % 3);
+    if (!teacher_key.empty())
+      j[teacher_key] = good ? 3.0 + 0.1 * (row % 5) : -2.0 - 0.1 * (row % 3);
     out << j.dump() << "\n";
   }
   fs::remove(source);
@@ -79,9 +82,9 @@ TEST_F(ScoresCli, OneLogitHeadIsKeptTrainedWithBceAndPredictsScores) {
   write_score_task(path("val.jsonl"), 64, 2, binary);
   const CliResult r = run_ftune("train --config " + config(model));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("task: one score per row, training.loss bce, the head of " + model +
-                          " kept"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("task: one score per row, training.loss bce, the head of " + model + " kept"),
+      std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("made anew"), std::string::npos) << "the one-logit head is kept";
   EXPECT_EQ(r.output.find("newly initialised"), std::string::npos) << r.output;
@@ -105,7 +108,8 @@ TEST_F(ScoresCli, OneLogitHeadIsKeptTrainedWithBceAndPredictsScores) {
   const CliResult p = run_ftune("predict --model " + path("run/model") + " --data " +
                                 path("val.jsonl") + " --output " + path("pred.jsonl"));
   ASSERT_EQ(p.exit_code, 0) << p.output;
-  const std::vector<json> preds = read_lines(path("pred.jsonl")), val = read_lines(path("val.jsonl"));
+  const std::vector<json> preds = read_lines(path("pred.jsonl")),
+                          val = read_lines(path("val.jsonl"));
   ASSERT_EQ(preds.size(), 64u);
   int right = 0;
   for (size_t i = 0; i < preds.size(); ++i) {
@@ -224,8 +228,9 @@ TEST_F(ScoresCli, RegressionEvaluationOverTwoRanksSeesEveryRow) {
   const auto sts = [](int good, int row) { return json((good ? 4.0 : 1.0) + 0.25 * (row % 4)); };
   write_score_task(path("train.jsonl"), 64, 3, sts);
   write_score_task(path("val.jsonl"), 48, 4, sts);
-  const std::string cfg = config(model, "  loss: mse\n") +
-                          " training.epochs=1 training.batch_size=4 training.effective_batch_size=8";
+  const std::string cfg =
+      config(model, "  loss: mse\n") +
+      " training.epochs=1 training.batch_size=4 training.effective_batch_size=8";
   const CliResult one = run_ftune("train --config " + cfg);
   ASSERT_EQ(one.exit_code, 0) << one.output;
   const json a = read_json_at(path("run/summary.json"))["best_eval"];
@@ -245,9 +250,8 @@ TEST_F(ScoresCli, DistillationFromATeacherColumnOnANewHeadSaysSo) {
   const auto any = [](int good, int) { return json(good); };
   write_score_task(path("train.jsonl"), 128, 5, any, "teacher");
   write_score_task(path("val.jsonl"), 32, 6, any, "teacher");
-  const CliResult r =
-      run_ftune("train --config " + config(model, "  loss: distill_mse\n") +
-                " data.teacher_field=teacher training.learning_rate=1.0e-2");
+  const CliResult r = run_ftune("train --config " + config(model, "  loss: distill_mse\n") +
+                                " data.teacher_field=teacher training.learning_rate=1.0e-2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("its config has 2 labels; this task has 1 (one score): the output layer "
                           "is made anew"),
@@ -284,9 +288,8 @@ TEST_F(ScoresCli, MultiLabelTrainsOneSigmoidPerLabelWithPerLabelThresholds) {
   }
   const std::string model = path("ml");
   write_tiny_bert(model, 2);
-  const CliResult r =
-      run_ftune("train --config " + config(model, "  loss: multi_label_bce\n") +
-                " training.epochs=4 training.learning_rate=1.0e-2");
+  const CliResult r = run_ftune("train --config " + config(model, "  loss: multi_label_bce\n") +
+                                " training.epochs=4 training.learning_rate=1.0e-2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("multi-label, 3 labels"), std::string::npos) << r.output;
   const json summary = read_json_at(path("run/summary.json"));
@@ -312,7 +315,8 @@ TEST_F(ScoresCli, MultiLabelTrainsOneSigmoidPerLabelWithPerLabelThresholds) {
     ASSERT_EQ(row["probabilities"].size(), 3u);
     json want = json::array();
     for (int c = 0; c < 3; ++c)
-      if (row["logits"][c].get<double>() > margins[c]) want.push_back(cfg["id2label"][std::to_string(c)]);
+      if (row["logits"][c].get<double>() > margins[c])
+        want.push_back(cfg["id2label"][std::to_string(c)]);
     EXPECT_EQ(row["labels"], want);
   }
   const CliResult e = run_ftune("eval --model " + path("run/model") + " --data " +
@@ -330,8 +334,10 @@ TEST_F(ScoresCli, BadTargetsAndCombinationsAreRefused) {
   write_score_task(path("train.jsonl"), 16, 1, [](int good, int) { return json(good); });
   write_score_task(path("val.jsonl"), 8, 2, [](int good, int) { return json(good); });
   std::ofstream(path("train.jsonl"), std::ios::app)
-      << R"({"text": "a", "text_pair": "good", "label": 1.5})" << "\n"
-      << R"({"text": "a", "text_pair": "good", "label": "high"})" << "\n";
+      << R"({"text": "a", "text_pair": "good", "label": 1.5})"
+      << "\n"
+      << R"({"text": "a", "text_pair": "good", "label": "high"})"
+      << "\n";
   CliResult r = run_ftune("train --config " + config(model));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find(path("train.jsonl") + ":17: target 1.5 is outside [0, 1]"),
