@@ -13,6 +13,7 @@
 #include "tiny_model.h"
 #include "train/eval_readback.h"
 #include "train/multilabel_metrics.h"
+#include "train/presets.h"
 #include "train/regression_metrics.h"
 #include "train/score_task.h"
 
@@ -184,6 +185,10 @@ TEST(ScoreTask, MultiLabelFromTheCheckpointOrTheKey) {
   c.model.labels = {"x", "y", "z", "w"};
   EXPECT_EQ(resolve_score_task(c, load_model_spec(two)).score_labels.size(), 4u);
   EXPECT_THROW(resolve_eval_metric("micro_f1", ScoreTask{}, 3), InputError);
+}
+
+TEST(ScoreTask, BgeRerankerPresetTrainsItsOneLogitHeadWithBce) {
+  EXPECT_EQ(preset_defaults("bge-reranker", "test")["training"]["loss"].as<std::string>(), "bce");
 }
 
 TEST(ScoreTask, EvalMetricsAndTheirDirection) {
