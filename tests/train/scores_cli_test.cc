@@ -319,6 +319,11 @@ TEST_F(ScoresCli, MultiLabelTrainsOneSigmoidPerLabelWithPerLabelThresholds) {
         want.push_back(cfg["id2label"][std::to_string(c)]);
     EXPECT_EQ(row["labels"], want);
   }
+  const CliResult rep = run_ftune("report " + path("run") + " --output " + path("r.html"));
+  ASSERT_EQ(rep.exit_code, 0) << rep.output;
+  std::ifstream html(path("r.html"));
+  const std::string page((std::istreambuf_iterator<char>(html)), {});
+  EXPECT_NE(page.find("<th>micro_f1</th>"), std::string::npos);
   const CliResult e = run_ftune("eval --model " + path("run/model") + " --data " +
                                 path("val.jsonl") + " --output " + path("eval.json"));
   ASSERT_EQ(e.exit_code, 0) << e.output;
