@@ -102,9 +102,9 @@ Section eval_view(const RunData& run) {
   // classification metrics, a multi-label run's and a regression run's (training.loss mse), each
   // shown when an evaluation has it.
   std::vector<std::string> metrics;
-  for (const char* m : {"accuracy", "macro_f1", "micro_f1", "f1", "mcc", "roc_auc",
-                        "average_precision", "macro_roc_auc", "subset_accuracy", "pearson",
-                        "spearman", "mse", "mae"})
+  for (const char* m :
+       {"accuracy", "macro_f1", "micro_f1", "f1", "mcc", "roc_auc", "average_precision",
+        "macro_roc_auc", "subset_accuracy", "pearson", "spearman", "mse", "mae"})
     if (std::any_of(run.evals.begin(), run.evals.end(),
                     [&](const json& e) { return number_at(e, m).has_value(); }))
       metrics.push_back(m);
