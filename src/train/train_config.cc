@@ -88,6 +88,7 @@ std::vector<Field> schema(TrainConfig& c) {
       {"data.text_field", str, scalar(&d.text_field, str)},
       {"data.text_pair_field", str, scalar(&d.text_pair_field, str)},
       {"data.label_field", str, scalar(&d.label_field, str)},
+      {"data.teacher_field", str, scalar(&d.teacher_field, str)},
       {"data.bad_rows", "fail or skip", scalar(&d.bad_rows, "fail or skip")},
       {"data.max_bad_fraction", number, scalar(&d.max_bad_fraction, number)},
       {"data.validation_split", number, scalar(&d.validation_split, number)},
@@ -136,8 +137,10 @@ std::vector<Field> schema(TrainConfig& c) {
       {"training.schedule", "linear, cosine or constant",
        scalar(&t.schedule, "linear, cosine or constant")},
       {"training.max_grad_norm", number, scalar(&t.max_grad_norm, number)},
+      {"training.loss", "auto, cross_entropy, bce, mse, distill_mse, multi_label_bce or listwise",
+       scalar(&t.loss, "auto, cross_entropy, bce, mse, distill_mse, multi_label_bce or listwise")},
+      {"data.label_separator", str, scalar(&d.label_separator, str)},
       {"training.label_smoothing", number, scalar(&t.label_smoothing, number)},
-      {"training.loss", "auto or listwise", scalar(&t.loss, "auto or listwise")},
       {"training.class_weights", "a list of numbers or a map label: number",
        [&t](const YAML::Node& n, const std::string& where) {
          t.class_weights.clear();
@@ -441,15 +444,20 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   require(t.prefetch >= 1, "training.prefetch", "must be at least 1");
   require(t.reduce_bucket_mb > 0, "training.reduce_bucket_mb", "must be positive");
   one_of(t.schedule, {"linear", "cosine", "constant"}, "training.schedule");
+  one_of(t.loss,
+         {"auto", "cross_entropy", "bce", "mse", "distill_mse", "multi_label_bce", "listwise"},
+         "training.loss");
+  require(!d.label_separator.empty(), "data.label_separator", "must not be empty");
+  require(!d.teacher_field.empty(), "data.teacher_field", "must name a column");
   require(c.eval.every_steps >= 0, "eval.every_steps", "must be >= 0");
   if (!parse_ranking_metric(c.eval.metric, origin.key("eval.metric")))
     one_of(c.eval.metric,
            {"auto", "loss", "accuracy", "f1", "macro_f1", "mcc", "precision", "recall", "roc_auc",
-            "ndcg@10", "mrr@10", "map", "group_accuracy"},
+            "average_precision", "pearson", "spearman", "mse", "mae", "micro_f1", "subset_accuracy",
+            "macro_roc_auc", "ndcg@10", "mrr@10", "map", "group_accuracy"},
            "eval.metric");
   one_of(c.data.groups_without_positive, {"warn", "fail"}, "data.groups_without_positive");
   require(c.data.group_size >= 2, "data.group_size", "must be at least 2 (1 positive + negatives)");
-  one_of(t.loss, {"auto", "listwise"}, "training.loss");
   if (t.loss == "listwise") {
     require(t.label_smoothing == 0, "training.label_smoothing",
             "must be 0 with training.loss listwise (a group's target is its positive)");

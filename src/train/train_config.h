@@ -50,6 +50,10 @@ struct TrainConfig {
     std::string text_field = "text";      // column name (or 0-based index without a header)
     std::string text_pair_field = "text_pair";  // empty: single-text task
     std::string label_field = "label";
+    // training.loss distill_mse: the column with the teacher's score, the student's target.
+    std::string teacher_field = "teacher_score";
+    // Multi-label rows in TSV / CSV: the labels of a row in one field, joined by this.
+    std::string label_separator = "|";
     std::string bad_rows = "fail";   // fail | skip
     double max_bad_fraction = 0.01;  // skip: more bad rows than this fraction is an error
     double validation_split = 0;     // no validation file: this fraction of train (stratified)
@@ -92,10 +96,13 @@ struct TrainConfig {
     int64_t warmup_steps = 0;  // > 0 overrides warmup_ratio
     std::string schedule = "linear";
     double max_grad_norm = 1.0;
-    double label_smoothing = 0.0;
-    // auto (cross-entropy over the labels) | listwise (softmax over each query group: data.group_field
-    // or FlagEmbedding's format; ops/listwise_loss.h, train/group_sampler.h).
+    // auto | cross_entropy | bce | mse | distill_mse | multi_label_bce (train/score_task.h): auto
+    // is cross_entropy for a head of K >= 2 labels, bce for a one-score head (mse when the
+    // checkpoint's problem_type is regression).
+    // listwise: softmax over each query group (data.group_field or FlagEmbedding's format;
+    // ops/listwise_loss.h, train/group_sampler.h).
     std::string loss = "auto";
+    double label_smoothing = 0.0;
     // Loss weight per class: a list in id order, or a map label name -> weight (labels left out
     // weigh 1); resolve_class_weights turns either into one weight per id.
     std::vector<double> class_weights;
@@ -127,10 +134,10 @@ struct TrainConfig {
   struct Eval {
     int64_t every_steps = 0;  // 0: only at the end of each epoch
     bool each_epoch = true;
-    // auto: f1 for binary, macro_f1 otherwise; with query groups also ndcg@K, mrr@K, map,
-    // recall@K, group_accuracy (train/ranking_metrics.h)
+    // auto: f1 for binary, macro_f1 otherwise; with query groups ndcg@10, and any of ndcg@K,
+    // mrr@K, map, recall@K, group_accuracy (train/ranking_metrics.h)
     std::string metric = "auto";
-    std::string mode = "auto";            // max | min | auto (min for loss)
+    std::string mode = "auto";            // max | min | auto (min for loss, mse, mae)
     int64_t batch_size = 0;               // 0: the training micro-batch
     std::string threshold_metric = "f1";  // binary: the threshold chosen on validation maximises it
   } eval;
