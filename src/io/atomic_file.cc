@@ -64,7 +64,10 @@ AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
     temp_path_ = temp_name_for(path_);
     // 0666 filtered by the umask: the same permissions an ordinary new file gets.
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) return;
+    if (fd_ >= 0) {
+      registered_ = SignalTemporary(temp_path_, false);
+      return;
+    }
     if (errno != EEXIST) break;
   }
   const int err = errno;
@@ -114,6 +117,7 @@ void AtomicFileWriter::commit() {
     throw InputError(fmt::format("cannot write {}: rename failed: {}", path_, errno_text(err)));
   }
   temp_path_.clear();
+  registered_.release();
   fsync_directory(dir_of(path_), path_);
 }
 
@@ -126,6 +130,7 @@ void AtomicFileWriter::abort() noexcept {
     ::unlink(temp_path_.c_str());
     temp_path_.clear();
   }
+  registered_.release();
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {

@@ -1,12 +1,15 @@
 // Whole-file reads and crash-safe writes. A write goes to a temporary file in the target's
 // directory, is fsync'ed, renamed over the target and the directory is fsync'ed: a reader (or a
 // run killed half-way) sees either the old file or the complete new one, never a torn mix. On any
-// error the temporary is removed and a previous file at the target is left untouched.
+// error the temporary is removed and a previous file at the target is left untouched; a command
+// that installed io::remove_temporaries_on_signals() removes it on SIGTERM / SIGINT / SIGHUP too.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+
+#include "io/signal_cleanup.h"
 
 namespace ftune::io {
 
@@ -36,6 +39,7 @@ class AtomicFileWriter {
   std::string temp_path_;
   int fd_ = -1;
   size_t written_ = 0;
+  SignalTemporary registered_;  // removed by a terminating signal too (io/signal_cleanup.h)
 };
 
 // Writes `bytes` to `path` atomically (see AtomicFileWriter).
