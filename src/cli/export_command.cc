@@ -11,9 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <fcntl.h>
 #include <fmt/ranges.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -29,10 +27,6 @@
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "text/pair_template.h"
-
-#ifndef RENAME_EXCHANGE
-#define RENAME_EXCHANGE (1 << 1)  // linux/fs.h: renameat2 swaps the two paths atomically
-#endif
 
 namespace ftune::cli {
 namespace {
@@ -78,27 +72,6 @@ void check_replaceable(const fs::path& target, const std::string& spelled) {
       "--output {} is a directory that ftune export did not write (it holds {}; no {} marker): "
       "ftune replaces only its own exports; choose a new or empty directory",
       spelled, fmt::join(names, ", "), kExportMarker));
-}
-
-// Puts the finished directory `built` at `target` in one step: an atomic exchange with the old
-// export where the file system allows it (the old one then lies at `built` and is removed), else
-// the old one renamed aside, the new one renamed in, and the old one removed.
-void swap_in(const fs::path& built, const fs::path& target) {
-  if (!fs::exists(fs::symlink_status(target))) {
-    fs::rename(built, target);
-    return;
-  }
-  if (::syscall(SYS_renameat2, AT_FDCWD, built.c_str(), AT_FDCWD, target.c_str(),
-                RENAME_EXCHANGE) == 0) {
-    fs::remove_all(built);  // the old export (checked: marked or empty)
-    return;
-  }
-  const fs::path old = target.parent_path() /
-                       fmt::format(".{}.old-export-{}", target.filename().string(), ::getpid());
-  io::SignalTemporary old_guard(old.string(), true);
-  fs::rename(target, old);
-  fs::rename(built, target);
-  fs::remove_all(old);
 }
 
 // FTUNE_DEBUG_EXPORT_PAUSE_MS=ms: the export sleeps with its new directory half-written (tests
@@ -162,7 +135,11 @@ void run(const ExportArgs& a) {
       text::save_pair_template(building.string(), *t);
     io::write_file_atomic((building / kExportMarker).string(),
                           "{\"written_by\": \"ftune export\"}\n");
-    swap_in(building, target);
+    io::replace_directory(building.string(), target.string(),
+                          (target.parent_path() / fmt::format(".{}.old-export-{}",
+                                                              target.filename().string(),
+                                                              ::getpid()))
+                              .string());
   } catch (...) {
     std::error_code ec;
     fs::remove_all(building, ec);

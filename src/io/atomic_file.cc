@@ -3,11 +3,13 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include <fmt/format.h>
@@ -16,6 +18,8 @@
 
 namespace ftune::io {
 namespace {
+
+constexpr unsigned kRenameExchange = 1u << 1;  // linux/fs.h RENAME_EXCHANGE
 
 std::string errno_text(int err) {
   return std::strerror(err);
@@ -166,6 +170,25 @@ std::string read_file(const std::string& path) {
   }
   ::close(fd);
   return out;
+}
+
+void replace_directory(const std::string& built, const std::string& target,
+                       const std::string& aside) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::symlink_status(target))) {
+    fs::rename(built, target);
+    return;
+  }
+  if (::syscall(SYS_renameat2, AT_FDCWD, built.c_str(), AT_FDCWD, target.c_str(),
+                kRenameExchange) == 0) {
+    fs::remove_all(built);  // the old directory
+    return;
+  }
+  SignalTemporary old(aside, true);  // a signal between the renames: the old one is gone anyway
+  fs::remove_all(aside);
+  fs::rename(target, aside);
+  fs::rename(built, target);
+  fs::remove_all(aside);
 }
 
 }  // namespace ftune::io

@@ -45,6 +45,14 @@ class AtomicFileWriter {
 // Writes `bytes` to `path` atomically (see AtomicFileWriter).
 void write_file_atomic(const std::string& path, std::string_view bytes);
 
+// Puts the finished directory `built` at `target` whole. A `target` that exists is exchanged with
+// it atomically (renameat2 RENAME_EXCHANGE: `target` is at every moment the old directory or the
+// new one) and the old one, now at `built`, removed; where the file system cannot exchange, the
+// old one is renamed to `aside`, `built` renamed in and `aside` removed. The caller has checked
+// that the old `target` is its own to remove.
+void replace_directory(const std::string& built, const std::string& target,
+                       const std::string& aside);
+
 // The whole content of a file; InputError naming the path when it is missing or unreadable.
 std::string read_file(const std::string& path);
 

@@ -169,12 +169,7 @@ void publish_dir(const std::string& dst, const std::function<void(const std::str
     fs::remove_all(tmp, ec);
     throw;
   }
-  // Swapped in whole: the previous directory goes aside first, so `dst` is at every moment
-  // either the old one or the new one.
-  fs::remove_all(old);
-  if (fs::exists(dst)) fs::rename(dst, old);
-  fs::rename(tmp, dst);
-  fs::remove_all(old);
+  io::replace_directory(tmp, dst, old);  // whole: never a mix of the old and the new files
 }
 
 void publish_model(const std::string& checkpoint, const std::string& dst) {

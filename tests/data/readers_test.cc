@@ -88,9 +88,7 @@ TEST(Readers, MissingColumnNamesColumnAndFile) {
 // refused, naming it, the file and both columns (CSV and TSV alike).
 TEST(Readers, DuplicateHeaderColumnIsRefused) {
   TempDir d;
-  const auto csv = write_data_file(d, "dup.csv", "text,label,label
-x,1,0
-");
+  const auto csv = write_data_file(d, "dup.csv", "text,label,label\nx,1,0\n");
   EXPECT_EQ(input_error_of([&] { read_rows(csv, DataFormat::kAuto, true, ColumnMap{}); }),
             csv + ":1: header row: column 'label' appears twice (columns 2 and 3); rename one");
   const auto tsv = write_data_file(d, "dup.tsv", "text\tnote\tlabel\tnote\nx\ta\t1\tb\n");

@@ -106,7 +106,7 @@ void write_poisoned_copy(const std::string& from, const std::string& to, const s
   for (const io::SafetensorsEntry& e : f.entries()) {
     held.push_back(f.read(e.name));
     if (e.name == name) {
-      ASSERT_EQ(held.back().dtype(), DType::F32);
+      ASSERT_EQ(held.back().view().dtype, DType::F32);
       held.back().data<float>()[3] = value;
       found = true;
     }

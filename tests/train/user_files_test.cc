@@ -15,12 +15,13 @@
 #include "test_util.h"
 #include "tiny_model.h"
 #include "train/checkpoint_store.h"
-#include "train/run_dir.h"
 
 namespace ftune::test {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr const char* kRunMarker = ".ftune-run";  // train/run_dir.h
 
 // Every regular file under `dir` with its bytes: a tree that must stay untouched.
 std::map<std::string, std::string> tree_bytes(const std::string& dir) {
@@ -143,6 +144,22 @@ TEST_F(UserFiles, ResumeDoesNotCallTheRestoredHeadNew) {
   const CliResult resumed = run_ftune("train --config " + config(run, model_) + " --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
   EXPECT_EQ(resumed.output.find("newly initialised"), std::string::npos) << resumed.output;
+}
+
+// A run resumed on more ranks, each of which now holds fewer rows of a step than the checkpoint's
+// micro-batch: the warning says what the plan holds (it used to read "micro-batches of 16 rows;
+// this run plans 16").
+TEST_F(UserFiles, ResumeOnMoreRanksExplainsTheMicroBatch) {
+  const std::string run = tmp_.path() + "/ranks";
+  const CliResult first = run_ftune("train --config " + config(run, model_),
+                                    "FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=1");
+  EXPECT_NE(first.exit_code, 0) << first.output;
+  const CliResult resumed =
+      run_ftune_ranks(2, "train --config " + config(run, model_) + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(resumed.output.find("this run plans"), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("more than the 8 rows per micro-batch"), std::string::npos)
+      << resumed.output;
 }
 
 }  // namespace
