@@ -2,7 +2,7 @@
 //  - `export --merge --output` equal to --model or --adapter, in any spelling (a symlink,
 //    dir/../dir, a trailing slash), or a directory around the model, is refused with nothing
 //    written (it used to merge the adapter into the base in place, again at every run);
-//  - `predict`, `eval` and `tokenize` refuse an --output that is one of their inputs;
+//  - `predict`, `eval`, `tokenize` and `report` refuse an --output that is one of their inputs;
 //  - an existing --output is replaced by a later export only when ftune exported it, and then
 //    whole: a SIGTERM while the new directory is half-written leaves the old one byte for byte
 //    and no temporary file or directory.
@@ -92,6 +92,18 @@ TEST_F(InputsKept, PredictEvalAndTokenizeRefuseAnOutputThatIsAnInput) {
     EXPECT_EQ(r.exit_code, 2) << out << "\n" << r.output;
     EXPECT_NE(r.output.find("--output"), std::string::npos) << r.output;
   }
+  // `ftune report` over the study's SQLite file or a run's metrics.
+  const std::string db = tmp_.path() + "/study.db";
+  std::ofstream(db) << "not touched\n";
+  CliResult rep = run_ftune("report --storage sqlite:///" + db + " --output " + db);
+  EXPECT_EQ(rep.exit_code, 2) << rep.output;
+  EXPECT_NE(rep.output.find("never writes over what it reads"), std::string::npos) << rep.output;
+  EXPECT_EQ(file_bytes(db), "not touched\n");
+  fs::create_directories(tmp_.path() + "/run");
+  std::ofstream(tmp_.path() + "/run/metrics.jsonl") << "{}\n";
+  rep = run_ftune("report " + tmp_.path() + "/run --output " + tmp_.path() + "/run/metrics.jsonl");
+  EXPECT_EQ(rep.exit_code, 2) << rep.output;
+  EXPECT_EQ(file_bytes(tmp_.path() + "/run/metrics.jsonl"), "{}\n");
   // A file of the model directory.
   const std::string config_bytes = file_bytes(base_ + "/config.json");
   const CliResult r = run_ftune("predict --model " + base_ + " --data " + rows_ + " --output " +
