@@ -50,7 +50,8 @@ void reserve_blas_buffers(ThreadPool& pool) {
         "the address-space limit (ulimit -v " + std::to_string(lim.rlim_cur >> 10) +
         " KiB) leaves no room for the BLAS: OpenBLAS maps " + mib(kBlasBufferBytes) +
         " per compute thread (" + std::to_string(threads) + " threads: " + mib(need) +
-        ") before any model memory; raise the limit or use fewer threads");
+        ") before any model memory; raise the limit" +
+        (threads > 1 ? std::string(" or use fewer threads") : std::string()));
   ::munmap(probe, static_cast<size_t>(need));
   // Every thread runs a 1 x 1 GEMM while all the others are inside theirs too, so OpenBLAS maps
   // one buffer per thread now (it keeps them for later calls) rather than at a later GEMM that
