@@ -76,12 +76,13 @@ std::vector<data::TokenizedExample> read_pretokenized(const std::string& path,
   report->class_counts.assign(labels.names.size(), 0);
   data::for_each_jsonl_object(path, [&](const nlohmann::json& obj, int64_t line) {
     if (!obj.contains("input_ids"))
-      throw InputError(fmt::format("{}:{}: expected 'input_ids' (the file's first row has them)",
-                                   path, line));
+      throw InputError(
+          fmt::format("{}:{}: expected 'input_ids' (the file's first row has them)", path, line));
     data::TokenizedExample row;
     row.input_ids = data::jsonl_token_ids(obj["input_ids"], "input_ids", path, line);
     if (obj.contains("token_type_ids"))
-      row.token_type_ids = data::jsonl_token_ids(obj["token_type_ids"], "token_type_ids", path, line);
+      row.token_type_ids =
+          data::jsonl_token_ids(obj["token_type_ids"], "token_type_ids", path, line);
     const nlohmann::json& l = data::jsonl_field(obj, label_field.c_str(), path, line);
     data::RawExample raw;
     raw.line = line;
@@ -90,8 +91,8 @@ std::vector<data::TokenizedExample> read_pretokenized(const std::string& path,
     else if (l.is_number_integer())
       raw.label = std::to_string(l.get<int64_t>());
     else
-      throw InputError(fmt::format("{}:{}: '{}' must be a string or an integer", path, line,
-                                   label_field));
+      throw InputError(
+          fmt::format("{}:{}: '{}' must be a string or an integer", path, line, label_field));
     row.label = labels.id(raw, path);
     ++report->class_counts[static_cast<size_t>(row.label)];
     rows.push_back(std::move(row));
@@ -120,9 +121,9 @@ void run(const EvalArgs& a) {
   std::vector<int64_t> lines;  // each row's line in --data
   if (pretokenized_jsonl(a.data, a.format)) {
     // Token ids as `ftune predict` reads them: no tokenizer.json needed.
-    rows = read_pretokenized(a.data, a.label_field,
-                             data::LabelSet::from_names(config.id2label, labels_key), &report,
-                             &lines);
+    rows =
+        read_pretokenized(a.data, a.label_field,
+                          data::LabelSet::from_names(config.id2label, labels_key), &report, &lines);
   } else {
     const std::optional<text::PairTemplate> tmpl =
         text::resolve_pair_template(a.pair_template, "--pair-template", a.model);

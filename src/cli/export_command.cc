@@ -115,9 +115,9 @@ void run(const ExportArgs& a) {
   // The new directory is built beside the target and swapped in whole: an interrupted export
   // (an error, a full disk, SIGTERM) leaves the old one as it was and no temporary behind.
   fs::create_directories(target.parent_path());
-  const fs::path building = target.parent_path() / fmt::format(".{}.tmp-export-{}",
-                                                               target.filename().string(),
-                                                               ::getpid());
+  const fs::path building =
+      target.parent_path() /
+      fmt::format(".{}.tmp-export-{}", target.filename().string(), ::getpid());
   io::SignalTemporary building_guard(building.string(), true);
   try {
     fs::remove_all(building);
@@ -136,9 +136,8 @@ void run(const ExportArgs& a) {
     io::write_file_atomic((building / kExportMarker).string(),
                           "{\"written_by\": \"ftune export\"}\n");
     io::replace_directory(building.string(), target.string(),
-                          (target.parent_path() / fmt::format(".{}.old-export-{}",
-                                                              target.filename().string(),
-                                                              ::getpid()))
+                          (target.parent_path() /
+                           fmt::format(".{}.old-export-{}", target.filename().string(), ::getpid()))
                               .string());
   } catch (...) {
     std::error_code ec;

@@ -247,9 +247,9 @@ void add_hpo_command(CLI::App& app) {
                                  ? hpo::trials_csv(space, trials)
                                  : hpo::trials_json(o.study, space, trials).dump(2) + "\n";
     // Never over the study it reads (--output study.db).
-    io::refuse_output_over_inputs(
-        {"--output", args->output},
-        {{"the study storage", hpo::storage_file(o.storage->describe())}}, false);
+    io::refuse_output_over_inputs({"--output", args->output},
+                                  {{"the study storage", hpo::storage_file(o.storage->describe())}},
+                                  false);
     io::write_file_atomic(args->output, text);
     std::printf("%zu trials written to %s\n", trials.size(), args->output.c_str());
   });

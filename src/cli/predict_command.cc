@@ -41,8 +41,8 @@ struct PredictArgs {
 };
 
 void run(const PredictArgs& a) {
-  io::refuse_output_over_inputs({"--output", a.output},
-                                {{"--data", a.data}, {"--model", a.model}}, false);
+  io::refuse_output_over_inputs({"--output", a.output}, {{"--data", a.data}, {"--model", a.model}},
+                                false);
   io::remove_temporaries_on_signals();
   if (a.threads > 0) set_compute_threads(a.threads);
   // The model and the device first: bad arguments are refused before the data is read.
@@ -63,7 +63,8 @@ void run(const PredictArgs& a) {
     if (obj.contains("input_ids")) {
       row.input_ids = data::jsonl_token_ids(obj["input_ids"], "input_ids", a.data, line);
       if (obj.contains("token_type_ids"))
-        row.token_type_ids = data::jsonl_token_ids(obj["token_type_ids"], "token_type_ids", a.data, line);
+        row.token_type_ids =
+            data::jsonl_token_ids(obj["token_type_ids"], "token_type_ids", a.data, line);
     } else if (obj.contains("text")) {
       const auto& text = obj["text"];
       if (!text.is_string())

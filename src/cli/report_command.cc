@@ -39,8 +39,9 @@ void run_report(const ReportArgs& a) {
   // The report never replaces what it reads: the study's SQLite file, a run directory's files.
   std::vector<io::NamedPath> inputs = {{"--storage", hpo::storage_file(a.storage)}};
   for (const char* f : {"config.yaml", "metrics.jsonl", "summary.json", "op_profile.json"})
-    if (!a.run_dir.empty()) inputs.push_back({"the run's " + std::string(f),
-                                              (std::filesystem::path(a.run_dir) / f).string()});
+    if (!a.run_dir.empty())
+      inputs.push_back(
+          {"the run's " + std::string(f), (std::filesystem::path(a.run_dir) / f).string()});
   io::refuse_output_over_inputs({"--output", a.output}, inputs, false);
   io::remove_temporaries_on_signals();
   const report::Page page = a.storage.empty()

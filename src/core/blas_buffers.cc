@@ -14,7 +14,6 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 
-
 namespace ftune {
 namespace {
 

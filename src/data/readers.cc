@@ -4,10 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <unordered_map>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "data/delimited.h"

@@ -63,8 +63,9 @@ void refuse_output_over_inputs(const NamedPath& output, const std::vector<NamedP
     else if (output_is_dir && path_within(in.path, output.path))
       why = fmt::format("contains {} {}, which writing it would replace", in.what, in.path);
     if (!why.empty())
-      throw InputError(fmt::format("{} {} {}: ftune never writes over what it reads; choose another {}",
-                                   output.what, output.path, why, output.what));
+      throw InputError(
+          fmt::format("{} {} {}: ftune never writes over what it reads; choose another {}",
+                      output.what, output.path, why, output.what));
   }
 }
 

@@ -29,7 +29,6 @@ bool name_matches(const std::string& name, const std::string& entry) {
   return name == entry || (name.size() > entry.size() && name.ends_with("." + entry));
 }
 
-
 // PEFT matches a single-string target_modules with Python's re.fullmatch. The pattern may come
 // from a downloaded adapter_config.json, so it runs on PCRE2 (text/regex.h) anchored at both ends,
 // whose match limit stops a pattern such as "(.*)*x" that std::regex backtracked on for ever.

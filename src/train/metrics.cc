@@ -77,8 +77,8 @@ struct Confusion {
 
   int64_t at(int64_t t, int64_t p) const { return c[t * k + p]; }
   ClassTotals totals() const {
-    ClassTotals out{std::vector<double>(k, 0), std::vector<double>(k, 0),
-                    std::vector<double>(k, 0), 0};
+    ClassTotals out{std::vector<double>(k, 0), std::vector<double>(k, 0), std::vector<double>(k, 0),
+                    0};
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < k; ++j) {
         const double n = double(at(i, j));
@@ -177,8 +177,8 @@ void ClassificationMetrics::add(const float* logits, int32_t label) {
   if (dense()) {
     ++confusion_[label * k_ + best];
   } else {
-    ++per_class_[label];           // true
-    ++per_class_[k_ + best];       // predicted
+    ++per_class_[label];                              // true
+    ++per_class_[k_ + best];                          // predicted
     if (best == label) ++per_class_[2 * k_ + label];  // both
   }
   ++count_;

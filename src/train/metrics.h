@@ -1,7 +1,8 @@
 // Classification metrics streamed over any number of rows in fixed memory: a k x k confusion
 // matrix up to kMaxConfusionLabels labels, per-class counts (true, predicted, both: O(k)) past
 // that, which give accuracy, per-class and macro precision / recall / F1, binary F1 of class 1,
-// MCC and mean loss alike; and histograms of per-class scores for ROC-AUC, average precision and decision thresholds.
+// MCC and mean loss alike; and histograms of per-class scores for ROC-AUC, average precision and
+// decision thresholds.
 //
 // Scores: with two labels s = logit[1] - logit[0], the log-odds of class 1; with k > 2 labels
 // (up to kMaxAucLabels), one score per class c, s_c = logit[c] - log sum_{j != c} exp(logit[j]),
@@ -114,10 +115,10 @@ class ClassificationMetrics {
   std::vector<int64_t> confusion_at(const BinaryThreshold& threshold) const;
 
   // {"rows", "loss", "accuracy", "macro_precision", "macro_recall", "macro_f1", "mcc",
-  //  "confusion" (up to kMaxConfusionLabels labels)}, and for two labels also (at threshold 0.5) "precision", "recall", "f1" (of
-  //  class 1); with histograms "roc_auc", "roc_auc_max_error", "average_precision" (binary) or
-  //  "macro_roc_auc", "macro_roc_auc_max_error", "macro_average_precision" (k > 2). NaN values
-  //  become null.
+  //  "confusion" (up to kMaxConfusionLabels labels)}, and for two labels also (at threshold 0.5)
+  //  "precision", "recall", "f1" (of class 1); with histograms "roc_auc", "roc_auc_max_error",
+  //  "average_precision" (binary) or "macro_roc_auc", "macro_roc_auc_max_error",
+  //  "macro_average_precision" (k > 2). NaN values become null.
   nlohmann::json to_json() const;
   // The same plus "at_threshold": {"threshold" (probability), "margin", "chosen_by",
   // "validation_value", "accuracy", "precision", "recall", "f1", "macro_f1", "mcc", "confusion"}.

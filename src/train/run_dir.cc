@@ -56,10 +56,13 @@ std::vector<std::string> model_files(const std::string& dir) {
 const char* const kRunMarker = ".ftune-run";
 
 bool is_run_dir_name(const std::string& name) {
-  static const std::set<std::string> names = {
-      kRunMarker,       io::DirLock::kFileName, "config.yaml", "metrics.jsonl", "summary.json",
-      "op_profile.json", "checkpoints",          "model",       "adapter",       "model.tmp",
-      "adapter.tmp",    "model.old",            "adapter.old"};
+  static const std::set<std::string> names = {kRunMarker,     io::DirLock::kFileName,
+                                              "config.yaml",  "metrics.jsonl",
+                                              "summary.json", "op_profile.json",
+                                              "checkpoints",  "model",
+                                              "adapter",      "model.tmp",
+                                              "adapter.tmp",  "model.old",
+                                              "adapter.old"};
   if (names.count(name)) return true;
   if (name.starts_with("events.out.tfevents.")) return true;
   // An atomic write's temporary (io/atomic_file.h) of one of those files, left by a kill -9.

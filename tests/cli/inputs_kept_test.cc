@@ -49,9 +49,8 @@ class InputsKept : public ::testing::Test {
                          << "{\"input_ids\": [2, 9, 3], \"label\": \"LABEL_0\"}\n";
   }
   CliResult export_to(const std::string& output, const std::string& env = "") {
-    return run_ftune("export --model " + base_ + " --adapter " + adapter_ + " --merge --output " +
-                         output,
-                     env);
+    return run_ftune(
+        "export --model " + base_ + " --adapter " + adapter_ + " --merge --output " + output, env);
   }
   TempDir tmp_;
   std::string base_, adapter_, rows_;
@@ -66,8 +65,8 @@ TEST_F(InputsKept, ExportOverItsInputsIsRefusedInAnySpelling) {
         tmp_.path() + "/./adapter", tmp_.path() /* contains both */}) {
     const CliResult r = export_to(out);
     EXPECT_EQ(r.exit_code, 2) << out << "\n" << r.output;
-    EXPECT_NE(r.output.find("never writes over what it reads"), std::string::npos)
-        << out << "\n" << r.output;
+    EXPECT_NE(r.output.find("never writes over what it reads"), std::string::npos) << out << "\n"
+                                                                                   << r.output;
   }
   EXPECT_EQ(kept_tree(base_), base_before);
   EXPECT_EQ(kept_tree(adapter_), adapter_before);
@@ -77,9 +76,9 @@ TEST_F(InputsKept, ExportOverItsInputsIsRefusedInAnySpelling) {
 TEST_F(InputsKept, PredictEvalAndTokenizeRefuseAnOutputThatIsAnInput) {
   const std::string rows_bytes = file_bytes(rows_);
   fs::create_symlink(rows_, tmp_.path() + "/rows-link.jsonl");
-  const std::string spellings[] = {rows_, tmp_.path() + "/rows-link.jsonl",
-                                   tmp_.path() + "/../" + fs::path(tmp_.path()).filename().string() +
-                                       "/rows.jsonl"};
+  const std::string spellings[] = {
+      rows_, tmp_.path() + "/rows-link.jsonl",
+      tmp_.path() + "/../" + fs::path(tmp_.path()).filename().string() + "/rows.jsonl"};
   for (const std::string& out : spellings) {
     CliResult r = run_ftune("predict --model " + base_ + " --data " + rows_ + " --output " + out);
     EXPECT_EQ(r.exit_code, 2) << out << "\n" << r.output;
@@ -146,9 +145,9 @@ TEST_F(InputsKept, InterruptedExportLeavesTheOldOutputAndNoTemporary) {
   fs::copy(fixtures_dir() + "/peft/bert_rslora/adapter", other, fs::copy_options::recursive);
   for (int attempt = 0; attempt < 3; ++attempt) {
     const std::string log = tmp_.path() + "/export.log";
-    const pid_t pid = spawn_ftune("export --model " + base_ + " --adapter " + other +
-                                      " --merge --output " + out,
-                                  log, "FTUNE_DEBUG_EXPORT_PAUSE_MS=60000");
+    const pid_t pid =
+        spawn_ftune("export --model " + base_ + " --adapter " + other + " --merge --output " + out,
+                    log, "FTUNE_DEBUG_EXPORT_PAUSE_MS=60000");
     ASSERT_TRUE(wait_for_text(log, "half-written", 60)) << file_bytes(log);
     ::kill(pid, SIGTERM);
     EXPECT_EQ(wait_ftune(pid), 128 + SIGTERM) << file_bytes(log);

@@ -19,10 +19,10 @@ TEST(ResourceLimits, AddressSpaceLimitEndsPromptlyWithAMessage) {
   const std::string model = fixtures_dir() + "/engine/bert_pair/model";
   for (const int mb : {150, 300, 600}) {
     for (const int threads : {1, 2}) {
-      const CliResult r = run_ftune(
-          "predict --model " + model + " --data " + rows + " --output " + tmp.path() +
-              "/out.jsonl --threads " + std::to_string(threads),
-          "ulimit -v " + std::to_string(mb * 1024) + "; timeout -s KILL 120");
+      const CliResult r =
+          run_ftune("predict --model " + model + " --data " + rows + " --output " + tmp.path() +
+                        "/out.jsonl --threads " + std::to_string(threads),
+                    "ulimit -v " + std::to_string(mb * 1024) + "; timeout -s KILL 120");
       SCOPED_TRACE(std::to_string(mb) + " MB, " + std::to_string(threads) + " threads");
       EXPECT_NE(r.exit_code, 137) << "hung: " << r.output;
       if (r.exit_code != 0) {

@@ -10,15 +10,15 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <memory>
-#include <filesystem>
 
 #include "golden_fixture.h"
 #include "io/json_file.h"
+#include "io/safetensors.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
-#include "io/safetensors.h"
 #include "models/sequence_classifier.h"
 
 namespace ftune::test {
@@ -152,7 +152,8 @@ TEST(PeftFiles, NonFiniteAdapterTensorIsRefusedAtLoad) {
   const std::string base = GoldenCase::load("bert_pair").model_dir;
   const std::string adapter = adapter_with(tmp, "r", 4);  // a copy, config unchanged
   const std::string weights = adapter + "/adapter_model.safetensors";
-  const std::string key = "base_model.model.bert.encoder.layer.0.attention.self.query.lora_B.weight";
+  const std::string key =
+      "base_model.model.bert.encoder.layer.0.attention.self.query.lora_B.weight";
   ASSERT_EQ(error_of_loading(base, adapter), "accepted");
   for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
     write_poisoned_copy(fixtures_dir() + "/peft/bert_lora/adapter/adapter_model.safetensors",
@@ -171,8 +172,7 @@ TEST(PeftFiles, NonFiniteBaseWeightIsRefusedAtLoad) {
   fs::copy(from, base, fs::copy_options::recursive);
   const std::string key = "bert.encoder.layer.1.output.dense.weight";
   write_poisoned_copy(from + "/model.safetensors", base + "/model.safetensors", key, std::nanf(""));
-  const std::string e =
-      error_of_loading(base, fixtures_dir() + "/peft/bert_lora/adapter");
+  const std::string e = error_of_loading(base, fixtures_dir() + "/peft/bert_lora/adapter");
   EXPECT_NE(e.find(key), std::string::npos) << e;
   EXPECT_NE(e.find(base + "/model.safetensors"), std::string::npos) << e;
   EXPECT_NE(e.find("NaN"), std::string::npos) << e;
@@ -197,8 +197,10 @@ TEST(PeftFiles, MergeThatOverflowsIsRefused) {
 // _maybe_include_all_linear_layers), so "ALL-LINEAR" adapts every linear layer as "all-linear".
 TEST(PeftFiles, AllLinearInAnyCase) {
   TempDir tmp;
-  const AdapterConfig lower = read_peft_adapter_config(adapter_with(tmp, "target_modules", "all-linear"));
-  const AdapterConfig upper = read_peft_adapter_config(adapter_with(tmp, "target_modules", "ALL-LINEAR"));
+  const AdapterConfig lower =
+      read_peft_adapter_config(adapter_with(tmp, "target_modules", "all-linear"));
+  const AdapterConfig upper =
+      read_peft_adapter_config(adapter_with(tmp, "target_modules", "ALL-LINEAR"));
   EXPECT_EQ(upper.target_modules, lower.target_modules);
   EXPECT_TRUE(upper.target_regex.empty());
 }

@@ -75,8 +75,8 @@ TEST_F(UserFiles, OverwriteOfTheRunHoldingTheModelIsRefused) {
   ASSERT_EQ(run_ftune("train --config " + config(run, model_)).exit_code, 0);
   ASSERT_TRUE(fs::exists(run + "/model/model.safetensors"));
   const auto before = tree_bytes(run + "/model");
-  const CliResult r = run_ftune("train --config " +
-                                config(run, run + "/model", "") + " output.overwrite=true");
+  const CliResult r =
+      run_ftune("train --config " + config(run, run + "/model", "") + " output.overwrite=true");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("contains model.path"), std::string::npos) << r.output;
   EXPECT_EQ(tree_bytes(run + "/model"), before);
@@ -112,8 +112,7 @@ TEST_F(UserFiles, OverwriteRemovesOnlyFtunesOwnFiles) {
   ASSERT_EQ(run_ftune("train --config " + config(run, model_)).exit_code, 0);
   EXPECT_TRUE(fs::exists(run + "/" + kRunMarker));
   std::ofstream(run + "/notes.txt") << "mine\n";
-  const CliResult r =
-      run_ftune("train --config " + config(run, model_) + " output.overwrite=true");
+  const CliResult r = run_ftune("train --config " + config(run, model_) + " output.overwrite=true");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(file_bytes(run + "/notes.txt"), "mine\n");
   EXPECT_TRUE(fs::exists(run + "/model/model.safetensors"));
@@ -137,8 +136,8 @@ TEST_F(UserFiles, CheckpointCleanupRemovesCheckpointDirectoriesOnly) {
 // (a fresh run does).
 TEST_F(UserFiles, ResumeDoesNotCallTheRestoredHeadNew) {
   const std::string run = tmp_.path() + "/killed";
-  const CliResult first = run_ftune("train --config " + config(run, model_),
-                                    "FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=1");
+  const CliResult first =
+      run_ftune("train --config " + config(run, model_), "FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=1");
   EXPECT_NE(first.exit_code, 0) << first.output;
   EXPECT_NE(first.output.find("newly initialised"), std::string::npos) << first.output;
   const CliResult resumed = run_ftune("train --config " + config(run, model_) + " --resume");
@@ -151,8 +150,8 @@ TEST_F(UserFiles, ResumeDoesNotCallTheRestoredHeadNew) {
 // this run plans 16").
 TEST_F(UserFiles, ResumeOnMoreRanksExplainsTheMicroBatch) {
   const std::string run = tmp_.path() + "/ranks";
-  const CliResult first = run_ftune("train --config " + config(run, model_),
-                                    "FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=1");
+  const CliResult first =
+      run_ftune("train --config " + config(run, model_), "FTUNE_DEBUG_EXIT_AFTER_CHECKPOINT=1");
   EXPECT_NE(first.exit_code, 0) << first.output;
   const CliResult resumed =
       run_ftune_ranks(2, "train --config " + config(run, model_) + " --resume");
