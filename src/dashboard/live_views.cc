@@ -4,10 +4,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <deque>
 #include <map>
 #include <mutex>
 
 #include "core/error.h"
+#include "dashboard/log_text.h"
 #include "report/study_data.h"
 #include "report/run_view.h"
 #include "report/study_view.h"
@@ -16,22 +18,42 @@
 namespace ftune::dashboard {
 
 struct Views::State {
+  // Views whose last error is remembered (to log each change once); past it the oldest entry is
+  // forgotten, so requests for ever new study names cannot grow the process.
+  static constexpr size_t kMaxViews = 256;
+
   std::string storage;
   std::vector<std::string> runs;
   int poll_ms = 2000;
   std::mutex mutex;
   std::map<std::string, std::string> last_error;  // view -> its last error ("" = fine)
+  std::deque<std::string> order;                  // views in last_error, oldest first
 
-  // Logs `error` for `view` when it differs from the last one seen; logs recovery once.
+  // Logs `error` for `view` when it differs from the last one seen; logs recovery once. Both are
+  // request text: logged escaped and cut (log_text.h).
   void note(const std::string& view, const std::string& error) {
     std::lock_guard lock(mutex);
-    std::string& last = last_error[view];
+    auto it = last_error.find(view);
+    if (it == last_error.end()) {
+      if (error.empty()) return;  // never failed: nothing to remember
+      if (order.size() >= kMaxViews) {
+        last_error.erase(order.front());
+        order.pop_front();
+      }
+      it = last_error.emplace(view, "").first;
+      order.push_back(view);
+    }
+    std::string& last = it->second;
     if (last == error) return;
     if (error.empty())
-      spdlog::info("dashboard: {} can be read again", view);
+      spdlog::info("dashboard: {} can be read again", log_text(view));
     else
-      spdlog::error("dashboard: {}: {}", view, error);
+      spdlog::error("dashboard: {}: {}", log_text(view), log_text(error, 400));
     last = error;
+  }
+  size_t remembered() {
+    std::lock_guard lock(mutex);
+    return last_error.size();
   }
 };
 
@@ -191,5 +213,7 @@ nlohmann::json Views::run_sections(const std::string& id) const {
   if (!error.empty()) return {{"error", error}, {"sections", nlohmann::json::array()}};
   return out;
 }
+
+size_t Views::remembered_views() const { return state_->remembered(); }
 
 }  // namespace ftune::dashboard

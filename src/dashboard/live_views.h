@@ -27,6 +27,8 @@ class Views {
   // {"subtitle": ..., "sections": [{"id": ..., "html": ...}], "error": ""}
   nlohmann::json study_sections(const std::string& name) const;
   nlohmann::json run_sections(const std::string& id) const;
+  // How many views' last errors are remembered (bounded: requests for new names cannot grow it).
+  size_t remembered_views() const;
 
  private:
   struct State;

@@ -3,9 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "io/json_file.h"
@@ -15,12 +19,33 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A run directory's file, only as the regular file ftune wrote: a symbolic link (config.yaml ->
+// /etc/passwd) or a device is refused, so neither the report nor the dashboard serves files from
+// outside the run directory. O_NOFOLLOW checks the name that is opened, not one checked before.
 std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot be read", path.string()));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      throw InputError(fmt::format("{}: is a symbolic link; ftune reads a run directory's files "
+                                   "only as regular files",
+                                   path.string()));
+    throw InputError(fmt::format("{}: cannot be read ({})", path.string(), std::strerror(errno)));
+  }
+  std::string text;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError(fmt::format("{}: not a regular file", path.string()));
+  }
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  const int read_errno = errno;
+  ::close(fd);
+  if (n < 0)
+    throw InputError(fmt::format("{}: cannot be read ({})", path.string(),
+                                 std::strerror(read_errno)));
+  return text;
 }
 
 // metrics.jsonl: every complete line is a JSON object with "split" and "step". The text after
@@ -73,7 +98,7 @@ RunData read_run_dir(const std::string& dir) {
   else
     run.missing.push_back("metrics.jsonl");
   if (has_summary) {
-    run.summary = io::read_json_file((root / "summary.json").string());
+    run.summary = io::parse_json(read_text(root / "summary.json"), (root / "summary.json").string());
     if (!run.summary.is_object())
       throw InputError(fmt::format("{}: expected a JSON object", (root / "summary.json").string()));
   } else {

@@ -40,11 +40,26 @@ bool send_all(int fd, const std::string& data) {
 
 }  // namespace
 
+int http_connect(int port) { return connect_local(port); }
+
+bool http_send(int fd, const std::string& data) { return send_all(fd, data); }
+
 HttpResponse http_get(int port, const std::string& target) {
-  HttpResponse r;
+  return http_raw(port, "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+}
+
+HttpResponse http_raw(int port, const std::string& request) {
   const int fd = connect_local(port);
-  if (fd < 0) return r;
-  if (send_all(fd, "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")) {
+  if (fd < 0) return {};
+  HttpResponse r;
+  if (send_all(fd, request)) r = http_read_response(fd);
+  close(fd);
+  return r;
+}
+
+HttpResponse http_read_response(int fd) {
+  HttpResponse r;
+  {
     std::string raw;
     char buf[65536];
     ssize_t n;
@@ -62,7 +77,6 @@ HttpResponse http_get(int port, const std::string& target) {
     const size_t body = raw.find("\r\n\r\n");
     if (body != std::string::npos) r.body = raw.substr(body + 4);
   }
-  close(fd);
   return r;
 }
 

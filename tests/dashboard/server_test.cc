@@ -94,7 +94,7 @@ TEST_F(DashboardServer, ManyParallelClients) {
 TEST_F(DashboardServer, ClientsThatGoAwayMidResponse) {
   for (int i = 0; i < 20; ++i) {
     // Reads 100 bytes of a 100+ KB page, then resets the connection.
-    test::http_abort(port_, "GET /study?name=search HTTP/1.1\r\nHost: x\r\n\r\n", 100);
+    test::http_abort(port_, "GET /study?name=search HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 100);
     // A request line cut off half-way.
     test::http_abort(port_, "GET /study?na", 0);
   }
