@@ -4,10 +4,14 @@
 // and average precision for binary tasks, the confusion matrix — and, for binary models, the
 // metrics at a decision threshold ("at_threshold"): --threshold, else the one training chose on
 // validation data (DIR/decision_threshold.json). Text pairs are formatted as training formatted
-// them: --pair-template, else DIR/ftune.json's template, else the tokenizer's own pairing. JSONL
-// rows of token ids ({"input_ids": [...], "token_type_ids": [...], "label": ...}) are read as
-// `ftune predict` reads them, without a tokenizer. Logits that are not finite are an error naming
-// the row; --output may not be (or lie inside) --data or --model.
+// them: --pair-template, else DIR/ftune.json's template, else the tokenizer's own pairing.
+// A one-score model (num_labels 1) reads the label column as float targets: a regression model
+// (problem_type regression) gets MSE, MAE, Pearson and Spearman; any other one-score model
+// (a BCE-trained reranker) gets the binary metrics of s = its score against [target >= 0.5], with
+// targets in [0, 1] and binary cross-entropy as the loss. For a classifier, JSONL rows of token
+// ids ({"input_ids": [...], "token_type_ids": [...], "label": ...}) are read as `ftune predict`
+// reads them, without a tokenizer. Logits that are not finite are an error naming the row;
+// --output may not be (or lie inside) --data or --model.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -30,6 +34,8 @@
 #include "models/input_limits.h"
 #include "models/predictor.h"
 #include "train/metrics.h"
+#include "train/multilabel_metrics.h"
+#include "train/regression_metrics.h"
 
 namespace ftune::cli {
 namespace {
@@ -37,6 +43,7 @@ namespace {
 struct EvalArgs {
   std::string model, data, output, format = "auto";
   std::string text_field = "text", text_pair_field = "text_pair", label_field = "label";
+  std::string label_separator = "|";  // multi-label TSV / CSV
   std::string pair_template;  // empty: DIR/ftune.json's, else tokenizer(text, text_pair)
   bool no_header = false;
   int64_t batch_size = 64, max_length = 0;
@@ -112,14 +119,17 @@ void run(const EvalArgs& a) {
   const ModelSpec model_spec = load_model_spec(a.model);
   const ModelInfo& config = model_spec.info();
   const int64_t K = config.num_labels();
-  if (a.has_threshold && K != 2)
+  const bool regression = K == 1 && model_spec.problem_type() == "regression";
+  if (a.has_threshold &&
+      ((K > 2 && model_spec.problem_type() != "multi_label_classification") || regression))
     throw InputError(
         fmt::format("--threshold applies to binary models; {} has {} labels", a.model, K));
   const std::string labels_key = fmt::format("{}/config.json id2label", a.model);
+  const bool multi_label = K > 1 && model_spec.problem_type() == "multi_label_classification";
   data::DatasetReport report;
   std::vector<data::TokenizedExample> rows;
   std::vector<int64_t> lines;  // each row's line in --data
-  if (pretokenized_jsonl(a.data, a.format)) {
+  if (K > 1 && !multi_label && pretokenized_jsonl(a.data, a.format)) {
     // Token ids as `ftune predict` reads them: no tokenizer.json needed.
     rows =
         read_pretokenized(a.data, a.label_field,
@@ -141,6 +151,16 @@ void run(const EvalArgs& a) {
     spec.columns.label = a.label_field;
     spec.labels.names = config.id2label;
     spec.labels_key = labels_key;
+    if (multi_label) {
+      spec.columns.label_lists = true;
+      spec.columns.list_separator = a.label_separator;
+      spec.targets = data::ScoreTargets::kLabelLists;
+    }
+    if (K == 1) {
+      spec.columns.numeric_label = true;
+      spec.targets = regression ? data::ScoreTargets::kScores : data::ScoreTargets::kUnitScores;
+      spec.targets_key = fmt::format("the one-score model {}", a.model);
+    }
     data::RawDataset raw;
     report = data::read_dataset(spec, &raw);
     rows = data::tokenize_dataset(tok, raw, max_length, &report, tmpl ? &*tmpl : nullptr);
@@ -156,9 +176,54 @@ void run(const EvalArgs& a) {
             "values on it; no metrics reported",
             a.data, i < lines.size() ? lines[i] : int64_t(i + 1), fmt::join(p.logits[i], ", "),
             a.model));
-  ClassificationMetrics m(K, EvalSplit::Test);
-  double loss_sum = 0;  // mean cross-entropy, as training reports it
-  for (size_t i = 0; i < rows.size(); ++i) {
+  if (multi_label) {
+    MultiLabelMetrics ml(config.id2label);
+    double loss_sum = 0;  // mean BCE over every (row, label), as training reports it
+    for (size_t i = 0; i < rows.size(); ++i) {
+      ml.add(p.logits[i].data(), rows[i].targets.data());
+      for (int64_t c = 0; c < K; ++c) {
+        const double z = p.logits[i][c], t = rows[i].targets[c];
+        loss_sum += (std::max(z, 0.0) - z * t + std::log1p(std::exp(-std::fabs(z)))) / double(K);
+      }
+    }
+    ml.add_loss(loss_sum, static_cast<int64_t>(rows.size()));
+    std::vector<double> margins(static_cast<size_t>(K),
+                                a.has_threshold ? std::log(a.threshold / (1 - a.threshold)) : 0.0);
+    const std::string saved = (std::filesystem::path(a.model) / "decision_threshold.json").string();
+    const bool chosen = !a.has_threshold && std::filesystem::exists(saved);
+    if (chosen) margins = io::read_json_file(saved).at("margins").get<std::vector<double>>();
+    nlohmann::json j = a.has_threshold || chosen ? ml.to_json_with(margins) : ml.to_json(margins);
+    j["data"] = report.to_json();
+    j["model"] = a.model;
+    if (!a.output.empty()) io::write_json_atomic(a.output, j);
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  if (regression) {
+    RegressionMetrics r;
+    double loss_sum = 0;  // mean squared error, as training reports it
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const double d = double(p.logits[i][0]) - double(rows[i].targets[0]);
+      loss_sum += d * d;
+      r.add(p.logits[i][0], rows[i].targets[0]);
+    }
+    r.add_loss(loss_sum, static_cast<int64_t>(rows.size()));
+    nlohmann::json j = r.to_json();
+    j["data"] = report.to_json();
+    j["model"] = a.model;
+    if (!a.output.empty()) io::write_json_atomic(a.output, j);
+    std::printf("%s\n", j.dump(2).c_str());
+    return;
+  }
+  ClassificationMetrics m(K == 1 ? 2 : K, EvalSplit::Test);
+  double loss_sum = 0;  // mean cross-entropy (binary for one score), as training reports it
+  for (size_t i = 0; i < rows.size() && K == 1; ++i) {
+    const double z = p.logits[i][0], t = rows[i].targets[0];
+    const float pair[2] = {0.0f, p.logits[i][0]};
+    m.add(pair, t >= 0.5 ? 1 : 0);
+    loss_sum += std::max(z, 0.0) - z * t + std::log1p(std::exp(-std::fabs(z)));
+  }
+  for (size_t i = 0; i < rows.size() && K > 1; ++i) {
     const std::vector<float>& z = p.logits[i];
     m.add(z.data(), rows[i].label);
     const double zmax = *std::max_element(z.begin(), z.end());
@@ -171,7 +236,7 @@ void run(const EvalArgs& a) {
   const std::string saved = (std::filesystem::path(a.model) / "decision_threshold.json").string();
   if (a.has_threshold) {
     j = m.to_json(ClassificationMetrics::threshold_at_probability(a.threshold));
-  } else if (K == 2 && std::filesystem::exists(saved)) {
+  } else if (K <= 2 && std::filesystem::exists(saved)) {
     // The exact histogram edge training chose on validation data.
     const nlohmann::json d = io::read_json_file(saved);
     j = m.to_json(BinaryThreshold{
@@ -203,6 +268,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--text-field", a->text_field, "Column / key of the first text");
   cmd->add_option("--text-pair-field", a->text_pair_field, "Column / key of the second text");
   cmd->add_option("--label-field", a->label_field, "Column / key of the label");
+  cmd->add_option("--label-separator", a->label_separator,
+                  "Multi-label TSV / CSV: what joins a row's labels in its label field");
   cmd->add_flag("--no-header", a->no_header, "TSV/CSV without a header row");
   cmd->add_option("--pair-template", a->pair_template,
                   "Format text pairs with this template, e.g. '<bos>{text}\\n{text_pair}<eos>' "

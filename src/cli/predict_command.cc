@@ -1,9 +1,13 @@
 // `ftune predict --model DIR --data FILE.jsonl --output FILE.jsonl`: logits and the predicted
-// label for every input line. Lines are either tokenized ({"input_ids": [...],
-// "token_type_ids": [...]}) or text ({"text": ..., "text_pair": ...}, tokenized with DIR's
-// tokenizer.json exactly as transformers would, truncated to the model's length; formatted with
-// --pair-template or the template training saved in DIR/ftune.json, if any). The output is
-// written atomically: on any error nothing is left at --output.
+// label for every input line; for a one-score model (num_labels 1: a reranker, a cross-encoder, a
+// regression head) the score (the logit) and, unless its problem_type is regression, its
+// probability sigmoid(score) (and "decision", score > the threshold, when training chose one or
+// --threshold gives it); for a multi-label model (problem_type multi_label_classification) the
+// probability of each label and the labels above their thresholds. Lines are either tokenized
+// ({"input_ids": [...], "token_type_ids": [...]}) or text ({"text": ..., "text_pair": ...},
+// tokenized with DIR's tokenizer.json exactly as transformers would, truncated to the model's
+// length; formatted with --pair-template or the template training saved in DIR/ftune.json, if
+// any). The output is written atomically: on any error nothing is left at --output.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -46,10 +50,17 @@ void run(const PredictArgs& a) {
   io::remove_temporaries_on_signals();
   if (a.threads > 0) set_compute_threads(a.threads);
   // The model and the device first: bad arguments are refused before the data is read.
-  const ModelInfo config = load_model_spec(a.model).info();
-  if (a.threshold && config.num_labels() != 2)
-    throw InputError(fmt::format("--threshold applies to binary models; {} has {} labels", a.model,
-                                 config.num_labels()));
+  const ModelSpec spec = load_model_spec(a.model);
+  const ModelInfo config = spec.info();
+  const bool one_score = config.num_labels() == 1;
+  const bool regression = one_score && spec.problem_type() == "regression";
+  const bool multi_label = !one_score && spec.problem_type() == "multi_label_classification";
+  if (a.threshold && ((config.num_labels() > 2 && !multi_label) || regression))
+    throw InputError(fmt::format(
+        "--threshold applies to binary models; {} has {} (binary: 2 labels, one score trained "
+        "with bce, or a multi-label model)",
+        a.model,
+        regression ? "a regression score" : fmt::format("{} labels", config.num_labels())));
   const Device device = usable_device(a.device, "--device");
   const std::optional<text::PairTemplate> tmpl =
       text::resolve_pair_template(a.pair_template, "--pair-template", a.model);
@@ -125,7 +136,25 @@ void run(const PredictArgs& a) {
   double threshold = a.threshold.value_or(-1);  // < 0: argmax
   std::optional<double> saved_margin;  // exact: the histogram edge training chose
   const std::string saved = (std::filesystem::path(a.model) / "decision_threshold.json").string();
-  if (!a.threshold && pred.config.num_labels() == 2 && std::filesystem::exists(saved)) {
+  // Multi-label: a logit threshold per label (decision_threshold.json's margins, chosen on
+  // validation; --threshold: one probability for every label; else probability 0.5).
+  std::vector<double> label_margins(
+      static_cast<size_t>(config.num_labels()),
+      a.threshold ? std::log(*a.threshold / (1 - *a.threshold)) : 0.0);
+  if (multi_label && !a.threshold && std::filesystem::exists(saved)) {
+    const nlohmann::json d = io::read_json_file(saved);
+    if (!d.contains("margins") || !d["margins"].is_array() ||
+        d["margins"].size() != label_margins.size())
+      throw InputError(
+          fmt::format("{}: expected 'margins', one per label ({})", saved, label_margins.size()));
+    label_margins = d["margins"].get<std::vector<double>>();
+    spdlog::info(
+        "multi-label decisions at the per-label thresholds training chose on validation "
+        "({}; --threshold overrides)",
+        saved);
+  }
+  if (!a.threshold && !regression && !multi_label && pred.config.num_labels() <= 2 &&
+      std::filesystem::exists(saved)) {
     const nlohmann::json d = io::read_json_file(saved);
     threshold = io::get_float(d, "threshold", saved);
     saved_margin = io::get_float(d, "margin", saved);
@@ -140,6 +169,32 @@ void run(const PredictArgs& a) {
                                          : 0;
   io::AtomicFileWriter out(a.output);
   for (const std::vector<float>& logits : pred.logits) {
+    if (one_score) {
+      // The score is the logit (as transformers and CrossEncoder give it); a BCE-trained score's
+      // probability is sigmoid(score).
+      nlohmann::json j;
+      j["score"] = logits[0];
+      if (!regression) {
+        j["probability"] = 1.0 / (1.0 + std::exp(-double(logits[0])));
+        if (saved_margin || threshold >= 0) j["decision"] = double(logits[0]) > margin;
+      }
+      j["logits"] = logits;
+      out.write(j.dump() + "\n");
+      continue;
+    }
+    if (multi_label) {
+      // One sigmoid per label; "labels": every label above its threshold.
+      nlohmann::json j, probs = nlohmann::json::array(), labels = nlohmann::json::array();
+      for (size_t c = 0; c < logits.size(); ++c) {
+        probs.push_back(1.0 / (1.0 + std::exp(-double(logits[c]))));
+        if (double(logits[c]) > label_margins[c]) labels.push_back(pred.config.id2label[c]);
+      }
+      j["logits"] = logits;
+      j["probabilities"] = probs;
+      j["labels"] = labels;
+      out.write(j.dump() + "\n");
+      continue;
+    }
     const size_t best = threshold >= 0
                             ? size_t(double(logits[1]) - double(logits[0]) > margin)
                             : std::max_element(logits.begin(), logits.end()) - logits.begin();
@@ -165,7 +220,8 @@ void add_predict_command(CLI::App& app) {
   cmd->add_option("--data", args->data, "JSONL input: input_ids/token_type_ids or text/text_pair")
       ->required();
   cmd->add_option("--output", args->output,
-                  "JSONL output, one {\"logits\", \"label\"} per input line")
+                  "JSONL output, one {\"logits\", \"label\"} per input line ({\"score\", "
+                  "\"probability\", \"logits\"} for a one-score model)")
       ->required();
   cmd->add_option("--batch-size", args->batch_size, "Rows per forward pass")
       ->check(positive_integer());

@@ -39,6 +39,8 @@ Batch slice_rows(const Batch& batch, int64_t row0, int64_t rows) {
   if (!batch.token_type_ids.empty()) out.token_type_ids = cut(batch.token_type_ids);
   if (!batch.labels.empty())
     out.labels.assign(batch.labels.begin() + row0, batch.labels.begin() + row0 + rows);
+  if (const int64_t w = batch.target_width(); w > 0)
+    out.targets.assign(batch.targets.begin() + row0 * w, batch.targets.begin() + (row0 + rows) * w);
   return out;
 }
 

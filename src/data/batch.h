@@ -18,11 +18,16 @@ struct Batch {
   std::vector<int32_t> token_type_ids;  // (B*T); empty means all zeros
   std::vector<int32_t> attention_mask;  // (B*T) 1 = real token, 0 = padding
   std::vector<int32_t> labels;          // (B) or empty; -100 ignores a row
+  std::vector<float> targets;           // (B * W) float targets of a score task, or empty
 
   // Number of real (unpadded) tokens: what tokens/s reports count.
   int64_t real_tokens() const;
   // Real tokens of row r: right-padded, so up to its last unmasked position.
   int64_t row_length(int64_t r) const;
+  // W: float targets per row (0 without them).
+  int64_t target_width() const {
+    return size > 0 ? static_cast<int64_t>(targets.size()) / size : 0;
+  }
 };
 
 // Rows [row0, row0 + rows) of a right-padded batch, padded only to their own longest (the same

@@ -88,6 +88,7 @@ Batch make_batch(const std::vector<TokenizedExample>& examples, const std::vecto
       b.attention_mask[r * b.seq_len + t] = 1;
     }
     b.labels.push_back(e.label);
+    b.targets.insert(b.targets.end(), e.targets.begin(), e.targets.end());
   }
   return b;
 }

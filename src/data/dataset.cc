@@ -3,7 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <cfloat>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 
 #include "core/error.h"
 
@@ -22,6 +25,32 @@ std::string listing(const std::string& path, const std::vector<BadRow>& bad) {
 }
 
 }  // namespace
+
+std::optional<float> score_target(const std::string& text, ScoreTargets kind,
+                                  const std::string& key, std::string* problem) {
+  // The whole text must be a decimal number (strtod would also take "0x1p3", "inf" or "nan":
+  // refused by the checks below, the hexadecimal by the character set).
+  const bool plain =
+      !text.empty() && text.find_first_not_of("0123456789+-.eE") == std::string::npos;
+  char* end = nullptr;
+  const double v = plain ? std::strtod(text.c_str(), &end) : 0.0;
+  if (!plain || end != text.c_str() + text.size()) {
+    *problem = fmt::format("score '{}' is not a number", text);
+    return std::nullopt;
+  }
+  if (!std::isfinite(v) || std::fabs(v) > FLT_MAX) {
+    *problem = fmt::format("score '{}' is not a finite number", text);
+    return std::nullopt;
+  }
+  if (kind == ScoreTargets::kUnitScores && !(v >= 0.0 && v <= 1.0)) {
+    *problem = fmt::format(
+        "target {} is outside [0, 1] (binary cross-entropy, {}: 0/1 relevance or a soft target; "
+        "use mse for unbounded scores)",
+        text, key);
+    return std::nullopt;
+  }
+  return static_cast<float>(v);
+}
 
 BadRowPolicy parse_bad_row_policy(const std::string& value, const std::string& key) {
   if (value == "fail") return BadRowPolicy::kFail;
@@ -74,9 +103,74 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
   }
   // Without an explicit set the set is the data's (examples.h: every label a name). A label that
   // an explicit set cannot address is a bad row.
-  if (spec.labels.empty()) ds.labels = LabelSet::from_examples(rows.examples, spec.path);
+  if (spec.labels.empty() && spec.targets == ScoreTargets::kLabels)
+    ds.labels = LabelSet::from_examples(rows.examples, spec.path);
   ds.labels.integer_aliases = ds.labels.integer_aliases && spec.labels.integer_aliases;
-  {
+  if (spec.targets == ScoreTargets::kLabelLists) {
+    if (spec.labels.empty()) {
+      // The data's labels: every label any row lists, each once, ordered as a label set is.
+      std::vector<RawExample> named;
+      for (const RawExample& e : rows.examples)
+        for (const std::string& l : e.label_list)
+          named.push_back(RawExample{"", {}, l, {}, e.line});
+      if (named.empty())
+        throw InputError(fmt::format("{}: no row lists any label (multi-label)", spec.path));
+      ds.labels = LabelSet::from_examples(named, spec.path);
+      ds.labels.integer_aliases = false;
+    }
+    const size_t K = ds.labels.names.size();
+    std::vector<RawExample> kept;
+    kept.reserve(rows.examples.size());
+    const size_t bad_before = bad.size();
+    for (RawExample& e : rows.examples) {
+      std::vector<float> hot(K, 0.0f);
+      std::string problem;
+      for (const std::string& l : e.label_list) {
+        const std::optional<int32_t> id = ds.labels.find(l);
+        if (!id) {
+          problem = fmt::format("label '{}' is not one of the {} labels ({})", l, K,
+                                ds.labels.describe());
+          break;
+        }
+        hot[*id] = 1.0f;
+      }
+      if (!problem.empty()) {
+        bad.push_back({e.line, std::move(problem)});
+        continue;
+      }
+      ds.targets.insert(ds.targets.end(), hot.begin(), hot.end());
+      ds.label_ids.push_back(0);
+      kept.push_back(std::move(e));
+    }
+    rows.examples = std::move(kept);
+    if (bad.size() > bad_before)
+      std::stable_sort(bad.begin(), bad.end(),
+                       [](const BadRow& a, const BadRow& b) { return a.line < b.line; });
+  } else if (spec.targets != ScoreTargets::kLabels) {
+    // A score task: the label set is the model's own (one name); the column holds float targets.
+    ds.labels = LabelSet::from_names(
+        spec.labels.names.empty() ? std::vector<std::string>{"LABEL_0"} : spec.labels.names,
+        spec.labels_key);
+    std::vector<RawExample> kept;
+    kept.reserve(rows.examples.size());
+    const size_t bad_before = bad.size();
+    for (RawExample& e : rows.examples) {
+      std::string problem;
+      const std::optional<float> t =
+          score_target(e.label, spec.targets, spec.targets_key, &problem);
+      if (!t) {
+        bad.push_back({e.line, std::move(problem)});
+        continue;
+      }
+      ds.targets.push_back(*t);
+      ds.label_ids.push_back(0);
+      kept.push_back(std::move(e));
+    }
+    rows.examples = std::move(kept);
+    if (bad.size() > bad_before)
+      std::stable_sort(bad.begin(), bad.end(),
+                       [](const BadRow& a, const BadRow& b) { return a.line < b.line; });
+  } else {
     std::vector<RawExample> kept;
     kept.reserve(rows.examples.size());
     const size_t bad_before = bad.size();
@@ -121,7 +215,13 @@ DatasetReport read_dataset(const DataSpec& spec, RawDataset* out) {
   bad.resize(std::min<int64_t>(n_bad, kKeptBadRows));
   report.skipped_rows = std::move(bad);
   report.class_counts.assign(ds.labels.names.size(), 0);
-  for (int32_t id : ds.label_ids) ++report.class_counts[id];
+  if (spec.targets == ScoreTargets::kLabelLists) {
+    // Rows listing each label.
+    const size_t K = ds.labels.names.size();
+    for (size_t i = 0; i < ds.targets.size(); ++i) report.class_counts[i % K] += ds.targets[i] > 0;
+  } else {
+    for (int32_t id : ds.label_ids) ++report.class_counts[id];
+  }
   report.read_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   *out = std::move(ds);
   return report;
@@ -132,8 +232,15 @@ std::vector<TokenizedExample> tokenize_dataset(const text::Tokenizer& tokenizer,
                                                DatasetReport* report,
                                                const text::PairTemplate* pair_template) {
   TokenizeStats stats;
-  std::vector<TokenizedExample> out = tokenize_examples(
-      tokenizer, dataset.examples, dataset.labels, dataset.path, max_length, &stats, pair_template);
+  const bool scores = !dataset.targets.empty();
+  std::vector<TokenizedExample> out =
+      tokenize_examples(tokenizer, dataset.examples, dataset.labels, dataset.path, max_length,
+                        &stats, pair_template, scores ? &dataset.label_ids : nullptr);
+  if (scores) {
+    const size_t w = dataset.targets.size() / dataset.examples.size();
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i].targets.assign(dataset.targets.begin() + i * w, dataset.targets.begin() + (i + 1) * w);
+  }
   if (report) {
     report->tokenize = stats;
     report->tokenized = true;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,18 @@ struct LabelMapping {
   bool empty() const { return names.empty() && ids.empty(); }
 };
 
+// What the label column holds. kLabels: class labels (names). The others are a score task's float
+// targets (README "Rerankers and scores"): kScores any finite number (MSE: regression, teacher
+// scores), kUnitScores a number in [0, 1] (BCE: 0/1 relevance or soft targets). A value that is
+// not a number (JSON: not a number; TSV/CSV: not a whole decimal number), not finite, or outside
+// [0, 1] for kUnitScores is a bad row (PATH:LINE and why), under data.bad_rows like a bad label.
+// kLabelLists: multi-label rows (a list of labels per row, readers.h ColumnMap::label_lists),
+// read as K targets per row, 1 for each label the row lists and 0 for the others; the label set is
+// `labels` (model.labels, or a multi-label checkpoint's id2label), else the data's (every label
+// any row lists, ordered as examples.h orders a label set); a label outside an explicit set is a
+// bad row.
+enum class ScoreTargets { kLabels, kScores, kUnitScores, kLabelLists };
+
 struct DataSpec {
   std::string path;
   DataFormat format = DataFormat::kAuto;
@@ -59,6 +72,10 @@ struct DataSpec {
   BadRowPolicy bad_rows = BadRowPolicy::kFail;
   double max_bad_fraction = 0.05;
   std::string labels_key = "model.labels";  // names the label mapping in its errors
+  // Score tasks: the label column is read as float targets, one per row; every row's label id is
+  // 0 (of the one-name label set `labels`, the model's own: e.g. LABEL_0).
+  ScoreTargets targets = ScoreTargets::kLabels;
+  std::string targets_key = "training.loss";  // names what asked for [0, 1] targets in errors
 };
 
 // How many bad rows an error message lists (the count is always given).
@@ -89,7 +106,15 @@ struct RawDataset {
   std::vector<RawExample> examples;  // the kept rows, in file order, each with its line
   std::vector<int32_t> label_ids;    // per example, ids in `labels`
   LabelSet labels;
+  // Score tasks: one float target per example (multi-label: K per example, 0 or 1); empty
+  // otherwise.
+  std::vector<float> targets;
 };
+
+// A score task's target written as `text`, or nullopt with `problem` saying why it is a bad row
+// (not a number, not finite, outside [0, 1] for kUnitScores; `key` names what asked for [0, 1]).
+std::optional<float> score_target(const std::string& text, ScoreTargets kind,
+                                  const std::string& key, std::string* problem);
 
 // Reads and validates spec.path into `out` (see the top of this file). InputError when the file
 // cannot be read, a named column is missing, the policy rejects the bad rows (the message names

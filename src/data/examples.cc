@@ -145,13 +145,14 @@ std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer
                                                 const std::vector<RawExample>& raw,
                                                 const LabelSet& labels, const std::string& path,
                                                 int64_t max_length, TokenizeStats* stats,
-                                                const text::PairTemplate* pair_template) {
+                                                const text::PairTemplate* pair_template,
+                                                const std::vector<int32_t>* label_ids) {
   std::vector<text::TextPair> pairs;
   pairs.reserve(raw.size());
   std::vector<TokenizedExample> out(raw.size());
   for (size_t i = 0; i < raw.size(); ++i) {
     pairs.push_back({raw[i].text, raw[i].text_pair});
-    out[i].label = labels.id(raw[i], path);
+    out[i].label = label_ids ? (*label_ids)[i] : labels.id(raw[i], path);
   }
   text::EncodeOptions full = tokenizer.default_options();
   text::EncodeOptions cut = full;

@@ -22,6 +22,9 @@ struct RawExample {
   std::string text;
   std::optional<std::string> text_pair;
   std::string label;  // as written: a string, or an integer's decimal form
+  // Multi-label rows (readers.h ColumnMap::label_lists): the row's labels, each as `label` would
+  // be (an empty list: none of the labels).
+  std::vector<std::string> label_list;
   int64_t line = 0;
 };
 
@@ -69,6 +72,10 @@ std::optional<int64_t> integer_label(const std::string& label);
 struct TokenizedExample {
   std::vector<int32_t> input_ids, token_type_ids;
   int32_t label = -100;
+  // Float targets of a score task (data/dataset.h ScoreTargets: a score, a soft target in [0, 1],
+  // a teacher's score), W per row (1 for a single score); empty for class labels. `label` is then
+  // 0 (the row counts) or -100 (ignored).
+  std::vector<float> targets;
 };
 
 struct TokenizeStats {
@@ -82,11 +89,13 @@ struct TokenizeStats {
 
 // Tokenizes every example with HF's `tokenizer(text, text_pair, truncation="longest_first",
 // max_length=max_length)`, in parallel; with `pair_template`, as the template formats it
-// (text/pair_template.h: its texts cut longest-first, its own tokens kept).
+// (text/pair_template.h: its texts cut longest-first, its own tokens kept). `label_ids` (one per
+// example): the ids already resolved (a score task's rows), instead of `labels.id`.
 std::vector<TokenizedExample> tokenize_examples(const text::Tokenizer& tokenizer,
                                                 const std::vector<RawExample>& raw,
                                                 const LabelSet& labels, const std::string& path,
                                                 int64_t max_length, TokenizeStats* stats,
-                                                const text::PairTemplate* pair_template = nullptr);
+                                                const text::PairTemplate* pair_template = nullptr,
+                                                const std::vector<int32_t>* label_ids = nullptr);
 
 }  // namespace ftune::data

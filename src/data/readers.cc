@@ -56,6 +56,10 @@ void read_jsonl(std::string_view content, const ColumnMap& c, ReadRows* out) {
     } catch (const nlohmann::json::parse_error& e) {
       bad(fmt::format("invalid JSON at column {}: {}", e.byte, io::parse_error_detail(e)));
       continue;
+    } catch (const nlohmann::json::out_of_range&) {
+      // A number too large for a double (1e400): nlohmann raises out_of_range, not parse_error.
+      bad("invalid JSON: a number too large for a double");
+      continue;
     }
     if (!obj.is_object()) {
       bad(fmt::format("expected a JSON object, got {}", io::json_type_name(obj)));
@@ -82,14 +86,38 @@ void read_jsonl(std::string_view content, const ColumnMap& c, ReadRows* out) {
       auto it = obj.find(c.label);
       if (it == obj.end() || it->is_null())
         problem = fmt::format("missing '{}'", c.label);
-      else if (it->is_number_integer())
+      else if (it->is_number_integer() && !c.label_lists)
         e.label = std::to_string(it->get<int64_t>());
+      else if (c.numeric_label && it->is_number())
+        e.label = it->dump();  // the shortest text that reads back as the same double
+      else if (c.label_lists && it->is_array()) {
+        for (const auto& v : *it) {
+          if (v.is_number_integer()) {
+            e.label_list.push_back(std::to_string(v.get<int64_t>()));
+          } else if (v.is_string() && !v.get_ref<const std::string&>().empty()) {
+            e.label_list.push_back(v.get<std::string>());
+          } else {
+            problem = fmt::format("'{}' must list labels (strings or integers), found {}", c.label,
+                                  v.dump());
+            break;
+          }
+        }
+      } else if (c.label_lists)
+        problem = fmt::format("'{}' must be a list of labels (multi-label), got {}", c.label,
+                              io::json_type_name(*it));
+      else if (it->is_array())
+        problem = fmt::format(
+            "'{}' is a list of labels, but the task has one label per row (multi-label: "
+            "training.loss multi_label_bce, or a checkpoint with problem_type "
+            "multi_label_classification)",
+            c.label);
       else if (it->is_string() && !it->get_ref<const std::string&>().empty())
         e.label = it->get<std::string>();
       else if (it->is_string())
         problem = fmt::format("missing '{}' (empty string)", c.label);
       else
-        problem = fmt::format("'{}' must be an integer or a string, got {}", c.label,
+        problem = fmt::format("'{}' must be {}, got {}", c.label,
+                              c.numeric_label ? "a number" : "an integer or a string",
                               io::json_type_name(*it));
     }
     if (!problem.empty()) {
@@ -177,7 +205,7 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
       const size_t invalid = text::utf8_find_invalid(label);
       if (invalid != std::string::npos)
         problem = fmt::format("invalid UTF-8 in '{}' at byte {}", label_name, invalid + 1);
-      else if (blank(label))
+      else if (blank(label) && !c.label_lists)
         problem = fmt::format("missing '{}'", label_name);
     }
     if (!problem.empty()) {
@@ -189,6 +217,17 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
     e.text = std::move(r.fields[text_col]);
     if (pair_col >= 0) e.text_pair = std::move(r.fields[pair_col]);
     e.label = std::move(r.fields[label_col]);
+    if (c.label_lists) {
+      // One field of labels joined by the separator; blank: no label.
+      const std::string& f = e.label;
+      if (!blank(f))
+        for (size_t at = 0;;) {
+          const size_t next = f.find(c.list_separator, at);
+          e.label_list.push_back(f.substr(at, next == std::string::npos ? next : next - at));
+          if (next == std::string::npos) break;
+          at = next + c.list_separator.size();
+        }
+    }
     out->examples.push_back(std::move(e));
   }
 }

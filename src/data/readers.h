@@ -32,6 +32,14 @@ struct ColumnMap {
   int64_t text_index = 0;
   int64_t text_pair_index = -1;  // -1: no text_pair column
   int64_t label_index = 1;
+  // The label column holds numbers (a score task, data/dataset.h ScoreTargets): a JSON number
+  // that is not an integer is read as written (1.5, 0.25, 1e-3) instead of being a bad row.
+  bool numeric_label = false;
+  // The label column holds a list of labels per row (multi-label): a JSON list of strings or
+  // integers, or in TSV / CSV one field of labels joined by `list_separator` (an empty field: no
+  // label). Without it, a JSON list is a bad row (a label list on a single-label task).
+  bool label_lists = false;
+  std::string list_separator = "|";
 };
 
 struct BadRow {

@@ -48,6 +48,8 @@ TokenBatch layout_rows(const Batch& batch, const std::vector<int32_t>& positions
     }
     out.cu_seqlens.push_back(static_cast<int32_t>(out.input_ids.size()));
     if (!batch.labels.empty()) out.labels.push_back(batch.labels[row0 + b]);
+    const int64_t w = batch.target_width();
+    for (int64_t c = 0; c < w; ++c) out.targets.push_back(batch.targets[(row0 + b) * w + c]);
   }
   return out;
 }

@@ -32,6 +32,7 @@ struct TokenBatch {
   std::vector<int32_t> attention_mask;                            // padded: (N); packed: empty
   std::vector<int32_t> cu_seqlens;                                // (B + 1)
   std::vector<int32_t> labels;                                    // (B) or empty
+  std::vector<float> targets;                                     // (B * W) or empty
 
   int64_t tokens() const { return static_cast<int64_t>(input_ids.size()); }
   int64_t real_tokens() const;
@@ -41,7 +42,7 @@ struct TokenBatch {
 // Rows [row0, row0 + rows) of a right-padded batch laid out as `layout`, with their position ids
 // cut from `positions` (the batch's, B * T; row-local, so the same as the cut rows' own). Padded:
 // to the rows' longest, rounded up to a multiple of pad_multiple but not past the batch's T.
-// Missing token types are zeros; labels are copied when the batch has them.
+// Missing token types are zeros; labels and targets are copied when the batch has them.
 TokenBatch layout_rows(const Batch& batch, const std::vector<int32_t>& positions, int64_t row0,
                        int64_t rows, BatchLayout layout, int64_t pad_multiple = 1);
 

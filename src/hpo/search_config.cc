@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "hpo/storage.h"
+#include "train/score_task.h"
 
 namespace ftune::hpo {
 
@@ -171,6 +172,23 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   if (c.grace_s <= c.heartbeat_s)
     throw InputError(fmt::format("{}: grace_s ({}) must be larger than heartbeat_s ({})", path,
                                  c.grace_s, c.heartbeat_s));
+  if (!c.train_config.empty() && !c.metric.empty()) {
+    // A train_config objective's metric has a known direction (train/score_task.h): loss, mse and
+    // mae are minimised, every other metric maximised. Without study.direction it follows the
+    // metric; a direction against it is refused (it would search for the worst model).
+    std::string m = c.metric;
+    for (const char* prefix : {"eval.", "validation."})
+      if (m.rfind(prefix, 0) == 0) m = m.substr(std::string(prefix).size());
+    const Direction natural = metric_maximized(m) ? Direction::Maximize : Direction::Minimize;
+    if (!study["direction"])
+      c.direction = natural;
+    else if (c.direction != natural)
+      throw InputError(fmt::format(
+          "{}: study.direction is {} but study.metric {} is {} the better it is; set direction: "
+          "{} (or leave it out)",
+          at(path, study["direction"]), direction_name(c.direction), c.metric,
+          natural == Direction::Maximize ? "higher" : "lower", direction_name(natural)));
+  }
   return c;
 }
 

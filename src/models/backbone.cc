@@ -48,7 +48,33 @@ ModelSpec ModelSpec::with_num_labels(int64_t n) const {
 }
 
 ModelSpec ModelSpec::with_dropout(const DropoutRates& rates) const {
-  return ModelSpec(backbone().with_dropout(rates));
+  ModelSpec out(backbone().with_dropout(rates));
+  out.problem_type_ = problem_type_;
+  return out;
+}
+
+ModelSpec ModelSpec::with_problem_type(std::string problem_type) const {
+  ModelSpec out = *this;
+  out.problem_type_ = std::move(problem_type);
+  return out;
+}
+
+std::string ModelSpec::problem_type() const {
+  if (problem_type_) return *problem_type_;
+  const nlohmann::json j = backbone().config_json();
+  const auto it = j.find("problem_type");
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+nlohmann::json ModelSpec::to_json() const {
+  nlohmann::json j = backbone().config_json();
+  if (problem_type_) {
+    if (problem_type_->empty())
+      j.erase("problem_type");
+    else
+      j["problem_type"] = *problem_type_;
+  }
+  return j;
 }
 
 }  // namespace ftune

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -271,10 +272,19 @@ class ModelSpec {
   ModelSpec with_labels(std::vector<std::string> labels) const;
   ModelSpec with_num_labels(int64_t n) const;  // names LABEL_i
   ModelSpec with_dropout(const DropoutRates& rates) const;
-  nlohmann::json to_json() const { return backbone().config_json(); }
+  // HF's problem_type saved with the model ("regression", "multi_label_classification",
+  // "single_label_classification"; "" removes the key): what the trained head was trained for,
+  // so transformers computes the same loss from it. Without a call the checkpoint's is kept.
+  ModelSpec with_problem_type(std::string problem_type) const;
+  // The checkpoint's problem_type, or the one set by with_problem_type ("" when none).
+  std::string problem_type() const;
+  // config.json as saved: the family's config with num_labels, id2label, label2id and the
+  // problem_type.
+  nlohmann::json to_json() const;
 
  private:
   std::shared_ptr<const Backbone> b_;
+  std::optional<std::string> problem_type_;  // set by with_problem_type
 };
 
 // The family registry: model_type -> a Backbone from config.json content (errors name `path`).

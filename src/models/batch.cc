@@ -31,6 +31,11 @@ void validate_batch(const ModelSpec& model, const Batch& b) {
                                  b.token_type_ids.size()));
   if (!b.labels.empty() && static_cast<int64_t>(b.labels.size()) != b.size)
     throw InputError(fmt::format("batch of {} rows has {} labels", b.size, b.labels.size()));
+  if (!b.targets.empty() && static_cast<int64_t>(b.targets.size()) != b.size * c.num_labels())
+    throw InputError(
+        fmt::format("batch of {} rows has {} float targets; the model has {} scores "
+                    "per row",
+                    b.size, b.targets.size(), c.num_labels()));
   for (int64_t i = 0; i < n; ++i) {
     const int64_t row = i / b.seq_len, col = i % b.seq_len;
     if (b.input_ids[i] < 0 || b.input_ids[i] >= c.vocab_size)

@@ -8,8 +8,10 @@
 
 #include "core/memory.h"
 #include "models/adapters.h"
+#include "ops/bce_with_logits.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
+#include "ops/mse_loss.h"
 
 namespace ftune {
 namespace {
@@ -20,7 +22,25 @@ void copy_i32(TensorView dst, const std::vector<int32_t>& src) {
   copy(dst.prefix(host.shape), host);
 }
 
+void copy_f32(TensorView dst, const std::vector<float>& src) {
+  TensorView host(const_cast<float*>(src.data()), DType::F32, Device::cpu(),
+                  Shape{static_cast<int64_t>(src.size())});
+  copy(dst.prefix(host.shape), host);
+}
+
 }  // namespace
+
+const char* loss_kind_name(LossKind kind) {
+  switch (kind) {
+    case LossKind::CrossEntropy:
+      return "cross_entropy";
+    case LossKind::Bce:
+      return "bce";
+    case LossKind::Mse:
+      return "mse";
+  }
+  return "?";
+}
 
 SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options)
     : spec_(std::move(spec)), options_(options) {
@@ -145,6 +165,8 @@ void SequenceClassifier::buffers(BufferTable& t) const {
   else
     t.add("input/mask", DType::I32, {N}, &self->own_inputs_.mask);
   t.add("input/labels", DType::I32, {B}, &self->own_labels_);
+  // A score task's float targets (B, K): a few KiB, planned for every task.
+  t.add("input/targets", DType::F32, {B, K}, &self->own_targets_);
   t.add("input/class_weights", DType::F32, {K}, &self->class_weights_);
   model_->buffers(t);
   t.add("act/loss/probs", DType::F32, {B, K}, &self->probs_);
@@ -198,6 +220,7 @@ void SequenceClassifier::bind(const Arena& arena) {
   model_->bind(p);
   inputs_ = own_inputs_;
   labels_ = own_labels_;
+  targets_ = own_targets_;
   class_weights_copied_ = false;
 }
 
@@ -224,6 +247,7 @@ void SequenceClassifier::set_batch(const TokenBatch& b) {
                                  options_.tokens()));
   inputs_ = own_inputs_;
   labels_ = own_labels_;
+  targets_ = own_targets_;
   inputs_.B = b.rows;
   copy_i32(inputs_.ids, b.input_ids);
   copy_i32(inputs_.type_ids, b.token_type_ids);
@@ -241,9 +265,18 @@ void SequenceClassifier::set_batch(const TokenBatch& b) {
   }
   has_labels_ = !b.labels.empty();
   if (has_labels_) copy_i32(labels_, b.labels);
+  has_targets_ = !b.targets.empty();
+  if (has_targets_) {
+    if (static_cast<int64_t>(b.targets.size()) != b.rows * spec_.num_labels())
+      throw InputError(
+          fmt::format("batch of {} rows has {} float targets; the model has {} scores "
+                      "per row",
+                      b.rows, b.targets.size(), spec_.num_labels()));
+    copy_f32(targets_, b.targets);
+  }
 }
 
-void SequenceClassifier::use_inputs(const TokenInputs& in, TensorView labels) {
+void SequenceClassifier::use_inputs(const TokenInputs& in, TensorView labels, TensorView targets) {
   FTUNE_ASSERT(all_values_.defined(), "use_inputs before bind");
   if (in.packed() != options_.packed || in.B > options_.max_batch ||
       (in.packed() ? in.N > options_.max_tokens || in.max_len > options_.max_seq
@@ -261,9 +294,16 @@ void SequenceClassifier::use_inputs(const TokenInputs& in, TensorView labels) {
   FTUNE_ASSERT(labels.dtype == DType::I32 && labels.shape == Shape{in.B} &&
                    labels.device == all_values_.device,
                "use_inputs: expected ({}) i32 labels, got {}", in.B, labels.describe());
+  FTUNE_ASSERT(!targets.defined() || (targets.dtype == DType::F32 &&
+                                      targets.shape == Shape({in.B, spec_.num_labels()}) &&
+                                      targets.device == all_values_.device),
+               "use_inputs: expected ({}, {}) f32 targets, got {}", in.B, spec_.num_labels(),
+               targets.describe());
   inputs_ = in;
   labels_ = labels;
   has_labels_ = true;
+  targets_ = targets.defined() ? targets : own_targets_;
+  has_targets_ = targets.defined();
 }
 
 TokenInputs SequenceClassifier::current_inputs() const {
@@ -332,6 +372,18 @@ void SequenceClassifier::copy_class_weights(const LossOptions& options) {
 TensorView SequenceClassifier::loss(const LossOptions& options) {
   if (!has_labels_) throw InputError("loss requested for a batch without labels");
   const int64_t B = inputs_.B, K = spec_.num_labels();
+  if (options.kind != LossKind::CrossEntropy) {
+    if (!has_targets_)
+      throw InputError(fmt::format("the {} loss needs float targets; the batch has none",
+                                   loss_kind_name(options.kind)));
+    loss_options_ = options;
+    const TensorView z = logits_, t = targets_.prefix({B, K}), aux = probs_.prefix({B, K});
+    if (options.kind == LossKind::Bce)
+      bce_with_logits_forward(loss_, aux, z, t, labels_.prefix({B}));
+    else
+      mse_loss_forward(loss_, aux, z, t, labels_.prefix({B}));
+    return loss_;
+  }
   copy_class_weights(options);
   CrossEntropyOptions ce{options.label_smoothing,
                          options.class_weights.empty() ? TensorView() : class_weights_};
@@ -346,8 +398,15 @@ void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale,
   CrossEntropyOptions ce{loss_options_.label_smoothing,
                          loss_options_.class_weights.empty() ? TensorView() : class_weights_};
   TensorView dlogits = dlogits_.prefix({B, K});
-  cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale,
-                         loss_scale_at);
+  if (loss_options_.kind == LossKind::Bce)
+    bce_with_logits_backward(dlogits, probs_.prefix({B, K}), targets_.prefix({B, K}),
+                             labels_.prefix({B}), loss_scale, loss_scale_at);
+  else if (loss_options_.kind == LossKind::Mse)
+    mse_loss_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), loss_scale,
+                      loss_scale_at);
+  else
+    cross_entropy_backward(dlogits, probs_.prefix({B, K}), labels_.prefix({B}), ce, loss_scale,
+                           loss_scale_at);
   model_->backward(dlogits, current_inputs(), dropout);
 }
 

@@ -1,7 +1,8 @@
 // A sequence classifier over planned memory, for any model family (models/backbone.h): the
-// family's backbone and head + cross-entropy, with explicit forward and backward passes. The
-// parameters (HF names), adapters, the 16-bit weight shadow, inputs and loss are handled here,
-// the same for every family; the family's BackboneModel runs the layers.
+// family's backbone and head + its loss (cross-entropy, or BCE / MSE on float targets), with
+// explicit forward and backward passes. The parameters (HF names), adapters, the 16-bit weight
+// shadow, inputs and loss are handled here, the same for every family; the family's BackboneModel
+// runs the layers.
 //
 // Memory is planned, then bound: the classifier first adds every buffer it needs (parameters,
 // gradients, activations for the largest batch, inputs, workspace) to an ArenaPlan; the caller
@@ -23,11 +24,11 @@
 //
 // Mixed precision (options.compute bf16 / f16, autocast semantics; models/encoder.h): the fp32
 // parameters are the master weights; "shadow/layers" holds the encoder layers' weights in the
-// compute type for the GEMMs (the family's gemm_weight_range). In full fine-tuning the optimizer writes it in its own update pass
-// (optimizer_shadow(): the shadow is a sub-range of the trainable parameters, AdamW::apply takes
-// it with its offset) and weights_updated(true) keeps it; otherwise (weights written by a loader,
-// frozen_weights_changed(); an optimizer that did not write it, weights_updated()) a cast pass
-// rewrites it before the next forward.
+// compute type for the GEMMs (the family's gemm_weight_range). In full fine-tuning the optimizer
+// writes it in its own update pass (optimizer_shadow(): the shadow is a sub-range of the trainable
+// parameters, AdamW::apply takes it with its offset) and weights_updated(true) keeps it; otherwise
+// (weights written by a loader, frozen_weights_changed(); an optimizer that did not write it,
+// weights_updated()) a cast pass rewrites it before the next forward.
 //
 // Frozen weights stay 16-bit (frozen_16bit(): LoRA adapters with bf16 / f16 compute): the frozen
 // layers' GEMM weights (the rank-2 parameters of gemm_weight_range) are stored once, in the
@@ -35,9 +36,10 @@
 // embedding tables before the layers (the family's ModuleKind::Embedding modules: token, position
 // and token-type tables, "param/embeddings16", read by the embedding lookup, ops/embedding.h); the
 // other parameters stay fp32 in three buffers (the embeddings' LayerNorm before the layers, the
-// layers' biases and norms, the head and adapters after them). param(name) views each where it lives (a 16-bit view for those
-// GEMM weights: loaders and savers convert, core/memory.h convert_copy); param_values() is
-// undefined. DoRA keeps the fp32 base (its weight norms and its dropout GEMM read fp32 weights).
+// layers' biases and norms, the head and adapters after them). param(name) views each where it
+// lives (a 16-bit view for those GEMM weights: loaders and savers convert, core/memory.h
+// convert_copy); param_values() is undefined. DoRA keeps the fp32 base (its weight norms and its
+// dropout GEMM read fp32 weights).
 #pragma once
 
 #include <optional>
@@ -75,9 +77,18 @@ struct ClassifierOptions {
   int64_t tokens() const { return packed ? max_tokens : max_batch * max_seq; }
 };
 
+// The loss over the head's K logits (README "Rerankers and scores"): softmax cross-entropy over K
+// >= 2 classes (ops/cross_entropy.h, against the labels), or a score loss against the batch's
+// float targets (B, K): binary cross-entropy with logits (K = 1: a reranker's score on 0/1 or soft
+// targets; K > 1: multi-label, ops/bce_with_logits.h) or mean squared error (regression, teacher
+// scores: ops/mse_loss.h). Score losses count the rows whose label is not -100.
+enum class LossKind { CrossEntropy, Bce, Mse };
+const char* loss_kind_name(LossKind kind);  // "cross_entropy", "bce", "mse"
+
 struct LossOptions {
-  float label_smoothing = 0.0f;
-  std::vector<float> class_weights;  // empty: unweighted
+  LossKind kind = LossKind::CrossEntropy;
+  float label_smoothing = 0.0f;      // cross-entropy only
+  std::vector<float> class_weights;  // empty: unweighted (cross-entropy only)
 };
 
 class SequenceClassifier {
@@ -150,9 +161,10 @@ class SequenceClassifier {
   void set_batch(const TokenBatch& batch);
   // Points the model at a batch already on its device (the trainer's staged inputs, ordered on the
   // compute stream by the caller, train/input_staging.h): ids, type ids, position ids and mask (or
-  // cu_seqlens) of the tokens and B labels, validated by the caller (validate_batch). No copy, no
-  // synchronisation. set_batch() returns to the model's own input buffers.
-  void use_inputs(const TokenInputs& inputs, TensorView labels);
+  // cu_seqlens) of the tokens and B labels (and a score task's (B, K) f32 targets), validated by
+  // the caller (validate_batch). No copy, no synchronisation. set_batch() returns to the model's
+  // own input buffers.
+  void use_inputs(const TokenInputs& inputs, TensorView labels, TensorView targets = {});
   int64_t batch_size() const { return inputs_.B; }
   int64_t seq_len() const { return inputs_.T; }
 
@@ -168,7 +180,8 @@ class SequenceClassifier {
   TensorView hidden() const { return model_->hidden(); }
   TensorView logits() const { return logits_; }
 
-  // Mean cross-entropy of the last forward against the batch labels: a 1-element device tensor.
+  // The mean loss (options.kind) of the last forward against the batch's labels or targets: a
+  // 1-element device tensor. A score loss needs a batch with targets (InputError otherwise).
   TensorView loss(const LossOptions& options);
   // Backward from the loss, scaled by loss_scale (with gradient accumulation: this micro-batch's
   // share of the step's loss, e.g. its rows / the step's rows); parameter gradients accumulate
@@ -208,12 +221,13 @@ class SequenceClassifier {
   AdapterSet adapters_;
   TokenInputs inputs_, own_inputs_;  // current / the arena's input buffers
   std::vector<int32_t> host_cu_;     // packed set_batch: the host copy of cu_seqlens
-  TensorView own_labels_;
+  TensorView own_labels_, own_targets_;
   bool class_weights_copied_ = false;  // class_weights_ holds loss_options_.class_weights
-  TensorView labels_, class_weights_, probs_, loss_, dlogits_;
+  TensorView labels_, targets_, class_weights_, probs_, loss_, dlogits_;
   TensorView all_values_, logits_;
   LossOptions loss_options_;
   bool has_labels_ = false;
+  bool has_targets_ = false;
 };
 
 }  // namespace ftune

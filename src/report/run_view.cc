@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <map>
 #include <set>
 
@@ -96,9 +98,17 @@ Section loss_view(const RunData& run) {
 }
 
 Section eval_view(const RunData& run) {
-  // Scalar metrics of the validation evaluations, one series each, in a fixed order.
-  const std::vector<std::string> metrics = {"accuracy", "macro_f1", "f1",     "mcc",
-                                            "roc_auc",  "average_precision"};
+  // Scalar metrics of the validation evaluations, one series each, in a fixed order: the
+  // classification metrics, a multi-label run's and a regression run's (training.loss mse), each
+  // shown when an evaluation has it.
+  std::vector<std::string> metrics;
+  for (const char* m :
+       {"accuracy", "macro_f1", "micro_f1", "f1", "mcc", "roc_auc", "average_precision",
+        "macro_roc_auc", "subset_accuracy", "pearson", "spearman", "mse", "mae"})
+    if (std::any_of(run.evals.begin(), run.evals.end(),
+                    [&](const json& e) { return number_at(e, m).has_value(); }))
+      metrics.push_back(m);
+  if (metrics.empty()) metrics = {"accuracy", "macro_f1"};
   Chart chart{"run-eval", "Validation metrics per evaluation", {"step"}, {"value"}};
   std::string table =
       "<table class=\"data sortable\" id=\"run-eval-table\"><thead><tr><th>split</th>"

@@ -97,6 +97,7 @@ void load_shared(Shared& sh) {
                  .with_dropout({static_cast<float>(tc.hidden_dropout),
                                 static_cast<float>(tc.attention_dropout),
                                 static_cast<float>(tc.classifier_dropout)});
+  sh.loss.kind = sh.data.task.loss;
   sh.loss.label_smoothing = static_cast<float>(tc.label_smoothing);
   sh.loss.class_weights = resolve_class_weights(tc, sh.data.labels.names);
   sh.pad_id = static_cast<int32_t>(sh.model.info().pad_token_id);

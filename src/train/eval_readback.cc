@@ -45,7 +45,8 @@ EvalReadback::~EvalReadback() {
 #endif
 }
 
-void EvalReadback::push(TensorView logits, TensorView loss, std::vector<int32_t> labels) {
+void EvalReadback::push(TensorView logits, TensorView loss, std::vector<int32_t> labels,
+                        std::vector<float> targets) {
   const int64_t rows = static_cast<int64_t>(labels.size());
   FTUNE_ASSERT(pending_ < kSlots, "EvalReadback::push with both slots pending");
   FTUNE_ASSERT(rows <= max_rows_ && logits.dtype == DType::F32 && logits.shape == Shape({rows, k_}) &&
@@ -67,11 +68,13 @@ void EvalReadback::push(TensorView logits, TensorView loss, std::vector<int32_t>
 #endif
   }
   labels_[k] = std::move(labels);
+  targets_[k] = std::move(targets);
   next_ = (k + 1) % kSlots;
   ++pending_;
 }
 
-int64_t EvalReadback::pop(ClassificationMetrics& metrics) {
+int64_t EvalReadback::pop(ClassificationMetrics& metrics, RegressionMetrics* regression,
+                          MultiLabelMetrics* multi_label) {
   if (pending_ == 0) return 0;
   const int k = (next_ + kSlots - pending_) % kSlots;
 #ifdef FTUNE_WITH_CUDA
@@ -79,8 +82,30 @@ int64_t EvalReadback::pop(ClassificationMetrics& metrics) {
 #endif
   const float* slot = host_[k];
   const int64_t rows = static_cast<int64_t>(labels_[k].size());
-  metrics.add_loss(double(slot[max_rows_ * k_]) * double(rows), rows);
-  metrics.add_batch(slot, labels_[k].data(), rows);
+  const double loss_sum = double(slot[max_rows_ * k_]) * double(rows);
+  const std::vector<float>& t = targets_[k];
+  if (multi_label && !t.empty()) {
+    FTUNE_ASSERT(static_cast<int64_t>(t.size()) == rows * k_, "{} targets for {} rows of {}",
+                 t.size(), rows, k_);
+    multi_label->add_loss(loss_sum, rows);
+    for (int64_t r = 0; r < rows; ++r)
+      if (labels_[k][r] >= 0) multi_label->add(slot + r * k_, t.data() + r * k_);
+  } else if (k_ == 1 && !t.empty()) {
+    FTUNE_ASSERT(static_cast<int64_t>(t.size()) == rows, "{} targets for {} rows", t.size(), rows);
+    if (regression) {
+      regression->add_loss(loss_sum, rows);
+      regression->add_batch(slot, t.data(), rows);
+    } else {
+      metrics.add_loss(loss_sum, rows);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float pair[2] = {0.0f, slot[r]};
+        metrics.add(pair, labels_[k][r] < 0 ? -100 : (t[r] >= 0.5f ? 1 : 0));
+      }
+    }
+  } else {
+    metrics.add_loss(loss_sum, rows);
+    metrics.add_batch(slot, labels_[k].data(), rows);
+  }
   --pending_;
   return rows;
 }

@@ -17,6 +17,8 @@
 
 #include "core/tensor.h"
 #include "train/metrics.h"
+#include "train/multilabel_metrics.h"
+#include "train/regression_metrics.h"
 
 namespace ftune {
 
@@ -31,12 +33,17 @@ class EvalReadback {
   EvalReadback(const EvalReadback&) = delete;
   EvalReadback& operator=(const EvalReadback&) = delete;
 
-  // logits (rows, K) f32 and loss (1) f32 on the device; labels: the batch's rows' labels. Needs a
-  // free slot (pending() < kSlots).
-  void push(TensorView logits, TensorView loss, std::vector<int32_t> labels);
+  // logits (rows, K) f32 and loss (1) f32 on the device; labels: the batch's rows' labels; targets:
+  // a score task's float targets (rows x K) or empty. Needs a free slot (pending() < kSlots).
+  void push(TensorView logits, TensorView loss, std::vector<int32_t> labels,
+            std::vector<float> targets = {});
   // Adds the oldest pushed batch to `metrics` (the loss weighted by its rows) and returns its rows;
-  // 0 when none is pending.
-  int64_t pop(ClassificationMetrics& metrics);
+  // 0 when none is pending. A single score (K = 1) with targets goes to `regression` when given,
+  // else into binary `metrics` as the logit difference s (logits (0, s)) with label
+  // [target >= 0.5] (a BCE score: P(1) = sigmoid(s)).
+  // Multi-label rows (K targets each) go to `multi_label` when given.
+  int64_t pop(ClassificationMetrics& metrics, RegressionMetrics* regression = nullptr,
+              MultiLabelMetrics* multi_label = nullptr);
   int pending() const { return pending_; }
 
  private:
@@ -46,6 +53,7 @@ class EvalReadback {
   std::vector<float> cpu_host_;
   std::array<void*, kSlots> copied_{};
   std::array<std::vector<int32_t>, kSlots> labels_{};
+  std::array<std::vector<float>, kSlots> targets_{};
   int next_ = 0, pending_ = 0;
 };
 

@@ -12,9 +12,20 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress, const std::string& name,
-                               InputStaging* staging, ProcessGroup* ranks) {
+                               InputStaging* staging, ProcessGroup* ranks,
+                               RegressionMetrics* regression, MultiLabelMetrics* multi_label) {
   const int64_t K = model.config().num_labels();
-  ClassificationMetrics metrics(K, split);
+  const bool scores = loss_options.kind != LossKind::CrossEntropy;
+  FTUNE_ASSERT(!scores || K == 1 || (loss_options.kind == LossKind::Bce && multi_label),
+               "score evaluation of {} scores per row needs multi-label metrics", K);
+  if (K == 1 || loss_options.kind != LossKind::Bce) multi_label = nullptr;
+  FTUNE_ASSERT(!multi_label || !ranks || !ranks->distributed(),
+               "multi-label evaluation is not sharded over ranks");
+  FTUNE_ASSERT(loss_options.kind != LossKind::Mse || regression != nullptr,
+               "regression evaluation without RegressionMetrics");
+  if (loss_options.kind != LossKind::Mse) regression = nullptr;
+  // A one-score BCE model: binary metrics on s = its logit (eval_readback.h).
+  ClassificationMetrics metrics(scores ? 2 : K, split);
   // Packed: batches filled to the model's token budget (at most its rows).
   const ClassifierOptions& o = model.options();
   auto batches = o.packed ? data::length_sorted_batches(examples, o.max_batch, o.max_tokens)
@@ -30,7 +41,7 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
   EvalReadback readback(model.device(), std::max(batch_size, o.max_batch), K);
   int64_t done = 0, rows = 0;
   const auto add_oldest = [&] {
-    rows += readback.pop(metrics);
+    rows += readback.pop(metrics, regression, multi_label);
     if (progress) progress->update_eval(++done, rows);
   };
   for (const auto& indices : batches) {
@@ -40,17 +51,41 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
       validate_batch(model.spec(), b);
       const StagedInputs in =
           staging->acquire(staging->stage(b, position_ids(model.spec(), b), 0, b.size));
-      model.use_inputs(in.inputs, in.labels);
+      model.use_inputs(in.inputs, in.labels, in.targets);
     } else {
       model.set_batch(b);
     }
     const TensorView out = model.forward(DropoutPlan{});
     const TensorView loss = model.loss(loss_options);
     if (readback.pending() == EvalReadback::kSlots) add_oldest();
-    readback.push(out, loss, b.labels);
+    readback.push(out, loss, b.labels, b.targets);
   }
   while (readback.pending() > 0) add_oldest();
   if (progress) progress->end_eval();
+  if (sharded && regression) {
+    // Every rank's pairs, in rank order: the ranks' counts, then each rank's pairs at its offset
+    // of a zeroed vector of all of them, summed.
+    std::vector<int64_t> counts(ranks->size(), 0);
+    counts[ranks->rank()] = regression->count();
+    ranks->sum(counts.data(), static_cast<int64_t>(counts.size()));
+    int64_t offset = 0, total = 0;
+    for (int64_t r = 0; r < ranks->size(); ++r) {
+      if (r < ranks->rank()) offset += counts[r];
+      total += counts[r];
+    }
+    std::vector<float> pairs(static_cast<size_t>(2 * total), 0.0f);
+    for (int64_t i = 0; i < regression->count(); ++i) {
+      pairs[2 * (offset + i)] = regression->predictions()[i];
+      pairs[2 * (offset + i) + 1] = regression->targets()[i];
+    }
+    ranks->sum(pairs.data(), 2 * total);
+    double loss[2] = {regression->loss_sum(), double(regression->loss_rows())};
+    ranks->sum(loss, 2);
+    RegressionMetrics all;
+    for (int64_t i = 0; i < total; ++i) all.add(pairs[2 * i], pairs[2 * i + 1]);
+    all.add_loss(loss[0], static_cast<int64_t>(loss[1]));
+    *regression = std::move(all);
+  }
   if (sharded) {
     std::vector<int64_t> counts = metrics.counts();
     double loss_sum = metrics.loss_sum();

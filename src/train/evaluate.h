@@ -8,16 +8,24 @@
 // run every rank evaluates a contiguous share of the batches and the ranks sum their metrics
 // (counts and histograms exactly; the loss sum up to float summation order), so every rank holds
 // the metrics of the whole split.
+//
+// Score tasks (loss_options.kind bce / mse; train/score_task.h): a one-score BCE model's metrics
+// are the binary ClassificationMetrics of s = its logit against [target >= 0.5] (ROC-AUC, AP,
+// thresholds chosen on validation, as for two labels); an MSE model's go to `regression` (which
+// it needs), a multi-label BCE model's (K > 1) to `multi_label` (which it needs), and the returned
+// ClassificationMetrics is then empty.
 #pragma once
 
 #include <vector>
 
 #include "data/examples.h"
 #include "models/sequence_classifier.h"
-#include "train/metrics.h"
 #include "train/input_staging.h"
+#include "train/metrics.h"
+#include "train/multilabel_metrics.h"
 #include "train/process_group.h"
 #include "train/progress.h"
+#include "train/regression_metrics.h"
 
 namespace ftune {
 
@@ -25,7 +33,9 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
                                int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress = nullptr,
-                               const std::string& name = "eval",
-                               InputStaging* staging = nullptr, ProcessGroup* ranks = nullptr);
+                               const std::string& name = "eval", InputStaging* staging = nullptr,
+                               ProcessGroup* ranks = nullptr,
+                               RegressionMetrics* regression = nullptr,
+                               MultiLabelMetrics* multi_label = nullptr);
 
 }  // namespace ftune

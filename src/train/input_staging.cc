@@ -24,10 +24,11 @@ constexpr int64_t kHead = sizeof(MicroParams) / sizeof(int32_t);
 static_assert(sizeof(MicroParams) % sizeof(int32_t) == 0 && sizeof(MicroParams) == 32);
 
 // Padded: ids, types, positions, mask (rows x seq each), labels. Packed: ids, types, positions
-// (tokens each), row starts (rows + 1), labels.
-int64_t slot_elements(int64_t max_rows, int64_t max_seq, int64_t packed_tokens) {
-  if (packed_tokens > 0) return kHead + 3 * packed_tokens + 2 * max_rows + 1;
-  return kHead + 4 * max_rows * max_seq + max_rows;
+// (tokens each), row starts (rows + 1), labels. Then rows x W float targets (as their bits).
+int64_t slot_elements(int64_t max_rows, int64_t max_seq, int64_t packed_tokens, int64_t width) {
+  static_assert(sizeof(float) == sizeof(int32_t));
+  if (packed_tokens > 0) return kHead + 3 * packed_tokens + 2 * max_rows + 1 + max_rows * width;
+  return kHead + 4 * max_rows * max_seq + max_rows + max_rows * width;
 }
 
 }  // namespace
@@ -60,8 +61,13 @@ PadRule resolve_padding(int64_t value, Device device) {
   return device.is_cpu() ? PadRule{1, false} : PadRule{8, true};
 }
 
-InputStaging::InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad, int64_t packed_tokens)
-    : max_rows_(max_rows), max_seq_(max_seq), pad_(pad), packed_tokens_(packed_tokens) {
+InputStaging::InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad, int64_t packed_tokens,
+                           int64_t target_width)
+    : max_rows_(max_rows),
+      max_seq_(max_seq),
+      pad_(pad),
+      packed_tokens_(packed_tokens),
+      target_width_(target_width) {
   FTUNE_ASSERT(max_rows > 0 && max_seq > 0 && pad.multiple > 0,
                "input staging for {} x {} tokens (padded to a multiple of {})", max_rows, max_seq,
                pad.multiple);
@@ -91,7 +97,7 @@ void InputStaging::free_host() {
 }
 
 void InputStaging::add_to_plan(ArenaPlan& plan) const {
-  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_);
+  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_, target_width_);
   for (const char* name : kSlotNames) plan.add(name, DType::I32, {n});
   plan.add(kFixedName, DType::I32, {n});
 }
@@ -99,7 +105,7 @@ void InputStaging::add_to_plan(ArenaPlan& plan) const {
 void InputStaging::bind(const Arena& arena) {
   free_host();
   device_ = arena.device();
-  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_);
+  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_, target_width_);
   if (device_.is_cpu()) cpu_host_.assign(static_cast<size_t>(n * kSlots), 0);
   fixed_ = arena.view(kFixedName);
   for (int k = 0; k < kSlots; ++k) {
@@ -173,7 +179,13 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
     labels[r] = step.labels[row0 + r];
     dst += len;
   }
-  const int64_t used = (labels + rows) - host_[k];
+  const int64_t w = step.target_width();
+  FTUNE_ASSERT(w == 0 || w == target_width_,
+               "a batch of {} targets per row; staging planned for {}", w, target_width_);
+  if (w > 0)
+    std::memcpy(labels + rows, step.targets.data() + row0 * w,
+                static_cast<size_t>(rows * w) * sizeof(float));
+  const int64_t used = (labels + rows + rows * w) - host_[k];
   if (device_.is_cpu()) {
     std::memcpy(slots_[k].data, host_[k], static_cast<size_t>(used) * sizeof(int32_t));
   } else {
@@ -184,6 +196,7 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
 #endif
   }
   used_[k] = used;
+  width_[k] = w;
   rows_[k] = rows;
   seq_[k] = S;
   tokens_[k] = n;
@@ -219,7 +232,12 @@ StagedInputs InputStaging::acquire(int k) {
     s.inputs.T = seq_[k];
     s.inputs.mask = d.flat_range(kHead + 3 * n, n);
   }
-  s.labels = d.flat_range(kHead + 3 * n + (packed ? B + 1 : n), B);
+  const int64_t labels_at = kHead + 3 * n + (packed ? B + 1 : n);
+  s.labels = d.flat_range(labels_at, B);
+  if (const int64_t w = width_[k]; w > 0) {
+    const TensorView bits = d.flat_range(labels_at + B, B * w);
+    s.targets = TensorView(bits.data, DType::F32, bits.device, Shape{B, w});
+  }
   s.micro = static_cast<const MicroParams*>(d.data);
   return s;
 }

@@ -4,9 +4,10 @@
 // arena ("input/staged/0", "input/staged/1": the micro-batch's MicroParams (core/philox.h: its
 // dropout place, loss share and gradient scale, read by the kernels so that a replayed CUDA graph
 // sees them), then ids, type ids, position ids and mask of up to max_rows x max_seq tokens, then
-// max_rows labels; packed: ids, type ids and position ids of up to max_tokens tokens, the row
-// starts and the labels — data/token_batch.h's layouts), used in turn, and one fixed device
-// buffer of the same size ("input/graph") that the model reads:
+// max_rows labels and max_rows x W float targets (score tasks; W = 0 without); packed: ids, type
+// ids and position ids of up to max_tokens tokens, the row starts, the labels and the targets —
+// data/token_batch.h's layouts), used in turn, and one fixed device buffer of the same size
+// ("input/graph") that the model reads:
 //   stage(k)    host: wait until slot k's previous copy has left its host buffer (normally long
 //               done), fill it; copy stream: wait until the compute stream released slot k, copy,
 //               record "copied k"
@@ -38,6 +39,7 @@ namespace ftune {
 struct StagedInputs {
   TokenInputs inputs;  // views of the slot (B x T, or packed)
   TensorView labels;     // (B) i32
+  TensorView targets;    // (B, W) f32 float targets of a score task; undefined without
   const MicroParams* micro = nullptr;  // in the slot, on the device
 };
 
@@ -64,7 +66,10 @@ class InputStaging {
   // pad: how a padded micro-batch is padded beyond its longest row (at most the step batch's
   // length, which the trainer pads by the same rule). packed_tokens > 0: micro-batches are packed,
   // up to that many tokens.
-  InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad = {}, int64_t packed_tokens = 0);
+  // target_width W: float targets per row a batch may carry (the model's scores, K; staged only
+  // for batches that have targets).
+  InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad = {}, int64_t packed_tokens = 0,
+               int64_t target_width = 0);
   ~InputStaging();
   InputStaging(const InputStaging&) = delete;
   InputStaging& operator=(const InputStaging&) = delete;
@@ -88,13 +93,16 @@ class InputStaging {
   int64_t max_rows_, max_seq_;
   PadRule pad_;
   int64_t packed_tokens_;
+  int64_t target_width_;
   Device device_ = Device::cpu();
-  std::array<TensorView, kSlots> slots_{};  // (kHead + 4 * max_rows * max_seq + max_rows) i32
+  // (kHead + 4 * max_rows * max_seq + max_rows + max_rows * W) i32 (the targets' f32 bits)
+  std::array<TensorView, kSlots> slots_{};
   TensorView fixed_;                        // the same size: what the model reads
   std::array<int32_t*, kSlots> host_{};
   std::vector<int32_t> cpu_host_;  // the host buffers when the arena is on the CPU
   std::array<void*, kSlots> copied_{}, released_{};
   std::array<int64_t, kSlots> rows_{}, seq_{}, tokens_{}, used_{};  // used_: i32 elements
+  std::array<int64_t, kSlots> width_{};  // targets per row staged in the slot (0: none)
   int next_ = 0;
 };
 

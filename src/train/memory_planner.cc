@@ -26,11 +26,13 @@ struct CategoryInfo {
 // The categories in print order, with what each holds.
 const std::vector<CategoryInfo>& category_list() {
   static const std::vector<CategoryInfo> list = {
-      {"parameters", "fp32 weights (base model, adapters, head); with LoRA and bf16 / f16 "
-                     "compute the frozen layers' GEMM weights in that type alone"},
+      {"parameters",
+       "fp32 weights (base model, adapters, head); with LoRA and bf16 / f16 "
+       "compute the frozen layers' GEMM weights in that type alone"},
       {"master weights", "none: in fp32 the parameters are the master copy"},
-      {"weight shadow", "mixed precision: bf16 / f16 copy of the encoder layers' weights for the "
-                        "GEMMs (none in fp32)"},
+      {"weight shadow",
+       "mixed precision: bf16 / f16 copy of the encoder layers' weights for the "
+       "GEMMs (none in fp32)"},
       {"gradients", "fp32, trainable parameters only"},
       {"optimizer state", "AdamW exp_avg + exp_avg_sq, fp32"},
       {"adapter caches", "DoRA: ||W||^2 and weight norms per adapted linear"},
@@ -41,7 +43,9 @@ const std::vector<CategoryInfo>& category_list() {
       {"activation gradients", "reused across layers"},
       {"workspace", "attention and layer-norm scratch, LoRA dropout"},
       {"GEMM workspace", "none on the CPU"},
-      {"input staging", "token ids, types, positions, mask, labels; two staged copies (double buffer)"},
+      {"input staging",
+       "token ids, types, positions, mask, labels, float targets of score tasks; two staged "
+       "copies (double buffer)"},
       {"step scalars", "loss, gradient norm, clip factor, skip counters, AdamW's t (on device)"},
   };
   return list;
@@ -131,7 +135,7 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
   model.add_to_plan(plan);
   adamw.add_to_plan(plan);
   InputStaging(model.options().max_batch, model.options().max_seq, PadRule{},
-               model.options().packed ? model.options().max_tokens : 0)
+               model.options().packed ? model.options().max_tokens : 0, model.config().num_labels())
       .add_to_plan(plan);
   return plan;
 }

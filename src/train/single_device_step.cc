@@ -170,7 +170,7 @@ void SingleDeviceStep::build() {
     graphs_.reset();  // captured with the old arena's pointers
     staging_ = std::make_unique<InputStaging>(
         clf_->options().max_batch, clf_->options().max_seq, pad_,
-        clf_->options().packed ? clf_->options().max_tokens : 0);
+        clf_->options().packed ? clf_->options().max_tokens : 0, clf_->config().num_labels());
     ArenaPlan plan;
     clf_->add_to_plan(plan);
     adamw_->add_to_plan(plan);
@@ -323,7 +323,7 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
       if (micro_batches == hooks_.exit_at_micro_step) exit_as_killed();
       const auto [row0, rows] = cuts[cut];
       const StagedInputs in = staging_->acquire(slot);
-      clf_->use_inputs(in.inputs, in.labels);
+      clf_->use_inputs(in.inputs, in.labels, in.targets);
       step_work.add(flop_model(model_), step_batch, row0, rows, in.inputs.T, in.inputs.packed());
       const DropoutPlan dropout{true, tc_.seed, static_cast<uint32_t>(s),
                                 static_cast<uint64_t>(row0), stream_seq_, in.micro};

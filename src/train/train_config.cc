@@ -86,6 +86,7 @@ std::vector<Field> schema(TrainConfig& c) {
       {"data.text_field", str, scalar(&d.text_field, str)},
       {"data.text_pair_field", str, scalar(&d.text_pair_field, str)},
       {"data.label_field", str, scalar(&d.label_field, str)},
+      {"data.teacher_field", str, scalar(&d.teacher_field, str)},
       {"data.bad_rows", "fail or skip", scalar(&d.bad_rows, "fail or skip")},
       {"data.max_bad_fraction", number, scalar(&d.max_bad_fraction, number)},
       {"data.validation_split", number, scalar(&d.validation_split, number)},
@@ -130,6 +131,9 @@ std::vector<Field> schema(TrainConfig& c) {
       {"training.schedule", "linear, cosine or constant",
        scalar(&t.schedule, "linear, cosine or constant")},
       {"training.max_grad_norm", number, scalar(&t.max_grad_norm, number)},
+      {"training.loss", "auto, cross_entropy, bce, mse, distill_mse or multi_label_bce",
+       scalar(&t.loss, "auto, cross_entropy, bce, mse, distill_mse or multi_label_bce")},
+      {"data.label_separator", str, scalar(&d.label_separator, str)},
       {"training.label_smoothing", number, scalar(&t.label_smoothing, number)},
       {"training.class_weights", "a list of numbers or a map label: number",
        [&t](const YAML::Node& n, const std::string& where) {
@@ -434,9 +438,15 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   require(t.prefetch >= 1, "training.prefetch", "must be at least 1");
   require(t.reduce_bucket_mb > 0, "training.reduce_bucket_mb", "must be positive");
   one_of(t.schedule, {"linear", "cosine", "constant"}, "training.schedule");
+  one_of(t.loss, {"auto", "cross_entropy", "bce", "mse", "distill_mse", "multi_label_bce"},
+         "training.loss");
+  require(!d.label_separator.empty(), "data.label_separator", "must not be empty");
+  require(!d.teacher_field.empty(), "data.teacher_field", "must name a column");
   require(c.eval.every_steps >= 0, "eval.every_steps", "must be >= 0");
   one_of(c.eval.metric,
-         {"auto", "loss", "accuracy", "f1", "macro_f1", "mcc", "precision", "recall", "roc_auc"},
+         {"auto", "loss", "accuracy", "f1", "macro_f1", "mcc", "precision", "recall", "roc_auc",
+          "average_precision", "pearson", "spearman", "mse", "mae", "micro_f1", "subset_accuracy",
+          "macro_roc_auc"},
          "eval.metric");
   one_of(c.eval.mode, {"auto", "max", "min"}, "eval.mode");
   one_of(c.eval.threshold_metric, {"f1", "mcc", "accuracy"}, "eval.threshold_metric");

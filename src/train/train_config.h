@@ -50,6 +50,10 @@ struct TrainConfig {
     std::string text_field = "text";      // column name (or 0-based index without a header)
     std::string text_pair_field = "text_pair";  // empty: single-text task
     std::string label_field = "label";
+    // training.loss distill_mse: the column with the teacher's score, the student's target.
+    std::string teacher_field = "teacher_score";
+    // Multi-label rows in TSV / CSV: the labels of a row in one field, joined by this.
+    std::string label_separator = "|";
     std::string bad_rows = "fail";   // fail | skip
     double max_bad_fraction = 0.01;  // skip: more bad rows than this fraction is an error
     double validation_split = 0;     // no validation file: this fraction of train (stratified)
@@ -87,6 +91,10 @@ struct TrainConfig {
     int64_t warmup_steps = 0;  // > 0 overrides warmup_ratio
     std::string schedule = "linear";
     double max_grad_norm = 1.0;
+    // auto | cross_entropy | bce | mse | distill_mse | multi_label_bce (train/score_task.h): auto
+    // is cross_entropy for a head of K >= 2 labels, bce for a one-score head (mse when the
+    // checkpoint's problem_type is regression).
+    std::string loss = "auto";
     double label_smoothing = 0.0;
     // Loss weight per class: a list in id order, or a map label name -> weight (labels left out
     // weigh 1); resolve_class_weights turns either into one weight per id.
@@ -120,7 +128,7 @@ struct TrainConfig {
     int64_t every_steps = 0;  // 0: only at the end of each epoch
     bool each_epoch = true;
     std::string metric = "auto";          // auto: f1 for binary, macro_f1 otherwise
-    std::string mode = "auto";            // max | min | auto (min for loss)
+    std::string mode = "auto";            // max | min | auto (min for loss, mse, mae)
     int64_t batch_size = 0;               // 0: the training micro-batch
     std::string threshold_metric = "f1";  // binary: the threshold chosen on validation maximises it
   } eval;

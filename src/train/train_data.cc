@@ -37,7 +37,8 @@ void set_column(const std::string& value, const std::string& default_name, int64
 }
 
 data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
-                        const std::vector<std::string>& label_names, bool integer_aliases) {
+                        const std::vector<std::string>& label_names, bool integer_aliases,
+                        const ScoreTask& task) {
   const auto& d = cfg.data;
   data::DataSpec spec;
   spec.path = path;
@@ -52,9 +53,17 @@ data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
     set_column(d.text_pair_field, "text_pair", -1, d.has_header, "text_pair_field",
                &spec.columns.text_pair, &spec.columns.text_pair_index);
   }
-  set_column(d.label_field, "label", 1, d.has_header, "label_field", &spec.columns.label,
+  // A score task reads float targets from the label column (data.teacher_field for distillation).
+  set_column(task.target_field(cfg), task.distill ? "teacher_score" : "label", 1, d.has_header,
+             task.distill ? "teacher_field" : "label_field", &spec.columns.label,
              &spec.columns.label_index);
-  spec.labels.names = label_names;
+  spec.columns.numeric_label = task.scores() && !task.multi_label;
+  spec.columns.label_lists = task.multi_label;
+  spec.columns.list_separator = d.label_separator;
+  spec.targets = task.targets();
+  spec.targets_key = "training.loss " + task.loss_name;
+  // A one-score task's label is the head's; multi-label sets are given like class labels.
+  spec.labels.names = task.scores() && !task.multi_label ? task.score_labels : label_names;
   spec.labels.integer_aliases = integer_aliases;
   spec.bad_rows = data::parse_bad_row_policy(d.bad_rows, "data.bad_rows");
   spec.max_bad_fraction = d.max_bad_fraction;
@@ -111,6 +120,41 @@ void check_training_labels(const TrainConfig& cfg, const data::RawDataset& raw,
   }());
 }
 
+// A score task's training targets, summarised in the log: a constant target teaches nothing.
+void check_training_targets(const TrainConfig& cfg, const ScoreTask& task,
+                            const data::RawDataset& raw) {
+  const std::string& path = cfg.data.train;
+  if (task.multi_label) {
+    const size_t K = raw.labels.names.size();
+    std::vector<int64_t> rows_with(K, 0);
+    for (size_t i = 0; i < raw.targets.size(); ++i) rows_with[i % K] += raw.targets[i] > 0;
+    std::string s;
+    for (size_t c = 0; c < K && c < 16; ++c)
+      s += fmt::format("{}{}: '{}' {}", c ? ", " : "", c, raw.labels.names[c], rows_with[c]);
+    spdlog::info("{}: multi-label, {} labels (id: name, training rows listing it): {}{}", path, K,
+                 s, K > 16 ? ", ..." : "");
+    return;
+  }
+  double lo = raw.targets.front(), hi = lo, sum = 0;
+  int64_t positives = 0;
+  for (float t : raw.targets) {
+    lo = std::min<double>(lo, t);
+    hi = std::max<double>(hi, t);
+    sum += t;
+    positives += t >= 0.5f ? 1 : 0;
+  }
+  if (lo == hi)
+    throw InputError(fmt::format(
+        "{}: every training row has the target {} (column '{}'); training on one value teaches "
+        "nothing",
+        path, lo, task.target_field(cfg)));
+  spdlog::info(
+      "{}: {} targets from column '{}' (training.loss {}): min {:g}, max {:g}, mean {:g}{}", path,
+      raw.targets.size(), task.target_field(cfg), task.loss_name, lo, hi,
+      sum / double(raw.targets.size()),
+      task.binary_score() ? fmt::format(", {} of them >= 0.5", positives) : "");
+}
+
 TokenizedSplit make_split(const std::string& name, const std::string& source,
                           std::vector<data::TokenizedExample> examples, int64_t max_length) {
   TokenizedSplit s{name, source, std::move(examples), 0};
@@ -153,9 +197,12 @@ int64_t usable_max_length(const TrainConfig& cfg) {
 TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, int64_t max_length) {
   const auto& d = cfg.data;
   TrainData out;
+  out.task = resolve_score_task(cfg, load_model_spec(cfg.model.path));
   data::RawDataset raw_train;
-  data::DatasetReport train_report =
-      data::read_dataset(spec_for(cfg, d.train, cfg.model.labels, true), &raw_train);
+  data::DatasetReport train_report = data::read_dataset(
+      spec_for(cfg, d.train, out.task.multi_label ? out.task.score_labels : cfg.model.labels, true,
+               out.task),
+      &raw_train);
   out.files.push_back(d.train);
   const bool any_pair =
       std::any_of(raw_train.examples.begin(), raw_train.examples.end(),
@@ -169,7 +216,10 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
           d.train, d.text_pair_field));
     spdlog::info("{}: no row has a 'text_pair': single-text classification", d.train);
   }
-  check_training_labels(cfg, raw_train, train_report);
+  if (out.task.scores())
+    check_training_targets(cfg, out.task, raw_train);
+  else
+    check_training_labels(cfg, raw_train, train_report);
   out.labels = raw_train.labels;
   out.pair_template =
       text::resolve_pair_template(d.pair_template, "key 'data.pair_template'", cfg.model.path);
@@ -205,7 +255,7 @@ TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, in
   auto read_other = [&](const std::string& path, const char* name) {
     data::RawDataset raw;
     data::DatasetReport report = data::read_dataset(
-        spec_for(cfg, path, out.labels.names, out.labels.integer_aliases), &raw);
+        spec_for(cfg, path, out.labels.names, out.labels.integer_aliases, out.task), &raw);
     out.files.push_back(path);
     auto tokens = data::tokenize_dataset(tok, raw, max_length, &report, tmpl);
     out.report[std::string(name) + "_file"] = report.to_json();

@@ -11,6 +11,7 @@
 #include "data/examples.h"
 #include "text/pair_template.h"
 #include "text/tokenizer.h"
+#include "train/score_task.h"
 #include "train/train_config.h"
 
 namespace ftune {
@@ -24,6 +25,8 @@ struct TokenizedSplit {
 };
 
 struct TrainData {
+  ScoreTask task;  // training.loss resolved against the checkpoint (train/score_task.h)
+  // Class labels; a score task's one label (the head's name for its score, e.g. LABEL_0).
   data::LabelSet labels;
   TokenizedSplit train;
   std::optional<TokenizedSplit> validation, test;

@@ -69,10 +69,35 @@ void Trainer::load_data_and_model() {
   data_ = load_train_data(cfg_, *tok_, max_length);
   stream_seq_ = max_length;  // every sequence is truncated to it, so it bounds every T
   load.labels = data_.labels.names;
+  {
+    // A checkpoint's head is kept as shipped; a task of another label count gets a new one.
+    const ModelSpec shipped = load_model_spec(cfg_.model.path);
+    const auto& task = data_.task;
+    const bool same_size = shipped.num_labels() == static_cast<int64_t>(data_.labels.names.size());
+    if (task.scores())
+      spdlog::info(
+          "task: {}, training.loss {}{}",
+          task.multi_label ? fmt::format("{} labels, any number per row", data_.labels.names.size())
+                           : std::string("one score per row"),
+          task.loss_name, same_size ? fmt::format(", the head of {} kept", cfg_.model.path) : "");
+    if (!same_size)
+      spdlog::info(
+          "{}: its config has {} label{}; this task has {} ({}): the output layer is made anew{}",
+          cfg_.model.path, shipped.num_labels(), shipped.num_labels() == 1 ? "" : "s",
+          data_.labels.names.size(),
+          task.multi_label ? "multi-label"
+          : task.scores()  ? "one score"
+                           : "class labels",
+          shipped.num_labels() == 1 && !task.scores() ? " (a one-score checkpoint trains with bce "
+                                                        "or mse: training.loss auto keeps its head)"
+                                                      : "");
+  }
   model_ = load_model_spec(cfg_.model.path, load)
                .with_dropout({static_cast<float>(tc_.hidden_dropout),
                               static_cast<float>(tc_.attention_dropout),
                               static_cast<float>(tc_.classifier_dropout)});
+  if (data_.task.set_problem_type) model_ = model_.with_problem_type(data_.task.problem_type);
+  loss_options_.kind = data_.task.loss;
   loss_options_.label_smoothing = static_cast<float>(tc_.label_smoothing);
   loss_options_.class_weights = resolve_class_weights(tc_, data_.labels.names);
   pad_id_ = static_cast<int32_t>(model_.info().pad_token_id);
@@ -143,12 +168,13 @@ void Trainer::plan_schedule() {
                              : static_cast<int64_t>(std::ceil(tc_.warmup_ratio * total_steps_));
   schedule_ = LrSchedule{parse_schedule_kind(tc_.schedule, "training.schedule"), tc_.learning_rate,
                          warmup, total_steps_};
-  const bool binary = model_.num_labels() == 2;
-  eval_metric_ = cfg_.eval.metric == "auto" ? "macro_f1" : cfg_.eval.metric;
-  if (eval_metric_ == "roc_auc" && !binary)
-    throw InputError("key 'eval.metric': roc_auc needs a binary task; this one has " +
-                     std::to_string(model_.num_labels()) + " labels");
-  const bool maximize = cfg_.eval.mode == "auto" ? eval_metric_ != "loss" : cfg_.eval.mode == "max";
+  eval_metric_ = resolve_eval_metric(cfg_.eval.metric, data_.task, model_.num_labels());
+  if (data_.task.multi_label && group_->distributed())
+    throw InputError(
+        "training.loss multi_label_bce: data-parallel runs are not supported yet (its evaluation "
+        "is not shared over ranks); run it on one process");
+  const bool maximize =
+      cfg_.eval.mode == "auto" ? metric_maximized(eval_metric_) : cfg_.eval.mode == "max";
   early_ = std::make_unique<EarlyStopping>(eval_metric_, maximize, cfg_.early_stopping.patience,
                                            cfg_.early_stopping.min_delta);
 }
@@ -225,12 +251,26 @@ void Trainer::train_step() {
 nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) {
   const auto t0 = RunClock::now();
   const bool is_test = std::string(name) == "test";
+  RegressionMetrics regression;
+  MultiLabelMetrics multi_label(data_.labels.names);
   const ClassificationMetrics m =
       evaluate(clf(), split.examples, strategy_->eval_batch(), pad_id_, loss_options_,
                is_test ? EvalSplit::Test : EvalSplit::Validation, progress_.get(), name,
-               strategy_->eval_staging(), group_);
+               strategy_->eval_staging(), group_, &regression, &multi_label);
   nlohmann::json j;
-  if (model_.num_labels() == 2) {
+  if (data_.task.regression()) {
+    j = regression.to_json();
+  } else if (data_.task.multi_label) {
+    // Per-label thresholds chosen on validation; the test split gets the selected evaluation's.
+    if (!is_test) {
+      j = multi_label.to_json_with(multi_label.best_thresholds());
+    } else if (best_eval_.contains("at_threshold")) {
+      j = multi_label.to_json_with(
+          best_eval_["at_threshold"]["margins"].get<std::vector<double>>());
+    } else {
+      j = multi_label.to_json(std::vector<double>(data_.labels.names.size(), 0.0));
+    }
+  } else if (model_.num_labels() == 2 || data_.task.binary_score()) {
     // The decision threshold is chosen on validation data only; the test split gets the one of
     // the selected (best) validation evaluation.
     if (!is_test) {
@@ -250,14 +290,35 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
   std::string extra;
   if (j.contains("roc_auc") && !j["roc_auc"].is_null())
     extra += fmt::format(" roc-auc {:.4f}", j["roc_auc"].get<double>());
-  if (j.contains("at_threshold"))
+  if (j.contains("at_threshold") && !data_.task.multi_label)
     extra += fmt::format(" | threshold {:.3f}: f1 {:.4f} accuracy {:.4f}",
                          j["at_threshold"]["threshold"].get<double>(),
                          j["at_threshold"]["f1"].get<double>(),
                          j["at_threshold"]["accuracy"].get<double>());
-  spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}{} ({:.1f} s)", name, step_,
-               j["loss"].get<double>(), j["accuracy"].get<double>(), j["macro_f1"].get<double>(),
-               extra, j["seconds"].get<double>());
+  const auto shown = [&](const char* key) {
+    return j[key].is_number() ? j[key].get<double>() : std::nan("");
+  };
+  if (data_.task.multi_label)
+    spdlog::info(
+        "{} step {}: loss {:.4f} micro-F1 {:.4f} macro-F1 {:.4f} macro ROC-AUC {:.4f}{} "
+        "({:.1f} s)",
+        name, step_, shown("loss"), shown("micro_f1"), shown("macro_f1"), shown("macro_roc_auc"),
+        j.contains("at_threshold")
+            ? fmt::format(" | per-label thresholds: micro-F1 {:.4f} macro-F1 {:.4f}",
+                          j["at_threshold"]["micro_f1"].get<double>(),
+                          j["at_threshold"]["macro_f1"].get<double>())
+            : "",
+        j["seconds"].get<double>());
+  else if (data_.task.regression())
+    spdlog::info(
+        "{} step {}: loss {:.4f} mse {:.4f} mae {:.4f} pearson {:.4f} spearman {:.4f} "
+        "({:.1f} s)",
+        name, step_, shown("loss"), shown("mse"), shown("mae"), shown("pearson"), shown("spearman"),
+        j["seconds"].get<double>());
+  else
+    spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}{} ({:.1f} s)", name,
+                 step_, shown("loss"), shown("accuracy"), shown("macro_f1"), extra,
+                 j["seconds"].get<double>());
   nlohmann::json line = j;
   line["split"] = name;
   log_line(line);
@@ -279,7 +340,16 @@ void Trainer::publish_selected(const CheckpointEntry& chosen, const std::string&
   } else {
     publish_model(chosen.dir, model_dir);
   }
-  if (best_eval_.contains("at_threshold")) {
+  if (data_.task.multi_label && best_eval_.contains("at_threshold")) {
+    // Multi-label: one threshold per label, chosen on validation (each maximising its F1).
+    const auto& t = best_eval_["at_threshold"];
+    io::write_json_atomic((fs::path(model_dir) / "decision_threshold.json").string(),
+                          {{"thresholds", t["thresholds"]},
+                           {"margins", t["margins"]},
+                           {"labels", data_.labels.names},
+                           {"chosen_by", "f1 per label"},
+                           {"step", best_eval_["step"]}});
+  } else if (best_eval_.contains("at_threshold")) {
     // The binary decision threshold chosen on validation travels with the model: predict and
     // eval apply it unless told otherwise.
     const auto& t = best_eval_["at_threshold"];
@@ -288,7 +358,8 @@ void Trainer::publish_selected(const CheckpointEntry& chosen, const std::string&
                            {"margin", t["margin"]},
                            {"chosen_by", t["chosen_by"]},
                            {"validation_value", t["validation_value"]},
-                           {"positive_label", data_.labels.names[1]},  // id 1: P(1) > threshold
+                           // id 1: P(1) > threshold; a one-score model: sigmoid(score)
+                           {"positive_label", data_.labels.names.back()},
                            {"step", best_eval_["step"]}});
   }
 }

@@ -105,5 +105,30 @@ TEST(SearchConfig, ErrorsNameTheKeyAndLine) {
   EXPECT_NE(error_of("- a\n- b\n").find("must be a mapping"), std::string::npos);
 }
 
+TEST(SearchConfig, TrainConfigMetricSetsOrChecksTheDirection) {
+  // A minimised metric (mse, mae, loss) without a direction is minimised, a maximised one
+  // maximised; a direction against the metric is refused naming study.direction.
+  const auto parse = [](const std::string& study) {
+    return parse_search_config(
+        YAML::Load("study: " + study + "\nspace: {}\nobjective: {train_config: t.yaml}\n"),
+        "search.yaml");
+  };
+  EXPECT_EQ(parse("{name: s, metric: eval.mse}").direction, Direction::Minimize);
+  EXPECT_EQ(parse("{name: s, metric: eval.spearman}").direction, Direction::Maximize);
+  EXPECT_EQ(parse("{name: s, metric: mae, direction: minimize}").direction, Direction::Minimize);
+  const std::string e = error_of(
+      "study: {name: s, metric: eval.mse, direction: maximize}\nspace: {}\n"
+      "objective: {train_config: t.yaml}\n");
+  EXPECT_NE(e.find("study.direction is maximize but study.metric eval.mse is lower the better"),
+            std::string::npos)
+      << e;
+  // A command objective's metric is the command's own: any direction.
+  EXPECT_EQ(parse_search_config(YAML::Load("study: {name: s, metric: mse, direction: maximize}\n"
+                                           "space: {}\nobjective: {command: x}\n"),
+                                "search.yaml")
+                .direction,
+            Direction::Maximize);
+}
+
 }  // namespace
 }  // namespace ftune::hpo

@@ -31,6 +31,10 @@ GoldenCase GoldenCase::load(const std::string& name) {
   c.batch.token_type_ids = read_i32(inputs, "token_type_ids");
   c.batch.attention_mask = read_i32(inputs, "attention_mask");
   c.batch.labels = read_i32(inputs, "labels");
+  if (inputs.find("targets")) {  // score and multi-label cases (tools/make_score_fixtures.py)
+    const HostTensor t = inputs.read("targets", DType::F32);
+    c.batch.targets.assign(t.data<float>(), t.data<float>() + t.numel());
+  }
   return c;
 }
 

@@ -182,6 +182,36 @@ TEST_P(InputStagingTest, MissingTypeIdsStageAsZeros) {
   EXPECT_EQ(read_i32(in.inputs.pos_ids), (std::vector<int32_t>{0, 1, 2, 0, 1, 2}));
 }
 
+TEST_P(InputStagingTest, FloatTargetsTravelWithTheirRowsPaddedAndPacked) {
+  // A score task's targets (two per row here, as a multi-label head's) after the labels, as f32.
+  EncoderConfig config;
+  Batch step;
+  step.size = 3;
+  step.seq_len = 3;
+  step.input_ids = {101, 7, 102, 101, 102, 0, 101, 9, 102};
+  step.attention_mask = {1, 1, 1, 1, 1, 0, 1, 1, 1};
+  step.labels = {0, 0, 0};
+  step.targets = {0.25f, 1.0f, -3.5f, 0.0f, 7.0f, 0.5f};
+  for (const int64_t packed : {int64_t{0}, int64_t{9}}) {
+    InputStaging staging(2, 3, PadRule{}, packed, 2);
+    ArenaPlan plan;
+    staging.add_to_plan(plan);
+    Arena arena(device(), plan);
+    staging.bind(arena);
+    const StagedInputs in = staging.acquire(staging.stage(step, position_ids(config, step), 1, 2));
+    ASSERT_TRUE(in.targets.defined());
+    EXPECT_EQ(in.targets.dtype, DType::F32);
+    EXPECT_EQ(in.targets.shape, (Shape{2, 2}));
+    EXPECT_EQ(to_vector(in.targets), (std::vector<float>{-3.5f, 0.0f, 7.0f, 0.5f})) << packed;
+    EXPECT_EQ(read_i32(in.labels), (std::vector<int32_t>{0, 0}));
+    // A batch without targets stages none.
+    Batch plain = step;
+    plain.targets.clear();
+    EXPECT_FALSE(
+        staging.acquire(staging.stage(plain, position_ids(config, plain), 0, 1)).targets.defined());
+  }
+}
+
 FTUNE_INSTANTIATE_DEVICES(InputStagingTest);
 
 }  // namespace

@@ -1,0 +1,123 @@
+// Resolving training.loss and eval.metric for a run (see score_task.h).
+#include "train/score_task.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ftune {
+
+data::ScoreTargets ScoreTask::targets() const {
+  if (multi_label) return data::ScoreTargets::kLabelLists;
+  if (loss == LossKind::Bce) return data::ScoreTargets::kUnitScores;
+  if (loss == LossKind::Mse) return data::ScoreTargets::kScores;
+  return data::ScoreTargets::kLabels;
+}
+
+const std::string& ScoreTask::target_field(const TrainConfig& cfg) const {
+  return distill ? cfg.data.teacher_field : cfg.data.label_field;
+}
+
+ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint) {
+  const auto& t = cfg.training;
+  const std::string problem = checkpoint.problem_type();
+  const bool one_score = checkpoint.num_labels() == 1;
+  std::string loss = t.loss;
+  if (loss == "auto") {
+    if (one_score && cfg.model.labels.size() <= 1)
+      loss = problem == "regression" ? "mse" : "bce";
+    else if (problem == "multi_label_classification")
+      loss = "multi_label_bce";
+    else
+      loss = "cross_entropy";
+  }
+  ScoreTask task;
+  task.loss_name = loss;
+  if (loss == "cross_entropy") return task;
+  if (loss == "multi_label_bce") {
+    task.loss = LossKind::Bce;
+    task.multi_label = true;
+    if (t.label_smoothing > 0 || !t.class_weights.empty() || !t.class_weights_by_label.empty())
+      throw InputError(fmt::format(
+          "key 'training.{}' applies to cross_entropy only; training.loss {} (remove it)",
+          t.label_smoothing > 0 ? "label_smoothing" : "class_weights", loss));
+    if (!cfg.model.labels.empty())
+      task.score_labels = cfg.model.labels;
+    else if (problem == "multi_label_classification")
+      task.score_labels = checkpoint.info().id2label;
+    task.set_problem_type = true;
+    task.problem_type = "multi_label_classification";
+    return task;
+  }
+  task.loss = loss == "bce" ? LossKind::Bce : LossKind::Mse;
+  task.distill = loss == "distill_mse";
+  const std::string why =
+      t.loss == "auto"
+          ? fmt::format("training.loss auto: {} for the one-score head of {}", loss, cfg.model.path)
+          : fmt::format("training.loss {}", loss);
+  if (cfg.model.labels.size() > 1)
+    throw InputError(
+        fmt::format("key 'model.labels' lists {} labels, but {} trains one score per row; remove "
+                    "model.labels, or set training.loss: cross_entropy for a classifier",
+                    cfg.model.labels.size(), why));
+  if (t.label_smoothing > 0)
+    throw InputError(fmt::format(
+        "key 'training.label_smoothing' applies to cross_entropy only; {} (set it to 0)", why));
+  if (!t.class_weights.empty() || !t.class_weights_by_label.empty())
+    throw InputError(fmt::format(
+        "key 'training.class_weights' applies to cross_entropy only; {} (remove it)", why));
+  if (!cfg.model.labels.empty())
+    task.score_labels = cfg.model.labels;
+  else
+    task.score_labels =
+        one_score ? checkpoint.info().id2label : std::vector<std::string>{"LABEL_0"};
+  // Saved as transformers would train it: regression heads say so (its MSE loss); a BCE score
+  // head keeps no problem_type (transformers would read one label as regression only if told).
+  task.set_problem_type = true;
+  task.problem_type = task.loss == LossKind::Mse ? "regression" : "";
+  return task;
+}
+
+bool metric_maximized(const std::string& metric) {
+  return !(metric == "loss" || metric == "mse" || metric == "mae");
+}
+
+std::string resolve_eval_metric(const std::string& metric, const ScoreTask& task,
+                                int64_t num_labels) {
+  const bool regression_metric =
+      metric == "pearson" || metric == "spearman" || metric == "mse" || metric == "mae";
+  // Distillation matches the teacher's scores, not only their order: mse (a scale-free Pearson
+  // would choose an early model whose scores correlate but sit far from the teacher's).
+  if (metric == "auto") return task.distill ? "mse" : task.regression() ? "pearson" : "macro_f1";
+  if (metric == "loss") return metric;
+  const bool multi_label_metric =
+      metric == "micro_f1" || metric == "subset_accuracy" || metric == "macro_roc_auc";
+  if (task.multi_label) {
+    if (!multi_label_metric && metric != "macro_f1")
+      throw InputError(fmt::format(
+          "key 'eval.metric': {} is not a multi-label metric; training.loss multi_label_bce "
+          "computes loss, micro_f1, macro_f1, subset_accuracy and macro_roc_auc",
+          metric));
+    return metric;
+  }
+  if (multi_label_metric)
+    throw InputError(fmt::format(
+        "key 'eval.metric': {} is a multi-label metric (training.loss multi_label_bce)", metric));
+  if (task.regression() && !regression_metric)
+    throw InputError(fmt::format(
+        "key 'eval.metric': {} is a classification metric; training.loss {} computes loss, "
+        "pearson, spearman, mse and mae",
+        metric, task.loss_name));
+  if (!task.regression() && regression_metric)
+    throw InputError(fmt::format(
+        "key 'eval.metric': {} is a regression metric (training.loss mse or distill_mse); this "
+        "task ({}) computes classification metrics",
+        metric, task.loss_name));
+  const bool binary = num_labels == 2 || task.binary_score();
+  if ((metric == "roc_auc" || metric == "average_precision") && !binary)
+    throw InputError(fmt::format(
+        "key 'eval.metric': {} needs a binary task; this one has {} labels", metric, num_labels));
+  return metric;
+}
+
+}  // namespace ftune
