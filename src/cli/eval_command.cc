@@ -8,8 +8,12 @@
 // A one-score model (num_labels 1) reads the label column as float targets: a regression model
 // (problem_type regression) gets MSE, MAE, Pearson and Spearman; any other one-score model
 // (a BCE-trained reranker) gets the binary metrics of s = its score against [target >= 0.5], with
-// targets in [0, 1] and binary cross-entropy as the loss.
+// targets in [0, 1] and binary cross-entropy as the loss. For a classifier, JSONL rows of token
+// ids ({"input_ids": [...], "token_type_ids": [...], "label": ...}) are read as `ftune predict`
+// reads them, without a tokenizer. Logits that are not finite are an error naming the row;
+// --output may not be (or lie inside) --data or --model.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -22,7 +26,10 @@
 #include "core/device.h"
 #include "core/thread_pool.h"
 #include "data/dataset.h"
+#include "data/jsonl.h"
 #include "io/json_file.h"
+#include "io/path_guard.h"
+#include "io/signal_cleanup.h"
 #include "models/hf_checkpoint.h"
 #include "models/input_limits.h"
 #include "models/predictor.h"
@@ -47,7 +54,69 @@ struct EvalArgs {
   int threads = 0;
 };
 
+// Whether `path` holds pre-tokenized JSONL rows ({"input_ids": [...], "label": ...}), as
+// `ftune predict` reads them: its first object has input_ids.
+bool pretokenized_jsonl(const std::string& path, const std::string& format) {
+  const bool jsonl = format == "jsonl" ||
+                     (format == "auto" && std::filesystem::path(path).extension() == ".jsonl");
+  if (!jsonl) return false;
+  struct FirstObjectRead {};
+  bool tokenized = false;
+  try {
+    data::for_each_jsonl_object(path, [&](const nlohmann::json& obj, int64_t) {
+      tokenized = obj.contains("input_ids");
+      throw FirstObjectRead{};  // no need to read on
+    });
+  } catch (const FirstObjectRead&) {
+  }
+  return tokenized;
+}
+
+// Pre-tokenized labelled rows: input_ids (token_type_ids optional) and the label (a name of
+// `labels`, or its id); no tokenizer is needed. Every row must have input_ids.
+std::vector<data::TokenizedExample> read_pretokenized(const std::string& path,
+                                                      const std::string& label_field,
+                                                      const data::LabelSet& labels,
+                                                      data::DatasetReport* report,
+                                                      std::vector<int64_t>* lines) {
+  std::vector<data::TokenizedExample> rows;
+  report->path = path;
+  report->format = "jsonl";
+  report->class_counts.assign(labels.names.size(), 0);
+  data::for_each_jsonl_object(path, [&](const nlohmann::json& obj, int64_t line) {
+    if (!obj.contains("input_ids"))
+      throw InputError(
+          fmt::format("{}:{}: expected 'input_ids' (the file's first row has them)", path, line));
+    data::TokenizedExample row;
+    row.input_ids = data::jsonl_token_ids(obj["input_ids"], "input_ids", path, line);
+    if (obj.contains("token_type_ids"))
+      row.token_type_ids =
+          data::jsonl_token_ids(obj["token_type_ids"], "token_type_ids", path, line);
+    const nlohmann::json& l = data::jsonl_field(obj, label_field.c_str(), path, line);
+    data::RawExample raw;
+    raw.line = line;
+    if (l.is_string())
+      raw.label = l.get<std::string>();
+    else if (l.is_number_integer())
+      raw.label = std::to_string(l.get<int64_t>());
+    else
+      throw InputError(
+          fmt::format("{}:{}: '{}' must be a string or an integer", path, line, label_field));
+    row.label = labels.id(raw, path);
+    ++report->class_counts[static_cast<size_t>(row.label)];
+    rows.push_back(std::move(row));
+    lines->push_back(line);
+  });
+  report->rows = report->examples = static_cast<int64_t>(rows.size());
+  if (rows.empty()) throw InputError(fmt::format("{}: no rows", path));
+  return rows;
+}
+
 void run(const EvalArgs& a) {
+  if (!a.output.empty())
+    io::refuse_output_over_inputs({"--output", a.output},
+                                  {{"--data", a.data}, {"--model", a.model}}, false);
+  io::remove_temporaries_on_signals();
   if (a.threads > 0) set_compute_threads(a.threads);
   const ModelSpec model_spec = load_model_spec(a.model);
   const ModelInfo& config = model_spec.info();
@@ -57,39 +126,59 @@ void run(const EvalArgs& a) {
       ((K > 2 && model_spec.problem_type() != "multi_label_classification") || regression))
     throw InputError(
         fmt::format("--threshold applies to binary models; {} has {} labels", a.model, K));
-  const std::optional<text::PairTemplate> tmpl =
-      text::resolve_pair_template(a.pair_template, "--pair-template", a.model);
-  const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
-  check_tokenizer_vocabulary(tok, config, a.model);
-  const int64_t max_length = inference_max_length(
-      config, tok, a.has_max_length ? std::optional<int64_t>(a.max_length) : std::nullopt, a.model,
-      "--max-length");
-  data::DataSpec spec;
-  spec.path = a.data;
-  spec.format = data::parse_data_format(a.format, "--format");
-  spec.has_header = !a.no_header;
-  spec.columns.text = a.text_field;
-  spec.columns.text_pair = a.text_pair_field;
-  spec.columns.label = a.label_field;
-  spec.columns.group = a.group_field;
-  spec.labels.names = config.id2label;
-  spec.labels_key = fmt::format("{}/config.json id2label", a.model);
+  const std::string labels_key = fmt::format("{}/config.json id2label", a.model);
   const bool multi_label = K > 1 && model_spec.problem_type() == "multi_label_classification";
-  if (multi_label) {
-    spec.columns.label_lists = true;
-    spec.columns.list_separator = a.label_separator;
-    spec.targets = data::ScoreTargets::kLabelLists;
+  data::DatasetReport report;
+  std::vector<data::TokenizedExample> rows;
+  std::vector<int64_t> lines;  // each row's line in --data
+  if (K > 1 && !multi_label && pretokenized_jsonl(a.data, a.format)) {
+    // Token ids as `ftune predict` reads them: no tokenizer.json needed.
+    rows =
+        read_pretokenized(a.data, a.label_field,
+                          data::LabelSet::from_names(config.id2label, labels_key), &report, &lines);
+  } else {
+    const std::optional<text::PairTemplate> tmpl =
+        text::resolve_pair_template(a.pair_template, "--pair-template", a.model);
+    const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
+    check_tokenizer_vocabulary(tok, config, a.model);
+    const int64_t max_length = inference_max_length(
+        config, tok, a.has_max_length ? std::optional<int64_t>(a.max_length) : std::nullopt,
+        a.model, "--max-length");
+    data::DataSpec spec;
+    spec.path = a.data;
+    spec.format = data::parse_data_format(a.format, "--format");
+    spec.has_header = !a.no_header;
+    spec.columns.text = a.text_field;
+    spec.columns.text_pair = a.text_pair_field;
+    spec.columns.label = a.label_field;
+    spec.columns.group = a.group_field;
+    spec.labels.names = config.id2label;
+    spec.labels_key = labels_key;
+    if (multi_label) {
+      spec.columns.label_lists = true;
+      spec.columns.list_separator = a.label_separator;
+      spec.targets = data::ScoreTargets::kLabelLists;
+    }
+    if (K == 1) {
+      spec.columns.numeric_label = true;
+      spec.targets = regression ? data::ScoreTargets::kScores : data::ScoreTargets::kUnitScores;
+      spec.targets_key = fmt::format("the one-score model {}", a.model);
+    }
+    data::RawDataset raw;
+    report = data::read_dataset(spec, &raw);
+    rows = data::tokenize_dataset(tok, raw, max_length, &report, tmpl ? &*tmpl : nullptr);
+    for (const data::RawExample& e : raw.examples) lines.push_back(e.line);
   }
-  if (K == 1) {
-    spec.columns.numeric_label = true;
-    spec.targets = regression ? data::ScoreTargets::kScores : data::ScoreTargets::kUnitScores;
-    spec.targets_key = fmt::format("the one-score model {}", a.model);
-  }
-  data::RawDataset raw;
-  data::DatasetReport report = data::read_dataset(spec, &raw);
-  const auto rows =
-      data::tokenize_dataset(tok, raw, max_length, &report, tmpl ? &*tmpl : nullptr);
   const Predictions p = predict_logits(a.model, rows, a.batch_size, Device::cpu());
+  // Logits that are not finite make every metric meaningless (NaN picks class 0): an error.
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (float v : p.logits[i])
+      if (!std::isfinite(v))
+        throw InputError(fmt::format(
+            "{}:{}: the logits of this row are not finite ([{}]): {} computes NaN or infinite "
+            "values on it; no metrics reported",
+            a.data, i < lines.size() ? lines[i] : int64_t(i + 1), fmt::join(p.logits[i], ", "),
+            a.model));
   if (multi_label) {
     MultiLabelMetrics ml(config.id2label);
     double loss_sum = 0;  // mean BCE over every (row, label), as training reports it
@@ -182,7 +271,7 @@ void run(const EvalArgs& a) {
 void add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
   CLI::App* cmd = app.add_subcommand("eval", "Evaluate a trained classifier on labelled data");
-  cmd->add_option("--model", a->model, "Model directory (HF format, with tokenizer.json)")
+  cmd->add_option("--model", a->model, "Model directory (HF format; tokenizer.json for text rows)")
       ->required();
   cmd->add_option("--data", a->data, "Labelled data: .jsonl, .tsv or .csv")->required();
   cmd->add_option("--output", a->output, "Also write the metrics JSON here (atomically)");

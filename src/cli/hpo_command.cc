@@ -33,6 +33,7 @@
 #include "hpo/train_objective.h"
 #include "hpo/worker.h"
 #include "io/atomic_file.h"
+#include "io/path_guard.h"
 #include "train/process_group.h"
 
 namespace ftune::cli {
@@ -245,6 +246,10 @@ void add_hpo_command(CLI::App& app) {
     const std::string text = args->format == "csv"
                                  ? hpo::trials_csv(space, trials)
                                  : hpo::trials_json(o.study, space, trials).dump(2) + "\n";
+    // Never over the study it reads (--output study.db).
+    io::refuse_output_over_inputs({"--output", args->output},
+                                  {{"the study storage", hpo::storage_file(o.storage->describe())}},
+                                  false);
     io::write_file_atomic(args->output, text);
     std::printf("%zu trials written to %s\n", trials.size(), args->output.c_str());
   });

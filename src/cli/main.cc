@@ -1,4 +1,8 @@
 // Entry point of the `ftune` command (cli/run.h: the verbs and their exit statuses).
 #include "cli/run.h"
+#include "core/blas_buffers.h"
 
-int main(int argc, char** argv) { return ftune::cli::run(argc, argv); }
+int main(int argc, char** argv) {
+  ftune::reexec_with_single_threaded_blas(argv);  // no OpenBLAS server threads (blas_buffers.h)
+  return ftune::cli::run(argc, argv);
+}

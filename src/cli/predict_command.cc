@@ -9,6 +9,7 @@
 // length; formatted with --pair-template or the template training saved in DIR/ftune.json, if
 // any). The output is written atomically: on any error nothing is left at --output.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -24,6 +25,8 @@
 #include "data/jsonl.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
+#include "io/path_guard.h"
+#include "io/signal_cleanup.h"
 #include "models/hf_checkpoint.h"
 #include "models/input_limits.h"
 #include "models/predictor.h"
@@ -44,22 +47,10 @@ struct PredictArgs {
   std::string group_field;          // query id key: each row's score and rank within its group
 };
 
-std::vector<int32_t> int_list(const nlohmann::json& v, const char* key, const std::string& path,
-                              int64_t line) {
-  if (!v.is_array())
-    throw InputError(fmt::format("{}:{}: '{}' must be a list of integers", path, line, key));
-  std::vector<int32_t> out;
-  out.reserve(v.size());
-  for (const auto& x : v) {
-    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
-      throw InputError(fmt::format("{}:{}: '{}' must hold non-negative integers, found {}", path,
-                                   line, key, x.dump()));
-    out.push_back(x.get<int32_t>());
-  }
-  return out;
-}
-
 void run(const PredictArgs& a) {
+  io::refuse_output_over_inputs({"--output", a.output}, {{"--data", a.data}, {"--model", a.model}},
+                                false);
+  io::remove_temporaries_on_signals();
   if (a.threads > 0) set_compute_threads(a.threads);
   // The model and the device first: bad arguments are refused before the data is read.
   const ModelSpec spec = load_model_spec(a.model);
@@ -93,9 +84,10 @@ void run(const PredictArgs& a) {
                                        : std::to_string(it->get<int64_t>()));
     }
     if (obj.contains("input_ids")) {
-      row.input_ids = int_list(obj["input_ids"], "input_ids", a.data, line);
+      row.input_ids = data::jsonl_token_ids(obj["input_ids"], "input_ids", a.data, line);
       if (obj.contains("token_type_ids"))
-        row.token_type_ids = int_list(obj["token_type_ids"], "token_type_ids", a.data, line);
+        row.token_type_ids =
+            data::jsonl_token_ids(obj["token_type_ids"], "token_type_ids", a.data, line);
     } else if (obj.contains("text")) {
       const auto& text = obj["text"];
       if (!text.is_string())
@@ -144,6 +136,15 @@ void run(const PredictArgs& a) {
           fmt::format("{}:{}:{}", a.data, lines[n - 1], what.substr(what.find(':') + 1)));
     throw;
   }
+  // Weights are checked at load (io::check_finite); logits that still overflow are an error, not
+  // a label: NaN would pick class 0 silently.
+  for (size_t i = 0; i < pred.logits.size(); ++i)
+    for (float v : pred.logits[i])
+      if (!std::isfinite(v))
+        throw InputError(fmt::format(
+            "{}:{}: the logits of this row are not finite ([{}]): {} computes NaN or infinite "
+            "values on it; no predictions written",
+            a.data, lines[i], fmt::join(pred.logits[i], ", "), a.model));
   double threshold = a.threshold.value_or(-1);  // < 0: argmax
   std::optional<double> saved_margin;  // exact: the histogram edge training chose
   const std::string saved = (std::filesystem::path(a.model) / "decision_threshold.json").string();

@@ -6,11 +6,16 @@
 // untouched).
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "hpo/storage.h"
 #include "io/atomic_file.h"
+#include "io/path_guard.h"
+#include "io/signal_cleanup.h"
 #include "report/run_view.h"
 #include "report/study_view.h"
 
@@ -31,6 +36,14 @@ void run_report(const ReportArgs& a) {
         "RUN_DIR --output FILE, or ftune report --storage URL --study NAME --output FILE)");
   if (!a.study.empty() && a.storage.empty())
     throw InputError("ftune report: --study needs --storage URL");
+  // The report never replaces what it reads: the study's SQLite file, a run directory's files.
+  std::vector<io::NamedPath> inputs = {{"--storage", hpo::storage_file(a.storage)}};
+  for (const char* f : {"config.yaml", "metrics.jsonl", "summary.json", "op_profile.json"})
+    if (!a.run_dir.empty())
+      inputs.push_back(
+          {"the run's " + std::string(f), (std::filesystem::path(a.run_dir) / f).string()});
+  io::refuse_output_over_inputs({"--output", a.output}, inputs, false);
+  io::remove_temporaries_on_signals();
   const report::Page page = a.storage.empty()
                                 ? report::run_page(report::read_run_dir(a.run_dir))
                                 : report::study_page(report::read_study(a.storage, a.study));

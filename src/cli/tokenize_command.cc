@@ -26,6 +26,8 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "io/atomic_file.h"
+#include "io/path_guard.h"
+#include "io/signal_cleanup.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -93,6 +95,9 @@ void append_ids(std::string& out, const char* key, const std::vector<uint32_t>& 
 }
 
 void run_tokenize(const TokenizeArgs& a) {
+  io::refuse_output_over_inputs({"--output", a.output},
+                                {{"--input", a.input}, {"--tokenizer", a.tokenizer}}, false);
+  io::remove_temporaries_on_signals();
   const text::Tokenizer tok = text::Tokenizer::from_path(a.tokenizer);
   text::EncodeOptions options = tok.default_options();
   options.add_special_tokens = !a.no_special_tokens;

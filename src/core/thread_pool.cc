@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 
+#include "core/blas_buffers.h"
 #include "core/float_env.h"
 
 // OpenBLAS runs single-threaded: ops/primitives_cpu.cc splits large GEMMs over this pool.
@@ -135,6 +136,7 @@ ThreadPool& compute_pool() {
     enable_flush_to_zero();
     g_pool = std::make_unique<ThreadPool>(resolved_threads());
     openblas_set_num_threads(1);
+    reserve_blas_buffers(*g_pool);  // under ulimit -v: room checked, buffers mapped now
   }
   return *g_pool;
 }
@@ -145,6 +147,7 @@ void set_compute_threads(int num_threads) {
   enable_flush_to_zero();
   g_pool = std::make_unique<ThreadPool>(resolved_threads());
   openblas_set_num_threads(1);
+  reserve_blas_buffers(*g_pool);
 }
 
 int compute_threads() {

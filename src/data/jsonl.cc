@@ -45,4 +45,19 @@ const nlohmann::json& jsonl_field(const nlohmann::json& object, const char* key,
   return *it;
 }
 
+std::vector<int32_t> jsonl_token_ids(const nlohmann::json& v, const char* key,
+                                     const std::string& path, int64_t line) {
+  if (!v.is_array())
+    throw InputError(fmt::format("{}:{}: '{}' must be a list of integers", path, line, key));
+  std::vector<int32_t> out;
+  out.reserve(v.size());
+  for (const auto& x : v) {
+    if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+      throw InputError(fmt::format("{}:{}: '{}' must hold non-negative integers, found {}", path,
+                                   line, key, x.dump()));
+    out.push_back(x.get<int32_t>());
+  }
+  return out;
+}
+
 }  // namespace ftune::data

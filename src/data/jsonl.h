@@ -5,6 +5,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace ftune::data {
 
@@ -16,5 +17,10 @@ void for_each_jsonl_object(const std::string& path,
 // Field access with errors that name the file and line: "PATH:LINE: key 'text' must be a string".
 const nlohmann::json& jsonl_field(const nlohmann::json& object, const char* key,
                                   const std::string& path, int64_t line);
+
+// A list of token ids (`key`: "input_ids", "token_type_ids"): non-negative integers that fit in
+// 32 bits; InputError "PATH:LINE: 'key' must ..." otherwise.
+std::vector<int32_t> jsonl_token_ids(const nlohmann::json& value, const char* key,
+                                     const std::string& path, int64_t line);
 
 }  // namespace ftune::data

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "data/delimited.h"
@@ -160,6 +161,16 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
     if (!h.error.empty())
       throw InputError(fmt::format("{}:{}: header row: {}", path, h.line, h.error));
     width = h.fields.size();
+    // A name given twice would make a column silently shadow its twin: refused.
+    std::unordered_map<std::string_view, size_t> seen;
+    for (size_t i = 0; i < h.fields.size(); ++i) {
+      if (h.fields[i].empty()) continue;
+      const auto [it, fresh] = seen.emplace(h.fields[i], i);
+      if (!fresh)
+        throw InputError(fmt::format(
+            "{}:{}: header row: column '{}' appears twice (columns {} and {}); rename one", path,
+            h.line, h.fields[i], it->second + 1, i + 1));
+    }
     auto column = [&](const std::string& name, bool optional) -> int64_t {
       auto it = std::find(h.fields.begin(), h.fields.end(), name);
       if (it != h.fields.end()) return it - h.fields.begin();

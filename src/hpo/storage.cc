@@ -87,4 +87,12 @@ std::unique_ptr<Storage> open_storage(const std::string& url, StorageAccess acce
                   redact_password(url), scheme));
 }
 
+std::string storage_file(const std::string& url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return url;
+  if (url.compare(0, scheme_end, "sqlite") == 0 && url.compare(scheme_end, 4, ":///") == 0)
+    return url.substr(scheme_end + 4);
+  return "";
+}
+
 }  // namespace ftune::hpo

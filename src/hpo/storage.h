@@ -129,6 +129,8 @@ struct StorageAccess {
 // Opens (a writer: and on first use initialises) the storage at `url`. InputError naming the URL
 // when it is malformed or the database cannot be reached.
 std::unique_ptr<Storage> open_storage(const std::string& url, StorageAccess access = {});
+// The SQLite file of a storage URL as open_storage reads it; empty for a database server.
+std::string storage_file(const std::string& url);
 
 // "minimize" / "maximize"; parsing raises InputError naming `where` for anything else.
 const char* direction_name(Direction d);

@@ -3,11 +3,13 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <random>
 
 #include <fmt/format.h>
@@ -16,6 +18,8 @@
 
 namespace ftune::io {
 namespace {
+
+constexpr unsigned kRenameExchange = 1u << 1;  // linux/fs.h RENAME_EXCHANGE
 
 std::string errno_text(int err) {
   return std::strerror(err);
@@ -64,7 +68,10 @@ AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
     temp_path_ = temp_name_for(path_);
     // 0666 filtered by the umask: the same permissions an ordinary new file gets.
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) return;
+    if (fd_ >= 0) {
+      registered_ = SignalTemporary(temp_path_, false);
+      return;
+    }
     if (errno != EEXIST) break;
   }
   const int err = errno;
@@ -114,6 +121,7 @@ void AtomicFileWriter::commit() {
     throw InputError(fmt::format("cannot write {}: rename failed: {}", path_, errno_text(err)));
   }
   temp_path_.clear();
+  registered_.release();
   fsync_directory(dir_of(path_), path_);
 }
 
@@ -126,6 +134,7 @@ void AtomicFileWriter::abort() noexcept {
     ::unlink(temp_path_.c_str());
     temp_path_.clear();
   }
+  registered_.release();
 }
 
 void write_file_atomic(const std::string& path, std::string_view bytes) {
@@ -161,6 +170,25 @@ std::string read_file(const std::string& path) {
   }
   ::close(fd);
   return out;
+}
+
+void replace_directory(const std::string& built, const std::string& target,
+                       const std::string& aside) {
+  namespace fs = std::filesystem;
+  if (!fs::exists(fs::symlink_status(target))) {
+    fs::rename(built, target);
+    return;
+  }
+  if (::syscall(SYS_renameat2, AT_FDCWD, built.c_str(), AT_FDCWD, target.c_str(),
+                kRenameExchange) == 0) {
+    fs::remove_all(built);  // the old directory
+    return;
+  }
+  SignalTemporary old(aside, true);  // a signal between the renames: the old one is gone anyway
+  fs::remove_all(aside);
+  fs::rename(target, aside);
+  fs::rename(built, target);
+  fs::remove_all(aside);
 }
 
 }  // namespace ftune::io

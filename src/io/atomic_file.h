@@ -1,12 +1,15 @@
 // Whole-file reads and crash-safe writes. A write goes to a temporary file in the target's
 // directory, is fsync'ed, renamed over the target and the directory is fsync'ed: a reader (or a
 // run killed half-way) sees either the old file or the complete new one, never a torn mix. On any
-// error the temporary is removed and a previous file at the target is left untouched.
+// error the temporary is removed and a previous file at the target is left untouched; a command
+// that installed io::remove_temporaries_on_signals() removes it on SIGTERM / SIGINT / SIGHUP too.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+
+#include "io/signal_cleanup.h"
 
 namespace ftune::io {
 
@@ -36,10 +39,19 @@ class AtomicFileWriter {
   std::string temp_path_;
   int fd_ = -1;
   size_t written_ = 0;
+  SignalTemporary registered_;  // removed by a terminating signal too (io/signal_cleanup.h)
 };
 
 // Writes `bytes` to `path` atomically (see AtomicFileWriter).
 void write_file_atomic(const std::string& path, std::string_view bytes);
+
+// Puts the finished directory `built` at `target` whole. A `target` that exists is exchanged with
+// it atomically (renameat2 RENAME_EXCHANGE: `target` is at every moment the old directory or the
+// new one) and the old one, now at `built`, removed; where the file system cannot exchange, the
+// old one is renamed to `aside`, `built` renamed in and `aside` removed. The caller has checked
+// that the old `target` is its own to remove.
+void replace_directory(const std::string& built, const std::string& target,
+                       const std::string& aside);
 
 // The whole content of a file; InputError naming the path when it is missing or unreadable.
 std::string read_file(const std::string& path);

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
@@ -477,6 +479,74 @@ void read_entry_into(const SafetensorsEntry& e, const std::string& file, TensorV
     return;
   }
   convert_host(e, dst);
+}
+
+std::optional<int64_t> first_nonfinite(const SafetensorsEntry& e) {
+  const int64_t n = e.numel();
+  const unsigned char* p = e.data;
+  switch (e.dtype) {
+    case SafetensorsDtype::F32:
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t b;
+        std::memcpy(&b, p + 4 * i, 4);
+        if ((b & 0x7f800000u) == 0x7f800000u) return i;
+      }
+      return std::nullopt;
+    case SafetensorsDtype::F16:
+    case SafetensorsDtype::BF16: {
+      const uint16_t mask = e.dtype == SafetensorsDtype::F16 ? 0x7c00 : 0x7f80;
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        if ((h & mask) == mask) return i;
+      }
+      return std::nullopt;
+    }
+    case SafetensorsDtype::F64:
+      for (int64_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, p + 8 * i, 8);
+        if (!(std::fabs(d) <= static_cast<double>(std::numeric_limits<float>::max()))) return i;
+      }
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+namespace {
+
+// Whether non-finite element i is a NaN (else an infinity) as stored.
+bool stored_nan(const SafetensorsEntry& e, int64_t i) {
+  switch (e.dtype) {
+    case SafetensorsDtype::F32: {
+      uint32_t b;
+      std::memcpy(&b, e.data + 4 * i, 4);
+      return (b & 0x007fffffu) != 0;
+    }
+    case SafetensorsDtype::F16:
+    case SafetensorsDtype::BF16: {
+      uint16_t h;
+      std::memcpy(&h, e.data + 2 * i, 2);
+      return (h & (e.dtype == SafetensorsDtype::F16 ? 0x03ff : 0x007f)) != 0;
+    }
+    default: {
+      double d;
+      std::memcpy(&d, e.data + 8 * i, 8);
+      return std::isnan(d);
+    }
+  }
+}
+
+}  // namespace
+
+void check_finite(const SafetensorsEntry& e, const std::string& file) {
+  const std::optional<int64_t> i = first_nonfinite(e);
+  if (!i) return;
+  throw InputError(fmt::format(
+      "{}: tensor '{}' holds {} (element {} of shape {}): the weights are diverged or corrupted; "
+      "ftune refuses to load non-finite weights",
+      file, e.name, stored_nan(e, *i) ? "NaN" : "an infinite value", *i, e.shape_str()));
 }
 
 }  // namespace ftune::io

@@ -105,6 +105,14 @@ class SafetensorsFile {
 // Reads one entry (of the file `file`, named in errors) into dst; see SafetensorsFile::read_into.
 void read_entry_into(const SafetensorsEntry& entry, const std::string& file, TensorView dst);
 
+// The first NaN or infinite element of a float entry as stored (F32, F16, BF16; F64 also when
+// beyond f32's range, which reading turns into an infinity): its flat index, or nullopt (always
+// for integer dtypes). One pass over the mapped bytes.
+std::optional<int64_t> first_nonfinite(const SafetensorsEntry& entry);
+// Throws InputError naming the tensor, the file and the element when first_nonfinite finds one:
+// weights that hold NaN or Inf (a diverged run, a corrupted file) are refused at load.
+void check_finite(const SafetensorsEntry& entry, const std::string& file);
+
 // A tensor to write: its name, the memory (contiguous, host or device) and, optionally, the dtype
 // to store it as (F32/BF16/F16 convert among each other, e.g. f32 master weights saved as bf16).
 struct SafetensorsTensor {

@@ -14,18 +14,19 @@
 #include "text/regex.h"
 
 namespace ftune {
-namespace {
-
-// PEFT's list rule: the full name, or a suffix after a dot.
-bool name_matches(const std::string& name, const std::string& entry) {
-  return name == entry || (name.size() > entry.size() && name.ends_with("." + entry));
-}
 
 bool is_all_linear(const std::string& s) {
   std::string lower = s;
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
   return lower == "all-linear";
+}
+
+namespace {
+
+// PEFT's list rule: the full name, or a suffix after a dot.
+bool name_matches(const std::string& name, const std::string& entry) {
+  return name == entry || (name.size() > entry.size() && name.ends_with("." + entry));
 }
 
 // PEFT matches a single-string target_modules with Python's re.fullmatch. The pattern may come

@@ -81,6 +81,9 @@ std::vector<std::string> resolve_target_modules(const AdapterConfig& config,
 // Validates and reads the `peft:` section (`where` names it in messages, e.g. "train.yaml: peft").
 // A scalar section (`peft: lora`) sets only the method. Throws InputError naming the key.
 AdapterConfig parse_adapter_config(const YAML::Node& peft_section, const std::string& where);
+// PEFT's shorthand for every linear layer but the head: "all-linear" in any case (PEFT lowercases
+// a target_modules string before comparing it).
+bool is_all_linear(const std::string& target);
 // Compiles a single-string target_modules (a regular expression, matched against whole module
 // names as PEFT's re.fullmatch); InputError naming `where` when it is invalid.
 void validate_module_regex(const std::string& pattern, const std::string& where);

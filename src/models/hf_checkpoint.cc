@@ -114,6 +114,7 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
       throw InputError(fmt::format(
           "{}: tensor '{}' is stored as {}, expected a float type (F32, F16, BF16)",
           ckpt.file_of(entry->name), entry->name, io::safetensors_dtype_name(entry->dtype)));
+    io::check_finite(*entry, ckpt.file_of(entry->name));  // NaN / Inf weights: refused
     ckpt.read_into(entry->name, dst);
     used.insert(entry->name);
     dtypes.insert(std::string(io::safetensors_dtype_name(entry->dtype)));
@@ -130,7 +131,7 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
   for (const std::string& name : ckpt.names())
     if (!used.count(name)) report.unexpected.push_back(name);
   report.stored_dtypes.assign(dtypes.begin(), dtypes.end());
-  if (!report.initialised.empty())
+  if (!report.initialised.empty() && options.warn_initialised)
     spdlog::warn("{}: newly initialised (not in the checkpoint): {}", dir,
                  fmt::join(report.initialised, ", "));
   if (!report.unexpected.empty())

@@ -33,6 +33,9 @@ struct LoadOptions {
   // (HF's ignore_mismatched_sizes); otherwise that mismatch is an error.
   bool reinit_mismatched_head = false;
   uint64_t init_seed = 42;  // for freshly initialised head weights
+  // Warn about parameters initialised afresh. A resume turns it off: the checkpoint it restores
+  // next replaces them, so nothing stays newly initialised.
+  bool warn_initialised = true;
 };
 
 struct LoadReport {

@@ -81,7 +81,7 @@ AdapterConfig read_peft_adapter_config(const std::string& dir) {
     throw InputError(fmt::format("{}: lora_dropout must be in [0, 1), got {}", path, c.dropout));
   const nlohmann::json& t = j.contains("target_modules") ? j["target_modules"] : nlohmann::json();
   if (t.is_string()) {
-    if (t.get<std::string>() == "all-linear")
+    if (is_all_linear(t.get<std::string>()))  // PEFT lowercases the string
       c.target_modules = {"all-linear"};
     else {
       c.target_modules.clear();
@@ -118,6 +118,7 @@ void load_peft_adapter(SequenceClassifier& model, const std::string& dir) {
     if (Shape(e->shape.begin(), e->shape.end()) != spec.shape)
       throw InputError(fmt::format("{}: tensor '{}' has shape {}, expected {}", path, key,
                                    e->shape_str(), spec.shape.str()));
+    io::check_finite(*e, path);  // NaN / Inf in an adapter: refused, naming the tensor
     f.read_into(key, model.param(spec.name));
     used.insert(key);
   }
@@ -221,6 +222,10 @@ std::vector<std::string> adapted_modules(const SequenceClassifier& model) {
   return out;
 }
 
+// The largest magnitude a merged weight may reach: trained transformer weights stay within a few
+// hundred; past this the adapter (or its lora_alpha) is broken.
+constexpr double kMaxMergedWeight = 1e6;
+
 // Folds module m's adapter into w, its frozen weight (out, in) in fp32 on the host.
 void merge_into(const SequenceClassifier& model, const std::string& m, HostTensor& w) {
   const AdapterConfig& c = model.options().adapters;
@@ -246,6 +251,14 @@ void merge_into(const SequenceClassifier& model, const std::string& m, HostTenso
       for (int64_t k = 0; k < C; ++k) W[o * C + k] = static_cast<float>(W[o * C + k] * factor);
     }
   }
+  // A merge whose result is not finite, or far beyond any trained weight (lora_alpha 1e38 is a
+  // finite float; W + s B A is then ~1e36), would save a model that computes nothing useful.
+  for (int64_t i = 0; i < OC * C; ++i)
+    if (!(std::fabs(W[i]) <= kMaxMergedWeight))
+      throw InputError(fmt::format(
+          "merging the adapter into {}.weight gives {} at element {} (lora_alpha {:g}, r {}, "
+          "scaling {:g}): refused; the adapter's weights or its lora_alpha are wrong",
+          m, std::isnan(W[i]) ? "NaN" : fmt::format("{:g}", W[i]), i, c.alpha, c.r, s));
 }
 
 // Module m's frozen weight merged in place: merged in fp32, rounded once when written back to a

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 #include "core/error.h"
 #include "io/json_file.h"
@@ -15,6 +16,21 @@ namespace ftune {
 namespace {
 
 namespace fs = std::filesystem;
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// step-NNNNNNN, or a save's temporary .tmp-step-NNNNNNN-PID.
+bool is_checkpoint_dir_name(std::string_view name) {
+  if (name.starts_with(".tmp-")) {
+    name.remove_prefix(5);
+    const size_t dash = name.rfind('-');
+    if (dash == std::string_view::npos || !all_digits(name.substr(dash + 1))) return false;
+    name = name.substr(0, dash);
+  }
+  return name.starts_with("step-") && all_digits(name.substr(5));
+}
 
 }  // namespace
 
@@ -46,10 +62,13 @@ CheckpointStore::CheckpointStore(std::string run_dir, int64_t keep_last)
               [](const auto& a, const auto& b) { return a.step < b.step; });
     best_step_ = io::get_optional_int(j, "best_step", index).value_or(-1);
   }
-  // Leftovers of an interrupted save or of retention: anything the index does not name.
+  // Leftovers of an interrupted save or of retention: a checkpoint directory (by ftune's names:
+  // step-NNNNNNN, .tmp-step-NNNNNNN-PID) that the index does not name. Anything else is not
+  // ftune's and stays.
   for (const auto& item : fs::directory_iterator(root_)) {
     if (!item.is_directory()) continue;
     const std::string name = item.path().filename().string();
+    if (!is_checkpoint_dir_name(name)) continue;
     const bool named = std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) {
       return fs::path(e.dir).filename() == name;
     });

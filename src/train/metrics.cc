@@ -11,6 +11,47 @@
 #include "core/error.h"
 
 namespace ftune {
+// Per-class totals: rows of true class c (t), predicted as c (p), both (d), and all rows (s):
+// everything the row metrics need (accuracy, per-class and macro precision / recall / F1, MCC),
+// in O(k) memory whatever the number of labels.
+struct ClassTotals {
+  std::vector<double> t, p, d;
+  double s = 0;
+
+  int64_t k() const { return static_cast<int64_t>(t.size()); }
+  double accuracy() const {
+    double right = 0;
+    for (double v : d) right += v;
+    return s > 0 ? right / s : 0.0;
+  }
+  double precision(int64_t cls) const { return p[cls] > 0 ? d[cls] / p[cls] : 0.0; }
+  double recall(int64_t cls) const { return t[cls] > 0 ? d[cls] / t[cls] : 0.0; }
+  double f1(int64_t cls) const {
+    const double pr = precision(cls), r = recall(cls);
+    return pr + r > 0 ? 2 * pr * r / (pr + r) : 0.0;
+  }
+  template <typename F>
+  double macro(F per_class) const {
+    double sum = 0;
+    for (int64_t c = 0; c < k(); ++c) sum += per_class(c);
+    return k() ? sum / k() : 0.0;
+  }
+  double mcc() const {
+    // MCC = (c s - sum_k p_k t_k) / sqrt((s^2 - sum p_k^2)(s^2 - sum t_k^2)), with c the correct
+    // rows, s all rows, t_k rows of true class k, p_k rows predicted k. A constant prediction (or
+    // a single true class) makes a factor zero: MCC is then 0, as in sklearn.
+    double correct = 0, pt = 0, pp = 0, tt = 0;
+    for (int64_t i = 0; i < k(); ++i) {
+      correct += d[i];
+      pt += p[i] * t[i];
+      pp += p[i] * p[i];
+      tt += t[i] * t[i];
+    }
+    const double denom = std::sqrt((s * s - pp) * (s * s - tt));
+    return denom > 0 ? (correct * s - pt) / denom : 0.0;
+  }
+};
+
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -29,65 +70,35 @@ double edge_margin(int64_t j) {
   return -ClassificationMetrics::kScoreRange + double(j) / kBinsPerUnit;
 }
 
-// Metrics of a k x k confusion matrix c[true * k + predicted].
+// A k x k confusion matrix c[true * k + predicted].
 struct Confusion {
   const std::vector<int64_t>& c;
   int64_t k;
 
   int64_t at(int64_t t, int64_t p) const { return c[t * k + p]; }
-  int64_t total() const {
-    int64_t s = 0;
-    for (int64_t v : c) s += v;
-    return s;
-  }
-  double accuracy() const {
-    int64_t right = 0;
-    for (int64_t i = 0; i < k; ++i) right += at(i, i);
-    const int64_t n = total();
-    return n ? double(right) / n : 0.0;
-  }
-  double precision(int64_t cls) const {
-    int64_t predicted = 0;
-    for (int64_t t = 0; t < k; ++t) predicted += at(t, cls);
-    return predicted ? double(at(cls, cls)) / predicted : 0.0;
-  }
-  double recall(int64_t cls) const {
-    int64_t actual = 0;
-    for (int64_t p = 0; p < k; ++p) actual += at(cls, p);
-    return actual ? double(at(cls, cls)) / actual : 0.0;
-  }
-  double f1(int64_t cls) const {
-    const double p = precision(cls), r = recall(cls);
-    return p + r > 0 ? 2 * p * r / (p + r) : 0.0;
-  }
-  template <typename F>
-  double macro(F per_class) const {
-    double s = 0;
-    for (int64_t c = 0; c < k; ++c) s += per_class(c);
-    return k ? s / k : 0.0;
-  }
-  double mcc() const {
-    // MCC = (c s - sum_k p_k t_k) / sqrt((s^2 - sum p_k^2)(s^2 - sum t_k^2)), with c the correct
-    // rows, s all rows, t_k rows of true class k, p_k rows predicted k. A constant prediction (or
-    // a single true class) makes a factor zero: MCC is then 0, as in sklearn.
-    std::vector<double> t(k, 0), p(k, 0);
-    double correct = 0, s = 0;
+  ClassTotals totals() const {
+    ClassTotals out{std::vector<double>(k, 0), std::vector<double>(k, 0), std::vector<double>(k, 0),
+                    0};
     for (int64_t i = 0; i < k; ++i)
       for (int64_t j = 0; j < k; ++j) {
         const double n = double(at(i, j));
-        t[i] += n;
-        p[j] += n;
-        s += n;
-        if (i == j) correct += n;
+        out.t[i] += n;
+        out.p[j] += n;
+        out.s += n;
+        if (i == j) out.d[i] += n;
       }
-    double pt = 0, pp = 0, tt = 0;
-    for (int64_t i = 0; i < k; ++i) {
-      pt += p[i] * t[i];
-      pp += p[i] * p[i];
-      tt += t[i] * t[i];
-    }
-    const double denom = std::sqrt((s * s - pp) * (s * s - tt));
-    return denom > 0 ? (correct * s - pt) / denom : 0.0;
+    return out;
+  }
+  double accuracy() const { return totals().accuracy(); }
+  double precision(int64_t cls) const { return totals().precision(cls); }
+  double recall(int64_t cls) const { return totals().recall(cls); }
+  double f1(int64_t cls) const { return totals().f1(cls); }
+  double mcc() const { return totals().mcc(); }
+  template <typename F>
+  double macro(F per_class) const {
+    double sum = 0;
+    for (int64_t i = 0; i < k; ++i) sum += per_class(i);
+    return k ? sum / k : 0.0;
   }
 
   nlohmann::json matrix_json() const {
@@ -141,8 +152,12 @@ const char* threshold_metric_name(ThresholdMetric metric) {
 }
 
 ClassificationMetrics::ClassificationMetrics(int64_t num_labels, EvalSplit split)
-    : k_(num_labels), split_(split), confusion_(static_cast<size_t>(num_labels * num_labels), 0) {
+    : k_(num_labels), split_(split) {
   FTUNE_ASSERT(num_labels >= 1, "num_labels {} < 1", num_labels);
+  if (dense())
+    confusion_.assign(static_cast<size_t>(k_ * k_), 0);
+  else
+    per_class_.assign(static_cast<size_t>(3 * k_), 0);
   if (k_ >= 2 && k_ <= kMaxAucLabels) {
     slots_ = k_ == 2 ? 1 : k_;
     hist_.assign(static_cast<size_t>(slots_ * 2 * kScoreBins), 0);
@@ -159,7 +174,13 @@ void ClassificationMetrics::add(const float* logits, int32_t label) {
   int64_t best = 0;
   for (int64_t c = 1; c < k_; ++c)
     if (logits[c] > logits[best]) best = c;
-  ++confusion_[label * k_ + best];
+  if (dense()) {
+    ++confusion_[label * k_ + best];
+  } else {
+    ++per_class_[label];                              // true
+    ++per_class_[k_ + best];                          // predicted
+    if (best == label) ++per_class_[2 * k_ + label];  // both
+  }
   ++count_;
   if (slots_ == 1) {
     const int64_t b = score_bin(double(logits[1]) - double(logits[0]));
@@ -191,6 +212,7 @@ void ClassificationMetrics::add_loss(double loss_sum, int64_t rows) {
 void ClassificationMetrics::merge(const ClassificationMetrics& other) {
   FTUNE_ASSERT(other.k_ == k_, "merging metrics of {} labels into metrics of {}", other.k_, k_);
   for (size_t i = 0; i < confusion_.size(); ++i) confusion_[i] += other.confusion_[i];
+  for (size_t i = 0; i < per_class_.size(); ++i) per_class_[i] += other.per_class_[i];
   for (size_t i = 0; i < hist_.size(); ++i) hist_[i] += other.hist_[i];
   count_ += other.count_;
   loss_sum_ += other.loss_sum_;
@@ -199,6 +221,7 @@ void ClassificationMetrics::merge(const ClassificationMetrics& other) {
 
 std::vector<int64_t> ClassificationMetrics::counts() const {
   std::vector<int64_t> out(confusion_);
+  out.insert(out.end(), per_class_.begin(), per_class_.end());
   out.insert(out.end(), hist_.begin(), hist_.end());
   out.push_back(count_);
   out.push_back(loss_rows_);
@@ -206,11 +229,13 @@ std::vector<int64_t> ClassificationMetrics::counts() const {
 }
 
 void ClassificationMetrics::set_counts(const std::vector<int64_t>& counts, double loss_sum) {
-  FTUNE_ASSERT(counts.size() == confusion_.size() + hist_.size() + 2,
+  FTUNE_ASSERT(counts.size() == confusion_.size() + per_class_.size() + hist_.size() + 2,
                "{} counts for metrics of {} labels", counts.size(), k_);
   auto at = counts.begin();
   std::copy(at, at + static_cast<ptrdiff_t>(confusion_.size()), confusion_.begin());
   at += static_cast<ptrdiff_t>(confusion_.size());
+  std::copy(at, at + static_cast<ptrdiff_t>(per_class_.size()), per_class_.begin());
+  at += static_cast<ptrdiff_t>(per_class_.size());
   std::copy(at, at + static_cast<ptrdiff_t>(hist_.size()), hist_.begin());
   at += static_cast<ptrdiff_t>(hist_.size());
   count_ = *at++;
@@ -218,32 +243,44 @@ void ClassificationMetrics::set_counts(const std::vector<int64_t>& counts, doubl
   loss_sum_ = loss_sum;
 }
 
+ClassTotals ClassificationMetrics::totals() const {
+  if (dense()) return Confusion{confusion_, k_}.totals();
+  ClassTotals out{std::vector<double>(k_), std::vector<double>(k_), std::vector<double>(k_), 0};
+  for (int64_t c = 0; c < k_; ++c) {
+    out.t[c] = double(per_class_[c]);
+    out.p[c] = double(per_class_[k_ + c]);
+    out.d[c] = double(per_class_[2 * k_ + c]);
+    out.s += out.t[c];
+  }
+  return out;
+}
+
 double ClassificationMetrics::accuracy() const {
-  return Confusion{confusion_, k_}.accuracy();
+  return totals().accuracy();
 }
 double ClassificationMetrics::precision(int64_t cls) const {
-  return Confusion{confusion_, k_}.precision(cls);
+  return totals().precision(cls);
 }
 double ClassificationMetrics::recall(int64_t cls) const {
-  return Confusion{confusion_, k_}.recall(cls);
+  return totals().recall(cls);
 }
 double ClassificationMetrics::f1(int64_t cls) const {
-  return Confusion{confusion_, k_}.f1(cls);
+  return totals().f1(cls);
 }
 double ClassificationMetrics::macro_precision() const {
-  const Confusion c{confusion_, k_};
+  const ClassTotals c = totals();
   return c.macro([&](int64_t i) { return c.precision(i); });
 }
 double ClassificationMetrics::macro_recall() const {
-  const Confusion c{confusion_, k_};
+  const ClassTotals c = totals();
   return c.macro([&](int64_t i) { return c.recall(i); });
 }
 double ClassificationMetrics::macro_f1() const {
-  const Confusion c{confusion_, k_};
+  const ClassTotals c = totals();
   return c.macro([&](int64_t i) { return c.f1(i); });
 }
 double ClassificationMetrics::mcc() const {
-  return Confusion{confusion_, k_}.mcc();
+  return totals().mcc();
 }
 
 double ClassificationMetrics::mean_loss() const {
@@ -425,7 +462,9 @@ nlohmann::json ClassificationMetrics::to_json() const {
     j[prefix + "roc_auc_max_error"] = number(roc_auc_max_error());
     j[prefix + "average_precision"] = number(average_precision());
   }
-  j["confusion"] = Confusion{confusion_, k_}.matrix_json();
+  // The k x k matrix up to kMaxConfusionLabels labels; past that it would outgrow everything else
+  // (3,000 labels: 9 million numbers an evaluation), and the per-class counts stand in.
+  if (dense()) j["confusion"] = Confusion{confusion_, k_}.matrix_json();
   return j;
 }
 

@@ -1,6 +1,8 @@
 // Classification metrics streamed over any number of rows in fixed memory: a k x k confusion
-// matrix (accuracy, per-class and macro precision / recall / F1, binary F1 of class 1, MCC, mean
-// loss) and histograms of per-class scores for ROC-AUC, average precision and decision thresholds.
+// matrix up to kMaxConfusionLabels labels, per-class counts (true, predicted, both: O(k)) past
+// that, which give accuracy, per-class and macro precision / recall / F1, binary F1 of class 1,
+// MCC and mean loss alike; and histograms of per-class scores for ROC-AUC, average precision and
+// decision thresholds.
 //
 // Scores: with two labels s = logit[1] - logit[0], the log-odds of class 1; with k > 2 labels
 // (up to kMaxAucLabels), one score per class c, s_c = logit[c] - log sum_{j != c} exp(logit[j]),
@@ -45,11 +47,16 @@ struct BinaryThreshold {
   double validation_value = 0;  // the chosen_by metric on the validation data at this threshold
 };
 
+struct ClassTotals;  // per-class row counts (metrics.cc)
+
 class ClassificationMetrics {
  public:
   static constexpr int64_t kScoreBins = int64_t{1} << 16;
   static constexpr double kScoreRange = 16.0;   // bins cover s in (-16, 16]
   static constexpr int64_t kMaxAucLabels = 16;  // more labels: no AUC / AP (memory 1 MiB a label)
+  // More labels: no k x k confusion matrix (memory and JSON grow as k^2; 100k labels would need
+  // 80 GB), per-class counts instead.
+  static constexpr int64_t kMaxConfusionLabels = 100;
 
   explicit ClassificationMetrics(int64_t num_labels, EvalSplit split = EvalSplit::Unspecified);
 
@@ -71,7 +78,8 @@ class ClassificationMetrics {
   int64_t num_labels() const { return k_; }
   EvalSplit split() const { return split_; }
   int64_t count() const { return count_; }
-  const std::vector<int64_t>& confusion() const { return confusion_; }  // [true][predicted]
+  // [true][predicted]; empty past kMaxConfusionLabels labels.
+  const std::vector<int64_t>& confusion() const { return confusion_; }
 
   // Argmax decisions (binary: threshold 0.5).
   double accuracy() const;
@@ -107,10 +115,10 @@ class ClassificationMetrics {
   std::vector<int64_t> confusion_at(const BinaryThreshold& threshold) const;
 
   // {"rows", "loss", "accuracy", "macro_precision", "macro_recall", "macro_f1", "mcc",
-  //  "confusion"}, and for two labels also (at threshold 0.5) "precision", "recall", "f1" (of
-  //  class 1); with histograms "roc_auc", "roc_auc_max_error", "average_precision" (binary) or
-  //  "macro_roc_auc", "macro_roc_auc_max_error", "macro_average_precision" (k > 2). NaN values
-  //  become null.
+  //  "confusion" (up to kMaxConfusionLabels labels)}, and for two labels also (at threshold 0.5)
+  //  "precision", "recall", "f1" (of class 1); with histograms "roc_auc", "roc_auc_max_error",
+  //  "average_precision" (binary) or "macro_roc_auc", "macro_roc_auc_max_error",
+  //  "macro_average_precision" (k > 2). NaN values become null.
   nlohmann::json to_json() const;
   // The same plus "at_threshold": {"threshold" (probability), "margin", "chosen_by",
   // "validation_value", "accuracy", "precision", "recall", "f1", "macro_f1", "mcc", "confusion"}.
@@ -128,9 +136,13 @@ class ClassificationMetrics {
   double slot_auc_max_error(int64_t slot) const;
   double slot_average_precision(int64_t slot) const;
 
+  bool dense() const { return k_ <= kMaxConfusionLabels; }
+  ClassTotals totals() const;
+
   int64_t k_;
   EvalSplit split_;
-  std::vector<int64_t> confusion_;  // [true][predicted]
+  std::vector<int64_t> confusion_;  // [true][predicted] (dense())
+  std::vector<int64_t> per_class_;  // (3, k): true, predicted, both (!dense())
   int64_t slots_ = 0;               // score histograms kept: 1 (binary), k, or 0
   std::vector<int64_t> hist_;       // (slots, 2 [other, this class], kScoreBins) row counts
   int64_t count_ = 0;

@@ -3,10 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <set>
 
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "io/fingerprint.h"
 
 namespace ftune {
@@ -49,7 +53,60 @@ std::vector<std::string> model_files(const std::string& dir) {
 
 }  // namespace
 
-void check_run_dir(const fs::path& run, bool resume, bool overwrite) {
+const char* const kRunMarker = ".ftune-run";
+
+bool is_run_dir_name(const std::string& name) {
+  static const std::set<std::string> names = {kRunMarker,     io::DirLock::kFileName,
+                                              "config.yaml",  "metrics.jsonl",
+                                              "summary.json", "op_profile.json",
+                                              "checkpoints",  "model",
+                                              "adapter",      "model.tmp",
+                                              "adapter.tmp",  "model.old",
+                                              "adapter.old"};
+  if (names.count(name)) return true;
+  if (name.starts_with("events.out.tfevents.")) return true;
+  // An atomic write's temporary (io/atomic_file.h) of one of those files, left by a kill -9.
+  for (const char* f : {"config.yaml", "metrics.jsonl", "summary.json", "op_profile.json"})
+    if (name.starts_with(fmt::format(".{}.tmp-", f))) return true;
+  return false;
+}
+
+void check_run_dir(const fs::path& run, bool resume, bool overwrite,
+                   const std::vector<io::NamedPath>& inputs) {
+  // The run's inputs may not be inside it (model.path=<run>/model with overwrite, output.dir: .
+  // next to the data).
+  for (const io::NamedPath& in : inputs) {
+    if (!in.path.empty() && io::path_within(in.path, run.string()))
+      throw InputError(fmt::format(
+          "output.dir {} contains {} {}: ftune writes and replaces files in its run directory, so "
+          "it never runs in one that holds its inputs; choose another output.dir",
+          run.string(), in.what, in.path));
+  }
+  const bool marked = fs::exists(run / kRunMarker);
+  if (fs::is_directory(run) && !marked) {
+    std::vector<std::string> found;
+    for (const auto& item : fs::directory_iterator(run)) {
+      const std::string name = item.path().filename().string();
+      if (name == io::DirLock::kFileName) continue;  // ours, taken just now
+      found.push_back(item.is_directory() ? name + "/" : name);
+    }
+    std::sort(found.begin(), found.end());
+    if (found.size() > 8) {
+      found.resize(8);
+      found.push_back("...");
+    }
+    if (!found.empty())
+      throw InputError(fmt::format(
+          "output.dir {} holds files ftune did not write ({}) and no {} marker: ftune writes a run "
+          "only into a new or empty directory or one of its own runs, and never deletes or "
+          "replaces a file it cannot prove it wrote; choose another output.dir{}",
+          run.string(), fmt::join(found, ", "), kRunMarker,
+          fs::exists(run / "checkpoints" / "index.json")
+              ? fmt::format(" (a run directory of an ftune older than the marker: create {} "
+                            "in it to let ftune manage it)",
+                            (run / kRunMarker).string())
+              : ""));
+  }
   const bool exists = fs::exists(run / "checkpoints") || fs::exists(run / "summary.json") ||
                       fs::exists(run / "metrics.jsonl");
   if (resume) {
@@ -65,14 +122,20 @@ void check_run_dir(const fs::path& run, bool resume, bool overwrite) {
 }
 
 void prepare_run_dir(const fs::path& run, bool resume, const YAML::Node& resolved) {
-  if (!resume && fs::exists(run)) {
-    for (const char* name : {"checkpoints", "model", "adapter", "summary.json", "metrics.jsonl"})
-      fs::remove_all(run / name);
-    for (const auto& item : fs::directory_iterator(run))
-      if (item.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
-        fs::remove(item.path());
-  }
   fs::create_directories(run);
+  // check_run_dir accepted the directory: empty (but for the lock), or marked as ftune's. Only in
+  // a marked one does anything go, and only ftune's own names (a file the user added stays).
+  if (!resume && fs::exists(run / kRunMarker)) {
+    for (const auto& item : fs::directory_iterator(run)) {
+      const std::string name = item.path().filename().string();
+      if (name == kRunMarker || name == io::DirLock::kFileName || name == "config.yaml") continue;
+      if (is_run_dir_name(name)) fs::remove_all(item.path());
+    }
+  }
+  if (!fs::exists(run / kRunMarker))
+    io::write_file_atomic((run / kRunMarker).string(),
+                          "{\"written_by\": \"ftune train\", \"note\": \"ftune removes or replaces "
+                          "only its own files in a directory marked so\"}\n");
   YAML::Emitter out;
   out << resolved;
   io::write_file_atomic((run / "config.yaml").string(), std::string(out.c_str()) + "\n");
@@ -99,8 +162,8 @@ void copy_tokenizer_files(const std::string& from, const std::string& to) {
 }
 
 void publish_dir(const std::string& dst, const std::function<void(const std::string&)>& fill) {
-  const std::string tmp = dst + ".tmp";
-  fs::remove_all(tmp);
+  const std::string tmp = dst + ".tmp", old = dst + ".old";
+  fs::remove_all(tmp);  // a leftover of an interrupted publish (ftune's name in its run dir)
   try {
     fs::create_directories(tmp);
     fill(tmp);
@@ -109,8 +172,7 @@ void publish_dir(const std::string& dst, const std::function<void(const std::str
     fs::remove_all(tmp, ec);
     throw;
   }
-  fs::remove_all(dst);
-  fs::rename(tmp, dst);
+  io::replace_directory(tmp, dst, old);  // whole: never a mix of the old and the new files
 }
 
 void publish_model(const std::string& checkpoint, const std::string& dst) {

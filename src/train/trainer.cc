@@ -54,6 +54,7 @@ void Trainer::load_data_and_model() {
   LoadOptions load;
   load.reinit_mismatched_head = true;
   load.init_seed = tc_.seed;
+  load.warn_initialised = !options_.resume;  // the checkpoint restored next replaces the head
   if (cfg_.peft.enabled()) {
     // PEFT's reading of target_modules on this model, before the data is read: a target ftune
     // cannot adapt fails here; the modules adapted are logged.
@@ -416,7 +417,11 @@ nlohmann::json Trainer::run() {
   set_compute_threads(static_cast<int>(tc_.threads));
   if (lead()) {
     lock_.emplace(io::DirLock::acquire(run_.string(), "output.dir"));
-    check_run_dir(run_, options_.resume, cfg_.output.overwrite);
+    check_run_dir(run_, options_.resume, cfg_.output.overwrite,
+                  {{"model.path", cfg_.model.path},
+                   {"data.train", cfg_.data.train},
+                   {"data.validation", cfg_.data.validation},
+                   {"data.test", cfg_.data.test}});
   }
   load_data_and_model();
   if (lead()) prepare_run_dir(run_, options_.resume, cfg_.resolved);

@@ -70,9 +70,10 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
     strategy_->set_micro_batch(s.micro_batch, step_);
   else
     spdlog::warn(
-        "the checkpoint ran micro-batches of {} rows; this run plans {}: results will "
-        "match only up to float summation order",
-        s.micro_batch, strategy_->micro_batch());
+        "the checkpoint ran micro-batches of {} rows, more than the {} rows per micro-batch this "
+        "run's memory plan holds: it continues with micro-batches of at most {} rows, and its "
+        "results match an uninterrupted run's only up to float summation order",
+        s.micro_batch, strategy_->max_batch(), strategy_->max_batch());
   samples_ = s.samples;
   tokens_ = s.real_tokens;
   skipped_ = s.skipped_steps;

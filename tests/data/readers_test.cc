@@ -84,6 +84,18 @@ TEST(Readers, MissingColumnNamesColumnAndFile) {
               HasSubstr("no column 'gold'"));
 }
 
+// text,label,label used to train silently on the first 'label' column: a name given twice is
+// refused, naming it, the file and both columns (CSV and TSV alike).
+TEST(Readers, DuplicateHeaderColumnIsRefused) {
+  TempDir d;
+  const auto csv = write_data_file(d, "dup.csv", "text,label,label\nx,1,0\n");
+  EXPECT_EQ(input_error_of([&] { read_rows(csv, DataFormat::kAuto, true, ColumnMap{}); }),
+            csv + ":1: header row: column 'label' appears twice (columns 2 and 3); rename one");
+  const auto tsv = write_data_file(d, "dup.tsv", "text\tnote\tlabel\tnote\nx\ta\t1\tb\n");
+  EXPECT_THAT(input_error_of([&] { read_rows(tsv, DataFormat::kAuto, true, ColumnMap{}); }),
+              HasSubstr(tsv + ":1: header row: column 'note' appears twice"));
+}
+
 TEST(Readers, JsonlWithBomCrlfIntegerLabelsAndCustomKeys) {
   TempDir d;
   const auto path = write_data_file(d, "a.jsonl",

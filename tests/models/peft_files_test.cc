@@ -1,15 +1,22 @@
 // Hostile PEFT adapter directories (fuzz/fuzz_peft_adapter): adapter_config.json values that made
 // the loader throw a std::regex_error, backtrack for ever, build adapters of 2^40 rank or cast an
 // unbounded alpha to float are refused with an InputError naming the file, as `ftune export` meets
-// them; the YAML `peft:` section gets the same protection.
+// them; the YAML `peft:` section gets the same protection. Non-finite weights (NaN or Inf in the
+// base checkpoint or the adapter) are refused at load naming the tensor and the file, a merge
+// that overflows (lora_alpha 1e38) is refused naming the weight, and PEFT's "all-linear"
+// shorthand is read in any case, as PEFT lowercases it.
 #include <cstdint>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <memory>
 
 #include "golden_fixture.h"
 #include "io/json_file.h"
+#include "io/safetensors.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "models/sequence_classifier.h"
@@ -86,6 +93,116 @@ TEST(PeftFiles, RankAndAlphaAreBounded) {
   // Within 32 bits, but adapters of over 2^40 parameters even on the tiny fixture model.
   expect_refused(adapter_with(tmp, "r", int64_t{INT32_MAX}), {"rank 2147483647", "2^40"});
   expect_refused(adapter_with(tmp, "lora_alpha", 1e300), {"adapter_config.json", "lora_alpha"});
+}
+
+// A copy of the safetensors file `from` at `to` with element 3 of tensor `name` set to `value`.
+void write_poisoned_copy(const std::string& from, const std::string& to, const std::string& name,
+                         float value) {
+  const io::SafetensorsFile f = io::SafetensorsFile::open(from);
+  std::vector<HostTensor> held;
+  held.reserve(f.entries().size());
+  std::vector<io::SafetensorsTensor> out;
+  bool found = false;
+  for (const io::SafetensorsEntry& e : f.entries()) {
+    held.push_back(f.read(e.name));
+    if (e.name == name) {
+      ASSERT_EQ(held.back().view().dtype, DType::F32);
+      held.back().data<float>()[3] = value;
+      found = true;
+    }
+    out.push_back({e.name, held.back().view(), {}});
+  }
+  ASSERT_TRUE(found) << name;
+  io::write_safetensors(to, out);
+}
+
+// The classifier of `base` with `adapter` loaded, as `ftune export --merge` builds it.
+struct AdaptedModel {
+  AdaptedModel(const std::string& base, const std::string& adapter) {
+    ClassifierOptions o;
+    o.max_batch = 1;
+    o.max_seq = 1;
+    o.training = false;
+    o.adapters = read_peft_adapter_config(adapter);
+    LoadOptions lo;
+    lo.reinit_mismatched_head = true;
+    model = std::make_unique<SequenceClassifier>(load_model_spec(base, lo), o);
+    ArenaPlan plan;
+    model->add_to_plan(plan);
+    arena = std::make_unique<Arena>(Device::cpu(), std::move(plan));
+    model->bind(*arena);
+    load_model_weights(*model, base, lo);
+    load_peft_adapter(*model, adapter);
+  }
+  std::unique_ptr<SequenceClassifier> model;
+  std::unique_ptr<Arena> arena;
+};
+
+std::string error_of_loading(const std::string& base, const std::string& adapter) {
+  try {
+    AdaptedModel m(base, adapter);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+TEST(PeftFiles, NonFiniteAdapterTensorIsRefusedAtLoad) {
+  TempDir tmp;
+  const std::string base = GoldenCase::load("bert_pair").model_dir;
+  const std::string adapter = adapter_with(tmp, "r", 4);  // a copy, config unchanged
+  const std::string weights = adapter + "/adapter_model.safetensors";
+  const std::string key =
+      "base_model.model.bert.encoder.layer.0.attention.self.query.lora_B.weight";
+  ASSERT_EQ(error_of_loading(base, adapter), "accepted");
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    write_poisoned_copy(fixtures_dir() + "/peft/bert_lora/adapter/adapter_model.safetensors",
+                        weights, key, bad);
+    const std::string e = error_of_loading(base, adapter);
+    EXPECT_NE(e.find(key), std::string::npos) << e;
+    EXPECT_NE(e.find("adapter_model.safetensors"), std::string::npos) << e;
+    EXPECT_NE(e.find(std::isnan(bad) ? "NaN" : "infinite"), std::string::npos) << e;
+  }
+}
+
+TEST(PeftFiles, NonFiniteBaseWeightIsRefusedAtLoad) {
+  TempDir tmp;
+  const std::string from = GoldenCase::load("bert_pair").model_dir;
+  const std::string base = tmp.path() + "/base";
+  fs::copy(from, base, fs::copy_options::recursive);
+  const std::string key = "bert.encoder.layer.1.output.dense.weight";
+  write_poisoned_copy(from + "/model.safetensors", base + "/model.safetensors", key, std::nanf(""));
+  const std::string e = error_of_loading(base, fixtures_dir() + "/peft/bert_lora/adapter");
+  EXPECT_NE(e.find(key), std::string::npos) << e;
+  EXPECT_NE(e.find(base + "/model.safetensors"), std::string::npos) << e;
+  EXPECT_NE(e.find("NaN"), std::string::npos) << e;
+}
+
+// lora_alpha 1e38 is a finite float, but the merged weights are not (or are ~1e36): refused,
+// naming the weight, rather than saved.
+TEST(PeftFiles, MergeThatOverflowsIsRefused) {
+  TempDir tmp;
+  const std::string base = GoldenCase::load("bert_pair").model_dir;
+  AdaptedModel m(base, adapter_with(tmp, "lora_alpha", 1e38));
+  try {
+    merge_adapters(*m.model);
+    ADD_FAILURE() << "merged";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(".weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lora_alpha"), std::string::npos) << e.what();
+  }
+}
+
+// PEFT compares a target_modules string lowercased with "all-linear" (tuners_utils.py,
+// _maybe_include_all_linear_layers), so "ALL-LINEAR" adapts every linear layer as "all-linear".
+TEST(PeftFiles, AllLinearInAnyCase) {
+  TempDir tmp;
+  const AdapterConfig lower =
+      read_peft_adapter_config(adapter_with(tmp, "target_modules", "all-linear"));
+  const AdapterConfig upper =
+      read_peft_adapter_config(adapter_with(tmp, "target_modules", "ALL-LINEAR"));
+  EXPECT_EQ(upper.target_modules, lower.target_modules);
+  EXPECT_TRUE(upper.target_regex.empty());
 }
 
 TEST(PeftFiles, YamlSectionIsProtectedToo) {

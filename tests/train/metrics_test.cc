@@ -241,6 +241,59 @@ TEST(MetricsConfusion, MultiClassHandComputed) {
   EXPECT_THROW(m.add(p0, 3), InputError);  // label outside [0, 3)
 }
 
+// 100,000 labels used to need a dense 10^10-cell confusion matrix (std::bad_alloc at the first
+// validation; 3,000 labels wrote 9 million numbers per evaluation). Past kMaxConfusionLabels the
+// per-class counts give the same metrics (checked here against a brute force over the rows), the
+// JSON stays small and carries no matrix, and the flat counts still sum across ranks.
+TEST(MetricsConfusion, ManyLabelsNeedNoDenseMatrix) {
+  ClassificationMetrics huge(100000);
+  EXPECT_TRUE(huge.confusion().empty());
+  std::vector<float> row(100000, 0.0f);
+  row[777] = 1;
+  huge.add(row.data(), 777);
+  huge.add(row.data(), 5);
+  EXPECT_DOUBLE_EQ(huge.accuracy(), 0.5);
+  EXPECT_LT(huge.to_json().dump().size(), 1000u);
+  EXPECT_FALSE(huge.to_json().contains("confusion"));
+
+  const int64_t k = ClassificationMetrics::kMaxConfusionLabels + 50;
+  std::mt19937_64 rng(test::test_seed());
+  std::uniform_int_distribution<int64_t> cls(0, k - 1);
+  ClassificationMetrics m(k), a(k), b(k);
+  std::vector<double> t(k), p(k), d(k);
+  const int64_t n = 3000;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t label = cls(rng), pred = i % 3 == 0 ? label : cls(rng);
+    std::vector<float> logits(k, 0.0f);
+    logits[pred] = 1;
+    m.add(logits.data(), int32_t(label));
+    (i % 2 ? a : b).add(logits.data(), int32_t(label));
+    ++t[label];
+    ++p[pred];
+    if (pred == label) ++d[label];
+  }
+  double right = 0, f1 = 0, pt = 0, pp = 0, tt = 0;
+  for (int64_t c = 0; c < k; ++c) {
+    right += d[c];
+    const double pr = p[c] ? d[c] / p[c] : 0, rc = t[c] ? d[c] / t[c] : 0;
+    f1 += pr + rc > 0 ? 2 * pr * rc / (pr + rc) : 0;
+    pt += p[c] * t[c];
+    pp += p[c] * p[c];
+    tt += t[c] * t[c];
+  }
+  EXPECT_DOUBLE_EQ(m.accuracy(), right / n);
+  EXPECT_NEAR(m.macro_f1(), f1 / k, 1e-12);
+  EXPECT_NEAR(m.mcc(), (right * n - pt) / std::sqrt((double(n) * n - pp) * (double(n) * n - tt)),
+              1e-12);
+  // Two ranks' counts summed element by element equal one pass.
+  std::vector<int64_t> sum = a.counts();
+  const std::vector<int64_t> other = b.counts();
+  for (size_t i = 0; i < sum.size(); ++i) sum[i] += other[i];
+  ClassificationMetrics reduced(k);
+  reduced.set_counts(sum, 0);
+  EXPECT_EQ(reduced.to_json().dump(), m.to_json().dump());
+}
+
 TEST(MetricsConfusion, MccEdgeCases) {
   // Constant prediction: a zero factor in the denominator, MCC 0 (sklearn returns 0 too).
   EXPECT_EQ(metrics_of(rows_from_scores({1, 2, 3}, {1, 2})).mcc(), 0.0);
