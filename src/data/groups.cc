@@ -8,15 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "data/jsonl.h"
 #include "io/json_file.h"
 #include "text/utf8.h"
 
 namespace ftune::data {
 namespace {
-
-bool blank_text(std::string_view s) {
-  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
-}
 
 // Why `v` cannot be a passage or query text, or "" when it can.
 std::string text_problem(const nlohmann::json& v, const std::string& what) {
@@ -76,43 +73,18 @@ bool looks_like_flagembedding(std::string_view content, const ColumnMap& columns
 
 void read_flagembedding_jsonl(const std::string& path, std::string_view content, ReadRows* out) {
   (void)path;
-  if (content.substr(0, 3) == "\xEF\xBB\xBF") content.remove_prefix(3);
-  int64_t number = 0;
-  size_t pos = 0;
-  while (pos < content.size()) {
-    size_t end = content.find('\n', pos);
-    if (end == std::string_view::npos) end = content.size();
-    std::string_view line = content.substr(pos, end - pos);
-    pos = end + 1;
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (blank_text(line)) continue;
-    ++out->rows;
-    auto bad = [&](std::string reason) { out->bad.push_back({number, std::move(reason)}); };
-    const size_t invalid = text::utf8_find_invalid(line);
-    if (invalid != std::string_view::npos) {
-      bad(fmt::format("invalid UTF-8 at column {}", invalid + 1));
-      continue;
-    }
-    nlohmann::json obj;
-    try {
-      obj = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      bad(fmt::format("invalid JSON at column {}: {}", e.byte, io::parse_error_detail(e)));
-      continue;
-    }
-    if (!obj.is_object()) {
-      bad(fmt::format("expected a JSON object, got {}", io::json_type_name(obj)));
-      continue;
-    }
+  auto bad_line = [&](int64_t line, std::string reason) {
+    out->bad.push_back({line, std::move(reason)});
+  };
+  scan_jsonl_rows(content, &out->rows, bad_line, [&](const nlohmann::json& obj, int64_t number) {
     std::string problem = obj.contains("query") ? text_problem(obj["query"], "'query'")
                                                 : std::string("missing 'query'");
     std::vector<std::string> positives, negatives;
     if (problem.empty()) problem = passages_problem(obj, "pos", true, &positives);
     if (problem.empty()) problem = passages_problem(obj, "neg", false, &negatives);
     if (!problem.empty()) {
-      bad(std::move(problem));
-      continue;
+      bad_line(number, std::move(problem));
+      return;
     }
     const std::string query = obj["query"].get<std::string>();
     const std::string group = fmt::format("line {}", number);
@@ -129,7 +101,7 @@ void read_flagembedding_jsonl(const std::string& path, std::string_view content,
     };
     emit(positives, "1");
     emit(negatives, "0");
-  }
+  });
 }
 
 int64_t assign_group_ids(std::vector<RawExample>& examples) {

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "io/json_file.h"
 #include "text/utf8.h"
 
 namespace ftune::data {
@@ -58,6 +59,49 @@ std::vector<int32_t> jsonl_token_ids(const nlohmann::json& v, const char* key,
     out.push_back(x.get<int32_t>());
   }
   return out;
+}
+
+bool blank_text(std::string_view s) {
+  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
+}
+
+void scan_jsonl_rows(std::string_view content, int64_t* rows,
+                     const std::function<void(int64_t, std::string)>& bad,
+                     const std::function<void(const nlohmann::json&, int64_t)>& fn) {
+  if (content.substr(0, 3) == "\xEF\xBB\xBF") content.remove_prefix(3);
+  int64_t number = 0;
+  size_t pos = 0;
+  while (pos < content.size()) {
+    size_t end = content.find('\n', pos);
+    if (end == std::string_view::npos) end = content.size();
+    std::string_view line = content.substr(pos, end - pos);
+    pos = end + 1;
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (blank_text(line)) continue;
+    ++*rows;
+    const size_t invalid = text::utf8_find_invalid(line);
+    if (invalid != std::string_view::npos) {
+      bad(number, fmt::format("invalid UTF-8 at column {}", invalid + 1));
+      continue;
+    }
+    nlohmann::json obj;
+    try {
+      obj = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      bad(number, fmt::format("invalid JSON at column {}: {}", e.byte, io::parse_error_detail(e)));
+      continue;
+    } catch (const nlohmann::json::out_of_range&) {
+      // A number too large for a double (1e400): nlohmann raises out_of_range, not parse_error.
+      bad(number, "invalid JSON: a number too large for a double");
+      continue;
+    }
+    if (!obj.is_object()) {
+      bad(number, fmt::format("expected a JSON object, got {}", io::json_type_name(obj)));
+      continue;
+    }
+    fn(obj, number);
+  }
 }
 
 }  // namespace ftune::data

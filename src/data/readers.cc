@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "data/delimited.h"
 #include "data/groups.h"
+#include "data/jsonl.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "text/utf8.h"
@@ -19,16 +20,12 @@
 namespace ftune::data {
 namespace {
 
-bool blank(std::string_view s) {
-  return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
-}
-
 // Why `value` cannot be the field `name` of an example, or "" when it can.
 std::string text_problem(std::string_view value, std::string_view name) {
   const size_t bad = text::utf8_find_invalid(value);
   if (bad != std::string_view::npos)
     return fmt::format("invalid UTF-8 in '{}' at byte {}", name, bad + 1);
-  if (blank(value)) return fmt::format("empty '{}'", name);
+  if (blank_text(value)) return fmt::format("empty '{}'", name);
   return "";
 }
 
@@ -40,7 +37,7 @@ std::string group_problem(const nlohmann::json& obj, const std::string& key, std
     *to = std::to_string(it->get<int64_t>());
     return "";
   }
-  if (it->is_string() && !blank(it->get_ref<const std::string&>())) {
+  if (it->is_string() && !blank_text(it->get_ref<const std::string&>())) {
     *to = it->get<std::string>();
     return "";
   }
@@ -49,39 +46,11 @@ std::string group_problem(const nlohmann::json& obj, const std::string& key, std
 }
 
 void read_jsonl(std::string_view content, const ColumnMap& c, ReadRows* out) {
-  if (content.substr(0, 3) == "\xEF\xBB\xBF") content.remove_prefix(3);
-  int64_t number = 0;
-  size_t pos = 0;
-  while (pos < content.size()) {
-    size_t end = content.find('\n', pos);
-    if (end == std::string_view::npos) end = content.size();
-    std::string_view line = content.substr(pos, end - pos);
-    pos = end + 1;
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (blank(line)) continue;
-    ++out->rows;
-    auto bad = [&](std::string reason) { out->bad.push_back({number, std::move(reason)}); };
-    const size_t invalid = text::utf8_find_invalid(line);
-    if (invalid != std::string_view::npos) {
-      bad(fmt::format("invalid UTF-8 at column {}", invalid + 1));
-      continue;
-    }
-    nlohmann::json obj;
-    try {
-      obj = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      bad(fmt::format("invalid JSON at column {}: {}", e.byte, io::parse_error_detail(e)));
-      continue;
-    } catch (const nlohmann::json::out_of_range&) {
-      // A number too large for a double (1e400): nlohmann raises out_of_range, not parse_error.
-      bad("invalid JSON: a number too large for a double");
-      continue;
-    }
-    if (!obj.is_object()) {
-      bad(fmt::format("expected a JSON object, got {}", io::json_type_name(obj)));
-      continue;
-    }
+  auto bad_line = [&](int64_t line, std::string reason) {
+    out->bad.push_back({line, std::move(reason)});
+  };
+  scan_jsonl_rows(content, &out->rows, bad_line, [&](const nlohmann::json& obj, int64_t number) {
+    auto bad = [&](std::string reason) { bad_line(number, std::move(reason)); };
     RawExample e;
     e.line = number;
     auto text_field = [&](const std::string& key, bool optional, std::optional<std::string>* to) {
@@ -140,11 +109,11 @@ void read_jsonl(std::string_view content, const ColumnMap& c, ReadRows* out) {
     if (problem.empty() && !c.group.empty()) problem = group_problem(obj, c.group, &e.group);
     if (!problem.empty()) {
       bad(std::move(problem));
-      continue;
+      return;
     }
     e.text = std::move(*text);
     out->examples.push_back(std::move(e));
-  }
+  });
 }
 
 void read_delimited(const std::string& path, std::string_view content, char sep, bool has_header,
@@ -226,7 +195,7 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
       const size_t invalid = text::utf8_find_invalid(label);
       if (invalid != std::string::npos)
         problem = fmt::format("invalid UTF-8 in '{}' at byte {}", label_name, invalid + 1);
-      else if (blank(label) && !c.label_lists)
+      else if (blank_text(label) && !c.label_lists)
         problem = fmt::format("missing '{}'", label_name);
     }
     if (problem.empty() && group_col >= 0) {
@@ -246,7 +215,7 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
     if (c.label_lists) {
       // One field of labels joined by the separator; blank: no label.
       const std::string& f = e.label;
-      if (!blank(f))
+      if (!blank_text(f))
         for (size_t at = 0;;) {
           const size_t next = f.find(c.list_separator, at);
           e.label_list.push_back(f.substr(at, next == std::string::npos ? next : next - at));

@@ -132,6 +132,11 @@ TEST(Groups, FlagEmbeddingBadLinesNameTheLineAndEntry) {
               HasSubstr("bad.jsonl:2: 'pos_scores'[0] must be a number"));
   EXPECT_THAT(error_for("{\"query\": \"q\", \"pos\": [\"  \"]}"),
               HasSubstr("bad.jsonl:2: 'pos'[0] is empty"));
+  // The JSONL scan the plain reader uses (data/jsonl.h): a number past a double's range is a bad
+  // line like any other (it escaped as an unexpected error before), and so is a non-object.
+  EXPECT_THAT(error_for("{\"query\": \"q\", \"pos\": [\"p\"], \"pos_scores\": [1e400]}"),
+              HasSubstr("bad.jsonl:2: invalid JSON: a number too large for a double"));
+  EXPECT_THAT(error_for("[1, 2]"), HasSubstr("bad.jsonl:2: expected a JSON object, got array"));
 }
 
 TEST(Groups, RelevanceOfNamedAndGradedLabels) {
