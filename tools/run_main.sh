@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: installs dependencies, builds ftune, builds the WordNet
-# word-sense pair data, fine-tunes the pretrained all-MiniLM-L6-v2 as a cross-encoder on it
-# (examples/minilm_wordnet.yaml), predicts the held-out test split and prints the model's metrics
-# next to the majority-class, first-sense and lexical-overlap baselines.
+# word-sense data, fine-tunes the pretrained all-MiniLM-L6-v2 as a cross-encoder on it, predicts
+# the held-out test split and prints the model's metrics next to the majority-class, first-sense
+# and lexical-overlap baselines, and ftune's own ranking metrics of the test sentences.
+# The task is trained as what it is, a ranking (examples/minilm_wordnet_listwise.yaml): each
+# sentence a query group of its candidate senses, the listwise loss. --pointwise (first argument)
+# trains the pair-classifier formulation instead (examples/minilm_wordnet.yaml).
 # Extra arguments are config overrides, e.g.:  bash tools/run_main.sh training.epochs=1
-# --listwise (first argument) trains the ranking formulation instead (examples/
-# minilm_wordnet_listwise.yaml: each sentence a query group, listwise loss) and has ftune report
-# the test split's group accuracy and MRR itself (ftune eval --group-field group).
 set -euo pipefail
-CONFIG=examples/minilm_wordnet.yaml
-RUN=runs/minilm-wordnet
-if [ "${1:-}" = "--listwise" ]; then
+CONFIG=examples/minilm_wordnet_listwise.yaml
+RUN=runs/minilm-wordnet-listwise
+if [ "${1:-}" = "--pointwise" ]; then
   shift
-  CONFIG=examples/minilm_wordnet_listwise.yaml
-  RUN=runs/minilm-wordnet-listwise
+  CONFIG=examples/minilm_wordnet.yaml
+  RUN=runs/minilm-wordnet
+elif [ "${1:-}" = "--listwise" ]; then
+  shift
 fi
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
