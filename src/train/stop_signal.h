@@ -1,6 +1,7 @@
 // SIGTERM / SIGINT during training: the handler only records the signal; the trainer checks it
 // at the next optimizer-step boundary, saves a checkpoint and stops (a second signal while it
-// saves is recorded too, and the save still completes: nothing is left half-written).
+// saves is recorded too, and the save still completes: nothing is left half-written). From the
+// signal on, output to a pipe or socket no longer blocks (stop_signal.cc says why).
 #pragma once
 
 namespace ftune {

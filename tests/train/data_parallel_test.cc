@@ -261,14 +261,19 @@ TEST_F(DataParallel, StopFileSeenByOneRankStopsEveryRank) {
 // and sends SIGKILL. A rank whose stop takes longer (here 2 s, FTUNE_DEBUG_STOP_DELAY_MS, as a
 // large model's checkpoint write) was killed without its checkpoint or summary; with the timeout
 // raised (README: --mca odls_base_sigkill_timeout, here 8 s) every rank stops at one step boundary
-// with the checkpoint and summary and exits 143 (128 + SIGTERM).
+// with the checkpoint and summary and exits 143 (128 + SIGTERM). The run logs little: once mpirun
+// has its SIGTERM it reads no more of its ranks' output until they exit, so a rank's last lines
+// get through only while its pipe has room (UnreadOutput covers a rank whose pipe is full).
 TEST_F(DataParallel, SigtermToMpirunStopsEveryRankWhenTheKillTimeoutAllowsIt) {
   const std::string log = tmp_.path() + "/mpirun.log";
   const pid_t mpirun = spawn_ftune_ranks(
-      2, "train --config " + config("term") + " training.epochs=100", log,
+      2,
+      "train --config " + config("term") +
+          " training.epochs=100 training.log_every=100 eval.every_steps=100",
+      log,
       "OMPI_MCA_odls_base_sigkill_timeout=8 FTUNE_DEBUG_STOP_DELAY_MS=2000");
   ASSERT_GT(mpirun, 0);
-  const bool started = wait_for_text(log, "checkpoint ", 120);  // step 5's, by rank 0
+  const bool started = wait_for_text(log, "checkpoint ", 120);  // step 100's, by rank 0
   if (started) kill(mpirun, SIGTERM);
   int status = -1;
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
