@@ -30,8 +30,21 @@ std::string listing(const std::string& path, const std::vector<BadRow>& bad) {
 // Dense group ids, and the groups without a relevant row: warned about (ranking metrics and the
 // listwise loss skip them) or refused.
 GroupStats check_groups(const DataSpec& spec, RawDataset& ds) {
-  if (assign_group_ids(ds.examples) == 0) return {};
-  const GroupStats s = group_stats(ds.examples, ds.label_ids, ds.labels);
+  const bool grouped = assign_group_ids(ds.examples) > 0;
+  // Each row's relevance (DataSpec::top_target_relevant).
+  const size_t n = ds.examples.size();
+  if (spec.targets == ScoreTargets::kLabels) {
+    ds.relevance.resize(n);
+    for (size_t i = 0; i < n; ++i) ds.relevance[i] = relevance_of(ds.labels, ds.label_ids[i]);
+  } else if (spec.targets == ScoreTargets::kUnitScores) {
+    ds.relevance = ds.targets;
+  } else if (spec.targets == ScoreTargets::kScores && spec.top_target_relevant) {
+    ds.relevance = top_target_relevance(ds.examples, ds.targets);
+  } else {
+    ds.relevance.assign(n, 0.0f);
+  }
+  if (!grouped) return {};
+  const GroupStats s = group_stats(ds.examples, ds.relevance);
   if (s.without_positive > 0) {
     const std::string what = fmt::format(
         "{}:{}: {} of {} query groups have no relevant row (the first is the group of this line)",
@@ -269,6 +282,8 @@ std::vector<TokenizedExample> tokenize_dataset(const text::Tokenizer& tokenizer,
     for (size_t i = 0; i < out.size(); ++i)
       out[i].targets.assign(dataset.targets.begin() + i * w, dataset.targets.begin() + (i + 1) * w);
   }
+  if (dataset.relevance.size() == out.size())
+    for (size_t i = 0; i < out.size(); ++i) out[i].relevance = dataset.relevance[i];
   if (report) {
     report->tokenize = stats;
     report->tokenized = true;

@@ -81,6 +81,12 @@ struct DataSpec {
   // 0 (of the one-name label set `labels`, the model's own: e.g. LABEL_0).
   ScoreTargets targets = ScoreTargets::kLabels;
   std::string targets_key = "training.loss";  // names what asked for [0, 1] targets in errors
+  // A score task's ranking relevance (TokenizedExample::relevance: ranking metrics, the groups
+  // listwise and margin_mse train on): kUnitScores rows are as relevant as their target (0/1
+  // relevance); with top_target_relevant (margin_mse: the column is a teacher's score), each
+  // group's row with the highest target is its positive (relevance 1) and the others 0; other
+  // score tasks have relevance 0.
+  bool top_target_relevant = false;
 };
 
 // How many bad rows an error message lists (the count is always given).
@@ -117,6 +123,9 @@ struct RawDataset {
   // Score tasks: one float target per example (multi-label: K per example, 0 or 1); empty
   // otherwise.
   std::vector<float> targets;
+  // Per example: its ranking relevance (class labels: data/groups.h relevance_of; score tasks:
+  // DataSpec::top_target_relevant).
+  std::vector<float> relevance;
 };
 
 // A score task's target written as `text`, or nullopt with `problem` saying why it is a bad row

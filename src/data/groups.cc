@@ -28,7 +28,8 @@ std::string text_problem(const nlohmann::json& v, const std::string& what) {
 
 // Checks the passages of `key` ("pos" / "neg") and their optional scores; "" when fine.
 std::string passages_problem(const nlohmann::json& obj, const char* key, bool required,
-                             std::vector<std::string>* to) {
+                             std::vector<std::string>* to, bool need_scores,
+                             std::vector<std::string>* scores) {
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return required ? fmt::format("missing '{}'", key) : "";
   if (!it->is_array())
@@ -41,6 +42,9 @@ std::string passages_problem(const nlohmann::json& obj, const char* key, bool re
   }
   const std::string scores_key = fmt::format("{}_scores", key);
   auto sc = obj.find(scores_key);
+  if (need_scores && !it->empty() && (sc == obj.end() || sc->is_null()))
+    return fmt::format("missing '{}' (the teacher's score of each '{}' entry: training.loss {})",
+                       scores_key, key, "margin_mse or distill_mse read them");
   if (sc != obj.end() && !sc->is_null()) {
     if (!sc->is_array() || sc->size() != it->size())
       return fmt::format("'{}' must be a list of {} numbers, one per '{}' entry", scores_key,
@@ -49,6 +53,7 @@ std::string passages_problem(const nlohmann::json& obj, const char* key, bool re
       if (!(*sc)[i].is_number())
         return fmt::format("'{}'[{}] must be a number, got {}", scores_key, i,
                            io::json_type_name((*sc)[i]));
+    for (size_t i = 0; i < sc->size() && need_scores; ++i) scores->push_back((*sc)[i].dump());
   }
   return "";
 }
@@ -71,7 +76,8 @@ bool looks_like_flagembedding(std::string_view content, const ColumnMap& columns
   return false;
 }
 
-void read_flagembedding_jsonl(const std::string& path, std::string_view content, ReadRows* out) {
+void read_flagembedding_jsonl(const std::string& path, std::string_view content, ReadRows* out,
+                              bool teacher_scores) {
   (void)path;
   auto bad_line = [&](int64_t line, std::string reason) {
     out->bad.push_back({line, std::move(reason)});
@@ -79,28 +85,32 @@ void read_flagembedding_jsonl(const std::string& path, std::string_view content,
   scan_jsonl_rows(content, &out->rows, bad_line, [&](const nlohmann::json& obj, int64_t number) {
     std::string problem = obj.contains("query") ? text_problem(obj["query"], "'query'")
                                                 : std::string("missing 'query'");
-    std::vector<std::string> positives, negatives;
-    if (problem.empty()) problem = passages_problem(obj, "pos", true, &positives);
-    if (problem.empty()) problem = passages_problem(obj, "neg", false, &negatives);
+    std::vector<std::string> positives, negatives, pos_scores, neg_scores;
+    if (problem.empty())
+      problem = passages_problem(obj, "pos", true, &positives, teacher_scores, &pos_scores);
+    if (problem.empty())
+      problem = passages_problem(obj, "neg", false, &negatives, teacher_scores, &neg_scores);
     if (!problem.empty()) {
       bad_line(number, std::move(problem));
       return;
     }
     const std::string query = obj["query"].get<std::string>();
     const std::string group = fmt::format("line {}", number);
-    auto emit = [&](const std::vector<std::string>& passages, const char* label) {
-      for (const std::string& p : passages) {
+    auto emit = [&](const std::vector<std::string>& passages, const char* label,
+                    const std::vector<std::string>& scores) {
+      for (size_t i = 0; i < passages.size(); ++i) {
+        const std::string& p = passages[i];
         RawExample e;
         e.line = number;
         e.text = query;
         e.text_pair = p;
-        e.label = label;
+        e.label = teacher_scores ? scores[i] : label;
         e.group = group;
         out->examples.push_back(std::move(e));
       }
     };
-    emit(positives, "1");
-    emit(negatives, "0");
+    emit(positives, "1", pos_scores);
+    emit(negatives, "0", neg_scores);
   });
 }
 
@@ -122,8 +132,23 @@ float relevance_of(const LabelSet& labels, int32_t id) {
   return static_cast<float>(id);
 }
 
+std::vector<float> top_target_relevance(const std::vector<RawExample>& examples,
+                                        const std::vector<float>& targets) {
+  std::vector<int64_t> top;  // per group: the row with the highest target so far
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const int64_t g = examples[i].group_id;
+    if (g < 0) continue;
+    if (g >= static_cast<int64_t>(top.size())) top.resize(g + 1, -1);
+    if (top[g] < 0 || targets[i] > targets[top[g]]) top[g] = static_cast<int64_t>(i);
+  }
+  std::vector<float> relevance(examples.size(), 0.0f);
+  for (int64_t i : top)
+    if (i >= 0) relevance[i] = 1.0f;
+  return relevance;
+}
+
 GroupStats group_stats(const std::vector<RawExample>& examples,
-                       const std::vector<int32_t>& label_ids, const LabelSet& labels) {
+                       const std::vector<float>& relevance) {
   struct Acc {
     int64_t rows = 0, line = 0;
     bool positive = false;
@@ -134,7 +159,7 @@ GroupStats group_stats(const std::vector<RawExample>& examples,
     if (g < 0) continue;
     if (g >= static_cast<int64_t>(acc.size())) acc.resize(g + 1);
     if (acc[g].rows++ == 0) acc[g].line = examples[i].line;
-    if (relevance_of(labels, label_ids[i]) > 0.0f) acc[g].positive = true;
+    if (relevance[i] > 0.0f) acc[g].positive = true;
   }
   GroupStats s;
   for (const Acc& a : acc) {

@@ -276,7 +276,7 @@ ReadRows read_rows(const std::string& path, DataFormat format, bool has_header,
   if (format == DataFormat::kJsonl && looks_like_flagembedding(content, columns))
     format = DataFormat::kFlagEmbedding;
   if (format == DataFormat::kFlagEmbedding)
-    read_flagembedding_jsonl(path, content, &out);
+    read_flagembedding_jsonl(path, content, &out, columns.teacher_scores);
   else if (format == DataFormat::kJsonl)
     read_jsonl(content, columns, &out);
   else

@@ -44,6 +44,9 @@ struct ColumnMap {
   // label). Without it, a JSON list is a bad row (a label list on a single-label task).
   bool label_lists = false;
   std::string list_separator = "|";
+  // The label column holds a teacher's scores (training.loss margin_mse / distill_mse): rows of
+  // FlagEmbedding's nested format are labelled by their pos_scores / neg_scores (data/groups.h).
+  bool teacher_scores = false;
 };
 
 struct BadRow {

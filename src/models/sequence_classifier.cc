@@ -12,6 +12,7 @@
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/listwise_loss.h"
+#include "ops/margin_mse_loss.h"
 #include "ops/mse_loss.h"
 
 namespace ftune {
@@ -373,6 +374,22 @@ void SequenceClassifier::copy_class_weights(const LossOptions& options) {
 TensorView SequenceClassifier::loss(const LossOptions& options) {
   if (!has_labels_) throw InputError("loss requested for a batch without labels");
   const int64_t B = inputs_.B, K = spec_.num_labels();
+  if (options.listwise_group_size > 0 && options.kind != LossKind::CrossEntropy) {
+    // A group loss on a one-score head: the targets are relevance (listwise) or teacher scores.
+    if (!has_targets_ || K != 1)
+      throw InputError(fmt::format(
+          "the {} loss needs one score per row and float targets; the model has {} and the batch "
+          "{} targets",
+          options.margin_mse ? "margin_mse" : "listwise", K, has_targets_ ? "has" : "has no"));
+    loss_options_ = options;
+    const TensorView t = targets_.prefix({B, 1}).reshape({B});
+    if (options.margin_mse)
+      margin_mse_loss_forward(loss_, probs_.prefix({B}), logits_, t, labels_.prefix({B}),
+                              options.listwise_group_size);
+    else
+      listwise_loss_forward(loss_, probs_.prefix({B}), logits_, t, options.listwise_group_size);
+    return loss_;
+  }
   if (options.kind != LossKind::CrossEntropy) {
     if (!has_targets_)
       throw InputError(fmt::format("the {} loss needs float targets; the batch has none",
@@ -404,7 +421,13 @@ void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale,
   CrossEntropyOptions ce{loss_options_.label_smoothing,
                          loss_options_.class_weights.empty() ? TensorView() : class_weights_};
   TensorView dlogits = dlogits_.prefix({B, K});
-  if (loss_options_.listwise_group_size > 0)
+  if (loss_options_.listwise_group_size > 0 && loss_options_.margin_mse)
+    margin_mse_loss_backward(dlogits, probs_.prefix({B}), labels_.prefix({B}),
+                             loss_options_.listwise_group_size, loss_scale, loss_scale_at);
+  else if (loss_options_.listwise_group_size > 0 && loss_options_.kind != LossKind::CrossEntropy)
+    listwise_loss_backward(dlogits, probs_.prefix({B}), targets_.prefix({B, 1}).reshape({B}),
+                           loss_options_.listwise_group_size, loss_scale, loss_scale_at);
+  else if (loss_options_.listwise_group_size > 0)
     listwise_loss_backward(dlogits, probs_.prefix({B}), labels_.prefix({B}),
                            loss_options_.listwise_group_size, loss_scale, loss_scale_at);
   else if (loss_options_.kind == LossKind::Bce)

@@ -89,9 +89,13 @@ struct LossOptions {
   LossKind kind = LossKind::CrossEntropy;
   float label_smoothing = 0.0f;      // cross-entropy only
   std::vector<float> class_weights;  // empty: unweighted (cross-entropy only)
-  // > 0 (with kind CrossEntropy): listwise softmax cross-entropy over consecutive groups of this
-  // many rows, the labels as relevance (ops/listwise_loss.h; training.loss listwise).
+  // > 0: a loss over consecutive groups of this many rows (train/group_sampler.h) instead of a
+  // pointwise one: listwise softmax cross-entropy (ops/listwise_loss.h; training.loss listwise),
+  // the labels as relevance (kind CrossEntropy, K = 2) or the float targets (kind Bce, K = 1: a
+  // one-score head's 0/1 relevance); or, with margin_mse (kind Mse, K = 1), MarginMSE against the
+  // targets as teacher scores (ops/margin_mse_loss.h; training.loss margin_mse).
   int64_t listwise_group_size = 0;
+  bool margin_mse = false;
 };
 
 class SequenceClassifier {

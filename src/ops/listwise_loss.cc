@@ -36,13 +36,19 @@ void check_listwise(const char* op, const TensorView& probs, const TensorView& r
   }
 }
 
-// Fixed groups: N rows in groups of group_size; returns G.
+// Fixed groups: N rows in groups of group_size; returns G. `labels` are i32 label ids (their
+// relevance max(id, 0)) or f32 relevance (a one-score head's targets).
 int64_t check_fixed(const char* op, int64_t N, const TensorView& labels, int64_t group_size) {
   check_shape(op, "labels", labels, Shape{N});
-  check_dtype(op, "labels", labels, DType::I32);
+  if (labels.dtype != DType::F32) check_dtype(op, "labels", labels, DType::I32);
   if (group_size < 1 || N % group_size != 0)
     throw ShapeError(fmt::format("{}: {} rows are not whole groups of {}", op, N, group_size));
   return N / group_size;
+}
+
+ListwiseGroups fixed_groups(const TensorView& labels, int64_t group_size) {
+  if (labels.dtype == DType::F32) return {nullptr, group_size, labels.data_as<float>(), nullptr};
+  return {nullptr, group_size, nullptr, labels.data_as<int32_t>()};
 }
 
 int64_t head_width(const char* op, const TensorView& logits) {
@@ -98,7 +104,7 @@ void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits,
   check_f32(op, "probs", probs, Shape{N});
   check_f32(op, "loss", loss, Shape{1});
   const Device dev = common_device(op, {loss, probs, logits, labels});
-  const ListwiseGroups q{nullptr, group_size, nullptr, labels.data_as<int32_t>()};
+  const ListwiseGroups q = fixed_groups(labels, group_size);
   FTUNE_DISPATCH(op, dev,
                  cpu::listwise_loss_forward(loss.data_as<float>(), probs.data_as<float>(),
                                             logits.data_as<float>(), q, G, K),
@@ -114,7 +120,7 @@ void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView lab
   check_f32(op, "dlogits", dlogits, Shape{N, K});
   check_f32(op, "probs", probs, Shape{N});
   const Device dev = common_device(op, {dlogits, probs, labels});
-  const ListwiseGroups q{nullptr, group_size, nullptr, labels.data_as<int32_t>()};
+  const ListwiseGroups q = fixed_groups(labels, group_size);
   FTUNE_DISPATCH(op, dev,
                  cpu::listwise_loss_backward(dlogits.data_as<float>(), probs.data_as<float>(), q,
                                              dloss_at ? dloss * *dloss_at : dloss, G, K),

@@ -31,7 +31,8 @@ void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits,
 void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView relevance,
                             TensorView offsets, float dloss, const float* dloss_at = nullptr);
 // Fixed groups: rows [g * group_size, (g + 1) * group_size), N a multiple of group_size; labels
-// (N) i32.
+// (N) i32 (relevance max(label, 0)), or (N) f32 relevance >= 0 (a one-score head's targets:
+// training.loss listwise on num_labels 1).
 void listwise_loss_forward(TensorView loss, TensorView probs, TensorView logits, TensorView labels,
                            int64_t group_size);
 void listwise_loss_backward(TensorView dlogits, TensorView probs, TensorView labels,

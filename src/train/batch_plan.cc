@@ -40,7 +40,8 @@ ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model
 static void align_to_groups(BatchChoice& c, int64_t group_size) {
   if (c.micro_batch < group_size)
     throw InputError(fmt::format(
-        "training.loss listwise: one group of {} rows (data.group_size) does not fit the memory "
+        "training.loss listwise / margin_mse: one group of {} rows (data.group_size) does not fit "
+        "the memory "
         "budget ({} rows do); lower data.group_size or data.max_length",
         group_size, c.micro_batch));
   c.micro_batch -= c.micro_batch % group_size;
@@ -68,7 +69,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   // A data-parallel rank's share of the step batch (the whole of it on one device).
   const int64_t ranks = std::max<int64_t>(1, options.ranks);
   // Listwise: batch sizes count groups; the plan is in rows (groups x data.group_size).
-  const int64_t unit = tc.loss == "listwise" ? cfg.data.group_size : 1;
+  const int64_t unit = data.task.grouped() ? cfg.data.group_size : 1;
   const int64_t rank_batch = (cfg.effective_batch() * unit + ranks - 1) / ranks;
   const int64_t fixed_micro = tc.batch_size * unit;
   p.target.max_rows = fixed_micro > 0 ? std::min(fixed_micro, rank_batch) : rank_batch;

@@ -43,14 +43,16 @@ training: {epochs: 3, effective_batch_size: 32, learning_rate: 2.0e-5, warmup_ra
 data: {max_length: 256}
 training: {epochs: 2, effective_batch_size: 16, learning_rate: 1.5e-5, warmup_ratio: 0.1,
            weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0, layer_decay: 0.9})"},
-      // BGE rerankers ship one logit (XLM-R, num_labels 1): the head is kept and trained with
-      // binary cross-entropy on 0/1 relevance or soft targets (train/score_task.h), the score
+      // BGE rerankers ship one logit (XLM-R, num_labels 1): the head is kept (train/score_task.h,
+      // training.loss auto) and trained listwise as FlagEmbedding trains it when the data has
+      // query groups (data.group_field or FlagEmbedding's nested JSONL; data.group_size rows a
+      // group), else with binary cross-entropy on 0/1 relevance or soft targets: the score
       // FlagReranker and CrossEncoder read.
       {"bge-reranker", R"(
 data: {max_length: 512}
 training: {epochs: 2, effective_batch_size: 16, learning_rate: 1.0e-5, warmup_ratio: 0.1,
            weight_decay: 0.01, schedule: linear, max_grad_norm: 1.0, layer_decay: 0.9,
-           loss: bce})"},
+           loss: auto})"},
       {"minilm", R"(
 data: {max_length: 128}
 training: {epochs: 3, effective_batch_size: 32, learning_rate: 1.0e-4, warmup_ratio: 0.1,

@@ -18,14 +18,16 @@ const std::string& ScoreTask::target_field(const TrainConfig& cfg) const {
   return distill ? cfg.data.teacher_field : cfg.data.label_field;
 }
 
-ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint) {
+ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint,
+                             bool grouped_data) {
   const auto& t = cfg.training;
   const std::string problem = checkpoint.problem_type();
   const bool one_score = checkpoint.num_labels() == 1;
+  const bool keeps_one_score = one_score && cfg.model.labels.size() <= 1;
   std::string loss = t.loss;
   if (loss == "auto") {
-    if (one_score && cfg.model.labels.size() <= 1)
-      loss = problem == "regression" ? "mse" : "bce";
+    if (keeps_one_score)
+      loss = problem == "regression" ? "mse" : grouped_data ? "listwise" : "bce";
     else if (problem == "multi_label_classification")
       loss = "multi_label_bce";
     else
@@ -33,7 +35,17 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
   }
   ScoreTask task;
   task.loss_name = loss;
-  // listwise: a softmax over each query group of class-labelled rows (ops/listwise_loss.h).
+  if (loss == "listwise" && keeps_one_score) {
+    // The one-score head trains as FlagEmbedding trains it: each group's logits, softmax
+    // cross-entropy with the positive as target (ops/listwise_loss.h, K = 1), on 0/1 relevance
+    // read as targets in [0, 1]; saved with num_labels, id2label and problem_type as shipped.
+    task.loss = LossKind::Bce;
+    task.group_loss = true;
+    task.score_labels = checkpoint.info().id2label;
+    return task;
+  }
+  // listwise on a head of K labels: a softmax over each query group of class-labelled rows
+  // (ops/listwise_loss.h, K = 2; the trainer refuses K > 2).
   if (loss == "cross_entropy" || loss == "listwise") return task;
   if (loss == "multi_label_bce") {
     task.loss = LossKind::Bce;
@@ -51,7 +63,8 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
     return task;
   }
   task.loss = loss == "bce" ? LossKind::Bce : LossKind::Mse;
-  task.distill = loss == "distill_mse";
+  task.distill = loss == "distill_mse" || loss == "margin_mse";
+  task.group_loss = loss == "margin_mse";
   const std::string why =
       t.loss == "auto"
           ? fmt::format("training.loss auto: {} for the one-score head of {}", loss, cfg.model.path)
@@ -76,6 +89,12 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
   // head keeps no problem_type (transformers would read one label as regression only if told).
   task.set_problem_type = true;
   task.problem_type = task.loss == LossKind::Mse ? "regression" : "";
+  // margin_mse trains a reranker's score on margins: a one-score checkpoint's head and config
+  // are kept as shipped (a new head is saved without a problem_type).
+  if (loss == "margin_mse") {
+    task.set_problem_type = !one_score;
+    task.problem_type = "";
+  }
   return task;
 }
 

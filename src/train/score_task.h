@@ -10,12 +10,27 @@
 //                  "regression"
 //   distill_mse    one score against a teacher's score (data.teacher_field): MSE; regression
 //                  metrics against the teacher's scores
+//   margin_mse     one score, query groups (data.group_field or FlagEmbedding's format), each
+//                  row's teacher score in data.teacher_field: MarginMSE between the student's
+//                  s_pos - s_neg and the teacher's t_pos - t_neg (ops/margin_mse_loss.h, as
+//                  sentence-transformers' cross-encoder MarginMSELoss); a group's positive is its
+//                  row with the highest teacher score; evaluated as distill_mse (regression
+//                  metrics against the teacher) plus ranking metrics (relevant: the teacher's top)
+//   listwise       query groups of 1 positive + negatives, softmax cross-entropy over each group
+//                  (ops/listwise_loss.h): on a one-score checkpoint (num_labels 1, the BGE
+//                  reranker and ms-marco cross-encoder case) the single logit trains as
+//                  FlagEmbedding trains it, on 0/1 relevance read as targets in [0, 1], the head
+//                  and config kept as shipped, evaluated with ranking metrics plus bce's binary
+//                  metrics on the logit; otherwise on a 2-label classifier head (class labels,
+//                  score logit 1 - logit 0; K > 2 is refused)
 //   multi_label_bce  K >= 2 labels, any number per row (a list of labels per row): one sigmoid per
 //                  label, BCE over every (row, label); multi-label metrics (micro / macro F1,
 //                  per-label thresholds chosen on validation); saved as problem_type
 //                  "multi_label_classification"
 //   auto           a checkpoint with one label (num_labels: 1 or a one-entry id2label) is a
-//                  single-score model: bce, or mse when its problem_type is "regression"; a
+//                  single-score model: mse when its problem_type is "regression", else listwise
+//                  when the training data has query groups (data.group_field, or FlagEmbedding's
+//                  nested JSONL), else bce; a
 //                  checkpoint whose problem_type is "multi_label_classification" is
 //                  multi_label_bce; any other checkpoint (a head of K >= 2 labels, or none: a base
 //                  encoder) is cross_entropy
@@ -37,7 +52,10 @@ namespace ftune {
 
 struct ScoreTask {
   LossKind loss = LossKind::CrossEntropy;
-  bool distill = false;      // distill_mse: the targets are data.teacher_field's scores
+  bool distill = false;      // distill_mse, margin_mse: the targets are data.teacher_field's
+  // A loss over query groups on one score: listwise (loss Bce: relevance targets) or margin_mse
+  // (loss Mse: teacher scores). listwise on a 2-label head is loss CrossEntropy, loss_name listwise.
+  bool group_loss = false;
   bool multi_label = false;  // multi_label_bce: K labels, a list of them per row
   // Score tasks: the head's labels (the checkpoint's one name, else LABEL_0; multi-label:
   // model.labels, else a multi-label checkpoint's id2label, else empty: from the data). Empty for
@@ -46,7 +64,9 @@ struct ScoreTask {
   // problem_type saved with the trained model ("" removes it; unset keeps the checkpoint's).
   std::string problem_type;
   bool set_problem_type = false;
-  std::string loss_name;  // training.loss as resolved: cross_entropy, bce, mse, distill_mse
+  std::string loss_name;  // training.loss as resolved: cross_entropy, bce, mse, distill_mse, ...
+  // Whether the run trains on query groups (group_sampler.h): listwise (either head), margin_mse.
+  bool grouped() const { return loss_name == "listwise" || loss_name == "margin_mse"; }
 
   bool scores() const { return loss != LossKind::CrossEntropy; }
   bool regression() const { return loss == LossKind::Mse; }
@@ -60,7 +80,10 @@ struct ScoreTask {
 // Resolves training.loss against the checkpoint in model.path (`checkpoint`: its spec as loaded,
 // with its own labels). InputError naming the key for a combination that cannot train:
 // label_smoothing or class_weights with a score loss, a score loss with several model.labels.
-ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint);
+// `grouped_data`: the training data has query groups (training.loss auto on a one-score
+// checkpoint is then listwise).
+ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint,
+                             bool grouped_data = false);
 
 // Whether a larger value of eval.metric `metric` is better: false for loss, mse and mae (the
 // metrics a run minimises), true for the others.

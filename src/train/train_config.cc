@@ -137,8 +137,10 @@ std::vector<Field> schema(TrainConfig& c) {
       {"training.schedule", "linear, cosine or constant",
        scalar(&t.schedule, "linear, cosine or constant")},
       {"training.max_grad_norm", number, scalar(&t.max_grad_norm, number)},
-      {"training.loss", "auto, cross_entropy, bce, mse, distill_mse, multi_label_bce or listwise",
-       scalar(&t.loss, "auto, cross_entropy, bce, mse, distill_mse, multi_label_bce or listwise")},
+      {"training.loss",
+       "auto, cross_entropy, bce, mse, distill_mse, multi_label_bce, listwise or margin_mse",
+       scalar(&t.loss,
+              "auto, cross_entropy, bce, mse, distill_mse, multi_label_bce, listwise or margin_mse")},
       {"data.label_separator", str, scalar(&d.label_separator, str)},
       {"training.label_smoothing", number, scalar(&t.label_smoothing, number)},
       {"training.class_weights", "a list of numbers or a map label: number",
@@ -445,7 +447,8 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
   require(t.reduce_bucket_mb > 0, "training.reduce_bucket_mb", "must be positive");
   one_of(t.schedule, {"linear", "cosine", "constant"}, "training.schedule");
   one_of(t.loss,
-         {"auto", "cross_entropy", "bce", "mse", "distill_mse", "multi_label_bce", "listwise"},
+         {"auto", "cross_entropy", "bce", "mse", "distill_mse", "multi_label_bce", "listwise",
+          "margin_mse"},
          "training.loss");
   require(!d.label_separator.empty(), "data.label_separator", "must not be empty");
   require(!d.teacher_field.empty(), "data.teacher_field", "must name a column");
@@ -458,11 +461,12 @@ TrainConfig TrainConfig::parse(const YAML::Node& root_in, const KeyOrigin& origi
            "eval.metric");
   one_of(c.data.groups_without_positive, {"warn", "fail"}, "data.groups_without_positive");
   require(c.data.group_size >= 2, "data.group_size", "must be at least 2 (1 positive + negatives)");
-  if (t.loss == "listwise") {
+  if (t.loss == "listwise" || t.loss == "margin_mse") {
     require(t.label_smoothing == 0, "training.label_smoothing",
-            "must be 0 with training.loss listwise (a group's target is its positive)");
+            fmt::format("must be 0 with training.loss {} (a group's target is its {})", t.loss,
+                        t.loss == "listwise" ? "positive" : "teacher's margins"));
     require(t.class_weights.empty() && t.class_weights_by_label.empty(), "training.class_weights",
-            "must be empty with training.loss listwise (groups weigh the same)");
+            fmt::format("must be empty with training.loss {} (groups weigh the same)", t.loss));
   }
   one_of(c.eval.mode, {"auto", "max", "min"}, "eval.mode");
   one_of(c.eval.threshold_metric, {"f1", "mcc", "accuracy"}, "eval.threshold_metric");

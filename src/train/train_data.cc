@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -10,6 +11,7 @@
 #include "core/error.h"
 #include "data/dataset.h"
 #include "data/group_splits.h"
+#include "data/groups.h"
 #include "data/splits.h"
 #include "models/hf_checkpoint.h"
 #include "models/input_limits.h"
@@ -60,6 +62,8 @@ data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
              &spec.columns.label_index);
   spec.columns.numeric_label = task.scores() && !task.multi_label;
   spec.columns.label_lists = task.multi_label;
+  spec.columns.teacher_scores = task.distill;
+  spec.top_target_relevant = task.loss_name == "margin_mse";
   spec.columns.list_separator = d.label_separator;
   spec.targets = task.targets();
   spec.targets_key = "training.loss " + task.loss_name;
@@ -73,6 +77,26 @@ data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
                &spec.columns.group_index);
   spec.refuse_groups_without_positive = d.groups_without_positive == "fail";
   return spec;
+}
+
+// Whether the training data has query groups: data.group_field, or a JSONL file in
+// FlagEmbedding's nested format (its first row; data/groups.h).
+bool has_query_groups(const TrainConfig& cfg) {
+  const auto& d = cfg.data;
+  if (!d.group_field.empty()) return true;
+  data::DataFormat format = data::parse_data_format(d.format, "data.format");
+  if (format == data::DataFormat::kAuto) format = data::data_format_for_path(d.train);
+  if (format == data::DataFormat::kFlagEmbedding) return true;
+  if (format != data::DataFormat::kJsonl) return false;
+  std::ifstream in(d.train);
+  std::string line;
+  while (std::getline(in, line)) {
+    data::ColumnMap columns;
+    columns.text = d.text_field;
+    if (line.find_first_not_of(" \t\r") != std::string::npos)
+      return data::looks_like_flagembedding(line, columns);
+  }
+  return false;  // unreadable or empty: read_dataset says why
 }
 
 // The label set of the training data, checked (README "Labels"): a classifier needs 2 labels; a
@@ -202,7 +226,7 @@ int64_t usable_max_length(const TrainConfig& cfg) {
 TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, int64_t max_length) {
   const auto& d = cfg.data;
   TrainData out;
-  out.task = resolve_score_task(cfg, load_model_spec(cfg.model.path));
+  out.task = resolve_score_task(cfg, load_model_spec(cfg.model.path), has_query_groups(cfg));
   data::RawDataset raw_train;
   data::DatasetReport train_report = data::read_dataset(
       spec_for(cfg, d.train, out.task.multi_label ? out.task.score_labels : cfg.model.labels, true,

@@ -74,6 +74,14 @@ void Trainer::load_data_and_model() {
     const ModelSpec shipped = load_model_spec(cfg_.model.path);
     const auto& task = data_.task;
     const bool same_size = shipped.num_labels() == static_cast<int64_t>(data_.labels.names.size());
+    // listwise ranks one score per row: a one-score head, or a 2-label head's logit 1 - logit 0.
+    if (task.loss_name == "listwise" && !task.scores() && data_.labels.names.size() > 2)
+      throw InputError(fmt::format(
+          "key 'training.loss': listwise ranks one score per row, but {} has {} class labels "
+          "({}); use 0/1 relevance (or a checkpoint with num_labels 1, whose head listwise "
+          "trains as it is), or training.loss cross_entropy for a {}-class classifier",
+          cfg_.data.train, data_.labels.names.size(), data_.labels.describe(),
+          data_.labels.names.size()));
     if (task.scores())
       spdlog::info(
           "task: {}, training.loss {}{}",
@@ -88,9 +96,10 @@ void Trainer::load_data_and_model() {
           task.multi_label ? "multi-label"
           : task.scores()  ? "one score"
                            : "class labels",
-          shipped.num_labels() == 1 && !task.scores() ? " (a one-score checkpoint trains with bce "
-                                                        "or mse: training.loss auto keeps its head)"
-                                                      : "");
+          shipped.num_labels() == 1 && !task.scores()
+              ? " (a one-score checkpoint trains with bce, mse, listwise or margin_mse: "
+                "training.loss auto keeps its head)"
+              : "");
   }
   model_ = load_model_spec(cfg_.model.path, load)
                .with_dropout({static_cast<float>(tc_.hidden_dropout),
@@ -100,7 +109,10 @@ void Trainer::load_data_and_model() {
   loss_options_.kind = data_.task.loss;
   loss_options_.label_smoothing = static_cast<float>(tc_.label_smoothing);
   loss_options_.class_weights = resolve_class_weights(tc_, data_.labels.names);
-  if (tc_.loss == "listwise") loss_options_.listwise_group_size = cfg_.data.group_size;
+  if (data_.task.grouped()) {  // listwise or margin_mse: groups of data.group_size rows
+    loss_options_.listwise_group_size = cfg_.data.group_size;
+    loss_options_.margin_mse = data_.task.loss_name == "margin_mse";
+  }
   pad_id_ = static_cast<int32_t>(model_.info().pad_token_id);
 
   plan_batch();
@@ -167,15 +179,16 @@ void Trainer::plan_schedule() {
     // Listwise: the effective batch counts groups of data.group_size rows (group_sampler.h).
     if (group_->distributed())
       throw InputError(
-          "training.loss listwise runs on one device for now (a query group must stay on one "
-          "rank); start it without ranks");
+          fmt::format("training.loss {} runs on one device for now (a query group must stay on "
+                      "one rank); start it without ranks",
+                      data_.task.loss_name));
     const int64_t gs = loss_options_.listwise_group_size;
     sampler_ = std::make_unique<GroupSampler>(&data_.train.examples, gs, effective_, tc_.seed);
     spdlog::info(
-        "listwise: {} query groups of {} rows (1 positive + {} negatives drawn each epoch), {} "
+        "{}: {} query groups of {} rows (1 positive + {} negatives drawn each epoch), {} "
         "groups a step ({} rows); skipped: {} without a positive, {} without a negative; {} with "
         "fewer than {} negatives repeat theirs",
-        sampler_->groups(), gs, gs - 1, effective_, effective_ * gs,
+        data_.task.loss_name, sampler_->groups(), gs, gs - 1, effective_, effective_ * gs,
         sampler_->skipped_without_positive(), sampler_->skipped_without_negative(),
         sampler_->padded_groups(), gs - 1);
     effective_ *= gs;
