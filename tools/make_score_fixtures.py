@@ -134,7 +134,9 @@ def score_case(out_root, name, model, inputs, lengths, family, targets, kind, op
     reloaded.train()
     with torch.no_grad():
         again, _ = E.forward(reloaded, inputs)
-    assert torch.equal(again, expected["logits"].detach()), f"{name}: reload does not reproduce logits"
+    # Bit-equal for the 4-row cases; a 1-ulp difference (1.2e-7) seen with 6 rows (another GEMM path).
+    diff = (again - expected["logits"].detach()).abs().max().item()
+    assert diff <= 1e-6, f"{name}: reload does not reproduce logits ({diff:.2e})"
     assert reloaded.config.num_labels == model.config.num_labels
 
     noise = [n for n in param_names if n.endswith("attention.self.key.bias")]

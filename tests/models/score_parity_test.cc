@@ -4,7 +4,10 @@
 // multi-label head with BCE over every label. Each loads with its head intact (no parameter
 // initialised, num_labels and problem_type as saved), gives transformers' logits, loss and every
 // gradient, and follows PyTorch over three AdamW steps with clipping and a schedule; saving it
-// again writes what transformers wrote. Tolerance: max relative error 1e-4 per tensor.
+// again writes what transformers wrote. Query-group losses on the one-logit heads
+// (tools/make_group_score_fixtures.py): FlagEmbedding's listwise softmax and
+// sentence-transformers' MarginMSE, two groups of 3 rows. Tolerance: max relative error 1e-4 per
+// tensor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,10 +35,11 @@ struct ScoreModel {
   LoadReport report;
 };
 
-ScoreModel load_score_model(const GoldenCase& c, const AdamWOptions& adam = {}) {
+ScoreModel load_score_model_from(const std::string& model_dir, const Batch& batch,
+                                 const AdamWOptions& adam = {}) {
   ScoreModel l;
   l.model = std::make_unique<SequenceClassifier>(
-      load_model_spec(c.model_dir), ClassifierOptions{c.batch.size, c.batch.seq_len, true});
+      load_model_spec(model_dir), ClassifierOptions{batch.size, batch.seq_len, true});
   ArenaPlan plan;
   l.model->add_to_plan(plan);
   l.adamw = std::make_unique<AdamW>(l.model->params(), adam);
@@ -43,14 +47,25 @@ ScoreModel load_score_model(const GoldenCase& c, const AdamWOptions& adam = {}) 
   l.arena = Arena(Device::cpu(), std::move(plan));
   l.model->bind(l.arena);
   l.adamw->bind(l.arena);
-  l.report = load_model_weights(*l.model, c.model_dir);
+  l.report = load_model_weights(*l.model, model_dir);
   return l;
 }
 
+ScoreModel load_score_model(const GoldenCase& c, const AdamWOptions& adam = {}) {
+  return load_score_model_from(c.model_dir, c.batch, adam);
+}
+
+// bce | mse, or a loss over query groups of loss.group_size rows (tools/make_group_score_fixtures.py):
+// listwise (FlagEmbedding's group softmax on the one logit, targets = relevance) or margin_mse
+// (sentence-transformers' MarginMSELoss, targets = teacher scores).
 LossOptions score_loss(const GoldenCase& c) {
   LossOptions o;
   const std::string kind = c.meta["loss"]["kind"].get<std::string>();
-  o.kind = kind == "bce" ? LossKind::Bce : LossKind::Mse;
+  o.kind = kind == "bce" || kind == "listwise" ? LossKind::Bce : LossKind::Mse;
+  if (kind == "listwise" || kind == "margin_mse") {
+    o.listwise_group_size = c.meta["loss"]["group_size"].get<int64_t>();
+    o.margin_mse = kind == "margin_mse";
+  }
   return o;
 }
 
@@ -116,15 +131,25 @@ TEST_P(ScoreParity, ThreeAdamWStepsWithClippingAndSchedule) {
   const auto losses = to_vector(c.tensor("losses").view());
   const auto norms = to_vector(c.tensor("grad_norms").view());
   const double max_norm = c.meta["max_grad_norm"].get<double>();
+  // Where the generator measured how far PyTorch's own fp32 run sits from its float64 run
+  // (tools/make_group_score_fixtures.py: the first AdamW step is about lr * sign(g), so rounding
+  // can flip a step), the step losses and norms are held to twice that spread when it is larger.
+  const double spread =
+      c.meta.contains("float64_reference")
+          ? c.meta["float64_reference"]["max_rel_diff_of_pytorch_fp32"].get<double>()
+          : 0.0;
+  const double step_tol = std::max(kScoreTol, 2 * spread);
   l.model->set_batch(c.batch);
   for (int step = 0; step < c.meta["steps"].get<int>(); ++step) {
     l.model->zero_grad();
     l.model->forward(DropoutPlan{true, 0, 0});
     const float loss = to_vector(l.model->loss(score_loss(c)))[0];
-    EXPECT_NEAR(loss, losses[step], kScoreTol * std::fabs(losses[step])) << "step " << step;
+    EXPECT_NEAR(loss, losses[step], step_tol * std::fabs(losses[step])) << "step " << step;
     l.model->backward(DropoutPlan{true, 0, 0});
     const double norm = clip_grad_norm(l.model->param_grads(), max_norm);
-    EXPECT_NEAR(norm, norms[step], kScoreTol * norms[step]) << "step " << step;
+    EXPECT_NEAR(norm, norms[step], step_tol * norms[step]) << "step " << step;
+    std::printf("%s step %d: loss %.7g (PyTorch %.7g), grad norm %.7g (PyTorch %.7g)\n",
+                GetParam().c_str(), step, loss, losses[step], norm, norms[step]);
     l.adamw->step(l.model->param_values(), l.model->param_grads(),
                   static_cast<float>(schedule.lr(step)));
   }
@@ -170,9 +195,39 @@ TEST_P(ScoreParity, SavedConfigCarriesLabelsAndProblemTypeAsTransformersWrites) 
       load_model_spec(c.model_dir).with_problem_type("").to_json().contains("problem_type"));
 }
 
+// After three AdamW steps, the saved model loads back as a one-score model (num_labels 1, the
+// shipped labels) with no parameter initialised, and gives the trained model's logits.
+TEST_P(ScoreParity, TrainedModelSavesAndLoadsBackWithItsLogits) {
+  const GoldenCase c = GoldenCase::load(GetParam());
+  ScoreModel l = load_score_model(c);
+  l.model->set_batch(c.batch);
+  for (int step = 0; step < 3; ++step) {
+    l.model->zero_grad();
+    l.model->forward(DropoutPlan{true, 0, 0});
+    l.model->loss(score_loss(c));
+    l.model->backward(DropoutPlan{true, 0, 0});
+    l.adamw->step(l.model->param_values(), l.model->param_grads(), 1e-3f);
+  }
+  const std::vector<float> trained = to_vector(l.model->forward(DropoutPlan{true, 0, 0}));
+  const TempDir tmp;
+  const std::string out = tmp.path() + "/model";
+  save_model(*l.model, out);
+  const ModelSpec spec = load_model_spec(out);
+  EXPECT_EQ(spec.num_labels(), load_model_spec(c.model_dir).num_labels());
+  EXPECT_EQ(spec.info().id2label, load_model_spec(c.model_dir).info().id2label);
+  ScoreModel back = load_score_model_from(out, c.batch);
+  EXPECT_TRUE(back.report.initialised.empty());
+  back.model->set_batch(c.batch);
+  const std::vector<float> again = to_vector(back.model->forward(DropoutPlan{true, 0, 0}));
+  ASSERT_EQ(again.size(), trained.size());
+  for (size_t i = 0; i < again.size(); ++i) EXPECT_EQ(again[i], trained[i]) << "row " << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(Heads, ScoreParity,
                          ::testing::Values("bert_score_bce", "xlmr_score_bce",
-                                           "bert_regression_mse", "roberta_multilabel_bce"));
+                                           "bert_regression_mse", "roberta_multilabel_bce",
+                                           "bert_score_listwise", "xlmr_score_listwise",
+                                           "bert_score_margin_mse", "xlmr_score_margin_mse"));
 
 // Every family reads a one-label config as a one-score model, and trains the score with BCE and
 // MSE (full fine-tuning, and LoRA / DoRA for the decoders, whose head trains whole): the shapes,

@@ -187,8 +187,43 @@ TEST(ScoreTask, MultiLabelFromTheCheckpointOrTheKey) {
   EXPECT_THROW(resolve_eval_metric("micro_f1", ScoreTask{}, 3), InputError);
 }
 
-TEST(ScoreTask, BgeRerankerPresetTrainsItsOneLogitHeadWithBce) {
-  EXPECT_EQ(preset_defaults("bge-reranker", "test")["training"]["loss"].as<std::string>(), "bce");
+// auto: listwise on query groups, bce otherwise (the one-score head kept either way).
+TEST(ScoreTask, BgeRerankerPresetTrainsItsOneLogitHeadListwiseOnGroupsElseBce) {
+  EXPECT_EQ(preset_defaults("bge-reranker", "test")["training"]["loss"].as<std::string>(), "auto");
+}
+
+TEST(ScoreTask, GroupLossesOnAOneScoreCheckpointKeepItsHead) {
+  TempDir tmp;
+  const std::string two = tmp.path() + "/two", one = tmp.path() + "/one";
+  test::write_tiny_bert(two, 2, 64);
+  test::write_tiny_bert(one, 1, 64);
+  // auto with query groups on a one-score checkpoint: listwise on its one logit, config as shipped.
+  ScoreTask t = resolve_score_task(config_for(one, "auto"), load_model_spec(one), true);
+  EXPECT_EQ(t.loss_name, "listwise");
+  EXPECT_EQ(t.loss, LossKind::Bce);
+  EXPECT_TRUE(t.group_loss && t.grouped() && t.binary_score());
+  EXPECT_EQ(t.targets(), data::ScoreTargets::kUnitScores);
+  EXPECT_FALSE(t.set_problem_type);
+  EXPECT_EQ(t.score_labels, std::vector<std::string>{"LABEL_0"});
+  t = resolve_score_task(config_for(one, "listwise"), load_model_spec(one));
+  EXPECT_TRUE(t.group_loss);
+  // auto with groups on a 2-label checkpoint stays cross_entropy; listwise there is the 2-logit
+  // classifier's (class labels).
+  EXPECT_EQ(resolve_score_task(config_for(two, "auto"), load_model_spec(two), true).loss_name,
+            "cross_entropy");
+  t = resolve_score_task(config_for(two, "listwise"), load_model_spec(two));
+  EXPECT_FALSE(t.scores());
+  EXPECT_TRUE(t.grouped());
+  // margin_mse: teacher scores (kScores) from data.teacher_field, one score, head kept.
+  TrainConfig m = config_for(one, "margin_mse");
+  m.data.teacher_field = "teacher";
+  t = resolve_score_task(m, load_model_spec(one));
+  EXPECT_TRUE(t.distill && t.group_loss && t.grouped());
+  EXPECT_EQ(t.loss, LossKind::Mse);
+  EXPECT_EQ(t.targets(), data::ScoreTargets::kScores);
+  EXPECT_EQ(t.target_field(m), "teacher");
+  EXPECT_FALSE(t.set_problem_type);
+  EXPECT_EQ(resolve_eval_metric("auto", t, 1), "mse");
 }
 
 TEST(ScoreTask, EvalMetricsAndTheirDirection) {
