@@ -134,6 +134,30 @@ TEST_P(ListwiseLossTest, FixedGroupsOfLabelsEqualOffsetsAndRelevance) {
                ShapeError);  // 6 rows are not groups of 4
 }
 
+TEST_P(ListwiseLossTest, FixedGroupsOfFloatRelevanceEqualOffsets) {
+  // A one-score head's listwise training: groups of group_size rows, the float targets (0/1
+  // relevance, the positive first) as relevance; the same as the offsets layout.
+  const int64_t G = 4, gs = 3, N = G * gs;
+  auto z = random_values(N, rng, -3, 3);
+  std::vector<float> rel(N, 0.0f);
+  std::vector<int32_t> off(G + 1);
+  for (int64_t g = 0; g <= G; ++g) off[g] = static_cast<int32_t>(g * gs);
+  for (int64_t g = 0; g < G; ++g) rel[g * gs] = g == 2 ? 0.0f : 1.0f;  // group 2: no positive
+  auto logits = device_f32(z, {N, 1}, device());
+  auto relevance = device_f32(rel, {N}, device());
+  auto offsets = device_i32(off, {G + 1}, device());
+  auto l1 = poisoned({1}, device()), l2 = poisoned({1}, device());
+  auto p1 = poisoned({N}, device()), p2 = poisoned({N}, device());
+  auto g1 = poisoned({N, 1}, device()), g2 = poisoned({N, 1}, device());
+  listwise_loss_forward(l1.view(), p1.view(), logits.view(), relevance.view(), gs);
+  listwise_loss_backward(g1.view(), p1.view(), relevance.view(), gs, 0.5f);
+  listwise_loss_forward(l2.view(), p2.view(), logits.view(), relevance.view(), offsets.view());
+  listwise_loss_backward(g2.view(), p2.view(), relevance.view(), offsets.view(), 0.5f);
+  EXPECT_EQ(to_vector(l1.view())[0], to_vector(l2.view())[0]);
+  EXPECT_EQ(to_vector(g1.view()), to_vector(g2.view()));
+  EXPECT_GT(to_vector(l1.view())[0], 0.0f);
+}
+
 TEST_P(ListwiseLossTest, BadShapesAndRelevanceAreRefused) {
   auto logits = device_f32({0, 1, 2, 3, 4, 5}, {2, 3}, device());
   auto relevance = device_f32({1, 0}, {2}, device());
