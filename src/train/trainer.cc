@@ -371,10 +371,10 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
         j["seconds"].get<double>());
   else if (data_.task.regression())
     spdlog::info(
-        "{} step {}: loss {:.4f} mse {:.4f} mae {:.4f} pearson {:.4f} spearman {:.4f} "
+        "{} step {}: loss {:.4f} mse {:.4f} mae {:.4f} pearson {:.4f} spearman {:.4f}{} "
         "({:.1f} s)",
         name, step_, shown("loss"), shown("mse"), shown("mae"), shown("pearson"), shown("spearman"),
-        j["seconds"].get<double>());
+        extra, j["seconds"].get<double>());
   else
     spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}{} ({:.1f} s)", name,
                  step_, shown("loss"), shown("accuracy"), shown("macro_f1"), extra,
