@@ -75,7 +75,7 @@ data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
   return spec;
 }
 
-// The label set of the training data, checked (README "Labels"): a classifier needs 2 labels; a
+// The label set of the training data, checked (docs/training.md "Labels"): a classifier needs 2 labels; a
 // training set with examples of one label only is an error unless data.allow_single_class; a
 // label with a single example in a set taken from the data gets a warning naming its line (a
 // stray value such as 5000 among 0/1 is a class of its own, never a reason to grow the head).
