@@ -17,5 +17,6 @@ void add_plan_command(CLI::App& app);
 void add_report_command(CLI::App& app);
 void add_dashboard_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_config_command(CLI::App& app);
 
 }  // namespace ftune::cli

@@ -72,6 +72,7 @@ int ftune::cli::run(int argc, char** argv) {
   ftune::cli::add_report_command(app);
   ftune::cli::add_dashboard_command(app);
   ftune::cli::add_bench_command(app);
+  ftune::cli::add_config_command(app);
   spdlog::set_default_logger(spdlog::stderr_color_mt("ftune"));
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
   try {

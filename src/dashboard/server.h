@@ -9,7 +9,7 @@
 //   GET /study?name=NAME        a study's views          GET /api/study?name=NAME  its sections
 //   GET /run?id=N               run directory N's views  GET /api/run?id=N         its sections
 //
-// Limits (README "The dashboard"): each connection holds a worker for one request at a time,
+// Limits (docs/reliability.md "The dashboard"): each connection holds a worker for one request at a time,
 // bounded in time (connection_limits.h); request text is logged escaped and cut; per-view state
 // is bounded; run-directory files are read only when they are regular files, never through links.
 #pragma once

@@ -54,7 +54,7 @@ struct LabelMapping {
 };
 
 // What the label column holds. kLabels: class labels (names). The others are a score task's float
-// targets (README "Rerankers and scores"): kScores any finite number (MSE: regression, teacher
+// targets (docs/rerankers.md): kScores any finite number (MSE: regression, teacher
 // scores), kUnitScores a number in [0, 1] (BCE: 0/1 relevance or soft targets). A value that is
 // not a number (JSON: not a number; TSV/CSV: not a whole decimal number), not finite, or outside
 // [0, 1] for kUnitScores is a bad row (PATH:LINE and why), under data.bad_rows like a bad label.

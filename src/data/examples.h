@@ -33,7 +33,7 @@ struct RawExample {
 std::vector<RawExample> read_examples(const std::string& path, const ExampleFields& fields);
 
 // A label set: a bijection between label names and class ids 0..K-1 (names[id], ids[name]).
-// How data labels are read (README "Labels"):
+// How data labels are read (docs/training.md "Labels"):
 //   - Every label is a name, whatever it looks like: "pos", "1", "-1" and "5000" alike. A JSON
 //     integer is the name of its decimal form (1 -> "1").
 //   - A set taken from the data (from_examples) is ordered numerically when every name is an

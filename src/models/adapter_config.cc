@@ -2,6 +2,7 @@
 #include "models/adapter_config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -92,6 +93,30 @@ PeftMethod parse_method(const std::string& s, const std::string& where) {
 }
 
 }  // namespace
+
+const std::vector<AdapterKey>& adapter_config_keys() {
+  static const std::vector<AdapterKey> keys = {
+      {"method", "none, lora or dora", "the adapter: LoRA, DoRA (weight-decomposed LoRA), or none",
+       [](const AdapterConfig& c) { return std::string(peft_method_name(c.method)); }},
+      {"r", "integer > 0", "the adapters' rank",
+       [](const AdapterConfig& c) { return std::to_string(c.r); }},
+      {"alpha", "number > 0", "lora_alpha: the update is scaled by alpha / r (alpha / sqrt(r) with rsLoRA)",
+       [](const AdapterConfig& c) { return fmt::format("{}", c.alpha); }},
+      {"dropout", "number in [0, 1)", "lora_dropout: dropout on the adapter's input",
+       [](const AdapterConfig& c) { return fmt::format("{}", c.dropout); }},
+      {"target_modules", "list of names, all-linear, or a regex",
+       "the linear layers that get adapters, as PEFT 0.21 matches them: a list entry matches a "
+       "module whose name equals it or ends with .entry; all-linear is every linear layer but the "
+       "head; one string is a regex over whole names",
+       [](const AdapterConfig& c) { return fmt::format("[{}]", fmt::join(c.target_modules, ", ")); }},
+      {"use_rslora", "true or false", "rank-stabilised LoRA: scale by alpha / sqrt(r)",
+       [](const AdapterConfig& c) { return std::string(c.use_rslora ? "true" : "false"); }},
+      {"modules_to_save", "list of classifier, pooler",
+       "modules trained whole besides the adapters (the head always is; add pooler for BERT's)",
+       [](const AdapterConfig& c) { return fmt::format("[{}]", fmt::join(c.modules_to_save, ", ")); }},
+  };
+  return keys;
+}
 
 const char* peft_method_name(PeftMethod m) {
   switch (m) {
@@ -234,15 +259,13 @@ AdapterConfig parse_adapter_config(const YAML::Node& section, const std::string&
         fmt::format("{} must be a mapping (method, r, alpha, dropout, "
                     "target_modules, use_rslora, modules_to_save)",
                     where));
-  static const std::set<std::string> known = {
-      "method", "r", "alpha", "dropout", "target_modules", "use_rslora", "modules_to_save"};
+  std::string names;
+  for (const AdapterKey& k : adapter_config_keys()) names += (names.empty() ? "" : ", ") + std::string(k.key);
   for (const auto& kv : section) {
     const std::string key = kv.first.as<std::string>();
-    if (!known.count(key))
-      throw InputError(
-          fmt::format("{}: unknown key '{}' (expected one of method, r, alpha, "
-                      "dropout, target_modules, use_rslora, modules_to_save)",
-                      where, key));
+    const auto& keys = adapter_config_keys();
+    if (std::none_of(keys.begin(), keys.end(), [&](const AdapterKey& k) { return key == k.key; }))
+      throw InputError(fmt::format("{}: unknown key '{}' (expected one of {})", where, key, names));
   }
   const auto at = [&](const char* key) { return fmt::format("{}.{}", where, key); };
   if (section["method"])

@@ -78,6 +78,16 @@ std::vector<std::string> resolve_target_modules(const AdapterConfig& config,
                                                 const std::vector<ClassifierModule>& modules,
                                                 const std::string& where);
 
+// The keys of the `peft:` section, declared once: the reader checks names against them and the
+// training key table (train/config_keys.h) lists them with their help and defaults.
+struct AdapterKey {
+  const char* key;   // under peft: "r"
+  const char* type;  // for people
+  const char* help;
+  std::string (*show)(const AdapterConfig& defaults);  // the default as a user writes it
+};
+const std::vector<AdapterKey>& adapter_config_keys();
+
 // Validates and reads the `peft:` section (`where` names it in messages, e.g. "train.yaml: peft").
 // A scalar section (`peft: lora`) sets only the method. Throws InputError naming the key.
 AdapterConfig parse_adapter_config(const YAML::Node& peft_section, const std::string& where);

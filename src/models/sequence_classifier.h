@@ -77,7 +77,7 @@ struct ClassifierOptions {
   int64_t tokens() const { return packed ? max_tokens : max_batch * max_seq; }
 };
 
-// The loss over the head's K logits (README "Rerankers and scores"): softmax cross-entropy over K
+// The loss over the head's K logits (docs/rerankers.md): softmax cross-entropy over K
 // >= 2 classes (ops/cross_entropy.h, against the labels), or a score loss against the batch's
 // float targets (B, K): binary cross-entropy with logits (K = 1: a reranker's score on 0/1 or soft
 // targets; K > 1: multi-label, ops/bce_with_logits.h) or mean squared error (regression, teacher

@@ -1,4 +1,4 @@
-// What a run trains, from training.loss and the checkpoint's head (README "Rerankers and scores";
+// What a run trains, from training.loss and the checkpoint's head (docs/rerankers.md;
 // DESIGN principle 11: a task is a head, a loss and its metrics):
 //   cross_entropy  K >= 2 class labels from the data (or model.labels): softmax cross-entropy,
 //                  classification metrics

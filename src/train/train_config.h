@@ -1,6 +1,8 @@
 // The training configuration: a YAML file plus dotted command-line overrides
 // (`training.learning_rate=3e-5`). Every key is typed and validated; an unknown or mistyped key is
-// an InputError naming the file, the key and what was expected (with a suggestion for typos).
+// an InputError naming the file, the key and what was expected (with a suggestion for typos). A
+// member's initializer is its key's default; the key's type, help and rule are its row in the key
+// table (train/config_keys.h), which generates docs/configuration.md.
 // A top-level `preset: bert|roberta|xlmr|bge-reranker|minilm` fills the family's recommended
 // defaults under the user's keys (train/presets.h). The resolved configuration — preset and
 // overrides applied — is saved in the run directory and fingerprinted for resume.

@@ -99,7 +99,7 @@ bool has_query_groups(const TrainConfig& cfg) {
   return false;  // unreadable or empty: read_dataset says why
 }
 
-// The label set of the training data, checked (README "Labels"): a classifier needs 2 labels; a
+// The label set of the training data, checked (docs/training.md "Labels"): a classifier needs 2 labels; a
 // training set with examples of one label only is an error unless data.allow_single_class; a
 // label with a single example in a set taken from the data gets a warning naming its line (a
 // stray value such as 5000 among 0/1 is a class of its own, never a reason to grow the head).

@@ -235,7 +235,7 @@ TEST_F(DataParallel, RaisingRankStopsAll) {
   EXPECT_FALSE(fs::exists(run_dir("failed") + "/summary.json"));
 }
 
-// How README says to stop an mpirun run: the file FTUNE_STOP_FILE names (here in rank 1's
+// How docs/data-parallel.md says to stop an mpirun run: the file FTUNE_STOP_FILE names (here in rank 1's
 // environment alone, present from the start) stops both ranks after step 1, with its checkpoint
 // and rank 0's summary; each rank exits 128 (a stop without a signal), so does mpirun; and the run
 // resumes to its end.
@@ -260,7 +260,7 @@ TEST_F(DataParallel, StopFileSeenByOneRankStopsEveryRank) {
 // SIGCONT, waits odls_base_sigkill_timeout seconds (default 1), sends SIGTERM, waits as long again
 // and sends SIGKILL. A rank whose stop takes longer (here 2 s, FTUNE_DEBUG_STOP_DELAY_MS, as a
 // large model's checkpoint write) was killed without its checkpoint or summary; with the timeout
-// raised (README: --mca odls_base_sigkill_timeout, here 8 s) every rank stops at one step boundary
+// raised (docs/data-parallel.md: --mca odls_base_sigkill_timeout, here 8 s) every rank stops at one step boundary
 // with the checkpoint and summary and exits 143 (128 + SIGTERM). The run logs little: once mpirun
 // has its SIGTERM it reads no more of its ranks' output until they exit, so a rank's last lines
 // get through only while its pipe has room (UnreadOutput covers a rank whose pipe is full).

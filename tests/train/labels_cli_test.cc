@@ -1,4 +1,4 @@
-// Label sets through the whole path (data/examples.h, README "Labels"): training, the saved
+// Label sets through the whole path (data/examples.h, docs/training.md "Labels"): training, the saved
 // model's config.json, `ftune eval` and `ftune predict`, class weights by name, the single-class
 // rule, the decision threshold of binary tasks and the resume fingerprint. The reports are
 // kept as cases: model.labels [1, 2] read every row as class "2" (eval accuracy 1.0 on 29 rows of

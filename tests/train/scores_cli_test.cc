@@ -1,4 +1,4 @@
-// Single-score models through the CLI (README "Rerankers and scores"): a one-logit checkpoint
+// Single-score models through the CLI (docs/rerankers.md): a one-logit checkpoint
 // keeps its head and trains with BCE (binary metrics on the score, a threshold chosen on
 // validation, predict's score / probability / decision, eval's metrics equal to training's);
 // `predict` on an untrained one-logit checkpoint gives transformers' logit (the golden fixture of

@@ -33,7 +33,7 @@ refuse() { echo "gpu kit: refusing to run: $*"; exit 2; }
 T_START=$(date +%s.%N)
 
 # Stage, its script and its limit in seconds (with the preflight's 20 s: 780 s, 13 minutes; the
-# README's "Verifying on a GPU" says which to run in which call on a 15-minute lease; --stages
+# docs/gpu.md "Verifying on a GPU" says which to run in which call on a 15-minute lease; --stages
 # picks stages, which run in this order).
 # The first GPU run (H200) took 22, 0, 21, 14, 178 (cut short) and 3 s (packed, ftune_bench and
 # families: not run yet). FTUNE_KIT_LIMITS overrides limits: "bench=300,tests=120".
