@@ -31,8 +31,8 @@ GroupSampler::GroupSampler(const std::vector<data::TokenizedExample>* examples, 
   }
   if (ungrouped > 0)
     throw InputError(fmt::format(
-        "training.loss listwise: {} training rows have no query group (set data.group_field, or "
-        "use FlagEmbedding's nested format)",
+        "training.loss listwise / margin_mse: {} training rows have no query group (set "
+        "data.group_field, or use FlagEmbedding's nested format)",
         ungrouped));
   for (auto& [id, g] : by_id) {
     if (g.positives.empty()) {
@@ -46,8 +46,8 @@ GroupSampler::GroupSampler(const std::vector<data::TokenizedExample>* examples, 
   }
   if (groups_.empty())
     throw InputError(
-        "training.loss listwise: no training group has both a relevant row and a row of relevance "
-        "0");
+        "training.loss listwise / margin_mse: no training group has both a relevant row and a row "
+        "of relevance 0");
 }
 
 std::vector<std::vector<int64_t>> GroupSampler::epoch(int64_t epoch) const {

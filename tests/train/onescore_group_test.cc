@@ -108,6 +108,16 @@ TEST_F(OneScoreGroups, ListwiseKeepsTheOneLogitHeadAndReportsRankingAndBinaryMet
   EXPECT_GT(best["roc_auc"].get<double>(), 0.8);
   ASSERT_TRUE(best.contains("at_threshold")) << best.dump();
   EXPECT_TRUE(best["at_threshold"].contains("f1"));
+  // ftune eval --group-field on the saved one-score model: the label column as relevance, the
+  // same ranking metrics.
+  const CliResult e = run_ftune("eval --model " + path("run/model") + " --data " +
+                                path("val.jsonl") + " --group-field qid --output " +
+                                path("eval.json"));
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const json ev = read_onescore_json(path("eval.json"));
+  EXPECT_EQ(ev["groups_without_positive"], 0) << ev.dump();
+  EXPECT_NEAR(ev["group_accuracy"].get<double>(), best["group_accuracy"].get<double>(), 1e-9);
+  EXPECT_NEAR(ev["mrr@10"].get<double>(), best["mrr@10"].get<double>(), 1e-5);
   // ftune predict on the saved model: one score per row.
   const CliResult p = run_ftune("predict --model " + path("run/model") + " --data " +
                                 path("val.jsonl") + " --output " + path("pred.jsonl"));
