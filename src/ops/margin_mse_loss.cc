@@ -16,9 +16,10 @@ void check_groups(const char* op, const TensorView& scores, const TensorView& la
   check_shape(op, "labels", labels, Shape{N});
   check_dtype(op, "labels", labels, DType::I32);
   if (group_size < 2 || N % group_size != 0)
-    throw ShapeError(fmt::format("{}: {} rows are not whole groups of {} (a positive and at least "
-                                 "one negative each)",
-                                 op, N, group_size));
+    throw ShapeError(
+        fmt::format("{}: {} rows are not whole groups of {} (a positive and at least "
+                    "one negative each)",
+                    op, N, group_size));
 }
 
 }  // namespace
@@ -48,13 +49,13 @@ void margin_mse_loss_backward(TensorView dlogits, TensorView residual, TensorVie
   const int64_t N = dlogits.dim(0);
   check_f32(op, "residual", residual, Shape{N});
   const Device dev = common_device(op, {dlogits, residual, labels});
-  FTUNE_DISPATCH(op, dev,
-                 cpu::margin_mse_loss_backward(dlogits.data_as<float>(), residual.data_as<float>(),
-                                               labels.data_as<int32_t>(),
-                                               dloss_at ? dloss * *dloss_at : dloss, N, group_size),
-                 cuda::margin_mse_loss_backward(dlogits.data_as<float>(), residual.data_as<float>(),
-                                                labels.data_as<int32_t>(), dloss, dloss_at, N,
-                                                group_size));
+  FTUNE_DISPATCH(
+      op, dev,
+      cpu::margin_mse_loss_backward(dlogits.data_as<float>(), residual.data_as<float>(),
+                                    labels.data_as<int32_t>(), dloss_at ? dloss * *dloss_at : dloss,
+                                    N, group_size),
+      cuda::margin_mse_loss_backward(dlogits.data_as<float>(), residual.data_as<float>(),
+                                     labels.data_as<int32_t>(), dloss, dloss_at, N, group_size));
 }
 
 }  // namespace ftune

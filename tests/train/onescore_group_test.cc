@@ -42,8 +42,10 @@ void write_onescore_groups(const std::string& path, int groups, int negatives, u
         neg.push_back(bad.at(b++)["text_pair"]);
         neg_scores.push_back(-1.0 - 0.25 * k);
       }
-      out << json{{"query", good.at(g)["text"]},     {"pos", {good.at(g)["text_pair"]}},
-                  {"neg", neg},                       {"pos_scores", {2.5}},
+      out << json{{"query", good.at(g)["text"]},
+                  {"pos", {good.at(g)["text_pair"]}},
+                  {"neg", neg},
+                  {"pos_scores", {2.5}},
                   {"neg_scores", neg_scores}}
                  .dump()
           << "\n";
@@ -62,7 +64,9 @@ void write_onescore_groups(const std::string& path, int groups, int negatives, u
   }
 }
 
-json read_onescore_json(const std::string& path) { return json::parse(std::ifstream(path)); }
+json read_onescore_json(const std::string& path) {
+  return json::parse(std::ifstream(path));
+}
 
 class OneScoreGroups : public ::testing::Test {
  protected:
@@ -110,9 +114,9 @@ TEST_F(OneScoreGroups, ListwiseKeepsTheOneLogitHeadAndReportsRankingAndBinaryMet
   EXPECT_TRUE(best["at_threshold"].contains("f1"));
   // ftune eval --group-field on the saved one-score model: the label column as relevance, the
   // same ranking metrics.
-  const CliResult e = run_ftune("eval --model " + path("run/model") + " --data " +
-                                path("val.jsonl") + " --group-field qid --output " +
-                                path("eval.json"));
+  const CliResult e =
+      run_ftune("eval --model " + path("run/model") + " --data " + path("val.jsonl") +
+                " --group-field qid --output " + path("eval.json"));
   ASSERT_EQ(e.exit_code, 0) << e.output;
   const json ev = read_onescore_json(path("eval.json"));
   EXPECT_EQ(ev["groups_without_positive"], 0) << ev.dump();
@@ -140,12 +144,10 @@ TEST_F(OneScoreGroups, AutoOnAOneScoreCheckpointWithGroupsIsListwise) {
 TEST_F(OneScoreGroups, MarginMseDistilsTheTeachersMargins) {
   write_onescore_groups(path("train.jsonl"), 48, 3, 7);
   write_onescore_groups(path("val.jsonl"), 16, 3, 8);
-  const CliResult r = run_ftune("train --config " +
-                                config("  group_field: qid\n  teacher_field: teacher\n",
-                                       "margin_mse"));
+  const CliResult r = run_ftune(
+      "train --config " + config("  group_field: qid\n  teacher_field: teacher\n", "margin_mse"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("margin_mse: 48 query groups of 4 rows"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("margin_mse: 48 query groups of 4 rows"), std::string::npos) << r.output;
   const json summary = read_onescore_json(path("run/summary.json"));
   const json& best = summary["best_eval"];
   // Evaluated against the teacher (regression metrics) and as a ranking (its top row relevant).
@@ -180,11 +182,9 @@ TEST_F(OneScoreGroups, BadInputIsRefusedNamingTheKeyOrLine) {
   write_onescore_groups(path("train.jsonl"), 12, 3, 11);
   write_onescore_groups(path("val.jsonl"), 4, 3, 12);
   // margin_mse without a teacher column: the default data.teacher_field is missing on every row.
-  CliResult r =
-      run_ftune("train --config " + config("  group_field: qid\n", "margin_mse"));
+  CliResult r = run_ftune("train --config " + config("  group_field: qid\n", "margin_mse"));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("train.jsonl:1: missing 'teacher_score'"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("train.jsonl:1: missing 'teacher_score'"), std::string::npos) << r.output;
   // A teacher score that is not a number.
   {
     std::ifstream in(path("train.jsonl"));
