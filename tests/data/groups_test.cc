@@ -139,6 +139,51 @@ TEST(Groups, FlagEmbeddingBadLinesNameTheLineAndEntry) {
   EXPECT_THAT(error_for("[1, 2]"), HasSubstr("bad.jsonl:2: expected a JSON object, got array"));
 }
 
+// Score tasks (issue 34): a one-score head's 0/1 targets are the rows' relevance; margin_mse's
+// teacher scores make each group's top-scored row its positive; FlagEmbedding rows give their
+// pos_scores / neg_scores as the teacher's, required then.
+TEST(Groups, ScoreTargetsGiveRelevanceAndFlagEmbeddingTeacherScores) {
+  test::TempDir dir;
+  const std::string rows = write_data_file(
+      dir, "rows.jsonl",
+      "{\"text\": \"q\", \"text_pair\": \"a\", \"label\": 1, \"t\": 0.5, \"qid\": \"x\"}\n"
+      "{\"text\": \"q\", \"text_pair\": \"b\", \"label\": 0, \"t\": 2.5, \"qid\": \"x\"}\n"
+      "{\"text\": \"r\", \"text_pair\": \"c\", \"label\": 0, \"t\": -1, \"qid\": \"y\"}\n"
+      "{\"text\": \"r\", \"text_pair\": \"d\", \"label\": 1, \"t\": -1, \"qid\": \"y\"}\n");
+  DataSpec unit = grp_spec(rows);
+  unit.targets = ScoreTargets::kUnitScores;
+  unit.columns.numeric_label = true;
+  RawDataset ds;
+  DatasetReport r = read_dataset(unit, &ds);
+  EXPECT_EQ(ds.relevance, (std::vector<float>{1, 0, 0, 1}));
+  EXPECT_EQ(r.groups_without_positive, 0);
+  DataSpec teacher = grp_spec(rows);
+  teacher.targets = ScoreTargets::kScores;
+  teacher.columns.label = "t";
+  teacher.columns.numeric_label = true;
+  teacher.top_target_relevant = true;
+  r = read_dataset(teacher, &ds);
+  EXPECT_EQ(ds.targets, (std::vector<float>{0.5f, 2.5f, -1, -1}));
+  EXPECT_EQ(ds.relevance, (std::vector<float>{0, 1, 1, 0}));  // the top; ties: the first
+  EXPECT_EQ(r.groups_without_positive, 0);
+  const std::string fe = write_data_file(
+      dir, "fe.jsonl",
+      "{\"query\": \"q\", \"pos\": [\"p\"], \"neg\": [\"n\", \"m\"], \"pos_scores\": [3.5], "
+      "\"neg_scores\": [-1.25, 0.5]}\n");
+  DataSpec nested{fe};
+  nested.targets = ScoreTargets::kScores;
+  nested.columns.teacher_scores = true;
+  nested.top_target_relevant = true;
+  r = read_dataset(nested, &ds);
+  EXPECT_EQ(ds.targets, (std::vector<float>{3.5f, -1.25f, 0.5f}));
+  EXPECT_EQ(ds.relevance, (std::vector<float>{1, 0, 0}));
+  const std::string no_scores = write_data_file(
+      dir, "fe2.jsonl", "{\"query\": \"q\", \"pos\": [\"p\"], \"neg\": [\"n\"]}\n");
+  nested.path = no_scores;
+  EXPECT_THAT(input_error_of([&] { read_dataset(nested, &ds); }),
+              HasSubstr("fe2.jsonl:1: missing 'pos_scores'"));
+}
+
 TEST(Groups, RelevanceOfNamedAndGradedLabels) {
   const LabelSet named = LabelSet::from_names({"neg", "pos"});
   EXPECT_EQ(relevance_of(named, 0), 0.0f);
