@@ -77,10 +77,14 @@ std::optional<float> score_target(const std::string& text, ScoreTargets kind,
     return std::nullopt;
   }
   if (kind == ScoreTargets::kUnitScores && !(v >= 0.0 && v <= 1.0)) {
+    // A one-score head trained listwise reads 0/1 relevance too (train/score_task.h).
+    const bool listwise = key.find("listwise") != std::string::npos;
     *problem = fmt::format(
-        "target {} is outside [0, 1] (binary cross-entropy, {}: 0/1 relevance or a soft target; "
-        "use mse for unbounded scores)",
-        text, key);
+        "target {} is outside [0, 1] ({}{}: 0/1 relevance or a soft target; {})", text,
+        listwise ? "" : "binary cross-entropy, ", key,
+        listwise ? "a one-score head ranks on 0/1 relevance, graded labels serve the ranking "
+                   "metrics only"
+                 : "use mse for unbounded scores");
     return std::nullopt;
   }
   return static_cast<float>(v);

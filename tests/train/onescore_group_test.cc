@@ -215,6 +215,24 @@ TEST_F(OneScoreGroups, BadInputIsRefusedNamingTheKeyOrLine) {
   r = run_ftune("train --config " + config("", "margin_mse") + " data.validation=''");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("train.jsonl:1: missing 'neg_scores'"), std::string::npos) << r.output;
+  // A graded label on a one-score head trained listwise: a bad row.
+  write_onescore_groups(path("train.jsonl"), 12, 3, 15);
+  {
+    std::ifstream in(path("train.jsonl"));
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    json j = json::parse(lines[0]);
+    j["label"] = 2;
+    lines[0] = j.dump();
+    std::ofstream out(path("train.jsonl"));
+    for (const auto& l : lines) out << l << "\n";
+  }
+  r = run_ftune("train --config " + config("  group_field: qid\n", "listwise") +
+                " data.validation=''");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("train.jsonl:1: target 2 is outside [0, 1] (training.loss listwise"),
+            std::string::npos)
+      << r.output;
   // listwise on more than 2 classes.
   write_onescore_groups(path("train.jsonl"), 12, 3, 14);
   {
