@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 python3-pip unzip
+  python3-dev            # the Python package's extension module (python/)
   libopenblas-dev        # GEMM on the CPU
   nlohmann-json3-dev     # JSON: config.json, safetensors headers, JSONL
   libyaml-cpp-dev        # YAML training configs
@@ -54,4 +55,18 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
       "nvidia-cudnn-frontend==$FRONTEND_VERSION"
     touch "$stamp"
   fi
+fi
+
+# The Python package's extension module (python/) is built with nanobind, and its tests use numpy:
+# both from PyPI, pinned, into .cache/pydeps (CMake finds nanobind there; the tests import numpy
+# from there). Installed for the python3 the build finds.
+NANOBIND_VERSION=3.1.0
+NUMPY_VERSION=2.4.6
+PYDEPS="${FTUNE_CACHE:-$PWD/.cache}/pydeps"
+stamp="$PYDEPS/.python-package-deps-$NANOBIND_VERSION-$NUMPY_VERSION-$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+if [ ! -f "$stamp" ]; then
+  echo "installing nanobind==$NANOBIND_VERSION and numpy==$NUMPY_VERSION into $PYDEPS"
+  python3 -m pip install --quiet --no-deps --upgrade --target "$PYDEPS" \
+    "nanobind==$NANOBIND_VERSION" "numpy==$NUMPY_VERSION"
+  touch "$stamp"
 fi

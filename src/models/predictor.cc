@@ -8,18 +8,41 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "data/batcher.h"
-#include "models/hf_checkpoint.h"
 
 namespace ftune {
 
-Predictions predict_logits(const std::string& model_dir,
-                           const std::vector<data::TokenizedExample>& rows, int64_t batch_size,
-                           Device device) {
+LoadedClassifier::LoadedClassifier(std::string model_dir, Device device)
+    : model_dir_(std::move(model_dir)), device_(device), spec_(load_model_spec(model_dir_)) {}
+
+LoadedClassifier::~LoadedClassifier() = default;
+
+void LoadedClassifier::ensure_capacity(int64_t batch, int64_t seq) {
+  if (model_ && batch <= max_batch_ && seq <= max_seq_) return;
+  const int64_t b = std::max(batch, max_batch_), s = std::max(seq, max_seq_);
+  model_.reset();
+  arena_.reset();  // the old arena goes before the new one is allocated
+  ClassifierOptions options;
+  options.max_batch = b;
+  options.max_seq = s;
+  options.training = false;
+  options.device = device_;
+  auto model = std::make_unique<SequenceClassifier>(spec_, options);
+  ArenaPlan plan;
+  model->add_to_plan(plan);
+  auto arena = std::make_unique<Arena>(device_, std::move(plan));
+  model->bind(*arena);
+  load_model_weights(*model, model_dir_);
+  model_ = std::move(model);
+  arena_ = std::move(arena);
+  max_batch_ = b;
+  max_seq_ = s;
+}
+
+void LoadedClassifier::predict(const std::vector<data::TokenizedExample>& rows,
+                               int64_t batch_size, float* out) {
   if (batch_size <= 0)
     throw InputError(fmt::format("batch size must be positive, got {}", batch_size));
-  const ModelSpec spec = load_model_spec(model_dir);
-  Predictions out{spec.info(), {}};
-  if (rows.empty()) return out;
+  if (rows.empty()) return;
   int64_t longest = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const data::TokenizedExample& row = rows[i];
@@ -34,7 +57,7 @@ Predictions predict_logits(const std::string& model_dir,
               std::vector<int32_t>(row.input_ids.size(), 1),
               {}};
     try {
-      validate_batch(spec, one);
+      validate_batch(spec_, one);
     } catch (const InputError& e) {
       std::string what = e.what();
       if (what.rfind("row 0: ", 0) == 0) what = what.substr(7);
@@ -43,32 +66,36 @@ Predictions predict_logits(const std::string& model_dir,
     longest = std::max<int64_t>(longest, row.input_ids.size());
   }
   const int64_t max_batch = std::min<int64_t>(batch_size, rows.size());
-  ClassifierOptions options;
-  options.max_batch = max_batch;
-  options.max_seq = longest;
-  options.training = false;
-  options.device = device;
-  SequenceClassifier model(spec, options);
-  ArenaPlan plan;
-  model.add_to_plan(plan);
-  Arena arena(device, std::move(plan));
-  model.bind(arena);
-  load_model_weights(model, model_dir);
-
-  out.logits.resize(rows.size());
-  const int64_t K = out.config.num_labels();
-  const int32_t pad = static_cast<int32_t>(out.config.pad_token_id);
+  ensure_capacity(max_batch, longest);
+  const int64_t K = info().num_labels();
+  const int32_t pad = static_cast<int32_t>(info().pad_token_id);
   HostTensor logits(DType::F32, {max_batch, K});
   for (const std::vector<int64_t>& indices : data::length_sorted_batches(rows, max_batch)) {
     Batch b = data::make_batch(rows, indices, pad);
     b.labels.clear();
-    model.set_batch(b);
-    model.forward(DropoutPlan{});
-    copy(logits.view().prefix({b.size, K}), model.logits());
+    model_->set_batch(b);
+    model_->forward(DropoutPlan{});
+    copy(logits.view().prefix({b.size, K}), model_->logits());
     for (int64_t r = 0; r < b.size; ++r)
-      out.logits[indices[r]].assign(logits.data<float>() + r * K,
-                                    logits.data<float>() + (r + 1) * K);
+      std::copy(logits.data<float>() + r * K, logits.data<float>() + (r + 1) * K,
+                out + indices[r] * K);
   }
+}
+
+Predictions predict_logits(const std::string& model_dir,
+                           const std::vector<data::TokenizedExample>& rows, int64_t batch_size,
+                           Device device) {
+  if (batch_size <= 0)
+    throw InputError(fmt::format("batch size must be positive, got {}", batch_size));
+  LoadedClassifier model(model_dir, device);
+  Predictions out{model.info(), {}};
+  if (rows.empty()) return out;
+  const int64_t K = out.config.num_labels();
+  std::vector<float> flat(rows.size() * K);
+  model.predict(rows, batch_size, flat.data());
+  out.logits.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    out.logits[i].assign(flat.begin() + i * K, flat.begin() + (i + 1) * K);
   return out;
 }
 

@@ -2,14 +2,23 @@
 // Rows are sorted by length and cut into batches padded to their own longest row (dynamic
 // padding, data/batcher.h), then the logits are returned in input order. The arena is planned for
 // the longest row actually present, not for max_position_embeddings.
+//
+// LoadedClassifier keeps a model loaded between calls (the Python package's Model): its arena is
+// planned for the largest batch and longest row seen so far and grows (weights read again) only
+// when a call needs more. One call at a time per object (callers serialise; the Python binding
+// holds a lock).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/arena.h"
 #include "core/device.h"
 #include "data/examples.h"
 #include "models/backbone.h"
+#include "models/hf_checkpoint.h"
+#include "models/sequence_classifier.h"
 
 namespace ftune {
 
@@ -18,7 +27,35 @@ struct Predictions {
   std::vector<std::vector<float>> logits;  // one row of num_labels per input, in input order
 };
 
-// Rows need input_ids; empty token_type_ids mean all zeros; labels are ignored.
+class LoadedClassifier {
+ public:
+  LoadedClassifier(std::string model_dir, Device device);
+  ~LoadedClassifier();
+  LoadedClassifier(const LoadedClassifier&) = delete;
+  LoadedClassifier& operator=(const LoadedClassifier&) = delete;
+
+  const ModelSpec& spec() const { return spec_; }
+  const ModelInfo& info() const { return spec_.info(); }
+  const std::string& model_dir() const { return model_dir_; }
+  Device device() const { return device_; }
+
+  // Logits of every row, in input order, into `out` (rows x num_labels, row-major). Rows need
+  // input_ids; empty token_type_ids mean all zeros; labels are ignored. InputError "row N: ..."
+  // (1-based) for a row the model cannot take.
+  void predict(const std::vector<data::TokenizedExample>& rows, int64_t batch_size, float* out);
+
+ private:
+  void ensure_capacity(int64_t batch, int64_t seq);
+
+  std::string model_dir_;
+  Device device_;
+  ModelSpec spec_;
+  int64_t max_batch_ = 0, max_seq_ = 0;  // what the arena holds now
+  std::unique_ptr<SequenceClassifier> model_;
+  std::unique_ptr<Arena> arena_;
+};
+
+// One call of a LoadedClassifier (loads, predicts, frees).
 Predictions predict_logits(const std::string& model_dir,
                            const std::vector<data::TokenizedExample>& rows, int64_t batch_size,
                            Device device);

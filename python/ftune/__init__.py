@@ -1,0 +1,160 @@
+"""ftune from Python: the same engine as the `ftune` command, without files in between.
+
+    import ftune
+    m = ftune.load("runs/rerank/model")             # a model directory (HF format)
+    m.predict([("a query", "a passage"), ...])      # numpy float32 logits, one row per input
+    m.rank("a query", ["passage 1", "passage 2"])   # [(index, score), ...], best first
+    tok = ftune.Tokenizer.from_file("tokenizer.json")
+    tok.encode_batch(["text", ("text", "pair")])     # as Hugging Face tokenizers encodes
+    run = ftune.train("train.yaml", learning_rate=2e-5)   # or a dict; -> Run
+
+Compute runs with the GIL released and a Model may be shared by threads. Bad input raises
+ValueError naming the file, line or key; Ctrl-C during train() stops at the next step with a
+checkpoint (resume=True continues) and raises KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import numpy as np
+
+from ._ftune import Encoding, Tokenizer
+from ._ftune import Model as _Model
+from ._ftune import train as _train
+
+__all__ = ["Encoding", "Model", "Run", "Tokenizer", "load", "train"]
+
+Input = Union[str, Sequence[str]]
+
+
+class Model:
+    """A model directory loaded for scoring: its classifier, tokenizer and truncation length."""
+
+    def __init__(self, model_dir: str, device: str = "cpu", max_length: Optional[int] = None,
+                 pair_template: str = ""):
+        self._m = _Model(os.fspath(model_dir), device, max_length, pair_template)
+        self.model_dir = os.fspath(model_dir)
+
+    @property
+    def labels(self) -> list:
+        return self._m.labels
+
+    @property
+    def num_labels(self) -> int:
+        return self._m.num_labels
+
+    @property
+    def max_length(self) -> int:
+        return self._m.max_length
+
+    @property
+    def problem_type(self) -> str:
+        return self._m.problem_type
+
+    def predict(self, inputs: Sequence[Input], batch_size: int = 32,
+                output: str = "logits") -> np.ndarray:
+        """Logits (rows x num_labels) of a list of inputs (each a str or a (str, str) pair; one
+        str or one tuple of two str gives that row alone), or output="probabilities" (softmax over labels; sigmoid for
+        one score or multi-label), or output="scores" (one number a row: the logit of a
+        one-score model, logit[1] - logit[0] of a two-label one, as ftune ranks)."""
+        single = isinstance(inputs, str) or _is_pair(inputs)
+        logits = self._m.predict([inputs] if single else list(inputs), batch_size)
+        if output == "logits":
+            out = logits
+        elif output == "probabilities":
+            if self.num_labels == 1 or self.problem_type == "multi_label_classification":
+                out = 1.0 / (1.0 + np.exp(-logits))
+            else:
+                z = np.exp(logits - logits.max(axis=1, keepdims=True))
+                out = z / z.sum(axis=1, keepdims=True)
+        elif output == "scores":
+            if self.num_labels == 1:
+                out = logits[:, 0]
+            elif self.num_labels == 2:
+                out = logits[:, 1] - logits[:, 0]
+            else:
+                raise ValueError("output='scores' needs a one-score or two-label model; "
+                                 f"this one has {self.num_labels} labels")
+        else:
+            raise ValueError("output must be 'logits', 'probabilities' or 'scores', "
+                             f"got {output!r}")
+        return out[0] if single else out
+
+    def rank(self, query: str, documents: Sequence[str], batch_size: int = 32) -> list:
+        """(index, score) of each document for the query, best first."""
+        return self._m.rank(query, list(documents), batch_size)
+
+    def tokenize(self, inputs: Sequence[Input]) -> list:
+        """The token ids the model reads for each input."""
+        return self._m.tokenize(list(inputs))
+
+
+def _is_pair(x: Any) -> bool:
+    return isinstance(x, tuple) and len(x) == 2 and all(isinstance(t, str) for t in x)
+
+
+def load(model_dir: Union[str, os.PathLike], device: str = "cpu",
+         max_length: Optional[int] = None, pair_template: str = "") -> Model:
+    """Loads a model directory (config.json, weights, tokenizer.json) for scoring."""
+    return Model(model_dir, device, max_length, pair_template)
+
+
+@dataclass
+class Run:
+    """What a training run left: its directory, summary.json, and where the model is."""
+    run_dir: str
+    summary: dict
+
+    @property
+    def model_path(self) -> str:
+        return os.path.join(self.run_dir, "model")
+
+    @property
+    def best_metric(self) -> Optional[float]:
+        """The best evaluation's value of the run's eval.metric (None without evaluation)."""
+        best = self.summary.get("best_eval") or {}
+        return best.get(self.summary.get("eval_metric", "")) if isinstance(best, dict) else None
+
+    @property
+    def status(self) -> str:
+        return self.summary.get("status", "")
+
+
+def _override(key: str, value: Any) -> str:
+    return f"{key}={json.dumps(value)}"
+
+
+def train(config: Union[str, os.PathLike, Mapping[str, Any]],
+          overrides: Optional[Mapping[str, Any]] = None, resume: bool = False,
+          on_eval: Optional[Callable[[int, dict], bool]] = None, **keys: Any) -> Run:
+    """Trains as `ftune train` does: `config` is a YAML file or a dict of the same sections.
+
+    `overrides` maps dotted keys to values ({"training.learning_rate": 2e-5}); keyword arguments
+    name a key by its last part when that is unambiguous (learning_rate=2e-5) or with "__" for
+    the dot (training__learning_rate=2e-5). `on_eval(step, metrics)` is called after each
+    evaluation; returning True stops the run there (with a checkpoint).
+    """
+    items = [_override(k, v) for k, v in (overrides or {}).items()]
+    items += [_override(_dotted(k), v) for k, v in keys.items()]
+    if isinstance(config, Mapping):
+        text, is_path = json.dumps(config), False
+    else:
+        text, is_path = os.fspath(config), True
+    summary, run_dir = _train(text, is_path, items, resume, on_eval)
+    return Run(run_dir=run_dir, summary=json.loads(summary))
+
+
+def _dotted(key: str) -> str:
+    if "__" in key:
+        return key.replace("__", ".")
+    from ._ftune import config_keys  # the key table (train/config_keys.h)
+    matches = [k for k in config_keys() if k.rsplit(".", 1)[-1] == key]
+    if len(matches) != 1:
+        raise ValueError(f"keyword {key!r} names " +
+                         ("no config key" if not matches else f"several keys: {matches}") +
+                         "; pass overrides={'section.key': value}")
+    return matches[0]

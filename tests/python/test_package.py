@@ -1,0 +1,198 @@
+"""`import ftune` (python/, issue 37) against the golden fixtures and the CLI, run by ctest.
+
+Tokenizer ids equal Hugging Face tokenizers' (the golden MiniLM cases); a loaded model's logits
+equal `ftune predict`'s for the same rows bit for bit, from several threads at once too; rank()
+orders by the same scores; train() from a dict or a file runs as `ftune train` does, stops when
+its evaluation callback says so, and names a bad key. Needs FTUNE_MINILM_DIR and FTUNE_BINARY.
+"""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+
+import ftune
+
+SOURCE = os.environ["FTUNE_SOURCE_DIR"]
+BINARY = os.environ["FTUNE_BINARY"]
+MINILM = os.environ.get("FTUNE_MINILM_DIR", "")
+FIXTURES = os.path.join(SOURCE, "tests", "fixtures", "tokenizers")
+
+PAIRS = [
+    ("a \"branch\" of Congress", "branch: a division of some larger or more complex organization"),
+    ("a \"branch\" of Congress", "branch: a part of a forked or branching shape"),
+    ("he sat on the river \"bank\"", "bank: sloping land beside a body of water"),
+    ("he sat on the river \"bank\"", "bank: a financial institution that accepts deposits"),
+    ("short", "a much longer second text that the tokenizer splits into many more word pieces"),
+]
+
+
+def golden(name):
+    with gzip.open(os.path.join(FIXTURES, "golden", name + ".jsonl.gz"), "rt") as f:
+        records = [json.loads(line) for line in f]
+    with gzip.open(os.path.join(FIXTURES, "corpus.jsonl.gz"), "rt") as f:
+        corpus = [json.loads(line)["t"] for line in f]
+    return records[1:], corpus
+
+
+class TokenizerTest(unittest.TestCase):
+    def test_encode_batch_gives_hugging_faces_ids(self):
+        tok = ftune.Tokenizer.from_file(os.path.join(FIXTURES, "minilm", "tokenizer.json"))
+        cases, corpus = golden("minilm")
+        cases = [c for c in cases if c["k"] in ("s", "p")]
+        inputs = [corpus[c["i"]] if c["k"] == "s" else (corpus[c["i"]], corpus[c["j"]])
+                  for c in cases]
+        encodings = tok.encode_batch(inputs)
+        self.assertEqual(len(encodings), len(cases))
+        for c, e in zip(cases, encodings):
+            self.assertEqual(list(e.ids), c["ids"], c)
+        self.assertGreater(len(cases), 5000)
+
+    def test_bad_input_is_named(self):
+        tok = ftune.Tokenizer.from_file(os.path.join(FIXTURES, "minilm", "tokenizer.json"))
+        with self.assertRaisesRegex(TypeError, "input 1: expected a str or a"):
+            tok.encode_batch(["fine", 42])
+        with self.assertRaisesRegex(ValueError, "no-such-file.json"):
+            ftune.Tokenizer.from_file("no-such-file.json")
+
+
+@unittest.skipUnless(MINILM and os.path.isdir(MINILM), "FTUNE_MINILM_DIR not set")
+class ModelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        # A two-label classifier from MiniLM (a new head, seeded): trained two steps so that the
+        # model directory is one ftune wrote, as users load it.
+        cls.trained = ftune.train(train_config(cls.tmp.name, "run"))
+        cls.model_dir = cls.trained.model_path
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def cli_logits(self, rows, batch_size):
+        data = os.path.join(self.tmp.name, "rows.jsonl")
+        out = os.path.join(self.tmp.name, "pred.jsonl")
+        with open(data, "w") as f:
+            for r in rows:
+                f.write(json.dumps({"text": r[0], "text_pair": r[1]} if isinstance(r, tuple)
+                                   else {"text": r}) + "\n")
+        subprocess.run([BINARY, "predict", "--model", self.model_dir, "--data", data,
+                        "--output", out, "--batch-size", str(batch_size)], check=True,
+                       capture_output=True)
+        with open(out) as f:
+            return np.array([json.loads(line)["logits"] for line in f], dtype=np.float32)
+
+    def test_predict_equals_the_cli_bit_for_bit(self):
+        m = ftune.load(self.model_dir)
+        self.assertEqual(m.num_labels, 2)
+        rows = PAIRS + ["a single text"]
+        logits = m.predict(rows, batch_size=2)
+        self.assertEqual(logits.dtype, np.float32)
+        self.assertEqual(logits.shape, (len(rows), 2))
+        self.assertTrue(logits.flags["C_CONTIGUOUS"])
+        np.testing.assert_array_equal(logits, self.cli_logits(rows, 2))
+        np.testing.assert_array_equal(m.predict(rows, batch_size=32), self.cli_logits(rows, 32))
+        # Another batch size pads rows to other lengths and cuts GEMMs otherwise: the same numbers
+        # within float summation order.
+        np.testing.assert_allclose(m.predict(rows, batch_size=32), logits, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(m.predict(PAIRS[4]), logits[4], rtol=1e-5, atol=1e-7)
+        probs = m.predict(rows, batch_size=2, output="probabilities")
+        np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-6)
+        np.testing.assert_array_equal(m.predict(rows, batch_size=2, output="scores"),
+                                      logits[:, 1] - logits[:, 0])
+
+    def test_rank_orders_by_the_score(self):
+        m = ftune.load(self.model_dir)
+        docs = [p[1] for p in PAIRS[:2]]
+        ranked = m.rank(PAIRS[0][0], docs)
+        scores = m.predict([(PAIRS[0][0], d) for d in docs], output="scores")
+        self.assertEqual(sorted(i for i, _ in ranked), [0, 1])
+        self.assertEqual([i for i, _ in ranked], list(np.argsort(-scores, kind="stable")))
+        for i, s in ranked:
+            self.assertAlmostEqual(s, float(scores[i]), places=5)
+
+    def test_threads_share_a_model(self):
+        m = ftune.load(self.model_dir)
+        # Threads asking for other batch sizes make the model's arena grow while others wait.
+        want = {b: m.predict(PAIRS, batch_size=b) for b in (1, 2, 3)}
+        m = ftune.load(self.model_dir)
+        results, errors = [None] * 6, []
+
+        def work(k):
+            try:
+                for _ in range(3):
+                    results[k] = m.predict(PAIRS, batch_size=1 + k % 3)
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        for k, r in enumerate(results):
+            np.testing.assert_array_equal(r, want[1 + k % 3])
+
+    def test_a_model_directory_without_a_model_is_named(self):
+        with self.assertRaisesRegex(ValueError, "config.json"):
+            ftune.load(self.tmp.name)
+
+    def test_train_from_a_file_with_keyword_overrides_and_a_stopping_callback(self):
+        path = os.path.join(self.tmp.name, "cfg.yaml")
+        with open(path, "w") as f:
+            json.dump(train_config(self.tmp.name, "file-run"), f)  # JSON is YAML
+        seen = []
+
+        def on_eval(step, metrics):
+            seen.append((step, metrics))
+            return True  # stop at the first evaluation
+
+        run = ftune.train(path, on_eval=on_eval, eval__every_steps=1, max_steps=3)
+        self.assertEqual(len(seen), 1)
+        self.assertEqual(seen[0][0], 1)
+        self.assertIn("accuracy", seen[0][1])
+        self.assertEqual(run.summary["steps"], 1)
+        self.assertEqual(run.run_dir, os.path.join(self.tmp.name, "file-run"))
+        self.assertTrue(os.path.isfile(os.path.join(run.run_dir, "summary.json")))
+
+    def test_a_bad_key_is_named(self):
+        cfg = train_config(self.tmp.name, "bad")
+        cfg["training"]["lerning_rate"] = 1e-4
+        with self.assertRaisesRegex(ValueError, r"unknown key 'training.lerning_rate' \(did you "
+                                                r"mean 'training.learning_rate'\?\)"):
+            ftune.train(cfg)
+        with self.assertRaisesRegex(ValueError, "several keys"):
+            ftune.train(train_config(self.tmp.name, "bad2"), batch_size=4)
+
+    def test_the_run_reports_its_outcome(self):
+        self.assertEqual(self.trained.status, "completed")
+        self.assertEqual(self.trained.summary["steps"], 2)
+        self.assertTrue(os.path.isfile(os.path.join(self.model_dir, "model.safetensors")))
+        self.assertIsNotNone(self.trained.best_metric)
+
+
+def train_config(tmp, name):
+    data = os.path.join(tmp, "pairs.jsonl")
+    if not os.path.exists(data):
+        with open(data, "w") as f:
+            for k in range(16):
+                text, pair = PAIRS[k % len(PAIRS)]
+                f.write(json.dumps({"text": text, "text_pair": pair, "label": k % 2}) + "\n")
+    return {
+        "model": {"path": MINILM},
+        "data": {"train": data, "validation": data, "max_length": 32},
+        "training": {"max_steps": 2, "batch_size": 8, "learning_rate": 1e-4, "threads": 2},
+        "output": {"dir": os.path.join(tmp, name), "progress": "plain", "tensorboard": False},
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(unittest.main())
