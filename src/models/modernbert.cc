@@ -7,6 +7,7 @@
 #include "core/tensor_columns.h"
 #include "models/adapter_site.h"
 #include "models/adapters.h"
+#include "models/gradient_ready.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -275,6 +276,7 @@ void modernbert_backward(const ModernBertConfig& c, const ModernBertWeights& w,
     // recomputed from their kept inputs.
     if (a.recompute && l != c.num_layers - 1) layer_forward(layer, layer_input(a, l, N, C));
     layer_backward(layer, layer_input(a, l, N, C));
+    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
   }
   const TensorView dx = a.dx.prefix({N, C}), de = a.dtmp.prefix({N, C});
   const float p = rate(d, c.embedding_dropout);
