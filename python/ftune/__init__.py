@@ -7,6 +7,7 @@
     tok = ftune.Tokenizer.from_file("tokenizer.json")
     tok.encode_batch(["text", ("text", "pair")])     # as Hugging Face tokenizers encodes
     run = ftune.train("train.yaml", learning_rate=2e-5)   # or a dict; -> Run
+    run = ftune.train(cfg, train=df, validation=rows)     # rows in memory: a DataFrame, dicts
 
 Compute runs with the GIL released and a Model may be shared by threads. Bad input raises
 ValueError naming the file, line or key; Ctrl-C during train() stops at the next step with a
@@ -23,6 +24,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from ._ftune import Encoding, Tokenizer
+from ._ftune import MemorySource as _MemorySource
 from ._ftune import Model as _Model
 from ._ftune import train as _train
 
@@ -137,15 +139,86 @@ def train(config: Union[str, os.PathLike, Mapping[str, Any]],
     name a key by its last part when that is unambiguous (learning_rate=2e-5) or with "__" for
     the dot (training__learning_rate=2e-5). `on_eval(step, metrics)` is called after each
     evaluation; returning True stops the run there (with a checkpoint).
+
+    data.train, data.validation and data.test take a file path or rows in memory: a pandas
+    DataFrame, a list of dicts, a `datasets.Dataset` or any iterable of mappings, each row the
+    fields a JSONL line would have ({"text": ..., "text_pair": ..., "label": ...}). They are
+    read as JSONL named "memory:train.jsonl" (validation, test alike) and never written to disk;
+    a bad row is named "memory:train.jsonl:N", the N-th row counting from 1. A resumed run needs
+    the same rows again.
     """
-    items = [_override(k, v) for k, v in (overrides or {}).items()]
-    items += [_override(_dotted(k), v) for k, v in keys.items()]
-    if isinstance(config, Mapping):
-        text, is_path = json.dumps(config), False
-    else:
-        text, is_path = os.fspath(config), True
-    summary, run_dir = _train(text, is_path, items, resume, on_eval)
+    given = dict(overrides or {})
+    given.update({_dotted(k): v for k, v in keys.items()})
+    sources = []
+    try:
+        if isinstance(config, Mapping):
+            config = dict(config)
+            data = dict(config.get("data") or {})
+            for split in _SPLITS:
+                if split in data and not _is_path(data[split]):
+                    data[split] = _in_memory(split, data[split], sources)
+            if data:
+                config["data"] = data
+            text, is_path = json.dumps(config), False
+        else:
+            text, is_path = os.fspath(config), True
+        for key, value in list(given.items()):
+            split = key[len("data."):] if key.startswith("data.") else ""
+            if split in _SPLITS and not _is_path(value):
+                given[key] = _in_memory(split, value, sources)
+        items = [_override(k, v) for k, v in given.items()]
+        summary, run_dir = _train(text, is_path, items, resume, on_eval)
+    finally:
+        for source in sources:
+            source.release()
     return Run(run_dir=run_dir, summary=json.loads(summary))
+
+
+_SPLITS = ("train", "validation", "test")
+
+
+def _is_path(value: Any) -> bool:
+    return value is None or isinstance(value, (str, os.PathLike))
+
+
+def _in_memory(split: str, rows: Any, sources: list) -> str:
+    """Registers rows as the JSONL text "memory:<split>.jsonl" for one run; returns that path."""
+    source = _MemorySource(f"{split}.jsonl", _jsonl_text(f"data.{split}", rows))
+    sources.append(source)
+    return source.path
+
+
+def _jsonl_text(key: str, rows: Any) -> str:
+    if hasattr(rows, "to_json") and hasattr(rows, "columns"):  # a pandas DataFrame
+        text = rows.to_json(orient="records", lines=True, force_ascii=False)
+    else:
+        if isinstance(rows, (Mapping, bytes)):
+            raise TypeError(f"{key}: expected a file path or rows (a DataFrame, a list of dicts), "
+                            f"got {type(rows).__name__}")
+        try:
+            iterator = iter(rows)
+        except TypeError:
+            raise TypeError(f"{key}: expected a file path or rows (a DataFrame, a list of "
+                            f"dicts), got {type(rows).__name__}") from None
+        lines = []
+        for i, row in enumerate(iterator):  # a datasets.Dataset yields its rows as dicts
+            if not isinstance(row, Mapping):
+                raise TypeError(f"{key}: row {i + 1} is a {type(row).__name__}, expected a dict "
+                                "of fields (text, text_pair, label, ...)")
+            lines.append(json.dumps(dict(row), ensure_ascii=False, default=_plain))
+        text = "\n".join(lines)
+    if not text.strip():
+        raise ValueError(f"{key}: no rows given")
+    return text
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays (pandas and datasets hand them out) as JSON values."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"a row field of type {type(value).__name__} is not a JSON value")
 
 
 def _dotted(key: str) -> str:

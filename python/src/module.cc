@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "data/memory_source.h"
 #include "models/text_scorer.h"
 #include "text/tokenizer.h"
 #include "train/config_keys.h"
@@ -207,6 +208,12 @@ NB_MODULE(_ftune, m) {
     for (const ftune::ConfigKey& k : ftune::config_keys()) keys.push_back(k.key);
     return keys;
   });
+  // Rows given in memory, registered under "memory:NAME" while the object lives
+  // (data/memory_source.h); the Python layer makes them from dicts and DataFrames.
+  nb::class_<ftune::data::MemorySource>(m, "MemorySource")
+      .def(nb::init<const std::string&, std::string>(), "name"_a, "text"_a)
+      .def_prop_ro("path", &ftune::data::MemorySource::path)
+      .def("release", &ftune::data::MemorySource::release);
   m.def("train", &train, "config"_a, "is_path"_a, "overrides"_a, "resume"_a,
         "on_eval"_a.none());
 }

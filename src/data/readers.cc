@@ -13,6 +13,7 @@
 #include "data/delimited.h"
 #include "data/groups.h"
 #include "data/jsonl.h"
+#include "data/memory_source.h"
 #include "io/atomic_file.h"
 #include "io/json_file.h"
 #include "text/utf8.h"
@@ -271,7 +272,7 @@ DataFormat data_format_for_path(const std::string& path) {
 ReadRows read_rows(const std::string& path, DataFormat format, bool has_header,
                    const ColumnMap& columns) {
   if (format == DataFormat::kAuto) format = data_format_for_path(path);
-  const std::string content = io::read_file(path);
+  const std::string content = read_data_source(path);  // a file, or rows given in memory
   ReadRows out;
   if (format == DataFormat::kJsonl && looks_like_flagembedding(content, columns))
     format = DataFormat::kFlagEmbedding;

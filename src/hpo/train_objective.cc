@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "data/memory_source.h"
 #include "hpo/search_space.h"
 #include "io/json_file.h"
 #include "train/trainer.h"
@@ -147,7 +148,7 @@ void TrainObjective::validate(const SearchSpace& space) const {
                                      e.what(), how));
       }
       auto must_exist = [&](const std::string& path, const char* key) {
-        if (!path.empty() && !fs::exists(path))
+        if (!path.empty() && !data::data_source_exists(path))
           throw InputError(fmt::format("objective.train_config {}: key '{}': {} does not exist",
                                        train_config_, key, path));
       };

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "data/memory_source.h"
 #include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "io/fingerprint.h"
@@ -76,7 +77,8 @@ void check_run_dir(const fs::path& run, bool resume, bool overwrite,
   // The run's inputs may not be inside it (model.path=<run>/model with overwrite, output.dir: .
   // next to the data).
   for (const io::NamedPath& in : inputs) {
-    if (!in.path.empty() && io::path_within(in.path, run.string()))
+    if (!in.path.empty() && !data::is_memory_path(in.path) &&
+        io::path_within(in.path, run.string()))
       throw InputError(fmt::format(
           "output.dir {} contains {} {}: ftune writes and replaces files in its run directory, so "
           "it never runs in one that holds its inputs; choose another output.dir",
@@ -145,7 +147,10 @@ nlohmann::json run_fingerprints(const TrainConfig& cfg, const TrainData& data) {
   nlohmann::json f;
   f["model"] = io::directory_fingerprint(cfg.model.path, model_files(cfg.model.path));
   f["tokenizer"] = io::directory_fingerprint(cfg.model.path, kTokenizerFiles);
-  for (const std::string& file : data.files) f["data"][file] = io::file_fingerprint(file);
+  for (const std::string& file : data.files)
+    f["data"][file] = data::is_memory_path(file)
+                          ? io::text_fingerprint(*data::memory_text(file))  // rows given in memory
+                          : io::file_fingerprint(file);
   f["config"] = io::text_fingerprint(trajectory_config(cfg.resolved));
   // The label set in id order: what the head's rows mean (it follows from the data and the
   // config, and from how ftune reads labels, which changed once: data/examples.h).

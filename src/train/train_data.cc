@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +14,7 @@
 #include "data/dataset.h"
 #include "data/group_splits.h"
 #include "data/groups.h"
+#include "data/memory_source.h"
 #include "data/splits.h"
 #include "models/hf_checkpoint.h"
 #include "models/input_limits.h"
@@ -88,9 +91,13 @@ bool has_query_groups(const TrainConfig& cfg) {
   if (format == data::DataFormat::kAuto) format = data::data_format_for_path(d.train);
   if (format == data::DataFormat::kFlagEmbedding) return true;
   if (format != data::DataFormat::kJsonl) return false;
-  std::ifstream in(d.train);
+  std::unique_ptr<std::istream> in;
+  if (data::is_memory_path(d.train))
+    in = std::make_unique<std::istringstream>(*data::memory_text(d.train));
+  else
+    in = std::make_unique<std::ifstream>(d.train);
   std::string line;
-  while (std::getline(in, line)) {
+  while (std::getline(*in, line)) {
     data::ColumnMap columns;
     columns.text = d.text_field;
     if (line.find_first_not_of(" \t\r") != std::string::npos)

@@ -3,7 +3,8 @@
 Tokenizer ids equal Hugging Face tokenizers' (the golden MiniLM cases); a loaded model's logits
 equal `ftune predict`'s for the same rows bit for bit, from several threads at once too; rank()
 orders by the same scores; train() from a dict or a file runs as `ftune train` does, stops when
-its evaluation callback says so, and names a bad key. Needs FTUNE_MINILM_DIR and FTUNE_BINARY.
+its evaluation callback says so, and names a bad key; rows given in memory (dicts, a generator,
+a DataFrame where pandas is installed) train as the same rows in a file, bit for bit. Needs FTUNE_MINILM_DIR and FTUNE_BINARY.
 """
 
 import gzip
@@ -172,6 +173,62 @@ class ModelTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "several keys"):
             ftune.train(train_config(self.tmp.name, "bad2"), batch_size=4)
 
+    def test_rows_in_memory_train_as_the_same_rows_in_a_file(self):
+        file_run = ftune.train(train_config(self.tmp.name, "rows-file"))
+        rows = pair_rows()
+        cfg = train_config(self.tmp.name, "rows-list")
+        del cfg["data"]["train"], cfg["data"]["validation"]
+        list_run = ftune.train(cfg, train=rows, validation=iter(rows))  # a list and a generator
+        cfg = train_config(self.tmp.name, "rows-dict")
+        cfg["data"]["train"] = rows
+        cfg["data"]["validation"] = rows
+        dict_run = ftune.train(cfg)
+        want = losses(file_run.run_dir)
+        self.assertEqual(len(want), 2)
+        for run in (list_run, dict_run):
+            self.assertEqual(losses(run.run_dir), want)  # the same arithmetic, bit for bit
+            self.assertEqual(run.summary["best_eval"]["accuracy"],
+                             file_run.summary["best_eval"]["accuracy"])
+            np.testing.assert_array_equal(ftune.load(run.model_path).predict(PAIRS),
+                                          ftune.load(file_run.model_path).predict(PAIRS))
+            with open(os.path.join(run.run_dir, "config.yaml")) as f:
+                self.assertIn("memory:train.jsonl", f.read())
+
+    def test_a_data_frame_trains_as_its_rows(self):
+        try:
+            import pandas as pd
+        except ImportError:
+            self.skipTest("pandas is not installed")
+        rows = pair_rows()
+        frame = pd.DataFrame(rows)
+        cfg = train_config(self.tmp.name, "frame-list")
+        a = ftune.train(cfg, train=rows, validation=rows)
+        cfg = train_config(self.tmp.name, "frame")
+        b = ftune.train(cfg, train=frame, validation=frame)
+        self.assertEqual(losses(a.run_dir), losses(b.run_dir))
+
+    def test_a_bad_row_in_memory_is_named_by_its_number(self):
+        rows = pair_rows()
+        rows[4] = {"text": "", "text_pair": "x", "label": 1}
+        cfg = train_config(self.tmp.name, "bad-row")
+        cfg["data"]["bad_rows"] = "fail"
+        with self.assertRaisesRegex(ValueError, r"memory:train\.jsonl:5: .*text"):
+            ftune.train(cfg, train=rows)
+        with self.assertRaisesRegex(TypeError, r"data\.train: row 2 is a str"):
+            ftune.train(cfg, train=[rows[0], "not a dict"])
+        with self.assertRaisesRegex(ValueError, r"data\.validation: no rows given"):
+            ftune.train(cfg, validation=[])
+        # The names were released after each failure: a run may use them again.
+        run = ftune.train(train_config(self.tmp.name, "after-bad"), train=pair_rows())
+        self.assertEqual(run.status, "completed")
+
+    def test_a_memory_path_nobody_registered_is_named(self):
+        cfg = train_config(self.tmp.name, "unregistered")
+        cfg["data"]["train"] = "memory:train.jsonl"
+        with self.assertRaisesRegex(ValueError, r"memory:train\.jsonl: no in-memory rows are "
+                                                r"registered under this name"):
+            ftune.train(cfg)
+
     def test_the_run_reports_its_outcome(self):
         self.assertEqual(self.trained.status, "completed")
         self.assertEqual(self.trained.summary["steps"], 2)
@@ -179,17 +236,28 @@ class ModelTest(unittest.TestCase):
         self.assertIsNotNone(self.trained.best_metric)
 
 
+def pair_rows():
+    return [{"text": PAIRS[k % len(PAIRS)][0], "text_pair": PAIRS[k % len(PAIRS)][1],
+             "label": k % 2} for k in range(16)]
+
+
+def losses(run_dir):
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        lines = [json.loads(line) for line in f]
+    return [line["loss"] for line in lines if line.get("split") == "train"]
+
+
 def train_config(tmp, name):
     data = os.path.join(tmp, "pairs.jsonl")
     if not os.path.exists(data):
         with open(data, "w") as f:
-            for k in range(16):
-                text, pair = PAIRS[k % len(PAIRS)]
-                f.write(json.dumps({"text": text, "text_pair": pair, "label": k % 2}) + "\n")
+            for row in pair_rows():
+                f.write(json.dumps(row) + "\n")
     return {
         "model": {"path": MINILM},
         "data": {"train": data, "validation": data, "max_length": 32},
-        "training": {"max_steps": 2, "batch_size": 8, "learning_rate": 1e-4, "threads": 2},
+        "training": {"max_steps": 2, "batch_size": 8, "learning_rate": 1e-4, "threads": 2,
+                     "log_every": 1},
         "output": {"dir": os.path.join(tmp, name), "progress": "plain", "tensorboard": False},
     }
 
