@@ -27,11 +27,14 @@ Registry& registry() {
 
 }  // namespace
 
-bool is_memory_path(const std::string& path) { return path.rfind(kPrefix, 0) == 0; }
+bool is_memory_path(const std::string& path) {
+  return path.rfind(kPrefix, 0) == 0;
+}
 
 MemorySource::MemorySource(const std::string& name, std::string text) : path_(kPrefix + name) {
   if (name.empty())
-    throw InputError("an in-memory data source needs a name (memory:NAME, e.g. memory:train.jsonl)");
+    throw InputError(
+        "an in-memory data source needs a name (memory:NAME, e.g. memory:train.jsonl)");
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (r.texts.count(path_))
@@ -43,7 +46,9 @@ MemorySource::MemorySource(const std::string& name, std::string text) : path_(kP
   held_ = true;
 }
 
-MemorySource::~MemorySource() { release(); }
+MemorySource::~MemorySource() {
+  release();
+}
 
 void MemorySource::release() {
   if (!held_) return;
