@@ -132,13 +132,17 @@ def _override(key: str, value: Any) -> str:
 
 def train(config: Union[str, os.PathLike, Mapping[str, Any]],
           overrides: Optional[Mapping[str, Any]] = None, resume: bool = False,
-          on_eval: Optional[Callable[[int, dict], bool]] = None, **keys: Any) -> Run:
+          on_eval: Optional[Callable[[int, dict], bool]] = None,
+          on_log: Optional[Callable[[dict], None]] = None, **keys: Any) -> Run:
     """Trains as `ftune train` does: `config` is a YAML file or a dict of the same sections.
 
     `overrides` maps dotted keys to values ({"training.learning_rate": 2e-5}); keyword arguments
     name a key by its last part when that is unambiguous (learning_rate=2e-5) or with "__" for
     the dot (training__learning_rate=2e-5). `on_eval(step, metrics)` is called after each
-    evaluation; returning True stops the run there (with a checkpoint).
+    evaluation; returning True stops the run there (with a checkpoint). `on_log(line)` receives
+    each line the run writes to metrics.jsonl as it is written ({"split": "train", "step",
+    "loss", "lr", ...} every training.log_every steps, and each evaluation's line); an exception
+    it raises stops the run and reaches the caller.
 
     data.train, data.validation and data.test take a file path or rows in memory: a pandas
     DataFrame, a list of dicts, a `datasets.Dataset` or any iterable of mappings, each row the
@@ -167,7 +171,7 @@ def train(config: Union[str, os.PathLike, Mapping[str, Any]],
             if split in _SPLITS and not _is_path(value):
                 given[key] = _in_memory(split, value, sources)
         items = [_override(k, v) for k, v in given.items()]
-        summary, run_dir = _train(text, is_path, items, resume, on_eval)
+        summary, run_dir = _train(text, is_path, items, resume, on_eval, on_log)
     finally:
         for source in sources:
             source.release()

@@ -116,10 +116,11 @@ class Model {
   std::mutex mutex_;
 };
 
-// train(config_yaml_or_path, is_path, overrides, resume, on_eval) -> (summary as JSON text,
-// output.dir).
-std::pair<std::string, std::string> train(const std::string& config, bool is_path, const std::vector<std::string>& overrides,
-                  bool resume, nb::object on_eval) {
+// train(config_yaml_or_path, is_path, overrides, resume, on_eval, on_log) -> (summary as JSON
+// text, output.dir).
+std::pair<std::string, std::string> train(const std::string& config, bool is_path,
+                                          const std::vector<std::string>& overrides, bool resume,
+                                          nb::object on_eval, nb::object on_log) {
   ftune::TrainConfig cfg;
   if (is_path) {
     cfg = ftune::TrainConfig::load(config, overrides, "override");
@@ -135,6 +136,11 @@ std::pair<std::string, std::string> train(const std::string& config, bool is_pat
       nb::gil_scoped_acquire gil;
       nb::object json = nb::module_::import_("json");
       return nb::cast<bool>(nb::bool_(on_eval(step, json.attr("loads")(eval.dump()))));
+    };
+  if (!on_log.is_none())
+    options.on_log = [on_log](const nlohmann::json& line) {
+      nb::gil_scoped_acquire gil;
+      on_log(nb::module_::import_("json").attr("loads")(line.dump()));
     };
   nlohmann::json summary;
   {
@@ -215,5 +221,5 @@ NB_MODULE(_ftune, m) {
       .def_prop_ro("path", &ftune::data::MemorySource::path)
       .def("release", &ftune::data::MemorySource::release);
   m.def("train", &train, "config"_a, "is_path"_a, "overrides"_a, "resume"_a,
-        "on_eval"_a.none());
+        "on_eval"_a.none(), "on_log"_a.none());
 }

@@ -24,6 +24,10 @@ struct TrainOptions {
   // Called after each evaluation with the step and the validation metrics; returning true stops
   // the run (a hyperparameter-search trial being pruned). The summary says "stopped_by": "hook".
   std::function<bool(int64_t step, const nlohmann::json& eval)> on_eval;
+  // Called with each line the run writes to metrics.jsonl, as it is written (a training interval
+  // every training.log_every steps, each evaluation), on the lead rank: progress for a caller
+  // that has no terminal (the Python package).
+  std::function<void(const nlohmann::json& line)> on_log;
   // Polled at each optimizer-step boundary; true stops the run as a signal would (checkpoint
   // saved, Interrupted thrown with signal 0): a hyperparameter-search trial past its time.
   std::function<bool()> stop_requested;

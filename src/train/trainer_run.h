@@ -77,6 +77,7 @@ class Trainer {
   bool lead() const { return group_->lead(); }
   void log_line(const nlohmann::json& line) {
     if (log_) log_->write(line);
+    if (lead() && options_.on_log) options_.on_log(line);
   }
 
   // The run directory's lock (io/dir_lock.h): taken before anything there is read or written,

@@ -164,6 +164,27 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(run.run_dir, os.path.join(self.tmp.name, "file-run"))
         self.assertTrue(os.path.isfile(os.path.join(run.run_dir, "summary.json")))
 
+    def test_on_log_sees_every_metrics_line_as_written(self):
+        seen = []
+        run = ftune.train(train_config(self.tmp.name, "on-log"), on_log=seen.append,
+                          eval__every_steps=1)
+        with open(os.path.join(run.run_dir, "metrics.jsonl")) as f:
+            written = [json.loads(line) for line in f]
+        self.assertEqual(seen, written)
+        self.assertEqual([line["split"] for line in seen],
+                         ["train", "validation", "train", "validation"])
+
+        def fail(line):
+            if line["split"] == "validation":
+                raise RuntimeError("the caller stops here")
+
+        cfg = train_config(self.tmp.name, "on-log-raises")
+        with self.assertRaisesRegex(RuntimeError, "the caller stops here"):
+            ftune.train(cfg, on_log=fail, eval__every_steps=1)
+        # The run directory is free again (its lock released): the run can start over.
+        cfg["output"]["overwrite"] = True
+        self.assertEqual(ftune.train(cfg).status, "completed")
+
     def test_a_bad_key_is_named(self):
         cfg = train_config(self.tmp.name, "bad")
         cfg["training"]["lerning_rate"] = 1e-4
