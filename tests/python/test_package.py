@@ -10,10 +10,12 @@ a DataFrame where pandas is installed) train as the same rows in a file, bit for
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 import numpy as np
@@ -184,6 +186,30 @@ class ModelTest(unittest.TestCase):
         # The run directory is free again (its lock released): the run can start over.
         cfg["output"]["overwrite"] = True
         self.assertEqual(ftune.train(cfg).status, "completed")
+
+    def test_ctrl_c_stops_at_the_next_step_with_a_checkpoint_and_resume_completes(self):
+        cfg = train_config(self.tmp.name, "interrupted")
+        cfg["training"]["max_steps"] = 6
+        steps = []
+
+        def interrupt_once(line):
+            steps.append(line["step"])
+            if line["split"] == "train" and line["step"] == 2:
+                os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C in a terminal
+
+        with self.assertRaises(KeyboardInterrupt):
+            ftune.train(cfg, on_log=interrupt_once)
+        self.assertLess(max(steps), 6)
+        run_dir = cfg["output"]["dir"]
+        checkpoints = os.listdir(os.path.join(run_dir, "checkpoints"))
+        self.assertTrue(any(c.startswith("step-") for c in checkpoints), checkpoints)
+        resumed = ftune.train(cfg, resume=True)
+        self.assertEqual(resumed.status, "completed")
+        self.assertEqual(resumed.summary["steps"], 6)
+        # Python's own SIGINT handling is back after the run.
+        with self.assertRaises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
 
     def test_a_bad_key_is_named(self):
         cfg = train_config(self.tmp.name, "bad")
