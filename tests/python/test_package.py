@@ -44,6 +44,21 @@ def golden(name):
     return records[1:], corpus
 
 
+class TypingTest(unittest.TestCase):
+    def test_the_extension_has_type_stubs_for_what_the_package_uses(self):
+        import ast
+        import ftune._ftune as ext
+        here = os.path.dirname(ext.__file__)
+        self.assertTrue(os.path.isfile(os.path.join(here, "py.typed")))  # PEP 561
+        with open(os.path.join(here, "_ftune.pyi")) as f:
+            tree = ast.parse(f.read())
+        declared = {node.name for node in tree.body
+                    if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+        for name in ("Encoding", "Tokenizer", "Model", "MemorySource", "train", "config_keys"):
+            self.assertIn(name, declared)
+            self.assertTrue(hasattr(ext, name), name)
+
+
 class TokenizerTest(unittest.TestCase):
     def test_encode_batch_gives_hugging_faces_ids(self):
         tok = ftune.Tokenizer.from_file(os.path.join(FIXTURES, "minilm", "tokenizer.json"))
