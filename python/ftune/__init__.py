@@ -28,7 +28,7 @@ from ._ftune import MemorySource as _MemorySource
 from ._ftune import Model as _Model
 from ._ftune import train as _train
 
-__all__ = ["Encoding", "Model", "Run", "Tokenizer", "load", "train"]
+__all__ = ["Encoding", "Model", "Run", "Tokenizer", "hpo", "load", "train"]
 
 Input = Union[str, Sequence[str]]
 
@@ -235,3 +235,4 @@ def _dotted(key: str) -> str:
                          ("no config key" if not matches else f"several keys: {matches}") +
                          "; pass overrides={'section.key': value}")
     return matches[0]
+from . import hpo  # noqa: E402  (ftune.hpo: the search, python/ftune/hpo.py)

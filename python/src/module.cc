@@ -3,7 +3,7 @@
 // gives them their Python face. Compute runs with the GIL released; a Model serialises its own
 // calls with a lock, so it may be shared by threads. Errors: InputError -> ValueError, a stopped
 // run (Ctrl-C, SIGTERM) -> KeyboardInterrupt after its checkpoint, other ftune errors ->
-// RuntimeError.
+// RuntimeError. The search (ftune.hpo) is bound in hpo_module.cc.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -25,6 +25,8 @@
 
 namespace nb = nanobind;
 using namespace nb::literals;
+
+void bind_hpo(nb::module_& m);  // hpo_module.cc
 
 namespace {
 
@@ -127,7 +129,8 @@ std::pair<std::string, std::string> train(const std::string& config, bool is_pat
   } else {
     YAML::Node root = YAML::Load(config);
     ftune::apply_overrides(root, overrides);
-    cfg = ftune::TrainConfig::parse(root, ftune::KeyOrigin("the config dict", overrides, "override"));
+    cfg =
+        ftune::TrainConfig::parse(root, ftune::KeyOrigin("the config dict", overrides, "override"));
   }
   ftune::TrainOptions options;
   options.resume = resume;
@@ -181,8 +184,8 @@ NB_MODULE(_ftune, m) {
                   "Loads DIR/tokenizer.json (and DIR/tokenizer_config.json)")
       .def(
           "encode_batch",
-          [](const ftune::text::Tokenizer& tok, const nb::sequence& inputs,
-             bool add_special_tokens, std::optional<int64_t> max_length) {
+          [](const ftune::text::Tokenizer& tok, const nb::sequence& inputs, bool add_special_tokens,
+             std::optional<int64_t> max_length) {
             std::vector<ftune::text::TextPair> rows = text_inputs(inputs);
             ftune::text::EncodeOptions opts = tok.default_options();
             opts.add_special_tokens = add_special_tokens;
@@ -199,8 +202,7 @@ NB_MODULE(_ftune, m) {
   nb::class_<Model>(m, "Model")
       .def(nb::init<const std::string&, const std::string&, std::optional<int64_t>,
                     const std::string&>(),
-           "model_dir"_a, "device"_a = "cpu", "max_length"_a = nb::none(),
-           "pair_template"_a = "")
+           "model_dir"_a, "device"_a = "cpu", "max_length"_a = nb::none(), "pair_template"_a = "")
       .def("predict", &Model::predict, "inputs"_a, "batch_size"_a = 32)
       .def("rank", &Model::rank, "query"_a, "documents"_a, "batch_size"_a = 32)
       .def("tokenize", &Model::tokenize, "inputs"_a)
@@ -220,6 +222,7 @@ NB_MODULE(_ftune, m) {
       .def(nb::init<const std::string&, std::string>(), "name"_a, "text"_a)
       .def_prop_ro("path", &ftune::data::MemorySource::path)
       .def("release", &ftune::data::MemorySource::release);
-  m.def("train", &train, "config"_a, "is_path"_a, "overrides"_a, "resume"_a,
-        "on_eval"_a.none(), "on_log"_a.none());
+  bind_hpo(m);
+  m.def("train", &train, "config"_a, "is_path"_a, "overrides"_a, "resume"_a, "on_eval"_a.none(),
+        "on_log"_a.none());
 }

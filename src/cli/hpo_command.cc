@@ -22,16 +22,12 @@
 #include "cli/commands.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "hpo/command_objective.h"
 #include "hpo/interrupt.h"
-#include "hpo/pruner.h"
-#include "hpo/sampler.h"
 #include "hpo/search_config.h"
 #include "hpo/search_space.h"
 #include "hpo/storage.h"
 #include "hpo/study_report.h"
-#include "hpo/train_objective.h"
-#include "hpo/worker.h"
+#include "hpo/study_worker.h"
 #include "io/atomic_file.h"
 #include "io/path_guard.h"
 #include "train/process_group.h"
@@ -42,23 +38,13 @@ namespace {
 
 struct HpoArgs {
   std::string config, study, storage, format, output;
-  std::string device;  // hpo run --device: every trial's training.device
+  std::string device;       // hpo run --device: every trial's training.device
   int64_t trial_ranks = 0;  // hpo run --trial-ranks (0: the config's trial_ranks)
   int64_t trials = -1;
   double timeout_s = 0;
   bool trials_given = false, timeout_given = false;
   bool json = false;
 };
-
-// The objective a config asks for: a command, or in-process `ftune train` trials.
-std::unique_ptr<hpo::Objective> make_objective(const hpo::SearchConfig& c) {
-  if (!c.command.empty())
-    return std::make_unique<hpo::CommandObjective>(c.command, c.fixed, c.pass_args,
-                                                   static_cast<int>(c.folds), c.kill_grace_s);
-  return std::make_unique<hpo::TrainObjective>(
-      c.train_config, c.fixed, c.metric, c.folds,
-      hpo::RankLaunch{c.trial_ranks, c.trial_launcher, c.kill_grace_s});
-}
 
 // --device: cpu, cuda:K, or cuda = the GPU of this worker's local rank when a launcher started
 // several workers (each takes its own), else GPU 0. Data-parallel trials take their ranks'.
@@ -68,9 +54,10 @@ std::string worker_device(const std::string& device) {
   const RankInfo info = launcher_rank_info();
   if (!info.launched || info.size == 1) return device;
   if (info.local_rank < 0)
-    throw InputError(fmt::format("--device cuda: the launcher did not say this worker's local "
-                                 "rank (worker {} of {}); pass --device cuda:K",
-                                 info.rank, info.size));
+    throw InputError(
+        fmt::format("--device cuda: the launcher did not say this worker's local "
+                    "rank (worker {} of {}); pass --device cuda:K",
+                    info.rank, info.size));
   spdlog::info("worker {} of {} on this machine's GPU {}", info.rank, info.size, info.local_rank);
   return fmt::format("cuda:{}", info.local_rank);
 }
@@ -94,41 +81,21 @@ void run_search(const HpoArgs& a) {
     throw InputError(fmt::format("{}: no storage: set 'storage:' or pass --storage URL", c.path));
   if (a.trial_ranks > 0) c.trial_ranks = a.trial_ranks;
   if (c.trial_ranks > 1 && c.train_config.empty())
-    throw InputError("--trial-ranks applies to a train_config objective (a command objective "
-                     "starts its own processes)");
+    throw InputError(
+        "--trial-ranks applies to a train_config objective (a command objective "
+        "starts its own processes)");
   // Workers that a launcher started side by side (`srun -n 8 ftune hpo run`, `mpirun -np 8 ...`)
   // are independent: their in-process trials never join MPI as ranks of one run.
   ProcessGroup::stand_alone();
   if (!a.device.empty()) {  // this worker's device for every trial (one GPU per worker)
     c.fixed["training.device"] = worker_device(a.device);
   }
-  const hpo::SearchSpace space = hpo::SearchSpace::parse(c.space, c.path + ": space");
-  auto sampler = hpo::make_sampler(c.sampler, c.path + ": sampler", c.direction, c.seed);
-  auto pruner = hpo::make_pruner(c.pruner, c.path + ": pruner", c.direction, c.study_name);
-  auto objective = make_objective(c);
-  try {
-    objective->validate(space);  // before the storage: a config no trial can run writes nothing
-  } catch (const InputError& e) {
-    throw InputError(fmt::format("{}: {}", c.path, e.what()));
-  }
-  auto storage = hpo::open_storage(c.storage);
-  const hpo::StudyInfo study =
-      storage->create_or_load_study(c.study_name, c.direction, space.to_json());
-  hpo::WorkerOptions o;
-  o.max_trials = c.trials;
-  o.timeout_s = c.timeout_s;
-  o.heartbeat_s = c.heartbeat_s;
-  o.grace_s = c.grace_s;
-  o.retries = static_cast<int>(c.retries);
-  o.retry_failed = c.retry_failed;
-  o.trial_timeout_s = c.trial_timeout_s;
-  o.kill_grace_s = c.kill_grace_s;
-  o.max_consecutive_failures = static_cast<int>(c.max_consecutive_failures);
-  o.failure_backoff_s = c.failure_backoff_s;
-  hpo::Worker worker(*storage, study, space, *sampler, pruner.get(), *objective, o);
+  auto objective = hpo::config_objective(c);
   hpo::install_interrupt_handlers();
-  const hpo::WorkerStats s = worker.run();
-  const auto counts = storage->count_by_state(study.id);
+  const hpo::StudyOutcome outcome = hpo::run_study_worker(c, *objective);
+  const hpo::WorkerStats& s = outcome.worker;
+  const hpo::StudyInfo& study = outcome.study;
+  const auto& counts = outcome.counts;
   const std::string discarded =
       s.discarded ? fmt::format(", {} discarded: failed as stale meanwhile", s.discarded) : "";
   std::printf(
@@ -138,7 +105,7 @@ void run_search(const HpoArgs& a) {
       static_cast<long long>(s.pruned), static_cast<long long>(s.failed), discarded.c_str(),
       study.name.c_str(), static_cast<long long>(counts[2]), static_cast<long long>(counts[3]),
       static_cast<long long>(counts[4]), static_cast<long long>(counts[1]));
-  if (hpo::interrupted())
+  if (outcome.interrupted)
     throw Error("interrupted: the trial in flight was failed, no further trial was started");
   if (!s.gave_up.empty()) throw Error(fmt::format("this worker stopped: {}", s.gave_up));
   if (s.failed > 0)

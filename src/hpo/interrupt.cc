@@ -35,6 +35,23 @@ bool interrupted() {
   return g_interrupted.load();
 }
 
+void mark_interrupted() {
+  g_interrupted.store(true);
+}
+
+InterruptScope::InterruptScope() {
+  sigaction(SIGINT, nullptr, &old_int_);
+  sigaction(SIGTERM, nullptr, &old_term_);
+  g_interrupted.store(false);
+  install_interrupt_handlers();
+}
+
+InterruptScope::~InterruptScope() {
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
+  g_interrupted.store(false);
+}
+
 void set_running_command(pid_t group) {
   g_command_group.store(group);
   if (group > 0 && g_interrupted.load()) kill(-group, SIGKILL);  // a signal just before

@@ -53,12 +53,30 @@ T get(const YAML::Node& n, const std::string& path, const std::string& key, cons
 
 }  // namespace
 
-SearchConfig parse_search_config(const YAML::Node& root, const std::string& path) {
+SearchConfig parse_search_config(const YAML::Node& root, const std::string& path,
+                                 bool caller_objective) {
   check_keys(root, path, "",
-             {"study", "storage", "sampler", "pruner", "space", "fixed", "objective", "folds",
-              "retries", "retry_failed", "heartbeat_s", "grace_s", "seed", "trials", "timeout_s",
-              "trial_timeout_s", "kill_grace_s", "max_consecutive_failures", "failure_backoff_s",
-              "trial_ranks", "trial_launcher"});
+             {"study",
+              "storage",
+              "sampler",
+              "pruner",
+              "space",
+              "fixed",
+              "objective",
+              "folds",
+              "retries",
+              "retry_failed",
+              "heartbeat_s",
+              "grace_s",
+              "seed",
+              "trials",
+              "timeout_s",
+              "trial_timeout_s",
+              "kill_grace_s",
+              "max_consecutive_failures",
+              "failure_backoff_s",
+              "trial_ranks",
+              "trial_launcher"});
   SearchConfig c;
   c.path = path;
   const YAML::Node study = root["study"];
@@ -101,16 +119,25 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   }
 
   const YAML::Node obj = root["objective"];
-  if (!obj)
+  if (caller_objective) {
+    for (const char* key : {"objective", "folds", "trial_ranks", "trial_launcher"})
+      if (root[key])
+        throw InputError(fmt::format(
+            "{}: key '{}' belongs to a config's own objective, but the caller gives the objective "
+            "(a function: it runs its folds itself and reports them with report_fold); remove it",
+            at(path, root[key]), key));
+  } else if (!obj)
     throw InputError(fmt::format(
         "{}: missing key 'objective' ({{command: ...}} or {{train_config: ...}})", path));
-  check_keys(obj, path, "objective", {"command", "args", "train_config"});
-  if (obj["command"].IsDefined() == obj["train_config"].IsDefined())
+  if (obj) check_keys(obj, path, "objective", {"command", "args", "train_config"});
+  if (obj && obj["command"].IsDefined() == obj["train_config"].IsDefined())
     throw InputError(
         fmt::format("{}: 'objective' needs exactly one of 'command' or "
                     "'train_config'",
                     at(path, obj)));
-  if (obj["command"]) {
+  if (!obj) {
+    // the caller's objective
+  } else if (obj["command"]) {
     c.command = get<std::string>(obj["command"], path, "objective.command", "a string");
     if (obj["args"]) c.pass_args = get<bool>(obj["args"], path, "objective.args", "true or false");
   } else {
@@ -149,14 +176,16 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   if (root["trial_launcher"]) {
     c.trial_launcher = get<std::string>(root["trial_launcher"], path, "trial_launcher", "a string");
     if (c.trial_launcher.find("{ranks}") == std::string::npos)
-      throw InputError(fmt::format("{}: key 'trial_launcher' must contain {{ranks}} (where the "
-                                   "rank count goes, e.g. 'mpirun -np {{ranks}}'), got '{}'",
-                                   at(path, root["trial_launcher"]), c.trial_launcher));
+      throw InputError(
+          fmt::format("{}: key 'trial_launcher' must contain {{ranks}} (where the "
+                      "rank count goes, e.g. 'mpirun -np {{ranks}}'), got '{}'",
+                      at(path, root["trial_launcher"]), c.trial_launcher));
   }
   if (c.trial_ranks > 1 && c.train_config.empty())
-    throw InputError(fmt::format("{}: key 'trial_ranks' applies to a train_config objective (a "
-                                 "command objective starts its own processes)",
-                                 at(path, root["trial_ranks"])));
+    throw InputError(
+        fmt::format("{}: key 'trial_ranks' applies to a train_config objective (a "
+                    "command objective starts its own processes)",
+                    at(path, root["trial_ranks"])));
   auto non_negative_float = [&](const char* key, double& out) {
     if (!root[key]) return;
     out = get<double>(root[key], path, key, "a number");
@@ -192,7 +221,7 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   return c;
 }
 
-SearchConfig load_search_config(const std::string& path) {
+SearchConfig load_search_config(const std::string& path, bool caller_objective) {
   if (!std::filesystem::is_regular_file(path))
     throw InputError(fmt::format("{}: cannot open the search config", path));
   YAML::Node root;
@@ -201,7 +230,7 @@ SearchConfig load_search_config(const std::string& path) {
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}:{}: invalid YAML: {}", path, e.mark.line + 1, e.msg));
   }
-  return parse_search_config(root, path);
+  return parse_search_config(root, path, caller_objective);
 }
 
 }  // namespace ftune::hpo

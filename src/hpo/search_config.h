@@ -59,8 +59,11 @@ struct SearchConfig {
   std::string trial_launcher = "mpirun -np {ranks}";
 };
 
-SearchConfig parse_search_config(const YAML::Node& root, const std::string& path);
+// `caller_objective`: the caller runs trials with an objective of its own (ftune.hpo.run's Python
+// function), so the config has no 'objective' (nor 'folds' or 'trial_ranks', which belong to it).
+SearchConfig parse_search_config(const YAML::Node& root, const std::string& path,
+                                 bool caller_objective = false);
 // Reads and parses the file; InputError naming it when it is missing or not valid YAML.
-SearchConfig load_search_config(const std::string& path);
+SearchConfig load_search_config(const std::string& path, bool caller_objective = false);
 
 }  // namespace ftune::hpo
