@@ -1,6 +1,7 @@
 // Data-parallel steps (issue 20): which rows of the global step batch this rank computes, and the
 // sum over the ranks of what they computed. Every rank receives the same global step batch (rows
-// ordered by length) and computes one contiguous row range of it, with each micro-batch's loss
+// ordered by length) and computes one contiguous row range of it (whole query groups when the
+// loss is over groups: listwise, margin_mse), with each micro-batch's loss
 // share taken over the global batch's loss denominator and dropout keyed by a row's place in the
 // global batch (train/single_device_step.cc), so that the sum over ranks of their gradients and
 // step losses is the single process's, up to float summation order. The sum is complete before

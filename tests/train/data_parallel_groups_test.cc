@@ -4,6 +4,7 @@
 //   - listwise (a 2-label head, 3 groups of 4 rows a step, so a step's groups split 1 / 2 between
 //     the ranks, never inside a group): per-step losses and final weights as one process's, and
 //     the same ranking metrics at every evaluation; `ftune plan --ranks 2` plans whole groups;
+//     a run killed in its second epoch resumes bit for bit;
 //   - margin_mse (a one-score head, teacher scores): the same;
 //   - multi_label_bce: the same trajectory, and the per-label thresholds, micro / macro F1 and
 //     ROC-AUC of the evaluation gathered from both ranks: one process's `ftune eval` of the saved
@@ -138,6 +139,35 @@ TEST_F(DataParallelGroups, ListwiseTwoRanksFollowOneProcessWithWholeGroups) {
                                    Streams::kStdout);
   ASSERT_EQ(plan.exit_code, 0) << plan.output;
   EXPECT_EQ(json::parse(plan.output)["effective_batch"], 8) << plan.output;
+}
+
+// The groups drawn for a step depend only on (seed, epoch): a 2-rank listwise run whose rank 1
+// is killed in step 13 (in the second epoch; steps 1-8 are 2 micro-batches of rank 1's, step 9
+// one, steps 10-12 two each: its 24th forward pass) resumes on 2 ranks from the checkpoint of
+// step 12 (the evaluation's), drawing the second epoch's groups afresh, and ends bit for bit as
+// the uninterrupted run.
+TEST_F(DataParallelGroups, ListwiseRanksResumeInTheSecondEpochBitForBit) {
+  const std::string model = path("tiny");
+  write_tiny_bert(model);
+  write_query_groups(path("train.jsonl"), 26, 15);
+  write_query_groups(path("val.jsonl"), 9, 16);
+  const std::string data = "  group_field: qid\n  group_size: 4\n";
+  const std::string training = "  loss: listwise\n  batch_size: 1\n  gradient_accumulation: 3\n";
+  const CliResult full =
+      run_ftune_ranks(2, "train --config " + config("full", model, data, training));
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const std::string cut = config("cut", model, data, training);
+  const CliResult killed =
+      run_ftune_ranks(2, "train --config " + cut, "FTUNE_DEBUG_EXIT_AT_MICRO_STEP=24");
+  ASSERT_NE(killed.exit_code, 0) << killed.output;
+  ASSERT_TRUE(fs::exists(path("cut/checkpoints/step-0000012"))) << killed.output;
+  ASSERT_FALSE(fs::exists(path("cut/checkpoints/step-0000016"))) << killed.output;
+  const CliResult resumed = run_ftune_ranks(2, "train --config " + cut + " --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_EQ(logged_metrics(path("full")), logged_metrics(path("cut")));
+  const std::string weights = file_bytes(path("full/model/model.safetensors"));
+  ASSERT_FALSE(weights.empty());
+  EXPECT_TRUE(weights == file_bytes(path("cut/model/model.safetensors"))) << "final weights differ";
 }
 
 // MarginMSE on a one-score head: the same, with the regression metrics against the teacher.
