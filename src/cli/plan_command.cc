@@ -158,9 +158,13 @@ void run_plan(const PlanArgs& a) {
         const nlohmann::json r = reduction_json(p.target, cfg);
         return fmt::format(
             "data-parallel: {} ranks; the plan below is each rank's ({} rows of each step "
-            "batch of {}); gradients summed in place in {} buckets of at most {:g} MiB, {} per "
+            "batch of {}{}); gradients summed in place in {} buckets of at most {:g} MiB, {} per "
             "step\n",
-            a.ranks, c.effective_batch, cfg.effective_batch(), r["buckets"].get<size_t>(),
+            a.ranks, c.effective_batch, cfg.effective_batch(),
+            data.task.grouped()
+                ? fmt::format(" query groups of {} rows, whole groups a rank", cfg.data.group_size)
+                : std::string(),
+            r["buckets"].get<size_t>(),
             cfg.training.reduce_bucket_mb, format_bytes(r["bytes_per_step"].get<size_t>()));
       }());
   const char* chosen_off = c.checkpointing == GradientCheckpointing::Off ? " *" : "";

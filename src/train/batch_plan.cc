@@ -68,9 +68,11 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   p.target.shortest = std::max<int64_t>(1, shortest);
   // A data-parallel rank's share of the step batch (the whole of it on one device).
   const int64_t ranks = std::max<int64_t>(1, options.ranks);
-  // Listwise: batch sizes count groups; the plan is in rows (groups x data.group_size).
+  // Listwise: batch sizes count groups; the plan is in rows (groups x data.group_size). Ranks
+  // get whole groups (train/gradient_reducer.h): the most any rank computes is ceil(groups /
+  // ranks) groups.
   const int64_t unit = data.task.grouped() ? cfg.data.group_size : 1;
-  const int64_t rank_batch = (cfg.effective_batch() * unit + ranks - 1) / ranks;
+  const int64_t rank_batch = (cfg.effective_batch() + ranks - 1) / ranks * unit;
   const int64_t fixed_micro = tc.batch_size * unit;
   p.target.max_rows = fixed_micro > 0 ? std::min(fixed_micro, rank_batch) : rank_batch;
   p.precision = resolve_precision(tc.precision, options.device);

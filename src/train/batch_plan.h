@@ -49,7 +49,8 @@ struct BatchPlanOptions {
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> micro_tokens;  // packed: the token budget (0: none recorded)
   std::optional<GradientCheckpointing> checkpointing;
-  // Data-parallel runs: each of `ranks` computes at most ceil(effective / ranks) rows of a step;
+  // Data-parallel runs: each of `ranks` computes at most ceil(effective / ranks) rows of a step
+  // (listwise / margin_mse: ceil(effective / ranks) whole groups);
   // on the CPU the `local_ranks` ranks of one machine share its memory.
   int64_t ranks = 1, local_ranks = 1;
 };

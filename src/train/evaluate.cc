@@ -9,6 +9,65 @@
 #include "train/eval_readback.h"
 
 namespace ftune {
+namespace {
+
+// Every rank's records of `width` floats (this rank's in `local`), in rank order on every rank:
+// the ranks' record counts summed first, then each rank's records written at its offset of a
+// zeroed vector of all of them and the vectors summed (a value plus zeros is the value, so the
+// gathered values are exact).
+std::vector<float> gather_in_rank_order(ProcessGroup& ranks, const std::vector<float>& local,
+                                        int64_t width) {
+  std::vector<int64_t> counts(ranks.size(), 0);
+  counts[ranks.rank()] = static_cast<int64_t>(local.size()) / width;
+  ranks.sum(counts.data(), static_cast<int64_t>(counts.size()));
+  int64_t offset = 0, total = 0;
+  for (int64_t r = 0; r < ranks.size(); ++r) {
+    if (r < ranks.rank()) offset += counts[r];
+    total += counts[r];
+  }
+  std::vector<float> all(static_cast<size_t>(total * width), 0.0f);
+  std::copy(local.begin(), local.end(), all.begin() + offset * width);
+  ranks.sum(all.data(), static_cast<int64_t>(all.size()));
+  return all;
+}
+
+// A regression evaluation's (prediction, target) pairs and loss over every rank.
+void gather_regression(ProcessGroup& ranks, RegressionMetrics& regression) {
+  std::vector<float> pairs;
+  for (int64_t i = 0; i < regression.count(); ++i) {
+    pairs.push_back(regression.predictions()[i]);
+    pairs.push_back(regression.targets()[i]);
+  }
+  pairs = gather_in_rank_order(ranks, pairs, 2);
+  double loss[2] = {regression.loss_sum(), double(regression.loss_rows())};
+  ranks.sum(loss, 2);
+  RegressionMetrics all;
+  for (size_t i = 0; i < pairs.size(); i += 2) all.add(pairs[i], pairs[i + 1]);
+  all.add_loss(loss[0], static_cast<int64_t>(loss[1]));
+  regression = std::move(all);
+}
+
+// A multi-label evaluation's (row, label) logits and 0/1 targets and loss over every rank, the
+// rows in the order one process adds them (rank r holds the r-th contiguous share of the
+// batches), so the per-label thresholds, micro / macro F1 and ROC-AUC are one process's.
+void gather_multi_label(ProcessGroup& ranks, MultiLabelMetrics& multi_label) {
+  const int64_t K = multi_label.num_labels();
+  std::vector<float> rows;  // per row: its K logits, then its K targets (0 or 1)
+  for (int64_t r = 0; r < multi_label.count(); ++r) {
+    for (int64_t c = 0; c < K; ++c) rows.push_back(multi_label.scores()[r * K + c]);
+    for (int64_t c = 0; c < K; ++c) rows.push_back(float(multi_label.truth()[r * K + c]));
+  }
+  rows = gather_in_rank_order(ranks, rows, 2 * K);
+  double loss[2] = {multi_label.loss_sum(), double(multi_label.loss_rows())};
+  ranks.sum(loss, 2);
+  MultiLabelMetrics all(multi_label.labels());
+  for (size_t at = 0; at < rows.size(); at += static_cast<size_t>(2 * K))
+    all.add(rows.data() + at, rows.data() + at + K);
+  all.add_loss(loss[0], static_cast<int64_t>(loss[1]));
+  multi_label = std::move(all);
+}
+
+}  // namespace
 
 ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
@@ -22,8 +81,6 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
   FTUNE_ASSERT(!scores || K == 1 || (loss_options.kind == LossKind::Bce && multi_label),
                "score evaluation of {} scores per row needs multi-label metrics", K);
   if (K == 1 || loss_options.kind != LossKind::Bce) multi_label = nullptr;
-  FTUNE_ASSERT(!multi_label || !ranks || !ranks->distributed(),
-               "multi-label evaluation is not sharded over ranks");
   FTUNE_ASSERT(loss_options.kind != LossKind::Mse || regression != nullptr,
                "regression evaluation without RegressionMetrics");
   if (loss_options.kind != LossKind::Mse) regression = nullptr;
@@ -80,30 +137,8 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
   }
   while (readback.pending() > 0) add_oldest();
   if (progress) progress->end_eval();
-  if (sharded && regression) {
-    // Every rank's pairs, in rank order: the ranks' counts, then each rank's pairs at its offset
-    // of a zeroed vector of all of them, summed.
-    std::vector<int64_t> counts(ranks->size(), 0);
-    counts[ranks->rank()] = regression->count();
-    ranks->sum(counts.data(), static_cast<int64_t>(counts.size()));
-    int64_t offset = 0, total = 0;
-    for (int64_t r = 0; r < ranks->size(); ++r) {
-      if (r < ranks->rank()) offset += counts[r];
-      total += counts[r];
-    }
-    std::vector<float> pairs(static_cast<size_t>(2 * total), 0.0f);
-    for (int64_t i = 0; i < regression->count(); ++i) {
-      pairs[2 * (offset + i)] = regression->predictions()[i];
-      pairs[2 * (offset + i) + 1] = regression->targets()[i];
-    }
-    ranks->sum(pairs.data(), 2 * total);
-    double loss[2] = {regression->loss_sum(), double(regression->loss_rows())};
-    ranks->sum(loss, 2);
-    RegressionMetrics all;
-    for (int64_t i = 0; i < total; ++i) all.add(pairs[2 * i], pairs[2 * i + 1]);
-    all.add_loss(loss[0], static_cast<int64_t>(loss[1]));
-    *regression = std::move(all);
-  }
+  if (sharded && regression) gather_regression(*ranks, *regression);
+  if (sharded && multi_label) gather_multi_label(*ranks, *multi_label);
   if (sharded) {
     std::vector<int64_t> counts = metrics.counts();
     double loss_sum = metrics.loss_sum();

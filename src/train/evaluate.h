@@ -7,7 +7,9 @@
 // are the same either way: batches reach them in order, with the same values. In a data-parallel
 // run every rank evaluates a contiguous share of the batches and the ranks sum their metrics
 // (counts and histograms exactly; the loss sum up to float summation order), so every rank holds
-// the metrics of the whole split.
+// the metrics of the whole split. What is kept per row (regression's (score, target) pairs,
+// multi-label's (row, label) logits and targets) is gathered exactly, in the order one process
+// adds it, so rank-based metrics, per-label thresholds and F1 are one process's.
 //
 // Score tasks (loss_options.kind bce / mse; train/score_task.h): a one-score BCE model's metrics
 // are the binary ClassificationMetrics of s = its logit against [target >= 0.5] (ROC-AUC, AP,

@@ -20,8 +20,11 @@ double since(Clock::time_point t) {
 
 }  // namespace
 
-std::pair<int64_t, int64_t> rank_rows(int64_t rows, int rank, int size) {
-  return {rows * rank / size, rows * (rank + 1) / size};
+std::pair<int64_t, int64_t> rank_rows(int64_t rows, int rank, int size, int64_t group_size) {
+  FTUNE_ASSERT(group_size >= 1 && rows % group_size == 0,
+               "a step batch of {} rows is not whole groups of {}", rows, group_size);
+  const int64_t groups = rows / group_size;
+  return {groups * rank / size * group_size, groups * (rank + 1) / size * group_size};
 }
 
 int64_t param_layer(const std::string& name) {

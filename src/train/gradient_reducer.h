@@ -1,6 +1,7 @@
 // Data-parallel steps (issue 20): which rows of the global step batch this rank computes, and the
 // sum over the ranks of what they computed. Every rank receives the same global step batch (rows
-// ordered by length) and computes one contiguous row range of it, with each micro-batch's loss
+// ordered by length) and computes one contiguous row range of it (whole query groups when the
+// loss is over groups: listwise, margin_mse), with each micro-batch's loss
 // share taken over the global batch's loss denominator and dropout keyed by a row's place in the
 // global batch (train/single_device_step.cc), so that the sum over ranks of their gradients and
 // step losses is the single process's, up to float summation order. The sum is complete before
@@ -48,7 +49,10 @@ namespace ftune {
 
 // Rank `rank` of `size`: rows [rows * rank / size, rows * (rank + 1) / size) of a step batch of
 // `rows` (contiguous; ranks differ by at most one row; a rank may get none of a tiny last batch).
-std::pair<int64_t, int64_t> rank_rows(int64_t rows, int rank, int size);
+// group_size > 1 (listwise, margin_mse: the step batch is consecutive query groups of that many
+// rows): the same cut over groups, so a rank gets whole groups, never part of one — groups
+// [G * rank / size, G * (rank + 1) / size) of the G = rows / group_size, as rows.
+std::pair<int64_t, int64_t> rank_rows(int64_t rows, int rank, int size, int64_t group_size = 1);
 
 // The layer a parameter belongs to from its Hugging Face name ("...layer.3..." or
 // "...layers.3..."), or -1 (embeddings, norms outside layers, pooler, head, shared tables).
@@ -97,12 +101,14 @@ class GradientReducer : public GradientReadyListener {
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
 
-  std::pair<int64_t, int64_t> rows(int64_t step_rows) const {
-    return rank_rows(step_rows, group_.rank(), group_.size());
+  // This rank's rows of a step batch (whole groups of `group_size` rows: rank_rows).
+  std::pair<int64_t, int64_t> rows(int64_t step_rows, int64_t group_size = 1) const {
+    return rank_rows(step_rows, group_.rank(), group_.size(), group_size);
   }
-  // The most rows any rank computes of a step batch of `step_rows`.
-  int64_t most_rows(int64_t step_rows) const {
-    return (step_rows + group_.size() - 1) / group_.size();
+  // The most rows any rank computes of a step batch of `step_rows` (whole groups of `group_size`).
+  int64_t most_rows(int64_t step_rows, int64_t group_size = 1) const {
+    const int64_t units = step_rows / group_size;
+    return (units + group_.size() - 1) / group_.size() * group_size;
   }
 
   // The buckets over the trainable parameters and their gradient buffer (f32); again whenever

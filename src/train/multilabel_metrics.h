@@ -25,8 +25,15 @@ class MultiLabelMetrics {
   void add_loss(double loss_sum, int64_t rows);
 
   int64_t num_labels() const { return static_cast<int64_t>(labels_.size()); }
+  const std::vector<std::string>& labels() const { return labels_; }
   int64_t count() const { return rows_; }
   double mean_loss() const;
+  // What a data-parallel evaluation gathers over the ranks (train/evaluate.cc): the kept
+  // (rows, K) logits and 0/1 targets, and the loss sum over its rows.
+  const std::vector<float>& scores() const { return scores_; }
+  const std::vector<uint8_t>& truth() const { return truth_; }
+  double loss_sum() const { return loss_sum_; }
+  int64_t loss_rows() const { return loss_rows_; }
 
   // Per-label logit thresholds maximising each label's F1 on these rows (validation only).
   std::vector<double> best_thresholds() const;

@@ -63,6 +63,16 @@ double loss_weight(const std::vector<int32_t>& labels, size_t begin, size_t end,
   return total;
 }
 
+// Rows of a query group in a listwise / margin_mse run (1: rows stand alone).
+int64_t group_rows(const LossOptions& loss) {
+  return std::max<int64_t>(1, loss.listwise_group_size);
+}
+
+// Rows of a full step batch: the effective batch counts groups in a listwise / margin_mse run.
+int64_t step_rows(const TrainConfig& config, const LossOptions& loss) {
+  return config.effective_batch() * group_rows(loss);
+}
+
 // Planned bytes per category (MemoryPlan) and, on CPU arenas, the bytes really touched.
 nlohmann::json memory_report(const Arena& arena, Device device) {
   const MemoryPlan plan = MemoryPlan::from(arena.plan(), device);
@@ -101,7 +111,8 @@ SingleDeviceStep::SingleDeviceStep(const TrainConfig& config, const ModelSpec& m
       loss_(loss),
       hooks_(hooks),
       reducer_(reducer),
-      effective_(reducer ? reducer->most_rows(config.effective_batch()) : config.effective_batch()),
+      effective_(reducer ? reducer->most_rows(step_rows(config, loss), group_rows(loss))
+                         : step_rows(config, loss)),
       pad_id_(static_cast<int32_t>(model.info().pad_token_id)) {
   micro_batch_ = plan_.choice.micro_batch;
   micro_tokens_ = plan_.choice.micro_tokens;
@@ -132,12 +143,12 @@ SingleDeviceStep::SingleDeviceStep(const TrainConfig& config, const ModelSpec& m
 // Listwise (group size g > 1): a micro-batch never holds less than one whole group, so halving
 // stops at g rows (padded: multiples of g) or g longest rows' tokens (packed).
 bool SingleDeviceStep::can_halve() const {
-  const int64_t g = std::max<int64_t>(1, loss_.listwise_group_size);
+  const int64_t g = group_rows(loss_);
   return micro_tokens_ > 0 ? micro_tokens_ > g * plan_.target.max_seq : micro_batch_ > g;
 }
 
 int64_t SingleDeviceStep::halved() const {
-  const int64_t g = std::max<int64_t>(1, loss_.listwise_group_size);
+  const int64_t g = group_rows(loss_);
   if (micro_tokens_ > 0) return std::max((micro_tokens_ + 1) / 2, g * plan_.target.max_seq);
   const int64_t half = (micro_batch_ + 1) / 2;
   return std::max(g, half - half % g);
@@ -316,11 +327,13 @@ StepOutcome SingleDeviceStep::step(const Batch& step_batch, const StepRequest& r
   // Contiguous rows of the step batch (data-parallel: of this rank's rows, which may be none):
   // micro_batch_ rows each, or packed up to micro_tokens_.
   const auto [first_row, end_row] =
-      reducer_ ? reducer_->rows(step_batch.size) : std::pair<int64_t, int64_t>{0, step_batch.size};
-  // Listwise: whole groups in every micro-batch (also after an out-of-memory halving).
+      reducer_ ? reducer_->rows(step_batch.size, group_rows(loss_))
+               : std::pair<int64_t, int64_t>{0, step_batch.size};
+  // Listwise: whole groups on every rank and in every micro-batch (also after an out-of-memory
+  // halving).
   const std::vector<std::pair<int64_t, int64_t>> cuts =
       micro_batch_cuts(step_batch, layout(), micro_batch_, micro_tokens_, first_row, end_row,
-                       std::max<int64_t>(1, loss_.listwise_group_size));
+                       group_rows(loss_));
   int slot = cuts.empty() ? 0
                           : staging_->stage(step_batch, positions_, cuts[0].first, cuts[0].second,
                                             micro_params(cuts[0].first, cuts[0].second));

@@ -29,7 +29,8 @@ class SingleDeviceStep : public StepStrategy {
   // model). Builds the model and optimizer in their arena (an allocation failure halves the
   // micro-batch); the weights are the loader's to fill. `reducer` (data-parallel runs, outlives
   // the strategy; train/gradient_reducer.h): this rank computes only its rows of each step batch
-  // and the gradients and step loss are summed over the ranks before the optimizer tail.
+  // (whole groups in a listwise / margin_mse run) and the gradients and step loss are summed over
+  // the ranks before the optimizer tail.
   SingleDeviceStep(const TrainConfig& config, const ModelSpec& model, const RunBatchPlan& plan,
                    int64_t stream_seq, const LossOptions& loss, const DebugHooks& hooks,
                    GradientReducer* reducer = nullptr);

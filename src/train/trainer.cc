@@ -176,12 +176,8 @@ void Trainer::plan_schedule() {
       std::make_unique<data::LengthBucketedBatcher>(&data_.train.examples, effective_, tc_.seed);
   steps_per_epoch_ = batcher_->batches_per_epoch();
   if (loss_options_.listwise_group_size > 0) {
-    // Listwise: the effective batch counts groups of data.group_size rows (group_sampler.h).
-    if (group_->distributed())
-      throw InputError(
-          fmt::format("training.loss {} runs on one device for now (a query group must stay on "
-                      "one rank); start it without ranks",
-                      data_.task.loss_name));
+    // Listwise: the effective batch counts groups of data.group_size rows (group_sampler.h);
+    // data-parallel ranks each compute whole groups of every step (gradient_reducer.h).
     const int64_t gs = loss_options_.listwise_group_size;
     sampler_ = std::make_unique<GroupSampler>(&data_.train.examples, gs, effective_, tc_.seed);
     spdlog::info(
@@ -219,10 +215,6 @@ void Trainer::plan_schedule() {
         "the validation rows have query groups, but the model has {} labels: ranking needs one "
         "score per row (1 or 2 labels)",
         model_.num_labels()));
-  if (data_.task.multi_label && group_->distributed())
-    throw InputError(
-        "training.loss multi_label_bce: data-parallel runs are not supported yet (its evaluation "
-        "is not shared over ranks); run it on one process");
   const bool maximize =
       cfg_.eval.mode == "auto" ? metric_maximized(eval_metric_) : cfg_.eval.mode == "max";
   early_ = std::make_unique<EarlyStopping>(eval_metric_, maximize, cfg_.early_stopping.patience,

@@ -36,6 +36,28 @@ TEST(DataParallelRows, ContiguousAndCovering) {
   EXPECT_EQ(rank_rows(5, 1, 2), (std::pair<int64_t, int64_t>{2, 5}));
 }
 
+// Listwise / margin_mse step batches are consecutive groups: every rank's rows are whole groups,
+// the ranks differ by at most one group, and together they cover the step batch.
+TEST(DataParallelRows, WholeGroupsPerRank) {
+  for (int64_t group : {2, 4, 8})
+    for (int64_t groups : {0, 1, 3, 5, 16})
+      for (int size : {1, 2, 3, 8}) {
+        int64_t next = 0;
+        for (int r = 0; r < size; ++r) {
+          const auto [b, e] = rank_rows(groups * group, r, size, group);
+          EXPECT_EQ(b, next);
+          EXPECT_EQ(b % group, 0) << b;
+          EXPECT_EQ(e % group, 0) << e;
+          EXPECT_LE(e - b, (groups + size - 1) / size * group);
+          next = e;
+        }
+        EXPECT_EQ(next, groups * group);
+      }
+  // 3 groups of 4 over 2 ranks: 1 and 2 groups, where halving the rows would cut group 2.
+  EXPECT_EQ(rank_rows(12, 0, 2, 4), (std::pair<int64_t, int64_t>{0, 4}));
+  EXPECT_EQ(rank_rows(12, 1, 2, 4), (std::pair<int64_t, int64_t>{4, 12}));
+}
+
 TEST(DataParallelBuckets, LayerOfAName) {
   EXPECT_EQ(param_layer("bert.encoder.layer.11.attention.self.query.weight"), 11);
   EXPECT_EQ(param_layer("model.layers.3.mlp.up_proj.weight"), 3);

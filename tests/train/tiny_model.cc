@@ -77,6 +77,36 @@ void write_pair_task(const std::string& path, int n, uint64_t seed) {
   }
 }
 
+void write_query_groups(const std::string& path, int groups, uint64_t seed, bool teacher) {
+  const std::string source = path + ".rows";
+  write_pair_task(source, groups * 6 * 3, seed);
+  std::vector<nlohmann::json> good, bad;
+  {
+    std::ifstream in(source);
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      (j["label"] == 1 ? good : bad).push_back(j);
+    }
+  }
+  std::filesystem::remove(source);
+  std::ofstream out(path);
+  size_t good_at = 0, bad_at = 0;
+  for (int g = 0; g < groups; ++g) {
+    const bool flipped = g % 3 == 0;
+    std::vector<nlohmann::json> rows{flipped ? bad.at(bad_at++) : good.at(good_at++)};
+    for (int k = 0; k < 2 + g % 4; ++k)
+      rows.push_back(flipped ? good.at(good_at++) : bad.at(bad_at++));
+    for (size_t r = 0; r < rows.size(); ++r) {
+      nlohmann::json row = rows[r];
+      row["label"] = r == 0 ? 1 : 0;
+      row["qid"] = "q" + std::to_string(g);
+      if (teacher)
+        row["teacher"] = r == 0 ? 2.5 + 0.1 * (g % 5) : -1.0 - 0.3 * double(r) + 0.1 * (g % 3);
+      out << row.dump() << "\n";
+    }
+  }
+}
+
 std::vector<std::string> logged_metrics(const std::string& run_dir) {
   std::vector<std::string> out;
   std::ifstream in(run_dir + "/metrics.jsonl");

@@ -25,6 +25,11 @@ std::string write_train_yaml(const std::string& dir, const std::string& run,
 // A synthetic pair task in JSONL: label 1 when the second text says "good", 0 when it says "bad",
 // among distractor words; a tiny model learns it within a few dozen steps from a random start.
 void write_pair_task(const std::string& path, int n, uint64_t seed);
+// `groups` query groups of the pair task, each row with a "qid": one relevant row (label 1) and 2
+// to 5 irrelevant ones (label 0; 2 + g % 4 in group g). Every third group's relevant row is a
+// "bad" text among "good" ones, so ranking metrics stay below 1. With `teacher`, each row has a
+// teacher score (column "teacher"), highest on the relevant row.
+void write_query_groups(const std::string& path, int groups, uint64_t seed, bool teacher = false);
 
 // The run directory's metrics.jsonl lines without their timing fields (seconds, rates): equal for
 // runs that did the same arithmetic.
