@@ -100,7 +100,13 @@ ProcessGroup& ProcessGroup::world() {
 bool ProcessGroup::started() { return mpi_started; }
 
 void ProcessGroup::stand_alone() {
-  FTUNE_ASSERT(!world_slot(), "ProcessGroup::stand_alone() after world()");
+  if (world_slot()) {  // started before (a Python process that trained earlier)
+    if (world_slot()->distributed())
+      throw Error(fmt::format("this process is rank {} of a {}-rank run already; it cannot also "
+                              "stand alone as a search worker",
+                              world_slot()->rank(), world_slot()->size()));
+    return;  // one rank of one already
+  }
   standalone = true;
 }
 

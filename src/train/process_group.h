@@ -35,7 +35,8 @@ class ProcessGroup {
   static bool started();
   // This process is no rank of a run, whatever the launcher's environment says (an `ftune hpo
   // run` worker among several that srun or mpirun started): world() is then one rank of one,
-  // unlaunched. Call before world().
+  // unlaunched. Called after world() it is a no-op where the world is one rank of one, and an
+  // Error where this process is already a rank of a data-parallel run.
   static void stand_alone();
 
   int rank() const { return info_.rank; }
