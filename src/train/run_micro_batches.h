@@ -6,10 +6,11 @@
 // of them instead of rows x data.max_length (train/memory_planner.h).
 //
 // "Largest" is per dimension: the most rows, the most tokens (packed: real tokens; padded: rows x
-// padded length) and the longest row of any micro-batch, each a buffer's size driver (the head's
-// buffers follow rows, the activations tokens, the saved attention probabilities tokens x the
-// longest row). On length-sorted batches the three come from the same micro-batch, the one
-// `largest` names.
+// padded length), the longest row and the most tokens x longest row of any micro-batch, each a
+// buffer's size driver (the head's buffers follow rows, the activations tokens, the kernels'
+// scratch the longest row, the saved attention probabilities tokens x the micro-batch's longest
+// row), so every buffer is planned for exactly what its largest use needs. On length-sorted
+// batches they mostly come from one micro-batch: `largest` names the one with the most tokens.
 //
 // How a run is cut depends on the micro-batch being planned (its rows and, packed, its token
 // budget), so shape() takes the cut; an `auto` batch size plans each candidate for the largest
