@@ -57,7 +57,7 @@ RunMicroBatches::RunMicroBatches(const TrainConfig& cfg, const TrainData& data, 
     for (const std::vector<int64_t>& batch : epoch) {
       if (static_cast<int64_t>(step_begin_.size()) - 1 == steps) break;
       for (const int64_t i : batch)
-        lengths_.push_back(static_cast<int64_t>(examples[i].input_ids.size()));
+        lengths_.push_back(static_cast<int32_t>(examples[i].input_ids.size()));
       step_begin_.push_back(static_cast<int64_t>(lengths_.size()));
     }
   }

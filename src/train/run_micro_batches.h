@@ -84,7 +84,7 @@ class RunMicroBatches {
   void add(const MicroBatchShape& m, RunShape& out) const;
 
   const TrainData* data_;
-  std::vector<int64_t> lengths_;     // every step batch's row lengths, in training order
+  std::vector<int32_t> lengths_;     // every step batch's row lengths, in training order
   std::vector<int64_t> step_begin_;  // step s is lengths_[step_begin_[s], step_begin_[s + 1])
   int64_t steps_per_epoch_ = 1;
   int64_t group_size_ = 1;
