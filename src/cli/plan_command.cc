@@ -62,12 +62,20 @@ nlohmann::json plan_json(const MemoryPlan& m) {
   nlohmann::json categories = nlohmann::json::array();
   for (const MemoryCategory& c : m.categories)
     categories.push_back({{"name", c.name}, {"bytes", c.bytes}, {"note", c.note}});
-  return {{"micro_batch", m.micro_batch},
-          {"rows", m.rows},
-          {"max_seq", m.max_seq},
-          {"gradient_checkpointing", gradient_checkpointing_name(m.checkpointing)},
-          {"categories", categories},
-          {"total_bytes", m.total}};
+  nlohmann::json j = {{"micro_batch", m.micro_batch},
+                      {"rows", m.rows},
+                      {"max_seq", m.max_seq},
+                      {"gradient_checkpointing", gradient_checkpointing_name(m.checkpointing)},
+                      {"categories", categories},
+                      {"total_bytes", m.total}};
+  // The run's largest micro-batch this plan is made for (rows, tokens and longest row are each
+  // the largest of any micro-batch; `largest` is the one with the most tokens).
+  if (m.planned_for)
+    j["largest_in_run"] = {{"rows", m.planned_for->rows},
+                           {"tokens", m.planned_for->tokens},
+                           {"longest", m.planned_for->longest},
+                           {"largest", m.planned_for->largest.to_json()}};
+  return j;
 }
 
 void run_plan(const PlanArgs& a) {
@@ -95,10 +103,14 @@ void run_plan(const PlanArgs& a) {
   const int64_t unit = packed ? c.micro_tokens : c.micro_batch;
   const MemoryPlan off = plan_memory(p.target, unit, GradientCheckpointing::Off);
   const MemoryPlan on = plan_memory(p.target, unit, GradientCheckpointing::On);
+  // What the budget holds beyond this run: micro-batches of rows x the longest sequence (packed:
+  // token budgets), not the run's own cut of them.
+  PlanTarget beyond_run = p.target;
+  beyond_run.run.reset();
   const int64_t largest_off =
-      largest_micro_batch(p.target, GradientCheckpointing::Off, c.budget, kSearchCap);
+      largest_micro_batch(beyond_run, GradientCheckpointing::Off, c.budget, kSearchCap);
   const int64_t largest_on =
-      largest_micro_batch(p.target, GradientCheckpointing::On, c.budget, kSearchCap);
+      largest_micro_batch(beyond_run, GradientCheckpointing::On, c.budget, kSearchCap);
   const auto split = [&](int64_t fit) {
     return fit > 0 ? split_effective_batch(c.effective_batch, fit) : std::pair<int64_t, int64_t>{};
   };
@@ -182,8 +194,15 @@ void run_plan(const PlanArgs& a) {
     std::cout << fmt::format("  {:<24} {:>14} {:>14}   {}\n", off.categories[i].name,
                              format_bytes(off.categories[i].bytes),
                              format_bytes(on.categories[i].bytes), off.categories[i].note);
-  std::cout << fmt::format("  {:<24} {:>14} {:>14}\n\n", "total (planned peak)",
+  std::cout << fmt::format("  {:<24} {:>14} {:>14}\n", "total (planned peak)",
                            format_bytes(off.total), format_bytes(on.total));
+  if (off.planned_for)
+    std::cout << fmt::format(
+        "planned for the run's largest micro-batch (evaluation included): {} rows, {} tokens, "
+        "longest row {}; the largest is {}\n",
+        off.planned_for->rows, off.planned_for->tokens, off.planned_for->longest,
+        off.planned_for->largest.describe());
+  std::cout << "\n";
   if (packed) {
     std::cout << fmt::format(
         "largest packed micro-batch in the budget: {} tokens without gradient checkpointing, {} "

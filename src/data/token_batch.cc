@@ -54,15 +54,16 @@ TokenBatch layout_rows(const Batch& batch, const std::vector<int32_t>& positions
   return out;
 }
 
-std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const Batch& step, BatchLayout layout,
-                                                          int64_t max_rows, int64_t max_tokens,
-                                                          int64_t begin, int64_t end,
-                                                          int64_t group_size) {
+std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const std::vector<int64_t>& lengths,
+                                                          BatchLayout layout, int64_t max_rows,
+                                                          int64_t max_tokens, int64_t begin,
+                                                          int64_t end, int64_t group_size) {
   FTUNE_ASSERT(max_rows >= 1 && group_size >= 1, "micro-batches of {} rows, groups of {}",
                max_rows, group_size);
-  if (end < 0) end = step.size;
-  FTUNE_ASSERT(0 <= begin && begin <= end && end <= step.size, "rows [{}, {}) of a batch of {}",
-               begin, end, step.size);
+  const auto size = static_cast<int64_t>(lengths.size());
+  if (end < 0) end = size;
+  FTUNE_ASSERT(0 <= begin && begin <= end && end <= size, "rows [{}, {}) of a batch of {}", begin,
+               end, size);
   std::vector<std::pair<int64_t, int64_t>> cuts;
   for (int64_t row0 = begin; row0 < end;) {
     int64_t rows = 0, tokens = 0;
@@ -70,7 +71,7 @@ std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const Batch& step, Bat
       // The next unit: a row, or (group_size > 1) a whole group.
       const int64_t unit = std::min(group_size, end - row0 - rows);
       int64_t len = 0;
-      for (int64_t r = 0; r < unit; ++r) len += step.row_length(row0 + rows + r);
+      for (int64_t r = 0; r < unit; ++r) len += lengths[row0 + rows + r];
       if (rows > 0 && rows + unit > max_rows) break;
       if (layout == BatchLayout::Packed && rows > 0 && tokens + len > max_tokens) break;
       tokens += len;
@@ -81,6 +82,15 @@ std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const Batch& step, Bat
     row0 += rows;
   }
   return cuts;
+}
+
+std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const Batch& step, BatchLayout layout,
+                                                          int64_t max_rows, int64_t max_tokens,
+                                                          int64_t begin, int64_t end,
+                                                          int64_t group_size) {
+  std::vector<int64_t> lengths(static_cast<size_t>(step.size));
+  for (int64_t r = 0; r < step.size; ++r) lengths[r] = step.row_length(r);
+  return micro_batch_cuts(lengths, layout, max_rows, max_tokens, begin, end, group_size);
 }
 
 int64_t computed_tokens(const Batch& step, int64_t row0, int64_t rows, BatchLayout layout,

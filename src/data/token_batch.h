@@ -57,6 +57,13 @@ std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const Batch& step, Bat
                                                           int64_t max_rows, int64_t max_tokens,
                                                           int64_t begin = 0, int64_t end = -1,
                                                           int64_t group_size = 1);
+// The same cut from the rows' real lengths alone (what the memory plan walks before any batch
+// is built: train/run_micro_batches.h).
+std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts(const std::vector<int64_t>& lengths,
+                                                          BatchLayout layout, int64_t max_rows,
+                                                          int64_t max_tokens, int64_t begin = 0,
+                                                          int64_t end = -1,
+                                                          int64_t group_size = 1);
 
 // Tokens a cut computes: packed, its real tokens; padded, rows x its padded length.
 int64_t computed_tokens(const Batch& step, int64_t row0, int64_t rows, BatchLayout layout,

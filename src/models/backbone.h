@@ -143,6 +143,9 @@ struct BackboneShape {
   int64_t max_rows = 0;    // rows of a batch
   int64_t max_seq = 0;     // positions of the longest row
   int64_t max_tokens = 0;  // tokens of a batch (padded: max_rows x max_seq)
+  // Tokens x longest row of a batch at most (the saved attention probabilities, ops/attention.h);
+  // 0: max_tokens x max_seq.
+  int64_t max_token_positions = 0;
   bool training = false;   // gradients and what backward reads
   bool packed = false;     // packed batches (probabilities planned per row segment)
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;

@@ -95,7 +95,8 @@ void head_buffers(const EncoderConfig& c, int64_t max_rows, bool training,
                   const AdapterConfig& adapters, HeadActivations& a, BufferTable& t) {
   const int64_t C = c.hidden_size, K = c.num_labels();
   t.add("act/head/cls", DType::F32, {max_rows, C}, &a.cls);
-  t.add("act/head/x", DType::F32, {max_rows, C}, &a.x);
+  // RoBERTa's head drops out its input into x first; BERT's pooler reads cls itself.
+  if (c.roberta_like()) t.add("act/head/x", DType::F32, {max_rows, C}, &a.x);
   t.add("act/head/pooled", DType::F32, {max_rows, C}, &a.pooled);
   t.add("act/head/pooled_drop", DType::F32, {max_rows, C}, &a.pooled_drop);
   t.add("act/head/logits", DType::F32, {max_rows, K}, &a.logits);
@@ -120,12 +121,13 @@ TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActiva
   const int64_t B = in.B, C = c.hidden_size, K = c.num_labels();
   const Shape BC{B, C};
   const float p = head_p(c, d);
-  TensorView cls = a.cls.prefix(BC), x = a.x.prefix(BC), pooled = a.pooled.prefix(BC);
+  TensorView cls = a.cls.prefix(BC), pooled = a.pooled.prefix(BC);
   TensorView pooled_drop = a.pooled_drop.prefix(BC), logits = a.logits.prefix({B, K});
   first_tokens_forward(cls, hidden, in);
   if (c.roberta_like())
-    dropout_forward(x, cls, p, RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
-  const TensorView pooler_in = c.roberta_like() ? x : cls;
+    dropout_forward(a.x.prefix(BC), cls, p,
+                    RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
+  const TensorView pooler_in = c.roberta_like() ? a.x.prefix(BC) : cls;
   if (pooler_adapter(c, adapters)) {
     adapter_site_forward(pooler_run(c, w, a, adapters, AdapterSet(), d), pooled, pooler_in, pooler_in,
                          /*y_has_base=*/false, /*recompute=*/false);

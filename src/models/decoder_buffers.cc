@@ -44,7 +44,8 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
   t.add("act/dec/x0", f32, {N, C}, &a.x0);
   // Probabilities of the widest attention (the spec's window does not change the planned size).
   const AttentionBuffers attention = attention_buffers(decoder_attention_spec(c, 0), how.device,
-                                                       false, B, N, how.max_seq, training);
+                                                       false, B, N, how.max_seq, training,
+                                                       how.max_token_positions);
   // Training keeps every layer (checkpointing: every layer's output, the rest in one slot);
   // inference alternates two slots.
   const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);

@@ -66,7 +66,8 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
   // The op's saved state per layer slot (probabilities, or cuDNN's statistics) and its scratch:
   // packed rows keep each row's probabilities at its tokens (ops/attention.h), no padding.
   const AttentionBuffers attention = attention_buffers(encoder_attention_spec(c), how.device, cudnn,
-                                                       how.max_rows, N, T, training);
+                                                       how.max_rows, N, T, training,
+                                                       how.max_token_positions);
   for (int64_t s = 0; s < slots; ++s) {
     slot_buffer(s, "qkv", h, {N, 3 * C}, &LayerActivations::qkv);
     slot_buffer(s, "probs", f32, {attention.saved}, &LayerActivations::probs);

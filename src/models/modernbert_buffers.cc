@@ -42,7 +42,8 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
   t.add("act/mb/x0", f32, {N, C}, &a.x0);
   // Probabilities of the widest attention (a window does not change the planned size).
   const AttentionBuffers attention = attention_buffers(modernbert_attention_spec(c, 0), how.device,
-                                                       false, B, N, how.max_seq, training);
+                                                       false, B, N, how.max_seq, training,
+                                                       how.max_token_positions);
   // Gradient checkpointing: one slot of layer activations, recomputed layer by layer in backward
   // from the layer inputs, which are kept (each layer's `out`).
   a.recompute = training && how.checkpointing == GradientCheckpointing::On;

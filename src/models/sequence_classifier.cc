@@ -65,6 +65,7 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
   shape.max_rows = options_.max_batch;
   shape.max_seq = options_.max_seq;
   shape.max_tokens = options_.tokens();
+  shape.max_token_positions = options_.max_token_positions;
   shape.training = options_.training;
   shape.packed = options_.packed;
   shape.checkpointing = options_.checkpointing;
@@ -159,16 +160,18 @@ void SequenceClassifier::buffers(BufferTable& t) const {
       t.add("shadow/layers", options_.compute, {count}, &self->shadow_);
   }
   if (options_.training) t.add("grad/values", DType::F32, {trainable_params().total()}, &self->grads_);
-  t.add("input/ids", DType::I32, {N}, &self->own_inputs_.ids);
-  t.add("input/type_ids", DType::I32, {N}, &self->own_inputs_.type_ids);
-  t.add("input/pos_ids", DType::I32, {N}, &self->own_inputs_.pos_ids);
-  if (options_.packed)
-    t.add("input/cu_seqlens", DType::I32, {B + 1}, &self->own_inputs_.cu_seqlens);
-  else
-    t.add("input/mask", DType::I32, {N}, &self->own_inputs_.mask);
-  t.add("input/labels", DType::I32, {B}, &self->own_labels_);
-  // A score task's float targets (B, K): a few KiB, planned for every task.
-  t.add("input/targets", DType::F32, {B, K}, &self->own_targets_);
+  if (options_.own_inputs) {
+    t.add("input/ids", DType::I32, {N}, &self->own_inputs_.ids);
+    t.add("input/type_ids", DType::I32, {N}, &self->own_inputs_.type_ids);
+    t.add("input/pos_ids", DType::I32, {N}, &self->own_inputs_.pos_ids);
+    if (options_.packed)
+      t.add("input/cu_seqlens", DType::I32, {B + 1}, &self->own_inputs_.cu_seqlens);
+    else
+      t.add("input/mask", DType::I32, {N}, &self->own_inputs_.mask);
+    t.add("input/labels", DType::I32, {B}, &self->own_labels_);
+    // A score task's float targets (B, K): a few KiB, planned for every task.
+    t.add("input/targets", DType::F32, {B, K}, &self->own_targets_);
+  }
   t.add("input/class_weights", DType::F32, {K}, &self->class_weights_);
   model_->buffers(t);
   t.add("act/loss/probs", DType::F32, {B, K}, &self->probs_);
@@ -239,6 +242,8 @@ void SequenceClassifier::set_batch(const Batch& b) {
 
 void SequenceClassifier::set_batch(const TokenBatch& b) {
   FTUNE_ASSERT(all_values_.defined(), "set_batch before bind");
+  FTUNE_ASSERT(options_.own_inputs, "set_batch on a model planned without inputs of its own "
+               "(ClassifierOptions::own_inputs: its batches come through use_inputs)");
   if (b.packed() != options_.packed)
     throw InputError(fmt::format("a {} batch for a model planned for {} batches",
                                  batch_layout_name(b.layout), options_.packed ? "packed" : "padded"));

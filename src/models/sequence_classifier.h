@@ -70,6 +70,13 @@ struct ClassifierOptions {
   // padding (the family must support it). Padded: max_batch x max_seq (max_tokens is ignored).
   bool packed = false;
   int64_t max_tokens = 0;
+  // Tokens x longest row of any batch at most, when smaller than tokens() x max_seq (a run's
+  // planned batches, train/run_micro_batches.h): the saved attention probabilities; 0: that.
+  int64_t max_token_positions = 0;
+  // Plan the inputs set_batch() copies into (ids, types, positions, mask or row starts, labels,
+  // targets); false when every batch comes through use_inputs() (a training run's staged
+  // micro-batches and evaluation batches, train/input_staging.h), so nothing planned stays unused.
+  bool own_inputs = true;
   // With frozen_16bit(): the frozen embedding tables stored in 16 bits too (the default); off
   // keeps them in fp32 (the reference its tests compare against).
   bool embeddings_16bit = true;

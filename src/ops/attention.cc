@@ -193,10 +193,11 @@ int64_t attention_workspace(int64_t T, int64_t /*D*/) {
 
 AttentionBuffers attention_buffers(const AttentionSpec& spec, Device device, bool cudnn,
                                    int64_t sequences, int64_t tokens, int64_t max_seq,
-                                   bool backward) {
+                                   bool backward, int64_t token_positions) {
   AttentionBuffers b;
   const int64_t H = spec.heads, T = max_seq;
-  b.saved = cudnn ? cudnn_attention_state_floats(sequences, H, T) : tokens * H * T;
+  b.saved = cudnn ? cudnn_attention_state_floats(sequences, H, T)
+                  : (token_positions > 0 ? token_positions : tokens * T) * H;
   b.workspace = device.is_cpu() ? attention_workspace(T, spec.head_dim)
                                 : (backward ? sequences * H * T : 0);
   if (cudnn)

@@ -140,9 +140,12 @@ struct AttentionBuffers {
   int64_t saved = 0;
   int64_t workspace = 0;
 };
+// `token_positions`: the most (tokens x longest row) of any batch, which the saved probabilities
+// hold (each token a row of its sequence's length); 0: tokens x max_seq (a planner that knows its
+// batches passes less when its most tokens and its longest row are not in the same batch).
 AttentionBuffers attention_buffers(const AttentionSpec& spec, Device device, bool cudnn,
                                    int64_t sequences, int64_t tokens, int64_t max_seq,
-                                   bool backward);
+                                   bool backward, int64_t token_positions = 0);
 
 // The fused-QKV entry point of BERT-style encoders (today's callers): qkv (B, T, 3C) with equal
 // heads, C = H * D, scale 1/sqrt(D), bidirectional, padded with a key mask (B, T); out (B, T, C),

@@ -49,6 +49,11 @@ static void align_to_groups(BatchChoice& c, int64_t group_size) {
   c.reason += fmt::format(" (whole groups of {} rows)", group_size);
 }
 
+// The plan of a choice (after align_to_groups changed its micro-batch).
+static size_t planned_bytes(const PlanTarget& target, const BatchChoice& c) {
+  return plan_memory(target, target.packed ? c.micro_tokens : c.micro_batch, c.checkpointing).total;
+}
+
 RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
                             const TrainData& data, int64_t max_length,
                             const BatchPlanOptions& options) {
@@ -65,7 +70,15 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   p.packing = resolve_packing(cfg.data.packing, model, options.device,
                               resolve_cuda_graphs(tc.cuda_graphs, options.device).on);
   p.target.packed = p.packing.on;
+  p.target.float_targets = data.task.scores();
   p.target.shortest = std::max<int64_t>(1, shortest);
+  // Every split is tokenized and the batch order is known: each micro-batch is planned for the
+  // largest micro-batch of the run it cuts (train/run_micro_batches.h), unless the plan is asked
+  // for data.max_length (the worst case, rows x max_length).
+  if (options.plan_for_run && tc.plan_lengths != "max_length")
+    p.target.run = std::make_shared<const RunMicroBatches>(
+        cfg, data, std::max<int64_t>(1, options.ranks),
+        resolve_padding(tc.pad_to_multiple_of, options.device), max_seq);
   // A data-parallel rank's share of the step batch (the whole of it on one device).
   const int64_t ranks = std::max<int64_t>(1, options.ranks);
   // Listwise: batch sizes count groups; the plan is in rows (groups x data.group_size). Ranks
@@ -128,7 +141,10 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
     p.target.packed = false;
     p.choice = choose_batch(p.target, p.request);
   }
-  if (unit > 1) align_to_groups(p.choice, unit);
+  if (unit > 1) {
+    align_to_groups(p.choice, unit);
+    p.choice.planned_bytes = planned_bytes(p.target, p.choice);
+  }
   // The plan's largest attention (its rows x the longest sequence, training dropout and
   // evaluation) goes to cuDNN now, where the GPU is here: a refusal later could find no room for
   // ftune's kernel in the small buffer. Refused: ftune's kernel for the whole run, planned again.
@@ -157,7 +173,10 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
                                  tc.attention, why)};
       p.target.attention = p.attention.kernel;
       p.choice = choose_batch(p.target, p.request);
-      if (unit > 1) align_to_groups(p.choice, unit);
+      if (unit > 1) {
+        align_to_groups(p.choice, unit);
+        p.choice.planned_bytes = planned_bytes(p.target, p.choice);
+      }
     }
   }
   return p;

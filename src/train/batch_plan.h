@@ -2,7 +2,9 @@
 // TrainConfig and its tokenized data — the longest sequence (the data's, or data.max_length for
 // the worst case), the device's available memory, the budget (training.memory_fraction of it, or
 // training.memory_budget) and the micro-batch / accumulation / checkpointing choice
-// (train/memory_planner.h), and whether micro-batches are packed (data.packing).
+// (train/memory_planner.h), and whether micro-batches are packed (data.packing). Each candidate
+// micro-batch is planned for the largest micro-batch of the run it would cut, evaluation included
+// (train/run_micro_batches.h; training.plan_lengths max_length plans rows x data.max_length).
 #pragma once
 
 #include <optional>
@@ -53,6 +55,10 @@ struct BatchPlanOptions {
   // (listwise / margin_mse: ceil(effective / ranks) whole groups);
   // on the CPU the `local_ranks` ranks of one machine share its memory.
   int64_t ranks = 1, local_ranks = 1;
+  // Plan for the largest micro-batch of the configured run (train/run_micro_batches.h); false
+  // plans rows x the longest sequence, for callers that step through batches of their own
+  // (`ftune bench`).
+  bool plan_for_run = true;
 };
 
 // `model` has the task's labels; `max_length` is data.max_length clipped to the model.

@@ -171,6 +171,7 @@ Built build(Shared& sh, const TrainConfig& cfg) {
   Built b;
   BatchPlanOptions options;
   options.device = training_device(cfg);
+  options.plan_for_run = false;  // its steps cycle through batches of its own (measure())
   b.plan = plan_run_batch(cfg, sh.model, sh.data, sh.max_length, options);
   b.strategy = std::make_unique<SingleDeviceStep>(cfg, sh.model, b.plan, sh.max_length, sh.loss,
                                                   sh.hooks);

@@ -306,7 +306,9 @@ std::vector<ConfigKey> make_keys() {
                    if (!c.training.memory_budget.empty()) parse_bytes(c.training.memory_budget, where);
                  }),
       choice_key("training.plan_lengths", FIELD(training.plan_lengths), {"data", "max_length"},
-                 "the plan's sequence length: the longest tokenized row, or max_length"),
+                 "what the memory plan is made for: data, the run's largest micro-batch "
+                 "(its batches walked in order, evaluation included); max_length, rows x "
+                 "max_length (the worst case)"),
       number_key("training.learning_rate", FIELD(training.learning_rate), "AdamW's peak rate",
                  positive()),
       number_key("training.layer_decay", FIELD(training.layer_decay),

@@ -71,7 +71,8 @@ void gather_multi_label(ProcessGroup& ranks, MultiLabelMetrics& multi_label) {
 
 ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
-                               int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
+                               int64_t batch_size, int64_t max_tokens, int32_t pad_id,
+                               const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress, const std::string& name,
                                InputStaging* staging, ProcessGroup* ranks,
                                RegressionMetrics* regression, MultiLabelMetrics* multi_label,
@@ -90,10 +91,11 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
   // cross-entropy even in a listwise run (the ranking metrics rank the groups).
   LossOptions pointwise = loss_options;
   pointwise.listwise_group_size = 0;
-  // Packed: batches filled to the model's token budget (at most its rows).
+  // Packed: batches filled up to max_tokens (the run's token budget, at most batch_size rows),
+  // cut as the memory plan cut them (train/run_micro_batches.h).
   const ClassifierOptions& o = model.options();
-  auto batches = o.packed ? data::length_sorted_batches(examples, o.max_batch, o.max_tokens)
-                          : data::length_sorted_batches(examples, batch_size);
+  FTUNE_ASSERT(!o.packed || max_tokens > 0, "packed evaluation without a token budget");
+  auto batches = data::length_sorted_batches(examples, batch_size, o.packed ? max_tokens : 0);
   const bool sharded = ranks && ranks->distributed();
   if (sharded) {  // this rank's contiguous share of the batches
     const auto n = static_cast<int64_t>(batches.size());

@@ -1,5 +1,6 @@
 // Evaluation of a model over a tokenized split: forward passes without dropout over
-// length-sorted batches (little padding), logits streamed into ClassificationMetrics (memory
+// length-sorted batches of batch_size rows (packed models: and at most max_tokens tokens; padded
+// ones take 0) (little padding), logits streamed into ClassificationMetrics (memory
 // independent of the split's size). No host wait per batch: each batch's logits and loss are read
 // back asynchronously and added to the metrics one batch later (train/eval_readback.h), and with
 // `staging` (the training step's InputStaging, planned for the model's batches) its inputs go
@@ -37,7 +38,8 @@ namespace ftune {
 
 ClassificationMetrics evaluate(SequenceClassifier& model,
                                const std::vector<data::TokenizedExample>& examples,
-                               int64_t batch_size, int32_t pad_id, const LossOptions& loss_options,
+                               int64_t batch_size, int64_t max_tokens, int32_t pad_id,
+                               const LossOptions& loss_options,
                                EvalSplit split, ProgressBar* progress = nullptr,
                                const std::string& name = "eval", InputStaging* staging = nullptr,
                                ProcessGroup* ranks = nullptr,

@@ -109,6 +109,23 @@ int64_t packed_rows(const PlanTarget& target, int64_t tokens) {
   return std::max<int64_t>(rows, 1);
 }
 
+RunCut run_cut(const PlanTarget& target, int64_t micro_batch) {
+  RunCut cut;
+  if (target.packed) {
+    cut.rows = cut.eval_rows = packed_rows(target, micro_batch);
+    cut.tokens = cut.eval_tokens = micro_batch;
+  } else {
+    cut.rows = micro_batch;
+    cut.eval_rows = target.eval_batch > 0 ? target.eval_batch : micro_batch;
+  }
+  return cut;
+}
+
+std::optional<RunShape> largest_in_run(const PlanTarget& target, int64_t micro_batch) {
+  if (!target.run) return std::nullopt;
+  return target.run->shape(run_cut(target, micro_batch));
+}
+
 ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t micro_batch,
                                               GradientCheckpointing checkpointing) {
   ClassifierOptions options;
@@ -117,13 +134,27 @@ ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t 
   options.max_seq = target.max_seq;
   options.packed = target.packed;
   options.max_tokens = target.packed ? micro_batch : 0;
+  if (const std::optional<RunShape> run = largest_in_run(target, micro_batch)) {
+    // The run's largest micro-batch, per dimension (train/run_micro_batches.h): padded buffers
+    // are rows x longest, packed ones its tokens (at least the longest row, which a packed model
+    // requires).
+    options.max_batch = run->rows;
+    options.max_seq = run->longest;
+    options.max_token_positions = run->token_positions;
+    if (target.packed) options.max_tokens = std::max(run->tokens, run->longest);
+  }
   options.training = true;
+  options.own_inputs = false;  // staged (train/input_staging.h)
   options.adapters = target.adapters;
   options.checkpointing = checkpointing;
   options.compute = target.precision;
   options.device = target.device;
   options.attention = target.attention;
   return options;
+}
+
+int64_t staged_target_width(const PlanTarget& target) {
+  return target.float_targets ? target.model.num_labels() : 0;
 }
 
 ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
@@ -135,7 +166,8 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
   model.add_to_plan(plan);
   adamw.add_to_plan(plan);
   InputStaging(model.options().max_batch, model.options().max_seq, PadRule{},
-               model.options().packed ? model.options().max_tokens : 0, model.config().num_labels())
+               model.options().packed ? model.options().max_tokens : 0,
+               staged_target_width(target))
       .add_to_plan(plan);
   return plan;
 }
@@ -148,6 +180,11 @@ MemoryPlan plan_memory(const PlanTarget& target, int64_t micro_batch,
   m.rows = target.packed ? packed_rows(target, micro_batch)
                          : std::max(micro_batch, target.eval_batch);
   m.max_seq = target.max_seq;
+  m.planned_for = largest_in_run(target, micro_batch);
+  if (m.planned_for) {
+    m.rows = m.planned_for->rows;
+    m.max_seq = m.planned_for->longest;
+  }
   m.checkpointing = checkpointing;
   for (MemoryCategory& c : m.categories)
     if (c.name == "attention")

@@ -7,9 +7,13 @@
 // exact binary search over plans: plan(m) <= budget < plan(m + 1).
 //
 // Sizes follow from (model, adapters, micro-batch rows — or, with packed batches, tokens —,
-// longest sequence, gradient checkpointing, optimizer). The longest sequence is the data's (after tokenization and
-// truncation), so the plan holds for every batch the run will see; planning for data.max_length
-// instead is the worst case (`training.plan_lengths: max_length`).
+// longest sequence, gradient checkpointing, optimizer). In a run they are those of the run's
+// largest micro-batch: every split is tokenized and the batch order is deterministic, so the
+// planner walks the micro-batches a candidate micro-batch would cut, evaluation included
+// (PlanTarget::run, train/run_micro_batches.h), and the plan is what the run touches. Without a
+// run, a micro-batch is planned for rows x the longest sequence of the data (packed: its token
+// budget); planning for data.max_length instead is the worst case (`training.plan_lengths:
+// max_length`, which also plans rows x max_length in a run).
 //
 // Budget: the device's available memory (device_memory_info: /proc/meminfo or the cgroup on the
 // CPU, cudaMemGetInfo on a GPU) times training.memory_fraction (default 0.95), or
@@ -19,6 +23,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +32,7 @@
 #include "models/adapter_config.h"
 #include "models/backbone.h"
 #include "models/sequence_classifier.h"
+#include "train/run_micro_batches.h"
 
 namespace ftune {
 
@@ -46,6 +53,13 @@ struct PlanTarget {
   bool packed = false;      // micro-batches are token budgets of packed rows
   int64_t shortest = 1;     // packed: the shortest row (bounds the rows of a budget)
   int64_t max_rows = 0;     // packed: rows of a micro-batch at most (the effective batch); 0: none
+  // The run's micro-batches (train/run_micro_batches.h): with them a micro-batch is planned for
+  // the largest micro-batch of the run it cuts, evaluation included; without (a model planned
+  // apart from a run), for rows x max_seq (packed: its token budget).
+  std::shared_ptr<const RunMicroBatches> run = nullptr;
+  // The batches carry float targets (a score task: train/score_task.h), which the input staging
+  // then holds room for (K per row); a class-label task stages none.
+  bool float_targets = true;
 
   // The smallest micro-batch: one row, or (packed) the tokens of the longest row.
   int64_t min_micro_batch() const { return packed ? max_seq : 1; }
@@ -54,6 +68,13 @@ struct PlanTarget {
 // Rows a packed micro-batch of `tokens` tokens may hold: tokens / shortest row, at most max_rows
 // and at least one.
 int64_t packed_rows(const PlanTarget& target, int64_t tokens);
+
+// How a run with micro-batch `micro_batch` (rows, or packed its token budget) cuts its training
+// and evaluation batches: padded, micro-batches of micro_batch rows and evaluation batches of
+// eval_batch (0: micro_batch); packed, at most packed_rows() rows and micro_batch tokens, both.
+RunCut run_cut(const PlanTarget& target, int64_t micro_batch);
+// The largest micro-batch of the run `micro_batch` cuts (target.run), or none without a run.
+std::optional<RunShape> largest_in_run(const PlanTarget& target, int64_t micro_batch);
 
 struct MemoryCategory {
   std::string name;  // "parameters", "gradients", ...
@@ -66,6 +87,9 @@ struct MemoryPlan {
   int64_t rows = 0;  // rows the activations are planned for: max(micro-batch, eval batch)
   int64_t max_seq = 0;
   GradientCheckpointing checkpointing = GradientCheckpointing::Off;
+  // Planned for the run's largest micro-batch (rows, tokens, longest row above are its), when
+  // the target has the run's micro-batches.
+  std::optional<RunShape> planned_for;
   std::vector<MemoryCategory> categories;  // fixed order; their sum is total
   size_t arena = 0;  // the arena's size: everything but the GEMM workspace
   size_t total = 0;  // the run's planned peak: the arena plus, on a GPU, the cuBLASLt workspace
@@ -77,9 +101,13 @@ struct MemoryPlan {
 
 // The classifier options of a training run with `micro_batch` rows (packed: tokens) per
 // micro-batch: what the planner plans and the trainer builds (padded rows: max(micro-batch,
-// evaluation batch); packed evaluation batches are cut to the same budget).
+// evaluation batch); packed evaluation batches are cut to the same budget). Its inputs come
+// through the run's input staging (no own inputs).
 ClassifierOptions training_classifier_options(const PlanTarget& target, int64_t micro_batch,
                                               GradientCheckpointing checkpointing);
+
+// Float targets per row the run's input staging holds: the head's K for a score task, else 0.
+int64_t staged_target_width(const PlanTarget& target);
 
 // The arena plan of a training run with `micro_batch` rows per micro-batch (checkpointing Off or
 // On): the model's buffers (SequenceClassifier::add_to_plan) and AdamW's moments.

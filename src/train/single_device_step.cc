@@ -85,14 +85,22 @@ nlohmann::json memory_report(const Arena& arena, Device device) {
     nlohmann::json touched = nlohmann::json::object();
     size_t total = 0;
     const auto& buffers = arena.plan().buffers();
+    std::vector<size_t> high_water(buffers.size());
     for (size_t i = 0; i < buffers.size(); ++i) {
       const char* category = MemoryPlan::category_of(buffers[i].name);
-      const size_t bytes = arena.touched_bytes(i);
+      const size_t bytes = high_water[i] = arena.touched_bytes(i);
       touched[category] = touched.value(category, size_t{0}) + bytes;
       total += bytes;
     }
     j["touched_bytes"] = total;
     j["touched"] = touched;
+    // Buffers the run left part of unused (planned bytes above their high-water mark): with the
+    // plan made for the run's largest micro-batch, none but the few sized by more than it.
+    nlohmann::json room = nlohmann::json::object();
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (high_water[i] < buffers[i].bytes)
+        room[buffers[i].name] = {{"planned", buffers[i].bytes}, {"touched", high_water[i]}};
+    j["buffers_not_filled"] = room;
   }
   return j;
 }
@@ -175,7 +183,11 @@ int64_t SingleDeviceStep::accumulation() const {
 void SingleDeviceStep::build() {
   const Device device = plan_.target.device;
   while (true) {
-    eval_batch_ = cfg_.eval.batch_size > 0 ? cfg_.eval.batch_size : micro_batch_;
+    // Evaluation batches as the plan cut them (train/run_micro_batches.h): padded, eval.batch_size
+    // rows (0: the micro-batch); packed, the micro-batch's rows and token budget.
+    const RunCut cut = run_cut(plan_.target, plan_unit());
+    eval_batch_ = cut.eval_rows;
+    eval_tokens_ = cut.eval_tokens;
     clf_ = std::make_unique<SequenceClassifier>(
         model_, training_classifier_options(plan_.target, plan_unit(), checkpointing_));
     adamw_ = std::make_unique<AdamW>(
@@ -186,7 +198,8 @@ void SingleDeviceStep::build() {
     graphs_.reset();  // captured with the old arena's pointers
     staging_ = std::make_unique<InputStaging>(
         clf_->options().max_batch, clf_->options().max_seq, pad_,
-        clf_->options().packed ? clf_->options().max_tokens : 0, clf_->config().num_labels());
+        clf_->options().packed ? clf_->options().max_tokens : 0,
+        staged_target_width(plan_.target));
     ArenaPlan plan;
     clf_->add_to_plan(plan);
     adamw_->add_to_plan(plan);
@@ -228,10 +241,16 @@ void SingleDeviceStep::build() {
   std::string plan_text;
   for (const MemoryCategory& c : MemoryPlan::from(arena_->plan(), device).categories)
     if (c.bytes) plan_text += fmt::format(", {} {}", c.name, format_bytes(c.bytes));
-  spdlog::info("arena: {} for micro-batches of {} tokens{} ({})", format_bytes(arena_->capacity()),
+  const std::optional<RunShape> run = largest_in_run(plan_.target, plan_unit());
+  spdlog::info("arena: {} for micro-batches of {} tokens{}{} ({})",
+               format_bytes(arena_->capacity()),
                micro_tokens_ > 0 ? fmt::format("{} packed", micro_tokens_)
                                  : fmt::format("{} x {}", micro_batch_, plan_.target.max_seq),
                eval_batch_ > micro_batch_ ? fmt::format(" (evaluation {})", eval_batch_) : "",
+               run ? fmt::format(", planned for the run's largest: {} rows, {} tokens, longest {} "
+                                 "({})",
+                                 run->rows, run->tokens, run->longest, run->largest.describe())
+                   : "",
                plan_text.substr(2));
   clf_->bind(*arena_);
   adamw_->bind(*arena_);
@@ -484,6 +503,12 @@ nlohmann::json SingleDeviceStep::report() const {
   memory["available_bytes"] = plan_.memory.available;
   memory["budget_bytes"] = plan_.choice.budget;
   memory["max_seq"] = plan_.target.max_seq;
+  // The micro-batch the arena is planned for: the run's largest (train/run_micro_batches.h).
+  if (const std::optional<RunShape> run = largest_in_run(plan_.target, plan_unit()))
+    memory["planned_for"] = {{"rows", run->rows},
+                             {"tokens", run->tokens},
+                             {"longest", run->longest},
+                             {"largest", run->largest.to_json()}};
   memory["largest_micro_batch"] = {{"without_checkpointing", plan_.choice.fits_without_checkpointing},
                                    {"with_checkpointing", plan_.choice.fits_with_checkpointing}};
   memory["batch_choice"] = plan_.choice.reason;

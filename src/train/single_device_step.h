@@ -49,6 +49,7 @@ class SingleDeviceStep : public StepStrategy {
   int64_t max_batch() const override { return clf_->options().max_batch; }
   int64_t accumulation() const override;
   int64_t eval_batch() const override { return eval_batch_; }
+  int64_t eval_tokens() const override { return eval_tokens_; }
   InputStaging* eval_staging() override { return staging_.get(); }
   GradientCheckpointing checkpointing() const override { return checkpointing_; }
   const TrainingWork& work() const override { return work_; }
@@ -90,7 +91,7 @@ class SingleDeviceStep : public StepStrategy {
   GradientCheckpointing checkpointing_ = GradientCheckpointing::Off;
   int64_t micro_batch_ = 1;   // rows per forward pass; set_micro_batch() changes it between steps
   int64_t micro_tokens_ = 0;  // packed: the token budget of one (micro_batch_ bounds its rows)
-  int64_t eval_batch_ = 0;
+  int64_t eval_batch_ = 0, eval_tokens_ = 0;
 
   std::unique_ptr<SequenceClassifier> clf_;
   std::unique_ptr<AdamW> adamw_;

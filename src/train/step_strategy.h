@@ -70,7 +70,8 @@ class StepStrategy {
   virtual int64_t micro_tokens() const = 0;  // packed: the token budget of one (0: padded)
   virtual int64_t max_batch() const = 0;     // the rows the arena is planned for
   virtual int64_t accumulation() const = 0;  // micro-batches per step (packed: at most)
-  virtual int64_t eval_batch() const = 0;
+  virtual int64_t eval_batch() const = 0;   // rows of an evaluation batch (packed: at most)
+  virtual int64_t eval_tokens() const = 0;  // packed: an evaluation batch's token budget; 0 padded
   // The step's input staging, which evaluation may use for its batches (train/evaluate.h); null
   // where the strategy has none (evaluation then copies each batch in synchronously).
   virtual InputStaging* eval_staging() { return nullptr; }

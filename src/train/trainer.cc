@@ -300,7 +300,8 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
   RegressionMetrics regression;
   MultiLabelMetrics multi_label(data_.labels.names);
   const ClassificationMetrics m =
-      evaluate(clf(), split.examples, strategy_->eval_batch(), pad_id_, loss_options_,
+      evaluate(clf(), split.examples, strategy_->eval_batch(), strategy_->eval_tokens(), pad_id_,
+               loss_options_,
                is_test ? EvalSplit::Test : EvalSplit::Validation, progress_.get(), name,
                strategy_->eval_staging(), group_, &regression, &multi_label,
                grouped ? &ranking : nullptr);

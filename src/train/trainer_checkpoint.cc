@@ -66,9 +66,12 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
   micro_batches_ = s.micro_batches;
   // The micro-batch in use when the checkpoint was written (smaller than configured after an
   // out-of-memory fallback): the same cut of every step, so the same bits as without the kill.
+  // The plan already continues with it (Trainer::plan_batch). The arena holds the run's largest
+  // micro-batch, which may have fewer rows than the micro-batch allows (a rank's share of a step,
+  // a small data set): then every micro-batch is cut the same anyway, unless the ranks changed.
   if (s.micro_batch <= strategy_->max_batch())
     strategy_->set_micro_batch(s.micro_batch, step_);
-  else
+  else if (s.ranks != group_->size())
     spdlog::warn(
         "the checkpoint ran micro-batches of {} rows, more than the {} rows per micro-batch this "
         "run's memory plan holds: it continues with micro-batches of at most {} rows, and its "

@@ -91,7 +91,7 @@ TEST_P(EvaluateTest, AsynchronousReadBackMergesTheSameMetrics) {
     SCOPED_TRACE(via ? "through the input staging" : "with set_batch");
     const int64_t reads = host_scalar_reads();
     const ClassificationMetrics m =
-        evaluate(model, rows, 8, 0, {}, EvalSplit::Validation, nullptr, "eval", via);
+        evaluate(model, rows, 8, options.max_tokens, 0, {}, EvalSplit::Validation, nullptr, "eval", via);
     EXPECT_EQ(host_scalar_reads(), reads) << "evaluation read a scalar back synchronously";
     EXPECT_EQ(m.count(), expected.count());
     EXPECT_EQ(m.confusion(), expected.confusion());
