@@ -80,13 +80,14 @@ void RunMicroBatches::walk_train(const RunCut& cut, RunShape& out) const {
     step_lengths.assign(lengths_.begin() + step_begin_[s], lengths_.begin() + step_begin_[s + 1]);
     const auto n = static_cast<int64_t>(step_lengths.size());
     for (int64_t rank = 0; rank < ranks_; ++rank) {
-      const auto [begin, end] = rank_rows(n, static_cast<int>(rank), static_cast<int>(ranks_));
-      const auto cuts = micro_batch_cuts(step_lengths, layout, cut.rows, cut.tokens, begin, end,
-                                         group_size_);
+      const auto [begin, end] = rank_rows(n, static_cast<int>(rank), static_cast<int>(ranks_),
+                                          group_size_);  // whole groups
+      const auto cuts =
+          micro_batch_cuts(step_lengths, layout, cut.rows, cut.tokens, begin, end, group_size_);
       for (size_t k = 0; k < cuts.size(); ++k) {
         const auto [row0, rows] = cuts[k];
-        MicroBatchShape m{rows, 0, 0, "train", s / steps_per_epoch_ + 1, s + 1,
-                          static_cast<int64_t>(k) + 1};
+        MicroBatchShape m{
+            rows, 0, 0, "train", s / steps_per_epoch_ + 1, s + 1, static_cast<int64_t>(k) + 1};
         int64_t real = 0, longest = 1;
         for (int64_t r = row0; r < row0 + rows; ++r) {
           real += step_lengths[r];
@@ -109,7 +110,12 @@ void RunMicroBatches::walk_eval(const RunCut& cut, RunShape& out) const {
     const auto& examples = (*split)->examples;
     const auto batches = data::length_sorted_batches(examples, cut.eval_rows, cut.eval_tokens);
     for (size_t k = 0; k < batches.size(); ++k) {
-      MicroBatchShape m{static_cast<int64_t>(batches[k].size()), 0, 0, (*split)->name, 0, 0,
+      MicroBatchShape m{static_cast<int64_t>(batches[k].size()),
+                        0,
+                        0,
+                        (*split)->name,
+                        0,
+                        0,
                         static_cast<int64_t>(k) + 1};
       int64_t real = 0, longest = 1;
       for (const int64_t i : batches[k]) {
@@ -125,8 +131,10 @@ void RunMicroBatches::walk_eval(const RunCut& cut, RunShape& out) const {
 }
 
 RunShape RunMicroBatches::shape(const RunCut& cut) const {
-  FTUNE_ASSERT(cut.rows >= 1 && cut.eval_rows >= 1, "a run cut into micro-batches of {} rows, "
-               "evaluation batches of {}", cut.rows, cut.eval_rows);
+  FTUNE_ASSERT(cut.rows >= 1 && cut.eval_rows >= 1,
+               "a run cut into micro-batches of {} rows, "
+               "evaluation batches of {}",
+               cut.rows, cut.eval_rows);
   std::lock_guard<std::mutex> lock(mutex_);
   if (const auto it = cache_.find(cut); it != cache_.end()) return it->second;
   RunShape out;
