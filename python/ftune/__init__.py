@@ -65,6 +65,20 @@ class Model:
         one-score model, logit[1] - logit[0] of a two-label one, as ftune ranks)."""
         single = isinstance(inputs, str) or _is_pair(inputs)
         logits = self._m.predict([inputs] if single else list(inputs), batch_size)
+        out = self._output(logits, output)
+        return out[0] if single else out
+
+    def predict_ids(self, input_ids: Sequence[Sequence[int]],
+                    token_type_ids: Optional[Sequence[Sequence[int]]] = None,
+                    batch_size: int = 32, output: str = "logits") -> np.ndarray:
+        """predict() on rows already tokenized: token ids as the model reads them (special tokens
+        included, e.g. from Model.tokenize or a tokenizer), rows of any lengths, and optional
+        token type ids of the same lengths. No truncation: a row longer than the model's
+        positions, or an id outside its vocabulary, is a ValueError naming the row."""
+        return self._output(self._m.predict_ids(list(input_ids), token_type_ids, batch_size),
+                            output)
+
+    def _output(self, logits: np.ndarray, output: str) -> np.ndarray:
         if output == "logits":
             out = logits
         elif output == "probabilities":
@@ -84,7 +98,7 @@ class Model:
         else:
             raise ValueError("output must be 'logits', 'probabilities' or 'scores', "
                              f"got {output!r}")
-        return out[0] if single else out
+        return out
 
     def rank(self, query: str, documents: Sequence[str], batch_size: int = 32) -> list:
         """(index, score) of each document for the query, best first."""

@@ -4,6 +4,7 @@
 // calls with a lock, so it may be shared by threads. Errors: InputError -> ValueError, a stopped
 // run (Ctrl-C, SIGTERM) -> KeyboardInterrupt after its checkpoint, other ftune errors ->
 // RuntimeError. The search (ftune.hpo) is bound in hpo_module.cc.
+#include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -11,6 +12,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <climits>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -74,6 +76,59 @@ class Model {
       nb::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
       scorer_.score(rows, batch_size, out->data());
+    } catch (...) {
+      delete out;
+      throw;
+    }
+    return owned_array(out, rows.size(), K);
+  }
+
+  // Logits of rows of token ids (and optional token type ids of the same lengths).
+  FloatArray predict_ids(const nb::sequence& input_ids, const nb::object& token_type_ids,
+                         int64_t batch_size) {
+    std::vector<ftune::data::TokenizedExample> rows;
+    const auto ids_of = [](nb::handle row, const char* what, size_t i) {
+      std::vector<int32_t> ids;
+      if (!nb::isinstance<nb::sequence>(row) || nb::isinstance<nb::str>(row))
+        throw ftune::InputError(fmt::format("{} row {}: expected a sequence of ints", what, i + 1));
+      for (nb::handle v : row) {
+        if (!nb::isinstance<nb::int_>(v) && !PyIndex_Check(v.ptr()))
+          throw ftune::InputError(fmt::format("{} row {}: expected ints, got a {}", what, i + 1,
+                                              nb::type_name(v.type()).c_str()));
+        const int64_t id = nb::cast<int64_t>(nb::int_(v));
+        if (id < 0 || id > INT32_MAX)
+          throw ftune::InputError(fmt::format("{} row {}: id {} is out of range", what, i + 1, id));
+        ids.push_back(static_cast<int32_t>(id));
+      }
+      if (ids.empty()) throw ftune::InputError(fmt::format("{} row {}: no ids", what, i + 1));
+      return ids;
+    };
+    size_t i = 0;
+    for (nb::handle row : input_ids) {
+      rows.emplace_back();
+      rows.back().input_ids = ids_of(row, "input_ids", i++);
+    }
+    if (!token_type_ids.is_none()) {
+      const nb::sequence types = nb::cast<nb::sequence>(token_type_ids);
+      if (nb::len(types) != rows.size())
+        throw ftune::InputError(
+            fmt::format("token_type_ids has {} rows, input_ids {}", nb::len(types), rows.size()));
+      i = 0;
+      for (nb::handle row : types) {
+        rows[i].token_type_ids = ids_of(row, "token_type_ids", i);
+        if (rows[i].token_type_ids.size() != rows[i].input_ids.size())
+          throw ftune::InputError(fmt::format("token_type_ids row {}: {} ids for {} input_ids",
+                                              i + 1, rows[i].token_type_ids.size(),
+                                              rows[i].input_ids.size()));
+        ++i;
+      }
+    }
+    const size_t K = static_cast<size_t>(scorer_.num_labels());
+    auto* out = new std::vector<float>(rows.size() * K);
+    try {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(mutex_);
+      scorer_.score_tokens(rows, batch_size, out->data());
     } catch (...) {
       delete out;
       throw;
@@ -204,6 +259,8 @@ NB_MODULE(_ftune, m) {
                     const std::string&>(),
            "model_dir"_a, "device"_a = "cpu", "max_length"_a = nb::none(), "pair_template"_a = "")
       .def("predict", &Model::predict, "inputs"_a, "batch_size"_a = 32)
+      .def("predict_ids", &Model::predict_ids, "input_ids"_a, "token_type_ids"_a.none(),
+           "batch_size"_a = 32)
       .def("rank", &Model::rank, "query"_a, "documents"_a, "batch_size"_a = 32)
       .def("tokenize", &Model::tokenize, "inputs"_a)
       .def_prop_ro("labels", &Model::labels)

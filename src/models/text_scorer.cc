@@ -33,9 +33,9 @@ std::vector<data::TokenizedExample> TextScorer::tokenize(
   text::EncodeOptions opts = tokenizer_.default_options();
   opts.truncation = text::Truncation::kLongestFirst;
   opts.max_length = max_length_;
-  const std::vector<text::Encoding> enc = template_
-                                              ? template_->encode_batch(tokenizer_, inputs, max_length_)
-                                              : tokenizer_.encode_batch(inputs, opts);
+  const std::vector<text::Encoding> enc =
+      template_ ? template_->encode_batch(tokenizer_, inputs, max_length_)
+                : tokenizer_.encode_batch(inputs, opts);
   std::vector<data::TokenizedExample> rows(enc.size());
   for (size_t i = 0; i < enc.size(); ++i) {
     rows[i].input_ids.assign(enc[i].ids.begin(), enc[i].ids.end());
@@ -46,6 +46,11 @@ std::vector<data::TokenizedExample> TextScorer::tokenize(
 
 void TextScorer::score(const std::vector<text::TextPair>& inputs, int64_t batch_size, float* out) {
   model_.predict(tokenize(inputs), batch_size, out);
+}
+
+void TextScorer::score_tokens(const std::vector<data::TokenizedExample>& rows, int64_t batch_size,
+                              float* out) {
+  model_.predict(rows, batch_size, out);
 }
 
 }  // namespace ftune

@@ -32,6 +32,11 @@ class TextScorer {
   std::vector<data::TokenizedExample> tokenize(const std::vector<text::TextPair>& inputs) const;
   // Logits of each input into `out` (inputs x num_labels, row-major). One call at a time.
   void score(const std::vector<text::TextPair>& inputs, int64_t batch_size, float* out);
+  // Logits of rows already tokenized (ids as the model reads them, special tokens included; no
+  // truncation: a row longer than the model's positions is an InputError naming it, "row N: ...",
+  // as is an id outside the vocabulary).
+  void score_tokens(const std::vector<data::TokenizedExample>& rows, int64_t batch_size,
+                    float* out);
 
  private:
   LoadedClassifier model_;

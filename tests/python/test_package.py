@@ -159,6 +159,25 @@ class ModelTest(unittest.TestCase):
         for k, r in enumerate(results):
             np.testing.assert_array_equal(r, want[1 + k % 3])
 
+    def test_predict_on_token_ids_equals_predict_on_the_texts(self):
+        m = ftune.load(self.model_dir)
+        ids = m.tokenize(PAIRS)
+        tok = ftune.Tokenizer.from_pretrained(self.model_dir)
+        types = [list(e.type_ids) for e in tok.encode_batch(PAIRS, max_length=m.max_length)]
+        np.testing.assert_array_equal(m.predict_ids(ids, types, batch_size=2),
+                                      m.predict(PAIRS, batch_size=2))
+        np.testing.assert_array_equal(m.predict_ids([np.array(r) for r in ids], types,
+                                                    batch_size=2, output="scores"),
+                                      m.predict(PAIRS, batch_size=2, output="scores"))
+        with self.assertRaisesRegex(ValueError, r"input_ids row 2: expected ints, got a str"):
+            m.predict_ids([[101, 102], [101, "x"]])
+        with self.assertRaisesRegex(ValueError, r"token_type_ids row 1: 1 ids for 2 input_ids"):
+            m.predict_ids([[101, 102]], [[0]])
+        with self.assertRaisesRegex(ValueError, r"row 1.*40000"):
+            m.predict_ids([[101, 40000, 102]])  # past MiniLM's 30522 ids
+        with self.assertRaisesRegex(ValueError, r"row 1"):
+            m.predict_ids([[101] + [1000] * 600 + [102]])  # past its 512 positions
+
     def test_a_model_directory_without_a_model_is_named(self):
         with self.assertRaisesRegex(ValueError, "config.json"):
             ftune.load(self.tmp.name)
