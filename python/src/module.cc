@@ -69,18 +69,8 @@ class Model {
       : scorer_(dir, ftune::usable_device(device, "device"), max_length, pair_template) {}
 
   FloatArray predict(const nb::sequence& inputs, int64_t batch_size) {
-    std::vector<ftune::text::TextPair> rows = text_inputs(inputs);
-    const size_t K = static_cast<size_t>(scorer_.num_labels());
-    auto* out = new std::vector<float>(rows.size() * K);
-    try {
-      nb::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(mutex_);
-      scorer_.score(rows, batch_size, out->data());
-    } catch (...) {
-      delete out;
-      throw;
-    }
-    return owned_array(out, rows.size(), K);
+    const std::vector<ftune::text::TextPair> rows = text_inputs(inputs);
+    return scored(rows.size(), [&](float* out) { scorer_.score(rows, batch_size, out); });
   }
 
   // Logits of rows of token ids (and optional token type ids of the same lengths).
@@ -123,17 +113,24 @@ class Model {
         ++i;
       }
     }
+    return scored(rows.size(), [&](float* out) { scorer_.score_tokens(rows, batch_size, out); });
+  }
+
+  // Logits of `rows` rows written by `score` into a NumPy array that owns them, computed with the
+  // GIL released and this model's lock held.
+  template <typename Score>
+  FloatArray scored(size_t rows, const Score& score) {
     const size_t K = static_cast<size_t>(scorer_.num_labels());
-    auto* out = new std::vector<float>(rows.size() * K);
+    auto* out = new std::vector<float>(rows * K);
     try {
       nb::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
-      scorer_.score_tokens(rows, batch_size, out->data());
+      score(out->data());
     } catch (...) {
       delete out;
       throw;
     }
-    return owned_array(out, rows.size(), K);
+    return owned_array(out, rows, K);
   }
 
   // Documents by score for one query, best first: (index into docs, score).
