@@ -4,7 +4,8 @@ Tokenizer ids equal Hugging Face tokenizers' (the golden MiniLM cases); a loaded
 equal `ftune predict`'s for the same rows bit for bit, from several threads at once too; rank()
 orders by the same scores; train() from a dict or a file runs as `ftune train` does, stops when
 its evaluation callback says so, and names a bad key; rows given in memory (dicts, a generator,
-a DataFrame where pandas is installed) train as the same rows in a file, bit for bit. Needs FTUNE_MINILM_DIR and FTUNE_BINARY.
+a DataFrame, a datasets.Dataset where datasets is installed) train as the same rows in a file,
+bit for bit. Needs FTUNE_MINILM_DIR and FTUNE_BINARY.
 """
 
 import gzip
@@ -276,16 +277,26 @@ class ModelTest(unittest.TestCase):
                 self.assertIn("memory:train.jsonl", f.read())
 
     def test_a_data_frame_trains_as_its_rows(self):
-        try:
-            import pandas as pd
-        except ImportError:
-            self.skipTest("pandas is not installed")
+        import pandas as pd  # tools/install_deps.sh installs it into .cache/pydeps
         rows = pair_rows()
         frame = pd.DataFrame(rows)
         cfg = train_config(self.tmp.name, "frame-list")
         a = ftune.train(cfg, train=rows, validation=rows)
         cfg = train_config(self.tmp.name, "frame")
         b = ftune.train(cfg, train=frame, validation=frame)
+        self.assertEqual(losses(a.run_dir), losses(b.run_dir))
+
+    def test_a_hugging_face_dataset_trains_as_its_rows(self):
+        try:
+            import datasets  # not in the test command's dependencies (pyarrow alone is ~40 MB)
+        except ImportError:
+            self.skipTest("datasets is not installed")
+        rows = pair_rows()
+        table = datasets.Dataset.from_list(rows)
+        cfg = train_config(self.tmp.name, "hf-list")
+        a = ftune.train(cfg, train=rows, validation=rows)
+        cfg = train_config(self.tmp.name, "hf-dataset")
+        b = ftune.train(cfg, train=table, validation=table.select(range(len(rows))))
         self.assertEqual(losses(a.run_dir), losses(b.run_dir))
 
     def test_a_bad_row_in_memory_is_named_by_its_number(self):
