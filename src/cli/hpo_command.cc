@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -35,6 +36,11 @@
 namespace ftune::cli {
 
 namespace {
+
+// Seconds since the epoch, as the storages stamp trial times (a running trial's cost so far).
+double epoch_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 struct HpoArgs {
   std::string config, study, storage, format, output;
@@ -179,7 +185,9 @@ void add_hpo_command(CLI::App& app) {
   status->callback([args] {
     OpenStudy o = open_study(*args);
     const auto space = hpo::SearchSpace::from_json(o.study.space, o.storage->describe());
-    std::fputs(hpo::status_table(o.study, space, o.storage->trials(o.study.id)).c_str(), stdout);
+    std::fputs(
+        hpo::status_table(o.study, space, o.storage->trials(o.study.id), epoch_now()).c_str(),
+        stdout);
   });
 
   CLI::App* best = hpo->add_subcommand("best", "Print the best complete trial");
@@ -210,9 +218,10 @@ void add_hpo_command(CLI::App& app) {
     OpenStudy o = open_study(*args);
     const auto space = hpo::SearchSpace::from_json(o.study.space, o.storage->describe());
     const auto trials = o.storage->trials(o.study.id);
-    const std::string text = args->format == "csv"
-                                 ? hpo::trials_csv(space, trials)
-                                 : hpo::trials_json(o.study, space, trials).dump(2) + "\n";
+    const std::string text =
+        args->format == "csv"
+            ? hpo::trials_csv(space, trials)
+            : hpo::trials_json(o.study, space, trials, epoch_now()).dump(2) + "\n";
     // Never over the study it reads (--output study.db).
     io::refuse_output_over_inputs({"--output", args->output},
                                   {{"the study storage", hpo::storage_file(o.storage->describe())}},

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "hpo/study_cost.h"
 #include "hpo/trial_json.h"
 
 namespace ftune::hpo {
@@ -68,7 +69,7 @@ std::optional<Trial> best_complete_trial(const std::vector<Trial>& trials, Direc
 }
 
 std::string status_table(const StudyInfo& study, const SearchSpace& space,
-                         const std::vector<Trial>& trials) {
+                         const std::vector<Trial>& trials, double now) {
   int64_t counts[5] = {};
   for (const Trial& t : trials) ++counts[static_cast<int>(t.state)];
   std::string out = fmt::format(
@@ -81,6 +82,7 @@ std::string status_table(const StudyInfo& study, const SearchSpace& space,
       out += fmt::format(" {}={}", n, external_or_raw(space, n, v));
     out += "\n";
   }
+  out += cost_lines(study_cost(trials, study.direction, now));
   out += fmt::format("{:>7}  {:<9} {:>14}  {}\n", "number", "state", "value", "params");
   for (const Trial& t : trials) {
     std::string params;
@@ -96,7 +98,7 @@ std::string status_table(const StudyInfo& study, const SearchSpace& space,
 }
 
 nlohmann::json trials_json(const StudyInfo& study, const SearchSpace& space,
-                           const std::vector<Trial>& trials) {
+                           const std::vector<Trial>& trials, std::optional<double> now) {
   nlohmann::json list = nlohmann::json::array();
   for (const Trial& t : trials) {
     nlohmann::json j = trial_to_json(t);
@@ -105,10 +107,22 @@ nlohmann::json trials_json(const StudyInfo& study, const SearchSpace& space,
     j["params_external"] = ext;
     list.push_back(j);
   }
-  return {{"study", study.name},
-          {"direction", direction_name(study.direction)},
-          {"space", study.space},
-          {"trials", list}};
+  nlohmann::json out = {{"study", study.name},
+                        {"direction", direction_name(study.direction)},
+                        {"space", study.space},
+                        {"trials", list}};
+  if (now) {
+    const StudyCost c = study_cost(trials, study.direction, *now);
+    nlohmann::json curve = nlohmann::json::array();
+    for (const StudyCost::Point& p : c.best_curve)
+      curve.push_back(
+          {{"compute_s", p.compute_s}, {"wall_s", p.wall_s}, {"best", p.best}, {"trial", p.trial}});
+    out["cost"] = {{"compute_s", c.compute_s()}, {"wall_s", c.wall_s},
+                   {"complete_s", c.complete_s}, {"pruned_s", c.pruned_s},
+                   {"failed_s", c.failed_s},     {"running_s", c.running_s},
+                   {"best_curve", curve}};
+  }
+  return out;
 }
 
 std::string trials_csv(const SearchSpace& space, const std::vector<Trial>& trials) {

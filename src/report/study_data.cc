@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 
@@ -39,11 +40,12 @@ StudyData read_study(hpo::Storage& storage, const std::string& name) {
   d.info = *info;
   d.space = hpo::SearchSpace::from_json(info->space, d.storage + ": study " + info->name);
   d.trials = storage.trials(info->id);
+  d.read_time =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   std::sort(d.trials.begin(), d.trials.end(),
             [](const hpo::Trial& a, const hpo::Trial& b) { return a.number < b.number; });
   return d;
 }
-
 
 StudyData read_study(const std::string& url, const std::string& name, double busy_wait_s) {
   const std::unique_ptr<hpo::Storage> storage =

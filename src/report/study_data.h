@@ -17,6 +17,7 @@ struct StudyData {
   hpo::StudyInfo info;
   hpo::SearchSpace space;
   std::vector<hpo::Trial> trials;  // by number
+  double read_time = 0;  // when it was read (seconds since the epoch): running trials' cost so far
 };
 
 // A parameter's value as written in a config ("3e-05", "32", "lora"); a number when the value is

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "hpo/study_cost.h"
 #include "hpo/study_report.h"
 #include "report/study_view.h"
 #include "report/svg_chart.h"
@@ -48,6 +49,13 @@ Section study_overview(const StudyData& study) {
   for (const auto& [name, n] : shown)
     html += fmt::format("<span data-state=\"{}\">{}: <b>{}</b></span>", name, name, n);
   html += "</p>";
+  const hpo::StudyCost cost = hpo::study_cost(study.trials, study.info.direction, study.read_time);
+  html += key_value_table(
+      {{"compute", fmt::format("{} of trial time (complete {}, pruned {}, failed {}, running {})",
+                               hpo::cost_text(cost.compute_s()), hpo::cost_text(cost.complete_s),
+                               hpo::cost_text(cost.pruned_s), hpo::cost_text(cost.failed_s),
+                               hpo::cost_text(cost.running_s))},
+       {"wall time", hpo::cost_text(cost.wall_s)}});
   if (const auto best = hpo::best_complete_trial(study.trials, study.info.direction)) {
     std::string params;
     for (const auto& [name, v] : best->params)

@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "hpo/study_cost.h"
 #include "report/ped_anova.h"
 #include "report/svg_chart.h"
 
@@ -58,6 +60,39 @@ Section history(const StudyData& s) {
                            values.points.size(), hpo::direction_name(s.info.direction));
   return {"study-history-view", "Optimisation history",
           values.points.empty() ? missing_note("no trial has completed yet") : svg_xy_chart(chart)};
+}
+
+// The best complete value against the compute the study had used (every trial's own time summed)
+// and against wall-clock time since its first trial started: with one worker the two agree; with
+// several (or trials side by side) wall time runs behind compute.
+Section cost_curve(const StudyData& s) {
+  const hpo::StudyCost cost = hpo::study_cost(s.trials, s.info.direction, s.read_time);
+  const double span = std::max(cost.compute_s(), cost.wall_s);
+  const bool hours = span >= 2 * 3600;
+  const double unit = hours ? 3600 : 60;
+  Chart chart{"study-cost",
+              "Best value against compute",
+              {hours ? "hours" : "minutes"},
+              {"best value so far"}};
+  Series compute{"by compute (trial time summed)", {}, true, true, ""};
+  Series wall{"by wall-clock time", {}, true, false, ""};
+  for (const hpo::StudyCost::Point& p : cost.best_curve) {
+    const std::string tip =
+        fmt::format("trial {}: {} after {} of compute, {} of wall time", p.trial,
+                    short_number(p.best), hpo::cost_text(p.compute_s), hpo::cost_text(p.wall_s));
+    compute.points.push_back({p.compute_s / unit, p.best, tip, ""});
+    wall.points.push_back({p.wall_s / unit, p.best, tip, ""});
+  }
+  chart.series = {compute, wall};
+  chart.note = fmt::format(
+      "Each point is a new best complete trial. Compute so far: {} ({} complete, {} pruned, {} "
+      "failed, {} running); wall time {}.",
+      hpo::cost_text(cost.compute_s()), hpo::cost_text(cost.complete_s),
+      hpo::cost_text(cost.pruned_s), hpo::cost_text(cost.failed_s), hpo::cost_text(cost.running_s),
+      hpo::cost_text(cost.wall_s));
+  return {
+      "study-cost-view", "Best value against compute",
+      compute.points.empty() ? missing_note("no trial has completed yet") : svg_xy_chart(chart)};
 }
 
 Section intermediate(const StudyData& s) {
@@ -178,8 +213,8 @@ Section importances(const StudyData& s) {
 }  // namespace
 
 std::vector<Section> study_sections(const StudyData& s) {
-  return {study_overview(s), history(s), intermediate(s), folds(s),
-          parallel(s),       slices(s),  importances(s),  study_trials_table(s)};
+  return {study_overview(s), history(s), cost_curve(s), intermediate(s),       folds(s),
+          parallel(s),       slices(s),  importances(s), study_trials_table(s)};
 }
 
 Page study_page(const StudyData& s) {

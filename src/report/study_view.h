@@ -1,5 +1,6 @@
 // The study views (`ftune report --storage URL --study NAME`, the dashboard's study page):
-// optimisation history with the best-so-far line, intermediate values per trial (pruned trials
+// optimisation history with the best-so-far line, the best value against compute and wall time
+// (hpo/study_cost.h), intermediate values per trial (pruned trials
 // marked), per-fold values, parallel coordinates, a slice plot per parameter, PED-ANOVA
 // importances, the state counts and a sortable, filterable trials table.
 #pragma once

@@ -65,6 +65,13 @@ TEST_F(StudyReport, EveryViewHoldsItsTrials) {
     EXPECT_EQ(static_cast<int>(count(slice, "<circle class=\"pt")), counts_.complete);
   }
   EXPECT_EQ(declared_points(figure(html, "study-importances")), 4);
+  // The best value against compute and wall time: one point per new best, in each series.
+  const std::string cost = figure(html, "study-cost");
+  const int improvements = static_cast<int>(count(cost, "<circle class=\"pt"));
+  EXPECT_GE(improvements, 1);
+  EXPECT_LE(improvements, counts_.complete);
+  EXPECT_EQ(declared_points(cost), improvements);  // markers on the compute series only
+  EXPECT_NE(html.find("of trial time (complete "), std::string::npos);
   // State counts and the table.
   EXPECT_NE(html.find(fmt::format("complete: <b>{}</b>", counts_.complete)), std::string::npos);
   EXPECT_NE(html.find(fmt::format("pruned: <b>{}</b>", counts_.pruned)), std::string::npos);
