@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Reads both studies of one benchmark run and writes the comparison (stdlib only).
+
+Inputs: ftune's `hpo export --format json` (its trials and its `cost` block) and peer.py's JSON;
+optionally each engine's held-out test F1 (from the final fits run.sh makes). For each engine: the
+best study metric (mean validation F1 over the folds) against wall-clock time since the study
+started (one worker each, so wall time is the compute), counted only for trials that ended inside
+the budget; the peer's final best; the time each needed to reach it; the ratio. Writes a Markdown
+table (--markdown, appended) and an SVG of both curves (--svg).
+"""
+
+import argparse
+import json
+import os
+
+
+def curve(trials, start, budget_s):
+    """[(seconds since start, best so far, trial)] over COMPLETE trials that ended in the budget."""
+    done = sorted((t for t in trials if t["state"] == "COMPLETE" and t.get("value") is not None
+                   and t["end_time"] - start <= budget_s),
+                  key=lambda t: (t["end_time"], t["number"]))
+    out, best = [], None
+    for t in done:
+        if best is None or t["value"] > best:
+            best = t["value"]
+            out.append((t["end_time"] - start, best, t["number"]))
+    return out
+
+
+def reach(points, target):
+    for s, v, n in points:
+        if v >= target:
+            return s, n
+    return None
+
+
+def counts(trials, start, budget_s):
+    inside = [t for t in trials if t["start_time"] - start <= budget_s]
+    by = {}
+    for t in inside:
+        by[t["state"]] = by.get(t["state"], 0) + 1
+    return ", ".join(f"{by[k]} {k.lower()}" for k in sorted(by))
+
+
+def svg(curves, budget_s, path):
+    w, h, m = 640, 360, 50
+    ys = [v for c in curves.values() for _, v, _ in c] or [0, 1]
+    lo, hi = min(ys), max(ys)
+    if hi - lo < 1e-9:
+        lo, hi = lo - 0.01, hi + 0.01
+    x = lambda s: m + (w - 2 * m) * s / budget_s
+    y = lambda v: h - m - (h - 2 * m) * (v - lo) / (hi - lo)
+    colors = {"ftune": "#1f77b4", "optuna+hf": "#d62728"}
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+             f'<rect width="{w}" height="{h}" fill="white"/>',
+             f'<line x1="{m}" y1="{h-m}" x2="{w-m}" y2="{h-m}" stroke="black"/>',
+             f'<line x1="{m}" y1="{m}" x2="{m}" y2="{h-m}" stroke="black"/>',
+             f'<text x="{w/2}" y="{h-12}" text-anchor="middle">minutes since the study started</text>',
+             f'<text x="14" y="{h/2}" transform="rotate(-90 14 {h/2})" text-anchor="middle">best mean validation F1</text>']
+    for i in range(5):
+        s = budget_s * i / 4
+        parts.append(f'<text x="{x(s):.1f}" y="{h-m+16}" text-anchor="middle">{s/60:.0f}</text>')
+        v = lo + (hi - lo) * i / 4
+        parts.append(f'<text x="{m-4}" y="{y(v)+4:.1f}" text-anchor="end">{v:.3f}</text>')
+    for k, (name, c) in enumerate(curves.items()):
+        if not c:
+            continue
+        pts, prev = [], None
+        for s, v, _ in c:  # a step line: the best holds until the next improvement
+            if prev is not None:
+                pts.append(f"{x(s):.1f},{y(prev):.1f}")
+            pts.append(f"{x(s):.1f},{y(v):.1f}")
+            prev = v
+        pts.append(f"{x(budget_s):.1f},{y(prev):.1f}")
+        color = colors.get(name, "#333")
+        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(pts)}"/>')
+        parts.append(f'<text x="{w-m-4}" y="{m+16*k}" text-anchor="end" fill="{color}">{name}</text>')
+    parts.append("</svg>")
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(parts) + "\n")
+    os.replace(path + ".tmp", path)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ftune", required=True, help="ftune hpo export --format json")
+    p.add_argument("--peer", required=True, help="peer.py --out")
+    p.add_argument("--budget-s", type=float, required=True)
+    p.add_argument("--ftune-test-f1", type=float)
+    p.add_argument("--peer-test-f1", type=float)
+    p.add_argument("--label", default="")
+    p.add_argument("--markdown")
+    p.add_argument("--svg")
+    a = p.parse_args()
+    ft = json.load(open(a.ftune))
+    peer = json.load(open(a.peer))
+    ft_start = min(t["start_time"] for t in ft["trials"] if t["start_time"] > 0)
+    curves = {"ftune": curve(ft["trials"], ft_start, a.budget_s),
+              "optuna+hf": curve(peer["trials"], peer["started"], a.budget_s)}
+    peer_best = curves["optuna+hf"][-1] if curves["optuna+hf"] else None
+    ft_best = curves["ftune"][-1] if curves["ftune"] else None
+    row = {"label": a.label, "budget_min": a.budget_s / 60,
+           "ftune_trials": counts(ft["trials"], ft_start, a.budget_s),
+           "peer_trials": counts(peer["trials"], peer["started"], a.budget_s),
+           "ftune_best": ft_best[1] if ft_best else None,
+           "peer_best": peer_best[1] if peer_best else None}
+    if peer_best:
+        row["peer_time_to_its_best_min"] = peer_best[0] / 60
+        r = reach(curves["ftune"], peer_best[1])
+        row["ftune_time_to_peer_best_min"] = r[0] / 60 if r else None
+        row["ratio"] = (peer_best[0] / r[0]) if r else None
+    row["ftune_test_f1"], row["peer_test_f1"] = a.ftune_test_f1, a.peer_test_f1
+    print(json.dumps(row, indent=1))
+    if a.svg:
+        svg(curves, a.budget_s, a.svg)
+    if a.markdown:
+        fmt = lambda v, f="{:.4f}": "-" if v is None else f.format(v)
+        new = not os.path.exists(a.markdown)
+        with open(a.markdown, "a") as f:
+            if new:
+                f.write("| run | budget (min) | ftune trials | peer trials | ftune best | peer best | "
+                        "peer: min to its best | ftune: min to the peer's best | ratio | "
+                        "test F1 ftune | test F1 peer |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+            f.write(f"| {a.label} | {a.budget_s/60:.0f} | {row['ftune_trials']} | {row['peer_trials']} | "
+                    f"{fmt(row['ftune_best'])} | {fmt(row['peer_best'])} | "
+                    f"{fmt(row.get('peer_time_to_its_best_min'), '{:.1f}')} | "
+                    f"{fmt(row.get('ftune_time_to_peer_best_min'), '{:.1f}')} | "
+                    f"{fmt(row.get('ratio'), '{:.2f}x')} | {fmt(a.ftune_test_f1)} | "
+                    f"{fmt(a.peer_test_f1)} |\n")
+
+
+if __name__ == "__main__":
+    main()
