@@ -7,7 +7,8 @@
 // randomly initialised classifier (seeded, the MiniLM WordPiece tokenizer) and a synthetic pair
 // task, then trains 6 steps on the CPU under each of: LoRA fp32, DoRA with adapter dropout fp32,
 // LoRA bf16 with gradient checkpointing, DoRA with dropout bf16 with checkpointing, and full
-// fine-tuning in fp32 and bf16 (the trained-weight gradient path), all linear modules targeted.
+// fine-tuning in fp32 and bf16 (the trained-weight gradient path); LoRA on all-linear, DoRA on
+// every linear module and the pooler / head dense as well.
 // Prints "LOSS family config step loss-as-hex-bits loss".
 //
 //   loss_bits <source dir> <scratch dir> [family filter]
@@ -113,10 +114,15 @@ void write_pairs(const std::string& path, int n, uint64_t seed) {
 }
 
 const std::vector<std::pair<std::string, std::string>>& configs() {
+  // DoRA on every linear layer and the head's dense / pooler too (all-linear leaves the head out):
+  // one string is a regex over whole module names.
+  static const std::string heads =
+      "'.*[.](query|key|value|dense|query_proj|key_proj|value_proj|Wqkv|Wo|Wi|q_proj|k_proj|"
+      "v_proj|o_proj|gate_proj|up_proj|down_proj)'";
   static const std::string lora =
       "peft:\n  method: lora\n  r: 4\n  alpha: 8\n  dropout: 0.0\n  target_modules: all-linear\n";
   static const std::string dora =
-      "peft:\n  method: dora\n  r: 4\n  alpha: 8\n  dropout: 0.1\n  target_modules: all-linear\n";
+      "peft:\n  method: dora\n  r: 4\n  alpha: 8\n  dropout: 0.1\n  target_modules: " + heads + "\n";
   static const std::vector<std::pair<std::string, std::string>> c = {
       {"lora_fp32", "  precision: fp32\n" + lora},
       {"dora_fp32", "  precision: fp32\n" + dora},
