@@ -5,9 +5,9 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/tensor_columns.h"
-#include "models/adapter_site.h"
 #include "models/adapters.h"
 #include "models/gradient_ready.h"
+#include "models/layers/adapted_linear.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -70,42 +70,34 @@ struct Layer {
     }
     return {};
   }
-  bool adapted(ModernBertSite s) const {
-    return w.adapters.any() && w.adapters.at(l, static_cast<int>(s)).defined();
-  }
-  bool dora(ModernBertSite s) const { return adapted(s) && w.adapters.dora; }
-  AdapterSiteRun run(ModernBertSite s) const {
+  // Site s as an adapted linear block (models/layers/adapted_linear.h): the GEMM reads the
+  // 16-bit shadow under mixed precision and adds the fp32 bias.
+  AdaptedLinear site(ModernBertSite s) const {
     const int i = static_cast<int>(s);
-    AdapterSiteRun r = adapter_site_run(w.adapters, g ? &g->adapters : nullptr, l, i, weight(s),
-                                        bias(s), la.lora_u[i], la.dora_z[i], a.lora_h);
-    r.gemm_weight = weight(s, true);
-    r.stage_x = a.lora_stage_x;
-    r.stage_y = a.lora_stage_y;
-    r.stage_dx = a.lora_stage_dx;
-    r.dropout = LoraDropout{rate(d, static_cast<float>(w.adapters.dropout)),
-                            RngKey{d.seed, adapter_dropout_site(l, i), d.offset, d.micro},
-                            a.lora_scratch, dropout_rows(d, in)};
-    return r;
+    LinearParams p{weight(s), bias(s), weight(s, true), bias(s), {}, {}};
+    if (g) {
+      const ModernBertLayerWeights& lg = g->layers[l];
+      switch (s) {
+        case ModernBertSite::Wqkv: p.weight_grad = lg.qkv_w, p.bias_grad = lg.qkv_b; break;
+        case ModernBertSite::AttnWo: p.weight_grad = lg.o_w, p.bias_grad = lg.o_b; break;
+        case ModernBertSite::Wi: p.weight_grad = lg.wi_w, p.bias_grad = lg.wi_b; break;
+        case ModernBertSite::MlpWo: p.weight_grad = lg.wo_w, p.bias_grad = lg.wo_b; break;
+      }
+    }
+    const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr,
+                           {a.lora_h, a.lora_scratch, a.lora_stage_x, a.lora_stage_y,
+                            a.lora_stage_dx},
+                           d};
+    return AdaptedLinear(p, pass,
+                         AdapterSlot{l, i, {la.lora_u[i], la.dora_z[i]}, adapter_dropout_site(l, i),
+                                     dropout_rows(d, in)});
   }
   // y = x W^T + b of site s, with its adapter if any.
-  void linear(ModernBertSite s, TensorView y, TensorView x) const {
-    if (adapted(s)) adapter_site_forward(run(s), y, x, x, false, false);
-    else linear_forward(y, x, weight(s, true), bias(s));
-  }
+  void linear(ModernBertSite s, TensorView y, TensorView x) const { site(s).forward(y, x); }
   // dx = dy W (and the weight's and adapter's gradients) of site s; dy may be scaled in place by
   // DoRA, so it must not be needed afterwards.
   void linear_back(ModernBertSite s, TensorView dy, TensorView x, TensorView dx) const {
-    if (dora(s)) adapter_site_backward_scale(run(s), dy);
-    const ModernBertLayerWeights& lg = g->layers[l];
-    TensorView dw, db;
-    switch (s) {
-      case ModernBertSite::Wqkv: dw = lg.qkv_w, db = lg.qkv_b; break;
-      case ModernBertSite::AttnWo: dw = lg.o_w, db = lg.o_b; break;
-      case ModernBertSite::Wi: dw = lg.wi_w, db = lg.wi_b; break;
-      case ModernBertSite::MlpWo: dw = lg.wo_w, db = lg.wo_b; break;
-    }
-    linear_backward(dx, dw, db, dy, x, weight(s, true));
-    if (adapted(s)) adapter_site_backward(run(s), dy, x, dx);
+    site(s).backward(dy, x, dx);
   }
   RngKey key(uint32_t site) const { return RngKey{d.seed, site, d.offset, d.micro}; }
 };
@@ -154,7 +146,7 @@ TensorView output_grad(const Layer& L, ModernBertSite s, float p, uint32_t site)
   const TensorView dy = L.mixed() ? L.a.dy_h.prefix({L.N, C}) : L.a.dtmp.prefix({L.N, C});
   if (p > 0) dropout_backward(dy, dx, p, L.key(site), dropout_rows(L.d, L.in));
   else if (L.mixed()) cast(dy, dx);
-  else if (L.dora(s)) copy(dy, dx);
+  else if (L.site(s).dora()) copy(dy, dx);
   else return dx;
   return dy;
 }
