@@ -4,9 +4,9 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/tensor_columns.h"
-#include "models/adapter_site.h"
 #include "models/adapters.h"
 #include "models/gradient_ready.h"
+#include "models/layers/adapted_linear.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -89,48 +89,26 @@ struct Layer {
     }
     return {};
   }
-  bool adapted(DecoderSite s) const {
-    return w.adapters.any() && w.adapters.at(l, static_cast<int>(s)).defined();
-  }
-  bool dora(DecoderSite s) const { return adapted(s) && w.adapters.dora; }
-  AdapterSiteRun run(DecoderSite s) const {
-    const AdapterSet& ad = w.adapters;
+  // Site s as an adapted linear block (models/layers/adapted_linear.h): rows of a fused matrix
+  // for q / k / v and gate / up; the GEMM reads the 16-bit shadow (weight and bias) under mixed
+  // precision.
+  AdaptedLinear site(DecoderSite s) const {
     const int i = static_cast<int>(s);
-    AdapterSiteRun r;
-    r.w = ad.at(l, i);
-    if (g) r.g = g->adapters.at(l, i);
-    r.dora = ad.dora;
-    r.scale = ad.scale;
-    r.weight = site_param(w.layers[l], s, false);
-    r.gemm_weight = site_param(gemm(), s, false);
-    r.bias = site_param(w.layers[l], s, true);
-    if (ad.dora) {
-      r.weight_sq = ad.weight_sq[l][i];
-      r.norm = ad.norm[l][i];
-      r.norm_workspace = ad.norm_workspace;
-    }
-    r.u = la.lora_u[i];
-    r.z = la.dora_z[i];
-    r.h = a.lora_h;
-    r.dropout.p = d.training ? ad.dropout : 0.0f;
-    r.dropout.rng = RngKey{d.seed, adapter_dropout_site(l, i), d.offset, d.micro};
-    r.dropout.rows = dropout_rows(d, in);
-    r.dropout.scratch = a.lora_scratch;
-    r.stage_x = a.lora_stage_x;
-    r.stage_y = a.lora_stage_y;
-    r.stage_dx = a.lora_stage_dx;
-    return r;
+    const DecoderLayerWeights& lw = w.layers[l];
+    LinearParams p{site_param(lw, s, false), site_param(lw, s, true),
+                   site_param(gemm(), s, false), site_param(gemm(), s, true), {}, {}};
+    if (g) p.weight_grad = site_param(g->layers[l], s, false), p.bias_grad = site_param(g->layers[l], s, true);
+    const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr,
+                           {a.lora_h, a.lora_scratch, a.lora_stage_x, a.lora_stage_y,
+                            a.lora_stage_dx},
+                           d};
+    return AdaptedLinear(p, pass,
+                         AdapterSlot{l, i, {la.lora_u[i], la.dora_z[i]}, adapter_dropout_site(l, i),
+                                     dropout_rows(d, in)});
   }
   // y (already holding the frozen result when y_has_base) += the adapter of s, if any.
   void adapter(DecoderSite s, TensorView y, TensorView x, bool y_has_base) const {
-    if (adapted(s)) adapter_site_forward(run(s), y, x, x, y_has_base, recompute);
-    else if (!y_has_base) linear_forward(y, x, site_param(gemm(), s, false), site_param(gemm(), s, true));
-  }
-  void adapter_scale(DecoderSite s, TensorView dy) const {
-    if (dora(s)) adapter_site_backward_scale(run(s), dy);
-  }
-  void adapter_back(DecoderSite s, TensorView dy, TensorView x, TensorView dx) const {
-    if (adapted(s)) adapter_site_backward(run(s), dy, x, dx);
+    site(s).forward(y, x, x, y_has_base, recompute);
   }
 };
 
@@ -272,7 +250,7 @@ void layer_backward(const Layer& L, TensorView x) {
                         a.workspace);
       g = dtmp;
     }
-    if (!L.dora(s) && !L.mixed()) return g;
+    if (!L.site(s).dora() && !L.mixed()) return g;
     TensorView dy = g;
     if (L.mixed()) {
       dy = a.dy_h.prefix({N, C});
@@ -281,18 +259,18 @@ void layer_backward(const Layer& L, TensorView x) {
       dy = dtmp;
       copy(dy, dx);
     }
-    L.adapter_scale(s, dy);
+    L.site(s).backward_scale(dy);
     return dy;
   };
   const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F}), gu = la.gu.prefix({N, 2 * F});
   const TensorView dgu = a.dgu.prefix({N, 2 * F}), h2 = la.h2.prefix({N, C});
   TensorView dy = output_grad(DecoderSite::Down, la.mlp_out, la.rstd_mo, lw.mlp_out_norm, lg.mlp_out_norm);
-  linear_backward(dm, lg.down_w, lg.down_b, dy, m, gw.down_w);
-  L.adapter_back(DecoderSite::Down, dy, m, dm);
+  L.site(DecoderSite::Down).base_backward(dy, m, dm);
+  L.site(DecoderSite::Down).backward_adapter(dy, m, dm);
   glu_backward(dgu, gu, dm, c.activation);  // mixed: 16-bit gu and dgu, fp32 dm
-  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter_scale(s, L.block(s, dgu));
+  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.site(s).backward_scale(L.block(s, dgu));
   linear_backward(dh, lg.gu_w, lg.gu_b, dgu, h2, gw.gu_w);
-  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter_back(s, L.block(s, dgu), h2, dh);
+  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.site(s).backward_adapter(L.block(s, dgu), h2, dh);
   const TensorView x1 = la.x1.prefix({N, C});
   rms_norm_backward(dtmp, lg.post_norm, dh, x1, lw.post_norm, la.rstd2.prefix({N}), c.norm_offset,
                     a.workspace);
@@ -300,19 +278,19 @@ void layer_backward(const Layer& L, TensorView x) {
 
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), dctx = a.dctx.prefix({N, c.q_size()});
   dy = output_grad(DecoderSite::O, la.attn_out, la.rstd_ao, lw.attn_out_norm, lg.attn_out_norm);
-  linear_backward(dctx, lg.o_w, lg.o_b, dy, ctx, gw.o_w);
-  L.adapter_back(DecoderSite::O, dy, ctx, dctx);
+  L.site(DecoderSite::O).base_backward(dy, ctx, dctx);
+  L.site(DecoderSite::O).backward_adapter(dy, ctx, dctx);
   const TensorView qkv = la.qkv.prefix({N, c.qkv_size()}), dqkv = a.dqkv.prefix({N, c.qkv_size()});
   attention_backward(attention_call(c, a, L.in, L.d, L.l), L.block(DecoderSite::Q, dqkv),
                      L.block(DecoderSite::K, dqkv), L.block(DecoderSite::V, dqkv), dctx,
                      L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                      L.block(DecoderSite::V, la.qkv_raw.prefix({N, c.qkv_size()})), ctx, la.probs);
   qk_backward(L, dqkv);
-  for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V}) L.adapter_scale(s, L.block(s, dqkv));
+  for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V}) L.site(s).backward_scale(L.block(s, dqkv));
   const TensorView h1 = la.h1.prefix({N, C});
   linear_backward(dh, lg.qkv_w, lg.qkv_b, dqkv, h1, gw.qkv_w);
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
-    L.adapter_back(s, L.block(s, dqkv), h1, dh);
+    L.site(s).backward_adapter(L.block(s, dqkv), h1, dh);
   rms_norm_backward(dtmp, lg.in_norm, dh, x, lw.in_norm, la.rstd1.prefix({N}), c.norm_offset,
                     a.workspace);
   residual_forward(dx, dx, dtmp);  // dL/dx
