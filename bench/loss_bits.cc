@@ -9,7 +9,7 @@
 // LoRA bf16 with gradient checkpointing, DoRA with dropout bf16 with checkpointing, and full
 // fine-tuning in fp32 and bf16 (the trained-weight gradient path); LoRA on all-linear, DoRA on
 // every linear module and the pooler / head dense as well.
-// Prints "LOSS family config step loss-as-hex-bits loss".
+// Prints "LOSS family config step loss-as-hex-bits loss", and each run's planned memory.
 //
 //   loss_bits <source dir> <scratch dir> [family filter]
 #include <cstdint>
@@ -160,7 +160,10 @@ int main(int argc, char** argv) {
                           << "  threads: 2\n  learning_rate: 3.0e-3\n  memory_budget: 1GiB\n"
                           << training << "output:\n  dir: " << run << "\n  progress: plain\n";
       try {
-        run_training(TrainConfig::load(yaml));
+        const json summary = run_training(TrainConfig::load(yaml));
+        // The plan too: a refactoring of the buffers keeps every byte of it.
+        std::printf("LOSS %s %s plan %s\n", family.c_str(), name.c_str(),
+                    summary["memory"]["planned"].dump().c_str());
       } catch (const std::exception& e) {
         std::printf("LOSS %s %s error %s\n", family.c_str(), name.c_str(), e.what());
         continue;
