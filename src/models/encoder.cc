@@ -106,11 +106,9 @@ AdaptedLinear site_linear(const EncoderWeights& w, const EncoderWeights* g,
                  site_param(gemm, s, true), {}, {}};
   if (g) p.weight_grad = site_param(g->layers[l], s, false), p.bias_grad = site_param(g->layers[l], s, true);
   const int i = static_cast<int>(s);
-  AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr,
-                   {a.lora_h, a.lora_scratch, a.lora_stage_x, a.lora_stage_y, a.lora_stage_dx}, d};
+  const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr, a.adapter_scratch, d};
   return AdaptedLinear(p, pass,
-                       AdapterSlot{l, i, {la.lora_u[i], la.dora_z[i]}, adapter_dropout_site(l, i),
-                                   rows(d, in)});
+                       AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i), rows(d, in)});
 }
 
 // The fused QKV projection (no adapter: its blocks' are the Query / Key / Value sites').

@@ -20,6 +20,7 @@
 #include "models/adapter_site.h"
 #include "models/adapters.h"
 #include "models/backbone.h"
+#include "models/layers/adapter_buffers.h"
 
 namespace ftune {
 
@@ -28,18 +29,6 @@ struct LinearParams {
   TensorView weight, bias;            // fp32 (out, in), (out); bias may be undefined
   TensorView gemm_weight, gemm_bias;  // what the frozen GEMM reads (16-bit shadow or fp32)
   TensorView weight_grad, bias_grad;  // gradients; undefined: frozen
-};
-
-// The adapter buffers shared by every site of a pass (planned once per model).
-struct AdapterScratch {
-  TensorView h;                           // (N, r) backward scratch
-  TensorView dropout;                     // adapter dropout's dropped-out input
-  TensorView stage_x, stage_y, stage_dx;  // mixed precision: fp32 copies of x, y and dx
-};
-
-// One site's own adapter buffers: u = x_d A^T (N, r) and DoRA's z (N, out).
-struct AdapterSiteBuffers {
-  TensorView u, z;
 };
 
 // What every adapted linear of one pass shares.
