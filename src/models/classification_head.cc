@@ -30,10 +30,10 @@ AdaptedLinear pooler_linear(const EncoderConfig& c, const HeadWeights& w, const 
   const LinearParams p{w.dense_w, w.dense_b, w.dense_w, w.dense_b,
                        g ? g->dense_w : TensorView(), g ? g->dense_b : TensorView()};
   const AdapterSite s = pooler_adapter_site(c);
-  const AdapterPass pass{&ad, &grads, {a.lora_h, a.lora_scratch, {}, {}, {}}, d};
+  const AdapterPass pass{&ad, &grads, a.adapter_scratch, d};
   return AdaptedLinear(p, pass,
-                       AdapterSlot{s.layer, s.kind, {a.lora_u, a.dora_z},
-                                   pooler_adapter_dropout_site(), head_rows(d)});
+                       AdapterSlot{s.layer, s.kind, a.pooler_adapter, pooler_adapter_dropout_site(),
+                                   head_rows(d)});
 }
 
 }  // namespace
@@ -97,11 +97,11 @@ void head_buffers(const EncoderConfig& c, int64_t max_rows, bool training,
   if (c.family != ModelFamily::Bert ||
       targeted_sites({pooler_adapter_site(c)}, adapters).empty())
     return;
-  t.add("act/head/lora_u", DType::F32, {max_rows, adapters.r}, &a.lora_u);
-  if (adapters.dora()) t.add("act/head/dora_z", DType::F32, {max_rows, C}, &a.dora_z);
-  if (training) t.add("gradact/head/lora_h", DType::F32, {max_rows, adapters.r}, &a.lora_h);
-  if (training && adapters.dropout > 0)
-    t.add("work/head/lora_dropout", DType::F32, {max_rows, C}, &a.lora_scratch);
+  add_adapter_site_buffers(t, "act/head/lora_u", "act/head/dora_z", max_rows, C, adapters,
+                           {&a.pooler_adapter});
+  if (!training) return;
+  add_adapter_h(t, "gradact/head/lora_h", max_rows, adapters, a.adapter_scratch);
+  add_adapter_dropout(t, "work/head/lora_dropout", {max_rows, C}, adapters, a.adapter_scratch);
 }
 
 TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActivations& a,

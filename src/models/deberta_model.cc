@@ -195,15 +195,11 @@ class DebertaModel final : public BackboneModel {
                          site_param(w_, l, k, true),
                          grads ? site_param(g_, l, k, false) : TensorView(),
                          grads ? site_param(g_, l, k, true) : TensorView()};
-    const DebertaLayerActs& la = a_.layers[l];
-    const AdapterPass pass{&ad_, grads ? &adg_ : nullptr, scratch(), d};
+    const AdapterPass pass{&ad_, grads ? &adg_ : nullptr, a_.adapter_scratch, d};
     return AdaptedLinear(p, pass,
-                         AdapterSlot{l, adapter_kind(k), {la.lora_u[kind(k)], la.dora_z[kind(k)]},
+                         AdapterSlot{l, adapter_kind(k), a_.layers[l].adapter[kind(k)],
                                      adapter_dropout_site(l, kind(k)),
                                      positional(k) ? DropoutRows{0, c_.rel_rows(), 0} : rows(d, in)});
-  }
-  AdapterScratch scratch() const {
-    return {a_.lora_h, a_.lora_scratch, a_.lora_stage_x, a_.lora_stage_y, a_.lora_stage_dx};
   }
   // The fused QKV projection (its blocks' adapters are the Query / Key / Value sites').
   AdaptedLinear fused_qkv(int64_t l) const {
@@ -432,10 +428,12 @@ class DebertaModel final : public BackboneModel {
     const AdapterSite s = deberta_pooler_site(c_);
     const LinearParams p{w_.pool_w, w_.pool_b, w_.pool_w, w_.pool_b,
                          grads ? g_.pool_w : TensorView(), grads ? g_.pool_b : TensorView()};
-    const AdapterPass pass{&ad_, grads ? &adg_ : nullptr, {a_.lora_h, a_.lora_scratch, {}, {}, {}},
-                           d};
+    // The head is fp32: no staging.
+    AdapterScratch scratch = a_.adapter_scratch;
+    scratch.stage_x = scratch.stage_y = scratch.stage_dx = TensorView();
+    const AdapterPass pass{&ad_, grads ? &adg_ : nullptr, scratch, d};
     return AdaptedLinear(p, pass,
-                         AdapterSlot{s.layer, s.kind, {a_.pool_lora_u, a_.pool_dora_z},
+                         AdapterSlot{s.layer, s.kind, a_.pool_adapter,
                                      adapter_dropout_site(s.layer, s.kind), DropoutRows{d.row0, 1, 1}});
   }
 
