@@ -98,12 +98,9 @@ struct Layer {
     LinearParams p{site_param(lw, s, false), site_param(lw, s, true),
                    site_param(gemm(), s, false), site_param(gemm(), s, true), {}, {}};
     if (g) p.weight_grad = site_param(g->layers[l], s, false), p.bias_grad = site_param(g->layers[l], s, true);
-    const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr,
-                           {a.lora_h, a.lora_scratch, a.lora_stage_x, a.lora_stage_y,
-                            a.lora_stage_dx},
-                           d};
+    const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr, a.adapter_scratch, d};
     return AdaptedLinear(p, pass,
-                         AdapterSlot{l, i, {la.lora_u[i], la.dora_z[i]}, adapter_dropout_site(l, i),
+                         AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i),
                                      dropout_rows(d, in)});
   }
   // y (already holding the frozen result when y_has_base) += the adapter of s, if any.

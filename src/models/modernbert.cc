@@ -84,12 +84,9 @@ struct Layer {
         case ModernBertSite::MlpWo: p.weight_grad = lg.wo_w, p.bias_grad = lg.wo_b; break;
       }
     }
-    const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr,
-                           {a.lora_h, a.lora_scratch, a.lora_stage_x, a.lora_stage_y,
-                            a.lora_stage_dx},
-                           d};
+    const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr, a.adapter_scratch, d};
     return AdaptedLinear(p, pass,
-                         AdapterSlot{l, i, {la.lora_u[i], la.dora_z[i]}, adapter_dropout_site(l, i),
+                         AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i),
                                      dropout_rows(d, in)});
   }
   // y = x W^T + b of site s, with its adapter if any.

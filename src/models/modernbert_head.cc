@@ -38,11 +38,11 @@ AdaptedLinear dense_linear(const ModernBertConfig& c, const ModernBertWeights& w
   const int64_t L = c.num_layers;
   const LinearParams p{w.dense_w, w.dense_b, w.dense_w, w.dense_b,
                        g ? g->dense_w : TensorView(), g ? g->dense_b : TensorView()};
-  const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr,
-                         {a.lora_h, a.lora_scratch, {}, {}, {}}, d};
+  AdapterScratch scratch = a.adapter_scratch;  // the head is fp32: no staging
+  scratch.stage_x = scratch.stage_y = scratch.stage_dx = TensorView();
+  const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr, scratch, d};
   return AdaptedLinear(p, pass,
-                       AdapterSlot{L, 0, {a.head_lora_u, a.head_dora_z}, adapter_dropout_site(L, 0),
-                                   head_rows(d)});
+                       AdapterSlot{L, 0, a.head_adapter, adapter_dropout_site(L, 0), head_rows(d)});
 }
 
 }  // namespace
