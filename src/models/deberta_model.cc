@@ -11,6 +11,7 @@
 #include "models/deberta_weights.h"
 #include "models/gradient_ready.h"
 #include "models/layers/adapted_linear.h"
+#include "models/layers/feed_forward.h"
 #include "models/packed_dropout.h"
 #include "ops/disentangled_attention.h"
 #include "ops/cast.h"
@@ -209,6 +210,14 @@ class DebertaModel final : public BackboneModel {
                                       g_.layers.empty() ? TensorView() : g_.layers[l].qkv_b});
   }
 
+  // The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h).
+  FeedForward feed_forward(int64_t l, bool grads, const TokenInputs& in,
+                           const DropoutPlan& d) const {
+    return FeedForward(site(l, DebertaSite::FfnIn, grads, in, d),
+                       site(l, DebertaSite::FfnOut, grads, in, d),
+                       FeedForwardActivation::Gelu(c_.activation));
+  }
+
   // y = x W^T + b of site (l, k) with its adapter, if any. x: the adapter's input; xg: the frozen
   // GEMM's (x, or under mixed precision x's 16-bit copy). y_has_base: the fused QKV GEMM ran.
   // recompute: the DoRA norms are current (checkpointing's second pass, or the positional call
@@ -330,9 +339,7 @@ class DebertaModel final : public BackboneModel {
                                    la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), attn, x,
                                    lw.ln1_w, lw.ln1_b, c_.layer_norm_eps, pr,
                                    key(d, attn_out_site(l)), rows(d, in));
-    site_forward(l, DebertaSite::FfnIn, ffn_pre, ln1g, ln1g, in, d, false, recompute);
-    gelu_forward(ffn_act, ffn_pre, c_.activation);
-    site_forward(l, DebertaSite::FfnOut, ffn_out, ffn_act, ffn_act, in, d, false, recompute);
+    feed_forward(l, false, in, d).forward(ffn_out, ffn_act, ffn_pre, ln1g, ln1g, recompute);
     dropout_add_layer_norm_forward(la.out.prefix(NC), TensorView(), la.sum2.prefix(NC),
                                    la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), ffn_out, ln1,
                                    lw.ln2_w, lw.ln2_b, c_.layer_norm_eps, pr,
@@ -357,9 +364,9 @@ class DebertaModel final : public BackboneModel {
                                 lw.ln2_w, la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), pr,
                                 key(d, ffn_out_site(l)), rows(d, in));
     const TensorView ffn_act = la.ffn_act.prefix({N, F}), ln1g = gemm_ln1(l, N);
-    site_backward(l, DebertaSite::FfnOut, dtmp, ffn_act, ffn_act, dffn, false, in, d);
-    gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c_.activation);
-    site_backward(l, DebertaSite::FfnIn, dffn, ln1g, ln1g, dsum, true, in, d);
+    feed_forward(l, true, in, d)
+        .backward(dtmp, ffn_act, dffn, la.ffn_pre.prefix({N, F}), dffn, ln1g, ln1g, dsum,
+                  /*accumulate=*/true);
     layer_norm_dropout_backward(dout, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC),
                                 lw.ln1_w, la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), pr,
                                 key(d, attn_out_site(l)), rows(d, in));

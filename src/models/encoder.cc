@@ -9,6 +9,7 @@
 #include "models/adapters.h"
 #include "models/gradient_ready.h"
 #include "models/layers/adapted_linear.h"
+#include "models/layers/feed_forward.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
 #include "ops/cast.h"
@@ -119,6 +120,15 @@ AdaptedLinear fused_qkv(const EncoderWeights& w, const EncoderWeights* g, int64_
   return AdaptedLinear(p);
 }
 
+// The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h).
+FeedForward feed_forward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights* g,
+                         const LayerActivations& la, const EncoderActivations& a, int64_t l,
+                         const DropoutPlan& d, const TokenInputs& in) {
+  return FeedForward(site_linear(w, g, la, a, l, EncoderSite::FfnIn, d, in),
+                     site_linear(w, g, la, a, l, EncoderSite::FfnOut, d, in),
+                     FeedForwardActivation::Gelu(c.activation));
+}
+
 // One transformer layer: x (N, C) -> la.out; x_h: x's 16-bit copy under mixed precision (the
 // GEMM's input), else undefined. recompute: checkpointing's second pass.
 void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivations& la,
@@ -155,9 +165,8 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                                  dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                                  rows(d, in));
   const TensorView ffn_in = mixed ? ln1_h : ln1;
-  site(EncoderSite::FfnIn).forward(ffn_pre, ffn_in, ffn_in, /*y_has_base=*/false, recompute);
-  gelu_forward(ffn_act, ffn_pre, c.activation);
-  site(EncoderSite::FfnOut).forward(ffn_out, ffn_act, ffn_act, /*y_has_base=*/false, recompute);
+  feed_forward(c, w, nullptr, la, a, l, d, in).forward(ffn_out, ffn_act, ffn_pre, ffn_in, ffn_in,
+                                                       recompute);
   dropout_add_layer_norm_forward(out, out_h, la.sum2.prefix(NC), la.ln2_mean.prefix(N1),
                                  la.ln2_rstd.prefix(N1), ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps,
                                  dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
@@ -191,10 +200,10 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                               dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
                               rows(d, in));
   const auto site = [&](EncoderSite s) { return site_linear(w, &g, la, a, l, s, d, in); };
-  site(EncoderSite::FfnOut).backward(dtmp, ffn_act, ffn_act, dffn);
-  gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
   // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
-  site(EncoderSite::FfnIn).backward(dffn, ln1, ln1, dsum, /*accumulate=*/true);
+  feed_forward(c, w, &g, la, a, l, d, in)
+      .backward(dtmp, ffn_act, dffn, la.ffn_pre.prefix({N, F}), dffn, ln1, ln1, dsum,
+                /*accumulate=*/true);
 
   // h1 = LayerNorm(dropout(a) + x): dout becomes the gradient of x (residual), dtmp that of a.
   layer_norm_dropout_backward(dout, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,

@@ -8,6 +8,7 @@
 #include "models/adapters.h"
 #include "models/gradient_ready.h"
 #include "models/layers/adapted_linear.h"
+#include "models/layers/feed_forward.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -96,6 +97,12 @@ struct Layer {
   void linear_back(ModernBertSite s, TensorView dy, TensorView x, TensorView dx) const {
     site(s).backward(dy, x, dx);
   }
+  // The MLP: Wi, GeGLU, the mlp dropout (p) on its output, Wo (models/layers/feed_forward.h).
+  FeedForward mlp(float p, DropoutRows rows) const {
+    return FeedForward(site(ModernBertSite::Wi), site(ModernBertSite::MlpWo),
+                       FeedForwardActivation::Gated(c.activation),
+                       FeedForwardDropout{p, key(modernbert_mlp_site(l)), rows});
+  }
   RngKey key(uint32_t site) const { return RngKey{d.seed, site, d.offset, d.micro}; }
 };
 
@@ -173,10 +180,7 @@ void layer_forward(const Layer& L, TensorView x) {
   norm_forward(L, h2, la.mean2.prefix({N}), la.rstd2.prefix({N}), x1, lw.mlp_norm_w,
                lw.mlp_norm_b);
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
-  L.linear(ModernBertSite::Wi, gu, h2);
-  glu_forward(m, gu, c.activation);
-  if (p_mlp > 0) dropout_forward(m, m, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
-  L.linear(ModernBertSite::MlpWo, tmp, m);
+  L.mlp(p_mlp, rows).forward(tmp, m, gu, h2, h2);
   residual_forward(la.out.prefix({N, C}), x1, tmp);
 }
 
@@ -195,12 +199,10 @@ void layer_backward(const Layer& L, TensorView x) {
   // MLP. dx (the residual's gradient) must stay: DoRA, which scales its output gradient in
   // place, gets a copy.
   const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F});
-  L.linear_back(ModernBertSite::MlpWo, output_grad(L, ModernBertSite::MlpWo, 0.0f, 0), m, dm);
-  if (p_mlp > 0) dropout_backward(dm, dm, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
   const TensorView gu = la.gu.prefix({N, 2 * F}), dgu = a.dgu.prefix({N, 2 * F});
-  glu_backward(dgu, gu, dm, c.activation);
   const TensorView h2 = la.h2.prefix({N, C});
-  L.linear_back(ModernBertSite::Wi, dgu, h2, dh);
+  L.mlp(p_mlp, rows).backward(output_grad(L, ModernBertSite::MlpWo, 0.0f, 0), m, dm, gu, dgu, h2,
+                              h2, dh);
   const TensorView x1 = la.x1.prefix({N, C});
   layer_norm_backward(dtmp, lg.mlp_norm_w, lg.mlp_norm_b, dh, x1, lw.mlp_norm_w,
                       la.mean2.prefix({N}), la.rstd2.prefix({N}));
