@@ -45,7 +45,7 @@ while IFS= read -r hit; do
 done < <(grep -rnE 'set_gemm_tf32|gemm_tf32\(\)|set_attention_kernel|#include "cuda/gemm.h"' src/train || true)
 
 # models/layers/ may include these of models/ (the shared code under the families), and itself.
-layers_may_include='models/(layers/[a-z_]+|adapter_config|adapter_site|adapters|backbone|param_table|batch)\.h'
+layers_may_include='models/(layers/[a-z_]+|adapter_config|adapter_site|adapters|backbone|gradient_ready|param_table|batch)\.h'
 while IFS= read -r hit; do
   [ -n "$hit" ] || continue
   printf '%s' "$hit" | grep -qE "#include \"$layers_may_include\"" ||

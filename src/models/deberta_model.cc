@@ -9,9 +9,9 @@
 #include "models/adapters.h"
 #include "models/classification_head.h"
 #include "models/deberta_weights.h"
-#include "models/gradient_ready.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"
+#include "models/layers/layer_stack.h"
 #include "models/packed_dropout.h"
 #include "ops/disentangled_attention.h"
 #include "ops/cast.h"
@@ -94,14 +94,13 @@ class DebertaModel final : public BackboneModel {
     if (g_.rel.defined()) fill_zero(a_.grad_rel);
     // Frozen embeddings (adapters): nothing below layer 0 needs a gradient.
     const bool embeddings_train = g_.word.defined() || g_.emb_ln_w.defined();
-    for (int64_t l = c_.num_layers - 1; l >= 0; --l) {
-      const TensorView x = l > 0 ? a_.layers[l - 1].out.prefix(NC) : a_.emb_out.prefix(NC);
-      // Checkpointing: the slot holds the last layer's activations; recompute the others (same
-      // inputs, same Philox keys: the same bits).
-      if (a_.checkpointing && l != c_.num_layers - 1) layer_forward(l, x, in, d, true);
-      layer_backward(l, x, l > 0 || embeddings_train, in, d);
-      layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
-    }
+    const auto input = [&](int64_t l) {
+      return l > 0 ? a_.layers[l - 1].out.prefix(NC) : a_.emb_out.prefix(NC);
+    };
+    layer_stack_backward(
+        c_.num_layers, a_.checkpointing,
+        [&](int64_t l) { layer_forward(l, input(l), in, d, /*recompute=*/true); },
+        [&](int64_t l) { layer_backward(l, input(l), l > 0 || embeddings_train, in, d); });
     // The relative embeddings: every layer's gradient summed in grad_rel, through the LayerNorm.
     if (g_.rel.defined()) {
       if (c_.norm_rel_ebd) {

@@ -5,7 +5,7 @@
 #include "core/memory.h"
 #include "core/tensor_columns.h"
 #include "models/adapters.h"
-#include "models/gradient_ready.h"
+#include "models/layers/layer_stack.h"
 #include "models/layers/adapted_linear.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
@@ -337,14 +337,15 @@ void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const Dec
   last_token_backward(dh, dpooled, a.pool_index.prefix({B}));
   rms_norm_backward(a.dx.prefix({N, C}), g.final_norm, dh, layer_input(a, c.num_layers, N, C),
                     w.final_norm, a.final_rstd.prefix({N}), c.norm_offset, a.workspace);
-  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
-    // Checkpointing: the slot holds the last layer's activations after forward; recompute the
-    // others from their kept inputs (same Philox keys: the same bits).
-    if (a.checkpointing && l != c.num_layers - 1)
-      layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d, true}, layer_input(a, l, N, C));
-    layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
-    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
-  }
+  layer_stack_backward(
+      c.num_layers, a.checkpointing,
+      [&](int64_t l) {
+        layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d, true},
+                      layer_input(a, l, N, C));
+      },
+      [&](int64_t l) {
+        layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+      });
   if (!g.embed.defined()) return;
   if (c.embed_scale != 1.0f) scale_inplace(a.dx.prefix({N, C}), c.embed_scale);
   embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,

@@ -7,9 +7,9 @@
 
 #include "core/tensor_columns.h"
 #include "models/adapters.h"
-#include "models/gradient_ready.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"
+#include "models/layers/layer_stack.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
 #include "ops/cast.h"
@@ -266,21 +266,23 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
   // Frozen embeddings (adapters): nothing below layer 0 needs a gradient.
   const bool embeddings_train = g.word.defined() || g.emb_ln_w.defined();
   const bool mixed = a.compute != DType::F32;
-  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
-    const TensorView x = l > 0 ? a.layers[l - 1].out.prefix(NC) : a.emb_out.prefix(NC);
-    const TensorView x_h = !mixed  ? TensorView()
-                           : l > 0 ? a.layers[l - 1].out_h.prefix(NC)
-                                   : a.emb_out_h.prefix(NC);
-    // Checkpointing: the slot holds the last layer's activations after forward; recompute the
-    // others (same inputs, same Philox keys: the same bits). Mixed precision: the input's 16-bit
-    // copy is cast again first (its slot was reused; the cast gives the same bits).
-    if (a.checkpointing && l != c.num_layers - 1) {
-      if (mixed && l > 0) cast(x_h, x);
-      layer_forward(c, w, a.layers[l], a, l, x, x_h, in, d, /*recompute=*/true);
-    }
-    layer_backward(c, w, g, a.layers[l], a, l, x, x_h, l > 0 || embeddings_train, in, d);
-    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
-  }
+  const auto x = [&](int64_t l) {
+    return l > 0 ? a.layers[l - 1].out.prefix(NC) : a.emb_out.prefix(NC);
+  };
+  const auto x_h = [&](int64_t l) {
+    return !mixed ? TensorView() : l > 0 ? a.layers[l - 1].out_h.prefix(NC) : a.emb_out_h.prefix(NC);
+  };
+  // Checkpointing (models/layers/layer_stack.h). Mixed precision: the input's 16-bit copy is cast
+  // again before a recomputation (its slot was reused; the cast gives the same bits).
+  layer_stack_backward(
+      c.num_layers, a.checkpointing,
+      [&](int64_t l) {
+        if (mixed && l > 0) cast(x_h(l), x(l));
+        layer_forward(c, w, a.layers[l], a, l, x(l), x_h(l), in, d, /*recompute=*/true);
+      },
+      [&](int64_t l) {
+        layer_backward(c, w, g, a.layers[l], a, l, x(l), x_h(l), l > 0 || embeddings_train, in, d);
+      });
   if (!embeddings_train) return;
 
   // Embeddings: dropout, LayerNorm, then the three tables' sparse gradients.

@@ -6,7 +6,7 @@
 #include "core/memory.h"
 #include "core/tensor_columns.h"
 #include "models/adapters.h"
-#include "models/gradient_ready.h"
+#include "models/layers/layer_stack.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"
 #include "models/token_attention.h"
@@ -261,14 +261,14 @@ void modernbert_backward(const ModernBertConfig& c, const ModernBertWeights& w,
   layer_norm_backward(a.dx.prefix({N, C}), g.final_norm_w, g.final_norm_b, a.dh.prefix({N, C}),
                       layer_input(a, c.num_layers, N, C), w.final_norm_w, a.final_mean.prefix({N}),
                       a.final_rstd.prefix({N}));
-  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
-    const Layer layer{c, w, &g, a.layers[l], a, l, N, in, d};
-    // Checkpointing: the slot holds the last layer's activations after forward; the others are
-    // recomputed from their kept inputs.
-    if (a.recompute && l != c.num_layers - 1) layer_forward(layer, layer_input(a, l, N, C));
-    layer_backward(layer, layer_input(a, l, N, C));
-    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
-  }
+  layer_stack_backward(
+      c.num_layers, a.recompute,
+      [&](int64_t l) {
+        layer_forward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+      },
+      [&](int64_t l) {
+        layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+      });
   const TensorView dx = a.dx.prefix({N, C}), de = a.dtmp.prefix({N, C});
   const float p = rate(d, c.embedding_dropout);
   if (p > 0)
