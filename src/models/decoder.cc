@@ -7,6 +7,7 @@
 #include "models/adapters.h"
 #include "models/layers/layer_stack.h"
 #include "models/layers/adapted_linear.h"
+#include "models/layers/norm.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -103,20 +104,19 @@ struct Layer {
                          AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i),
                                      dropout_rows(d, in)});
   }
+  // An RMSNorm of the layer (models/layers/norm.h): fp32 x into out directly, or under mixed
+  // precision in fp32 staging (norm_stage) rounded once into the 16-bit out.
+  Norm norm(TensorView DecoderLayerWeights::*weight) const {
+    return Norm::rms(w.layers[l].*weight, g ? g->layers[l].*weight : TensorView(), c.rms_norm_eps,
+                     c.norm_offset, a.workspace);
+  }
+  TensorView norm_stage() const { return mixed() ? a.stage0 : TensorView(); }
   // y (already holding the frozen result when y_has_base) += the adapter of s, if any.
   void adapter(DecoderSite s, TensorView y, TensorView x, bool y_has_base) const {
     site(s).forward(y, x, x, y_has_base, recompute);
   }
 };
 
-// RMSNorm of x (fp32) into out: directly, or under mixed precision in fp32 staging rounded once
-// into the 16-bit out.
-void norm_forward(const Layer& L, TensorView out, TensorView rstd, TensorView x, TensorView weight) {
-  const DecoderConfig& c = L.c;
-  const TensorView y = L.mixed() ? L.stage(L.a.stage0, c.hidden_size) : out;
-  rms_norm_forward(y, rstd, x, weight, c.rms_norm_eps, c.norm_offset);
-  if (y.data != out.data) cast(out, y);
-}
 
 // q and k: the q / k norms (Qwen3) from the raw projections and RoPE, into qkv. Under mixed
 // precision on fp32 copies of the 16-bit projections, rounded once into qkv.
@@ -154,7 +154,8 @@ void layer_forward(const Layer& L, TensorView x) {
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   const TensorView h1 = la.h1.prefix({N, C}), qkv = la.qkv.prefix({N, c.qkv_size()});
   const TensorView raw = la.qkv_raw.prefix({N, c.qkv_size()});
-  norm_forward(L, h1, la.rstd1.prefix({N}), x, lw.in_norm);
+  L.norm(&DecoderLayerWeights::in_norm).forward(h1, TensorView(), la.rstd1.prefix({N}), x,
+                                                L.norm_stage());
   linear_forward(raw, h1, L.gemm().qkv_w, L.gemm().qkv_b);
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
     L.adapter(s, L.block(s, raw), h1, true);
@@ -187,7 +188,8 @@ void layer_forward(const Layer& L, TensorView x) {
   const TensorView attn = branch_out(DecoderSite::O, ctx, la.attn_out, la.rstd_ao, lw.attn_out_norm);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, attn);
-  norm_forward(L, h2, la.rstd2.prefix({N}), x1, lw.post_norm);
+  L.norm(&DecoderLayerWeights::post_norm).forward(h2, TensorView(), la.rstd2.prefix({N}), x1,
+                                                  L.norm_stage());
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
   linear_forward(gu, h2, L.gemm().gu_w, L.gemm().gu_b);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter(s, L.block(s, gu), h2, true);
@@ -269,8 +271,7 @@ void layer_backward(const Layer& L, TensorView x) {
   linear_backward(dh, lg.gu_w, lg.gu_b, dgu, h2, gw.gu_w);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.site(s).backward_adapter(L.block(s, dgu), h2, dh);
   const TensorView x1 = la.x1.prefix({N, C});
-  rms_norm_backward(dtmp, lg.post_norm, dh, x1, lw.post_norm, la.rstd2.prefix({N}), c.norm_offset,
-                    a.workspace);
+  L.norm(&DecoderLayerWeights::post_norm).backward(dtmp, dh, x1, TensorView(), la.rstd2.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx1
 
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), dctx = a.dctx.prefix({N, c.q_size()});
@@ -288,8 +289,7 @@ void layer_backward(const Layer& L, TensorView x) {
   linear_backward(dh, lg.qkv_w, lg.qkv_b, dqkv, h1, gw.qkv_w);
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
     L.site(s).backward_adapter(L.block(s, dqkv), h1, dh);
-  rms_norm_backward(dtmp, lg.in_norm, dh, x, lw.in_norm, la.rstd1.prefix({N}), c.norm_offset,
-                    a.workspace);
+  L.norm(&DecoderLayerWeights::in_norm).backward(dtmp, dh, x, TensorView(), la.rstd1.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx
 }
 
@@ -318,8 +318,8 @@ TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, Deco
   for (int64_t l = 0; l < c.num_layers; ++l)
     layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
   const TensorView hidden = a.hidden.prefix({N, C});
-  rms_norm_forward(hidden, a.final_rstd.prefix({N}), layer_input(a, c.num_layers, N, C),
-                   w.final_norm, c.rms_norm_eps, c.norm_offset);
+  Norm::rms(w.final_norm, TensorView(), c.rms_norm_eps, c.norm_offset, a.workspace)
+      .forward(hidden, TensorView(), a.final_rstd.prefix({N}), layer_input(a, c.num_layers, N, C));
   last_token_forward(a.pooled.prefix({B, C}), a.pool_index.prefix({B}), hidden, in.ids.prefix({N}),
                      pool_rows(in), c.pad_token_id);
   const TensorView logits = a.logits.prefix({B, c.num_labels()});
@@ -335,8 +335,9 @@ void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const Dec
   const TensorView dpooled = a.dpooled.prefix({B, C}), dh = a.dh.prefix({N, C});
   linear_backward(dpooled, g.score, TensorView(), dlogits, a.pooled.prefix({B, C}), w.score);
   last_token_backward(dh, dpooled, a.pool_index.prefix({B}));
-  rms_norm_backward(a.dx.prefix({N, C}), g.final_norm, dh, layer_input(a, c.num_layers, N, C),
-                    w.final_norm, a.final_rstd.prefix({N}), c.norm_offset, a.workspace);
+  Norm::rms(w.final_norm, g.final_norm, c.rms_norm_eps, c.norm_offset, a.workspace)
+      .backward(a.dx.prefix({N, C}), dh, layer_input(a, c.num_layers, N, C), TensorView(),
+                a.final_rstd.prefix({N}));
   layer_stack_backward(
       c.num_layers, a.checkpointing,
       [&](int64_t l) {

@@ -9,6 +9,7 @@
 #include "models/layers/layer_stack.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"
+#include "models/layers/norm.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -103,8 +104,25 @@ struct Layer {
                        FeedForwardActivation::Gated(c.activation),
                        FeedForwardDropout{p, key(modernbert_mlp_site(l)), rows});
   }
+  // A LayerNorm of the layer (models/layers/norm.h): fp32 x into out directly, or under mixed
+  // precision in fp32 staging (norm_stage) whose 16-bit copy (the same pass) is out.
+  Norm norm(TensorView ModernBertLayerWeights::*weight, TensorView ModernBertLayerWeights::*bias) const {
+    return Norm::layer(lw().*weight, lw().*bias, g ? g->layers[l].*weight : TensorView(),
+                       g ? g->layers[l].*bias : TensorView(), c.norm_eps);
+  }
+  TensorView norm_stage() const { return mixed() ? a.stage0 : TensorView(); }
   RngKey key(uint32_t site) const { return RngKey{d.seed, site, d.offset, d.micro}; }
 };
+
+// The embeddings' and the final LayerNorm (fp32; g: the gradients, backward only).
+Norm emb_norm(const ModernBertConfig& c, const ModernBertWeights& w, const ModernBertWeights* g) {
+  return Norm::layer(w.emb_norm_w, w.emb_norm_b, g ? g->emb_norm_w : TensorView(),
+                     g ? g->emb_norm_b : TensorView(), c.norm_eps);
+}
+Norm final_norm(const ModernBertConfig& c, const ModernBertWeights& w, const ModernBertWeights* g) {
+  return Norm::layer(w.final_norm_w, w.final_norm_b, g ? g->final_norm_w : TensorView(),
+                     g ? g->final_norm_b : TensorView(), c.norm_eps);
+}
 
 TensorView layer_input(const ModernBertActs& a, int64_t l, int64_t N, int64_t C) {
   return (l == 0 ? a.x0 : a.layers[l - 1].out).prefix({N, C});
@@ -116,14 +134,6 @@ TensorView attn_input(const Layer& L, int64_t C) {
   return L.l == 0 && !L.mixed() ? layer_input(L.a, 0, L.N, C) : L.la.h1.prefix({L.N, C});
 }
 
-// LayerNorm of x (fp32) into out: directly, or under mixed precision in fp32 staging whose 16-bit
-// copy (the same pass) is out.
-void norm_forward(const Layer& L, TensorView out, TensorView mean, TensorView rstd, TensorView x,
-                  TensorView weight, TensorView bias) {
-  const int64_t C = L.c.hidden_size;
-  if (!L.mixed()) return layer_norm_forward(out, mean, rstd, x, weight, bias, L.c.norm_eps);
-  layer_norm_forward(L.stage(L.a.stage0, C), mean, rstd, x, weight, bias, L.c.norm_eps, out);
-}
 
 // RoPE on q and k of qkv (backward: on their gradients); mixed precision on fp32 copies, rounded
 // once back.
@@ -157,12 +167,12 @@ TensorView output_grad(const Layer& L, ModernBertSite s, float p, uint32_t site)
 
 void layer_forward(const Layer& L, TensorView x) {
   const ModernBertConfig& c = L.c;
-  const ModernBertLayerWeights& lw = L.lw();
   const ModernBertLayerActs& la = L.la;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   if (L.l > 0)
-    norm_forward(L, la.h1.prefix({N, C}), la.mean1.prefix({N}), la.rstd1.prefix({N}), x,
-                 lw.attn_norm_w, lw.attn_norm_b);
+    L.norm(&ModernBertLayerWeights::attn_norm_w, &ModernBertLayerWeights::attn_norm_b)
+        .forward(la.h1.prefix({N, C}), la.mean1.prefix({N}), la.rstd1.prefix({N}), x,
+                 L.norm_stage());
   else if (L.mixed())
     cast(la.h1.prefix({N, C}), x);
   const TensorView h1 = attn_input(L, C), qkv = la.qkv.prefix({N, 3 * C});
@@ -177,8 +187,8 @@ void layer_forward(const Layer& L, TensorView x) {
   if (p_attn > 0) dropout_forward(tmp, tmp, p_attn, L.key(modernbert_attn_out_site(L.l)), rows);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, tmp);
-  norm_forward(L, h2, la.mean2.prefix({N}), la.rstd2.prefix({N}), x1, lw.mlp_norm_w,
-               lw.mlp_norm_b);
+  L.norm(&ModernBertLayerWeights::mlp_norm_w, &ModernBertLayerWeights::mlp_norm_b)
+      .forward(h2, la.mean2.prefix({N}), la.rstd2.prefix({N}), x1, L.norm_stage());
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
   L.mlp(p_mlp, rows).forward(tmp, m, gu, h2, h2);
   residual_forward(la.out.prefix({N, C}), x1, tmp);
@@ -187,8 +197,6 @@ void layer_forward(const Layer& L, TensorView x) {
 // a.dx holds dL/d(layer output); on return dL/d(layer input) x.
 void layer_backward(const Layer& L, TensorView x) {
   const ModernBertConfig& c = L.c;
-  const ModernBertLayerWeights& lw = L.lw();
-  const ModernBertLayerWeights& lg = L.g->layers[L.l];
   const ModernBertLayerActs& la = L.la;
   const ModernBertActs& a = L.a;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
@@ -204,8 +212,8 @@ void layer_backward(const Layer& L, TensorView x) {
   L.mlp(p_mlp, rows).backward(output_grad(L, ModernBertSite::MlpWo, 0.0f, 0), m, dm, gu, dgu, h2,
                               h2, dh);
   const TensorView x1 = la.x1.prefix({N, C});
-  layer_norm_backward(dtmp, lg.mlp_norm_w, lg.mlp_norm_b, dh, x1, lw.mlp_norm_w,
-                      la.mean2.prefix({N}), la.rstd2.prefix({N}));
+  L.norm(&ModernBertLayerWeights::mlp_norm_w, &ModernBertLayerWeights::mlp_norm_b)
+      .backward(dtmp, dh, x1, la.mean2.prefix({N}), la.rstd2.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx1
 
   // Attention.
@@ -224,8 +232,8 @@ void layer_backward(const Layer& L, TensorView x) {
     residual_forward(dx, dx, dh);  // h1 = x on layer 0
     return;
   }
-  layer_norm_backward(dtmp, lg.attn_norm_w, lg.attn_norm_b, dh, x, lw.attn_norm_w,
-                      la.mean1.prefix({N}), la.rstd1.prefix({N}));
+  L.norm(&ModernBertLayerWeights::attn_norm_w, &ModernBertLayerWeights::attn_norm_b)
+      .backward(dtmp, dh, x, la.mean1.prefix({N}), la.rstd1.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx
 }
 
@@ -239,16 +247,16 @@ TensorView modernbert_forward(const ModernBertConfig& c, const ModernBertWeights
     throw InternalError("mixed-precision ModernBERT without its weight shadow");
   const TensorView emb = a.emb.prefix({N, C}), x0 = a.x0.prefix({N, C});
   embedding_forward(emb, in.ids.prefix({N}), w.embed, false);
-  layer_norm_forward(x0, a.emb_mean.prefix({N}), a.emb_rstd.prefix({N}), emb, w.emb_norm_w,
-                     w.emb_norm_b, c.norm_eps);
+  emb_norm(c, w, nullptr).forward(x0, a.emb_mean.prefix({N}), a.emb_rstd.prefix({N}), emb);
   const float p = rate(d, c.embedding_dropout);
   if (p > 0)
     dropout_forward(x0, x0, p, RngKey{d.seed, modernbert_embedding_site(), d.offset, d.micro},
                     dropout_rows(d, in));
   for (int64_t l = 0; l < c.num_layers; ++l)
     layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
-  layer_norm_forward(a.hidden.prefix({N, C}), a.final_mean.prefix({N}), a.final_rstd.prefix({N}),
-                     layer_input(a, c.num_layers, N, C), w.final_norm_w, w.final_norm_b, c.norm_eps);
+  final_norm(c, w, nullptr)
+      .forward(a.hidden.prefix({N, C}), a.final_mean.prefix({N}), a.final_rstd.prefix({N}),
+               layer_input(a, c.num_layers, N, C));
   return modernbert_head_forward(c, w, a, in, d);
 }
 
@@ -258,9 +266,9 @@ void modernbert_backward(const ModernBertConfig& c, const ModernBertWeights& w,
   const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size;
   modernbert_head_backward(c, w, g, a, dlogits, in, d);  // -> a.dh: dL/dhidden
-  layer_norm_backward(a.dx.prefix({N, C}), g.final_norm_w, g.final_norm_b, a.dh.prefix({N, C}),
-                      layer_input(a, c.num_layers, N, C), w.final_norm_w, a.final_mean.prefix({N}),
-                      a.final_rstd.prefix({N}));
+  final_norm(c, w, &g).backward(a.dx.prefix({N, C}), a.dh.prefix({N, C}),
+                                layer_input(a, c.num_layers, N, C), a.final_mean.prefix({N}),
+                                a.final_rstd.prefix({N}));
   layer_stack_backward(
       c.num_layers, a.recompute,
       [&](int64_t l) {
@@ -275,8 +283,8 @@ void modernbert_backward(const ModernBertConfig& c, const ModernBertWeights& w,
     dropout_backward(dx, dx, p, RngKey{d.seed, modernbert_embedding_site(), d.offset, d.micro},
                      dropout_rows(d, in));
   if (!g.embed.defined() && !g.emb_norm_w.defined()) return;  // frozen (adapters)
-  layer_norm_backward(de, g.emb_norm_w, g.emb_norm_b, dx, a.emb.prefix({N, C}), w.emb_norm_w,
-                      a.emb_mean.prefix({N}), a.emb_rstd.prefix({N}));
+  emb_norm(c, w, &g).backward(de, dx, a.emb.prefix({N, C}), a.emb_mean.prefix({N}),
+                              a.emb_rstd.prefix({N}));
   if (g.embed.defined())
     embedding_backward(g.embed, de, in.ids.prefix({N}), c.pad_token_id, a.workspace);
 }
