@@ -4,6 +4,9 @@
 # plus the rules of the backbone interface (models/backbone.h):
 #   - no EncoderConfig (the BERT family's config type) outside src/models/ (nor in bench/)
 #   - train/ sets TF32 and the attention kernel through ops/backend_context.h only
+# and the rule of the shared layer blocks (models/layers/): a layer under the model families, so
+# it includes, of models/, only itself and the shared model code below it (adapters, adapter
+# math, the backbone interface, buffer and parameter plumbing), never a family's files.
 # Prints every violation with its file and line; exits 1 if there is any.
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -40,6 +43,14 @@ done < <(grep -rnw EncoderConfig src bench | grep -v '^src/models/' || true)
 while IFS= read -r hit; do
   [ -n "$hit" ] && fail "$hit  (train/ sets TF32 and attention through ops/backend_context.h)"
 done < <(grep -rnE 'set_gemm_tf32|gemm_tf32\(\)|set_attention_kernel|#include "cuda/gemm.h"' src/train || true)
+
+# models/layers/ may include these of models/ (the shared code under the families), and itself.
+layers_may_include='models/(layers/[a-z_]+|adapter_config|adapter_site|adapters|backbone|gradient_ready|param_table|batch)\.h'
+while IFS= read -r hit; do
+  [ -n "$hit" ] || continue
+  printf '%s' "$hit" | grep -qE "#include \"$layers_may_include\"" ||
+    fail "$hit  (models/layers/ is under the families: it includes no family's files)"
+done < <(grep -rnE '^#include "models/' src/models/layers || true)
 
 [ "$status" -eq 0 ] && echo "layering: ok"
 exit "$status"

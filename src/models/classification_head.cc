@@ -2,8 +2,8 @@
 #include "models/classification_head.h"
 
 #include "core/memory.h"
-#include "models/adapter_site.h"
 #include "models/adapters.h"
+#include "models/layers/adapted_linear.h"
 #include "ops/dropout.h"
 #include "ops/first_token.h"
 #include "ops/linear.h"
@@ -22,29 +22,18 @@ DropoutRows head_rows(const DropoutPlan& d) {
   return DropoutRows{d.row0, 1, 1};
 }
 
-// The pooler's adapter (undefined without one).
-const AdapterWeights* pooler_adapter(const EncoderConfig& c, const AdapterSet& ad) {
+// BERT's pooler.dense as an adapted linear block (models/layers/adapted_linear.h), all in fp32:
+// the head reads the fp32 hidden state and the fp32 weights. grads: empty in forward.
+AdaptedLinear pooler_linear(const EncoderConfig& c, const HeadWeights& w, const HeadWeights* g,
+                            const HeadActivations& a, const AdapterSet& ad,
+                            const AdapterSet& grads, const DropoutPlan& d) {
+  const LinearParams p{w.dense_w, w.dense_b, w.dense_w, w.dense_b,
+                       g ? g->dense_w : TensorView(), g ? g->dense_b : TensorView()};
   const AdapterSite s = pooler_adapter_site(c);
-  if (!ad.any() || static_cast<int64_t>(ad.layers.size()) <= s.layer) return nullptr;
-  const AdapterWeights& w = ad.at(s.layer, s.kind);
-  return w.defined() ? &w : nullptr;
-}
-
-// BERT's pooler.dense with its adapter, as models/adapter_site.h runs it (all in fp32: the head
-// reads the fp32 hidden state and the fp32 weights). grads: undefined in forward.
-AdapterSiteRun pooler_run(const EncoderConfig& c, const HeadWeights& w, const HeadActivations& a,
-                          const AdapterSet& ad, const AdapterSet& grads, const DropoutPlan& d) {
-  const AdapterSite s = pooler_adapter_site(c);
-  AdapterSiteRun r = adapter_run(ad, &grads, s.layer, s.kind);
-  r.weight = r.gemm_weight = w.dense_w;
-  r.bias = w.dense_b;
-  r.u = a.lora_u;
-  r.z = a.dora_z;
-  r.h = a.lora_h;
-  r.dropout = LoraDropout{d.training ? ad.dropout : 0.0f,
-                          RngKey{d.seed, pooler_adapter_dropout_site(), d.offset, d.micro},
-                          a.lora_scratch, head_rows(d)};
-  return r;
+  const AdapterPass pass{&ad, &grads, a.adapter_scratch, d};
+  return AdaptedLinear(p, pass,
+                       AdapterSlot{s.layer, s.kind, a.pooler_adapter, pooler_adapter_dropout_site(),
+                                   head_rows(d)});
 }
 
 }  // namespace
@@ -108,11 +97,11 @@ void head_buffers(const EncoderConfig& c, int64_t max_rows, bool training,
   if (c.family != ModelFamily::Bert ||
       targeted_sites({pooler_adapter_site(c)}, adapters).empty())
     return;
-  t.add("act/head/lora_u", DType::F32, {max_rows, adapters.r}, &a.lora_u);
-  if (adapters.dora()) t.add("act/head/dora_z", DType::F32, {max_rows, C}, &a.dora_z);
-  if (training) t.add("gradact/head/lora_h", DType::F32, {max_rows, adapters.r}, &a.lora_h);
-  if (training && adapters.dropout > 0)
-    t.add("work/head/lora_dropout", DType::F32, {max_rows, C}, &a.lora_scratch);
+  add_adapter_site_buffers(t, "act/head/lora_u", "act/head/dora_z", max_rows, C, adapters,
+                           {&a.pooler_adapter});
+  if (!training) return;
+  add_adapter_h(t, "gradact/head/lora_h", max_rows, adapters, a.adapter_scratch);
+  add_adapter_dropout(t, "work/head/lora_dropout", {max_rows, C}, adapters, a.adapter_scratch);
 }
 
 TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActivations& a,
@@ -128,9 +117,9 @@ TensorView head_forward(const EncoderConfig& c, const HeadWeights& w, HeadActiva
     dropout_forward(a.x.prefix(BC), cls, p,
                     RngKey{d.seed, head_input_dropout_site(), d.offset, d.micro}, head_rows(d));
   const TensorView pooler_in = c.roberta_like() ? a.x.prefix(BC) : cls;
-  if (pooler_adapter(c, adapters)) {
-    adapter_site_forward(pooler_run(c, w, a, adapters, AdapterSet(), d), pooled, pooler_in, pooler_in,
-                         /*y_has_base=*/false, /*recompute=*/false);
+  const AdaptedLinear pooler = pooler_linear(c, w, nullptr, a, adapters, AdapterSet(), d);
+  if (pooler.adapted()) {
+    pooler.forward(pooled, pooler_in);
     tanh_forward(pooled);
   } else {
     tanh_pooler_forward(pooled, pooler_in, w.dense_w, w.dense_b);
@@ -153,13 +142,11 @@ void head_backward(const EncoderConfig& c, const HeadWeights& w, const HeadWeigh
   dropout_backward(dpooled, dpooled, p, RngKey{d.seed, head_pooled_dropout_site(), d.offset, d.micro},
                    head_rows(d));
   const TensorView pooler_in = c.roberta_like() ? a.x.prefix(BC) : a.cls.prefix(BC);
-  if (pooler_adapter(c, adapters)) {
-    const AdapterSiteRun run = pooler_run(c, w, a, adapters, adapter_grads, d);
+  const AdaptedLinear pooler = pooler_linear(c, w, &g, a, adapters, adapter_grads, d);
+  if (pooler.adapted()) {
     const TensorView dpre = a.grad_scratch.prefix(BC);
     tanh_backward(dpre, dpooled, a.pooled.prefix(BC));
-    adapter_site_backward_scale(run, dpre);
-    linear_backward(dx, g.dense_w, g.dense_b, dpre, pooler_in, w.dense_w);
-    adapter_site_backward(run, dpre, pooler_in, dx);
+    pooler.backward(dpre, pooler_in, dx);
   } else {
     tanh_pooler_backward(dx, g.dense_w, g.dense_b, dpooled, pooler_in, a.pooled.prefix(BC),
                          w.dense_w, a.grad_scratch.prefix(BC));

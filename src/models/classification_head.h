@@ -13,6 +13,7 @@
 
 #include "core/arena.h"
 #include "models/encoder.h"
+#include "models/layers/adapter_buffers.h"
 
 namespace ftune {
 
@@ -24,8 +25,10 @@ struct HeadWeights {
 struct HeadActivations {
   TensorView cls, x, pooled, pooled_drop, logits;  // (B, C) x4, (B, K)
   TensorView grad_pooled, grad_x, grad_scratch;    // (B, C)
-  // The pooler's adapter: u (B, r), DoRA's z (B, C), backward's h (B, r), dropout scratch (B, C).
-  TensorView lora_u, dora_z, lora_h, lora_scratch;
+  // The pooler's adapter (models/layers/adapter_buffers.h): u (B, r) and DoRA's z (B, C); its
+  // scratch: backward's h (B, r) and adapter dropout's (B, C).
+  AdapterSiteBuffers pooler_adapter;
+  AdapterScratch adapter_scratch;
 };
 
 // The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch

@@ -6,11 +6,12 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/tensor_columns.h"
-#include "models/adapter_site.h"
 #include "models/adapters.h"
 #include "models/classification_head.h"
 #include "models/deberta_weights.h"
-#include "models/gradient_ready.h"
+#include "models/layers/adapted_linear.h"
+#include "models/layers/feed_forward.h"
+#include "models/layers/layer_stack.h"
 #include "models/packed_dropout.h"
 #include "ops/disentangled_attention.h"
 #include "ops/cast.h"
@@ -93,14 +94,13 @@ class DebertaModel final : public BackboneModel {
     if (g_.rel.defined()) fill_zero(a_.grad_rel);
     // Frozen embeddings (adapters): nothing below layer 0 needs a gradient.
     const bool embeddings_train = g_.word.defined() || g_.emb_ln_w.defined();
-    for (int64_t l = c_.num_layers - 1; l >= 0; --l) {
-      const TensorView x = l > 0 ? a_.layers[l - 1].out.prefix(NC) : a_.emb_out.prefix(NC);
-      // Checkpointing: the slot holds the last layer's activations; recompute the others (same
-      // inputs, same Philox keys: the same bits).
-      if (a_.checkpointing && l != c_.num_layers - 1) layer_forward(l, x, in, d, true);
-      layer_backward(l, x, l > 0 || embeddings_train, in, d);
-      layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
-    }
+    const auto input = [&](int64_t l) {
+      return l > 0 ? a_.layers[l - 1].out.prefix(NC) : a_.emb_out.prefix(NC);
+    };
+    layer_stack_backward(
+        c_.num_layers, a_.checkpointing,
+        [&](int64_t l) { layer_forward(l, input(l), in, d, /*recompute=*/true); },
+        [&](int64_t l) { layer_backward(l, input(l), l > 0 || embeddings_train, in, d); });
     // The relative embeddings: every layer's gradient summed in grad_rel, through the LayerNorm.
     if (g_.rel.defined()) {
       if (c_.norm_rel_ebd) {
@@ -180,33 +180,41 @@ class DebertaModel final : public BackboneModel {
     if (c_.share_att_key && k == DebertaSite::PosQuery) return kind(DebertaSite::Query);
     return kind(k);
   }
-  bool adapted(int64_t l, DebertaSite k) const {
-    return ad_.any() && ad_.at(l, adapter_kind(k)).defined();
-  }
-  bool has_dora(int64_t l, DebertaSite k) const { return ad_.dora && adapted(l, k); }
   static bool positional(DebertaSite k) {
     return k == DebertaSite::PosKey || k == DebertaSite::PosQuery;
   }
 
-  // The adapter run of (l, k) as models/adapter_site.h takes it; grads: with the gradients. Its
-  // buffers and its dropout stream are the site kind's (a positional call has its own mask).
-  AdapterSiteRun site_run(int64_t l, DebertaSite k, bool grads, const TokenInputs& in,
-                          const DropoutPlan& d) const {
-    const DebertaLayerActs& la = a_.layers[l];
-    AdapterSiteRun r = adapter_run(ad_, grads ? &adg_ : nullptr, l, adapter_kind(k));
-    r.weight = site_param(w_, l, k, false);
-    r.gemm_weight = site_param(gemm(), l, k, false);
-    r.bias = site_param(w_, l, k, true);
-    r.stage_x = a_.lora_stage_x;
-    r.stage_y = a_.lora_stage_y;
-    r.stage_dx = a_.lora_stage_dx;
-    r.u = la.lora_u[kind(k)];
-    r.z = la.dora_z[kind(k)];
-    r.h = a_.lora_h;
-    r.dropout =
-        LoraDropout{p(d, ad_.dropout), key(d, adapter_dropout_site(l, kind(k))), a_.lora_scratch,
-                    positional(k) ? DropoutRows{0, c_.rel_rows(), 0} : rows(d, in)};
-    return r;
+  // The adapted linear block of site (l, k) (models/layers/adapted_linear.h); grads: with the
+  // gradients. Its buffers and its dropout stream are the site kind's (a positional call has its
+  // own mask); its frozen GEMM adds the fp32 bias.
+  AdaptedLinear site(int64_t l, DebertaSite k, bool grads, const TokenInputs& in,
+                     const DropoutPlan& d) const {
+    const LinearParams p{site_param(w_, l, k, false),
+                         site_param(w_, l, k, true),
+                         site_param(gemm(), l, k, false),
+                         site_param(w_, l, k, true),
+                         grads ? site_param(g_, l, k, false) : TensorView(),
+                         grads ? site_param(g_, l, k, true) : TensorView()};
+    const AdapterPass pass{&ad_, grads ? &adg_ : nullptr, a_.adapter_scratch, d};
+    return AdaptedLinear(p, pass,
+                         AdapterSlot{l, adapter_kind(k), a_.layers[l].adapter[kind(k)],
+                                     adapter_dropout_site(l, kind(k)),
+                                     positional(k) ? DropoutRows{0, c_.rel_rows(), 0} : rows(d, in)});
+  }
+  // The fused QKV projection (its blocks' adapters are the Query / Key / Value sites').
+  AdaptedLinear fused_qkv(int64_t l) const {
+    const DebertaLayerWeights& lw = w_.layers[l];
+    return AdaptedLinear(LinearParams{lw.qkv_w, lw.qkv_b, gemm().layers[l].qkv_w, lw.qkv_b,
+                                      g_.layers.empty() ? TensorView() : g_.layers[l].qkv_w,
+                                      g_.layers.empty() ? TensorView() : g_.layers[l].qkv_b});
+  }
+
+  // The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h).
+  FeedForward feed_forward(int64_t l, bool grads, const TokenInputs& in,
+                           const DropoutPlan& d) const {
+    return FeedForward(site(l, DebertaSite::FfnIn, grads, in, d),
+                       site(l, DebertaSite::FfnOut, grads, in, d),
+                       FeedForwardActivation::Gelu(c_.activation));
   }
 
   // y = x W^T + b of site (l, k) with its adapter, if any. x: the adapter's input; xg: the frozen
@@ -215,24 +223,15 @@ class DebertaModel final : public BackboneModel {
   // after the content call of the same module).
   void site_forward(int64_t l, DebertaSite k, TensorView y, TensorView x, TensorView xg,
                     const TokenInputs& in, const DropoutPlan& d, bool y_has_base, bool recompute) {
-    if (adapted(l, k))
-      adapter_site_forward(site_run(l, k, false, in, d), y, x, xg, y_has_base, recompute);
-    else if (!y_has_base)
-      linear_forward(y, xg, site_param(gemm(), l, k, false), site_param(w_, l, k, true));
+    site(l, k, false, in, d).forward(y, x, xg, y_has_base, recompute);
   }
 
   // The backward of site (l, k): dy (the adapter may scale it in place first, DoRA) -> the frozen
-  // or trained weights' gradients (x, xg: as site_forward's), dx (= or += with accumulate; undefined: not needed) and the
-  // adapter's gradients (+=), its input gradient added to dx.
+  // or trained weights' gradients (x, xg: as site_forward's), dx (= or += with accumulate;
+  // undefined: not needed) and the adapter's gradients (+=), its input gradient added to dx.
   void site_backward(int64_t l, DebertaSite k, TensorView dy, TensorView x, TensorView xg,
                      TensorView dx, bool accumulate, const TokenInputs& in, const DropoutPlan& d) {
-    const bool on = adapted(l, k);
-    const AdapterSiteRun run = on ? site_run(l, k, true, in, d) : AdapterSiteRun();
-    if (on) adapter_site_backward_scale(run, dy);
-    const TensorView dw = site_param(g_, l, k, false), db = site_param(g_, l, k, true);
-    if (dx.defined() || dw.defined() || db.defined())
-      linear_backward(dx, dw, db, dy, xg, site_param(gemm(), l, k, false), accumulate);
-    if (on) adapter_site_backward(run, dy, x, dx);
+    site(l, k, true, in, d).backward(dy, x, xg, dx, accumulate, /*guard=*/true);
   }
 
   // Packed batches: the op runs row by row (a row of L tokens is a batch of one row, nothing
@@ -301,9 +300,10 @@ class DebertaModel final : public BackboneModel {
     const TensorView xg = gemm_x(l, x), ln1g = gemm_ln1(l, N);
     if (mixed()) cast(xg, x);
     // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
-    const bool fused = !(has_dora(l, DebertaSite::Query) && has_dora(l, DebertaSite::Key) &&
-                         has_dora(l, DebertaSite::Value));
-    if (fused) linear_forward(qkv, xg, gemm().layers[l].qkv_w, lw.qkv_b);
+    const bool fused = !(site(l, DebertaSite::Query, false, in, d).dora() &&
+                         site(l, DebertaSite::Key, false, in, d).dora() &&
+                         site(l, DebertaSite::Value, false, in, d).dora());
+    if (fused) fused_qkv(l).forward(qkv, xg, xg);
     for (int part = 0; part < 3; ++part)
       site_forward(l, static_cast<DebertaSite>(part), columns(qkv, part * C, C), x, xg, in, d,
                    fused, recompute);
@@ -338,9 +338,7 @@ class DebertaModel final : public BackboneModel {
                                    la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), attn, x,
                                    lw.ln1_w, lw.ln1_b, c_.layer_norm_eps, pr,
                                    key(d, attn_out_site(l)), rows(d, in));
-    site_forward(l, DebertaSite::FfnIn, ffn_pre, ln1g, ln1g, in, d, false, recompute);
-    gelu_forward(ffn_act, ffn_pre, c_.activation);
-    site_forward(l, DebertaSite::FfnOut, ffn_out, ffn_act, ffn_act, in, d, false, recompute);
+    feed_forward(l, false, in, d).forward(ffn_out, ffn_act, ffn_pre, ln1g, ln1g, recompute);
     dropout_add_layer_norm_forward(la.out.prefix(NC), TensorView(), la.sum2.prefix(NC),
                                    la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), ffn_out, ln1,
                                    lw.ln2_w, lw.ln2_b, c_.layer_norm_eps, pr,
@@ -365,9 +363,9 @@ class DebertaModel final : public BackboneModel {
                                 lw.ln2_w, la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), pr,
                                 key(d, ffn_out_site(l)), rows(d, in));
     const TensorView ffn_act = la.ffn_act.prefix({N, F}), ln1g = gemm_ln1(l, N);
-    site_backward(l, DebertaSite::FfnOut, dtmp, ffn_act, ffn_act, dffn, false, in, d);
-    gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c_.activation);
-    site_backward(l, DebertaSite::FfnIn, dffn, ln1g, ln1g, dsum, true, in, d);
+    feed_forward(l, true, in, d)
+        .backward(dtmp, ffn_act, dffn, la.ffn_pre.prefix({N, F}), dffn, ln1g, ln1g, dsum,
+                  /*accumulate=*/true);
     layer_norm_dropout_backward(dout, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC),
                                 lw.ln1_w, la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), pr,
                                 key(d, attn_out_site(l)), rows(d, in));
@@ -422,37 +420,27 @@ class DebertaModel final : public BackboneModel {
     // dx = the residual part (in dout) + the QKV input gradient. DoRA first scales each block's
     // gradient in place; the fused backward then reads them all.
     for (int part = 0; part < 3; ++part)
-      if (has_dora(l, static_cast<DebertaSite>(part)))
-        adapter_site_backward_scale(site_run(l, static_cast<DebertaSite>(part), true, in, d),
-                                    columns(dqkv, part * C, C));
+      site(l, static_cast<DebertaSite>(part), true, in, d).backward_scale(columns(dqkv, part * C, C));
     const TensorView dx = need_dx ? dout : TensorView();
-    if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())
-      linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, gemm_x(l, x), gemm().layers[l].qkv_w,
-                      /*accumulate_dinp=*/true);
+    fused_qkv(l).base_backward(dqkv, gemm_x(l, x), dx, /*accumulate=*/true, /*guard=*/true);
     for (int part = 0; part < 3; ++part)
-      if (adapted(l, static_cast<DebertaSite>(part)))
-        adapter_site_backward(site_run(l, static_cast<DebertaSite>(part), true, in, d),
-                              columns(dqkv, part * C, C), x, dx);
+      site(l, static_cast<DebertaSite>(part), true, in, d)
+          .backward_adapter(columns(dqkv, part * C, C), x, dx);
   }
 
   // The pooler's dense with its adapter (PEFT target "pooler.dense"), if any: the head's (B, C)
   // rows, one position per sequence.
-  bool pooler_adapted() const {
+  AdaptedLinear pooler(const DropoutPlan& d, bool grads) const {
     const AdapterSite s = deberta_pooler_site(c_);
-    return ad_.any() && static_cast<int64_t>(ad_.layers.size()) > s.layer &&
-           ad_.at(s.layer, s.kind).defined();
-  }
-  AdapterSiteRun pooler_run(const DropoutPlan& d, bool grads) const {
-    const AdapterSite s = deberta_pooler_site(c_);
-    AdapterSiteRun r = adapter_run(ad_, grads ? &adg_ : nullptr, s.layer, s.kind);
-    r.weight = r.gemm_weight = w_.pool_w;
-    r.bias = w_.pool_b;
-    r.u = a_.pool_lora_u;
-    r.z = a_.pool_dora_z;
-    r.h = a_.lora_h;
-    r.dropout = LoraDropout{p(d, ad_.dropout), key(d, adapter_dropout_site(s.layer, s.kind)),
-                            a_.lora_scratch, DropoutRows{d.row0, 1, 1}};
-    return r;
+    const LinearParams p{w_.pool_w, w_.pool_b, w_.pool_w, w_.pool_b,
+                         grads ? g_.pool_w : TensorView(), grads ? g_.pool_b : TensorView()};
+    // The head is fp32: no staging.
+    AdapterScratch scratch = a_.adapter_scratch;
+    scratch.stage_x = scratch.stage_y = scratch.stage_dx = TensorView();
+    const AdapterPass pass{&ad_, grads ? &adg_ : nullptr, scratch, d};
+    return AdaptedLinear(p, pass,
+                         AdapterSlot{s.layer, s.kind, a_.pool_adapter,
+                                     adapter_dropout_site(s.layer, s.kind), DropoutRows{d.row0, 1, 1}});
   }
 
   TensorView head_forward(const TokenInputs& in, const DropoutPlan& d) {
@@ -464,10 +452,7 @@ class DebertaModel final : public BackboneModel {
     first_tokens_forward(cls, hidden_, in);
     dropout_forward(cls_drop, cls, p(d, c_.pooler_dropout), key(d, head_input_dropout_site()),
                     DropoutRows{d.row0, 1, 1});
-    if (pooler_adapted())
-      adapter_site_forward(pooler_run(d, false), pre, cls_drop, cls_drop, false, false);
-    else
-      linear_forward(pre, cls_drop, w_.pool_w, w_.pool_b);
+    pooler(d, false).forward(pre, cls_drop);
     if (c_.pooler_act == PoolerAct::Tanh) {
       copy(pooled, pre);
       tanh_forward(pooled);
@@ -493,11 +478,7 @@ class DebertaModel final : public BackboneModel {
     else
       gelu_backward(gb, a_.pool_pre.prefix(BC), ga,
                     c_.pooler_act == PoolerAct::Gelu ? GeluForm::Erf : GeluForm::Tanh);
-    const bool adapter = pooler_adapted();
-    const AdapterSiteRun run = adapter ? pooler_run(d, true) : AdapterSiteRun();
-    if (adapter) adapter_site_backward_scale(run, gb);
-    linear_backward(ga, g_.pool_w, g_.pool_b, gb, a_.cls_drop.prefix(BC), w_.pool_w);
-    if (adapter) adapter_site_backward(run, gb, a_.cls_drop.prefix(BC), ga);
+    pooler(d, true).backward(gb, a_.cls_drop.prefix(BC), ga);
     dropout_backward(ga, ga, p(d, c_.pooler_dropout), key(d, head_input_dropout_site()),
                      DropoutRows{d.row0, 1, 1});
     const Shape hidden = in.packed() ? Shape{in.N, C} : Shape{B, in.T, C};

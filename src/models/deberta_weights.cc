@@ -297,42 +297,37 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
       const bool positional = k == key || k == query;
       const int64_t rows = positional ? R : N;
       const int64_t out = static_cast<DebertaSite>(k) == DebertaSite::FfnIn ? F : C;
-      const std::string u = fmt::format("act/layer{}/lora_u{}", s, k);
-      t.add(u, f32, {rows, ad.r});
-      for (int64_t l = s; l < c.num_layers; l += slots) t.also(u, &a.layers[l].lora_u[k]);
-      if (!ad.dora()) continue;
-      const std::string z = fmt::format("act/layer{}/dora_z{}", s, k);
-      t.add(z, f32, {rows, out});
-      for (int64_t l = s; l < c.num_layers; l += slots) t.also(z, &a.layers[l].dora_z[k]);
+      std::vector<AdapterSiteBuffers*> views;
+      for (int64_t l = s; l < c.num_layers; l += slots) views.push_back(&a.layers[l].adapter[k]);
+      add_adapter_site_buffers(t, fmt::format("act/layer{}/lora_u{}", s, k),
+                               fmt::format("act/layer{}/dora_z{}", s, k), rows, out, ad, views);
     }
   }
   if (pooler_adapted) {
-    t.add("act/head/lora_u", f32, {B, ad.r}, &a.pool_lora_u);
-    if (ad.dora()) t.add("act/head/dora_z", f32, {B, C}, &a.pool_dora_z);
+    add_adapter_site_buffers(t, "act/head/lora_u", "act/head/dora_z", B, C, ad, {&a.pool_adapter});
   }
   if (ad.enabled()) {
     const int64_t rows = std::max(N, R);
-    if (training) t.add("gradact/lora_h", f32, {rows, ad.r}, &a.lora_h);
-    if (ad.dropout > 0) t.add("work/lora_dropout", f32, {rows * std::max(C, F)}, &a.lora_scratch);
+    if (training) add_adapter_h(t, "gradact/lora_h", rows, ad, a.adapter_scratch);
+    add_adapter_dropout(t, "work/lora_dropout", {rows * std::max(C, F)}, ad, a.adapter_scratch);
   }
   if (mixed && ad.enabled()) {
     // fp32 copies for the LoRA branches: their 16-bit inputs (ctx, ln1_h, ffn_act; the QKV and
     // position sites read the fp32 x and rel), outputs (all 16-bit; 2S rows at the position
     // sites) and 16-bit input gradients (dctx, dffn), as wide as the widest adapted site needs.
-    int64_t xw = 0, yw = 0, dxw = 0;
+    std::vector<AdapterStageNeed> needs;
     for (int k = 0; k < kDebertaSites; ++k) {
       if (!adapted[k]) continue;
       const DebertaSite site = static_cast<DebertaSite>(k);
       const int64_t rows = k == key || k == query ? R : N;
       const int64_t in = site == DebertaSite::FfnOut ? F : C;
-      if (site == DebertaSite::AttnOut || site == DebertaSite::FfnIn || site == DebertaSite::FfnOut)
-        xw = std::max(xw, N * in);
-      yw = std::max(yw, rows * (site == DebertaSite::FfnIn ? F : C));
-      if (site == DebertaSite::AttnOut || site == DebertaSite::FfnOut) dxw = std::max(dxw, N * in);
+      const bool x16 = site == DebertaSite::AttnOut || site == DebertaSite::FfnIn ||
+                       site == DebertaSite::FfnOut;
+      const bool dx16 = site == DebertaSite::AttnOut || site == DebertaSite::FfnOut;
+      needs.push_back({x16 ? N * in : 0, rows * (site == DebertaSite::FfnIn ? F : C),
+                       dx16 ? N * in : 0});
     }
-    if (xw > 0) t.add("work/lora_stage_x", f32, {xw}, &a.lora_stage_x);
-    if (yw > 0) t.add("work/lora_stage_y", f32, {yw}, &a.lora_stage_y);
-    if (training && dxw > 0) t.add("work/lora_stage_dx", f32, {dxw}, &a.lora_stage_dx);
+    add_adapter_stages(t, "work/", needs, training, a.adapter_scratch);
   }
   if (ckpt)
     for (int64_t l = 0; l < c.num_layers; ++l)

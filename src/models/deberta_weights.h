@@ -11,6 +11,7 @@
 #include "core/buffer_table.h"
 #include "models/backbone.h"
 #include "models/deberta_config.h"
+#include "models/layers/adapter_buffers.h"
 
 namespace ftune {
 
@@ -65,7 +66,7 @@ struct DebertaLayerActs {
   TensorView x_h, ln1_h, rel_h;  // mixed precision: 16-bit copies of the layer input, ln1, rel
   // Per adapter kind (DebertaSite): u = x_d A^T (rows, r), DoRA's z (rows, out); rows are the
   // tokens N, or 2S for the positional kinds.
-  std::array<TensorView, kDebertaSites> lora_u, dora_z;
+  std::array<AdapterSiteBuffers, kDebertaSites> adapter;
 };
 
 struct DebertaActs {
@@ -79,12 +80,14 @@ struct DebertaActs {
   TensorView grad_pos_key_row, grad_pos_query_row;  // packed: a later row's share (2S, C)
   TensorView grad_pool_a, grad_pool_b;  // (B, C)
   TensorView workspace;
-  // Adapters: the pooler's u (B, r) and z (B, C); backward's h (max(N, 2S), r) and the adapter
-  // dropout's scratch (max(N, 2S) x max(C, F)), shared by every site.
-  TensorView pool_lora_u, pool_dora_z, lora_h, lora_scratch;
-  // Mixed precision: the position gradient's 16-bit copy the projections' backward reads (2S, C),
-  // and the LoRA branches' fp32 staging of 16-bit inputs, outputs and input gradients.
-  TensorView grad_pos_h, lora_stage_x, lora_stage_y, lora_stage_dx;
+  // Adapters (models/layers/adapter_buffers.h): the pooler's u (B, r) and z (B, C); the scratch
+  // every site shares: backward's h (max(N, 2S), r), the adapter dropout's (max(N, 2S) x
+  // max(C, F)) and, under mixed precision, the fp32 staging of 16-bit inputs, outputs and input
+  // gradients.
+  AdapterSiteBuffers pool_adapter;
+  AdapterScratch adapter_scratch;
+  // Mixed precision: the position gradient's 16-bit copy the projections' backward reads (2S, C).
+  TensorView grad_pos_h;
   DType compute = DType::F32;
   bool checkpointing = false;  // one slot for all layers but their outputs: backward recomputes
 };

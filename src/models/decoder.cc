@@ -4,9 +4,10 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/tensor_columns.h"
-#include "models/adapter_site.h"
 #include "models/adapters.h"
-#include "models/gradient_ready.h"
+#include "models/layers/layer_stack.h"
+#include "models/layers/adapted_linear.h"
+#include "models/layers/norm.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -89,59 +90,33 @@ struct Layer {
     }
     return {};
   }
-  bool adapted(DecoderSite s) const {
-    return w.adapters.any() && w.adapters.at(l, static_cast<int>(s)).defined();
-  }
-  bool dora(DecoderSite s) const { return adapted(s) && w.adapters.dora; }
-  AdapterSiteRun run(DecoderSite s) const {
-    const AdapterSet& ad = w.adapters;
+  // Site s as an adapted linear block (models/layers/adapted_linear.h): rows of a fused matrix
+  // for q / k / v and gate / up; the GEMM reads the 16-bit shadow (weight and bias) under mixed
+  // precision.
+  AdaptedLinear site(DecoderSite s) const {
     const int i = static_cast<int>(s);
-    AdapterSiteRun r;
-    r.w = ad.at(l, i);
-    if (g) r.g = g->adapters.at(l, i);
-    r.dora = ad.dora;
-    r.scale = ad.scale;
-    r.weight = site_param(w.layers[l], s, false);
-    r.gemm_weight = site_param(gemm(), s, false);
-    r.bias = site_param(w.layers[l], s, true);
-    if (ad.dora) {
-      r.weight_sq = ad.weight_sq[l][i];
-      r.norm = ad.norm[l][i];
-      r.norm_workspace = ad.norm_workspace;
-    }
-    r.u = la.lora_u[i];
-    r.z = la.dora_z[i];
-    r.h = a.lora_h;
-    r.dropout.p = d.training ? ad.dropout : 0.0f;
-    r.dropout.rng = RngKey{d.seed, adapter_dropout_site(l, i), d.offset, d.micro};
-    r.dropout.rows = dropout_rows(d, in);
-    r.dropout.scratch = a.lora_scratch;
-    r.stage_x = a.lora_stage_x;
-    r.stage_y = a.lora_stage_y;
-    r.stage_dx = a.lora_stage_dx;
-    return r;
+    const DecoderLayerWeights& lw = w.layers[l];
+    LinearParams p{site_param(lw, s, false), site_param(lw, s, true),
+                   site_param(gemm(), s, false), site_param(gemm(), s, true), {}, {}};
+    if (g) p.weight_grad = site_param(g->layers[l], s, false), p.bias_grad = site_param(g->layers[l], s, true);
+    const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr, a.adapter_scratch, d};
+    return AdaptedLinear(p, pass,
+                         AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i),
+                                     dropout_rows(d, in)});
   }
+  // An RMSNorm of the layer (models/layers/norm.h): fp32 x into out directly, or under mixed
+  // precision in fp32 staging (norm_stage) rounded once into the 16-bit out.
+  Norm norm(TensorView DecoderLayerWeights::*weight) const {
+    return Norm::rms(w.layers[l].*weight, g ? g->layers[l].*weight : TensorView(), c.rms_norm_eps,
+                     c.norm_offset, a.workspace);
+  }
+  TensorView norm_stage() const { return mixed() ? a.stage0 : TensorView(); }
   // y (already holding the frozen result when y_has_base) += the adapter of s, if any.
   void adapter(DecoderSite s, TensorView y, TensorView x, bool y_has_base) const {
-    if (adapted(s)) adapter_site_forward(run(s), y, x, x, y_has_base, recompute);
-    else if (!y_has_base) linear_forward(y, x, site_param(gemm(), s, false), site_param(gemm(), s, true));
-  }
-  void adapter_scale(DecoderSite s, TensorView dy) const {
-    if (dora(s)) adapter_site_backward_scale(run(s), dy);
-  }
-  void adapter_back(DecoderSite s, TensorView dy, TensorView x, TensorView dx) const {
-    if (adapted(s)) adapter_site_backward(run(s), dy, x, dx);
+    site(s).forward(y, x, x, y_has_base, recompute);
   }
 };
 
-// RMSNorm of x (fp32) into out: directly, or under mixed precision in fp32 staging rounded once
-// into the 16-bit out.
-void norm_forward(const Layer& L, TensorView out, TensorView rstd, TensorView x, TensorView weight) {
-  const DecoderConfig& c = L.c;
-  const TensorView y = L.mixed() ? L.stage(L.a.stage0, c.hidden_size) : out;
-  rms_norm_forward(y, rstd, x, weight, c.rms_norm_eps, c.norm_offset);
-  if (y.data != out.data) cast(out, y);
-}
 
 // q and k: the q / k norms (Qwen3) from the raw projections and RoPE, into qkv. Under mixed
 // precision on fp32 copies of the 16-bit projections, rounded once into qkv.
@@ -179,7 +154,8 @@ void layer_forward(const Layer& L, TensorView x) {
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   const TensorView h1 = la.h1.prefix({N, C}), qkv = la.qkv.prefix({N, c.qkv_size()});
   const TensorView raw = la.qkv_raw.prefix({N, c.qkv_size()});
-  norm_forward(L, h1, la.rstd1.prefix({N}), x, lw.in_norm);
+  L.norm(&DecoderLayerWeights::in_norm).forward(h1, TensorView(), la.rstd1.prefix({N}), x,
+                                                L.norm_stage());
   linear_forward(raw, h1, L.gemm().qkv_w, L.gemm().qkv_b);
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
     L.adapter(s, L.block(s, raw), h1, true);
@@ -212,7 +188,8 @@ void layer_forward(const Layer& L, TensorView x) {
   const TensorView attn = branch_out(DecoderSite::O, ctx, la.attn_out, la.rstd_ao, lw.attn_out_norm);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, attn);
-  norm_forward(L, h2, la.rstd2.prefix({N}), x1, lw.post_norm);
+  L.norm(&DecoderLayerWeights::post_norm).forward(h2, TensorView(), la.rstd2.prefix({N}), x1,
+                                                  L.norm_stage());
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
   linear_forward(gu, h2, L.gemm().gu_w, L.gemm().gu_b);
   for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter(s, L.block(s, gu), h2, true);
@@ -272,7 +249,7 @@ void layer_backward(const Layer& L, TensorView x) {
                         a.workspace);
       g = dtmp;
     }
-    if (!L.dora(s) && !L.mixed()) return g;
+    if (!L.site(s).dora() && !L.mixed()) return g;
     TensorView dy = g;
     if (L.mixed()) {
       dy = a.dy_h.prefix({N, C});
@@ -281,40 +258,38 @@ void layer_backward(const Layer& L, TensorView x) {
       dy = dtmp;
       copy(dy, dx);
     }
-    L.adapter_scale(s, dy);
+    L.site(s).backward_scale(dy);
     return dy;
   };
   const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F}), gu = la.gu.prefix({N, 2 * F});
   const TensorView dgu = a.dgu.prefix({N, 2 * F}), h2 = la.h2.prefix({N, C});
   TensorView dy = output_grad(DecoderSite::Down, la.mlp_out, la.rstd_mo, lw.mlp_out_norm, lg.mlp_out_norm);
-  linear_backward(dm, lg.down_w, lg.down_b, dy, m, gw.down_w);
-  L.adapter_back(DecoderSite::Down, dy, m, dm);
+  L.site(DecoderSite::Down).base_backward(dy, m, dm);
+  L.site(DecoderSite::Down).backward_adapter(dy, m, dm);
   glu_backward(dgu, gu, dm, c.activation);  // mixed: 16-bit gu and dgu, fp32 dm
-  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter_scale(s, L.block(s, dgu));
+  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.site(s).backward_scale(L.block(s, dgu));
   linear_backward(dh, lg.gu_w, lg.gu_b, dgu, h2, gw.gu_w);
-  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter_back(s, L.block(s, dgu), h2, dh);
+  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.site(s).backward_adapter(L.block(s, dgu), h2, dh);
   const TensorView x1 = la.x1.prefix({N, C});
-  rms_norm_backward(dtmp, lg.post_norm, dh, x1, lw.post_norm, la.rstd2.prefix({N}), c.norm_offset,
-                    a.workspace);
+  L.norm(&DecoderLayerWeights::post_norm).backward(dtmp, dh, x1, TensorView(), la.rstd2.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx1
 
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), dctx = a.dctx.prefix({N, c.q_size()});
   dy = output_grad(DecoderSite::O, la.attn_out, la.rstd_ao, lw.attn_out_norm, lg.attn_out_norm);
-  linear_backward(dctx, lg.o_w, lg.o_b, dy, ctx, gw.o_w);
-  L.adapter_back(DecoderSite::O, dy, ctx, dctx);
+  L.site(DecoderSite::O).base_backward(dy, ctx, dctx);
+  L.site(DecoderSite::O).backward_adapter(dy, ctx, dctx);
   const TensorView qkv = la.qkv.prefix({N, c.qkv_size()}), dqkv = a.dqkv.prefix({N, c.qkv_size()});
   attention_backward(attention_call(c, a, L.in, L.d, L.l), L.block(DecoderSite::Q, dqkv),
                      L.block(DecoderSite::K, dqkv), L.block(DecoderSite::V, dqkv), dctx,
                      L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                      L.block(DecoderSite::V, la.qkv_raw.prefix({N, c.qkv_size()})), ctx, la.probs);
   qk_backward(L, dqkv);
-  for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V}) L.adapter_scale(s, L.block(s, dqkv));
+  for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V}) L.site(s).backward_scale(L.block(s, dqkv));
   const TensorView h1 = la.h1.prefix({N, C});
   linear_backward(dh, lg.qkv_w, lg.qkv_b, dqkv, h1, gw.qkv_w);
   for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
-    L.adapter_back(s, L.block(s, dqkv), h1, dh);
-  rms_norm_backward(dtmp, lg.in_norm, dh, x, lw.in_norm, la.rstd1.prefix({N}), c.norm_offset,
-                    a.workspace);
+    L.site(s).backward_adapter(L.block(s, dqkv), h1, dh);
+  L.norm(&DecoderLayerWeights::in_norm).backward(dtmp, dh, x, TensorView(), la.rstd1.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx
 }
 
@@ -343,8 +318,8 @@ TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, Deco
   for (int64_t l = 0; l < c.num_layers; ++l)
     layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
   const TensorView hidden = a.hidden.prefix({N, C});
-  rms_norm_forward(hidden, a.final_rstd.prefix({N}), layer_input(a, c.num_layers, N, C),
-                   w.final_norm, c.rms_norm_eps, c.norm_offset);
+  Norm::rms(w.final_norm, TensorView(), c.rms_norm_eps, c.norm_offset, a.workspace)
+      .forward(hidden, TensorView(), a.final_rstd.prefix({N}), layer_input(a, c.num_layers, N, C));
   last_token_forward(a.pooled.prefix({B, C}), a.pool_index.prefix({B}), hidden, in.ids.prefix({N}),
                      pool_rows(in), c.pad_token_id);
   const TensorView logits = a.logits.prefix({B, c.num_labels()});
@@ -360,16 +335,18 @@ void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const Dec
   const TensorView dpooled = a.dpooled.prefix({B, C}), dh = a.dh.prefix({N, C});
   linear_backward(dpooled, g.score, TensorView(), dlogits, a.pooled.prefix({B, C}), w.score);
   last_token_backward(dh, dpooled, a.pool_index.prefix({B}));
-  rms_norm_backward(a.dx.prefix({N, C}), g.final_norm, dh, layer_input(a, c.num_layers, N, C),
-                    w.final_norm, a.final_rstd.prefix({N}), c.norm_offset, a.workspace);
-  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
-    // Checkpointing: the slot holds the last layer's activations after forward; recompute the
-    // others from their kept inputs (same Philox keys: the same bits).
-    if (a.checkpointing && l != c.num_layers - 1)
-      layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d, true}, layer_input(a, l, N, C));
-    layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
-    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
-  }
+  Norm::rms(w.final_norm, g.final_norm, c.rms_norm_eps, c.norm_offset, a.workspace)
+      .backward(a.dx.prefix({N, C}), dh, layer_input(a, c.num_layers, N, C), TensorView(),
+                a.final_rstd.prefix({N}));
+  layer_stack_backward(
+      c.num_layers, a.checkpointing,
+      [&](int64_t l) {
+        layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d, true},
+                      layer_input(a, l, N, C));
+      },
+      [&](int64_t l) {
+        layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+      });
   if (!g.embed.defined()) return;
   if (c.embed_scale != 1.0f) scale_inplace(a.dx.prefix({N, C}), c.embed_scale);
   embedding_backward(g.embed, a.dx.prefix({N, C}), in.ids.prefix({N}), c.embedding_padding_idx,

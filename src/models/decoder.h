@@ -47,6 +47,7 @@
 
 #include "core/buffer_table.h"
 #include "models/backbone.h"
+#include "models/layers/adapter_buffers.h"
 #include "models/decoder_config.h"
 #include "ops/attention.h"
 
@@ -95,7 +96,7 @@ struct DecoderLayerActs {
   TensorView h1, rstd1, qkv, probs, ctx, x1, rstd2, h2, gu, m, out;
   TensorView qkv_raw, rstd_q, rstd_k;  // q/k norms: the projections before them; else qkv_raw = qkv
   TensorView attn_out, rstd_ao, mlp_out, rstd_mo;  // Gemma: the branch outputs before their norms
-  std::array<TensorView, kDecoderSites> lora_u, dora_z;
+  std::array<AdapterSiteBuffers, kDecoderSites> adapter;  // models/layers/adapter_buffers.h
 };
 
 struct DecoderActs {
@@ -105,12 +106,12 @@ struct DecoderActs {
   TensorView inv_freq;   // (rotary_dim / 2) on the device, written when the model binds
   TensorView inv_freq_local;  // Gemma 3's sliding layers' (undefined for one RoPE)
   TensorView inv_freq_long;   // longrope's long factors (undefined for other types)
-  TensorView workspace, lora_h, lora_scratch;
+  TensorView workspace;
+  // The adapters' shared scratch: h, adapter dropout's and the fp32 copies of 16-bit x, y and dx.
+  AdapterScratch adapter_scratch;
   // Mixed precision: fp32 staging shared by the layers (the norms' outputs, q / k for RoPE and the
-  // q / k norms, gu and m for the gate), the 16-bit copy of dx a GEMM's backward reads, and the
-  // LoRA branches' fp32 copies of 16-bit x, y and dx.
+  // q / k norms, gu and m for the gate) and the 16-bit copy of dx a GEMM's backward reads.
   TensorView stage0, stage1, dy_h;
-  TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
   DType compute = DType::F32;
   bool checkpointing = false;
 };

@@ -82,13 +82,11 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
     if (!ckpt) add("out", f32, {N, C}, &DecoderLayerActs::out);
     for (int i = 0; i < kDecoderSites; ++i) {
       if (!adapted[i]) continue;
-      const std::string u = fmt::format("act/dec{}/lora_u{}", s, i);
-      t.add(u, f32, {N, how.adapters.r});
-      for (int64_t l = s; l < c.num_layers; l += slots) t.also(u, &a.layers[l].lora_u[i]);
-      if (!how.adapters.dora()) continue;
-      const std::string z = fmt::format("act/dec{}/dora_z{}", s, i);
-      t.add(z, f32, {N, outs[i]});
-      for (int64_t l = s; l < c.num_layers; l += slots) t.also(z, &a.layers[l].dora_z[i]);
+      std::vector<AdapterSiteBuffers*> views;
+      for (int64_t l = s; l < c.num_layers; l += slots) views.push_back(&a.layers[l].adapter[i]);
+      add_adapter_site_buffers(t, fmt::format("act/dec{}/lora_u{}", s, i),
+                               fmt::format("act/dec{}/dora_z{}", s, i), N, outs[i], how.adapters,
+                               views);
     }
   }
   if (ckpt)
@@ -122,20 +120,18 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
     t.add("gradact/dec/dm", f32, {N, F}, &a.dm);
     if (mixed) t.add("gradact/dec/dy_h", h, {N, C}, &a.dy_h);
     t.add("gradact/dec/dpooled", f32, {B, C}, &a.dpooled);
-    if (how.adapters.enabled()) t.add("gradact/dec/lora_h", f32, {N, how.adapters.r}, &a.lora_h);
+    add_adapter_h(t, "gradact/dec/lora_h", N, how.adapters, a.adapter_scratch);
   }
-  if (how.adapters.enabled() && how.adapters.dropout > 0)
-    t.add("work/dec/lora_dropout", f32, {N, std::max({C, F, Q})}, &a.lora_scratch);
+  add_adapter_dropout(t, "work/dec/lora_dropout", {N, std::max({C, F, Q})}, how.adapters,
+                      a.adapter_scratch);
   if (mixed && how.adapters.enabled()) {
     // fp32 copies for the LoRA branches: their 16-bit inputs and outputs, and the one 16-bit input
     // gradient (o_proj's, dctx), each as wide as the widest adapted site needs.
-    int64_t xw = 0, yw = 0;
+    std::vector<AdapterStageNeed> needs;
     for (int i = 0; i < kDecoderSites; ++i)
-      if (adapted[i]) xw = std::max(xw, ins[i]), yw = std::max(yw, outs[i]);
-    if (xw > 0) t.add("work/dec/lora_stage_x", f32, {N * xw}, &a.lora_stage_x);
-    if (yw > 0) t.add("work/dec/lora_stage_y", f32, {N * yw}, &a.lora_stage_y);
-    if (training && adapted[static_cast<int>(DecoderSite::O)])
-      t.add("work/dec/lora_stage_dx", f32, {N * Q}, &a.lora_stage_dx);
+      if (adapted[i])
+        needs.push_back({N * ins[i], N * outs[i], i == static_cast<int>(DecoderSite::O) ? N * Q : 0});
+    add_adapter_stages(t, "work/dec/", needs, training, a.adapter_scratch);
   }
   // The embedding's backward sorts the tokens by id there after the layers (ops/embedding.h).
   const int64_t ws = std::max<int64_t>(

@@ -6,9 +6,10 @@
 #include <algorithm>
 
 #include "core/tensor_columns.h"
-#include "models/adapter_site.h"
 #include "models/adapters.h"
-#include "models/gradient_ready.h"
+#include "models/layers/adapted_linear.h"
+#include "models/layers/feed_forward.h"
+#include "models/layers/layer_stack.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
 #include "ops/cast.h"
@@ -66,16 +67,6 @@ EncoderSite qkv_site(int part) {
   return static_cast<EncoderSite>(part);
 }
 
-LoraDropout lora_dropout(const AdapterSet& ad, const EncoderActivations& a,
-                         const DropoutPlan& d, const TokenInputs& in, int64_t l, EncoderSite s) {
-  LoraDropout drop;
-  drop.p = dropout_p(d, ad.dropout);
-  drop.rng = key(d, adapter_dropout_site(l, static_cast<int>(s)));
-  drop.rows = rows(d, in);
-  drop.scratch = a.lora_scratch;
-  return drop;
-}
-
 // The weight matrix (or bias) a GEMM reads: the 16-bit shadow under mixed precision, else the
 // fp32 one.
 TensorView gemm_weight(const EncoderWeights& w, int64_t l, TensorView LayerWeights::*m) {
@@ -89,8 +80,10 @@ TensorView site_param(const LayerWeights& lw, EncoderSite s, bool bias) {
     case EncoderSite::Query:
     case EncoderSite::Key:
     case EncoderSite::Value: {
-      const int64_t C = lw.qkv_w.dim(1), part = static_cast<int64_t>(s);
-      return (bias ? lw.qkv_b : lw.qkv_w).slice0(part * C, (part + 1) * C);
+      const TensorView fused = bias ? lw.qkv_b : lw.qkv_w;
+      if (!fused.defined()) return {};
+      const int64_t C = fused.dim(0) / 3, part = static_cast<int64_t>(s);  // (3C, C) or (3C)
+      return fused.slice0(part * C, (part + 1) * C);
     }
     case EncoderSite::AttnOut:
       return bias ? lw.attn_out_b : lw.attn_out_w;
@@ -102,84 +95,38 @@ TensorView site_param(const LayerWeights& lw, EncoderSite s, bool bias) {
   return {};
 }
 
-TensorView site_weight(const EncoderWeights& w, int64_t l, EncoderSite s) {
-  return site_param(w.layers[l], s, /*bias=*/false);
-}
-
-TensorView site_bias(const EncoderWeights& w, int64_t l, EncoderSite s) {
-  return site_param(w.layers[l], s, /*bias=*/true);
-}
-
-// What the frozen GEMM of a site reads: its rows of the 16-bit shadow under mixed precision (DoRA
-// on all of query, key and value runs each block's own GEMM), else the fp32 weight.
-TensorView site_gemm_weight(const EncoderWeights& w, int64_t l, EncoderSite s) {
-  return site_param(w.shadow.empty() ? w.layers[l] : w.shadow[l], s, /*bias=*/false);
-}
-
-// The bias a site's frozen GEMM adds: the bias's 16-bit shadow under mixed precision (what
-// autocast adds, and what cuBLASLt fuses into a 16-bit output), else the fp32 bias.
-TensorView site_gemm_bias(const EncoderWeights& w, int64_t l, EncoderSite s) {
-  return site_param(w.shadow.empty() ? w.layers[l] : w.shadow[l], s, /*bias=*/true);
-}
-
-bool has_dora(const EncoderWeights& w, int64_t l, EncoderSite s) {
-  return w.adapters.any() && w.adapters.dora && w.adapters.at(l, static_cast<int>(s)).defined();
-}
-
-// The adapter of (l, s) as models/adapter_site.h runs it; g: the gradients (backward only).
-AdapterSiteRun site_run(const EncoderWeights& w, const EncoderWeights* g,
-                        const LayerActivations& la, const EncoderActivations& a, int64_t l,
-                        EncoderSite s, const DropoutPlan& d, const TokenInputs& in) {
-  const AdapterSet& ad = w.adapters;
+// The adapted linear block of (l, s) (models/layers/adapted_linear.h): the fp32 weight and bias,
+// what the GEMM reads (the 16-bit shadow's rows and bias under mixed precision: what autocast adds
+// and cuBLASLt fuses), the gradients (g: backward only) and the site's adapter, if any.
+AdaptedLinear site_linear(const EncoderWeights& w, const EncoderWeights* g,
+                          const LayerActivations& la, const EncoderActivations& a, int64_t l,
+                          EncoderSite s, const DropoutPlan& d, const TokenInputs& in) {
+  const LayerWeights& lw = w.layers[l];
+  const LayerWeights& gemm = w.shadow.empty() ? lw : w.shadow[l];
+  LinearParams p{site_param(lw, s, false), site_param(lw, s, true), site_param(gemm, s, false),
+                 site_param(gemm, s, true), {}, {}};
+  if (g) p.weight_grad = site_param(g->layers[l], s, false), p.bias_grad = site_param(g->layers[l], s, true);
   const int i = static_cast<int>(s);
-  AdapterSiteRun r = adapter_run(ad, g ? &g->adapters : nullptr, l, i);
-  r.weight = site_weight(w, l, s);
-  r.bias = site_bias(w, l, s);
-  r.gemm_weight = site_gemm_weight(w, l, s);
-  r.u = la.lora_u[i];
-  r.z = la.dora_z[i];
-  r.h = a.lora_h;
-  r.stage_x = a.lora_stage_x;
-  r.stage_y = a.lora_stage_y;
-  r.stage_dx = a.lora_stage_dx;
-  r.dropout = lora_dropout(ad, a, d, in, l, s);
-  return r;
+  const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr, a.adapter_scratch, d};
+  return AdaptedLinear(p, pass,
+                       AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i), rows(d, in)});
 }
 
-bool adapted(const EncoderWeights& w, int64_t l, EncoderSite s) {
-  return w.adapters.any() && w.adapters.at(l, static_cast<int>(s)).defined();
+// The fused QKV projection (no adapter: its blocks' are the Query / Key / Value sites').
+AdaptedLinear fused_qkv(const EncoderWeights& w, const EncoderWeights* g, int64_t l) {
+  LinearParams p{w.layers[l].qkv_w, w.layers[l].qkv_b, gemm_weight(w, l, &LayerWeights::qkv_w),
+                 gemm_weight(w, l, &LayerWeights::qkv_b), {}, {}};
+  if (g) p.weight_grad = g->layers[l].qkv_w, p.bias_grad = g->layers[l].qkv_b;
+  return AdaptedLinear(p);
 }
 
-// The frozen linear of (l, s) with its adapter, if any, into y (N, out). x: the adapter's input;
-// xg: the frozen GEMM's (x itself, except for query / key / value under mixed precision, where x
-// is the fp32 layer input and xg its 16-bit copy). y_has_base: y already holds the frozen
-// x W^T + b (the fused QKV GEMM ran); otherwise this computes it.
-void adapter_forward(const EncoderWeights& w, LayerActivations& la, const EncoderActivations& a,
-                     int64_t l, EncoderSite s, TensorView y, TensorView x, TensorView xg,
-                     const DropoutPlan& d, const TokenInputs& in, bool y_has_base,
-                     bool recompute) {
-  if (adapted(w, l, s))
-    adapter_site_forward(site_run(w, nullptr, la, a, l, s, d, in), y, x, xg, y_has_base,
-                         recompute);
-  else if (!y_has_base)
-    linear_forward(y, xg, site_gemm_weight(w, l, s), site_gemm_bias(w, l, s));
-}
-
-// Before the frozen layer's backward: DoRA's magnitude gradient and the gradient the frozen
-// layer reads (models/adapter_site.h).
-void adapter_backward_scale(const EncoderWeights& w, const EncoderWeights& g,
-                            const LayerActivations& la, const EncoderActivations& a, int64_t l,
-                            EncoderSite s, TensorView dy, const DropoutPlan& d,
-                            const TokenInputs& in) {
-  if (has_dora(w, l, s)) adapter_site_backward_scale(site_run(w, &g, la, a, l, s, d, in), dy);
-}
-
-// After the frozen layer's backward: the adapter's gradients; its input gradient is added to dx
-// (skipped when dx is undefined).
-void adapter_backward(const EncoderWeights& w, const EncoderWeights& g, const LayerActivations& la,
-                      const EncoderActivations& a, int64_t l, EncoderSite s, TensorView dy,
-                      TensorView x, TensorView dx, const DropoutPlan& d, const TokenInputs& in) {
-  if (adapted(w, l, s)) adapter_site_backward(site_run(w, &g, la, a, l, s, d, in), dy, x, dx);
+// The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h).
+FeedForward feed_forward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights* g,
+                         const LayerActivations& la, const EncoderActivations& a, int64_t l,
+                         const DropoutPlan& d, const TokenInputs& in) {
+  return FeedForward(site_linear(w, g, la, a, l, EncoderSite::FfnIn, d, in),
+                     site_linear(w, g, la, a, l, EncoderSite::FfnOut, d, in),
+                     FeedForwardActivation::Gelu(c.activation));
 }
 
 // One transformer layer: x (N, C) -> la.out; x_h: x's 16-bit copy under mixed precision (the
@@ -200,19 +147,16 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   const TensorView ln1_h = mixed ? la.ln1_h.prefix(NC) : TensorView();
   const TensorView out_h = mixed ? la.out_h.prefix(NC) : TensorView();
 
+  const auto site = [&](EncoderSite s) { return site_linear(w, nullptr, la, a, l, s, d, in); };
   // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
-  const bool qkv_fused = !(has_dora(w, l, EncoderSite::Query) && has_dora(w, l, EncoderSite::Key) &&
-                           has_dora(w, l, EncoderSite::Value));
-  if (qkv_fused)
-    linear_forward(qkv, xg, gemm_weight(w, l, &LayerWeights::qkv_w),
-                   gemm_weight(w, l, &LayerWeights::qkv_b));
+  const bool qkv_fused = !(site(EncoderSite::Query).dora() && site(EncoderSite::Key).dora() &&
+                           site(EncoderSite::Value).dora());
+  if (qkv_fused) fused_qkv(w, nullptr, l).forward(qkv, xg, xg);
   for (int part = 0; part < 3; ++part)
-    adapter_forward(w, la, a, l, qkv_site(part), columns(qkv, part * C, C), x, xg, d, in,
-                    qkv_fused, recompute);
+    site(qkv_site(part)).forward(columns(qkv, part * C, C), x, xg, qkv_fused, recompute);
   attention_forward(attention_call(c, a, in, d, l), ctx, la.probs, columns(qkv, 0, C),
                     columns(qkv, C, C), columns(qkv, 2 * C, C));
-  adapter_forward(w, la, a, l, EncoderSite::AttnOut, attn, ctx, ctx, d, in, /*y_has_base=*/false,
-                  recompute);
+  site(EncoderSite::AttnOut).forward(attn, ctx, ctx, /*y_has_base=*/false, recompute);
   // LayerNorm(dropout(attn) + x) in one pass (ops/dropout_add_norm.h; attn is not modified):
   // under mixed precision the 16-bit sublayer output is added to the fp32 stream (autocast's
   // promotion), normalised in fp32, and copied to 16 bits for the next GEMM (ln1_h).
@@ -220,11 +164,9 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                                  la.ln1_rstd.prefix(N1), attn, x, lw.ln1_w, lw.ln1_b, eps,
                                  dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                                  rows(d, in));
-  adapter_forward(w, la, a, l, EncoderSite::FfnIn, ffn_pre, mixed ? ln1_h : ln1,
-                  mixed ? ln1_h : ln1, d, in, /*y_has_base=*/false, recompute);
-  gelu_forward(ffn_act, ffn_pre, c.activation);
-  adapter_forward(w, la, a, l, EncoderSite::FfnOut, ffn_out, ffn_act, ffn_act, d, in,
-                  /*y_has_base=*/false, recompute);
+  const TensorView ffn_in = mixed ? ln1_h : ln1;
+  feed_forward(c, w, nullptr, la, a, l, d, in).forward(ffn_out, ffn_act, ffn_pre, ffn_in, ffn_in,
+                                                       recompute);
   dropout_add_layer_norm_forward(out, out_h, la.sum2.prefix(NC), la.ln2_mean.prefix(N1),
                                  la.ln2_rstd.prefix(N1), ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps,
                                  dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
@@ -257,39 +199,29 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                               la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1),
                               dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
                               rows(d, in));
-  adapter_backward_scale(w, g, la, a, l, EncoderSite::FfnOut, dtmp, d, in);
-  linear_backward(dffn, lg.ffn_out_w, lg.ffn_out_b, dtmp, ffn_act,
-                  gemm_weight(w, l, &LayerWeights::ffn_out_w));
-  adapter_backward(w, g, la, a, l, EncoderSite::FfnOut, dtmp, ffn_act, dffn, d, in);
-  gelu_backward(dffn, la.ffn_pre.prefix({N, F}), dffn, c.activation);
-  adapter_backward_scale(w, g, la, a, l, EncoderSite::FfnIn, dffn, d, in);
+  const auto site = [&](EncoderSite s) { return site_linear(w, &g, la, a, l, s, d, in); };
   // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
-  linear_backward(dsum, lg.ffn_in_w, lg.ffn_in_b, dffn, ln1,
-                  gemm_weight(w, l, &LayerWeights::ffn_in_w), /*accumulate_dinp=*/true);
-  adapter_backward(w, g, la, a, l, EncoderSite::FfnIn, dffn, ln1, dsum, d, in);
+  feed_forward(c, w, &g, la, a, l, d, in)
+      .backward(dtmp, ffn_act, dffn, la.ffn_pre.prefix({N, F}), dffn, ln1, ln1, dsum,
+                /*accumulate=*/true);
 
   // h1 = LayerNorm(dropout(a) + x): dout becomes the gradient of x (residual), dtmp that of a.
   layer_norm_dropout_backward(dout, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
                               la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
                               dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                               rows(d, in));
-  adapter_backward_scale(w, g, la, a, l, EncoderSite::AttnOut, dtmp, d, in);
-  linear_backward(dctx, lg.attn_out_w, lg.attn_out_b, dtmp, ctx,
-                  gemm_weight(w, l, &LayerWeights::attn_out_w));
-  adapter_backward(w, g, la, a, l, EncoderSite::AttnOut, dtmp, ctx, dctx, d, in);
+  site(EncoderSite::AttnOut).backward(dtmp, ctx, ctx, dctx);
   const TensorView qkv = la.qkv.prefix({N, 3 * C});
   attention_backward(attention_call(c, a, in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C),
                      columns(dqkv, 2 * C, C), dctx, columns(qkv, 0, C), columns(qkv, C, C),
                      columns(qkv, 2 * C, C), ctx, la.probs);
   for (int part = 0; part < 3; ++part)
-    adapter_backward_scale(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), d, in);
+    site(qkv_site(part)).backward_scale(columns(dqkv, part * C, C));
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
   const TensorView dx = need_dx ? dout : TensorView();
-  if (dx.defined() || lg.qkv_w.defined() || lg.qkv_b.defined())
-    linear_backward(dx, lg.qkv_w, lg.qkv_b, dqkv, xg, gemm_weight(w, l, &LayerWeights::qkv_w),
-                    /*accumulate_dinp=*/true);
+  fused_qkv(w, &g, l).base_backward(dqkv, xg, dx, /*accumulate=*/true, /*guard=*/true);
   for (int part = 0; part < 3; ++part)
-    adapter_backward(w, g, la, a, l, qkv_site(part), columns(dqkv, part * C, C), x, dx, d, in);
+    site(qkv_site(part)).backward_adapter(columns(dqkv, part * C, C), x, dx);
 }
 
 }  // namespace
@@ -334,21 +266,23 @@ void encoder_backward(const EncoderConfig& c, const EncoderWeights& w, const Enc
   // Frozen embeddings (adapters): nothing below layer 0 needs a gradient.
   const bool embeddings_train = g.word.defined() || g.emb_ln_w.defined();
   const bool mixed = a.compute != DType::F32;
-  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
-    const TensorView x = l > 0 ? a.layers[l - 1].out.prefix(NC) : a.emb_out.prefix(NC);
-    const TensorView x_h = !mixed  ? TensorView()
-                           : l > 0 ? a.layers[l - 1].out_h.prefix(NC)
-                                   : a.emb_out_h.prefix(NC);
-    // Checkpointing: the slot holds the last layer's activations after forward; recompute the
-    // others (same inputs, same Philox keys: the same bits). Mixed precision: the input's 16-bit
-    // copy is cast again first (its slot was reused; the cast gives the same bits).
-    if (a.checkpointing && l != c.num_layers - 1) {
-      if (mixed && l > 0) cast(x_h, x);
-      layer_forward(c, w, a.layers[l], a, l, x, x_h, in, d, /*recompute=*/true);
-    }
-    layer_backward(c, w, g, a.layers[l], a, l, x, x_h, l > 0 || embeddings_train, in, d);
-    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
-  }
+  const auto x = [&](int64_t l) {
+    return l > 0 ? a.layers[l - 1].out.prefix(NC) : a.emb_out.prefix(NC);
+  };
+  const auto x_h = [&](int64_t l) {
+    return !mixed ? TensorView() : l > 0 ? a.layers[l - 1].out_h.prefix(NC) : a.emb_out_h.prefix(NC);
+  };
+  // Checkpointing (models/layers/layer_stack.h). Mixed precision: the input's 16-bit copy is cast
+  // again before a recomputation (its slot was reused; the cast gives the same bits).
+  layer_stack_backward(
+      c.num_layers, a.checkpointing,
+      [&](int64_t l) {
+        if (mixed && l > 0) cast(x_h(l), x(l));
+        layer_forward(c, w, a.layers[l], a, l, x(l), x_h(l), in, d, /*recompute=*/true);
+      },
+      [&](int64_t l) {
+        layer_backward(c, w, g, a.layers[l], a, l, x(l), x_h(l), l > 0 || embeddings_train, in, d);
+      });
   if (!embeddings_train) return;
 
   // Embeddings: dropout, LayerNorm, then the three tables' sparse gradients.

@@ -55,6 +55,7 @@
 #include "core/buffer_table.h"
 #include "models/backbone.h"
 #include "models/encoder_config.h"
+#include "models/layers/adapter_buffers.h"
 #include "ops/attention.h"
 
 namespace ftune {
@@ -106,7 +107,7 @@ struct LayerActivations {
   TensorView ffn_pre, ffn_act, ffn_out, sum2, out, ln2_mean, ln2_rstd;
   TensorView ln1_h, out_h;  // mixed precision: 16-bit copies of ln1 and out (GEMM inputs)
   // Per adapter site: u = x_d A^T (N, r) and, for DoRA, z = x W^T + s u B^T (N, out).
-  std::array<TensorView, kEncoderSites> lora_u, dora_z;
+  std::array<AdapterSiteBuffers, kEncoderSites> adapter;
 };
 
 struct EncoderActivations {
@@ -116,10 +117,9 @@ struct EncoderActivations {
   // Gradient buffers shared by all layers during backward.
   TensorView grad_out, grad_sum, grad_tmp, grad_ctx, grad_ffn, grad_qkv;
   TensorView workspace;
-  TensorView lora_h, lora_scratch;  // (N, r) and, with adapter dropout, (N, max(C, F))
-  // Mixed precision with LoRA: fp32 copies of a LoRA branch's 16-bit input, output and input
-  // gradient (the branch computes in fp32 from the fp32 adapter weights).
-  TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
+  // The adapters' shared scratch (models/layers/adapter_buffers.h): h (N, r), adapter dropout's
+  // (N, max(C, F)) and, under mixed precision, the fp32 staging of the 16-bit x, y and dx.
+  AdapterScratch adapter_scratch;
   bool checkpointing = false;
   DType compute = DType::F32;  // storage type of the GEMM activations (f32, bf16 or f16)
   // The layers' probs are flat buffers of cuDNN's state (ops/attention_cudnn.h), not (B, H, T, T).

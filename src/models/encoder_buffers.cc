@@ -88,13 +88,11 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
     slot_buffer(s, "ln2_rstd", f32, {N}, &LayerActivations::ln2_rstd);
     for (int i = 0; i < kEncoderSites; ++i) {
       if (!sites[i]) continue;
-      const std::string u = act_name(s, fmt::format("lora_u{}", i).c_str());
-      t.add(u, f32, {N, how.adapters.r});
-      each_layer(s, [&](LayerActivations& la) { t.also(u, &la.lora_u[i]); });
-      if (!how.adapters.dora()) continue;
-      const std::string z = act_name(s, fmt::format("dora_z{}", i).c_str());
-      t.add(z, f32, {N, site_out(c, i)});
-      each_layer(s, [&](LayerActivations& la) { t.also(z, &la.dora_z[i]); });
+      std::vector<AdapterSiteBuffers*> views;
+      each_layer(s, [&](LayerActivations& la) { views.push_back(&la.adapter[i]); });
+      add_adapter_site_buffers(t, act_name(s, fmt::format("lora_u{}", i).c_str()),
+                               act_name(s, fmt::format("dora_z{}", i).c_str()), N, site_out(c, i),
+                               how.adapters, views);
     }
   }
   if (ckpt)
@@ -116,27 +114,24 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
     t.add("gradact/ctx", h, {N, C}, &a.grad_ctx);
     t.add("gradact/ffn", h, {N, F}, &a.grad_ffn);
     t.add("gradact/qkv", h, {N, 3 * C}, &a.grad_qkv);
-    if (how.adapters.enabled()) t.add("gradact/lora_h", f32, {N, how.adapters.r}, &a.lora_h);
+    add_adapter_h(t, "gradact/lora_h", N, how.adapters, a.adapter_scratch);
   }
-  if (how.adapters.enabled() && how.adapters.dropout > 0)
-    t.add("work/lora_dropout", f32, {N, std::max(C, F)}, &a.lora_scratch);
+  add_adapter_dropout(t, "work/lora_dropout", {N, std::max(C, F)}, how.adapters, a.adapter_scratch);
   if (mixed && how.adapters.enabled()) {
     // fp32 copies for the LoRA branches: inputs that are 16-bit (attention output, FFN in and out;
     // the QKV input is the fp32 layer input), outputs (all 16-bit), and 16-bit input gradients
     // (attention output: dctx, FFN out: dffn), each as wide as the widest adapted site needs.
-    int64_t xw = 0, yw = 0, dxw = 0;
+    std::vector<AdapterStageNeed> needs;
     for (int i = 0; i < kEncoderSites; ++i) {
       if (!sites[i]) continue;
       const EncoderSite site = static_cast<EncoderSite>(i);
       const int64_t in = site == EncoderSite::FfnOut ? F : C;
-      if (site == EncoderSite::AttnOut || site == EncoderSite::FfnIn || site == EncoderSite::FfnOut)
-        xw = std::max(xw, in);
-      yw = std::max(yw, site_out(c, i));
-      if (site == EncoderSite::AttnOut || site == EncoderSite::FfnOut) dxw = std::max(dxw, in);
+      const bool x16 = site == EncoderSite::AttnOut || site == EncoderSite::FfnIn ||
+                       site == EncoderSite::FfnOut;
+      const bool dx16 = site == EncoderSite::AttnOut || site == EncoderSite::FfnOut;
+      needs.push_back({x16 ? N * in : 0, N * site_out(c, i), dx16 ? N * in : 0});
     }
-    if (xw > 0) t.add("work/lora_stage_x", f32, {N * xw}, &a.lora_stage_x);
-    if (yw > 0) t.add("work/lora_stage_y", f32, {N * yw}, &a.lora_stage_y);
-    if (training && dxw > 0) t.add("work/lora_stage_dx", f32, {N * dxw}, &a.lora_stage_dx);
+    add_adapter_stages(t, "work/", needs, training, a.adapter_scratch);
   }
   // Kernel scratch, as the target device's kernels use it: on the CPU per-thread attention scores
   // (compute_threads() of them); on CUDA the attention backward's row sums of every (b, h) pair

@@ -5,9 +5,11 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/tensor_columns.h"
-#include "models/adapter_site.h"
 #include "models/adapters.h"
-#include "models/gradient_ready.h"
+#include "models/layers/layer_stack.h"
+#include "models/layers/adapted_linear.h"
+#include "models/layers/feed_forward.h"
+#include "models/layers/norm.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
@@ -70,45 +72,57 @@ struct Layer {
     }
     return {};
   }
-  bool adapted(ModernBertSite s) const {
-    return w.adapters.any() && w.adapters.at(l, static_cast<int>(s)).defined();
-  }
-  bool dora(ModernBertSite s) const { return adapted(s) && w.adapters.dora; }
-  AdapterSiteRun run(ModernBertSite s) const {
+  // Site s as an adapted linear block (models/layers/adapted_linear.h): the GEMM reads the
+  // 16-bit shadow under mixed precision and adds the fp32 bias.
+  AdaptedLinear site(ModernBertSite s) const {
     const int i = static_cast<int>(s);
-    AdapterSiteRun r = adapter_site_run(w.adapters, g ? &g->adapters : nullptr, l, i, weight(s),
-                                        bias(s), la.lora_u[i], la.dora_z[i], a.lora_h);
-    r.gemm_weight = weight(s, true);
-    r.stage_x = a.lora_stage_x;
-    r.stage_y = a.lora_stage_y;
-    r.stage_dx = a.lora_stage_dx;
-    r.dropout = LoraDropout{rate(d, static_cast<float>(w.adapters.dropout)),
-                            RngKey{d.seed, adapter_dropout_site(l, i), d.offset, d.micro},
-                            a.lora_scratch, dropout_rows(d, in)};
-    return r;
+    LinearParams p{weight(s), bias(s), weight(s, true), bias(s), {}, {}};
+    if (g) {
+      const ModernBertLayerWeights& lg = g->layers[l];
+      switch (s) {
+        case ModernBertSite::Wqkv: p.weight_grad = lg.qkv_w, p.bias_grad = lg.qkv_b; break;
+        case ModernBertSite::AttnWo: p.weight_grad = lg.o_w, p.bias_grad = lg.o_b; break;
+        case ModernBertSite::Wi: p.weight_grad = lg.wi_w, p.bias_grad = lg.wi_b; break;
+        case ModernBertSite::MlpWo: p.weight_grad = lg.wo_w, p.bias_grad = lg.wo_b; break;
+      }
+    }
+    const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr, a.adapter_scratch, d};
+    return AdaptedLinear(p, pass,
+                         AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i),
+                                     dropout_rows(d, in)});
   }
   // y = x W^T + b of site s, with its adapter if any.
-  void linear(ModernBertSite s, TensorView y, TensorView x) const {
-    if (adapted(s)) adapter_site_forward(run(s), y, x, x, false, false);
-    else linear_forward(y, x, weight(s, true), bias(s));
-  }
+  void linear(ModernBertSite s, TensorView y, TensorView x) const { site(s).forward(y, x); }
   // dx = dy W (and the weight's and adapter's gradients) of site s; dy may be scaled in place by
   // DoRA, so it must not be needed afterwards.
   void linear_back(ModernBertSite s, TensorView dy, TensorView x, TensorView dx) const {
-    if (dora(s)) adapter_site_backward_scale(run(s), dy);
-    const ModernBertLayerWeights& lg = g->layers[l];
-    TensorView dw, db;
-    switch (s) {
-      case ModernBertSite::Wqkv: dw = lg.qkv_w, db = lg.qkv_b; break;
-      case ModernBertSite::AttnWo: dw = lg.o_w, db = lg.o_b; break;
-      case ModernBertSite::Wi: dw = lg.wi_w, db = lg.wi_b; break;
-      case ModernBertSite::MlpWo: dw = lg.wo_w, db = lg.wo_b; break;
-    }
-    linear_backward(dx, dw, db, dy, x, weight(s, true));
-    if (adapted(s)) adapter_site_backward(run(s), dy, x, dx);
+    site(s).backward(dy, x, dx);
   }
+  // The MLP: Wi, GeGLU, the mlp dropout (p) on its output, Wo (models/layers/feed_forward.h).
+  FeedForward mlp(float p, DropoutRows rows) const {
+    return FeedForward(site(ModernBertSite::Wi), site(ModernBertSite::MlpWo),
+                       FeedForwardActivation::Gated(c.activation),
+                       FeedForwardDropout{p, key(modernbert_mlp_site(l)), rows});
+  }
+  // A LayerNorm of the layer (models/layers/norm.h): fp32 x into out directly, or under mixed
+  // precision in fp32 staging (norm_stage) whose 16-bit copy (the same pass) is out.
+  Norm norm(TensorView ModernBertLayerWeights::*weight, TensorView ModernBertLayerWeights::*bias) const {
+    return Norm::layer(lw().*weight, lw().*bias, g ? g->layers[l].*weight : TensorView(),
+                       g ? g->layers[l].*bias : TensorView(), c.norm_eps);
+  }
+  TensorView norm_stage() const { return mixed() ? a.stage0 : TensorView(); }
   RngKey key(uint32_t site) const { return RngKey{d.seed, site, d.offset, d.micro}; }
 };
+
+// The embeddings' and the final LayerNorm (fp32; g: the gradients, backward only).
+Norm emb_norm(const ModernBertConfig& c, const ModernBertWeights& w, const ModernBertWeights* g) {
+  return Norm::layer(w.emb_norm_w, w.emb_norm_b, g ? g->emb_norm_w : TensorView(),
+                     g ? g->emb_norm_b : TensorView(), c.norm_eps);
+}
+Norm final_norm(const ModernBertConfig& c, const ModernBertWeights& w, const ModernBertWeights* g) {
+  return Norm::layer(w.final_norm_w, w.final_norm_b, g ? g->final_norm_w : TensorView(),
+                     g ? g->final_norm_b : TensorView(), c.norm_eps);
+}
 
 TensorView layer_input(const ModernBertActs& a, int64_t l, int64_t N, int64_t C) {
   return (l == 0 ? a.x0 : a.layers[l - 1].out).prefix({N, C});
@@ -120,14 +134,6 @@ TensorView attn_input(const Layer& L, int64_t C) {
   return L.l == 0 && !L.mixed() ? layer_input(L.a, 0, L.N, C) : L.la.h1.prefix({L.N, C});
 }
 
-// LayerNorm of x (fp32) into out: directly, or under mixed precision in fp32 staging whose 16-bit
-// copy (the same pass) is out.
-void norm_forward(const Layer& L, TensorView out, TensorView mean, TensorView rstd, TensorView x,
-                  TensorView weight, TensorView bias) {
-  const int64_t C = L.c.hidden_size;
-  if (!L.mixed()) return layer_norm_forward(out, mean, rstd, x, weight, bias, L.c.norm_eps);
-  layer_norm_forward(L.stage(L.a.stage0, C), mean, rstd, x, weight, bias, L.c.norm_eps, out);
-}
 
 // RoPE on q and k of qkv (backward: on their gradients); mixed precision on fp32 copies, rounded
 // once back.
@@ -154,19 +160,19 @@ TensorView output_grad(const Layer& L, ModernBertSite s, float p, uint32_t site)
   const TensorView dy = L.mixed() ? L.a.dy_h.prefix({L.N, C}) : L.a.dtmp.prefix({L.N, C});
   if (p > 0) dropout_backward(dy, dx, p, L.key(site), dropout_rows(L.d, L.in));
   else if (L.mixed()) cast(dy, dx);
-  else if (L.dora(s)) copy(dy, dx);
+  else if (L.site(s).dora()) copy(dy, dx);
   else return dx;
   return dy;
 }
 
 void layer_forward(const Layer& L, TensorView x) {
   const ModernBertConfig& c = L.c;
-  const ModernBertLayerWeights& lw = L.lw();
   const ModernBertLayerActs& la = L.la;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   if (L.l > 0)
-    norm_forward(L, la.h1.prefix({N, C}), la.mean1.prefix({N}), la.rstd1.prefix({N}), x,
-                 lw.attn_norm_w, lw.attn_norm_b);
+    L.norm(&ModernBertLayerWeights::attn_norm_w, &ModernBertLayerWeights::attn_norm_b)
+        .forward(la.h1.prefix({N, C}), la.mean1.prefix({N}), la.rstd1.prefix({N}), x,
+                 L.norm_stage());
   else if (L.mixed())
     cast(la.h1.prefix({N, C}), x);
   const TensorView h1 = attn_input(L, C), qkv = la.qkv.prefix({N, 3 * C});
@@ -181,21 +187,16 @@ void layer_forward(const Layer& L, TensorView x) {
   if (p_attn > 0) dropout_forward(tmp, tmp, p_attn, L.key(modernbert_attn_out_site(L.l)), rows);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, tmp);
-  norm_forward(L, h2, la.mean2.prefix({N}), la.rstd2.prefix({N}), x1, lw.mlp_norm_w,
-               lw.mlp_norm_b);
+  L.norm(&ModernBertLayerWeights::mlp_norm_w, &ModernBertLayerWeights::mlp_norm_b)
+      .forward(h2, la.mean2.prefix({N}), la.rstd2.prefix({N}), x1, L.norm_stage());
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
-  L.linear(ModernBertSite::Wi, gu, h2);
-  glu_forward(m, gu, c.activation);
-  if (p_mlp > 0) dropout_forward(m, m, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
-  L.linear(ModernBertSite::MlpWo, tmp, m);
+  L.mlp(p_mlp, rows).forward(tmp, m, gu, h2, h2);
   residual_forward(la.out.prefix({N, C}), x1, tmp);
 }
 
 // a.dx holds dL/d(layer output); on return dL/d(layer input) x.
 void layer_backward(const Layer& L, TensorView x) {
   const ModernBertConfig& c = L.c;
-  const ModernBertLayerWeights& lw = L.lw();
-  const ModernBertLayerWeights& lg = L.g->layers[L.l];
   const ModernBertLayerActs& la = L.la;
   const ModernBertActs& a = L.a;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
@@ -206,15 +207,13 @@ void layer_backward(const Layer& L, TensorView x) {
   // MLP. dx (the residual's gradient) must stay: DoRA, which scales its output gradient in
   // place, gets a copy.
   const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F});
-  L.linear_back(ModernBertSite::MlpWo, output_grad(L, ModernBertSite::MlpWo, 0.0f, 0), m, dm);
-  if (p_mlp > 0) dropout_backward(dm, dm, p_mlp, L.key(modernbert_mlp_site(L.l)), rows);
   const TensorView gu = la.gu.prefix({N, 2 * F}), dgu = a.dgu.prefix({N, 2 * F});
-  glu_backward(dgu, gu, dm, c.activation);
   const TensorView h2 = la.h2.prefix({N, C});
-  L.linear_back(ModernBertSite::Wi, dgu, h2, dh);
+  L.mlp(p_mlp, rows).backward(output_grad(L, ModernBertSite::MlpWo, 0.0f, 0), m, dm, gu, dgu, h2,
+                              h2, dh);
   const TensorView x1 = la.x1.prefix({N, C});
-  layer_norm_backward(dtmp, lg.mlp_norm_w, lg.mlp_norm_b, dh, x1, lw.mlp_norm_w,
-                      la.mean2.prefix({N}), la.rstd2.prefix({N}));
+  L.norm(&ModernBertLayerWeights::mlp_norm_w, &ModernBertLayerWeights::mlp_norm_b)
+      .backward(dtmp, dh, x1, la.mean2.prefix({N}), la.rstd2.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx1
 
   // Attention.
@@ -233,8 +232,8 @@ void layer_backward(const Layer& L, TensorView x) {
     residual_forward(dx, dx, dh);  // h1 = x on layer 0
     return;
   }
-  layer_norm_backward(dtmp, lg.attn_norm_w, lg.attn_norm_b, dh, x, lw.attn_norm_w,
-                      la.mean1.prefix({N}), la.rstd1.prefix({N}));
+  L.norm(&ModernBertLayerWeights::attn_norm_w, &ModernBertLayerWeights::attn_norm_b)
+      .backward(dtmp, dh, x, la.mean1.prefix({N}), la.rstd1.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx
 }
 
@@ -248,16 +247,16 @@ TensorView modernbert_forward(const ModernBertConfig& c, const ModernBertWeights
     throw InternalError("mixed-precision ModernBERT without its weight shadow");
   const TensorView emb = a.emb.prefix({N, C}), x0 = a.x0.prefix({N, C});
   embedding_forward(emb, in.ids.prefix({N}), w.embed, false);
-  layer_norm_forward(x0, a.emb_mean.prefix({N}), a.emb_rstd.prefix({N}), emb, w.emb_norm_w,
-                     w.emb_norm_b, c.norm_eps);
+  emb_norm(c, w, nullptr).forward(x0, a.emb_mean.prefix({N}), a.emb_rstd.prefix({N}), emb);
   const float p = rate(d, c.embedding_dropout);
   if (p > 0)
     dropout_forward(x0, x0, p, RngKey{d.seed, modernbert_embedding_site(), d.offset, d.micro},
                     dropout_rows(d, in));
   for (int64_t l = 0; l < c.num_layers; ++l)
     layer_forward(Layer{c, w, nullptr, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
-  layer_norm_forward(a.hidden.prefix({N, C}), a.final_mean.prefix({N}), a.final_rstd.prefix({N}),
-                     layer_input(a, c.num_layers, N, C), w.final_norm_w, w.final_norm_b, c.norm_eps);
+  final_norm(c, w, nullptr)
+      .forward(a.hidden.prefix({N, C}), a.final_mean.prefix({N}), a.final_rstd.prefix({N}),
+               layer_input(a, c.num_layers, N, C));
   return modernbert_head_forward(c, w, a, in, d);
 }
 
@@ -267,25 +266,25 @@ void modernbert_backward(const ModernBertConfig& c, const ModernBertWeights& w,
   const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size;
   modernbert_head_backward(c, w, g, a, dlogits, in, d);  // -> a.dh: dL/dhidden
-  layer_norm_backward(a.dx.prefix({N, C}), g.final_norm_w, g.final_norm_b, a.dh.prefix({N, C}),
-                      layer_input(a, c.num_layers, N, C), w.final_norm_w, a.final_mean.prefix({N}),
-                      a.final_rstd.prefix({N}));
-  for (int64_t l = c.num_layers - 1; l >= 0; --l) {
-    const Layer layer{c, w, &g, a.layers[l], a, l, N, in, d};
-    // Checkpointing: the slot holds the last layer's activations after forward; the others are
-    // recomputed from their kept inputs.
-    if (a.recompute && l != c.num_layers - 1) layer_forward(layer, layer_input(a, l, N, C));
-    layer_backward(layer, layer_input(a, l, N, C));
-    layer_gradients_final(l);  // data-parallel runs start reducing them (gradient_ready.h)
-  }
+  final_norm(c, w, &g).backward(a.dx.prefix({N, C}), a.dh.prefix({N, C}),
+                                layer_input(a, c.num_layers, N, C), a.final_mean.prefix({N}),
+                                a.final_rstd.prefix({N}));
+  layer_stack_backward(
+      c.num_layers, a.recompute,
+      [&](int64_t l) {
+        layer_forward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+      },
+      [&](int64_t l) {
+        layer_backward(Layer{c, w, &g, a.layers[l], a, l, N, in, d}, layer_input(a, l, N, C));
+      });
   const TensorView dx = a.dx.prefix({N, C}), de = a.dtmp.prefix({N, C});
   const float p = rate(d, c.embedding_dropout);
   if (p > 0)
     dropout_backward(dx, dx, p, RngKey{d.seed, modernbert_embedding_site(), d.offset, d.micro},
                      dropout_rows(d, in));
   if (!g.embed.defined() && !g.emb_norm_w.defined()) return;  // frozen (adapters)
-  layer_norm_backward(de, g.emb_norm_w, g.emb_norm_b, dx, a.emb.prefix({N, C}), w.emb_norm_w,
-                      a.emb_mean.prefix({N}), a.emb_rstd.prefix({N}));
+  emb_norm(c, w, &g).backward(de, dx, a.emb.prefix({N, C}), a.emb_mean.prefix({N}),
+                              a.emb_rstd.prefix({N}));
   if (g.embed.defined())
     embedding_backward(g.embed, de, in.ids.prefix({N}), c.pad_token_id, a.workspace);
 }

@@ -42,6 +42,7 @@
 
 #include "core/buffer_table.h"
 #include "models/backbone.h"
+#include "models/layers/adapter_buffers.h"
 #include "models/modernbert_config.h"
 #include "ops/attention.h"
 
@@ -87,7 +88,7 @@ void init_modernbert_param(const ModernBertConfig& c, const ParamSpec& spec, Ten
 
 struct ModernBertLayerActs {
   TensorView x1, mean1, rstd1, h1, qkv, probs, ctx, mean2, rstd2, h2, gu, m, out;
-  std::array<TensorView, kModernBertSites> lora_u, dora_z;
+  std::array<AdapterSiteBuffers, kModernBertSites> adapter;  // models/layers/adapter_buffers.h
 };
 
 struct ModernBertActs {
@@ -96,15 +97,15 @@ struct ModernBertActs {
   TensorView final_mean, final_rstd, hidden, tmp;
   // The head: pooled, z = dense output, g = act(z), p = norm(g), p_drop (B, C); logits (B, K).
   TensorView pooled, z, g, head_mean, head_rstd, p, p_drop, logits;
-  TensorView head_lora_u, head_dora_z;
+  AdapterSiteBuffers head_adapter;  // head.dense's adapter: u (B, r), DoRA's z (B, C)
   TensorView dx, dtmp, dh, dctx, dqkv, dgu, dm, db1, db2;  // gradients, shared by the layers
   TensorView global_inv_freq, local_inv_freq;              // (D / 2) each, written at bind
-  TensorView workspace, lora_h, lora_scratch;
-  // Mixed precision: fp32 staging shared by the layers (the norms' outputs, q / k for RoPE), the
-  // 16-bit copy of dx the output GEMMs' backward reads, and the LoRA branches' fp32 copies of
-  // 16-bit x, y and dx.
+  TensorView workspace;
+  // The adapters' shared scratch: h, adapter dropout's and the fp32 copies of 16-bit x, y and dx.
+  AdapterScratch adapter_scratch;
+  // Mixed precision: fp32 staging shared by the layers (the norms' outputs, q / k for RoPE) and
+  // the 16-bit copy of dx the output GEMMs' backward reads.
   TensorView stage0, dy_h;
-  TensorView lora_stage_x, lora_stage_y, lora_stage_dx;
   DType compute = DType::F32;
   bool recompute = false;  // gradient checkpointing: one slot, layers recomputed in backward
 };

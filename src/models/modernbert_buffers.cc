@@ -70,13 +70,11 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
     if (!a.recompute) add("out", f32, {N, C}, &ModernBertLayerActs::out);
     for (int i = 0; i < kModernBertSites; ++i) {
       if (!adapted[i]) continue;
-      const std::string u = fmt::format("act/mb{}/lora_u{}", s, i);
-      t.add(u, f32, {N, how.adapters.r});
-      for (int64_t l = s; l < c.num_layers; l += slots) t.also(u, &a.layers[l].lora_u[i]);
-      if (!how.adapters.dora()) continue;
-      const std::string z = fmt::format("act/mb{}/dora_z{}", s, i);
-      t.add(z, f32, {N, outs[i]});
-      for (int64_t l = s; l < c.num_layers; l += slots) t.also(z, &a.layers[l].dora_z[i]);
+      std::vector<AdapterSiteBuffers*> views;
+      for (int64_t l = s; l < c.num_layers; l += slots) views.push_back(&a.layers[l].adapter[i]);
+      add_adapter_site_buffers(t, fmt::format("act/mb{}/lora_u{}", s, i),
+                               fmt::format("act/mb{}/dora_z{}", s, i), N, outs[i], how.adapters,
+                               views);
     }
   }
   if (a.recompute)
@@ -94,10 +92,9 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
   t.add("act/mb/head_mean", f32, {B}, &a.head_mean);
   t.add("act/mb/head_rstd", f32, {B}, &a.head_rstd);
   t.add("act/mb/logits", f32, {B, K}, &a.logits);
-  if (head_adapted) {
-    t.add("act/mb/head_lora_u", f32, {B, how.adapters.r}, &a.head_lora_u);
-    if (how.adapters.dora()) t.add("act/mb/head_dora_z", f32, {B, C}, &a.head_dora_z);
-  }
+  if (head_adapted)
+    add_adapter_site_buffers(t, "act/mb/head_lora_u", "act/mb/head_dora_z", B, C, how.adapters,
+                             {&a.head_adapter});
   t.add("act/mb/global_inv_freq", f32, {c.head_dim / 2}, &a.global_inv_freq);
   t.add("act/mb/local_inv_freq", f32, {c.head_dim / 2}, &a.local_inv_freq);
   if (training) {
@@ -113,22 +110,20 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
     if (mixed) t.add("gradact/mb/dy_h", h, {N, C}, &a.dy_h);
     t.add("gradact/mb/db1", f32, {B, C}, &a.db1);
     t.add("gradact/mb/db2", f32, {B, C}, &a.db2);
-    if (how.adapters.enabled())
-      t.add("gradact/mb/lora_h", f32, {std::max(N, B), how.adapters.r}, &a.lora_h);
+    add_adapter_h(t, "gradact/mb/lora_h", std::max(N, B), how.adapters, a.adapter_scratch);
   }
-  if (how.adapters.enabled() && how.adapters.dropout > 0)
-    t.add("work/mb/lora_dropout", f32, {std::max(N, B), std::max(C, F)}, &a.lora_scratch);
+  add_adapter_dropout(t, "work/mb/lora_dropout", {std::max(N, B), std::max(C, F)}, how.adapters,
+                      a.adapter_scratch);
   if (mixed && how.adapters.enabled()) {
     // fp32 copies for the layers' LoRA branches: their 16-bit inputs (h1, ctx, h2, m) and outputs,
     // and the 16-bit input gradient (AttnWo's, dctx), as wide as the widest adapted site needs.
     const int64_t ins[kModernBertSites] = {C, C, C, F};
-    int64_t xw = 0, yw = 0;
+    std::vector<AdapterStageNeed> needs;
     for (int i = 0; i < kModernBertSites; ++i)
-      if (adapted[i]) xw = std::max(xw, ins[i]), yw = std::max(yw, outs[i]);
-    if (xw > 0) t.add("work/mb/lora_stage_x", f32, {N * xw}, &a.lora_stage_x);
-    if (yw > 0) t.add("work/mb/lora_stage_y", f32, {N * yw}, &a.lora_stage_y);
-    if (training && adapted[static_cast<int>(ModernBertSite::AttnWo)])
-      t.add("work/mb/lora_stage_dx", f32, {N * C}, &a.lora_stage_dx);
+      if (adapted[i])
+        needs.push_back({N * ins[i], N * outs[i],
+                         i == static_cast<int>(ModernBertSite::AttnWo) ? N * C : 0});
+    add_adapter_stages(t, "work/mb/", needs, training, a.adapter_scratch);
   }
   // The embedding's backward sorts the tokens by id there after the layers (ops/embedding.h).
   const int64_t ws = std::max<int64_t>(

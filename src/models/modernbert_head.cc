@@ -4,8 +4,8 @@
 // head.dense may carry an adapter (the site past the last layer). The head's (B, C) activations
 // draw dropout stream element (row0 + b) * C + c, as the encoder heads'.
 #include "core/memory.h"
-#include "models/adapter_site.h"
 #include "models/classification_head.h"
+#include "models/layers/adapted_linear.h"
 #include "models/modernbert.h"
 #include "ops/dropout.h"
 #include "ops/gelu.h"
@@ -30,21 +30,19 @@ TensorView pool_input(const TensorView& buffer, const TokenInputs& in, int64_t C
   return in.packed() ? buffer.prefix({in.N, C}) : buffer.prefix({in.B, in.T, C});
 }
 
-const AdapterWeights* dense_adapter(const ModernBertConfig& c, const AdapterSet& ad) {
-  if (!ad.any() || static_cast<int64_t>(ad.layers.size()) <= c.num_layers) return nullptr;
-  const AdapterWeights& w = ad.at(c.num_layers, 0);
-  return w.defined() ? &w : nullptr;
-}
-
-AdapterSiteRun dense_run(const ModernBertConfig& c, const ModernBertWeights& w,
-                         const ModernBertWeights* g, const ModernBertActs& a, const DropoutPlan& d) {
+// head.dense as an adapted linear block (models/layers/adapted_linear.h), all in fp32; its adapter
+// is the site past the last layer. g: the gradients (backward only).
+AdaptedLinear dense_linear(const ModernBertConfig& c, const ModernBertWeights& w,
+                           const ModernBertWeights* g, const ModernBertActs& a,
+                           const DropoutPlan& d) {
   const int64_t L = c.num_layers;
-  AdapterSiteRun r = adapter_site_run(w.adapters, g ? &g->adapters : nullptr, L, 0, w.dense_w,
-                                      w.dense_b, a.head_lora_u, a.head_dora_z, a.lora_h);
-  r.dropout = LoraDropout{d.training ? static_cast<float>(w.adapters.dropout) : 0.0f,
-                          RngKey{d.seed, adapter_dropout_site(L, 0), d.offset, d.micro},
-                          a.lora_scratch, head_rows(d)};
-  return r;
+  const LinearParams p{w.dense_w, w.dense_b, w.dense_w, w.dense_b,
+                       g ? g->dense_w : TensorView(), g ? g->dense_b : TensorView()};
+  AdapterScratch scratch = a.adapter_scratch;  // the head is fp32: no staging
+  scratch.stage_x = scratch.stage_y = scratch.stage_dx = TensorView();
+  const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr, scratch, d};
+  return AdaptedLinear(p, pass,
+                       AdapterSlot{L, 0, a.head_adapter, adapter_dropout_site(L, 0), head_rows(d)});
 }
 
 }  // namespace
@@ -56,10 +54,7 @@ TensorView modernbert_head_forward(const ModernBertConfig& c, const ModernBertWe
   if (c.pooling == ModernBertPooling::Cls) first_tokens_forward(pooled, hidden, in);
   else mean_pool_forward(pooled, hidden, mean_rows(in));
   const TensorView z = a.z.prefix({B, C}), g = a.g.prefix({B, C}), p = a.p.prefix({B, C});
-  if (dense_adapter(c, w.adapters))
-    adapter_site_forward(dense_run(c, w, nullptr, a, d), z, pooled, pooled, false, false);
-  else
-    linear_forward(z, pooled, w.dense_w, w.dense_b);
+  dense_linear(c, w, nullptr, a, d).forward(z, pooled);
   gelu_forward(g, z, c.classifier_activation);
   layer_norm_forward(p, a.head_mean.prefix({B}), a.head_rstd.prefix({B}), g, w.head_norm_w,
                      w.head_norm_b, c.norm_eps);
@@ -89,10 +84,7 @@ void modernbert_head_backward(const ModernBertConfig& c, const ModernBertWeights
                       a.head_mean.prefix({B}), a.head_rstd.prefix({B}));
   const TensorView z = a.z.prefix({B, C}), pooled = a.pooled.prefix({B, C});
   gelu_backward(d1, z, d2, c.classifier_activation);  // dz
-  const bool adapted = dense_adapter(c, w.adapters) != nullptr;
-  if (adapted && w.adapters.dora) adapter_site_backward_scale(dense_run(c, w, &g, a, d), d1);
-  linear_backward(d2, g.dense_w, g.dense_b, d1, pooled, w.dense_w);  // dpooled
-  if (adapted) adapter_site_backward(dense_run(c, w, &g, a, d), d1, pooled, d2);
+  dense_linear(c, w, &g, a, d).backward(d1, pooled, d2);  // dpooled
   const TensorView dhidden = pool_input(a.dh, in, C);
   if (c.pooling == ModernBertPooling::Cls) first_tokens_backward(dhidden, d2, in);
   else mean_pool_backward(dhidden, d2, mean_rows(in));
