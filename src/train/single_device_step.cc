@@ -14,7 +14,7 @@
 // fallback) without changing what is computed.
 //
 // No host round trip per step (DESIGN principle 4): the step's loss, gradient norm, clip factor,
-// non-finite check, skip counters and AdamW's t live on the device (train/step_scalars.h); the run
+// non-finite check, skip counters and AdamW's t live on the device (optim/step_scalars.h); the run
 // loop reads them once per logging interval. The inputs of each micro-batch are staged in pinned
 // host memory and copied on the copy stream while the previous micro-batch computes
 // (train/input_staging.h).
@@ -31,9 +31,9 @@
 #include "data/token_batch.h"
 #include "models/batch.h"
 #include "ops/backend_context.h"
+#include "optim/layer_decay.h"
+#include "optim/step_scalars.h"
 #include "train/gpu_paths_report.h"
-#include "train/layer_decay.h"
-#include "train/step_scalars.h"
 
 namespace ftune {
 namespace {

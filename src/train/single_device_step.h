@@ -10,10 +10,10 @@
 
 #include "core/arena.h"
 #include "core/gpu_paths.h"
+#include "dist/gradient_reducer.h"
 #include "models/backbone.h"
 #include "train/batch_plan.h"
 #include "train/debug_hooks.h"
-#include "train/gradient_reducer.h"
 #include "train/input_staging.h"
 #include "train/precision.h"
 #include "train/step_graphs.h"
@@ -28,7 +28,7 @@ class SingleDeviceStep : public StepStrategy {
   // checkpointing); `stream_seq` is Tv of the dropout streams (data.max_length clipped to the
   // model). Builds the model and optimizer in their arena (an allocation failure halves the
   // micro-batch); the weights are the loader's to fill. `reducer` (data-parallel runs, outlives
-  // the strategy; train/gradient_reducer.h): this rank computes only its rows of each step batch
+  // the strategy; dist/gradient_reducer.h): this rank computes only its rows of each step batch
   // (whole groups in a listwise / margin_mse run) and the gradients and step loss are summed over
   // the ranks before the optimizer tail.
   SingleDeviceStep(const TrainConfig& config, const ModelSpec& model, const RunBatchPlan& plan,

@@ -20,10 +20,10 @@
 #include "core/error.h"
 #include "data/batch.h"
 #include "models/sequence_classifier.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
+#include "optim/loss_scaler.h"
 #include "train/flops.h"
 #include "train/input_staging.h"
-#include "train/loss_scaler.h"
 
 namespace ftune {
 
@@ -46,7 +46,7 @@ class StepStrategy {
 
   // The model and optimizer this process trains (a full replica on every rank): weights are
   // loaded into, evaluated, saved and published from model(); the optimizer's moments and step
-  // scalars (train/step_scalars.h, the same on every rank) are checkpointed from optimizer().
+  // scalars (optim/step_scalars.h, the same on every rank) are checkpointed from optimizer().
   virtual SequenceClassifier& model() = 0;
   virtual AdamW& optimizer() = 0;
   virtual LossScaler& loss_scaler() = 0;
