@@ -91,6 +91,16 @@ class StepGraphs {
   StepGraphStats stats_;
 };
 
+// Runs `body` through `graphs` under `key` where there are graphs and the region may be graphed,
+// else eagerly: a region with host code that must run each time (an injected failure, the layer
+// reports of a data-parallel backward), or whose kernel arguments change between runs (packed
+// micro-batches; fp16's optimizer tail, whose loss scale is an argument).
+void run_graphed_or_eager(StepGraphs* graphs, bool graphable, const MicroGraphKey& key,
+                          const std::function<void()>& body);
+
+// The optimizer tail's key: no micro-batch has 0 rows.
+inline constexpr MicroGraphKey kOptimizerTailGraphKey{0, 0};
+
 struct ResolvedCudaGraphs {
   bool on = false;
   std::string why;
