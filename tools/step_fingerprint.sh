@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fingerprints of training runs on fixed configs, for refactors of the step that must not change
 # behaviour: each run's per-step logged numbers (losses, gradient norms, learning rates,
-# validation metrics; timings left out) and the bytes of its final weights, printed as one line
-# per run. Run it with the ftune binary before and after a change and diff the two outputs: any
+# validation metrics; timings left out), the bytes of its final weights and its last checkpoint's
+# resume state (timings and input fingerprints left out), printed as one line per run. Run it with the ftune binary before and after a change and diff the two outputs: any
 # difference is a behaviour change (the runs are bit-exact on the CPU).
 #
 #   tools/step_fingerprint.sh BUILD/ftune WORKDIR [MODEL_DIR] > fingerprints.txt
@@ -78,8 +78,22 @@ for line in open(sys.argv[1]):
 PY
 )"
   weights="$(sha256sum "$dir/model/model.safetensors" | cut -c1-16)"
-  printf '%s steps=%s metrics=%s weights=%s\n' "$1" "$(printf '%s\n' "$metrics" | grep -c '"train"')" \
-    "$(printf '%s' "$metrics" | sha256sum | cut -c1-16)" "$weights"
+  # The last checkpoint's resume state (trainer_state.json) less its timings and fingerprints.
+  state="$(python3 - "$dir/checkpoints" <<'PY'
+import json, os, sys
+last = sorted(d for d in os.listdir(sys.argv[1]) if d.startswith("step-"))[-1]
+def strip(x):
+    if isinstance(x, dict):
+        return {k: strip(v) for k, v in x.items() if "seconds" not in k and k != "fingerprints"}
+    return x
+state = json.load(open(os.path.join(sys.argv[1], last, "trainer_state.json")))
+print(last, json.dumps(strip(state), sort_keys=True))
+PY
+)"
+  printf '%s steps=%s metrics=%s weights=%s state=%s\n' "$1" \
+    "$(printf '%s\n' "$metrics" | grep -c '"train"')" \
+    "$(printf '%s' "$metrics" | sha256sum | cut -c1-16)" "$weights" \
+    "$(printf '%s' "$state" | sha256sum | cut -c1-16)"
   printf '%s\n' "$metrics" > "$work/$1.metrics"
 }
 
