@@ -2,10 +2,10 @@
 # The layering rules of src/ (DESIGN.md: layers import only downward), checked with grep:
 #   core < io < cuda, text < ops < data < models < optim, dist < train < hpo < report < dashboard
 #   < cli
-# Layers of one rank are siblings and include neither the other: cuda and text; optim (AdamW,
-# clipping, schedules, layer decay, loss scaling, the step scalars) and dist (the process group,
-# the reduce transports, the gradient reducer), which both build on models' parameter tables.
-# plus the rules of the backbone interface (models/backbone.h):
+# where layers of one rank are siblings that include neither the other: cuda and text; optim
+# (AdamW, clipping, schedules, layer decay, loss scaling, the step scalars) and dist (the process
+# group, the reduce transports, the gradient reducer), which both build on models' parameter
+# tables; plus the rules of the backbone interface (models/backbone.h):
 #   - no EncoderConfig (the BERT family's config type) outside src/models/ (nor in bench/)
 #   - train/ sets TF32 and the attention kernel through ops/backend_context.h only
 # Prints every violation with its file and line; exits 1 if there is any.
