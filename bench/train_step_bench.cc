@@ -21,8 +21,8 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "models/param_init.h"
-#include "train/adamw.h"
-#include "train/grad_clip.h"
+#include "optim/adamw.h"
+#include "optim/grad_clip.h"
 
 using namespace ftune;
 

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 #include "train/input_staging.h"
 #include "train/precision.h"
 #include "train/step_graphs.h"
