@@ -92,7 +92,8 @@ def train_one(args, params, train_rows, eval_rows, tokenizer, out_dir):
         weight_decay=params["weight_decay"], label_smoothing_factor=params["label_smoothing"],
         lr_scheduler_type="linear", max_grad_norm=1.0, bf16=bf16,
         tf32=torch.cuda.is_available() or None, train_sampling_strategy="group_by_length",
-        dataloader_num_workers=args.workers, eval_strategy="epoch", save_strategy="no",
+        dataloader_num_workers=args.workers, save_strategy="no",
+        eval_strategy="epoch" if eval_rows else "no",
         logging_strategy="no", report_to=[], seed=args.seed, disable_tqdm=True)
     optimizer = torch.optim.AdamW(
         layer_decay_groups(model, params["learning_rate"], params["layer_decay"],
