@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <vector>
@@ -84,11 +85,12 @@ std::string isa_name(int isa) {
 constexpr int kUnset = -1;
 std::atomic<int> g_library{kUnset};
 
-// oneDNN runs x @ W^T of fewer than this many rows through another kernel, whose sums differ in
-// the last bits from those of the same rows in a larger product; those products run as x @ W
-// on a transposed copy of W, which gives the larger product's bits (a row's result does not
-// depend on the batch it comes in, as with OpenBLAS).
-constexpr int64_t kOneDnnSmallRows = 16;
+// A weight gradient accumulated into C (dW += dY^T @ X, beta != 0) is made apart in panels of
+// this many rows of C, each added to C after: oneDNN folds C into its running sums, so C + A @ B
+// would round differently from the sum of the two products made apart (the gradients of two
+// micro-batches accumulated in one process against the same gradients summed over ranks), as
+// OpenBLAS's C + (A @ B) does. The panel bounds the scratch (kPanelRows x N floats a thread).
+constexpr int64_t kPanelRows = 256;
 
 // oneDNN threads its GEMM with OpenMP up to omp_get_max_threads() of the calling thread; ftune's
 // pool has already split the work, so each call runs on one thread. The count is the calling
@@ -98,41 +100,35 @@ void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                   int64_t ldc) {
   const OneDnn& d = onednn();
-  thread_local std::vector<float> transposed;
-  if (trans_b && M < kOneDnnSmallRows && K > 0) {
-    transposed.resize(static_cast<size_t>(K * N));
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) transposed[k * N + n] = B[n * ldb + k];
-    B = transposed.data();
-    ldb = N;
-    trans_b = false;
-  }
   if (K == 0) {  // dnnl_sgemm refuses a leading dimension of 0
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
     return;
   }
-  // With beta != 0 the product is made apart and added to C: oneDNN folds C into its running
-  // sums, so C + A @ B would round differently from the sum of two products made apart (a
-  // gradient accumulated over micro-batches against the same gradients summed over ranks).
-  thread_local std::vector<float> product;
-  float* out = C;
-  int64_t ldo = ldc;
-  const float beta_in = beta;
-  if (beta != 0.0f) {
-    product.resize(static_cast<size_t>(M * N));
-    out = product.data();
-    ldo = N;
-    beta = 0.0f;
-  }
+  const auto call = [&](int64_t m0, int64_t rows, float b, float* out, int64_t ldo) {
+    const float* a = trans_a ? A + m0 : A + m0 * lda;
+    return d.sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', rows, N, K, alpha, a, lda, B, ldb, b,
+                   out, ldo);
+  };
   const int before = d.omp_get_max_threads();
   if (before != 1) d.omp_set_num_threads(1);
-  const int status = d.sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B,
-                             ldb, beta, out, ldo);
+  int status = 0;
+  if (trans_a && beta != 0.0f) {
+    thread_local std::vector<float> panel;
+    for (int64_t m0 = 0; m0 < M && status == 0; m0 += kPanelRows) {
+      const int64_t rows = std::min(kPanelRows, M - m0);
+      panel.resize(static_cast<size_t>(rows * N));
+      status = call(m0, rows, 0.0f, panel.data(), N);
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          float& c = C[(m0 + i) * ldc + j];
+          c = beta * c + panel[i * N + j];
+        }
+    }
+  } else {
+    status = call(0, M, beta, C, ldc);
+  }
   if (before != 1) d.omp_set_num_threads(before);
-  if (out != C)
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = beta_in * C[i * ldc + j] + out[i * N + j];
   if (status != 0)
     throw InternalError(fmt::format("dnnl_sgemm({}, {}, {}, trans {}{}) failed with status {}", M,
                                     N, K, trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', status));
