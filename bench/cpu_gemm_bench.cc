@@ -6,7 +6,7 @@
 // machine's load falls on both; prints the median ms and GFLOP/s of each, and each family's total.
 // The process re-executes itself with ftune's OpenBLAS settings first (core/blas_buffers.h).
 //
-//   cpu_gemm_bench [--threads 2] [--reps 7] [--only minilm-score,minilm-train,bert-train]
+//   cpu_gemm_bench [--threads 2] [--reps 7] [--only minilm-score1,minilm-score32,minilm-train,bert-train]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::map<std::string, std::map<int, double>> family_ms;  // family -> library -> ms a step
   fmt::print("{:<15} {:<28}", "family", "product");
-  for (auto lib : libs) fmt::print(" {:>10} {:>8}", std::string(cpu::gemm_library_name(lib)) + " ms", "GFLOP/s");
+  for (auto lib : libs)
+    fmt::print(" {:>10} {:>8}", std::string(cpu::gemm_library_name(lib)) + " ms", "GFLOP/s");
   fmt::print("\n");
   for (const Product& p : products) {
     std::vector<float> a(p.M * p.K), b(p.K * p.N), c(p.M * p.N);

@@ -103,12 +103,13 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--repeats", o->repeats, "Runs of each variant (2)")->check(positive_integer());
   cmd->add_option("--only", *only, "Comma-separated variants to run besides the default: " + names);
   cmd->add_option("--cpu-gemm", *cpu_gemm,
-                  "CPU GEMM library for every variant: openblas, onednn or auto (FTUNE_CPU_GEMM, "
-                  "else oneDNN where built)");
+                  "CPU GEMM library for every variant: openblas, onednn or auto (default: "
+                  "FTUNE_CPU_GEMM, else oneDNN where it loads)");
   cmd->add_option("--json", *json, "Also write the whole report to this JSON file");
   cmd->add_option("overrides", o->overrides, "section.key=value overrides of the configuration");
   cmd->callback([o, only, json, cpu_gemm] {
-    if (!cpu_gemm->empty()) cpu::set_gemm_library(cpu::parse_gemm_library(*cpu_gemm, "--cpu-gemm"));
+    if (!cpu_gemm->empty())
+      cpu::set_gemm_library(cpu::parse_gemm_library(*cpu_gemm, "--cpu-gemm"));
     o->only.clear();
     for (size_t start = 0; !only->empty() && start <= only->size();) {
       const size_t comma = std::min(only->find(',', start), only->size());

@@ -182,7 +182,8 @@ GemmLibrary gemm_library() {
 
 void set_gemm_library(GemmLibrary lib) {
   if (lib == GemmLibrary::OneDnn && !onednn_available())
-    throw InputError("the CPU GEMM library 'onednn' cannot be used: " + onednn_unavailable_reason());
+    throw InputError("the CPU GEMM library 'onednn' cannot be used: " +
+                     onednn_unavailable_reason());
   g_library.store(static_cast<int>(lib));
 }
 

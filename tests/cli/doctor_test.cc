@@ -219,6 +219,12 @@ TEST_F(DoctorCli, ShowsTheCpuGemmLibraryAndRefusesAnUnknownOne) {
   EXPECT_NE(refused.output.find("FTUNE_CPU_GEMM is 'onednn', but oneDNN cannot be used"),
             std::string::npos)
       << refused.output;
+  // `ftune bench --cpu-gemm` takes the same names, before reading its configuration.
+  const test::CliResult bench = test::run_ftune("bench --config /nonexistent.yaml --cpu-gemm mkl");
+  EXPECT_EQ(bench.exit_code, 2) << bench.output;
+  EXPECT_NE(bench.output.find("--cpu-gemm is 'mkl': expected openblas, onednn or auto"),
+            std::string::npos)
+      << bench.output;
   const test::CliResult bad =
       test::run_ftune("doctor", std::string(kNoGpu) + " FTUNE_CPU_GEMM=mkl");
   EXPECT_NE(bad.exit_code, 0) << bad.output;
