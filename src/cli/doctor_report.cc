@@ -54,7 +54,7 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
   }
 
   if (cpu)
-    add("TF32 for fp32 GEMMs", "off", "CPU (OpenBLAS, fp32)");
+    add("TF32 for fp32 GEMMs", "off", "CPU (fp32 GEMMs: OpenBLAS or oneDNN)");
   else if (!gpu)
     add("TF32 for fp32 GEMMs", "unknown", not_visible);
   else if (!f.tf32)
