@@ -8,7 +8,7 @@ settings the user's scripts set: fused AdamW, dataloader workers, length groupin
 device has it (not on this CPU: fp32), TF32 on GPUs, evaluation each epoch and the best epoch's
 F1 as the fold's value (ftune reports a fold's best evaluation too), nothing saved. Layer decay,
 which Trainer lacks, is what such scripts add by hand: AdamW parameter groups, layer l at
-decay^(L - l), the embeddings at decay^(L + 1), pooler and head at 1 (as ftune's layer_decay.h).
+decay^(L - l), the embeddings at decay^(L + 1), pooler and head at 1 (as ftune's src/optim/layer_decay.h).
 
 Writes --out (JSON): every trial's number, state, params, fold values, value and its start and end
 times, so compare.py reads both studies the same way. --final PARAMS_JSON instead trains once on
