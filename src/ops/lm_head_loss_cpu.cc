@@ -1,0 +1,125 @@
+// The chunked causal-LM loss on the CPU (ops/lm_head_loss.h): blocks of logits by cpu::gemm,
+// the per-token softmax work threaded over the block's rows.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "ops/lm_head_loss.h"
+#include "ops/primitives_cpu.h"
+
+namespace ftune {
+
+int64_t lm_head_loss_workspace(const LmHeadLossShape& s) {
+  return std::min(s.token_chunk, std::max<int64_t>(s.tokens, 1)) *
+         std::min(s.vocab_chunk, std::max<int64_t>(s.vocab, 1));
+}
+
+namespace cpu {
+namespace {
+
+void check(const LmHeadLossShape& s) {
+  FTUNE_ASSERT(
+      s.tokens >= 0 && s.hidden > 0 && s.vocab > 0 && s.token_chunk > 0 && s.vocab_chunk > 0,
+      "lm_head_loss: bad shape T={} H={} V={} chunks {}x{}", s.tokens, s.hidden, s.vocab,
+      s.token_chunk, s.vocab_chunk);
+}
+
+int64_t counted(const int32_t* labels, int64_t T, int64_t V) {
+  int64_t n = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    FTUNE_ASSERT(labels[t] < V,
+                 "lm_head_loss: label {} at token {} is outside the vocabulary of {}", labels[t], t,
+                 V);
+    n += labels[t] >= 0;
+  }
+  return n;
+}
+
+// block (rows, cols) = h[t0 : t0 + rows] @ W[v0 : v0 + cols]^T
+void logits_block(float* block, const float* h, const float* W, int64_t t0, int64_t rows,
+                  int64_t v0, int64_t cols, int64_t H) {
+  gemm(false, true, rows, cols, H, 1.0f, h + t0 * H, H, W + v0 * H, H, 0.0f, block, cols);
+}
+
+}  // namespace
+
+int64_t lm_head_loss_forward(float* loss, float* lse, const float* h, const float* W,
+                             const int32_t* labels, double normalizer, const LmHeadLossShape& s,
+                             float* workspace) {
+  check(s);
+  const int64_t T = s.tokens, H = s.hidden, V = s.vocab;
+  const int64_t n = counted(labels, T, V);
+  std::vector<float> run_max(std::min(T, s.token_chunk)), target(std::min(T, s.token_chunk));
+  std::vector<double> run_sum(run_max.size());
+  double total = 0.0;
+  for (int64_t t0 = 0; t0 < T; t0 += s.token_chunk) {
+    const int64_t rows = std::min(s.token_chunk, T - t0);
+    std::fill(run_max.begin(), run_max.end(), -std::numeric_limits<float>::infinity());
+    std::fill(run_sum.begin(), run_sum.end(), 0.0);
+    for (int64_t v0 = 0; v0 < V; v0 += s.vocab_chunk) {
+      const int64_t cols = std::min(s.vocab_chunk, V - v0);
+      logits_block(workspace, h, W, t0, rows, v0, cols, H);
+      parallel_for(rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* z = workspace + r * cols;
+          const float mx = std::max(run_max[r], *std::max_element(z, z + cols));
+          double sum = run_sum[r] * std::exp(static_cast<double>(run_max[r]) - mx);
+          for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(z[c] - mx));
+          run_max[r] = mx, run_sum[r] = sum;
+          const int32_t y = labels[t0 + r];
+          if (y >= v0 && y < v0 + cols) target[r] = z[y - v0];
+        }
+      });
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const double l = run_max[r] + std::log(run_sum[r]);
+      lse[t0 + r] = static_cast<float>(l);
+      if (labels[t0 + r] >= 0) total += l - target[r];
+    }
+  }
+  const double N = normalizer > 0 ? normalizer : static_cast<double>(n);
+  *loss = static_cast<float>(total / N);  // 0 / 0: NaN, as PyTorch's mean over no token
+  return n;
+}
+
+void lm_head_loss_backward(float* dh, float* dW, const float* lse, const float* h, const float* W,
+                           const int32_t* labels, double normalizer, float dloss,
+                           const LmHeadLossShape& s, float* workspace) {
+  check(s);
+  const int64_t T = s.tokens, H = s.hidden, V = s.vocab;
+  const int64_t n = counted(labels, T, V);
+  const double N = normalizer > 0 ? normalizer : static_cast<double>(n);
+  if (n == 0) return;  // nothing counted: no gradient
+  const float scale = static_cast<float>(dloss / N);
+  for (int64_t t0 = 0; t0 < T; t0 += s.token_chunk) {
+    const int64_t rows = std::min(s.token_chunk, T - t0);
+    for (int64_t v0 = 0; v0 < V; v0 += s.vocab_chunk) {
+      const int64_t cols = std::min(s.vocab_chunk, V - v0);
+      logits_block(workspace, h, W, t0, rows, v0, cols, H);
+      parallel_for(rows, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          float* g = workspace + r * cols;
+          const int32_t y = labels[t0 + r];
+          if (y < 0) {
+            std::fill(g, g + cols, 0.0f);
+            continue;
+          }
+          const float l = lse[t0 + r];
+          for (int64_t c = 0; c < cols; ++c) g[c] = std::exp(g[c] - l) * scale;
+          if (y >= v0 && y < v0 + cols) g[y - v0] -= scale;
+        }
+      });
+      // dh[t0 : t0 + rows] += g @ W[v0 : v0 + cols];  dW[v0 : v0 + cols] += g^T @ h[t0 : ...]
+      gemm(false, false, rows, H, cols, 1.0f, workspace, cols, W + v0 * H, H, 1.0f, dh + t0 * H, H);
+      if (dW)
+        gemm(true, false, cols, H, rows, 1.0f, workspace, cols, h + t0 * H, H, 1.0f, dW + v0 * H,
+             H);
+    }
+  }
+}
+
+}  // namespace cpu
+}  // namespace ftune
