@@ -1,4 +1,4 @@
-// Fuzzes config.json parsing (models/encoder_config.h) with any bytes: they parse into an
+// Fuzzes config.json parsing (models/bert/encoder_config.h) with any bytes: they parse into an
 // EncoderConfig or raise InputError, never crash, hang or throw anything else. A config that
 // parses must survive its own round trip (to_json, as saving writes it, read back to the same
 // sizes and labels), and its parameter table (what planning sizes memory from) must be buildable
@@ -13,8 +13,8 @@
 #include "fuzz_files.h"
 #include "io/json_file.h"
 #include "models/classification_head.h"
-#include "models/encoder.h"
-#include "models/encoder_config.h"
+#include "models/bert/encoder.h"
+#include "models/bert/encoder_config.h"
 #include "models/param_table.h"
 
 namespace {

@@ -6,13 +6,13 @@
 // hidden_dropout_prob when the config leaves it null (as HF). The first token of a row is its
 // position 0 in a padded batch and token cu[b] of a packed one. BERT's pooler.dense can carry a
 // LoRA / DoRA adapter (PEFT target "bert.pooler.dense"; the BERT family's adapter site past its
-// last layer, models/bert_family.h): then the linear part and its adapter run as
+// last layer, models/bert/bert_family.h): then the linear part and its adapter run as
 // models/adapter_site.h, and tanh after them.
 // Gradient rule: parameter gradients accumulate (+=); activation gradients overwrite (=).
 #pragma once
 
 #include "core/arena.h"
-#include "models/encoder.h"
+#include "models/bert/encoder.h"
 #include "models/layers/adapter_buffers.h"
 
 namespace ftune {
@@ -33,7 +33,7 @@ struct HeadActivations {
 
 // The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch
 // (hidden (N, C)); backward: dhidden overwritten, zero but at the first tokens. Also ModernBERT's
-// "cls" pooling (models/modernbert.h).
+// "cls" pooling (models/modernbert/modernbert.h).
 void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in);
 void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInputs& in);
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "models/encoder_config.h"
+#include "models/bert/encoder_config.h"
 #include "models/sequence_classifier.h"
 
 namespace ftune {

@@ -10,12 +10,12 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "models/backbone.h"
-#include "models/bert_family.h"
-#include "models/deberta_family.h"
-#include "models/decoder.h"
-#include "models/decoder_family.h"
-#include "models/modernbert.h"
-#include "models/modernbert_family.h"
+#include "models/bert/bert_family.h"
+#include "models/deberta/deberta_family.h"
+#include "models/decoder/decoder.h"
+#include "models/decoder/decoder_family.h"
+#include "models/modernbert/modernbert.h"
+#include "models/modernbert/modernbert_family.h"
 
 namespace ftune {
 namespace {

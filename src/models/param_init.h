@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <random>
 
-#include "models/encoder_config.h"
+#include "models/bert/encoder_config.h"
 #include "models/param_table.h"
 #include "models/sequence_classifier.h"
 

@@ -6,8 +6,8 @@
 #include "golden_fixture.h"
 #include "io/json_file.h"
 #include "models/classification_head.h"
-#include "models/encoder.h"
-#include "models/encoder_config.h"
+#include "models/bert/encoder.h"
+#include "models/bert/encoder_config.h"
 
 namespace ftune::test {
 namespace {
