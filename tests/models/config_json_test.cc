@@ -5,7 +5,7 @@
 
 #include "golden_fixture.h"
 #include "io/json_file.h"
-#include "models/classification_head.h"
+#include "models/bert/classification_head.h"
 #include "models/bert/encoder.h"
 #include "models/bert/encoder_config.h"
 

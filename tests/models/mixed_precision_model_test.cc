@@ -18,6 +18,7 @@
 #include "core/memory.h"
 #include "golden_fixture.h"
 #include "precision_compare.h"
+#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 #include "ops/cast.h"
 #include "train/adamw.h"

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "models/batch.h"
+#include "models/bert/encoder_config.h"
 #include "models/deberta/deberta_config.h"
 #include "models/deberta/deberta_family.h"
 #include "run_cli.h"

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "core/memory.h"
-#include "models/classification_head.h"
+#include "models/bert/classification_head.h"
 #include "models/bert/encoder.h"
 #include "models/family_backbone.h"
 #include "models/param_init.h"
@@ -109,7 +109,7 @@ class BertBackbone final : public FamilyBackbone<BertBackbone, EncoderConfig> {
 
   std::vector<std::string> peft_modules_to_save(const AdapterConfig& adapters) const override {
     std::vector<std::string> m = {"classifier", "score"};
-    if (c_.family == ModelFamily::Bert && adapters.trains_pooler()) m.push_back("pooler");
+    if (c_.variant == BertVariant::Bert && adapters.trains_pooler()) m.push_back("pooler");
     return m;
   }
 
@@ -128,8 +128,12 @@ class BertBackbone final : public FamilyBackbone<BertBackbone, EncoderConfig> {
     return out;
   }
 
+  // HF's _init_weights: the padding row of the word embeddings (and of RoBERTa's position
+  // embeddings) is 0.
   void init_param(const ParamSpec& spec, TensorView dst, std::mt19937_64& rng) const override {
-    init_param_like_hf(spec, dst, c_, rng);
+    const bool padded = spec.name.ends_with("word_embeddings.weight") ||
+                        (c_.roberta_like() && spec.name.ends_with("position_embeddings.weight"));
+    init_param_like_hf(spec, dst, c_.initializer_range, padded ? c_.pad_token_id : -1, rng);
   }
 
   std::pair<int64_t, int64_t> gemm_weight_range(const ParamTable& t) const override {
@@ -139,12 +143,12 @@ class BertBackbone final : public FamilyBackbone<BertBackbone, EncoderConfig> {
   // The encoder's six linear modules per layer, then BERT's pooler.dense (past the last layer).
   std::vector<AdapterSite> adapter_sites() const override {
     std::vector<AdapterSite> sites = encoder_adapter_sites(c_);
-    if (c_.family == ModelFamily::Bert) sites.push_back(pooler_adapter_site(c_));
+    if (c_.variant == BertVariant::Bert) sites.push_back(pooler_adapter_site(c_));
     return sites;
   }
 
   std::vector<ClassifierModule> modules() const override {
-    return classifier_modules(c_.family == ModelFamily::Bert, c_.num_layers);
+    return classifier_modules(c_.variant == BertVariant::Bert, c_.num_layers);
   }
 
   // RoBERTa's positions count the real tokens after the pad id (the pad id at padding).

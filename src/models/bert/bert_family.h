@@ -1,6 +1,7 @@
 // The BERT family (BERT, RoBERTa, XLM-R and what shares their architecture: MiniLM, BGE rerankers)
 // as an implementation of the backbone interface (models/backbone.h): the encoder of
-// models/bert/encoder.h and the HF classification heads of models/classification_head.h over an
+// models/bert/encoder.h and the HF classification heads of models/bert/classification_head.h over
+// an
 // EncoderConfig. Nothing outside models/ sees the EncoderConfig: they hold a ModelSpec.
 #pragma once
 

@@ -11,28 +11,28 @@
 namespace ftune {
 
 std::string EncoderConfig::weight_prefix() const {
-  return family == ModelFamily::Bert ? "bert" : "roberta";
+  return variant == BertVariant::Bert ? "bert" : "roberta";
 }
 
 std::string EncoderConfig::model_type() const {
-  switch (family) {
-    case ModelFamily::Bert:
+  switch (variant) {
+    case BertVariant::Bert:
       return "bert";
-    case ModelFamily::Roberta:
+    case BertVariant::Roberta:
       return "roberta";
-    case ModelFamily::XlmRoberta:
+    case BertVariant::XlmRoberta:
       return "xlm-roberta";
   }
   return "?";
 }
 
 std::string EncoderConfig::architecture() const {
-  switch (family) {
-    case ModelFamily::Bert:
+  switch (variant) {
+    case BertVariant::Bert:
       return "BertForSequenceClassification";
-    case ModelFamily::Roberta:
+    case BertVariant::Roberta:
       return "RobertaForSequenceClassification";
-    case ModelFamily::XlmRoberta:
+    case BertVariant::XlmRoberta:
       return "XLMRobertaForSequenceClassification";
   }
   return "?";
@@ -44,11 +44,11 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
   c.raw = j;
   const std::string type = io::get_string(j, "model_type", path);
   if (type == "bert")
-    c.family = ModelFamily::Bert;
+    c.variant = BertVariant::Bert;
   else if (type == "roberta")
-    c.family = ModelFamily::Roberta;
+    c.variant = BertVariant::Roberta;
   else if (type == "xlm-roberta")
-    c.family = ModelFamily::XlmRoberta;
+    c.variant = BertVariant::XlmRoberta;
   else
     throw InputError(
         fmt::format("{}: model_type '{}' is not supported; expected bert, roberta or "

@@ -16,10 +16,11 @@
 
 namespace ftune {
 
-enum class ModelFamily : uint8_t { Bert, Roberta, XlmRoberta };
+// The BERT family's variants, by config.json's model_type: bert, roberta, xlm-roberta.
+enum class BertVariant : uint8_t { Bert, Roberta, XlmRoberta };
 
 struct EncoderConfig {
-  ModelFamily family = ModelFamily::Bert;
+  BertVariant variant = BertVariant::Bert;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -39,7 +40,7 @@ struct EncoderConfig {
 
   int64_t num_labels() const { return static_cast<int64_t>(id2label.size()); }
   int64_t head_dim() const { return hidden_size / num_heads; }
-  bool roberta_like() const { return family != ModelFamily::Bert; }
+  bool roberta_like() const { return variant != BertVariant::Bert; }
   // "bert" or "roberta": the prefix of encoder weights in HF's *ForSequenceClassification.
   std::string weight_prefix() const;
   std::string model_type() const;    // "bert", "roberta", "xlm-roberta"
@@ -55,7 +56,8 @@ struct EncoderConfig {
   // config.json content for saving: the original fields with model_type, architectures, id2label
   // and label2id updated.
   nlohmann::json to_json() const;
-  // The BERT family's backbone over this config (models/bert/bert_family.h): what generic code takes.
+  // The BERT family's backbone over this config (models/bert/bert_family.h): what generic code
+  // takes.
   operator ModelSpec() const;  // NOLINT(google-explicit-constructor)
 };
 

@@ -12,7 +12,6 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "models/config_fields.h"
-#include "models/bert/encoder_config.h"
 
 namespace ftune {
 namespace {

@@ -7,7 +7,7 @@
 #include "core/memory.h"
 #include "core/tensor_columns.h"
 #include "models/adapters.h"
-#include "models/classification_head.h"
+#include "models/head_pooling.h"
 #include "models/deberta/deberta_weights.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"

@@ -1,4 +1,5 @@
-// The DeBERTa-v2/v3 family's parameters (models/deberta/deberta_family.h): views of its weights, its name
+// The DeBERTa-v2/v3 family's parameters (models/deberta/deberta_family.h): views of its weights,
+// its name
 // map (HF names of DebertaV2ForSequenceClassification), its adapter sites and PEFT module tree,
 // and its activation buffers. Internal to the family's files.
 #pragma once

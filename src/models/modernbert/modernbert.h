@@ -1,4 +1,5 @@
-// The ModernBERT stack and head of ModernBertForSequenceClassification (models/modernbert/modernbert_config.h)
+// The ModernBERT stack and head of ModernBertForSequenceClassification
+// (models/modernbert/modernbert_config.h)
 // with explicit forward and backward passes over planned buffers. Gradient rule: parameter
 // gradients accumulate (+=), activation gradients overwrite (=).
 //
@@ -27,8 +28,9 @@
 // layer's activations (the same dropout masks) before its backward.
 //
 // Mixed precision (BackboneShape::compute bf16 / f16, autocast semantics as the encoder's,
-// models/bert/encoder.h): the GEMMs read the 16-bit shadow of the layers' weights (ModernBertWeights::
-// shadow; with frozen 16-bit weights the only copy) and 16-bit inputs, and write 16-bit qkv, ctx,
+// models/bert/encoder.h): the GEMMs read the 16-bit shadow of the layers' weights
+// (ModernBertWeights::shadow; with frozen 16-bit weights the only copy) and 16-bit inputs, and
+// write 16-bit qkv, ctx,
 // gu, m, the sublayer outputs and the gradients of these; attention runs on 16-bit q, k, v with
 // fp32 softmax and probabilities. The residual stream (x0, x1, out), every LayerNorm (statistics
 // and output, the latter rounded once into its 16-bit GEMM input h1 / h2), RoPE (on fp32 copies
@@ -122,7 +124,8 @@ void modernbert_backward(const ModernBertConfig& c, const ModernBertWeights& w,
                          const ModernBertWeights& g, ModernBertActs& a, TensorView dlogits,
                          const TokenInputs& in, const DropoutPlan& d);
 
-// The head on the pooled rows (models/modernbert/modernbert_head.cc): p_drop -> logits, and back to dpooled.
+// The head on the pooled rows (models/modernbert/modernbert_head.cc): p_drop -> logits, and back to
+// dpooled.
 TensorView modernbert_head_forward(const ModernBertConfig& c, const ModernBertWeights& w,
                                    ModernBertActs& a, const TokenInputs& in, const DropoutPlan& d);
 void modernbert_head_backward(const ModernBertConfig& c, const ModernBertWeights& w,

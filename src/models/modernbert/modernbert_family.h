@@ -1,5 +1,6 @@
 // The ModernBERT family as an implementation of the backbone interface (models/backbone.h):
-// models/modernbert/modernbert.h's stack, pooling and head over a ModernBertConfig. Packed batches by default
+// models/modernbert/modernbert.h's stack, pooling and head over a ModernBertConfig. Packed batches
+// by default
 // (ModernBERT was designed for unpadded training).
 #pragma once
 

@@ -4,7 +4,7 @@
 // head.dense may carry an adapter (the site past the last layer). The head's (B, C) activations
 // draw dropout stream element (row0 + b) * C + c, as the encoder heads'.
 #include "core/memory.h"
-#include "models/classification_head.h"
+#include "models/head_pooling.h"
 #include "models/layers/adapted_linear.h"
 #include "models/modernbert/modernbert.h"
 #include "ops/dropout.h"

@@ -1,11 +1,10 @@
 // Classification heads: forward and backward (see classification_head.h).
-#include "models/classification_head.h"
+#include "models/bert/classification_head.h"
 
 #include "core/memory.h"
 #include "models/adapters.h"
 #include "models/layers/adapted_linear.h"
 #include "ops/dropout.h"
-#include "ops/first_token.h"
 #include "ops/linear.h"
 #include "ops/tanh_pooler.h"
 
@@ -38,24 +37,8 @@ AdaptedLinear pooler_linear(const EncoderConfig& c, const HeadWeights& w, const 
 
 }  // namespace
 
-// The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch
-// (read on the device: ops/first_token.h).
-void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in) {
-  if (in.packed())
-    first_token_forward(cls, hidden, in.cu_seqlens);
-  else
-    first_token_forward(cls, hidden);
-}
-
-void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInputs& in) {
-  if (in.packed())
-    first_token_backward(dhidden, dcls, in.cu_seqlens);
-  else
-    first_token_backward(dhidden, dcls);
-}
-
 std::vector<std::string> head_param_names(const EncoderConfig& c) {
-  if (c.family == ModelFamily::Bert)
+  if (c.variant == BertVariant::Bert)
     return {"bert.pooler.dense.weight", "bert.pooler.dense.bias", "classifier.weight",
             "classifier.bias"};
   return {"classifier.dense.weight", "classifier.dense.bias", "classifier.out_proj.weight",
@@ -94,7 +77,7 @@ void head_buffers(const EncoderConfig& c, int64_t max_rows, bool training,
     t.add("gradact/head/x", DType::F32, {max_rows, C}, &a.grad_x);
     t.add("gradact/head/scratch", DType::F32, {max_rows, C}, &a.grad_scratch);
   }
-  if (c.family != ModelFamily::Bert ||
+  if (c.variant != BertVariant::Bert ||
       targeted_sites({pooler_adapter_site(c)}, adapters).empty())
     return;
   add_adapter_site_buffers(t, "act/head/lora_u", "act/head/dora_z", max_rows, C, adapters,

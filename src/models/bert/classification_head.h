@@ -4,15 +4,17 @@
 //   RoBERTa / XLM-R: logits = out_proj(dropout(tanh(dense(dropout(h0)))))
 // The dense + tanh part is ops/tanh_pooler in both. Dropout rate: classifier_dropout, or
 // hidden_dropout_prob when the config leaves it null (as HF). The first token of a row is its
-// position 0 in a padded batch and token cu[b] of a packed one. BERT's pooler.dense can carry a
-// LoRA / DoRA adapter (PEFT target "bert.pooler.dense"; the BERT family's adapter site past its
-// last layer, models/bert/bert_family.h): then the linear part and its adapter run as
+// position 0 in a padded batch and token cu[b] of a packed one (models/head_pooling.h, shared
+// with the other families). BERT's pooler.dense can carry a LoRA / DoRA adapter (PEFT target
+// "bert.pooler.dense"; the BERT family's adapter site past its last layer,
+// models/bert/bert_family.h): then the linear part and its adapter run as
 // models/adapter_site.h, and tanh after them.
 // Gradient rule: parameter gradients accumulate (+=); activation gradients overwrite (=).
 #pragma once
 
 #include "core/arena.h"
 #include "models/bert/encoder.h"
+#include "models/head_pooling.h"
 #include "models/layers/adapter_buffers.h"
 
 namespace ftune {
@@ -30,12 +32,6 @@ struct HeadActivations {
   AdapterSiteBuffers pooler_adapter;
   AdapterScratch adapter_scratch;
 };
-
-// The first token of every row: hidden (B, T, C) -> cls (B, C), or token cu[b] of a packed batch
-// (hidden (N, C)); backward: dhidden overwritten, zero but at the first tokens. Also ModernBERT's
-// "cls" pooling (models/modernbert/modernbert.h).
-void first_tokens_forward(TensorView cls, TensorView hidden, const TokenInputs& in);
-void first_tokens_backward(TensorView dhidden, TensorView dcls, const TokenInputs& in);
 
 // HF names of the head parameters, in the order they are added: dense weight and bias (C x C,
 // C), then the output layer's weight and bias (K x C, K: the only ones sized by the labels).
@@ -63,12 +59,7 @@ void head_backward(const EncoderConfig& config, const HeadWeights& w, const Head
                    const TokenInputs& in, const DropoutPlan& dropout, const AdapterSet& adapters,
                    const AdapterSet& adapter_grads);
 
-inline uint32_t head_input_dropout_site() {
-  return 0x10000;
-}
-inline uint32_t head_pooled_dropout_site() {
-  return 0x10001;
-}
+// head_input_dropout_site() and head_pooled_dropout_site(): models/head_pooling.h.
 inline uint32_t pooler_adapter_dropout_site() {  // the input dropout of the pooler's adapter
   return 0x10002;
 }
