@@ -22,7 +22,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "models/param_init.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 
 using namespace ftune;
 

@@ -24,8 +24,8 @@
 #include "ops/gelu.h"
 #include "ops/layer_norm.h"
 #include "ops/residual.h"
-#include "train/adamw.h"
-#include "train/step_scalars.h"
+#include "optim/adamw.h"
+#include "optim/step_scalars.h"
 
 #ifdef FTUNE_WITH_CUDA
 #include "cuda/cuda_device.h"

@@ -15,11 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "core/blas_buffers.h"
 #include "core/device.h"
 #include "core/thread_pool.h"
 #include "models/text_scorer.h"
 
 int main(int argc, char** argv) {
+  ftune::reexec_with_blas_settings(argv);  // OpenBLAS as `ftune` runs it (core/blas_buffers.h)
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s MODEL_DIR PAIRS.jsonl [REPEATS] [THREADS]\n", argv[0]);
     return 2;

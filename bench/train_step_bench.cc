@@ -18,15 +18,17 @@
 #include <random>
 
 #include "bench_models.h"
+#include "core/blas_buffers.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "models/param_init.h"
-#include "train/adamw.h"
-#include "train/grad_clip.h"
+#include "optim/adamw.h"
+#include "optim/grad_clip.h"
 
 using namespace ftune;
 
 int main(int argc, char** argv) {
+  ftune::reexec_with_blas_settings(argv);  // OpenBLAS as `ftune` runs it (core/blas_buffers.h)
   CLI::App app{"ftune training-step benchmark"};
   std::string model = "minilm";
   int64_t batch = 32, seq = 128;

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The layering rules of src/ (DESIGN.md: layers import only downward), checked with grep:
-#   core < io < cuda, text < ops < data < models < train < hpo < report < dashboard < cli
-# plus the rules of the backbone interface (models/backbone.h):
+#   core < io < cuda, text < ops < data < models < optim, dist < train < hpo < report < dashboard
+#   < cli
+# where layers of one rank are siblings that include neither the other: cuda and text; optim
+# (AdamW, clipping, schedules, layer decay, loss scaling, the step scalars) and dist (the process
+# group, the reduce transports, the gradient reducer), which both build on models' parameter
+# tables; plus the rules of the backbone interface (models/backbone.h):
 #   - no EncoderConfig (the BERT family's config type) outside src/models/bert/ and the family
 #     registry (nor in bench/)
 #   - train/ sets TF32 and the attention kernel through ops/backend_context.h only
@@ -20,8 +24,8 @@ status=0
 rank() {
   case "$1" in
     core) echo 0 ;; io) echo 1 ;; cuda|text) echo 2 ;; ops) echo 3 ;; data) echo 4 ;;
-    models) echo 5 ;; train) echo 6 ;; hpo) echo 7 ;; report) echo 8 ;; dashboard) echo 9 ;;
-    cli) echo 10 ;; *) echo -1 ;;
+    models) echo 5 ;; optim|dist) echo 6 ;; train) echo 7 ;; hpo) echo 8 ;; report) echo 9 ;;
+    dashboard) echo 10 ;; cli) echo 11 ;; *) echo -1 ;;
   esac
 }
 fail() { echo "layering: $*"; status=1; }

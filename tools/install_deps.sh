@@ -9,6 +9,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake ninja-build pkg-config python3 python3-pip unzip
   python3-dev            # the Python package's extension module (python/)
   libopenblas-dev        # GEMM on the CPU
+  libdnnl2               # oneDNN: the CPU GEMM where it loads (dlopen at run time; FTUNE_CPU_GEMM)
   nlohmann-json3-dev     # JSON: config.json, safetensors headers, JSONL
   libyaml-cpp-dev        # YAML training configs
   libcli11-dev           # command line

@@ -8,7 +8,7 @@ settings the user's scripts set: fused AdamW, dataloader workers, length groupin
 device has it (not on this CPU: fp32), TF32 on GPUs, evaluation each epoch and the best epoch's
 F1 as the fold's value (ftune reports a fold's best evaluation too), nothing saved. Layer decay,
 which Trainer lacks, is what such scripts add by hand: AdamW parameter groups, layer l at
-decay^(L - l), the embeddings at decay^(L + 1), pooler and head at 1 (as ftune's layer_decay.h).
+decay^(L - l), the embeddings at decay^(L + 1), pooler and head at 1 (as ftune's src/optim/layer_decay.h).
 
 Writes --out (JSON): every trial's number, state, params, fold values, value and its start and end
 times, so compare.py reads both studies the same way. --final PARAMS_JSON instead trains once on
@@ -92,7 +92,8 @@ def train_one(args, params, train_rows, eval_rows, tokenizer, out_dir):
         weight_decay=params["weight_decay"], label_smoothing_factor=params["label_smoothing"],
         lr_scheduler_type="linear", max_grad_norm=1.0, bf16=bf16,
         tf32=torch.cuda.is_available() or None, train_sampling_strategy="group_by_length",
-        dataloader_num_workers=args.workers, eval_strategy="epoch", save_strategy="no",
+        dataloader_num_workers=args.workers, save_strategy="no",
+        eval_strategy="epoch" if eval_rows else "no",
         logging_strategy="no", report_to=[], seed=args.seed, disable_tqdm=True)
     optimizer = torch.optim.AdamW(
         layer_decay_groups(model, params["learning_rate"], params["layer_decay"],

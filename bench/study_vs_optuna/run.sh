@@ -8,20 +8,20 @@
 # the training split as the study's pool, ~2.7 pairs each; the lemma-disjoint test split held
 # out), then per seed: ftune's study (search.yaml over train.yaml, `ftune hpo run --timeout`), the
 # peer's (peer.py, `study.optimize(timeout=...)`), a final fit of each engine's best params on the
-# whole pool scored on the test split, and compare.py's row. --quick: 300 groups, 2 folds, a
-# 4-minute budget (a smoke test of the whole chain, not a measurement).
+# whole pool scored on the test split, and compare.py's row. --quick: 120 sentences, 2 folds, at
+# most 2 trials per engine in a 4-minute budget (a smoke test of the whole chain, not a measurement).
 # Needs build/ftune (tools/run_tests.sh or cmake) and makes its peer environment in
 # .cache/peer-venv (torch, transformers, accelerate, optuna, pinned) unless FTUNE_PEER_PYTHON
 # names one. Results: runs/study-vs-optuna/<seed>/ and bench/results/study_vs_optuna.md (+ .svg).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUDGET_MIN=120 SEEDS="0" POOL_GROUPS=800 FOLDS=5 QUICK=0
+BUDGET_MIN=120 SEEDS="0" POOL_GROUPS=800 FOLDS=5 QUICK=0 TRIALS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget-min) BUDGET_MIN="$2"; shift 2 ;;
     --seeds) SEEDS="$2"; shift 2 ;;
     --groups) POOL_GROUPS="$2"; shift 2 ;;
-    --quick) QUICK=1 BUDGET_MIN=4 POOL_GROUPS=300 FOLDS=2; shift ;;
+    --quick) QUICK=1 BUDGET_MIN=4 POOL_GROUPS=120 FOLDS=2 TRIALS=(--trials 2); shift ;;
     *) echo "run.sh: unknown option $1 (expected --budget-min N, --seeds \"0 1\", --groups N, --quick)" >&2; exit 2 ;;
   esac
 done
@@ -56,12 +56,12 @@ for seed in $SEEDS; do
       bench/study_vs_optuna/search.yaml >"$OUT/search.yaml"
   echo "fixed: {output.dir: $OUT/ftune}" >>"$OUT/search.yaml"
   echo "seed $seed: ftune study ($(date -u +%H:%M:%S))"
-  "$FTUNE" hpo run --config "$OUT/search.yaml" --timeout "$BUDGET_S" \
+  "$FTUNE" hpo run --config "$OUT/search.yaml" --timeout "$BUDGET_S" "${TRIALS[@]}" \
     >"$OUT/ftune.log" 2>&1 || echo "ftune hpo run exited $? (see $OUT/ftune.log)"
   "$FTUNE" hpo export --config "$OUT/search.yaml" --format json --output "$OUT/ftune.json"
   echo "seed $seed: Optuna + HF Trainer study ($(date -u +%H:%M:%S))"
   "$PY" bench/study_vs_optuna/peer.py --model "$MODEL" --train "$DATA/train.jsonl" \
-    --out "$OUT/peer.json" --budget-s "$BUDGET_S" --folds "$FOLDS" --study-seed "$seed" \
+    --out "$OUT/peer.json" --budget-s "$BUDGET_S" --folds "$FOLDS" --study-seed "$seed" "${TRIALS[@]}" \
     --scratch "$OUT/peer-scratch" >"$OUT/peer.log" 2>&1
   # Final fits: each engine's best params on the whole pool, scored on the held-out test split.
   ft_params=$(python3 -c "import json,sys; j=json.load(open('$OUT/ftune.json')); b=[t for t in j['trials'] if t['state']=='COMPLETE']; b=max(b,key=lambda t:t['value']); print(' '.join(f'{k}={v}' for k,v in b['params_external'].items()))")

@@ -17,12 +17,12 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "dist/process_group.h"
 #include "hpo/interrupt.h"
 #include "hpo/objective.h"
 #include "hpo/search_config.h"
 #include "hpo/search_space.h"
 #include "hpo/study_worker.h"
-#include "train/process_group.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;

@@ -1,7 +1,9 @@
 // `ftune bench --config FILE.yaml [--steps N] [--warmup N] [--repeats N] [--only a,b]
-// [--json FILE] [section.key=value ...]`: the configured training timed with ftune's defaults and
-// with each optimisation switched the other way (train/bench_runner.h), printed as a table on
-// stdout; --json also writes the whole report (atomically). Nothing else is written.
+// [--cpu-gemm LIB] [--json FILE] [section.key=value ...]`: the configured training timed with
+// ftune's defaults and with each optimisation switched the other way (train/bench_runner.h),
+// printed as a table on stdout; --json also writes the whole report (atomically). --cpu-gemm picks
+// the CPU GEMM's library for the whole run (ops/cpu_gemm_library.h; run twice to compare).
+// Nothing else is written.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include "cli/commands.h"
 #include "train/memory_planner.h"
 #include "io/json_file.h"
+#include "ops/cpu_gemm_library.h"
 #include "train/bench_runner.h"
 #include "train/bench_switches.h"
 
@@ -31,6 +34,8 @@ std::string table(const nlohmann::json& r) {
       r["precision"].get<std::string>(), r["effective_batch"].get<int64_t>(),
       r["steps"].get<int64_t>(), r["warmup"].get<int64_t>(), r["repeats"].get<int64_t>(),
       r["repeats"].get<int64_t>() == 1 ? "" : "s");
+  if (r["device"].get<std::string>() == "cpu")
+    out.insert(out.size() - 2, fmt::format(", CPU GEMM {}", r["cpu_gemm"].get<std::string>()));
   // The variant's setting, with the default's in parentheses.
   const auto setting_of = [](const nlohmann::json& v) {
     std::string setting = v["setting"].get<std::string>();
@@ -84,6 +89,7 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<BenchOptions>();
   auto only = std::make_shared<std::string>();
   auto json = std::make_shared<std::string>();
+  auto cpu_gemm = std::make_shared<std::string>();
   std::string names;
   for (const BenchSwitch& s : bench_switches()) names += (names.empty() ? "" : ", ") + s.name;
   CLI::App* cmd = app.add_subcommand(
@@ -96,16 +102,22 @@ void add_bench_command(CLI::App& app) {
       ->check(non_negative_integer());
   cmd->add_option("--repeats", o->repeats, "Runs of each variant (2)")->check(positive_integer());
   cmd->add_option("--only", *only, "Comma-separated variants to run besides the default: " + names);
+  cmd->add_option("--cpu-gemm", *cpu_gemm,
+                  "CPU GEMM library for every variant: openblas, onednn or auto (default: "
+                  "FTUNE_CPU_GEMM, else oneDNN where it loads)");
   cmd->add_option("--json", *json, "Also write the whole report to this JSON file");
   cmd->add_option("overrides", o->overrides, "section.key=value overrides of the configuration");
-  cmd->callback([o, only, json] {
+  cmd->callback([o, only, json, cpu_gemm] {
+    if (!cpu_gemm->empty())
+      cpu::set_gemm_library(cpu::parse_gemm_library(*cpu_gemm, "--cpu-gemm"));
     o->only.clear();
     for (size_t start = 0; !only->empty() && start <= only->size();) {
       const size_t comma = std::min(only->find(',', start), only->size());
       if (comma > start) o->only.push_back(only->substr(start, comma - start));
       start = comma + 1;
     }
-    const nlohmann::json report = run_bench(*o);
+    nlohmann::json report = run_bench(*o);
+    report["cpu_gemm"] = cpu::gemm_library_name(cpu::gemm_library());
     std::cout << table(report) << std::flush;  // first: a --json path that fails loses nothing
     if (!json->empty()) io::write_json_atomic(*json, report);
   });

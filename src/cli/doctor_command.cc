@@ -17,6 +17,7 @@
 #include "core/thread_pool.h"
 #include "cuda/cuda_libraries.h"
 #include "cuda/nvml.h"
+#include "ops/cpu_gemm_library.h"
 #include "train/memory_planner.h"
 #include "train/precision.h"
 
@@ -93,6 +94,7 @@ void run_doctor(const DoctorArgs& a) {
   fmt::print("cpu: {} compute threads, flush-to-zero {}\n", compute_threads(),
              flush_to_zero_enabled() ? "on" : "off");
   fmt::print("blas: {}\n", openblas_get_config());
+  fmt::print("cpu gemm: {}\n", cpu::gemm_library_description());
   fmt::print("cuda backend: {}\n", cuda_built() ? "built" : "not built (FTUNE_CUDA=OFF)");
   const cuda::LibraryStatus cublaslt = cuda::cublaslt_library();
   fmt::print("cuBLASLt: {}\n", cublaslt.available

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 #include "train/input_staging.h"
 #include "train/precision.h"
 #include "train/step_graphs.h"
@@ -54,7 +54,7 @@ std::vector<OptimisationState> optimisation_states(const DoctorFacts& f, const T
   }
 
   if (cpu)
-    add("TF32 for fp32 GEMMs", "off", "CPU (OpenBLAS, fp32)");
+    add("TF32 for fp32 GEMMs", "off", "CPU (fp32 GEMMs: OpenBLAS or oneDNN)");
   else if (!gpu)
     add("TF32 for fp32 GEMMs", "unknown", not_visible);
   else if (!f.tf32)

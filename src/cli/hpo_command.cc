@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "dist/process_group.h"
 #include "hpo/interrupt.h"
 #include "hpo/search_config.h"
 #include "hpo/search_space.h"
@@ -31,7 +32,6 @@
 #include "hpo/study_worker.h"
 #include "io/atomic_file.h"
 #include "io/path_guard.h"
-#include "train/process_group.h"
 
 namespace ftune::cli {
 

@@ -3,6 +3,6 @@
 #include "core/blas_buffers.h"
 
 int main(int argc, char** argv) {
-  ftune::reexec_with_single_threaded_blas(argv);  // no OpenBLAS server threads (blas_buffers.h)
+  ftune::reexec_with_blas_settings(argv);  // OpenBLAS threads and kernels (blas_buffers.h)
   return ftune::cli::run(argc, argv);
 }

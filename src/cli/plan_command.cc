@@ -11,11 +11,11 @@
 
 #include "cli/commands.h"
 #include "core/thread_pool.h"
+#include "dist/gradient_reducer.h"
 #include "models/hf_checkpoint.h"
 #include "models/sequence_classifier.h"
 #include "text/tokenizer.h"
 #include "train/batch_plan.h"
-#include "train/gradient_reducer.h"
 
 namespace ftune::cli {
 namespace {
@@ -45,7 +45,7 @@ int64_t parameter_count(const PlanTarget& t) {
   return model.params().total() + model.adapter_params().total();
 }
 
-// A data-parallel run's gradient reduction (train/gradient_reducer.h): its buckets over the
+// A data-parallel run's gradient reduction (dist/gradient_reducer.h): its buckets over the
 // trainable parameters, summed in place (no memory beyond the gradients the plan holds).
 nlohmann::json reduction_json(const PlanTarget& t, const TrainConfig& cfg) {
   const SequenceClassifier model = unplanned_model(t);

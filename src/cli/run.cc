@@ -13,7 +13,7 @@
 #include "cli/commands.h"
 #include "cli/run.h"
 #include "core/error.h"
-#include "train/process_group.h"
+#include "dist/process_group.h"
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/openblas_core.h"
 #include "core/thread_pool.h"
 
 namespace ftune {
@@ -29,9 +30,15 @@ void arrive_and_wait(std::atomic<int>& count, int target) {
 
 }  // namespace
 
-void reexec_with_single_threaded_blas(char** argv) {
-  if (std::getenv("OPENBLAS_NUM_THREADS")) return;
-  if (::setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
+void reexec_with_blas_settings(char** argv) {
+  bool changed = false;
+  if (!std::getenv("OPENBLAS_NUM_THREADS"))
+    changed |= ::setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0;
+  if (!std::getenv("OPENBLAS_CORETYPE")) {
+    const std::string core = openblas_core_upgrade_here();
+    if (!core.empty()) changed |= ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1) == 0;
+  }
+  if (!changed) return;
   ::execv("/proc/self/exe", argv);
   // The exec failed (no /proc): go on with OpenBLAS as it started.
 }

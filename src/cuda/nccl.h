@@ -4,7 +4,7 @@
 // stream. NCCL ships with the CUDA toolkit; it is
 // loaded on first use (cuda/lazy_library.h, libnccl.so.<major>, FTUNE_NCCL_LIBRARY overrides), so a
 // CPU run, or a GPU run of one rank, never needs it. Plain C++ (no NCCL or CUDA headers); the
-// ranks exchange the communicator's id through MPI (train/process_group.h).
+// ranks exchange the communicator's id through MPI (dist/process_group.h).
 #pragma once
 
 #include <cstddef>

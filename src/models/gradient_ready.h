@@ -1,5 +1,5 @@
 // Where a backward pass has got to, for data-parallel runs that reduce gradients while backward
-// goes on (issue 20: train/gradient_reducer.h). A family's backward goes from the head down
+// goes on (issue 20: dist/gradient_reducer.h). A family's backward goes from the head down
 // through the layers to the embeddings; after layer l's backward it calls
 // layer_gradients_final(l): the gradients of layer l's parameters, and of every parameter above it
 // (later layers, final norm, pooler, head), are final for this pass. The listener is per thread

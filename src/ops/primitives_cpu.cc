@@ -1,23 +1,17 @@
-// CPU primitives: OpenBLAS sgemm behind a row-major wrapper, column sums in the fixed order.
+// CPU primitives: the row-major GEMM split over the compute threads (each block through the
+// library of ops/cpu_gemm_library.h), column sums in the fixed order.
 #include "ops/primitives_cpu.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 
 #include "core/op_profile.h"
 #include "core/thread_pool.h"
+#include "ops/cpu_gemm_library.h"
 
 namespace ftune::cpu {
 namespace {
 
-void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<int>(M), static_cast<int>(N),
-              static_cast<int>(K), alpha, A, static_cast<int>(lda), B, static_cast<int>(ldb), beta,
-              C, static_cast<int>(ldc));
-}
+constexpr auto sgemm = serial_gemm;
 
 // Below this many multiply-adds a product is not worth splitting across threads.
 constexpr int64_t kSplitWork = int64_t{1} << 21;

@@ -1,8 +1,8 @@
-// Low-level CPU routines shared by the ops: GEMM through OpenBLAS and a few vector helpers.
-// Row-major everywhere, as in the rest of ftune.
+// Low-level CPU routines shared by the ops: GEMM through OpenBLAS or oneDNN
+// (ops/cpu_gemm_library.h) and a few vector helpers. Row-major everywhere, as in the rest of ftune.
 //
-// OpenBLAS always runs single-threaded; gemm() threads a large product itself by cutting the
-// output into one block of rows (or columns) per compute thread. OpenBLAS's own thread pool
+// The GEMM library always runs single-threaded; gemm() threads a large product itself by cutting
+// the output into one block of rows (or columns) per compute thread. OpenBLAS's own thread pool
 // busy-waits between calls and would compete with the compute threads for the cores during every
 // elementwise op; with one pool for everything, a core is either doing GEMM or our work. Inside a
 // parallel_for region (attention heads), gemm() runs on the calling thread only.

@@ -82,7 +82,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   // A data-parallel rank's share of the step batch (the whole of it on one device).
   const int64_t ranks = std::max<int64_t>(1, options.ranks);
   // Listwise: batch sizes count groups; the plan is in rows (groups x data.group_size). Ranks
-  // get whole groups (train/gradient_reducer.h): the most any rank computes is ceil(groups /
+  // get whole groups (dist/gradient_reducer.h): the most any rank computes is ceil(groups /
   // ranks) groups.
   const int64_t unit = data.task.grouped() ? cfg.data.group_size : 1;
   const int64_t rank_batch = (cfg.effective_batch() + ranks - 1) / ranks * unit;

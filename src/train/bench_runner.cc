@@ -30,14 +30,14 @@
 #include "data/batcher.h"
 #include "data/prefetcher.h"
 #include "models/hf_checkpoint.h"
+#include "optim/lr_schedule.h"
+#include "optim/step_scalars.h"
 #include "train/batch_plan.h"
 #include "train/bench_switches.h"
 #include "train/debug_hooks.h"
 #include "train/flops.h"
 #include "train/input_staging.h"
-#include "train/lr_schedule.h"
 #include "train/single_device_step.h"
-#include "train/step_scalars.h"
 #include "train/train_data.h"
 
 namespace ftune {

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/error.h"
+
 namespace ftune {
 namespace {
 
@@ -62,6 +64,30 @@ bool DebugHooks::nonfinite_at(int64_t step) const {
   for (const auto& [a, b] : nonfinite_steps)
     if (step >= a && step <= b) return true;
   return false;
+}
+
+StepFaults::StepFaults(const DebugHooks& hooks, int64_t step, bool may_fail_allocation)
+    : hooks_(hooks),
+      nonfinite_loss_(hooks.nonfinite_at(step + 1)),
+      fails_allocation_(step + 1 == hooks.oom_at_step && may_fail_allocation) {}
+
+void StepFaults::at_micro_batch_start(int64_t run_micro_batches) const {
+  if (run_micro_batches == hooks_.exit_at_micro_step) exit_as_killed();
+}
+
+bool StepFaults::fails_allocation(size_t cut, size_t cuts) const {
+  return fails_allocation_ && (hooks_.oom_after_backward ? cut + 1 == cuts : cut == 0);
+}
+
+void StepFaults::after_forward(bool failing) const {
+  if (failing && !hooks_.oom_after_backward)
+    throw OutOfMemoryError("FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure");
+}
+
+void StepFaults::after_backward(bool failing) const {
+  if (failing && hooks_.oom_after_backward)
+    throw OutOfMemoryError(
+        "FTUNE_DEBUG_OOM_AT_STEP: injected allocation failure after the last backward");
 }
 
 void exit_as_killed() {

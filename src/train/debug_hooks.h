@@ -17,8 +17,13 @@
 //   FTUNE_DEBUG_ARENA_MEMORY=bytes       the arena may take at most that much, as if another
 //                                        process held the rest of the device
 //   FTUNE_DEBUG_LOSS_SCALE=s             fp16's loss scale starts at 2^s (tests force overflows)
+// Within an optimizer step the hooks act at named points only (StepFaults below: a micro-batch's
+// start, after its forward pass, after its backward pass; the first micro-batch's loss share),
+// which the step's micro-batch passes call (train/micro_batch_pass.cc); the run loop's hooks
+// (checkpoints, signals, the micro-batch switch) are at its step boundaries (train/trainer.cc).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -41,6 +46,33 @@ struct DebugHooks {
   static DebugHooks from_env();
   // Whether optimizer step `step` (1-based) gets a NaN loss.
   bool nonfinite_at(int64_t step) const;
+};
+
+// The hooks' faults in one optimizer step, at the points where the step's micro-batch passes
+// consult them. `step` is 0-based; `may_fail_allocation`: the run has not fallen back to a
+// smaller micro-batch yet (the injected allocation failure happens once).
+class StepFaults {
+ public:
+  StepFaults(const DebugHooks& hooks, int64_t step, bool may_fail_allocation);
+
+  // FTUNE_DEBUG_NONFINITE_STEPS: the step's loss is NaN (its first micro-batch's loss share).
+  bool nonfinite_loss() const { return nonfinite_loss_; }
+  // Point "micro-batch start", after `run_micro_batches` forward passes of the run:
+  // FTUNE_DEBUG_EXIT_AT_MICRO_STEP ends the process here as kill -9 would.
+  void at_micro_batch_start(int64_t run_micro_batches) const;
+  // Whether micro-batch `cut` (0-based) of the step's `cuts` fails an allocation
+  // (FTUNE_DEBUG_OOM_AT_STEP: the first, or with :backward the last). It runs eagerly: a replayed
+  // CUDA graph runs no host code.
+  bool fails_allocation(size_t cut, size_t cuts) const;
+  // Points "after forward" and "after backward" of a micro-batch that fails_allocation(): the
+  // injected OutOfMemoryError is thrown at the chosen one.
+  void after_forward(bool failing) const;
+  void after_backward(bool failing) const;
+
+ private:
+  const DebugHooks& hooks_;
+  bool nonfinite_loss_ = false;
+  bool fails_allocation_ = false;  // in this step, at one of its micro-batches
 };
 
 // Ends the process as kill -9 would (exit status 137), after flushing what was written so far.

@@ -25,11 +25,11 @@
 #include <vector>
 
 #include "data/examples.h"
+#include "dist/process_group.h"
 #include "models/sequence_classifier.h"
 #include "train/input_staging.h"
 #include "train/metrics.h"
 #include "train/multilabel_metrics.h"
-#include "train/process_group.h"
 #include "train/progress.h"
 #include "train/ranking_metrics.h"
 #include "train/regression_metrics.h"

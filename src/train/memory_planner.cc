@@ -12,7 +12,7 @@
 #include "models/sequence_classifier.h"
 #include "ops/attention_cudnn.h"
 #include "ops/backend_context.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 #include "train/input_staging.h"
 
 namespace ftune {

@@ -7,7 +7,7 @@
 //         norms and magnitude scaling) compute in fp32 on fp32 copies of their 16-bit inputs,
 //         the frozen GEMM in 16 bits (models/bert/encoder.cc).
 //   fp16: the same autocast semantics with f16 storage, plus dynamic loss scaling
-//         (train/loss_scaler.h) against f16's narrow exponent range.
+//         (optim/loss_scaler.h) against f16's narrow exponent range.
 #pragma once
 
 #include <string>

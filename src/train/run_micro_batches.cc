@@ -8,7 +8,7 @@
 
 #include "data/batcher.h"
 #include "data/token_batch.h"
-#include "train/gradient_reducer.h"
+#include "dist/gradient_reducer.h"
 #include "train/group_sampler.h"
 
 namespace ftune {

@@ -1,20 +1,33 @@
 // The single-device step strategy (train/step_strategy.h): one process, one device (the CPU or one
-// GPU). It owns the arena that holds the model, AdamW and the staged inputs, planned once for the
-// run's micro-batch; cuts each step batch into contiguous micro-batches, accumulates their
-// gradients, and runs the optimizer tail on the device; captures and replays CUDA graphs where on;
-// and, when an allocation fails, halves the micro-batch and rebuilds the arena with the trained
-// state kept (same effective batch, same trajectory).
+// GPU), a data-parallel rank being one such process. It owns the arena that holds the model,
+// AdamW and the staged inputs, planned once for the run's micro-batch, and steps as a sequence of
+// jobs, each in its own file:
+//   micro-batch passes  the step batch cut into contiguous micro-batches, their inputs staged,
+//                       forward and backward with the gradients accumulated, CUDA graphs where on
+//                       (train/micro_batch_pass.h, train/step_graphs.h);
+//   gradient sync       nothing on one process; on data-parallel ranks this rank's rows only and
+//                       the gradients and step loss summed over the ranks, overlapping the last
+//                       backward (train/gradient_sync.h over dist/gradient_reducer.h);
+//   optimizer tail      clipping, the non-finite skip, AdamW and fp16's loss scale
+//                       (train/optimizer_tail.h);
+// with the tests' fault injection at named points of the passes (train/debug_hooks.h StepFaults).
+// When an allocation fails it halves the micro-batch and rebuilds the arena with the trained state
+// kept (same effective batch, same trajectory).
 #pragma once
 
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "core/arena.h"
 #include "core/gpu_paths.h"
+#include "dist/gradient_reducer.h"
 #include "models/backbone.h"
 #include "train/batch_plan.h"
 #include "train/debug_hooks.h"
-#include "train/gradient_reducer.h"
+#include "train/gradient_sync.h"
 #include "train/input_staging.h"
+#include "train/optimizer_tail.h"
 #include "train/precision.h"
 #include "train/step_graphs.h"
 #include "train/step_strategy.h"
@@ -28,9 +41,9 @@ class SingleDeviceStep : public StepStrategy {
   // checkpointing); `stream_seq` is Tv of the dropout streams (data.max_length clipped to the
   // model). Builds the model and optimizer in their arena (an allocation failure halves the
   // micro-batch); the weights are the loader's to fill. `reducer` (data-parallel runs, outlives
-  // the strategy; train/gradient_reducer.h): this rank computes only its rows of each step batch
-  // (whole groups in a listwise / margin_mse run) and the gradients and step loss are summed over
-  // the ranks before the optimizer tail.
+  // the strategy; dist/gradient_reducer.h): the step's gradient sync is over the ranks
+  // (train/gradient_sync.h RankGradientSync): this rank computes only its rows of each step batch
+  // and the gradients and step loss are summed over the ranks before the optimizer tail.
   SingleDeviceStep(const TrainConfig& config, const ModelSpec& model, const RunBatchPlan& plan,
                    int64_t stream_seq, const LossOptions& loss, const DebugHooks& hooks,
                    GradientReducer* reducer = nullptr);
@@ -59,8 +72,9 @@ class SingleDeviceStep : public StepStrategy {
 
  private:
   void build();  // the model and optimizer over one arena (an allocation failure halves)
-  // fp16: the host follows the loss scale after every step.
-  std::optional<int64_t> follow_loss_scale(int64_t step);
+  // This process's rows of the step batch, cut into micro-batches (rows [row0, row0 + rows)).
+  std::vector<std::pair<int64_t, int64_t>> micro_batch_cuts_of(const Batch& step_batch) const;
+  void after_first_step();  // GPU runs: the GEMM autotune's report and cache
   // The micro-batch size in the planner's unit (rows, or packed tokens), whether it can halve,
   // halving it, and how the log names it.
   int64_t plan_unit() const { return micro_tokens_ > 0 ? micro_tokens_ : micro_batch_; }
@@ -79,8 +93,8 @@ class SingleDeviceStep : public StepStrategy {
   const int64_t stream_seq_;
   const LossOptions loss_;
   const DebugHooks& hooks_;
-  GradientReducer* const reducer_;  // data-parallel runs: this rank's rows, the sum over ranks
-  const int64_t effective_;         // rows this process computes per step (at most)
+  const std::unique_ptr<GradientSync> sync_;  // local, or the sum over the ranks
+  const int64_t effective_;                   // rows this process computes per step (at most)
   const int32_t pad_id_;
 
   ResolvedTf32 tf32_;             // TF32 for the fp32 GEMMs (a GPU setting)
@@ -97,6 +111,7 @@ class SingleDeviceStep : public StepStrategy {
   std::unique_ptr<AdamW> adamw_;
   std::unique_ptr<InputStaging> staging_;  // double-buffered micro-batch inputs
   std::unique_ptr<StepGraphs> graphs_;     // the micro-batch graphs (GPU runs with graphs on)
+  std::unique_ptr<OptimizerTail> tail_;    // over clf_ and adamw_
   std::unique_ptr<Arena> arena_;
   std::vector<int32_t> positions_;  // position ids of the step batch
   nlohmann::json oom_retries_ = nlohmann::json::array();

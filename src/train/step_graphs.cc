@@ -110,6 +110,14 @@ void StepGraphs::evict_beyond_limit() {
   }
 }
 
+void run_graphed_or_eager(StepGraphs* graphs, bool graphable, const MicroGraphKey& key,
+                          const std::function<void()>& body) {
+  if (graphs && graphable)
+    graphs->run(key, body);
+  else
+    body();
+}
+
 ResolvedCudaGraphs resolve_cuda_graphs(const std::string& value, Device device) {
   const char* key = "training.cuda_graphs";
   if (value != "auto" && value != "on" && value != "off")

@@ -91,6 +91,24 @@ class StepGraphs {
   StepGraphStats stats_;
 };
 
+// Runs `body` through `graphs` under `key` where there are graphs and the region may be graphed,
+// else eagerly: a region with host code that must run each time (an injected failure, the layer
+// reports of a data-parallel backward), or whose kernel arguments change between runs (packed
+// micro-batches; fp16's optimizer tail, whose loss scale is an argument).
+void run_graphed_or_eager(StepGraphs* graphs, bool graphable, const MicroGraphKey& key,
+                          const std::function<void()>& body);
+
+// Why packed micro-batches are not captured (summary.json cuda_graphs.packed_micro_batches): a
+// graph replays fixed kernel arguments, and a packed micro-batch's token and row counts differ
+// from one micro-batch to the next (filled with whole rows up to the token budget), so a graph
+// keyed by them would almost never be replayed.
+inline constexpr const char* kPackedMicroBatchesEager =
+    "packed micro-batches run eagerly (their token and row counts vary from one to the next; the "
+    "optimizer step is still graphed)";
+
+// The optimizer tail's key: no micro-batch has 0 rows.
+inline constexpr MicroGraphKey kOptimizerTailGraphKey{0, 0};
+
 struct ResolvedCudaGraphs {
   bool on = false;
   std::string why;

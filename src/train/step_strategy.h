@@ -4,13 +4,15 @@
 // and everything that depends on where and how a step runs: the arena, micro-batches and gradient
 // accumulation, the out-of-memory fallback, CUDA graphs, input staging and fp16 loss scaling.
 //
-// The single-device strategy (train/single_device_step.h) is the first. A data-parallel one
-// (issue 20) plugs in beside it behind the same calls: it receives the same global step batch,
-// computes its rank's contiguous row range with loss shares and dropout indices taken over the
-// global batch, reduces the gradients and the step scalars before the optimizer (so clipping and
-// non-finite skipping agree on every rank), and keeps a full replica, so model() and optimizer()
-// still answer for evaluation and checkpoints. The run loop never learns how many devices
-// computed a step.
+// One strategy computes every run today: the single-device step (train/single_device_step.h), one
+// process on one device. Data parallel (issue 20) is not a strategy of its own but that step with
+// a gradient sync over the ranks (train/gradient_sync.h): every rank receives the same global step
+// batch, computes its contiguous row range with loss shares and dropout indices taken over the
+// global batch, and sums the gradients and the step loss before the optimizer tail (so clipping
+// and non-finite skipping agree on every rank); it keeps a full replica, so model() and
+// optimizer() still answer for evaluation and checkpoints. The run loop never learns how many
+// devices computed a step. A strategy that steps differently (another device layout, sharded
+// optimizer state) implements this interface beside it.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +22,10 @@
 #include "core/error.h"
 #include "data/batch.h"
 #include "models/sequence_classifier.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
+#include "optim/loss_scaler.h"
 #include "train/flops.h"
 #include "train/input_staging.h"
-#include "train/loss_scaler.h"
 
 namespace ftune {
 
@@ -46,7 +48,7 @@ class StepStrategy {
 
   // The model and optimizer this process trains (a full replica on every rank): weights are
   // loaded into, evaluated, saved and published from model(); the optimizer's moments and step
-  // scalars (train/step_scalars.h, the same on every rank) are checkpointed from optimizer().
+  // scalars (optim/step_scalars.h, the same on every rank) are checkpointed from optimizer().
   virtual SequenceClassifier& model() = 0;
   virtual AdamW& optimizer() = 0;
   virtual LossScaler& loss_scaler() = 0;

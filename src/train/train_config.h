@@ -128,7 +128,7 @@ struct TrainConfig {
     int64_t max_nonfinite_steps = 10;  // consecutive skipped steps before the run aborts
     int64_t prefetch = 4;              // batches assembled ahead of the step
     // Data-parallel runs: gradients are summed over the ranks in buckets of about this many MiB,
-    // each as soon as backward has finished its layers (train/gradient_reducer.h).
+    // each as soon as backward has finished its layers (dist/gradient_reducer.h).
     double reduce_bucket_mb = 25;
     GradientCheckpointing gradient_checkpointing = GradientCheckpointing::Auto;  // off|on|auto
   } training;

@@ -224,67 +224,68 @@ void Trainer::plan_schedule() {
 // The GPU sampler's view of the log interval that just ended: mean utilisation over the samples
 // taken in it, and the device memory in use at the latest one (all processes, as nvidia-smi).
 void Trainer::add_gpu_interval(nlohmann::json& line) {
-  if (!gpu_sampler_ || !gpu_sampler_->available()) return;
-  const cuda::NvmlStats s = gpu_sampler_->stats();
+  if (!outputs_.gpu_sampler || !outputs_.gpu_sampler->available()) return;
+  const cuda::NvmlStats s = outputs_.gpu_sampler->stats();
   const double sum = s.gpu_util_mean * double(s.gpu_util_samples);
-  if (s.gpu_util_samples > window_util_samples_)
+  if (s.gpu_util_samples > window_.util_samples)
     line["gpu_util_percent"] =
-        (sum - window_util_sum_) / double(s.gpu_util_samples - window_util_samples_);
-  window_util_sum_ = sum;
-  window_util_samples_ = s.gpu_util_samples;
-  if (const auto latest = gpu_sampler_->latest(); latest && latest->memory_used)
+        (sum - window_.util_sum) / double(s.gpu_util_samples - window_.util_samples);
+  window_.util_sum = sum;
+  window_.util_samples = s.gpu_util_samples;
+  if (const auto latest = outputs_.gpu_sampler->latest(); latest && latest->memory_used)
     line["gpu_memory_used_bytes"] = *latest->memory_used;
 }
 
 void Trainer::train_step() {
   const auto t0 = RunClock::now();
-  if (step_batch_of_ != step_) {  // a retried step keeps its batch
+  if (step_batch_of_ != state_.step) {  // a retried step keeps its batch
     const auto tw = RunClock::now();
     step_batch_ = prefetch_->next();
     const double waited = seconds_since(tw);
-    wait_seconds_ += waited;
-    window_wait_seconds_ += waited;
+    state_.wait_seconds += waited;
+    window_.wait_seconds += waited;
     strategy_->prepare_batch(step_batch_);
-    step_batch_of_ = step_;
+    step_batch_of_ = state_.step;
   }
-  const double lr = schedule_.lr(step_);
-  const StepOutcome outcome = strategy_->step(step_batch_, StepRequest{step_, lr, micro_batches_});
-  micro_batches_ += outcome.micro_batches;
-  if (outcome.skipped_steps) skipped_ = *outcome.skipped_steps;
-  ++step_;
+  const double lr = schedule_.lr(state_.step);
+  const StepOutcome outcome =
+      strategy_->step(step_batch_, StepRequest{state_.step, lr, state_.micro_batches});
+  state_.micro_batches += outcome.micro_batches;
+  if (outcome.skipped_steps) state_.skipped = *outcome.skipped_steps;
+  ++state_.step;
   const int64_t step_samples = step_batch_.size, step_tokens = step_batch_.real_tokens();
-  samples_ += step_samples;
-  tokens_ += step_tokens;
-  ++window_steps_;
-  window_samples_ += step_samples;
-  window_tokens_ += step_tokens;
-  if (step_ % tc_.log_every == 0 || step_ == total_steps_) {
+  state_.samples += step_samples;
+  state_.tokens += step_tokens;
+  ++window_.steps;
+  window_.samples += step_samples;
+  window_.tokens += step_tokens;
+  if (state_.step % tc_.log_every == 0 || state_.step == total_steps_) {
     // The one read of the step scalars in a logging interval.
     const StepScalarValues v = sync_step_scalars();
     strategy_->sample_device_memory();
-    const double secs = std::max(seconds_since(window_start_), 1e-9);
-    shown_loss_ = v[kWindowLoss] / window_steps_;
+    const double secs = std::max(seconds_since(window_.start), 1e-9);
+    window_.shown_loss = v[kWindowLoss] / window_.steps;
     nlohmann::json line{{"split", "train"},
-                        {"step", step_},
-                        {"epoch", epoch_of(step_ - 1)},
-                        {"loss", shown_loss_},
+                        {"step", state_.step},
+                        {"epoch", epoch_of(state_.step - 1)},
+                        {"loss", window_.shown_loss},
                         {"lr", lr},
                         {"grad_norm", v[kGradNorm]},
-                        {"samples_per_s", window_samples_ / secs},
-                        {"tokens_per_s", window_tokens_ / secs},
-                        {"input_wait_fraction", std::min(1.0, window_wait_seconds_ / secs)}};
+                        {"samples_per_s", window_.samples / secs},
+                        {"tokens_per_s", window_.tokens / secs},
+                        {"input_wait_fraction", std::min(1.0, window_.wait_seconds / secs)}};
     add_gpu_interval(line);
     log_line(line);
     step_scalars_set(strategy_->optimizer().step_scalars(), kWindowLoss, 0.0);
-    window_steps_ = window_samples_ = window_tokens_ = 0;
-    window_wait_seconds_ = 0;
-    window_start_ = RunClock::now();
+    window_.steps = window_.samples = window_.tokens = 0;
+    window_.wait_seconds = 0;
+    window_.start = RunClock::now();
   }
-  train_seconds_ += seconds_since(t0);
+  state_.train_seconds += seconds_since(t0);
   const TrainingWork& work = strategy_->work();
-  progress_->update(
-      TrainProgress{step_, epoch_of(step_ - 1) + 1, shown_loss_, samples_ - samples_at_start_,
-                    tokens_ - tokens_at_start_,
+  outputs_.progress->update(
+      TrainProgress{state_.step, epoch_of(state_.step - 1) + 1, window_.shown_loss,
+                    state_.samples - samples_at_start_, state_.tokens - tokens_at_start_,
                     work.padded_tokens > 0
                         ? double(work.padded_tokens - work.real_tokens) / double(work.padded_tokens)
                         : 0.0});
@@ -301,10 +302,9 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
   MultiLabelMetrics multi_label(data_.labels.names);
   const ClassificationMetrics m =
       evaluate(clf(), split.examples, strategy_->eval_batch(), strategy_->eval_tokens(), pad_id_,
-               loss_options_,
-               is_test ? EvalSplit::Test : EvalSplit::Validation, progress_.get(), name,
-               strategy_->eval_staging(), group_, &regression, &multi_label,
-               grouped ? &ranking : nullptr);
+               loss_options_, is_test ? EvalSplit::Test : EvalSplit::Validation,
+               outputs_.progress.get(), name, strategy_->eval_staging(), group_, &regression,
+               &multi_label, grouped ? &ranking : nullptr);
   nlohmann::json j;
   if (data_.task.regression()) {
     j = regression.to_json();
@@ -312,9 +312,9 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
     // Per-label thresholds chosen on validation; the test split gets the selected evaluation's.
     if (!is_test) {
       j = multi_label.to_json_with(multi_label.best_thresholds());
-    } else if (best_eval_.contains("at_threshold")) {
+    } else if (state_.best_eval.contains("at_threshold")) {
       j = multi_label.to_json_with(
-          best_eval_["at_threshold"]["margins"].get<std::vector<double>>());
+          state_.best_eval["at_threshold"]["margins"].get<std::vector<double>>());
     } else {
       j = multi_label.to_json(std::vector<double>(data_.labels.names.size(), 0.0));
     }
@@ -324,8 +324,8 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
     if (!is_test) {
       j = m.to_json(m.best_threshold(
           parse_threshold_metric(cfg_.eval.threshold_metric, "eval.threshold_metric")));
-    } else if (best_eval_.contains("at_threshold")) {
-      const auto& t = best_eval_["at_threshold"];
+    } else if (state_.best_eval.contains("at_threshold")) {
+      const auto& t = state_.best_eval["at_threshold"];
       j = m.to_json(BinaryThreshold{t.at("margin").get<double>(), t.at("threshold").get<double>(),
                                     t.at("chosen_by").get<std::string>(),
                                     t.at("validation_value").get<double>()});
@@ -333,8 +333,8 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
   }
   if (j.is_null()) j = m.to_json();
   if (grouped) add_ranking_metrics(j, ranking, eval_metric_);
-  j["step"] = step_;
-  j["epoch"] = epoch_of(std::max<int64_t>(step_ - 1, 0));
+  j["step"] = state_.step;
+  j["epoch"] = epoch_of(std::max<int64_t>(state_.step - 1, 0));
   j["seconds"] = seconds_since(t0);
   std::string extra;
   if (j.contains("roc_auc") && !j["roc_auc"].is_null())
@@ -355,7 +355,8 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
     spdlog::info(
         "{} step {}: loss {:.4f} micro-F1 {:.4f} macro-F1 {:.4f} macro ROC-AUC {:.4f}{} "
         "({:.1f} s)",
-        name, step_, shown("loss"), shown("micro_f1"), shown("macro_f1"), shown("macro_roc_auc"),
+        name, state_.step, shown("loss"), shown("micro_f1"), shown("macro_f1"),
+        shown("macro_roc_auc"),
         j.contains("at_threshold")
             ? fmt::format(" | per-label thresholds: micro-F1 {:.4f} macro-F1 {:.4f}",
                           j["at_threshold"]["micro_f1"].get<double>(),
@@ -366,16 +367,16 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
     spdlog::info(
         "{} step {}: loss {:.4f} mse {:.4f} mae {:.4f} pearson {:.4f} spearman {:.4f}{} "
         "({:.1f} s)",
-        name, step_, shown("loss"), shown("mse"), shown("mae"), shown("pearson"), shown("spearman"),
-        extra, j["seconds"].get<double>());
+        name, state_.step, shown("loss"), shown("mse"), shown("mae"), shown("pearson"),
+        shown("spearman"), extra, j["seconds"].get<double>());
   else
     spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}{} ({:.1f} s)", name,
-                 step_, shown("loss"), shown("accuracy"), shown("macro_f1"), extra,
+                 state_.step, shown("loss"), shown("accuracy"), shown("macro_f1"), extra,
                  j["seconds"].get<double>());
   nlohmann::json line = j;
   line["split"] = name;
   log_line(line);
-  window_start_ = RunClock::now();  // evaluation time is not training throughput
+  window_.start = RunClock::now();  // evaluation time is not training throughput
   return j;
 }
 
@@ -393,19 +394,19 @@ void Trainer::publish_selected(const CheckpointEntry& chosen, const std::string&
   } else {
     publish_model(chosen.dir, model_dir);
   }
-  if (data_.task.multi_label && best_eval_.contains("at_threshold")) {
+  if (data_.task.multi_label && state_.best_eval.contains("at_threshold")) {
     // Multi-label: one threshold per label, chosen on validation (each maximising its F1).
-    const auto& t = best_eval_["at_threshold"];
+    const auto& t = state_.best_eval["at_threshold"];
     io::write_json_atomic((fs::path(model_dir) / "decision_threshold.json").string(),
                           {{"thresholds", t["thresholds"]},
                            {"margins", t["margins"]},
                            {"labels", data_.labels.names},
                            {"chosen_by", "f1 per label"},
-                           {"step", best_eval_["step"]}});
-  } else if (best_eval_.contains("at_threshold")) {
+                           {"step", state_.best_eval["step"]}});
+  } else if (state_.best_eval.contains("at_threshold")) {
     // The binary decision threshold chosen on validation travels with the model: predict and
     // eval apply it unless told otherwise.
-    const auto& t = best_eval_["at_threshold"];
+    const auto& t = state_.best_eval["at_threshold"];
     io::write_json_atomic((fs::path(model_dir) / "decision_threshold.json").string(),
                           {{"threshold", t["threshold"]},
                            {"margin", t["margin"]},
@@ -413,7 +414,7 @@ void Trainer::publish_selected(const CheckpointEntry& chosen, const std::string&
                            {"validation_value", t["validation_value"]},
                            // id 1: P(1) > threshold; a one-score model: sigmoid(score)
                            {"positive_label", data_.labels.names.back()},
-                           {"step", best_eval_["step"]}});
+                           {"step", state_.best_eval["step"]}});
   }
 }
 
@@ -435,15 +436,17 @@ nlohmann::json Trainer::run() {
   // Rank 0 keeps the checkpoints; the other ranks read them to resume and, at the end, to load
   // the selected model (a file system shared by the ranks).
   if (lead() || options_.resume)
-    store_ = std::make_unique<CheckpointStore>(run_.string(), cfg_.checkpoint.keep_last);
+    outputs_.store = std::make_unique<CheckpointStore>(run_.string(), cfg_.checkpoint.keep_last);
   std::optional<int64_t> resume_step;
   if (options_.resume) {
-    const auto last = store_->last();
-    if (!last) throw InputError(fmt::format("{}: no checkpoint to resume from", store_->root()));
+    const auto last = outputs_.store->last();
+    if (!last)
+      throw InputError(fmt::format("{}: no checkpoint to resume from", outputs_.store->root()));
     restore(*last);
-    resume_step = step_;
+    resume_step = state_.step;
   }
-  if (lead()) log_ = std::make_unique<RunLog>(run_.string(), resume_step, cfg_.output.tensorboard);
+  if (lead())
+    outputs_.log = std::make_unique<RunLog>(run_.string(), resume_step, cfg_.output.tensorboard);
   spdlog::info(
       "training {} ({} labels) for {} steps ({} epochs of {} steps): micro-batch {} x {} "
       "accumulation{} = {}, lr {:g}{}, {} threads",
@@ -456,47 +459,47 @@ nlohmann::json Trainer::run() {
       compute_threads());
 
   if (cfg_.output.progress == "auto" && lead()) {
-    progress_ = ProgressBar::for_stderr(tc_.log_every);
+    outputs_.progress = ProgressBar::for_stderr(tc_.log_every);
   } else {
     ProgressOptions po;
     po.terminal = cfg_.output.progress == "bar" && lead();
     po.log_every = tc_.log_every;
     const auto t0 = RunClock::now();
-    progress_ = std::make_unique<ProgressBar>(std::cerr, spdlog::default_logger(), po,
-                                              [t0] { return seconds_since(t0); });
+    outputs_.progress = std::make_unique<ProgressBar>(std::cerr, spdlog::default_logger(), po,
+                                                      [t0] { return seconds_since(t0); });
   }
-  gpu_sampler_ = cuda::device_sampler(plan_.target.device);  // nullptr on the CPU
-  if (gpu_sampler_) {
-    if (!gpu_sampler_->available()) spdlog::info("GPU sampling off: {}", gpu_sampler_->reason());
-    gpu_sampler_->start();
-    progress_->set_status([s = gpu_sampler_.get()] { return s->status_text(); });
+  outputs_.gpu_sampler = cuda::device_sampler(plan_.target.device);  // nullptr on the CPU
+  if (outputs_.gpu_sampler) {
+    if (!outputs_.gpu_sampler->available())
+      spdlog::info("GPU sampling off: {}", outputs_.gpu_sampler->reason());
+    outputs_.gpu_sampler->start();
+    outputs_.progress->set_status([s = outputs_.gpu_sampler.get()] { return s->status_text(); });
   }
-  progress_->begin_training(total_steps_, (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
+  outputs_.progress->begin_training(total_steps_,
+                                    (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_);
   prefetch_ = std::make_unique<data::BatchPrefetcher>(
-      sampler_ ? data::BatchPrefetcher::MakeBatch(
-                     [s = GroupSampler(*sampler_), ex = &data_.train.examples,
-                      pad = pad_id_](int64_t step) mutable {
-                       return data::make_batch(*ex, s.batch(step), pad);
-                     })
-               : data::BatchPrefetcher::training_batches(*batcher_, &data_.train.examples,
-                                                         pad_id_),
-      step_,
-      total_steps_, tc_.prefetch);
-  samples_at_start_ = samples_;
-  tokens_at_start_ = tokens_;
+      sampler_
+          ? data::BatchPrefetcher::MakeBatch(
+                [s = GroupSampler(*sampler_), ex = &data_.train.examples, pad = pad_id_](
+                    int64_t step) mutable { return data::make_batch(*ex, s.batch(step), pad); })
+          : data::BatchPrefetcher::training_batches(*batcher_, &data_.train.examples, pad_id_),
+      state_.step, total_steps_, tc_.prefetch);
+  samples_at_start_ = state_.samples;
+  tokens_at_start_ = state_.tokens;
   StopSignal stop;
   const char* stop_file_env = std::getenv("FTUNE_STOP_FILE");
   const std::string stop_file = stop_file_env ? stop_file_env : "";
-  if (stopped_by_ != "completed")
-    spdlog::info("the run had stopped at step {} ({}); finishing it", step_, stopped_by_);
+  if (state_.stopped_by != "completed")
+    spdlog::info("the run had stopped at step {} ({}); finishing it", state_.step,
+                 state_.stopped_by);
   // A restored window's rates count its time before the resume too.
-  window_start_ = RunClock::now() - std::chrono::duration_cast<RunClock::duration>(
-                                        std::chrono::duration<double>(window_restored_seconds_));
-  while (step_ < total_steps_ && stopped_by_ == "completed") {
-    if (step_ == hooks_.micro_batch_step)
-      strategy_->set_micro_batch(hooks_.micro_batch_rows, step_);
+  window_.start = RunClock::now() - std::chrono::duration_cast<RunClock::duration>(
+                                        std::chrono::duration<double>(window_.restored_seconds));
+  while (state_.step < total_steps_ && state_.stopped_by == "completed") {
+    if (state_.step == hooks_.micro_batch_step)
+      strategy_->set_micro_batch(hooks_.micro_batch_rows, state_.step);
     try {
-      profile::StepRecorder op_profile(step_ + 1, total_steps_, plan_.target.device);
+      profile::StepRecorder op_profile(state_.step + 1, total_steps_, plan_.target.device);
       train_step();
       if (op_profile.active()) {
         // FTUNE_PROFILE_OPS: the per-op table of the profiled step, logged and written.
@@ -505,37 +508,38 @@ nlohmann::json Trainer::run() {
         if (lead()) io::write_json_atomic((run_ / "op_profile.json").string(), p.to_json());
       }
     } catch (const OutOfMemoryError& e) {
-      strategy_->recover(e, step_);
+      strategy_->recover(e, state_.step);
       continue;  // the same step again, on the same batch
     }
-    if (step_ == hooks_.sigterm_at_step) std::raise(SIGTERM);
-    const bool epoch_ended = step_ % steps_per_epoch_ == 0;
-    const bool last = step_ == total_steps_;
+    if (state_.step == hooks_.sigterm_at_step) std::raise(SIGTERM);
+    const bool epoch_ended = state_.step % steps_per_epoch_ == 0;
+    const bool last = state_.step == total_steps_;
     const bool eval_now =
-        data_.validation && ((cfg_.eval.every_steps > 0 && step_ % cfg_.eval.every_steps == 0) ||
-                             (cfg_.eval.each_epoch && epoch_ended) || last);
+        data_.validation &&
+        ((cfg_.eval.every_steps > 0 && state_.step % cfg_.eval.every_steps == 0) ||
+         (cfg_.eval.each_epoch && epoch_ended) || last);
     bool is_best = false, stop_now = false;
     if (eval_now) {
       sync_step_scalars();  // a pending non-finite abort stops the run before it evaluates
-      last_eval_ = run_eval(*data_.validation, "validation");
-      const double value = last_eval_.value(eval_metric_, std::nan(""));
-      is_best = early_->update(value, last_eval_.value("loss", std::nan("")), step_);
-      if (is_best) best_eval_ = last_eval_;
+      state_.last_eval = run_eval(*data_.validation, "validation");
+      const double value = state_.last_eval.value(eval_metric_, std::nan(""));
+      is_best = early_->update(value, state_.last_eval.value("loss", std::nan("")), state_.step);
+      if (is_best) state_.best_eval = state_.last_eval;
       if (early_->should_stop()) {
         spdlog::info(
             "early stopping: {} has not improved for {} evaluations (best {:.4f} at step {})",
             eval_metric_, early_->evals_without_improvement(), *early_->best(),
             early_->best_step());
-        stopped_by_ = "early_stopping";
+        state_.stopped_by = "early_stopping";
         stop_now = true;
       }
-      if (options_.on_eval && options_.on_eval(step_, last_eval_)) {
-        stopped_by_ = "hook";
+      if (options_.on_eval && options_.on_eval(state_.step, state_.last_eval)) {
+        state_.stopped_by = "hook";
         stop_now = true;
       }
     }
     const bool periodic =
-        cfg_.checkpoint.every_steps > 0 ? step_ % cfg_.checkpoint.every_steps == 0 : eval_now;
+        cfg_.checkpoint.every_steps > 0 ? state_.step % cfg_.checkpoint.every_steps == 0 : eval_now;
     if (periodic || last || stop_now || (is_best && cfg_.checkpoint.save_best))
       save_checkpoint(is_best && cfg_.checkpoint.save_best);
     // FTUNE_STOP_FILE: a file whose appearance asks the run to stop as a signal would (how a
@@ -548,7 +552,7 @@ nlohmann::json Trainer::run() {
     if (stop_requested) {
       if (hooks_.stop_delay_ms > 0)
         std::this_thread::sleep_for(std::chrono::milliseconds(hooks_.stop_delay_ms));
-      if (saved_step_ != step_) save_checkpoint(false);
+      if (saved_step_ != state_.step) save_checkpoint(false);
       const TrainingWork work = work_over_ranks();
       if (lead())
         io::write_json_atomic((run_ / "summary.json").string(), summary("interrupted", work));
@@ -556,38 +560,39 @@ nlohmann::json Trainer::run() {
                                     "with `ftune train --config ... --resume`",
                                     stop.requested() ? fmt::format("signal {}", stop.signal())
                                                      : std::string("request"),
-                                    step_),
+                                    state_.step),
                         stop.signal());
     }
     if (stop_now) break;
   }
-  if (saved_step_ != step_) save_checkpoint(false);
+  if (saved_step_ != state_.step) save_checkpoint(false);
   if (group_->distributed()) {  // rank 0's checkpoints are all written: the others read them
     group_->barrier();
     if (!lead())
-      store_ = std::make_unique<CheckpointStore>(run_.string(), cfg_.checkpoint.keep_last);
+      outputs_.store = std::make_unique<CheckpointStore>(run_.string(), cfg_.checkpoint.keep_last);
   }
 
   // The selected model: best on validation (reloaded for the test split), else the last.
-  const auto best = store_->best();
-  const auto chosen = best ? *best : *store_->last();
-  if (chosen.step != step_) load_weights_from(chosen.dir);
-  progress_->finish();
+  const auto best = outputs_.store->best();
+  const auto chosen = best ? *best : *outputs_.store->last();
+  if (chosen.step != state_.step) load_weights_from(chosen.dir);
+  outputs_.progress->finish();
   nlohmann::json test_metrics;
   if (data_.test) test_metrics = run_eval(*data_.test, "test");
   const TrainingWork work = work_over_ranks();
   if (!lead()) return nlohmann::json::object();  // rank 0 publishes and summarises
   const std::string model_dir = (run_ / "model").string();
   publish_selected(chosen, model_dir);
-  if (gpu_sampler_) gpu_sampler_->stop();  // the summary's GPU figures cover the whole run
+  if (outputs_.gpu_sampler)
+    outputs_.gpu_sampler->stop();  // the summary's GPU figures cover the whole run
   if (!plan_.target.device.is_cpu()) gemm_autotune_save();  // the algorithms timed since step 1
-  nlohmann::json s = summary(stopped_by_, work);
+  nlohmann::json s = summary(state_.stopped_by, work);
   s["test"] = test_metrics;
   s["model_dir"] = model_dir;
   s["model_step"] = chosen.step;
   io::write_json_atomic((run_ / "summary.json").string(), s);
   spdlog::info("done in {:.1f} s ({}): model of step {} saved to {}", seconds_since(t_start_),
-               stopped_by_, chosen.step, model_dir);
+               state_.stopped_by, chosen.step, model_dir);
   return s;
 }
 

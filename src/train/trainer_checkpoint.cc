@@ -62,49 +62,49 @@ void Trainer::restore(const CheckpointEntry& ckpt) {
       io::SafetensorsFile::open((fs::path(ckpt.dir) / "optimizer.safetensors").string());
   opt.read_into("exp_avg", adamw.exp_avg());
   opt.read_into("exp_avg_sq", adamw.exp_avg_sq());
-  step_ = s.step;
-  micro_batches_ = s.micro_batches;
+  state_.step = s.step;
+  state_.micro_batches = s.micro_batches;
   // The micro-batch in use when the checkpoint was written (smaller than configured after an
   // out-of-memory fallback): the same cut of every step, so the same bits as without the kill.
   // The plan already continues with it (Trainer::plan_batch). The arena holds the run's largest
   // micro-batch, which may have fewer rows than the micro-batch allows (a rank's share of a step,
   // a small data set): then every micro-batch is cut the same anyway, unless the ranks changed.
   if (s.micro_batch <= strategy_->max_batch())
-    strategy_->set_micro_batch(s.micro_batch, step_);
+    strategy_->set_micro_batch(s.micro_batch, state_.step);
   else if (s.ranks != group_->size())
     spdlog::warn(
         "the checkpoint ran micro-batches of {} rows, more than the {} rows per micro-batch this "
         "run's memory plan holds: it continues with micro-batches of at most {} rows, and its "
         "results match an uninterrupted run's only up to float summation order",
         s.micro_batch, strategy_->max_batch(), strategy_->max_batch());
-  samples_ = s.samples;
-  tokens_ = s.real_tokens;
-  skipped_ = s.skipped_steps;
+  state_.samples = s.samples;
+  state_.tokens = s.real_tokens;
+  state_.skipped = s.skipped_steps;
   if (s.loss_scale) strategy_->loss_scaler().restore(*s.loss_scale, s.loss_scale_good_steps);
-  nonfinite_in_row_ = s.nonfinite_in_row;
+  state_.nonfinite_in_row = s.nonfinite_in_row;
   // What the device keeps between reads (step_scalars.h), the logging window's loss sum included.
   StepScalarValues scalars{};
   if (s.window) {
-    window_steps_ = s.window->steps;
-    window_samples_ = s.window->samples;
-    window_tokens_ = s.window->real_tokens;
+    window_.steps = s.window->steps;
+    window_.samples = s.window->samples;
+    window_.tokens = s.window->real_tokens;
     scalars[kWindowLoss] = s.window->loss_sum;
-    window_restored_seconds_ = s.window->seconds;
+    window_.restored_seconds = s.window->seconds;
   }
-  stopped_by_ = s.stopped_by;
+  state_.stopped_by = s.stopped_by;
   scalars[kAdamSteps] = static_cast<double>(s.optimizer_steps);
-  scalars[kSkippedSteps] = static_cast<double>(skipped_);
-  scalars[kNonfiniteInRow] = static_cast<double>(nonfinite_in_row_);
-  scalars[kStepsFinished] = static_cast<double>(step_);
+  scalars[kSkippedSteps] = static_cast<double>(state_.skipped);
+  scalars[kNonfiniteInRow] = static_cast<double>(state_.nonfinite_in_row);
+  scalars[kStepsFinished] = static_cast<double>(state_.step);
   write_step_scalars(adamw.step_scalars(), scalars);
-  train_seconds_ = s.train_seconds;
-  wait_seconds_ = s.input_wait_seconds;
-  best_eval_ = s.best_eval;
-  last_eval_ = s.last_eval;
+  state_.train_seconds = s.train_seconds;
+  state_.wait_seconds = s.input_wait_seconds;
+  state_.best_eval = s.best_eval;
+  state_.last_eval = s.last_eval;
   early_->restore(s.early_stopping, state_path + ": early_stopping");
-  saved_step_ = step_;
-  spdlog::info("resumed from {} at step {} (epoch {}, micro-batch {} x {})", ckpt.dir, step_,
-               epoch_of(step_), strategy_->micro_batch(), strategy_->accumulation());
+  saved_step_ = state_.step;
+  spdlog::info("resumed from {} at step {} (epoch {}, micro-batch {} x {})", ckpt.dir, state_.step,
+               epoch_of(state_.step), strategy_->micro_batch(), strategy_->accumulation());
 }
 
 void Trainer::load_weights_from(const std::string& dir) {
@@ -131,29 +131,29 @@ void Trainer::write_checkpoint(const std::string& dir, const StepScalarValues& s
   const LossScaler& scaler = strategy_->loss_scaler();
   nlohmann::json s;
   s["version"] = 2;
-  s["step"] = step_;  // the data cursor: the next step trains on step batch `step`
-  s["epoch"] = epoch_of(step_);
+  s["step"] = state_.step;  // the data cursor: the next step trains on step batch `step`
+  s["epoch"] = epoch_of(state_.step);
   s["micro_batch"] = strategy_->micro_batch();
   s["micro_tokens"] = strategy_->micro_tokens();
-  s["micro_batches"] = micro_batches_;
+  s["micro_batches"] = state_.micro_batches;
   s["optimizer_steps"] = static_cast<int64_t>(scalars[kAdamSteps]);
-  s["samples"] = samples_;
-  s["real_tokens"] = tokens_;
-  s["skipped_steps"] = skipped_;
-  s["nonfinite_in_row"] = nonfinite_in_row_;
+  s["samples"] = state_.samples;
+  s["real_tokens"] = state_.tokens;
+  s["skipped_steps"] = state_.skipped;
+  s["nonfinite_in_row"] = state_.nonfinite_in_row;
   s["loss_scale"] = scaler.scale();
   s["loss_scale_good_steps"] = scaler.good_steps();
-  s["train_seconds"] = train_seconds_;
-  s["input_wait_seconds"] = wait_seconds_;
+  s["train_seconds"] = state_.train_seconds;
+  s["input_wait_seconds"] = state_.wait_seconds;
   // The logging window so far (steps since the last train line), exact on resume.
-  s["window"] = {{"steps", window_steps_},
-                 {"samples", window_samples_},
-                 {"real_tokens", window_tokens_},
+  s["window"] = {{"steps", window_.steps},
+                 {"samples", window_.samples},
+                 {"real_tokens", window_.tokens},
                  {"loss_sum", scalars[kWindowLoss]},
-                 {"seconds", seconds_since(window_start_)}};
-  s["stopped_by"] = stopped_by_;
-  s["best_eval"] = best_eval_;
-  s["last_eval"] = last_eval_;
+                 {"seconds", seconds_since(window_.start)}};
+  s["stopped_by"] = state_.stopped_by;
+  s["best_eval"] = state_.best_eval;
+  s["last_eval"] = state_.last_eval;
   s["early_stopping"] = early_->state();
   s["seed"] = tc_.seed;
   s["gradient_checkpointing"] = strategy_->checkpointing() == GradientCheckpointing::On;
@@ -168,27 +168,27 @@ void Trainer::save_checkpoint(bool best) {
   // The step scalars first: a pending non-finite abort stops the run before anything is written.
   const StepScalarValues scalars = sync_step_scalars();
   if (!lead()) {  // rank 0 writes; its replica is this one
-    saved_step_ = step_;
-    if (step_ == hooks_.exit_after_checkpoint) exit_as_killed();
+    saved_step_ = state_.step;
+    if (state_.step == hooks_.exit_after_checkpoint) exit_as_killed();
     return;
   }
-  const std::string dir =
-      store_->save(step_, best, [&](const std::string& d) { write_checkpoint(d, scalars); });
-  saved_step_ = step_;
+  const std::string dir = outputs_.store->save(
+      state_.step, best, [&](const std::string& d) { write_checkpoint(d, scalars); });
+  saved_step_ = state_.step;
   spdlog::info("checkpoint {}{} ({:.1f} s)", dir, best ? " (best so far)" : "", seconds_since(t0));
-  if (step_ == hooks_.exit_after_checkpoint) exit_as_killed();
+  if (state_.step == hooks_.exit_after_checkpoint) exit_as_killed();
 }
 
 StepScalarValues Trainer::sync_step_scalars() {
   const StepScalarValues v = read_step_scalars(strategy_->optimizer().step_scalars());
   const int64_t skipped = static_cast<int64_t>(v[kSkippedSteps]);
-  if (skipped > skipped_)
+  if (skipped > state_.skipped)
     spdlog::warn(
         "{} step(s) with non-finite loss or gradients up to step {} (last step: loss {} / gradient "
         "norm {}); update skipped, weights and moments untouched",
-        skipped - skipped_, step_, v[kLastStepLoss], v[kGradNorm]);
-  skipped_ = skipped;
-  nonfinite_in_row_ = static_cast<int64_t>(v[kNonfiniteInRow]);
+        skipped - state_.skipped, state_.step, v[kLastStepLoss], v[kGradNorm]);
+  state_.skipped = skipped;
+  state_.nonfinite_in_row = static_cast<int64_t>(v[kNonfiniteInRow]);
   if (v[kAbortStep] != 0.0)
     throw Error(fmt::format(
         "{} consecutive steps with non-finite loss or gradients (training.max_nonfinite_steps); "

@@ -2,7 +2,9 @@
 // orders the run and its steps, trainer_checkpoint.cc saves and restores it, trainer_summary.cc
 // reports it). How a step is computed is the step strategy's (train/step_strategy.h); the run
 // loop owns the data cursor, the schedule, evaluation and early stopping, checkpoints, signals,
-// logging, the progress bar, publishing and the summary.
+// logging, the progress bar, publishing and the summary. Its state is in three parts besides the
+// run's setup: what a resume restores (TrainerResumeState), the open logging window
+// (TrainerLogWindow) and what the run writes and shows (TrainerOutputs).
 #pragma once
 
 #include <chrono>
@@ -13,18 +15,18 @@
 #include "cuda/nvml.h"
 #include "data/batcher.h"
 #include "data/prefetcher.h"
+#include "dist/gradient_reducer.h"
 #include "io/dir_lock.h"
 #include "models/hf_checkpoint.h"
+#include "optim/lr_schedule.h"
+#include "optim/step_scalars.h"
 #include "train/batch_plan.h"
-#include "train/group_sampler.h"
 #include "train/checkpoint_store.h"
 #include "train/debug_hooks.h"
 #include "train/early_stopping.h"
-#include "train/gradient_reducer.h"
-#include "train/lr_schedule.h"
+#include "train/group_sampler.h"
 #include "train/progress.h"
 #include "train/run_log.h"
-#include "train/step_scalars.h"
 #include "train/step_strategy.h"
 #include "train/trainer.h"
 
@@ -35,6 +37,44 @@ using RunClock = std::chrono::steady_clock;
 inline double seconds_since(RunClock::time_point t) {
   return std::chrono::duration<double>(RunClock::now() - t).count();
 }
+
+// The run's resumable counters: what trainer_state.json saves and a resume restores
+// (train/trainer_checkpoint.cc). `step` is the data cursor; `micro_batches` counts forward passes
+// (fault injection, reports).
+struct TrainerResumeState {
+  int64_t step = 0, micro_batches = 0, samples = 0, tokens = 0, skipped = 0, nonfinite_in_row = 0;
+  double train_seconds = 0, wait_seconds = 0;
+  nlohmann::json best_eval, last_eval;
+  // "completed", or what stopped the run early ("early_stopping", "hook"): a resumed run that
+  // had stopped does not train on.
+  std::string stopped_by = "completed";
+};
+
+// The logging window: the steps since the last logged line (its loss sum is on the device:
+// kWindowLoss). Its counts and seconds are saved in checkpoints, so the first line logged after a
+// resume is the uninterrupted run's.
+struct TrainerLogWindow {
+  int64_t steps = 0, samples = 0, tokens = 0;
+  RunClock::time_point start = RunClock::now();
+  double restored_seconds = 0;  // the window's training time before the resume
+  // The window's input wait (timing, like its seconds: not checkpointed) and the GPU sampler's
+  // utilisation sum and count at the window's start (the interval's mean is their difference).
+  double wait_seconds = 0;
+  double util_sum = 0;
+  int64_t util_samples = 0;
+  double shown_loss = 0;  // the progress bar's loss: the last logged window's mean
+};
+
+// What the run writes and shows as it goes: the checkpoints (rank 0's; every rank reads them when
+// resuming), metrics.jsonl and TensorBoard events (rank 0's), the GPU sampler and the progress bar.
+struct TrainerOutputs {
+  std::unique_ptr<CheckpointStore> store;
+  std::unique_ptr<RunLog> log;
+  // GPU runs: NVML utilisation / memory / power sampling (progress bar, summary.json "gpu").
+  // Declared before progress, which calls it, so it outlives the bar.
+  std::unique_ptr<cuda::NvmlSampler> gpu_sampler;
+  std::unique_ptr<ProgressBar> progress;
+};
 
 class Trainer {
  public:
@@ -76,7 +116,7 @@ class Trainer {
   // the published model); the other ranks compute and write nothing but their own errors.
   bool lead() const { return group_->lead(); }
   void log_line(const nlohmann::json& line) {
-    if (log_) log_->write(line);
+    if (outputs_.log) outputs_.log->write(line);
     if (lead() && options_.on_log) options_.on_log(line);
   }
 
@@ -113,36 +153,12 @@ class Trainer {
   int64_t step_batch_of_ = -1;
 
   std::unique_ptr<EarlyStopping> early_;
-  std::unique_ptr<CheckpointStore> store_;
-  std::unique_ptr<RunLog> log_;
   std::string eval_metric_;
-  // GPU runs: NVML utilisation / memory / power sampling (progress bar, summary.json "gpu").
-  // Declared before progress_, which calls it, so it outlives the bar.
-  std::unique_ptr<cuda::NvmlSampler> gpu_sampler_;
-  std::unique_ptr<ProgressBar> progress_;
+  TrainerOutputs outputs_;
   int64_t samples_at_start_ = 0, tokens_at_start_ = 0;
 
-  // Resumable state (trainer_state.json).
-  // step_ is the data cursor; micro_batches_ counts forward passes (fault injection, reports).
-  int64_t step_ = 0, micro_batches_ = 0, samples_ = 0, tokens_ = 0, skipped_ = 0,
-          nonfinite_in_row_ = 0;
-  double train_seconds_ = 0, wait_seconds_ = 0;
-  nlohmann::json best_eval_, last_eval_;
-  // "completed", or what stopped the run early ("early_stopping", "hook"): a resumed run that
-  // had stopped does not train on.
-  std::string stopped_by_ = "completed";
-
-  // Logging window (its loss sum is on the device: kWindowLoss). Saved in checkpoints, so the
-  // first line logged after a resume is the uninterrupted run's.
-  int64_t window_steps_ = 0, window_samples_ = 0, window_tokens_ = 0;
-  RunClock::time_point window_start_ = RunClock::now();
-  double window_restored_seconds_ = 0;  // the window's training time before the resume
-  // The window's input wait (timing, like its seconds: not checkpointed) and the GPU sampler's
-  // utilisation sum and count at the window's start (the interval's mean is their difference).
-  double window_wait_seconds_ = 0;
-  double window_util_sum_ = 0;
-  int64_t window_util_samples_ = 0;
-  double shown_loss_ = 0;  // the progress bar's loss: the last logged window's mean
+  TrainerResumeState state_;  // what a resume restores
+  TrainerLogWindow window_;   // the open logging interval
   const int64_t step_scalar_reads_at_start_ = step_scalar_reads();
   const int64_t host_scalar_reads_at_start_ = host_scalar_reads();
   int64_t saved_step_ = -1;

@@ -51,9 +51,9 @@ nlohmann::json Trainer::summary(const std::string& status, const TrainingWork& w
   s["peft"] = peft_method_name(cfg_.peft.method);
   s["trainable_parameters"] = clf().trainable_params().total();
   s["threads"] = compute_threads();
-  s["steps"] = step_;
+  s["steps"] = state_.step;
   s["total_steps"] = total_steps_;
-  s["epochs"] = static_cast<double>(step_) / steps_per_epoch_;
+  s["epochs"] = static_cast<double>(state_.step) / steps_per_epoch_;
   s["effective_batch"] = effective_;  // rows (listwise: groups x group_size)
   if (sampler_)
     s["listwise"] = {{"group_size", sampler_->group_size()},
@@ -62,18 +62,19 @@ nlohmann::json Trainer::summary(const std::string& status, const TrainingWork& w
                      {"skipped_without_positive", sampler_->skipped_without_positive()},
                      {"skipped_without_negative", sampler_->skipped_without_negative()},
                      {"groups_with_repeated_negatives", sampler_->padded_groups()}};
-  s["skipped_steps"] = skipped_;
+  s["skipped_steps"] = state_.skipped;
   // Host reads of device scalars during this run: the step scalars (once per logging interval,
   // evaluation and checkpoint) and single-value reads (evaluation's per-batch loss).
   s["host_reads"] = {{"step_scalars", step_scalar_reads() - step_scalar_reads_at_start_},
                      {"scalars", host_scalar_reads() - host_scalar_reads_at_start_}};
-  s["train_samples"] = samples_;
-  s["train_real_tokens"] = tokens_;
-  s["train_samples_per_s"] = train_seconds_ > 0 ? samples_ / train_seconds_ : 0.0;
-  s["train_tokens_per_s"] = train_seconds_ > 0 ? tokens_ / train_seconds_ : 0.0;
-  s["train_seconds"] = train_seconds_;
-  s["input_wait_seconds"] = wait_seconds_;
-  s["input_wait_fraction"] = train_seconds_ > 0 ? wait_seconds_ / train_seconds_ : 0.0;
+  s["train_samples"] = state_.samples;
+  s["train_real_tokens"] = state_.tokens;
+  s["train_samples_per_s"] = state_.train_seconds > 0 ? state_.samples / state_.train_seconds : 0.0;
+  s["train_tokens_per_s"] = state_.train_seconds > 0 ? state_.tokens / state_.train_seconds : 0.0;
+  s["train_seconds"] = state_.train_seconds;
+  s["input_wait_seconds"] = state_.wait_seconds;
+  s["input_wait_fraction"] =
+      state_.train_seconds > 0 ? state_.wait_seconds / state_.train_seconds : 0.0;
   s["wall_seconds"] = seconds_since(t_start_);
   // FLOPs and MFU (train/flops.h) of every rank's micro-batches, the samples/s being the ranks'
   // together; the precision is the run's GEMM math. (null when this process trained nothing: a
@@ -86,14 +87,14 @@ nlohmann::json Trainer::summary(const std::string& status, const TrainingWork& w
   if (!plan_.target.device.is_cpu())
     s["peak_device_bytes"] = device_bytes_peak(plan_.target.device.kind);
   s["peak_rss_bytes"] = peak_rss_bytes();
-  if (gpu_sampler_) s["gpu"] = gpu_sampler_->json();
+  if (outputs_.gpu_sampler) s["gpu"] = outputs_.gpu_sampler->json();
   s["eval_metric"] = eval_metric_;
-  s["final_eval"] = last_eval_;
-  s["best_eval"] = best_eval_;
+  s["final_eval"] = state_.last_eval;
+  s["best_eval"] = state_.best_eval;
   s["data"] = data_.report;
-  if (store_) {
-    if (auto b = store_->best()) s["best_checkpoint"] = b->dir;
-    if (auto l = store_->last()) s["last_checkpoint"] = l->dir;
+  if (outputs_.store) {
+    if (auto b = outputs_.store->best()) s["best_checkpoint"] = b->dir;
+    if (auto l = outputs_.store->last()) s["last_checkpoint"] = l->dir;
   }
   return s;
 }

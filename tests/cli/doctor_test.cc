@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "cli/doctor_report.h"
+#include "ops/cpu_gemm_library.h"
 #include "run_cli.h"
 #include "test_util.h"
 
@@ -189,6 +190,47 @@ TEST_F(DoctorCli, NoCudaDeviceSaysSoAndListsEveryOptimisationWithAReason) {
   EXPECT_NE(r.output.find("cuda devices: none (CUDA backend not built)"), std::string::npos)
       << r.output;
 #endif
+}
+
+TEST_F(DoctorCli, ShowsTheCpuGemmLibraryAndRefusesAnUnknownOne) {
+  const test::CliResult openblas = test::run_ftune("doctor", std::string(kNoGpu) +
+                                   " FTUNE_CPU_GEMM=openblas OPENBLAS_CORETYPE=Prescott");
+  ASSERT_EQ(openblas.exit_code, 0) << openblas.output;
+  // A user's OPENBLAS_CORETYPE is kept (ftune only sets it when unset).
+  EXPECT_NE(openblas.output.find("cpu gemm: openblas (OpenBLAS core Prescott"), std::string::npos)
+      << openblas.output;
+  if (cpu::onednn_available()) {
+    const test::CliResult onednn =
+        test::run_ftune("doctor", std::string(kNoGpu) + " FTUNE_CPU_GEMM=onednn");
+    ASSERT_EQ(onednn.exit_code, 0) << onednn.output;
+    EXPECT_NE(onednn.output.find("cpu gemm: onednn (oneDNN "), std::string::npos) << onednn.output;
+  }
+  // Without oneDNN, auto is OpenBLAS and asking for oneDNN is an error that says why.
+  const std::string missing = std::string(kNoGpu) + " FTUNE_ONEDNN_LIBRARY=/nonexistent/libdnnl.so";
+  const test::CliResult fallback = test::run_ftune("doctor", missing);
+  ASSERT_EQ(fallback.exit_code, 0) << fallback.output;
+  EXPECT_NE(fallback.output.find("cpu gemm: openblas (OpenBLAS core "), std::string::npos)
+      << fallback.output;
+  EXPECT_NE(fallback.output.find("other: oneDNN unavailable: /nonexistent/libdnnl.so could not"),
+            std::string::npos)
+      << fallback.output;
+  const test::CliResult refused = test::run_ftune("doctor", missing + " FTUNE_CPU_GEMM=onednn");
+  EXPECT_NE(refused.exit_code, 0) << refused.output;
+  EXPECT_NE(refused.output.find("FTUNE_CPU_GEMM is 'onednn', but oneDNN cannot be used"),
+            std::string::npos)
+      << refused.output;
+  // `ftune bench --cpu-gemm` takes the same names, before reading its configuration.
+  const test::CliResult bench = test::run_ftune("bench --config /nonexistent.yaml --cpu-gemm mkl");
+  EXPECT_EQ(bench.exit_code, 2) << bench.output;
+  EXPECT_NE(bench.output.find("--cpu-gemm is 'mkl': expected openblas, onednn or auto"),
+            std::string::npos)
+      << bench.output;
+  const test::CliResult bad =
+      test::run_ftune("doctor", std::string(kNoGpu) + " FTUNE_CPU_GEMM=mkl");
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.output.find("FTUNE_CPU_GEMM is 'mkl': expected openblas, onednn or auto"),
+            std::string::npos)
+      << bad.output;
 }
 
 TEST_F(DoctorCli, ReadsNvmlThroughTheConfiguredLibrary) {

@@ -23,9 +23,9 @@
 #include "ops/gelu.h"
 #include "ops/layer_norm.h"
 #include "ops/residual.h"
+#include "optim/adamw.h"
+#include "optim/step_scalars.h"
 #include "test_util.h"
-#include "train/adamw.h"
-#include "train/step_scalars.h"
 
 namespace ftune::test {
 namespace {

@@ -11,9 +11,9 @@
 
 #include "golden_fixture.h"
 #include "models/hf_checkpoint.h"
-#include "train/adamw.h"
-#include "train/grad_clip.h"
-#include "train/lr_schedule.h"
+#include "optim/adamw.h"
+#include "optim/grad_clip.h"
+#include "optim/lr_schedule.h"
 
 namespace ftune::test {
 namespace {

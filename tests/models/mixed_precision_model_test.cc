@@ -17,12 +17,12 @@
 #include "adapter_init.h"
 #include "core/memory.h"
 #include "golden_fixture.h"
-#include "precision_compare.h"
 #include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 #include "ops/cast.h"
-#include "train/adamw.h"
-#include "train/step_scalars.h"
+#include "optim/adamw.h"
+#include "optim/step_scalars.h"
+#include "precision_compare.h"
 
 namespace ftune::test {
 namespace {

@@ -24,7 +24,7 @@
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "ops/dropout.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 
 namespace ftune::test {
 namespace {

@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "op_test_util.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
 #include "ops/cross_entropy.h"
 #include "ops/dropout.h"
 #include "ops/lora.h"
-#include "op_test_util.h"
-#include "train/step_scalars.h"
+#include "optim/step_scalars.h"
 
 namespace ftune::test {
 namespace {

@@ -1,10 +1,13 @@
 // The fault-injection hooks (train/debug_hooks.h): read from the environment once, into values the
 // step loop compares against; unset hooks are off; the non-finite step list takes single steps and
-// inclusive ranges.
+// inclusive ranges. Within a step (StepFaults) each acts at its named point only: the injected
+// allocation failure in the step's first micro-batch after its forward pass, or with :backward in
+// its last after its backward pass, once per run; the NaN loss in the chosen steps.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
+#include "core/error.h"
 #include "train/debug_hooks.h"
 
 namespace ftune {
@@ -76,6 +79,38 @@ TEST(DebugHooks, UnreadableMicroBatchChangeIsOff) {
   const DebugHooks h = DebugHooks::from_env();
   EXPECT_EQ(h.micro_batch_step, -1);
   EXPECT_EQ(h.micro_batch_rows, 0);
+}
+
+TEST(StepFaults, AllocationFailsAfterTheFirstForwardOfItsStepOnce) {
+  DebugHooks h;
+  h.oom_at_step = 3;  // 1-based: step index 2
+  h.nonfinite_steps = {{2, 2}};
+  const StepFaults other(h, 0, true);
+  EXPECT_FALSE(other.fails_allocation(0, 4));
+  EXPECT_FALSE(other.nonfinite_loss());
+  EXPECT_TRUE(StepFaults(h, 1, true).nonfinite_loss());
+  const StepFaults f(h, 2, true);
+  EXPECT_TRUE(f.fails_allocation(0, 4));
+  EXPECT_FALSE(f.fails_allocation(1, 4));
+  EXPECT_FALSE(f.fails_allocation(3, 4));
+  EXPECT_THROW(f.after_forward(true), OutOfMemoryError);
+  EXPECT_NO_THROW(f.after_forward(false));
+  EXPECT_NO_THROW(f.after_backward(true));
+  // After the run's first fallback to a smaller micro-batch, the retried step runs through.
+  EXPECT_FALSE(StepFaults(h, 2, false).fails_allocation(0, 4));
+}
+
+TEST(StepFaults, AllocationFailsAfterTheLastBackwardWithBackward) {
+  DebugHooks h;
+  h.oom_at_step = 1;
+  h.oom_after_backward = true;
+  const StepFaults f(h, 0, true);
+  EXPECT_FALSE(f.fails_allocation(0, 3));
+  EXPECT_TRUE(f.fails_allocation(2, 3));
+  EXPECT_NO_THROW(f.after_forward(true));
+  EXPECT_THROW(f.after_backward(true), OutOfMemoryError);
+  EXPECT_NO_THROW(f.after_backward(false));
+  EXPECT_TRUE(StepFaults(h, 0, true).fails_allocation(0, 1));  // one micro-batch: it is the last
 }
 
 }  // namespace

@@ -11,11 +11,11 @@
 
 #include "core/arena.h"
 #include "core/memory.h"
+#include "dist/gradient_reducer.h"
 #include "models/hf_checkpoint.h"
 #include "models/sequence_classifier.h"
 #include "test_util.h"
 #include "tiny_model.h"
-#include "train/gradient_reducer.h"
 
 namespace ftune {
 namespace {

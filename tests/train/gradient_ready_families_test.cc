@@ -1,7 +1,7 @@
 // Every family keeps the gradient-ready convention of models/gradient_ready.h: its backward calls
 // layer_gradients_final(l) once per layer, from the top layer down, and at that call the gradients
 // of layer l and of every layer above it are already final. Data-parallel runs start reducing a
-// layer's gradient buckets at that call (train/gradient_reducer.h), so a family that never calls
+// layer's gradient buckets at that call (dist/gradient_reducer.h), so a family that never calls
 // it loses the overlap silently, and one that calls it early reduces unfinished gradients.
 // Checked on a real backward of a tiny model of each family, full fine-tuning and LoRA, with and
 // without gradient checkpointing (which recomputes layers inside the backward loop).
@@ -15,12 +15,12 @@
 
 #include "../models/adapter_init.h"
 #include "core/arena.h"
+#include "dist/gradient_reducer.h"
 #include "models/backbone.h"
 #include "models/gradient_ready.h"
 #include "models/param_init.h"
 #include "models/sequence_classifier.h"
 #include "test_util.h"
-#include "train/gradient_reducer.h"
 
 namespace ftune::test {
 namespace {

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "data/batcher.h"
+#include "optim/lr_schedule.h"
 #include "train/host_reserve.h"
-#include "train/lr_schedule.h"
 #include "train/metrics.h"
 #include "train/train_config.h"
 

@@ -63,7 +63,7 @@ FTUNE_HD float clip_factor(double norm, double max_norm) {
 
 // The end of a step, once kGradSumSq holds the gradients' sum of squares. One function for the CPU
 // and the one-thread CUDA kernel.
-// fp16 (train/loss_scaler.h): the gradients are loss_scale times too large, so the norm is
+// fp16 (optim/loss_scaler.h): the gradients are loss_scale times too large, so the norm is
 // unscaled and the clip coefficient divided by the scale (the optimizer reads g / S at no extra
 // pass); with overflow_skips (the scaler can still lower S) a finite loss with non-finite
 // gradients is an overflow at this scale: skipped and flagged in kScaleOverflow, not counted as a

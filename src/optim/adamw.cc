@@ -1,6 +1,6 @@
 // AdamW: moments and step scalars in the arena, one update of every parameter segment, dispatched
 // per device.
-#include "train/adamw.h"
+#include "optim/adamw.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 
 #include "core/memory.h"
 #include "ops/dispatch.h"
-#include "train/step_scalars.h"
+#include "optim/step_scalars.h"
 
 namespace ftune {
 

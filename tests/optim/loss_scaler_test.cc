@@ -1,7 +1,7 @@
 // Dynamic loss scaling (fp16): a non-finite gradient norm skips the step and halves the scale, a
 // growth interval of finite steps doubles it, the state round-trips for resume, and a disabled
 // scaler is the identity (scale 1, skips only what fp32 would).
-#include "train/loss_scaler.h"
+#include "optim/loss_scaler.h"
 
 #include <gtest/gtest.h>
 

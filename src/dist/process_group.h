@@ -71,7 +71,7 @@ class ProcessGroup {
 };
 
 // An error every rank raises at the same point, having agreed on it (a step one rank failed:
-// train/gradient_reducer.h): the ranks end normally, without MPI_Abort.
+// dist/gradient_reducer.h): the ranks end normally, without MPI_Abort.
 class RanksStopped : public Error {
  public:
   using Error::Error;

@@ -18,7 +18,7 @@
 // buckets in the same order (by the lowest layer they hold, then from the buffer's end), as MPI's
 // collectives require.
 //
-// The same schedule drives both transports (train/reduce_transport.h): on CPUs a helper thread
+// The same schedule drives both transports (dist/reduce_transport.h): on CPUs a helper thread
 // sums each started bucket with MPI_Allreduce; on GPUs NCCL sums it on a communication stream
 // behind an event recorded on the compute stream when the layer's backward was queued, and the
 // optimizer's stream waits for the communication stream. With CUDA graphs replaying the
@@ -40,10 +40,10 @@
 
 #include "core/device.h"
 #include "core/tensor.h"
+#include "dist/process_group.h"
+#include "dist/reduce_transport.h"
 #include "models/gradient_ready.h"
 #include "models/param_table.h"
-#include "train/process_group.h"
-#include "train/reduce_transport.h"
 
 namespace ftune {
 

@@ -2,7 +2,7 @@
 // step's bookkeeping stays in stream order with its kernels and nothing waits on the host.
 #include "cuda/cuda_check.h"
 #include "cuda/streams.cuh"
-#include "train/step_scalars.h"
+#include "optim/step_scalars.h"
 
 namespace ftune::cuda {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "models/param_table.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 
 namespace ftune {
 

@@ -1,11 +1,11 @@
 // Gradient norm and clipping: checks and dispatch (the scaling is ops/scale.h).
-#include "train/grad_clip.h"
+#include "optim/grad_clip.h"
 
 #include <cmath>
 
 #include "ops/dispatch.h"
 #include "ops/scale.h"
-#include "train/step_scalars.h"
+#include "optim/step_scalars.h"
 
 namespace ftune {
 
@@ -20,7 +20,7 @@ double grad_sum_of_squares(TensorView grads) {
 
 float clip_coefficient(double norm, double max_norm) {
   // torch: clip_coef = max_norm / (total_norm + 1e-6), clamped to 1.0, applied in the grads' dtype;
-  // one expression with the device-side step (train/step_scalars.h).
+  // one expression with the device-side step (optim/step_scalars.h).
   return clip_factor(norm, max_norm);
 }
 

@@ -9,7 +9,7 @@
 // Multi-tensor: one launch updates every parameter (CUDA), with fp32 master weights and, when
 // asked, a bf16 / f16 shadow copy of the updated weights written in the same pass (compute
 // weights for mixed precision). The shadow may cover a sub-range of the parameters (the encoder
-// layers' weights, models/sequence_classifier.h): no separate cast pass after the step. The step's own scalars come from the device (train/step_scalars.h,
+// layers' weights, models/sequence_classifier.h): no separate cast pass after the step. The step's own scalars come from the device (optim/step_scalars.h,
 // the buffer "step/scalars" this class plans): the clip coefficient the gradients are multiplied
 // by, the "apply" flag (a skipped non-finite step leaves weights, moments and shadow bit for bit
 // as they were) and the step count t of the bias corrections, advanced on the device by applied
@@ -74,7 +74,7 @@ class AdamW {
   // An unconditional step with a host-given gradient factor (tests and parity checks): t += 1,
   // then apply().
   void step(TensorView values, TensorView grads, float lr, float grad_scale = 1.0f);
-  // The step scalars buffer (train/step_scalars.h); the trainer accumulates its step into it.
+  // The step scalars buffer (optim/step_scalars.h); the trainer accumulates its step into it.
   TensorView step_scalars() const { return scalars_; }
   // AdamW's t: a read of the device (a synchronisation); call at checkpoints, not per step.
   int64_t steps_taken() const;

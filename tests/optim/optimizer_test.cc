@@ -15,9 +15,9 @@
 #include "core/arena.h"
 #include "models/param_table.h"
 #include "ops/op_test_util.h"
-#include "train/adamw.h"
-#include "train/grad_clip.h"
-#include "train/step_scalars.h"
+#include "optim/adamw.h"
+#include "optim/grad_clip.h"
+#include "optim/step_scalars.h"
 
 namespace ftune::test {
 namespace {

@@ -1,4 +1,4 @@
-// Gradient norm on CUDA; mirrors train/grad_clip_cpu.cc.
+// Gradient norm on CUDA; mirrors optim/grad_clip_cpu.cc.
 //   sum_of_squares: kPartialBlocks blocks each sum x^2 in double over a grid-stride slice of the
 //     buffer and reduce it within the block (warp shuffles, then warps in order); a second
 //     one-block kernel adds the partial sums (each thread a strided set of them in order, then the
@@ -13,9 +13,9 @@
 
 #include "core/memory.h"
 #include "cuda/cuda_check.h"
-#include "cuda/streams.cuh"
 #include "cuda/reduce.cuh"
-#include "train/grad_clip.h"
+#include "cuda/streams.cuh"
+#include "optim/grad_clip.h"
 
 namespace ftune::cuda {
 namespace {

@@ -1,5 +1,5 @@
 // LR schedule factors (see lr_schedule.h).
-#include "train/lr_schedule.h"
+#include "optim/lr_schedule.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-// AdamW's update on CUDA; mirrors train/adamw_cpu.cc element for element (the same expressions
+// AdamW's update on CUDA; mirrors optim/adamw_cpu.cc element for element (the same expressions
 // in the same order, see adamw.h for the equations). All parameter segments are updated by one
 // launch: the segment table (offset, count, LR, decay, step size per parameter tensor) travels as
 // a __grid_constant__ kernel parameter, and a grid-stride loop covers the flat range from the
@@ -17,8 +17,8 @@
 #include "cuda/cuda_check.h"
 #include "cuda/streams.cuh"
 #include "cuda/vec.cuh"
-#include "train/adamw.h"
-#include "train/step_scalars.h"
+#include "optim/adamw.h"
+#include "optim/step_scalars.h"
 
 namespace ftune::cuda {
 namespace {
@@ -43,7 +43,7 @@ __device__ int find_segment(const SegmentTable& t, int64_t i) {
   return lo;
 }
 
-// One element's update: the CPU's expressions in the CPU's order (train/adamw_cpu.cc).
+// One element's update: the CPU's expressions in the CPU's order (optim/adamw_cpu.cc).
 __device__ __forceinline__ void adamw_element(float& p, float g, float& m, float& v, float lr,
                                               float weight_decay, float beta1, float beta2,
                                               float eps, float step_size,

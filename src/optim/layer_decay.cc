@@ -1,5 +1,5 @@
 // Layer-wise LR multipliers from parameter names (see layer_decay.h).
-#include "train/layer_decay.h"
+#include "optim/layer_decay.h"
 
 #include <cmath>
 #include <regex>

@@ -1,5 +1,5 @@
 // How a data-parallel run moves its gradient buckets between the ranks (issue 20; the buckets and
-// when each may start are train/gradient_reducer.h's, the same for every transport). Two
+// when each may start are dist/gradient_reducer.h's, the same for every transport). Two
 // transports: on CPUs a helper thread sums the buckets one after another with MPI_Allreduce while
 // backward goes on; on GPUs NCCL sums each bucket on a communication stream of its own, after an
 // event recorded on the compute stream when the bucket was started (the backward kernels queued so
@@ -12,7 +12,7 @@
 #include <memory>
 
 #include "core/device.h"
-#include "train/process_group.h"
+#include "dist/process_group.h"
 
 namespace ftune {
 

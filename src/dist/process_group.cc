@@ -1,5 +1,5 @@
 // The ranks of a data-parallel run over MPI (see process_group.h).
-#include "train/process_group.h"
+#include "dist/process_group.h"
 
 #include <fmt/format.h>
 // MPI's C API only (OpenMPI's header would bring its deprecated C++ bindings along).

@@ -1,11 +1,11 @@
 // The step scalars (see step_scalars.h): checks, dispatch, the CPU side and the host's read.
-#include "train/step_scalars.h"
+#include "optim/step_scalars.h"
 
 #include <atomic>
 
 #include "core/memory.h"
 #include "ops/dispatch.h"
-#include "train/grad_clip.h"
+#include "optim/grad_clip.h"
 
 namespace ftune {
 namespace {

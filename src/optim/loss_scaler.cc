@@ -1,5 +1,5 @@
 // Dynamic loss scaling (see loss_scaler.h).
-#include "train/loss_scaler.h"
+#include "optim/loss_scaler.h"
 
 #include <cmath>
 

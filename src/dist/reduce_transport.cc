@@ -1,5 +1,5 @@
 // The MPI and NCCL gradient transports (see reduce_transport.h).
-#include "train/reduce_transport.h"
+#include "dist/reduce_transport.h"
 
 #include <chrono>
 #include <condition_variable>

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "train/grad_clip.h"
+#include "optim/grad_clip.h"
 
 namespace ftune::cpu {
 

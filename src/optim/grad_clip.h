@@ -25,7 +25,7 @@ namespace cuda {
 // launch shape and order (deterministic); the 8-byte result is the only thing read back.
 double sum_of_squares(const float* x, int64_t n);
 // The same reduction, its result left on the device at *result (no synchronisation): the
-// trainer's step scalars (train/step_scalars.h).
+// trainer's step scalars (optim/step_scalars.h).
 void sum_of_squares_into(double* result, const float* x, int64_t n);
 }  // namespace cuda
 

@@ -1,5 +1,5 @@
 // Data-parallel gradient reduction (see gradient_reducer.h).
-#include "train/gradient_reducer.h"
+#include "dist/gradient_reducer.h"
 
 #include <fmt/format.h>
 

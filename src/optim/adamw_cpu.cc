@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/thread_pool.h"
-#include "train/adamw.h"
+#include "optim/adamw.h"
 
 namespace ftune::cpu {
 
