@@ -55,8 +55,8 @@ Registry& registry() {
     reg->order.push_back("modernbert");
     reg->modules["modernbert"] = [] { return modernbert_modules(128); };
     reg->modules["bert"] = [] {
-      std::vector<ClassifierModule> m = classifier_modules(true, 128);
-      for (ClassifierModule& r : classifier_modules(false, 128)) m.push_back(std::move(r));
+      std::vector<ClassifierModule> m = bert_classifier_modules(true, 128);
+      for (ClassifierModule& r : bert_classifier_modules(false, 128)) m.push_back(std::move(r));
       return m;
     };
     return reg;
