@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "fuzz_files.h"
 #include "io/checkpoint_reader.h"
+#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 #include "models/sequence_classifier.h"
 

@@ -55,11 +55,12 @@ OPT = dict(lr=1e-2, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
 
 DROPOUT_SEED = 5
 
-# The decoder family's sites (models/decoder.h DecoderSite).
+# The decoder family's sites (models/decoder/decoder.h DecoderSite).
 DECODER_SITES = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                  "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
 DECODER_LINEAR = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-# The ModernBERT family's sites (models/modernbert.h ModernBertSite); head.dense is kind 0 of the
+# The ModernBERT family's sites (models/modernbert/modernbert.h ModernBertSite); head.dense is kind
+# 0 of the
 # layer past the last (NUM_LAYERS, set from the base model's config).
 MODERNBERT_SITES = ["attn.Wqkv", "attn.Wo", "mlp.Wi", "mlp.Wo"]
 
@@ -138,7 +139,8 @@ SITES = ["attention.self.query", "attention.self.key", "attention.self.value",
          "attention.output.dense", "intermediate.dense", "output.dense"]
 
 
-# The DeBERTa family's (models/deberta_weights.h DebertaSite): kinds 6 / 7 are also the streams of
+# The DeBERTa family's (models/deberta/deberta_weights.h DebertaSite): kinds 6 / 7 are also the
+# streams of
 # the positional calls of key_proj / query_proj under share_att_key.
 DEBERTA_SITES = ["attention.self.query_proj", "attention.self.key_proj",
                  "attention.self.value_proj", "attention.output.dense", "intermediate.dense",

@@ -159,53 +159,6 @@ bool AdapterConfig::targets(const std::string& name) const {
   return !saved_whole(name) && pattern_matches(*this, name, /*linear=*/true, "target_modules");
 }
 
-std::vector<ClassifierModule> classifier_modules(bool bert, int64_t layers) {
-  const std::string p = bert ? "bert" : "roberta";
-  const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
-  std::vector<ClassifierModule> m = {{"", O}, {p, O}, {p + ".embeddings", O}};
-  for (const char* e : {"word_embeddings", "position_embeddings", "token_type_embeddings"})
-    m.push_back({p + ".embeddings." + e, ModuleKind::Embedding});
-  for (const char* e : {"LayerNorm", "dropout"}) m.push_back({p + ".embeddings." + e, O});
-  m.push_back({p + ".encoder", O});
-  m.push_back({p + ".encoder.layer", O});
-  for (int64_t l = 0; l < layers; ++l) {
-    const std::string q = fmt::format("{}.encoder.layer.{}", p, l);
-    const std::pair<const char*, ModuleKind> layer[] = {
-        {"", O},
-        {".attention", O},
-        {".attention.self", O},
-        {".attention.self.query", A},
-        {".attention.self.key", A},
-        {".attention.self.value", A},
-        {".attention.self.dropout", O},
-        {".attention.output", O},
-        {".attention.output.dense", A},
-        {".attention.output.LayerNorm", O},
-        {".attention.output.dropout", O},
-        {".intermediate", O},
-        {".intermediate.dense", A},
-        {".intermediate.intermediate_act_fn", O},
-        {".output", O},
-        {".output.dense", A},
-        {".output.LayerNorm", O},
-        {".output.dropout", O}};
-    for (const auto& [suffix, kind] : layer) m.push_back({q + suffix, kind});
-  }
-  if (bert) {
-    m.push_back({"bert.pooler", O});
-    m.push_back({"bert.pooler.dense", A});
-    m.push_back({"bert.pooler.activation", O});
-    m.push_back({"dropout", O});
-    m.push_back({"classifier", ModuleKind::Head});
-  } else {
-    m.push_back({"classifier", O});
-    m.push_back({"classifier.dense", ModuleKind::Head});
-    m.push_back({"classifier.dropout", O});
-    m.push_back({"classifier.out_proj", ModuleKind::Head});
-  }
-  return m;
-}
-
 std::vector<std::string> resolve_target_modules(const AdapterConfig& c,
                                                 const std::vector<ClassifierModule>& modules,
                                                 const std::string& where) {

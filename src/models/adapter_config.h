@@ -12,7 +12,7 @@
 //
 // The same names mean the same modules as in PEFT 0.21 (tuners_utils.check_target_module_exists,
 // _maybe_include_all_linear_layers), over the module tree of HF's *ForSequenceClassification
-// (classifier_modules below):
+// (each family's list: Backbone::modules(), e.g. models/bert/bert_family.h):
 //   - a list entry matches a module whose full name equals it or ends with "." + entry; a single
 //     string is "all-linear" (any case) or a regular expression that must match the whole name;
 //   - "all-linear" is every nn.Linear but the classification head ("classifier");
@@ -68,9 +68,6 @@ struct ClassifierModule {
   std::string name;
   ModuleKind kind;
 };
-// named_modules() of BertForSequenceClassification (`bert`: with its pooler) or of
-// RobertaForSequenceClassification / XLMRobertaForSequenceClassification, with `layers` layers.
-std::vector<ClassifierModule> classifier_modules(bool bert, int64_t layers);
 // The modules `config` adapts in that tree, as PEFT resolves its target_modules (in tree order).
 // InputError (naming `where`) when a target matches a module ftune cannot adapt, when a list
 // entry matches no module, or when nothing is adapted; the message lists what would be.

@@ -8,7 +8,6 @@
 #include "data/batch.h"
 #include "data/token_batch.h"
 #include "models/backbone.h"
-#include "models/encoder_config.h"
 
 namespace ftune {
 

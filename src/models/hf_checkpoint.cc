@@ -35,9 +35,7 @@ bool is_float_storage(io::SafetensorsDtype d) {
 
 }  // namespace
 
-namespace {
-
-std::string config_path(const std::string& dir) {
+std::string model_config_path(const std::string& dir) {
   const std::string path = (std::filesystem::path(dir) / "config.json").string();
   if (!std::filesystem::is_directory(dir))
     throw InputError(fmt::format("model directory '{}' does not exist", dir));
@@ -47,23 +45,12 @@ std::string config_path(const std::string& dir) {
   return path;
 }
 
-}  // namespace
-
 ModelSpec load_model_spec(const std::string& dir, const LoadOptions& options) {
-  const std::string path = config_path(dir);
+  const std::string path = model_config_path(dir);
   const ModelSpec spec = model_spec_from_json(io::read_json_file(path), path);
   if (options.labels) return spec.with_labels(*options.labels);
   if (options.num_labels) return spec.with_num_labels(*options.num_labels);
   return spec;
-}
-
-EncoderConfig load_model_config(const std::string& dir, const LoadOptions& options) {
-  EncoderConfig config = EncoderConfig::from_file(config_path(dir));
-  if (options.labels)
-    config.set_labels(*options.labels);
-  else if (options.num_labels)
-    config.set_num_labels(*options.num_labels);
-  return config;
 }
 
 LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,

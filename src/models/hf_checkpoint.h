@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "models/encoder_config.h"
 #include "models/sequence_classifier.h"
 
 namespace ftune {
@@ -47,8 +46,8 @@ struct LoadReport {
 
 // Reads DIR/config.json, picks the family by its model_type and applies the label overrides.
 ModelSpec load_model_spec(const std::string& dir, const LoadOptions& options = {});
-// The same for a BERT-family directory, as its EncoderConfig (the BERT family's own tests).
-EncoderConfig load_model_config(const std::string& dir, const LoadOptions& options = {});
+// DIR/config.json's path; an InputError when DIR or the file does not exist.
+std::string model_config_path(const std::string& dir);
 
 // Fills model.param_values() from DIR's weights (the model must be bound).
 LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,

@@ -10,12 +10,12 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "models/backbone.h"
-#include "models/bert_family.h"
-#include "models/deberta_family.h"
-#include "models/decoder.h"
-#include "models/decoder_family.h"
-#include "models/modernbert.h"
-#include "models/modernbert_family.h"
+#include "models/bert/bert_family.h"
+#include "models/deberta/deberta_family.h"
+#include "models/decoder/decoder.h"
+#include "models/decoder/decoder_family.h"
+#include "models/modernbert/modernbert.h"
+#include "models/modernbert/modernbert_family.h"
 
 namespace ftune {
 namespace {
@@ -55,8 +55,8 @@ Registry& registry() {
     reg->order.push_back("modernbert");
     reg->modules["modernbert"] = [] { return modernbert_modules(128); };
     reg->modules["bert"] = [] {
-      std::vector<ClassifierModule> m = classifier_modules(true, 128);
-      for (ClassifierModule& r : classifier_modules(false, 128)) m.push_back(std::move(r));
+      std::vector<ClassifierModule> m = bert_classifier_modules(true, 128);
+      for (ClassifierModule& r : bert_classifier_modules(false, 128)) m.push_back(std::move(r));
       return m;
     };
     return reg;

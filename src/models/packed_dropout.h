@@ -1,4 +1,5 @@
-// The dropout plan of a packed batch for a model that runs an op row by row (models/deberta_model.cc).
+// The dropout plan of a packed batch for a model that runs an op row by row
+// (models/deberta/deberta_model.cc).
 #pragma once
 
 #include "models/backbone.h"

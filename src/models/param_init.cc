@@ -22,13 +22,6 @@ void init_param_like_hf(const ParamSpec& spec, TensorView dst, float initializer
   convert_copy(dst, host.view());  // a frozen GEMM weight may be stored in 16 bits
 }
 
-void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config,
-                        std::mt19937_64& rng) {
-  const bool padded = spec.name.ends_with("word_embeddings.weight") ||
-                      (config.roberta_like() && spec.name.ends_with("position_embeddings.weight"));
-  init_param_like_hf(spec, dst, config.initializer_range, padded ? config.pad_token_id : -1, rng);
-}
-
 void init_all_params_like_hf(SequenceClassifier& model, uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (const ParamSpec& spec : model.params().specs())

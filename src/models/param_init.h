@@ -8,16 +8,14 @@
 #include <cstdint>
 #include <random>
 
-#include "models/encoder_config.h"
 #include "models/param_table.h"
 #include "models/sequence_classifier.h"
 
 namespace ftune {
 
-void init_param_like_hf(const ParamSpec& spec, TensorView dst, const EncoderConfig& config,
-                        std::mt19937_64& rng);
-// The same rule for any family: LayerNorm weights 1, biases 0, everything else
-// normal(0, initializer_range) with row zero_row (an nn.Embedding's padding_idx; -1: none) 0.
+// LayerNorm weights 1, biases 0, everything else normal(0, initializer_range) with row zero_row
+// (an nn.Embedding's padding_idx; -1: none) 0. Each family picks its padded rows (BERT's:
+// models/bert/bert_family.cc).
 void init_param_like_hf(const ParamSpec& spec, TensorView dst, float initializer_range,
                         int64_t zero_row, std::mt19937_64& rng);
 // Every parameter of the model by its family's rule (Backbone::init_param).

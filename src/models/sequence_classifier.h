@@ -22,7 +22,7 @@
 // covers only that range (no gradient memory for frozen weights). After loading the base weights,
 // call init_adapters(seed) (PEFT's initialisation) or load an adapter (models/peft_adapter.h).
 //
-// Mixed precision (options.compute bf16 / f16, autocast semantics; models/encoder.h): the fp32
+// Mixed precision (options.compute bf16 / f16, autocast semantics; models/bert/encoder.h): the fp32
 // parameters are the master weights; "shadow/layers" holds the encoder layers' weights in the
 // compute type for the GEMMs (the family's gemm_weight_range). In full fine-tuning the optimizer
 // writes it in its own update pass (optimizer_shadow(): the shadow is a sub-range of the trainable
@@ -64,7 +64,7 @@ struct ClassifierOptions {
   // Where it runs: sizes the kernels' workspace (a CPU-sized one also serves CUDA, in chunks).
   Device device = Device::cpu();
   // The run's attention kernel: cuDNN (with a GPU and 16-bit compute) plans its small state per
-  // layer instead of the probabilities (models/encoder.h, ops/attention_cudnn.h).
+  // layer instead of the probabilities (models/bert/encoder.h, ops/attention_cudnn.h).
   AttentionKernel attention = AttentionKernel::Ftune;
   // Packed batches (data/token_batch.h): up to max_tokens real tokens of up to max_batch rows, no
   // padding (the family must support it). Padded: max_batch x max_seq (max_tokens is ignored).

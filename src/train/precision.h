@@ -1,11 +1,11 @@
 // Training precision (`training.precision`): fp32, or mixed precision with autocast semantics —
 // fp32 master weights and optimizer state, bf16 (or f16) GEMMs and attention with fp32
-// accumulation, fp32 LayerNorms, softmax, loss and parameter gradients (models/encoder.h).
+// accumulation, fp32 LayerNorms, softmax, loss and parameter gradients (models/bert/encoder.h).
 //   auto: bf16 on a CUDA device that has bf16 tensor cores (sm_80+), fp16 on an older GPU, fp32 on
 //         the CPU (which has no 16-bit arithmetic: bf16 / fp16 there are an emulation,
 //         ops/cast.h). LoRA and DoRA adapters run in every precision: their branches (and DoRA's
 //         norms and magnitude scaling) compute in fp32 on fp32 copies of their 16-bit inputs,
-//         the frozen GEMM in 16 bits (models/encoder.cc).
+//         the frozen GEMM in 16 bits (models/bert/encoder.cc).
 //   fp16: the same autocast semantics with f16 storage, plus dynamic loss scaling
 //         (optim/loss_scaler.h) against f16's narrow exponent range.
 #pragma once

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "models/adapter_config.h"
+#include "models/bert/bert_family.h"
 
 namespace ftune::test {
 namespace {
@@ -74,7 +75,7 @@ TEST(AdapterConfig, PoolerAndHeadAsPeft) {
 // What PEFT 0.21.2 adapts on the engine fixtures' 2-layer classifiers (tools/make_peft_fixtures.py
 // prints the same lists), and the targets it refuses.
 TEST(AdapterConfig, ResolvesTargetsOnTheModuleTreeAsPeft) {
-  const auto bert = classifier_modules(true, 2), roberta = classifier_modules(false, 2);
+  const auto bert = bert_classifier_modules(true, 2), roberta = bert_classifier_modules(false, 2);
   auto resolve = [](const std::string& yaml, const std::vector<ClassifierModule>& tree) {
     return resolve_target_modules(parse(yaml), tree, "peft");
   };

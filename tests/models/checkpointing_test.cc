@@ -9,6 +9,7 @@
 
 #include "adapter_init.h"
 #include "golden_fixture.h"
+#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 
 namespace ftune::test {

@@ -5,9 +5,9 @@
 
 #include "golden_fixture.h"
 #include "io/json_file.h"
-#include "models/classification_head.h"
-#include "models/encoder.h"
-#include "models/encoder_config.h"
+#include "models/bert/classification_head.h"
+#include "models/bert/encoder.h"
+#include "models/bert/encoder_config.h"
 
 namespace ftune::test {
 namespace {

@@ -13,6 +13,7 @@
 
 #include "core/gpu_paths.h"
 #include "cuda/cuda_libraries.h"
+#include "models/bert/encoder_config.h"
 #include "models/sequence_classifier.h"
 #include "ops/attention_cudnn.h"
 #include "test_util.h"
@@ -23,7 +24,7 @@ namespace {
 // hidden 128 = 2 heads of 64 (a head size cuDNN's flash attention takes), 2 layers.
 EncoderConfig tiny_config(float dropout) {
   EncoderConfig c;
-  c.family = ModelFamily::Bert;
+  c.variant = BertVariant::Bert;
   c.vocab_size = 100;
   c.hidden_size = 128;
   c.num_layers = 2;

@@ -1,4 +1,5 @@
-// DeBERTa-v2/v3 config.json reading (models/deberta_config.h) and the family's registration:
+// DeBERTa-v2/v3 config.json reading (models/deberta/deberta_config.h) and the family's
+// registration:
 // DebertaV2Config's defaults and its legacy "p2c|c2p" string, the relative-position settings as
 // the attention op gets them, typed errors naming the file and key for what ftune does not run,
 // and the family's names (PEFT modules, adapter sites, labels written back).
@@ -8,7 +9,7 @@
 
 #include "core/error.h"
 #include "models/backbone.h"
-#include "models/deberta_config.h"
+#include "models/deberta/deberta_config.h"
 
 namespace ftune::test {
 namespace {

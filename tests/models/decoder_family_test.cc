@@ -8,7 +8,7 @@
 
 #include "golden_fixture.h"
 #include "io/json_file.h"
-#include "models/decoder_config.h"
+#include "models/decoder/decoder_config.h"
 #include "models/hf_checkpoint.h"
 
 namespace ftune::test {

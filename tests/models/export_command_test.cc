@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "golden_fixture.h"
+#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "run_cli.h"

@@ -17,6 +17,7 @@
 #include "core/memory.h"
 #include "golden_fixture.h"
 #include "io/safetensors.h"
+#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "train/memory_planner.h"

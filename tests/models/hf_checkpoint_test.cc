@@ -12,6 +12,7 @@
 
 #include "golden_fixture.h"
 #include "io/json_file.h"
+#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 
 namespace ftune::test {

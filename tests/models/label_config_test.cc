@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 #include "io/json_file.h"
-#include "models/encoder_config.h"
+#include "models/bert/encoder_config.h"
 #include "test_util.h"
 
 namespace ftune::test {

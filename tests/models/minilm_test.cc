@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "io/safetensors.h"
+#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 #include "ops/first_token.h"
 #include "ops/tanh_pooler.h"

@@ -17,6 +17,7 @@
 #include "adapter_init.h"
 #include "core/memory.h"
 #include "golden_fixture.h"
+#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 #include "ops/cast.h"
 #include "optim/adamw.h"

@@ -11,8 +11,8 @@
 #include "golden_fixture.h"
 #include "io/json_file.h"
 #include "models/hf_checkpoint.h"
-#include "models/modernbert.h"
-#include "models/modernbert_config.h"
+#include "models/modernbert/modernbert.h"
+#include "models/modernbert/modernbert_config.h"
 
 namespace ftune::test {
 namespace {

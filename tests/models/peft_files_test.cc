@@ -17,6 +17,7 @@
 #include "golden_fixture.h"
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "models/sequence_classifier.h"

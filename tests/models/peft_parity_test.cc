@@ -20,7 +20,7 @@
 #include "io/json_file.h"
 #include "io/safetensors.h"
 #include "models/adapters.h"
-#include "models/classification_head.h"
+#include "models/bert/classification_head.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "ops/dropout.h"

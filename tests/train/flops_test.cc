@@ -10,8 +10,9 @@
 
 #include "core/error.h"
 #include "models/batch.h"
-#include "models/deberta_config.h"
-#include "models/deberta_family.h"
+#include "models/bert/encoder_config.h"
+#include "models/deberta/deberta_config.h"
+#include "models/deberta/deberta_family.h"
 #include "run_cli.h"
 #include "test_util.h"
 #include "tiny_model.h"

@@ -8,6 +8,7 @@
 #include "core/arena.h"
 #include "core/memory.h"
 #include "models/batch.h"
+#include "models/bert/encoder_config.h"
 #include "ops/op_test_util.h"
 #include "train/input_staging.h"
 
@@ -23,11 +24,11 @@ std::vector<int32_t> read_i32(TensorView v) {
 }
 
 TEST_P(InputStagingTest, StagedMicroBatchesMatchTheirCutRows) {
-  for (const ModelFamily family : {ModelFamily::Bert, ModelFamily::Roberta}) {
-    SCOPED_TRACE(family == ModelFamily::Bert ? "bert" : "roberta");
+  for (const BertVariant family : {BertVariant::Bert, BertVariant::Roberta}) {
+    SCOPED_TRACE(family == BertVariant::Bert ? "bert" : "roberta");
     EncoderConfig config;
-    config.family = family;
-    config.pad_token_id = family == ModelFamily::Bert ? 0 : 1;
+    config.variant = family;
+    config.pad_token_id = family == BertVariant::Bert ? 0 : 1;
     // A right-padded batch of 7 rows of up to 12 tokens, of random lengths.
     const int64_t B = 7, T = 12;
     Batch step;

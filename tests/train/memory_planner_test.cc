@@ -14,33 +14,34 @@
 #include "core/error.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "models/bert/encoder_config.h"
 #include "ops/attention_cudnn.h"
 #include "ops/embedding.h"
 
 namespace ftune::test {
 namespace {
 
-EncoderConfig encoder(ModelFamily family, int64_t vocab, int64_t hidden, int64_t layers,
+EncoderConfig encoder(BertVariant family, int64_t vocab, int64_t hidden, int64_t layers,
                       int64_t heads, int64_t ffn) {
   EncoderConfig c;
-  c.family = family;
+  c.variant = family;
   c.vocab_size = vocab;
   c.hidden_size = hidden;
   c.num_layers = layers;
   c.num_heads = heads;
   c.intermediate_size = ffn;
   c.max_position_embeddings = 514;
-  c.type_vocab_size = family == ModelFamily::Bert ? 2 : 1;
-  c.pad_token_id = family == ModelFamily::Bert ? 0 : 1;
+  c.type_vocab_size = family == BertVariant::Bert ? 2 : 1;
+  c.pad_token_id = family == BertVariant::Bert ? 0 : 1;
   c.set_num_labels(3);
   return c;
 }
 
 // BERT-base, all-MiniLM-L6-v2, a RoBERTa-shaped tiny model.
 std::vector<EncoderConfig> models() {
-  return {encoder(ModelFamily::Bert, 30522, 768, 12, 12, 3072),
-          encoder(ModelFamily::Bert, 30522, 384, 6, 12, 1536),
-          encoder(ModelFamily::Roberta, 1000, 64, 2, 4, 128)};
+  return {encoder(BertVariant::Bert, 30522, 768, 12, 12, 3072),
+          encoder(BertVariant::Bert, 30522, 384, 6, 12, 1536),
+          encoder(BertVariant::Roberta, 1000, 64, 2, 4, 128)};
 }
 
 std::vector<AdapterConfig> adapter_settings() {

@@ -1,0 +1,16 @@
+// The ModernBERT family as an implementation of the backbone interface (models/backbone.h):
+// models/modernbert/modernbert.h's stack, pooling and head over a ModernBertConfig. Packed batches
+// by default
+// (ModernBERT was designed for unpadded training).
+#pragma once
+
+#include <memory>
+
+#include "models/backbone.h"
+#include "models/modernbert/modernbert_config.h"
+
+namespace ftune {
+
+std::shared_ptr<const Backbone> make_modernbert_backbone(ModernBertConfig config);
+
+}  // namespace ftune
