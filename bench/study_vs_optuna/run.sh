@@ -4,9 +4,10 @@
 #
 #   bash bench/study_vs_optuna/run.sh [--budget-min 120] [--seeds "0 1 2"] [--quick]
 #
-# Builds the data (WordNet sense-matching pairs, examples/wordnet_pairs.py: --groups sentences of
-# the training split as the study's pool, ~2.7 pairs each; the lemma-disjoint test split held
-# out), then per seed: ftune's study (search.yaml over train.yaml, `ftune hpo run --timeout`), the
+# Builds the data (sentence / definition matching from WordNet, make_data.py over
+# examples/wordnet_pairs.py: --groups sentences of the training split as the study's pool, 3 pairs
+# each: the gold definition, another sense of the word, a random other word's; the lemma-disjoint
+# test split held out, built the same way), then per seed: ftune's study (search.yaml over train.yaml, `ftune hpo run --timeout`), the
 # peer's (peer.py, `study.optimize(timeout=...)`), a final fit of each engine's best params on the
 # whole pool scored on the test split, and compare.py's row. --quick: 120 sentences, 2 folds, at
 # most 2 trials per engine in a 4-minute budget (a smoke test of the whole chain, not a measurement).
@@ -39,9 +40,10 @@ if [ -z "$PY" ]; then
       "accelerate==1.16.0" "optuna==5.1.0"
   fi
 fi
-DATA=.cache/data/study-wordnet
-python3 examples/wordnet_pairs.py --out "$DATA" --seed 13 --max-train-groups "$POOL_GROUPS" \
+DATA=.cache/data/study-matching
+python3 examples/wordnet_pairs.py --out "$DATA/wordnet" --seed 13 --max-train-groups "$POOL_GROUPS" \
   --max-eval-groups 300 --quiet
+python3 bench/study_vs_optuna/make_data.py "$DATA/wordnet" "$DATA"
 [ -s "$DATA/train.jsonl" ] || { echo "run.sh: $DATA/train.jsonl is empty" >&2; exit 1; }
 echo "data: $(wc -l <"$DATA/train.jsonl") pairs in the study's pool, $(wc -l <"$DATA/test.jsonl") held out; budget ${BUDGET_MIN} min per engine; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 RESULTS=bench/results/study_vs_optuna.md
