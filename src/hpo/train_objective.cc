@@ -234,6 +234,14 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
     return reporter.report_fold(fold, value, budget_step(epochs_before));
   };
 
+  // Training rows of the trial's runs (the study's compute in a unit the machine's speed does
+  // not change; study_cost.h), recorded after each run, a pruned one's included.
+  int64_t train_samples = 0;
+  const auto count_rows = [&](const nlohmann::json& summary) {
+    train_samples += summary.value("train_samples", int64_t{0});
+    reporter.set_attr("train_samples", train_samples);
+  };
+
   double sum = 0;
   for (int64_t fold = 0; fold < folds_; ++fold) {
     const fs::path dir = folds_ > 1 ? trial_dir / fmt::format("fold-{}", fold) : trial_dir;
@@ -287,6 +295,10 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
       const RankRunResult r = run_trial_ranks(launch_, train_config_, o, options.resume,
                                               dir.string(), trial.number, on_eval,
                                               options.stop_requested);
+      if (r.summary.is_object())
+        count_rows(r.summary);
+      else if (fs::exists(dir / "summary.json"))  // stopped: the ranks' summary, if they wrote one
+        count_rows(io::read_json_file((dir / "summary.json").string()));
       if (r.stopped && reporter.stop_requested())
         throw Error(fmt::format("trial {}: stopped: its time is up (checkpoint saved)", trial.number));
       if (r.stopped) throw TrialPruned();
@@ -314,6 +326,7 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
         throw;
       }
     }
+    if (launch_.ranks <= 1) count_rows(summary);
     if (summary.value("status", "") == "hook") throw TrialPruned();
     const double v = metric_of(summary["best_eval"], metric_, dir.string());
     sum += v;

@@ -173,6 +173,9 @@ TEST_F(HpoFoldReports, EveryEvaluationOfEveryFoldIsReportedAtItsBudget) {
       nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials/trial-1/fold-0/summary.json"));
   EXPECT_EQ(s["status"], "hook");
   EXPECT_EQ(s["steps"], 3);
+  // The rows each trial trained (study_cost.h): 2 folds x 4 epochs x 48 rows, and 3 steps of 16.
+  EXPECT_EQ(good["attrs"]["train_samples"], 384) << good.dump();
+  EXPECT_EQ(bad["attrs"]["train_samples"], 48) << bad.dump();
 }
 
 TEST_F(HpoFoldReports, FoldsReportOnlyTheirEnds) {
