@@ -50,6 +50,23 @@ def counts(trials, start, budget_s):
     return ", ".join(f"{by[k]} {k.lower()}" for k in sorted(by))
 
 
+def kit_rates(path, model="minilm"):
+    """Training samples/s of ftune and of HF Trainer for `model` from a GPU kit report's bench
+    stage (bench/results/gpu/*.json): the calibration of the GPU cost estimate."""
+    kit = json.load(open(path))
+    rates = {}
+    for stage in kit.get("stages", []):
+        if stage.get("stage") != "bench":
+            continue
+        for r in stage.get("rows", []):
+            if r.get("model") == model and r.get("samples_per_s"):
+                rates[r["impl"]] = float(r["samples_per_s"])
+    if "ftune" not in rates or "hf-trainer" not in rates:
+        raise SystemExit(f"compare.py: {path} has no {model} rows of both ftune and hf-trainer "
+                         "in its bench stage")
+    return rates
+
+
 def svg(curves, budget_s, path):
     w, h, m = 640, 360, 50
     ys = [v for c in curves.values() for _, v, _, _ in c] or [0, 1]
@@ -99,6 +116,9 @@ def main():
     p.add_argument("--label", default="")
     p.add_argument("--markdown")
     p.add_argument("--svg")
+    p.add_argument("--gpu-kit", help="a GPU kit report (bench/results/gpu/*.json): estimate each "
+                   "engine's GPU training time to the peer's best from its rows and the kit's "
+                   "samples/s")
     a = p.parse_args()
     ft = json.load(open(a.ftune))
     peer = json.load(open(a.peer))
@@ -121,6 +141,14 @@ def main():
         row["peer_rows_to_its_best"] = peer_best[3]
         row["ftune_rows_to_peer_best"] = r[2] if r else None
         row["rows_ratio"] = (peer_best[3] / r[2]) if r and r[2] else None
+        if a.gpu_kit and r and r[2]:
+            # The same study on one GPU: training rows over each engine's measured samples/s
+            # (the kit's bench stage; evaluation and start-up left out, both engines alike).
+            rates = kit_rates(a.gpu_kit)
+            row["gpu_kit"] = os.path.basename(a.gpu_kit)
+            row["gpu_peer_min"] = peer_best[3] / rates["hf-trainer"] / 60
+            row["gpu_ftune_min"] = r[2] / rates["ftune"] / 60
+            row["gpu_ratio"] = row["gpu_peer_min"] / row["gpu_ftune_min"]
     row["ftune_test_f1"], row["peer_test_f1"] = a.ftune_test_f1, a.peer_test_f1
     print(json.dumps(row, indent=1))
     if a.svg:
@@ -130,11 +158,11 @@ def main():
         header = ("| run | budget (min) | ftune trials | peer trials | ftune best | peer best | "
                   "peer: min to its best | ftune: min to the peer's best | ratio | "
                   "peer: rows to its best | ftune: rows to the peer's best | rows ratio | "
-                  "test F1 ftune | test F1 peer |")
+                  "GPU estimate (kit): peer / ftune min, ratio | test F1 ftune | test F1 peer |")
         old = open(a.markdown).read() if os.path.exists(a.markdown) else ""
         with open(a.markdown, "a") as f:
             if header not in old:  # a new file, or one with an older table: a new table
-                f.write(("\n" if old else "") + header + "\n|" + "---|" * 14 + "\n")
+                f.write(("\n" if old else "") + header + "\n|" + "---|" * 15 + "\n")
             f.write(f"| {a.label} | {a.budget_s/60:.0f} | {row['ftune_trials']} | {row['peer_trials']} | "
                     f"{fmt(row['ftune_best'])} | {fmt(row['peer_best'])} | "
                     f"{fmt(row.get('peer_time_to_its_best_min'), '{:.1f}')} | "
@@ -142,7 +170,10 @@ def main():
                     f"{fmt(row.get('ratio'), '{:.2f}x')} | "
                     f"{fmt(row.get('peer_rows_to_its_best'), '{:,}')} | "
                     f"{fmt(row.get('ftune_rows_to_peer_best'), '{:,}')} | "
-                    f"{fmt(row.get('rows_ratio'), '{:.2f}x')} | {fmt(a.ftune_test_f1)} | "
+                    f"{fmt(row.get('rows_ratio'), '{:.2f}x')} | "
+                    + (f"{row['gpu_peer_min']:.2f} / {row['gpu_ftune_min']:.2f}, {row['gpu_ratio']:.2f}x | "
+                       if "gpu_ratio" in row else "- | ")
+                    + f"{fmt(a.ftune_test_f1)} | "
                     f"{fmt(a.peer_test_f1)} |\n")
 
 
