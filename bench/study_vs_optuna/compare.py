@@ -5,7 +5,9 @@ Inputs: ftune's `hpo export --format json` (its trials and its `cost` block) and
 optionally each engine's held-out test F1 (from the final fits run.sh makes). For each engine: the
 best study metric (mean validation F1 over the folds) against wall-clock time since the study
 started (one worker each, so wall time is the compute), counted only for trials that ended inside
-the budget; the peer's final best; the time each needed to reach it; the ratio. Writes a Markdown
+the budget; the peer's final best; the time each needed to reach it; the ratio; the same in
+training rows (epochs x rows over every trial's folds, pruned trials up to where they stopped),
+a compute count that a loaded machine does not change. Writes a Markdown
 table (--markdown, appended) and an SVG of both curves (--svg).
 """
 
@@ -14,23 +16,29 @@ import json
 import os
 
 
+def rows_of(t):
+    """Training rows a trial processed: ftune's attribute train_samples, the peer's own count."""
+    return (t.get("attrs") or {}).get("train_samples", t.get("train_samples", 0)) or 0
+
+
 def curve(trials, start, budget_s):
-    """[(seconds since start, best so far, trial)] over COMPLETE trials that ended in the budget."""
-    done = sorted((t for t in trials if t["state"] == "COMPLETE" and t.get("value") is not None
-                   and t["end_time"] - start <= budget_s),
-                  key=lambda t: (t["end_time"], t["number"]))
-    out, best = [], None
-    for t in done:
-        if best is None or t["value"] > best:
+    """[(seconds since start, best so far, trial, training rows of the trials ended by then)] over
+    COMPLETE trials that ended in the budget."""
+    ended = sorted((t for t in trials if t["end_time"] - start <= budget_s and t["end_time"] > 0),
+                   key=lambda t: (t["end_time"], t["number"]))
+    out, best, rows = [], None, 0
+    for t in ended:
+        rows += rows_of(t)
+        if t["state"] == "COMPLETE" and t.get("value") is not None and (best is None or t["value"] > best):
             best = t["value"]
-            out.append((t["end_time"] - start, best, t["number"]))
+            out.append((t["end_time"] - start, best, t["number"], rows))
     return out
 
 
 def reach(points, target):
-    for s, v, n in points:
+    for s, v, n, rows in points:
         if v >= target:
-            return s, n
+            return s, n, rows
     return None
 
 
@@ -42,9 +50,26 @@ def counts(trials, start, budget_s):
     return ", ".join(f"{by[k]} {k.lower()}" for k in sorted(by))
 
 
+def kit_rates(path, model="minilm"):
+    """Training samples/s of ftune and of HF Trainer for `model` from a GPU kit report's bench
+    stage (bench/results/gpu/*.json): the calibration of the GPU cost estimate."""
+    kit = json.load(open(path))
+    rates = {}
+    for stage in kit.get("stages", []):
+        if stage.get("stage") != "bench":
+            continue
+        for r in stage.get("rows", []):
+            if r.get("model") == model and r.get("samples_per_s"):
+                rates[r["impl"]] = float(r["samples_per_s"])
+    if "ftune" not in rates or "hf-trainer" not in rates:
+        raise SystemExit(f"compare.py: {path} has no {model} rows of both ftune and hf-trainer "
+                         "in its bench stage")
+    return rates
+
+
 def svg(curves, budget_s, path):
     w, h, m = 640, 360, 50
-    ys = [v for c in curves.values() for _, v, _ in c] or [0, 1]
+    ys = [v for c in curves.values() for _, v, _, _ in c] or [0, 1]
     lo, hi = min(ys), max(ys)
     if hi - lo < 1e-9:
         lo, hi = lo - 0.01, hi + 0.01
@@ -66,7 +91,7 @@ def svg(curves, budget_s, path):
         if not c:
             continue
         pts, prev = [], None
-        for s, v, _ in c:  # a step line: the best holds until the next improvement
+        for s, v, _, _ in c:  # a step line: the best holds until the next improvement
             if prev is not None:
                 pts.append(f"{x(s):.1f},{y(prev):.1f}")
             pts.append(f"{x(s):.1f},{y(v):.1f}")
@@ -91,6 +116,9 @@ def main():
     p.add_argument("--label", default="")
     p.add_argument("--markdown")
     p.add_argument("--svg")
+    p.add_argument("--gpu-kit", help="a GPU kit report (bench/results/gpu/*.json): estimate each "
+                   "engine's GPU training time to the peer's best from its rows and the kit's "
+                   "samples/s")
     a = p.parse_args()
     ft = json.load(open(a.ftune))
     peer = json.load(open(a.peer))
@@ -109,23 +137,43 @@ def main():
         r = reach(curves["ftune"], peer_best[1])
         row["ftune_time_to_peer_best_min"] = r[0] / 60 if r else None
         row["ratio"] = (peer_best[0] / r[0]) if r else None
+        # The same in training rows: compute that the machine's load does not change.
+        row["peer_rows_to_its_best"] = peer_best[3]
+        row["ftune_rows_to_peer_best"] = r[2] if r else None
+        row["rows_ratio"] = (peer_best[3] / r[2]) if r and r[2] else None
+        if a.gpu_kit and r and r[2]:
+            # The same study on one GPU: training rows over each engine's measured samples/s
+            # (the kit's bench stage; evaluation and start-up left out, both engines alike).
+            rates = kit_rates(a.gpu_kit)
+            row["gpu_kit"] = os.path.basename(a.gpu_kit)
+            row["gpu_peer_min"] = peer_best[3] / rates["hf-trainer"] / 60
+            row["gpu_ftune_min"] = r[2] / rates["ftune"] / 60
+            row["gpu_ratio"] = row["gpu_peer_min"] / row["gpu_ftune_min"]
     row["ftune_test_f1"], row["peer_test_f1"] = a.ftune_test_f1, a.peer_test_f1
     print(json.dumps(row, indent=1))
     if a.svg:
         svg(curves, a.budget_s, a.svg)
     if a.markdown:
         fmt = lambda v, f="{:.4f}": "-" if v is None else f.format(v)
-        new = not os.path.exists(a.markdown)
+        header = ("| run | budget (min) | ftune trials | peer trials | ftune best | peer best | "
+                  "peer: min to its best | ftune: min to the peer's best | ratio | "
+                  "peer: rows to its best | ftune: rows to the peer's best | rows ratio | "
+                  "GPU estimate (kit): peer / ftune min, ratio | test F1 ftune | test F1 peer |")
+        old = open(a.markdown).read() if os.path.exists(a.markdown) else ""
         with open(a.markdown, "a") as f:
-            if new:
-                f.write("| run | budget (min) | ftune trials | peer trials | ftune best | peer best | "
-                        "peer: min to its best | ftune: min to the peer's best | ratio | "
-                        "test F1 ftune | test F1 peer |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+            if header not in old:  # a new file, or one with an older table: a new table
+                f.write(("\n" if old else "") + header + "\n|" + "---|" * 15 + "\n")
             f.write(f"| {a.label} | {a.budget_s/60:.0f} | {row['ftune_trials']} | {row['peer_trials']} | "
                     f"{fmt(row['ftune_best'])} | {fmt(row['peer_best'])} | "
                     f"{fmt(row.get('peer_time_to_its_best_min'), '{:.1f}')} | "
                     f"{fmt(row.get('ftune_time_to_peer_best_min'), '{:.1f}')} | "
-                    f"{fmt(row.get('ratio'), '{:.2f}x')} | {fmt(a.ftune_test_f1)} | "
+                    f"{fmt(row.get('ratio'), '{:.2f}x')} | "
+                    f"{fmt(row.get('peer_rows_to_its_best'), '{:,}')} | "
+                    f"{fmt(row.get('ftune_rows_to_peer_best'), '{:,}')} | "
+                    f"{fmt(row.get('rows_ratio'), '{:.2f}x')} | "
+                    + (f"{row['gpu_peer_min']:.2f} / {row['gpu_ftune_min']:.2f}, {row['gpu_ratio']:.2f}x | "
+                       if "gpu_ratio" in row else "- | ")
+                    + f"{fmt(a.ftune_test_f1)} | "
                     f"{fmt(a.peer_test_f1)} |\n")
 
 

@@ -164,7 +164,8 @@ def main():
 
     def objective(trial):
         params = suggest(trial)
-        rec = {"number": trial.number, "params": params, "start_time": time.time(), "folds": {}}
+        rec = {"number": trial.number, "params": params, "start_time": time.time(), "folds": {},
+               "train_samples": 0}
         records.append(rec)
         values = []
         for k in range(args.folds):
@@ -174,6 +175,7 @@ def main():
                                  f"{args.scratch}/trial-{trial.number}/fold-{k}")
             values.append(value)
             rec["folds"][k] = value
+            rec["train_samples"] += len(train_rows) * params["epochs"]  # rows trained, as ftune counts
             trial.report(float(np.mean(values)), step=k)
             if trial.should_prune():
                 rec.update(state="PRUNED", end_time=time.time())

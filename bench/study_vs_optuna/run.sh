@@ -14,6 +14,10 @@
 # Needs build/ftune (tools/run_tests.sh or cmake) and makes its peer environment in
 # .cache/peer-venv (torch, transformers, accelerate, optuna, pinned) unless FTUNE_PEER_PYTHON
 # names one. Results: runs/study-vs-optuna/<seed>/ and bench/results/study_vs_optuna.md (+ .svg).
+# Compute is compared in minutes and in training rows (epochs x rows over every trial's folds: a
+# count the machine's load does not change), and estimated for one GPU from those rows and the
+# samples/s of MiniLM that the GPU kit measured for both engines (H200, 2026-11-26: ftune 3,663,
+# HF Trainer 1,870 at batch 32 of ~23-token pairs; evaluation and start-up left out).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUDGET_MIN=120 SEEDS="0" POOL_GROUPS=800 FOLDS=5 QUICK=0 TRIALS=()
@@ -77,6 +81,7 @@ for seed in $SEEDS; do
   python3 bench/study_vs_optuna/compare.py --ftune "$OUT/ftune.json" --peer "$OUT/peer.json" \
     --budget-s "$BUDGET_S" --ftune-test-f1 "$ft_test" --peer-test-f1 "$peer_test" \
     --label "seed $seed, $(date -u +%F), load $(cut -d' ' -f1 /proc/loadavg)" \
-    --markdown "$RESULTS" --svg "$OUT/curves.svg"
+    --markdown "$RESULTS" --svg "$OUT/curves.svg" \
+    --gpu-kit bench/results/gpu/2026-11-26-h200-run2.json
 done
 echo "rows appended to $RESULTS; curves in runs/study-vs-optuna/<seed>/curves.svg"

@@ -25,9 +25,11 @@ class TrialReporter {
   virtual ~TrialReporter() = default;
   // Stores `value` at `step`; true when the trial should stop now.
   virtual bool report(int64_t step, double value) = 0;
-  // Stores fold `fold`'s final value and reports the mean of the folds so far at step `fold`;
-  // true when the trial should stop now.
-  virtual bool report_fold(int64_t fold, double value) = 0;
+  // Stores fold `fold`'s final value and reports the mean of the folds so far at step `step`
+  // (the fold's number, for an objective that reports only at fold ends); true when the trial
+  // should stop now.
+  virtual bool report_fold(int64_t fold, double value, int64_t step) = 0;
+  bool report_fold(int64_t fold, double value) { return report_fold(fold, value, fold); }
   // True once the trial must stop (its time is up); may turn true at any moment (another thread
   // sets it), so objectives poll it.
   virtual bool stop_requested() const { return false; }

@@ -76,7 +76,8 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
               "max_consecutive_failures",
               "failure_backoff_s",
               "trial_ranks",
-              "trial_launcher"});
+              "trial_launcher",
+              "fold_reports"});
   SearchConfig c;
   c.path = path;
   const YAML::Node study = root["study"];
@@ -120,7 +121,7 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
 
   const YAML::Node obj = root["objective"];
   if (caller_objective) {
-    for (const char* key : {"objective", "folds", "trial_ranks", "trial_launcher"})
+    for (const char* key : {"objective", "folds", "trial_ranks", "trial_launcher", "fold_reports"})
       if (root[key])
         throw InputError(fmt::format(
             "{}: key '{}' belongs to a config's own objective, but the caller gives the objective "
@@ -180,6 +181,21 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
           fmt::format("{}: key 'trial_launcher' must contain {{ranks}} (where the "
                       "rank count goes, e.g. 'mpirun -np {{ranks}}'), got '{}'",
                       at(path, root["trial_launcher"]), c.trial_launcher));
+  }
+  if (const YAML::Node n = root["fold_reports"]) {
+    const std::string v = get<std::string>(n, path, "fold_reports", "evaluations or folds");
+    if (v == "evaluations")
+      c.fold_reports = FoldReports::Evaluations;
+    else if (v == "folds")
+      c.fold_reports = FoldReports::Folds;
+    else
+      throw InputError(fmt::format("{}: key 'fold_reports' must be evaluations or folds, got '{}'",
+                                   at(path, n), v));
+    if (!c.command.empty())
+      throw InputError(fmt::format(
+          "{}: key 'fold_reports' applies to a train_config objective (a command reports its "
+          "folds itself)",
+          at(path, n)));
   }
   if (c.trial_ranks > 1 && c.train_config.empty())
     throw InputError(

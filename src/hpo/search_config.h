@@ -20,6 +20,7 @@
 //   trial_ranks: 1                   # > 1: each train_config trial is a data-parallel run of
 //                                    #   this many ranks (hpo/rank_trial.h)
 //   trial_launcher: "mpirun -np {ranks}"   # what starts a trial's ranks ({ranks}: the count)
+//   fold_reports: evaluations        # k folds: what the pruner sees (FoldReports below)
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,18 @@
 #include "hpo/trial.h"
 
 namespace ftune::hpo {
+
+// What a train_config trial with k folds reports to the pruner.
+enum class FoldReports {
+  // Every validation evaluation of every fold, at step = epochs the trial has trained so far
+  // (over all its folds) x 100, with the mean of its finished folds' values and this evaluation's
+  // value; at a fold's end its value replaces its last evaluation's. A poor trial can be pruned
+  // after its first evaluation of fold 0 rather than after a whole fold.
+  Evaluations,
+  // Only the running mean over the finished folds, at step = the fold's number (an Optuna user's
+  // trial.report after each fold).
+  Folds,
+};
 
 struct SearchConfig {
   std::string path;  // the file it was read from (for messages)
@@ -44,6 +57,7 @@ struct SearchConfig {
   bool pass_args = true;     // objective.args: --name=value arguments for the command
   std::string train_config;  // objective.train_config (resolved against the file's directory)
   int64_t folds = 1;
+  FoldReports fold_reports = FoldReports::Evaluations;
   int64_t retries = 1;
   bool retry_failed = false;
   double heartbeat_s = 10;

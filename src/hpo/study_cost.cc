@@ -20,6 +20,21 @@ std::optional<std::pair<double, double>> span(const Trial& t, double now) {
   return std::make_pair(t.start_time, end);
 }
 
+int64_t train_samples_of(const Trial& t) {
+  const auto it = t.attrs.find("train_samples");
+  return it != t.attrs.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
+}
+
+// 1204800 -> "1,204,800".
+std::string grouped(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
 bool reaches(double value, double target, Direction d) {
   return d == Direction::Maximize ? value >= target : value <= target;
 }
@@ -29,6 +44,12 @@ bool reaches(double value, double target, Direction d) {
 StudyCost study_cost(const std::vector<Trial>& trials, Direction direction, double now) {
   StudyCost cost;
   std::vector<std::pair<double, double>> spans;
+  struct Rows {
+    double end = 0;
+    int64_t rows = 0;
+    bool running = false;
+  };
+  std::vector<Rows> samples;  // per trial, as `spans`
   std::vector<const Trial*> ended;  // complete trials with a value, to order by their end
   double first = std::numeric_limits<double>::infinity(), last = 0;
   for (const Trial& t : trials) {
@@ -52,6 +73,8 @@ StudyCost study_cost(const std::vector<Trial>& trials, Direction direction, doub
         break;
     }
     spans.push_back(*s);
+    cost.train_samples += train_samples_of(t);
+    samples.push_back({s->second, train_samples_of(t), t.state == TrialState::Running});
     first = std::min(first, s->first);
     last = std::max(last, s->second);
     if (t.state == TrialState::Complete && t.value && std::isfinite(*t.value)) ended.push_back(&t);
@@ -69,7 +92,11 @@ StudyCost study_cost(const std::vector<Trial>& trials, Direction direction, doub
     const double at = t->end_time;
     double compute = 0;  // every trial's time up to `at`
     for (const auto& [start, end] : spans) compute += std::max(0.0, std::min(end, at) - start);
-    cost.best_curve.push_back({compute, at - first, *best, t->number});
+    int64_t rows = 0;  // trials ended by `at`, and the running ones as far as they are
+    for (size_t i = 0; i < spans.size(); ++i)
+      if (samples[i].end <= at || (samples[i].running && spans[i].first < at))
+        rows += samples[i].rows;
+    cost.best_curve.push_back({compute, at - first, *best, t->number, rows});
   }
   return cost;
 }
@@ -99,6 +126,12 @@ std::string cost_lines(const StudyCost& cost) {
     const StudyCost::Point& p = cost.best_curve.back();
     out += fmt::format("best {} (trial {}) reached after {} of compute, {} of wall time\n", p.best,
                        p.trial, cost_text(p.compute_s), cost_text(p.wall_s));
+  }
+  if (cost.train_samples > 0) {
+    out += fmt::format("trained {} rows", grouped(cost.train_samples));
+    if (!cost.best_curve.empty())
+      out += fmt::format("; the best after {}", grouped(cost.best_curve.back().train_samples));
+    out += "\n";
   }
   return out;
 }

@@ -19,6 +19,11 @@ struct StudyCost {
   double complete_s = 0, pruned_s = 0, failed_s = 0, running_s = 0;
   int64_t complete = 0, pruned = 0, failed = 0, running = 0;
   double wall_s = 0;  // the first trial's start to the last end (or `now` while one runs)
+  // Training rows the trials processed (epochs x rows, over all folds; a pruned trial's up to
+  // where it stopped), from the attribute "train_samples" the train_config objective records
+  // after each fold's run: compute in a unit that a loaded or different machine does not change.
+  // 0 for trials without it (a command objective's).
+  int64_t train_samples = 0;
 
   // One point per improvement of the best complete value, in the order the trials ended (ties by
   // number): the compute used by then (every trial's time up to that moment, the ones still
@@ -26,6 +31,7 @@ struct StudyCost {
   struct Point {
     double compute_s = 0, wall_s = 0, best = 0;
     int64_t trial = -1;
+    int64_t train_samples = 0;  // of the trials ended by then, and the running ones' so far
   };
   std::vector<Point> best_curve;
 
@@ -48,6 +54,7 @@ std::string cost_text(double seconds);
 //   compute: 3.1 h in 40 trials (complete 2.2 h, pruned 0.7 h, failed 0.2 h, running 0 s);
 //     wall 1.6 h
 //   best 0.912 (trial 31) reached after 2.4 h of compute, 1.3 h of wall time
+//   trained 1,204,800 rows; the best after 880,000
 std::string cost_lines(const StudyCost& cost);
 
 }  // namespace ftune::hpo

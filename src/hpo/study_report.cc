@@ -116,8 +116,10 @@ nlohmann::json trials_json(const StudyInfo& study, const SearchSpace& space,
     nlohmann::json curve = nlohmann::json::array();
     for (const StudyCost::Point& p : c.best_curve)
       curve.push_back(
-          {{"compute_s", p.compute_s}, {"wall_s", p.wall_s}, {"best", p.best}, {"trial", p.trial}});
+          {{"compute_s", p.compute_s}, {"wall_s", p.wall_s}, {"best", p.best}, {"trial", p.trial},
+           {"train_samples", p.train_samples}});
     out["cost"] = {{"compute_s", c.compute_s()}, {"wall_s", c.wall_s},
+                   {"train_samples", c.train_samples},
                    {"complete_s", c.complete_s}, {"pruned_s", c.pruned_s},
                    {"failed_s", c.failed_s},     {"running_s", c.running_s},
                    {"best_curve", curve}};

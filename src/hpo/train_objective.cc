@@ -61,6 +61,17 @@ std::optional<double> finished_run_value(const fs::path& dir, const std::string&
   return metric_of(s["best_eval"], metric, dir.string());
 }
 
+// The step at which an evaluation after `epochs` epochs of training (over all of a trial's folds)
+// is reported when folds report by evaluation: hundredths of an epoch.
+int64_t budget_step(double epochs) { return std::llround(epochs * 100.0); }
+
+// The epochs a finished run in `dir` trained (its summary), 0 when it has no summary.
+double run_epochs(const fs::path& dir) {
+  const fs::path path = dir / "summary.json";
+  if (!fs::exists(path)) return 0;
+  return io::read_json_file(path.string()).value("epochs", 0.0);
+}
+
 // Values of a parameter that stand for its whole domain when checking a config: the bounds of a
 // range (the largest value on its grid) or every choice.
 std::vector<double> representative_values(const Distribution& d) {
@@ -76,12 +87,14 @@ std::vector<double> representative_values(const Distribution& d) {
 }  // namespace
 
 TrainObjective::TrainObjective(std::string train_config, std::map<std::string, std::string> fixed,
-                               std::string metric, int64_t folds, RankLaunch launch)
+                               std::string metric, int64_t folds, RankLaunch launch,
+                               FoldReports fold_reports)
     : train_config_(std::move(train_config)),
       fixed_(std::move(fixed)),
       metric_(metric_key(std::move(metric))),
       folds_(folds),
-      launch_(std::move(launch)) {}
+      launch_(std::move(launch)),
+      fold_reports_(fold_reports) {}
 
 std::vector<std::string> TrainObjective::overrides(const Params& params,
                                                    const SearchSpace& space) const {
@@ -181,7 +194,7 @@ TrainObjective::Continued TrainObjective::continue_retried(const Trial& trial,
                  trial.number, trial_dir.string(), failed->number, failed_dir.string());
   }
   if (folds_ > 1) c.folds = failed->fold_values;
-  if (folds_ == 1) c.intermediate = failed->intermediate;
+  if (folds_ == 1 || fold_reports_ == FoldReports::Evaluations) c.intermediate = failed->intermediate;
   return c;
 }
 
@@ -205,6 +218,30 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
   nlohmann::json resumed;
   if (continued.from >= 0) resumed["from_trial"] = continued.from;
 
+  // With k folds reported by evaluation: the epochs trained in the finished folds (the trial's
+  // budget so far); a retry first reports again what the trial it continues reported.
+  const bool by_evaluation = folds_ > 1 && fold_reports_ == FoldReports::Evaluations;
+  double epochs_before = 0;
+  if (by_evaluation)
+    for (const auto& [s, v] : continued.intermediate)
+      if (reporter.report(s, v)) throw TrialPruned();
+  // Stores a finished fold's value; the running mean goes to the pruner at the fold's number, or
+  // with reports by evaluation at the budget of the fold's end (replacing its last evaluation's).
+  const auto fold_done = [&](int64_t fold, double value, double fold_epochs) {
+    if (folds_ == 1) return false;
+    if (!by_evaluation) return reporter.report_fold(fold, value);
+    epochs_before += fold_epochs;
+    return reporter.report_fold(fold, value, budget_step(epochs_before));
+  };
+
+  // Training rows of the trial's runs (the study's compute in a unit the machine's speed does
+  // not change; study_cost.h), recorded after each run, a pruned one's included.
+  int64_t train_samples = 0;
+  const auto count_rows = [&](const nlohmann::json& summary) {
+    train_samples += summary.value("train_samples", int64_t{0});
+    reporter.set_attr("train_samples", train_samples);
+  };
+
   double sum = 0;
   for (int64_t fold = 0; fold < folds_; ++fold) {
     const fs::path dir = folds_ > 1 ? trial_dir / fmt::format("fold-{}", fold) : trial_dir;
@@ -215,7 +252,7 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
       resumed["folds_reused"].push_back(fold);
       reporter.set_attr("resumed", resumed);
       sum += *value;
-      if (folds_ > 1 && reporter.report_fold(fold, *value)) throw TrialPruned();
+      if (fold_done(fold, *value, run_epochs(dir))) throw TrialPruned();
       continue;
     }
     std::vector<std::string> o = trial_overrides;
@@ -231,14 +268,22 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
         reporter.set_attr("resumed", resumed);
         spdlog::info("trial {}: continuing trial {}{} from its checkpoint of step {}", trial.number,
                      continued.from, folds_ > 1 ? fmt::format(" in fold {}", fold) : "", *step);
-        // The evaluations up to the checkpoint happened in the failed trial: the same values.
-        for (const auto& [s, v] : continued.intermediate)
-          if (s <= *step && reporter.report(s, v)) throw TrialPruned();
+        // The evaluations up to the checkpoint happened in the failed trial: the same values
+        // (with reports by evaluation, all of them were reported again above).
+        if (folds_ == 1)
+          for (const auto& [s, v] : continued.intermediate)
+            if (s <= *step && reporter.report(s, v)) throw TrialPruned();
       }
     }
     if (folds_ == 1)
       options.on_eval = [&](int64_t step, const nlohmann::json& eval) {
         return reporter.report(step, metric_of(eval, metric_, dir.string()));
+      };
+    if (by_evaluation)
+      options.on_eval = [&, fold](int64_t, const nlohmann::json& eval) {
+        const double v = metric_of(eval, metric_, dir.string());
+        const double epochs = epochs_before + eval.value("epochs", 0.0);
+        return reporter.report(budget_step(epochs), (sum + v) / static_cast<double>(fold + 1));
       };
     options.stop_requested = [&reporter] { return reporter.stop_requested(); };
     nlohmann::json summary;
@@ -250,6 +295,10 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
       const RankRunResult r = run_trial_ranks(launch_, train_config_, o, options.resume,
                                               dir.string(), trial.number, on_eval,
                                               options.stop_requested);
+      if (r.summary.is_object())
+        count_rows(r.summary);
+      else if (fs::exists(dir / "summary.json"))  // stopped: the ranks' summary, if they wrote one
+        count_rows(io::read_json_file((dir / "summary.json").string()));
       if (r.stopped && reporter.stop_requested())
         throw Error(fmt::format("trial {}: stopped: its time is up (checkpoint saved)", trial.number));
       if (r.stopped) throw TrialPruned();
@@ -277,10 +326,11 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
         throw;
       }
     }
+    if (launch_.ranks <= 1) count_rows(summary);
     if (summary.value("status", "") == "hook") throw TrialPruned();
     const double v = metric_of(summary["best_eval"], metric_, dir.string());
     sum += v;
-    if (folds_ > 1 && reporter.report_fold(fold, v)) throw TrialPruned();
+    if (fold_done(fold, v, summary.value("epochs", 0.0))) throw TrialPruned();
   }
   return sum / static_cast<double>(folds_);
 }

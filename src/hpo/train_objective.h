@@ -2,8 +2,10 @@
 // of the base config with the trial's parameters (and the search's fixed values) as dotted
 // overrides, in its own run directory (<output.dir>/trial-N, fold-k below it for k-fold). Every
 // validation evaluation is reported as an intermediate value so the pruner can stop the run
-// early; with k folds, each fold's best value is reported and the running mean after fold k can
-// prune the remaining folds. The trial's value is the best validation metric (mean over folds).
+// early; with k folds (FoldReports, search_config.h) either every evaluation of every fold is
+// reported at its budget (epochs trained in the trial so far x 100) with the mean of the finished
+// folds and the evaluation's value, or only each fold's end (the running mean after fold k, at
+// step k). The trial's value is the best validation metric (mean over folds).
 //
 // A retry of a trial whose worker died (or whose run failed) continues it: the failed trial's run
 // directory becomes the retry's, the folds it finished keep their values, and the fold it was in
@@ -21,6 +23,7 @@
 
 #include "hpo/objective.h"
 #include "hpo/rank_trial.h"
+#include "hpo/search_config.h"
 
 namespace ftune::hpo {
 
@@ -31,7 +34,8 @@ class TrainObjective : public Objective {
   // `launch`: with ranks > 1, each fold's run is a data-parallel run of that many ranks started
   // by the launcher (hpo/rank_trial.h) instead of a run in this process.
   TrainObjective(std::string train_config, std::map<std::string, std::string> fixed,
-                 std::string metric, int64_t folds, RankLaunch launch = {});
+                 std::string metric, int64_t folds, RankLaunch launch = {},
+                 FoldReports fold_reports = FoldReports::Evaluations);
 
   double run(const Trial& trial, const SearchSpace& space, TrialReporter& reporter) override;
   // Loads the training config with the fixed values, the folds and each parameter at each of its
@@ -45,7 +49,7 @@ class TrainObjective : public Objective {
     int64_t from = -1;                       // the failed trial's number (-1: not a retry)
     bool moved = false;                      // its run directory is now this trial's
     std::map<int64_t, double> folds;         // its finished folds' values
-    std::map<int64_t, double> intermediate;  // its evaluations (one fold)
+    std::map<int64_t, double> intermediate;  // its evaluations (one fold, or reported by budget)
   };
   Continued continue_retried(const Trial& trial, TrialReporter& reporter,
                              const std::filesystem::path& trial_dir) const;
@@ -59,6 +63,7 @@ class TrainObjective : public Objective {
   std::string metric_;
   int64_t folds_;
   RankLaunch launch_;
+  FoldReports fold_reports_;
 };
 
 }  // namespace ftune::hpo

@@ -158,7 +158,8 @@ class WorkerReporter : public TrialReporter {
     return should_stop_;
   }
 
-  bool report_fold(int64_t fold, double value) override {
+  using TrialReporter::report_fold;
+  bool report_fold(int64_t fold, double value, int64_t step) override {
     if (taken_away_) return true;
     try {
       storage_.report_fold(trial_.id, fold, value);
@@ -168,7 +169,7 @@ class WorkerReporter : public TrialReporter {
     trial_.fold_values[fold] = value;
     double sum = 0;
     for (const auto& [k, v] : trial_.fold_values) sum += v;
-    return report(fold, sum / static_cast<double>(trial_.fold_values.size()));
+    return report(step, sum / static_cast<double>(trial_.fold_values.size()));
   }
 
   bool should_stop() const { return should_stop_; }

@@ -60,6 +60,8 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
   if (grouped) add_ranking_metrics(j, ranking, eval_metric_);
   j["step"] = state_.step;
   j["epoch"] = epoch_of(std::max<int64_t>(state_.step - 1, 0));
+  // Epochs trained at this evaluation (1.5: halfway through the second); a search's budget.
+  j["epochs"] = static_cast<double>(state_.step) / static_cast<double>(steps_per_epoch_);
   j["seconds"] = seconds_since(t0);
   std::string extra;
   if (j.contains("roc_auc") && !j["roc_auc"].is_null())

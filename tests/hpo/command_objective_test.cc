@@ -28,9 +28,10 @@ class RecordingReporter : public TrialReporter {
     ++reports;
     return prune_at >= 0 && step >= prune_at;
   }
-  bool report_fold(int64_t fold, double value) override {
+  using TrialReporter::report_fold;
+  bool report_fold(int64_t fold, double value, int64_t step) override {
     folds[fold] = value;
-    return report(fold, value);
+    return report(step, value);
   }
   std::map<int64_t, double> steps, folds;
   int64_t prune_at = -1;

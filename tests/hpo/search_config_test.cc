@@ -77,6 +77,21 @@ TEST(SearchConfig, TrialRanksNeedATrainObjectiveAndALauncherWithTheCount) {
             std::string::npos);
 }
 
+TEST(SearchConfig, FoldReportsAreEvaluationsOrFoldsOfATrainObjective) {
+  const std::string train = "study: {name: s}\nspace: {}\nobjective: {train_config: t.yaml}\n";
+  EXPECT_EQ(parse_search_config(YAML::Load(train), "search.yaml").fold_reports,
+            FoldReports::Evaluations);
+  EXPECT_EQ(parse_search_config(YAML::Load(train + "fold_reports: folds\n"), "search.yaml")
+                .fold_reports,
+            FoldReports::Folds);
+  EXPECT_NE(error_of(train + "fold_reports: epochs\n")
+                .find("search.yaml:4: key 'fold_reports' must be evaluations or folds, got 'epochs'"),
+            std::string::npos);
+  EXPECT_NE(error_of(std::string(kMinimal) + "fold_reports: folds\n")
+                .find("'fold_reports' applies to a train_config objective"),
+            std::string::npos);
+}
+
 TEST(SearchConfig, ErrorsNameTheKeyAndLine) {
   EXPECT_NE(
       error_of(std::string(kMinimal) + "trails: 5\n").find("search.yaml:5: unknown key 'trails'"),

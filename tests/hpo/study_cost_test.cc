@@ -88,6 +88,33 @@ TEST(StudyCost, MinimizingKeepsTheLowestAndIgnoresUnusableTimes) {
   EXPECT_EQ(reached->trial, 1);
 }
 
+// Training rows (the attribute the train_config objective records after each fold's run) add up
+// to the study's compute in a machine-independent unit; a curve point counts the trials ended by
+// then and the running ones as far as they are.
+TEST(StudyCost, TrainedRowsAddUpAndFollowTheCurve) {
+  std::vector<Trial> trials = {
+      timed(0, TrialState::Complete, T0, T0 + 100, 0.7),
+      timed(1, TrialState::Pruned, T0 + 100, T0 + 120),
+      timed(2, TrialState::Complete, T0 + 120, T0 + 220, 0.9),
+      timed(3, TrialState::Running, T0 + 220, 0),
+  };
+  trials[0].attrs["train_samples"] = 4800;
+  trials[1].attrs["train_samples"] = 960;
+  trials[2].attrs["train_samples"] = 4800;
+  trials[3].attrs["train_samples"] = 1200;
+  const StudyCost c = study_cost(trials, Direction::Maximize, T0 + 300);
+  EXPECT_EQ(c.train_samples, 4800 + 960 + 4800 + 1200);
+  ASSERT_EQ(c.best_curve.size(), 2u);
+  EXPECT_EQ(c.best_curve[0].train_samples, 4800);
+  EXPECT_EQ(c.best_curve[1].train_samples, 4800 + 960 + 4800);  // trial 3 started after
+  EXPECT_NE(cost_lines(c).find("trained 11,760 rows; the best after 10,560\n"), std::string::npos)
+      << cost_lines(c);
+  // Without the attribute (a command objective) there is no such line.
+  for (Trial& t : trials) t.attrs = nlohmann::json::object();
+  EXPECT_EQ(cost_lines(study_cost(trials, Direction::Maximize, T0 + 300)).find("trained"),
+            std::string::npos);
+}
+
 TEST(StudyCost, StatusShowsTheCostAndExportHoldsTheCurve) {
   const std::vector<Trial> trials = {
       timed(0, TrialState::Complete, T0, T0 + 5400, 0.8),

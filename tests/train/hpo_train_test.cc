@@ -13,7 +13,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
+#include <vector>
+#include <algorithm>
 
 #include "hpo/storage.h"
 #include "hpo_export.h"
@@ -107,6 +110,85 @@ TEST_F(HpoTrain, BadTrialsArePrunedAtAnEvaluation) {
   const auto s = nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials/trial-1/summary.json"));
   EXPECT_EQ(s["status"], "hook");
   EXPECT_LT(s["steps"].get<int>(), s["total_steps"].get<int>());
+}
+
+// With k folds, every evaluation of every fold reaches the pruner (fold_reports: evaluations, the
+// default) at its budget: epochs trained in the trial so far x 100. A trial whose learning rate is
+// far too small is pruned at its first evaluation of fold 0 instead of after the whole fold, as
+// it is with `fold_reports: folds` (an Optuna user's report after each fold).
+class HpoFoldReports : public HpoTrain {
+ protected:
+  nlohmann::json run_grid(const std::string& fold_reports) {
+    std::string cfg = search("fixed: {training.epochs: 4, training.seed: 3}\nfolds: 2\n" +
+                             fold_reports +
+                             "pruner: {type: median, n_startup_trials: 1, n_warmup_steps: 0}\n");
+    std::string text;
+    {
+      std::ifstream in(cfg);
+      text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+    text.replace(text.find("sampler: {type: random}"), 23, "sampler: {type: grid}");
+    text.replace(text.find("{type: float, low: 1.0e-4, high: 3.0e-3, log: true}"), 51,
+                 "{type: categorical, choices: [\"3.0e-3\", \"1.0e-9\"]}");
+    std::ofstream(cfg) << text;
+    const CliResult r = run_ftune("hpo run --config " + cfg + " --trials 2");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return exported_trials(cfg);
+  }
+};
+
+TEST_F(HpoFoldReports, EveryEvaluationOfEveryFoldIsReportedAtItsBudget) {
+  const nlohmann::json list = run_grid("");
+  ASSERT_EQ(list.size(), 2u) << list.dump();
+  const nlohmann::json& good = list[0];
+  ASSERT_EQ(good["state"], "COMPLETE") << good.dump();
+  // 48 training rows a fold, batch 16: 3 steps an epoch, an evaluation at each epoch's end.
+  std::vector<std::string> steps;
+  for (const auto& [k, v] : good["intermediate"].items()) steps.push_back(k);
+  std::sort(steps.begin(), steps.end(), [](const std::string& a, const std::string& b) {
+    return std::stoi(a) < std::stoi(b);
+  });
+  EXPECT_EQ(steps, (std::vector<std::string>{"100", "200", "300", "400", "500", "600", "700",
+                                             "800"}));
+  // At the end of each fold the running mean of the folds' best values.
+  const double f0 = good["fold_values"]["0"].get<double>(), f1 = good["fold_values"]["1"].get<double>();
+  EXPECT_DOUBLE_EQ(good["intermediate"]["400"].get<double>(), f0);
+  EXPECT_DOUBLE_EQ(good["intermediate"]["800"].get<double>(), (f0 + f1) / 2);
+  EXPECT_NEAR(good["value"].get<double>(), (f0 + f1) / 2, 1e-12);
+  // Within fold 1: fold 0's value and the evaluation's, averaged.
+  std::ifstream metrics(tmp_.path() + "/trials/trial-0/fold-1/metrics.jsonl");
+  std::optional<double> first;
+  for (std::string line; !first && std::getline(metrics, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["split"] == "validation") first = j["accuracy"].get<double>();
+  }
+  ASSERT_TRUE(first.has_value());
+  EXPECT_DOUBLE_EQ(good["intermediate"]["500"].get<double>(), (f0 + *first) / 2);
+  const nlohmann::json& bad = list[1];
+  EXPECT_EQ(bad["state"], "PRUNED") << bad.dump();
+  EXPECT_EQ(bad["intermediate"].size(), 1u) << bad.dump();  // pruned at its first evaluation
+  EXPECT_TRUE(bad["intermediate"].contains("100")) << bad.dump();
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/trials/trial-1/fold-1"));
+  const auto s =
+      nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials/trial-1/fold-0/summary.json"));
+  EXPECT_EQ(s["status"], "hook");
+  EXPECT_EQ(s["steps"], 3);
+  // The rows each trial trained (study_cost.h): 2 folds x 4 epochs x 48 rows, and 3 steps of 16.
+  EXPECT_EQ(good["attrs"]["train_samples"], 384) << good.dump();
+  EXPECT_EQ(bad["attrs"]["train_samples"], 48) << bad.dump();
+}
+
+TEST_F(HpoFoldReports, FoldsReportOnlyTheirEnds) {
+  const nlohmann::json list = run_grid("fold_reports: folds\n");
+  ASSERT_EQ(list.size(), 2u) << list.dump();
+  EXPECT_EQ(list[0]["state"], "COMPLETE") << list[0].dump();
+  EXPECT_EQ(list[0]["intermediate"].size(), 2u) << list[0].dump();  // steps 0 and 1: the folds
+  EXPECT_EQ(list[1]["state"], "PRUNED") << list[1].dump();
+  // The bad trial trained all of fold 0 before the pruner saw it.
+  const auto s =
+      nlohmann::json::parse(std::ifstream(tmp_.path() + "/trials/trial-1/fold-0/summary.json"));
+  EXPECT_EQ(s["steps"], s["total_steps"]);
+  EXPECT_FALSE(fs::exists(tmp_.path() + "/trials/trial-1/fold-1"));
 }
 
 // The reproduction: a training config that conflicts with `folds` (it sets its own
