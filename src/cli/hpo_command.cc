@@ -17,6 +17,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -30,8 +32,10 @@
 #include "hpo/storage.h"
 #include "hpo/study_report.h"
 #include "hpo/study_worker.h"
+#include "hpo/worker_group.h"
 #include "io/atomic_file.h"
 #include "io/path_guard.h"
+#include "train/train_config.h"
 
 namespace ftune::cli {
 
@@ -51,6 +55,25 @@ struct HpoArgs {
   bool trials_given = false, timeout_given = false;
   bool json = false;
 };
+
+// This executable's command line as it was started (/proc/self/cmdline), for the workers that
+// `trials_per_device` starts.
+std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> argv;
+  for (std::string arg; std::getline(in, arg, '\0');) argv.push_back(arg);
+  if (argv.empty()) throw Error("cannot read /proc/self/cmdline to start the search's workers");
+  return argv;
+}
+
+// The device the search's trials train on (the training config's training.device with the
+// search's fixed values; a space that varies it is not looked at).
+std::string trial_device(const hpo::SearchConfig& c) {
+  if (c.train_config.empty()) return "cpu";  // a command objective: its own business
+  std::vector<std::string> fixed;
+  for (const auto& [k, v] : c.fixed) fixed.push_back(k + "=" + v);
+  return TrainConfig::load(c.train_config, fixed, "search file's fixed values").training.device;
+}
 
 // --device: cpu, cuda:K, or cuda = the GPU of this worker's local rank when a launcher started
 // several workers (each takes its own), else GPU 0. Data-parallel trials take their ranks'.
@@ -95,6 +118,31 @@ void run_search(const HpoArgs& a) {
   ProcessGroup::stand_alone();
   if (!a.device.empty()) {  // this worker's device for every trial (one GPU per worker)
     c.fixed["training.device"] = worker_device(a.device);
+  }
+  // trials_per_device: this process starts the workers and waits for them (worker_group.h).
+  const std::optional<hpo::WorkerSlot> slot = hpo::worker_slot_from_env();
+  if (c.trials_per_device > 1 && !slot) {
+    const bool cpu = trial_device(c) == "cpu";
+    spdlog::info("{} workers side by side on {}", c.trials_per_device,
+                 cpu ? "core subsets of this CPU" : "one device, each with its share of memory");
+    const int code =
+        hpo::run_worker_group(own_command_line(), static_cast<int>(c.trials_per_device), cpu);
+    if (code > 128)
+      throw Interrupted(fmt::format("interrupted: the search's workers stopped (signal {})",
+                                    code - 128),
+                        code - 128);
+    if (code != 0)
+      throw Error(fmt::format("a search worker exited with {} (its messages are above)", code));
+    return;
+  }
+  if (slot && slot->count > 1 && !c.train_config.empty() && trial_device(c) != "cpu" &&
+      !c.fixed.count("training.memory_fraction")) {
+    // Each of the device's workers plans with its share of the memory.
+    std::vector<std::string> fixed;
+    for (const auto& [k, v] : c.fixed) fixed.push_back(k + "=" + v);
+    const double share =
+        TrainConfig::load(c.train_config, fixed, "search file's fixed values").training.memory_fraction;
+    c.fixed["training.memory_fraction"] = fmt::format("{}", share / slot->count);
   }
   auto objective = hpo::config_objective(c);
   hpo::install_interrupt_handlers();

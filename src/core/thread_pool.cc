@@ -1,6 +1,8 @@
 // Thread pool implementation: workers sleep on a condition variable between parallel regions.
 #include "core/thread_pool.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <memory>
 
@@ -122,8 +124,13 @@ std::mutex g_pool_mu;
 int g_threads = 0;  // 0: all hardware threads
 std::unique_ptr<ThreadPool> g_pool;
 
+// "All cores": the CPUs this process may run on (its affinity mask: taskset, a cgroup's cpuset,
+// a search worker pinned to its share, hpo/worker_group.h), else the machine's.
 int resolved_threads() {
   if (g_threads > 0) return g_threads;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
   const unsigned hw = std::thread::hardware_concurrency();
   return hw ? static_cast<int>(hw) : 1;
 }

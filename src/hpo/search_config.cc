@@ -77,7 +77,8 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
               "failure_backoff_s",
               "trial_ranks",
               "trial_launcher",
-              "fold_reports"});
+              "fold_reports",
+              "trials_per_device"});
   SearchConfig c;
   c.path = path;
   const YAML::Node study = root["study"];
@@ -121,7 +122,8 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
 
   const YAML::Node obj = root["objective"];
   if (caller_objective) {
-    for (const char* key : {"objective", "folds", "trial_ranks", "trial_launcher", "fold_reports"})
+    for (const char* key :
+         {"objective", "folds", "trial_ranks", "trial_launcher", "fold_reports", "trials_per_device"})
       if (root[key])
         throw InputError(fmt::format(
             "{}: key '{}' belongs to a config's own objective, but the caller gives the objective "
@@ -174,6 +176,12 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   positive_float("trial_timeout_s", c.trial_timeout_s);
   positive_int("max_consecutive_failures", c.max_consecutive_failures, 0);
   positive_int("trial_ranks", c.trial_ranks, 1);
+  positive_int("trials_per_device", c.trials_per_device, 1);
+  if (c.trials_per_device > 1 && c.trial_ranks > 1)
+    throw InputError(fmt::format(
+        "{}: keys 'trials_per_device' ({}) and 'trial_ranks' ({}) exclude each other: a trial "
+        "either shares a device with others or spans several",
+        at(path, root["trials_per_device"]), c.trials_per_device, c.trial_ranks));
   if (root["trial_launcher"]) {
     c.trial_launcher = get<std::string>(root["trial_launcher"], path, "trial_launcher", "a string");
     if (c.trial_launcher.find("{ranks}") == std::string::npos)

@@ -20,6 +20,8 @@
 //   trial_ranks: 1                   # > 1: each train_config trial is a data-parallel run of
 //                                    #   this many ranks (hpo/rank_trial.h)
 //   trial_launcher: "mpirun -np {ranks}"   # what starts a trial's ranks ({ranks}: the count)
+//   trials_per_device: 1             # > 1: `ftune hpo run` starts this many workers side by
+//                                    #   side on its device (worker_group.h)
 //   fold_reports: evaluations        # k folds: what the pruner sees (FoldReports below)
 #pragma once
 
@@ -71,6 +73,7 @@ struct SearchConfig {
   double failure_backoff_s = 1;
   int64_t trial_ranks = 1;
   std::string trial_launcher = "mpirun -np {ranks}";
+  int64_t trials_per_device = 1;
 };
 
 // `caller_objective`: the caller runs trials with an objective of its own (ftune.hpo.run's Python

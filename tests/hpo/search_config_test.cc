@@ -92,6 +92,19 @@ TEST(SearchConfig, FoldReportsAreEvaluationsOrFoldsOfATrainObjective) {
             std::string::npos);
 }
 
+TEST(SearchConfig, TrialsPerDeviceIsAPositiveCountThatExcludesTrialRanks) {
+  const std::string train = "study: {name: s}\nspace: {}\nobjective: {train_config: t.yaml}\n";
+  EXPECT_EQ(parse_search_config(YAML::Load(train), "search.yaml").trials_per_device, 1);
+  EXPECT_EQ(parse_search_config(YAML::Load(train + "trials_per_device: 4\n"), "search.yaml")
+                .trials_per_device,
+            4);
+  EXPECT_NE(error_of(train + "trials_per_device: 0\n").find("'trials_per_device' must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(error_of(train + "trials_per_device: 2\ntrial_ranks: 2\n")
+                .find("keys 'trials_per_device' (2) and 'trial_ranks' (2) exclude each other"),
+            std::string::npos);
+}
+
 TEST(SearchConfig, ErrorsNameTheKeyAndLine) {
   EXPECT_NE(
       error_of(std::string(kMinimal) + "trails: 5\n").find("search.yaml:5: unknown key 'trails'"),
