@@ -122,7 +122,7 @@ lib = b"".join(open(p, "rb").read() for p in (os.path.join(tree, "lib", "libftun
                                              os.path.join(tree, "bin", "ftune")) if os.path.exists(p))
 # Names other parts of ftune add as they land (the kit uses each where the build knows it).
 names = ["FTUNE_REQUIRE_CUDNN", "FTUNE_CUDA_DEBUG_SYNC", "FTUNE_PROFILE_OPS", "gpu_paths",
-         "attention_packed_cudnn", "speedup_of_default"]
+         "attention_packed_cudnn", "speedup_of_default", "trials_per_device"]
 features = {n: n.encode() in lib for n in names}
 gpu_benches = []
 for src in sorted(os.listdir("bench")):

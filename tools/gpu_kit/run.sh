@@ -48,8 +48,9 @@ STAGES=(
   "ftune_bench kit_ftune_bench.py 90"
   "profile kit_train.py 20"
   "steady kit_train.py 90"
+  "trials kit_trials.py 120"
 )
-OPTIONAL_STAGES=" steady "  # run only when --stages names them
+OPTIONAL_STAGES=" steady trials "  # run only when --stages names them
 PREFLIGHT_LIMIT=20
 
 [ -f "$KIT/kit.json" ] || refuse "$KIT/kit.json is missing (build the kit: bash tools/gpu_kit.sh)"
