@@ -56,6 +56,20 @@ class HpoTrain : public ::testing::Test {
   nlohmann::json exported_trials(const std::string& cfg) {
     return test::exported_trials(cfg, tmp_.path());
   }
+  // The search file with `extra`, as a grid over two learning rates, the good one first.
+  std::string grid_search(const std::string& extra) {
+    const std::string cfg = search(extra);
+    std::string text;
+    {
+      std::ifstream in(cfg);
+      text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+    text.replace(text.find("sampler: {type: random}"), 23, "sampler: {type: grid}");
+    text.replace(text.find("{type: float, low: 1.0e-4, high: 3.0e-3, log: true}"), 51,
+                 "{type: categorical, choices: [\"3.0e-3\", \"1.0e-9\"]}");
+    std::ofstream(cfg) << text;
+    return cfg;
+  }
   TempDir tmp_;
 };
 
@@ -88,19 +102,9 @@ TEST_F(HpoTrain, TrialsTrainInProcessWithKFolds) {
 // is far too small falls below the median of the finished one at its first evaluation and is
 // pruned (its run stops there).
 TEST_F(HpoTrain, BadTrialsArePrunedAtAnEvaluation) {
-  std::string cfg = search(
+  const std::string cfg = grid_search(
       "fixed: {data.validation_split: 0.25, training.epochs: 4}\n"
       "pruner: {type: median, n_startup_trials: 1, n_warmup_steps: 0}\n");
-  // A grid over two learning rates, the good one first.
-  std::string text;
-  {
-    std::ifstream in(cfg);
-    text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  }
-  text.replace(text.find("sampler: {type: random}"), 23, "sampler: {type: grid}");
-  text.replace(text.find("{type: float, low: 1.0e-4, high: 3.0e-3, log: true}"), 51,
-               "{type: categorical, choices: [\"3.0e-3\", \"1.0e-9\"]}");
-  std::ofstream(cfg) << text;
   const CliResult r = run_ftune("hpo run --config " + cfg + " --trials 2");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json list = exported_trials(cfg);
@@ -119,18 +123,9 @@ TEST_F(HpoTrain, BadTrialsArePrunedAtAnEvaluation) {
 class HpoFoldReports : public HpoTrain {
  protected:
   nlohmann::json run_grid(const std::string& fold_reports) {
-    std::string cfg = search("fixed: {training.epochs: 4, training.seed: 3}\nfolds: 2\n" +
-                             fold_reports +
-                             "pruner: {type: median, n_startup_trials: 1, n_warmup_steps: 0}\n");
-    std::string text;
-    {
-      std::ifstream in(cfg);
-      text.assign((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    }
-    text.replace(text.find("sampler: {type: random}"), 23, "sampler: {type: grid}");
-    text.replace(text.find("{type: float, low: 1.0e-4, high: 3.0e-3, log: true}"), 51,
-                 "{type: categorical, choices: [\"3.0e-3\", \"1.0e-9\"]}");
-    std::ofstream(cfg) << text;
+    const std::string cfg =
+        grid_search("fixed: {training.epochs: 4, training.seed: 3}\nfolds: 2\n" + fold_reports +
+                    "pruner: {type: median, n_startup_trials: 1, n_warmup_steps: 0}\n");
     const CliResult r = run_ftune("hpo run --config " + cfg + " --trials 2");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return exported_trials(cfg);
