@@ -126,7 +126,7 @@ void run_plan(const PlanArgs& a) {
         {"attention", attention_kernel_name(p.attention.kernel)},
         {"attention_reason", p.attention.reason},
         {"max_seq", p.target.max_seq},
-        {"plan_lengths", cfg.training.plan_lengths},
+        {"plan_lengths", std::string(choice_name(cfg.training.plan_lengths))},
         {"available_bytes", p.memory.available},
         {"memory_source", p.memory.source},
         {"budget_bytes", c.budget},
@@ -158,8 +158,8 @@ void run_plan(const PlanArgs& a) {
       parameter_count(p.target) / 1e6,
       cfg.peft.enabled() ? fmt::format(", {}", peft_method_name(cfg.peft.method)) : "",
       precision_name(p.precision.precision), device_name(p.target.device), p.target.max_seq,
-      cfg.training.plan_lengths == "data" ? "the data's, after tokenization"
-                                          : "planned for data.max_length",
+      cfg.training.plan_lengths == PlanLengths::Data ? "the data's, after tokenization"
+                                                     : "planned for data.max_length",
       max_length, format_bytes(p.memory.available), p.memory.source, format_bytes(c.budget),
       p.budget_source,
       p.target.device.is_cpu()

@@ -91,9 +91,9 @@ std::optional<float> score_target(const std::string& text, ScoreTargets kind,
 }
 
 BadRowPolicy parse_bad_row_policy(const std::string& value, const std::string& key) {
-  if (value == "fail") return BadRowPolicy::kFail;
-  if (value == "skip") return BadRowPolicy::kSkip;
-  throw InputError(fmt::format("{}: expected fail or skip, got '{}'", key, value));
+  if (auto policy = find_choice(kBadRowPolicyNames, value)) return *policy;
+  throw InputError(fmt::format("{}: expected {}, got '{}'", key,
+                               either(choice_words(kBadRowPolicyNames)), value));
 }
 
 nlohmann::json DatasetReport::to_json() const {

@@ -34,10 +34,7 @@
 
 namespace ftune::data {
 
-enum class BadRowPolicy {
-  kFail,  // any bad row is an error listing the first rows and the count
-  kSkip,  // bad rows are dropped and counted, up to max_bad_fraction of the rows
-};
+// BadRowPolicy (fail | skip): data/data_choices.h.
 // "fail" or "skip"; InputError naming `key` otherwise.
 BadRowPolicy parse_bad_row_policy(const std::string& value, const std::string& key);
 

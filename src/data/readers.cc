@@ -2,6 +2,7 @@
 #include "data/readers.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -231,29 +232,13 @@ void read_delimited(const std::string& path, std::string_view content, char sep,
 }  // namespace
 
 DataFormat parse_data_format(const std::string& value, const std::string& key) {
-  if (value == "auto") return DataFormat::kAuto;
-  if (value == "jsonl") return DataFormat::kJsonl;
-  if (value == "tsv") return DataFormat::kTsv;
-  if (value == "csv") return DataFormat::kCsv;
-  if (value == "flagembedding") return DataFormat::kFlagEmbedding;
-  throw InputError(fmt::format(
-      "{}: expected one of auto, jsonl, tsv, csv, flagembedding; got '{}'", key, value));
+  if (auto format = find_choice(kDataFormatNames, value)) return *format;
+  throw InputError(fmt::format("{}: expected one of {}; got '{}'", key,
+                               fmt::join(choice_words(kDataFormatNames), ", "), value));
 }
 
 const char* data_format_name(DataFormat format) {
-  switch (format) {
-    case DataFormat::kAuto:
-      return "auto";
-    case DataFormat::kJsonl:
-      return "jsonl";
-    case DataFormat::kTsv:
-      return "tsv";
-    case DataFormat::kCsv:
-      return "csv";
-    case DataFormat::kFlagEmbedding:
-      return "flagembedding";
-  }
-  return "?";
+  return choice_name(kDataFormatNames, format).data();
 }
 
 DataFormat data_format_for_path(const std::string& path) {

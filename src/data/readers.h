@@ -10,14 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "data/data_choices.h"
 #include "data/examples.h"
 
 namespace ftune::data {
 
-// kFlagEmbedding: FlagEmbedding's nested JSONL ({"query", "pos": [...], "neg": [...]}), each line
-// a query group expanded into rows (data/groups.h).
-enum class DataFormat { kAuto, kJsonl, kTsv, kCsv, kFlagEmbedding };
-
+// DataFormat: data/data_choices.h.
 // "auto", "jsonl", "tsv", "csv" or "flagembedding"; InputError naming `key` otherwise.
 DataFormat parse_data_format(const std::string& value, const std::string& key);
 const char* data_format_name(DataFormat format);

@@ -12,9 +12,7 @@
 #include "models/backbone.h"
 #include "models/bert/bert_family.h"
 #include "models/deberta/deberta_family.h"
-#include "models/decoder/decoder.h"
 #include "models/decoder/decoder_family.h"
-#include "models/modernbert/modernbert.h"
 #include "models/modernbert/modernbert_family.h"
 
 namespace ftune {
@@ -30,7 +28,7 @@ struct Registry {
 Registry& registry() {
   static Registry* r = [] {
     auto* reg = new Registry;
-    for (const char* type : {"bert", "roberta", "xlm-roberta"}) {
+    for (const std::string& type : bert_model_types()) {
       reg->factories[type] = [](const nlohmann::json& j, const std::string& path) {
         return make_bert_backbone(EncoderConfig::from_json(j, path));
       };
@@ -42,8 +40,8 @@ Registry& registry() {
       };
       reg->order.push_back(type);
     }
-    reg->modules["llama"] = [] { return decoder_modules(128, true, true); };
-    reg->modules["gemma3"] = [] { return decoder_modules(128, true, true, "model.language_model."); };
+    reg->modules["llama"] = [] { return decoder_known_modules("model."); };
+    reg->modules["gemma3"] = [] { return decoder_known_modules("model.language_model."); };
     reg->factories["deberta-v2"] = [](const nlohmann::json& j, const std::string& path) {
       return make_deberta_backbone(DebertaConfig::from_json(j, path));
     };
@@ -53,7 +51,7 @@ Registry& registry() {
       return make_modernbert_backbone(ModernBertConfig::from_json(j, path));
     };
     reg->order.push_back("modernbert");
-    reg->modules["modernbert"] = [] { return modernbert_modules(128); };
+    reg->modules["modernbert"] = modernbert_known_modules;
     reg->modules["bert"] = [] {
       std::vector<ClassifierModule> m = bert_classifier_modules(true, 128);
       for (ClassifierModule& r : bert_classifier_modules(false, 128)) m.push_back(std::move(r));

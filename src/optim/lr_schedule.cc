@@ -28,11 +28,10 @@ double LrSchedule::factor(int64_t step) const {
 }
 
 ScheduleKind parse_schedule_kind(const std::string& name, const std::string& key) {
-  if (name == "constant" || name == "constant_with_warmup") return ScheduleKind::Constant;
-  if (name == "linear") return ScheduleKind::Linear;
-  if (name == "cosine") return ScheduleKind::Cosine;
-  throw InputError(
-      fmt::format("{}: unknown schedule '{}'; expected constant, linear or cosine", key, name));
+  if (name == "constant_with_warmup") return ScheduleKind::Constant;  // HF's name
+  if (auto kind = find_choice(kScheduleKindNames, name)) return *kind;
+  throw InputError(fmt::format("{}: unknown schedule '{}'; expected {}", key, name,
+                               either(choice_words(kScheduleKindNames))));
 }
 
 }  // namespace ftune

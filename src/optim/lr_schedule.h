@@ -9,9 +9,16 @@
 #include <cstdint>
 #include <string>
 
+#include "core/choice.h"
+
 namespace ftune {
 
 enum class ScheduleKind : uint8_t { Constant, Linear, Cosine };
+// training.schedule's words, in the order the docs list them.
+constexpr ChoiceNames<ScheduleKind, 3> kScheduleKindNames{{{ScheduleKind::Linear, "linear"},
+                                                           {ScheduleKind::Cosine, "cosine"},
+                                                           {ScheduleKind::Constant, "constant"}}};
+constexpr const auto& choice_names(ScheduleKind) { return kScheduleKindNames; }
 
 struct LrSchedule {
   ScheduleKind kind = ScheduleKind::Linear;

@@ -15,24 +15,30 @@
 
 namespace ftune {
 
-ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model, Device device,
+ResolvedPacking resolve_packing(std::string_view value, const ModelInfo& model, Device device,
                                 bool cuda_graphs) {
-  if (value == "off") return {false, "data.packing off"};
+  return resolve_packing(parse_choice<Switch>(value, "key 'data.packing'"), model, device,
+                         cuda_graphs);
+}
+
+ResolvedPacking resolve_packing(Switch value, const ModelInfo& model, Device device,
+                                bool cuda_graphs) {
+  if (value == Switch::Off) return {false, "data.packing off"};
   // The CPU and CUDA run packed batches alike (the ops read cu_seqlens on the device).
   std::string refused;
   if (!model.packing)
     refused = fmt::format("{} has no packed (padding-free) path", model.architecture);
-  if (value == "on" && !refused.empty())
+  if (value == Switch::On && !refused.empty())
     throw InputError(fmt::format("data.packing on: {}; set data.packing to auto or off", refused));
   if (!refused.empty()) return {false, "data.packing auto: " + refused};
-  if (value == "auto" && !device.is_cpu() && cuda_graphs)
+  if (value == Switch::Auto && !device.is_cpu() && cuda_graphs)
     return {false,
             "data.packing auto: padded, so that CUDA graphs capture the step (packed micro-batches "
             "vary in tokens and rows and would run eagerly); data.packing on packs without graphs"};
   // Packed micro-batches compute no padding and cost as much CPU time per step as length-bucketed
   // padded ones on the main job's data (-3.6% and +0.3% in two replicates:
   // bench/results/packing.md), so auto packs where the family and the device can.
-  return {true, fmt::format("data.packing {}", value)};
+  return {true, fmt::format("data.packing {}", choice_name(value))};
 }
 
 // Listwise: a micro-batch holds whole groups, so its rows are rounded down to a multiple of the
@@ -65,7 +71,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   if (data.test) max_seq = std::max(max_seq, data.test->longest);
   if (data.validation) shortest = std::min(shortest, data.validation->shortest);
   if (data.test) shortest = std::min(shortest, data.test->shortest);
-  if (tc.plan_lengths == "max_length") max_seq = std::max(max_seq, max_length);
+  if (tc.plan_lengths == PlanLengths::MaxLength) max_seq = std::max(max_seq, max_length);
   p.target = PlanTarget{model_spec, cfg.peft, max_seq, cfg.eval.batch_size, options.device};
   p.packing = resolve_packing(cfg.data.packing, model, options.device,
                               resolve_cuda_graphs(tc.cuda_graphs, options.device).on);
@@ -75,7 +81,7 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
   // Every split is tokenized and the batch order is known: each micro-batch is planned for the
   // largest micro-batch of the run it cuts (train/run_micro_batches.h), unless the plan is asked
   // for data.max_length (the worst case, rows x max_length).
-  if (options.plan_for_run && tc.plan_lengths != "max_length")
+  if (options.plan_for_run && tc.plan_lengths != PlanLengths::MaxLength)
     p.target.run = std::make_shared<const RunMicroBatches>(
         cfg, data, std::max<int64_t>(1, options.ranks),
         resolve_padding(tc.pad_to_multiple_of, options.device), max_seq);
@@ -159,18 +165,19 @@ RunBatchPlan plan_run_batch(const TrainConfig& cfg, const ModelSpec& model_spec,
       cuda::fail_if_cudnn_required(
           fmt::format("training.attention {}: cuDNN refused the run's largest attention (B={} "
                       "T={} H={} D={})",
-                      tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim),
+                      choice_name(tc.attention), rows, p.target.max_seq, model.num_heads,
+                      model.head_dim),
           why);
       spdlog::warn(
           "training.attention {}: cuDNN cannot run this run's largest attention (B={} T={} H={} "
           "D={}{}: {}); ftune's kernel runs the whole run, with the (B, H, T, T) probabilities "
           "planned",
-          tc.attention, rows, p.target.max_seq, model.num_heads, model.head_dim,
+          choice_name(tc.attention), rows, p.target.max_seq, model.num_heads, model.head_dim,
           p.target.packed ? ", packed rows" : "", why);
       p.attention = {AttentionKernel::Ftune,
                      fmt::format("training.attention {}, but cuDNN refused the run's largest "
                                  "attention ({})",
-                                 tc.attention, why)};
+                                 choice_name(tc.attention), why)};
       p.target.attention = p.attention.kernel;
       p.choice = choose_batch(p.target, p.request);
       if (unit > 1) {

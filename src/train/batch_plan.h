@@ -28,7 +28,10 @@ struct ResolvedPacking {
   bool on = false;
   std::string why;
 };
-ResolvedPacking resolve_packing(const std::string& value, const ModelInfo& model, Device device,
+ResolvedPacking resolve_packing(Switch value, const ModelInfo& model, Device device,
+                                bool cuda_graphs);
+// The same from the key's word (auto, on or off; else InputError naming data.packing).
+ResolvedPacking resolve_packing(std::string_view value, const ModelInfo& model, Device device,
                                 bool cuda_graphs);
 
 struct RunBatchPlan {

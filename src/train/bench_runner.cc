@@ -80,8 +80,7 @@ LrSchedule run_schedule(const TrainConfig& cfg, int64_t steps_per_epoch) {
   const int64_t warmup = tc.warmup_steps > 0
                              ? tc.warmup_steps
                              : static_cast<int64_t>(std::ceil(tc.warmup_ratio * total));
-  return LrSchedule{parse_schedule_kind(tc.schedule, "training.schedule"), tc.learning_rate,
-                    warmup, total};
+  return LrSchedule{tc.schedule, tc.learning_rate, warmup, total};
 }
 
 void load_shared(Shared& sh) {

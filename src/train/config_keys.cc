@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
+#include "core/choice.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "text/pair_template.h"
@@ -47,14 +49,6 @@ std::vector<std::string> read_strings(const YAML::Node& n, const std::string& wh
 }
 
 std::string show_number(double v) { return fmt::format("{}", v); }
-
-// "a, b or c"
-std::string either(const std::vector<std::string>& values) {
-  std::string s;
-  for (size_t i = 0; i < values.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == values.size() ? " or " : ", ") + values[i];
-  return s;
-}
 
 // A value's rule and the words that say it was broken ("must be at least 1").
 template <typename T>
@@ -155,22 +149,20 @@ ConfigKey string_key(const char* key, F field, const char* type, std::string hel
   return k;
 }
 
-// One of a fixed set of words.
+// One of a closed set of words, read into the field's enum (its words: choice_names, core/choice.h)
+// once, here; a word outside the set is an error naming the key, the words and the closest one.
 template <typename F>
-ConfigKey choice_key(const char* key, F field, std::vector<std::string> values,
-                     std::string help) {
-  const std::string words = either(values);
-  ConfigKey k = string_key(key, field, "", help);
-  k.type = words;
+ConfigKey choice_key(const char* key, F field, std::string help) {
+  using E = std::decay_t<decltype(field(std::declval<TrainConfig&>()))>;
+  const std::vector<std::string> words = choice_words(choice_names(E{}));
+  ConfigKey k;
+  k.key = key;
+  k.type = either(words);
+  k.help = help;
   k.read = [field, words](TrainConfig& c, const YAML::Node& n, const std::string& where) {
-    field(c) = read_scalar<std::string>(n, where, words);
+    field(c) = parse_choice<E>(read_scalar<std::string>(n, where, either(words)), where);
   };
-  k.check = [field, values](const TrainConfig& c, const std::string& where) {
-    const std::string& v = field(c);
-    if (std::find(values.begin(), values.end(), v) == values.end())
-      throw InputError(
-          fmt::format("{} must be one of {}, got '{}'", where, fmt::join(values, ", "), v));
-  };
+  k.show = [field](const TrainConfig& c) { return std::string(choice_name(field(c))); };
   return k;
 }
 
@@ -198,7 +190,7 @@ std::vector<ConfigKey> make_keys() {
       string_key("data.validation", FIELD(data.validation), "path",
                  "the validation file (optional)", "a path"),
       string_key("data.test", FIELD(data.test), "path", "the test file (optional)", "a path"),
-      choice_key("data.format", FIELD(data.format), {"auto", "jsonl", "tsv", "csv", "flagembedding"},
+      choice_key("data.format", FIELD(data.format),
                  "file format; auto: by extension, and FlagEmbedding's nested JSONL by its keys"),
       bool_key("data.has_header", FIELD(data.has_header), "TSV / CSV: the first row names the columns"),
       string_key("data.text_field", FIELD(data.text_field), "column",
@@ -225,7 +217,7 @@ std::vector<ConfigKey> make_keys() {
                  [](const TrainConfig& c, const std::string& where) {
                    if (c.data.label_separator.empty()) throw InputError(where + " must not be empty");
                  }),
-      choice_key("data.bad_rows", FIELD(data.bad_rows), {"fail", "skip"},
+      choice_key("data.bad_rows", FIELD(data.bad_rows),
                  "a bad row (named file:line) fails the run, or is skipped up to max_bad_fraction"),
       number_key("data.max_bad_fraction", FIELD(data.max_bad_fraction),
                  "bad_rows skip: more bad rows than this fraction is an error", unit_open),
@@ -262,7 +254,7 @@ std::vector<ConfigKey> make_keys() {
                     text::PairTemplate::parse(c.data.pair_template, where);
                 },
                 [](const TrainConfig& c) { return c.data.pair_template; }},
-      choice_key("data.packing", FIELD(data.packing), {"auto", "on", "off"},
+      choice_key("data.packing", FIELD(data.packing),
                  "micro-batches of packed rows, no padding; auto: where the family and device "
                  "support it"),
       bool_key("data.allow_single_class", FIELD(data.allow_single_class),
@@ -272,7 +264,7 @@ std::vector<ConfigKey> make_keys() {
                  "groups)",
                  "a column name"),
       choice_key("data.groups_without_positive", FIELD(data.groups_without_positive),
-                 {"warn", "fail"}, "a query group with no relevant row: counted with a warning, or an error"),
+                 "a query group with no relevant row: counted with a warning, or an error"),
       number_key("data.group_size", FIELD(data.group_size),
                  "listwise, margin_mse: rows a group trains with, 1 positive + group_size - 1 "
                  "negatives",
@@ -305,7 +297,7 @@ std::vector<ConfigKey> make_keys() {
                  [](const TrainConfig& c, const std::string& where) {
                    if (!c.training.memory_budget.empty()) parse_bytes(c.training.memory_budget, where);
                  }),
-      choice_key("training.plan_lengths", FIELD(training.plan_lengths), {"data", "max_length"},
+      choice_key("training.plan_lengths", FIELD(training.plan_lengths),
                  "what the memory plan is made for: data, the run's largest micro-batch "
                  "(its batches walked in order, evaluation included); max_length, rows x "
                  "max_length (the worst case)"),
@@ -324,13 +316,11 @@ std::vector<ConfigKey> make_keys() {
                  "share of the steps with a linear warm-up", unit_open),
       number_key("training.warmup_steps", FIELD(training.warmup_steps),
                  "warm-up steps; > 0 overrides warmup_ratio", non_negative<int64_t>()),
-      choice_key("training.schedule", FIELD(training.schedule), {"linear", "cosine", "constant"},
+      choice_key("training.schedule", FIELD(training.schedule),
                  "the learning rate after warm-up"),
       number_key("training.max_grad_norm", FIELD(training.max_grad_norm),
                  "gradients are clipped to this global norm", positive()),
       choice_key("training.loss", FIELD(training.loss),
-                 {"auto", "cross_entropy", "bce", "mse", "distill_mse", "multi_label_bce",
-                  "listwise", "margin_mse"},
                  "what the head trains on (docs/rerankers.md); auto: cross_entropy for K >= 2 "
                  "labels; for a one-score head mse if it is a regression one, else listwise when "
                  "the training data has query groups, else bce"),
@@ -387,13 +377,13 @@ std::vector<ConfigKey> make_keys() {
                      throw InputError(fmt::format("{}: {}", where, e.what()));
                    }
                  }),
-      choice_key("training.precision", FIELD(training.precision), {"auto", "fp32", "bf16", "fp16"},
+      choice_key("training.precision", FIELD(training.precision),
                  "compute precision; auto: bf16 on a GPU that has it, else fp32"),
-      choice_key("training.tf32", FIELD(training.tf32), {"auto", "on", "off"},
+      choice_key("training.tf32", FIELD(training.tf32),
                  "TF32 tensor cores for fp32 GEMMs on a GPU"),
-      choice_key("training.attention", FIELD(training.attention), {"auto", "ftune", "cudnn"},
+      choice_key("training.attention", FIELD(training.attention),
                  "the kernel of 16-bit attention on a GPU"),
-      choice_key("training.cuda_graphs", FIELD(training.cuda_graphs), {"auto", "on", "off"},
+      choice_key("training.cuda_graphs", FIELD(training.cuda_graphs),
                  "CUDA graphs of each micro-batch shape's step"),
       ConfigKey{"training.pad_to_multiple_of", "integer in [1, 4096], or auto",
                 "micro-batches are padded to a multiple of this many tokens; auto: 8 on a GPU, 1 "
@@ -459,11 +449,11 @@ std::vector<ConfigKey> make_keys() {
                                                  fmt::join(names, ", "), c.eval.metric));
                 },
                 [](const TrainConfig& c) { return c.eval.metric; }},
-      choice_key("eval.mode", FIELD(eval.mode), {"auto", "max", "min"},
+      choice_key("eval.mode", FIELD(eval.mode),
                  "whether the metric is better higher or lower; auto: min for loss, mse and mae"),
       number_key("eval.batch_size", FIELD(eval.batch_size),
                  "evaluation micro-batch; 0: the training micro-batch", non_negative<int64_t>()),
-      choice_key("eval.threshold_metric", FIELD(eval.threshold_metric), {"f1", "mcc", "accuracy"},
+      choice_key("eval.threshold_metric", FIELD(eval.threshold_metric),
                  "binary tasks: the decision threshold chosen on validation maximises it"),
       number_key("early_stopping.patience", FIELD(early_stopping.patience),
                  "evaluations without improvement before stopping; 0: off",
@@ -483,27 +473,13 @@ std::vector<ConfigKey> make_keys() {
                    if (c.output.dir.empty()) throw InputError(where + " must name a directory");
                  }),
       bool_key("output.tensorboard", FIELD(output.tensorboard), "write TensorBoard event files"),
-      choice_key("output.progress", FIELD(output.progress), {"auto", "bar", "plain"},
+      choice_key("output.progress", FIELD(output.progress),
                  "progress display; auto: a bar on a terminal, plain lines otherwise"),
       bool_key("output.overwrite", FIELD(output.overwrite),
                "a directory holding a previous ftune run is replaced (only ftune's own files)"),
   };
   k.insert(k.end(), rest.begin(), rest.end());
   return k;
-}
-
-// Edit distance, for "did you mean" suggestions.
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] =
-          std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
 }
 
 // Markdown table cells hold no bare pipes.
@@ -521,11 +497,9 @@ const std::vector<ConfigKey>& config_keys() {
 }
 
 std::string closest_config_key(const std::string& unknown) {
-  std::string best;
-  size_t best_d = 4;
-  for (const ConfigKey& k : config_keys())
-    if (size_t d = edit_distance(unknown, k.key); d < best_d) best_d = d, best = k.key;
-  return best;
+  std::vector<std::string> keys;
+  for (const ConfigKey& k : config_keys()) keys.push_back(k.key);
+  return closest_word(unknown, keys, 3);
 }
 
 std::string config_keys_text() {

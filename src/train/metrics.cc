@@ -132,23 +132,13 @@ double metric_of(const Confusion& c, ThresholdMetric metric) {
 }  // namespace
 
 ThresholdMetric parse_threshold_metric(const std::string& name, const std::string& key) {
-  if (name == "f1") return ThresholdMetric::F1;
-  if (name == "mcc") return ThresholdMetric::Mcc;
-  if (name == "accuracy") return ThresholdMetric::Accuracy;
-  throw InputError(
-      fmt::format("{}: unknown threshold metric \"{}\" (expected f1, mcc or accuracy)", key, name));
+  if (auto metric = find_choice(kThresholdMetricNames, name)) return *metric;
+  throw InputError(fmt::format("{}: unknown threshold metric \"{}\" (expected {})", key, name,
+                               either(choice_words(kThresholdMetricNames))));
 }
 
 const char* threshold_metric_name(ThresholdMetric metric) {
-  switch (metric) {
-    case ThresholdMetric::F1:
-      return "f1";
-    case ThresholdMetric::Mcc:
-      return "mcc";
-    case ThresholdMetric::Accuracy:
-      return "accuracy";
-  }
-  return "?";
+  return choice_name(kThresholdMetricNames, metric).data();
 }
 
 ClassificationMetrics::ClassificationMetrics(int64_t num_labels, EvalSplit split)

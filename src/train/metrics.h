@@ -27,14 +27,15 @@
 #include <string>
 #include <vector>
 
+#include "train/config_choices.h"
+
 namespace ftune {
 
 // Which data a metrics object summarises. Only validation metrics may choose a threshold: a
 // threshold tuned on the test split would report an optimistic test score.
 enum class EvalSplit { Unspecified, Train, Validation, Test };
 
-// What a chosen binary threshold maximises.
-enum class ThresholdMetric { F1, Mcc, Accuracy };
+// What a chosen binary threshold maximises: ThresholdMetric (train/config_choices.h).
 // "f1" | "mcc" | "accuracy"; anything else raises InputError naming `key`.
 ThresholdMetric parse_threshold_metric(const std::string& name, const std::string& key);
 const char* threshold_metric_name(ThresholdMetric metric);

@@ -51,14 +51,14 @@ bool device_has_bf16(Device device) {
 
 }  // namespace
 
-ResolvedPrecision resolve_precision(const std::string& value, Device device) {
+ResolvedPrecision resolve_precision(PrecisionSetting value, Device device) {
   return resolve_precision(value, device, device_has_bf16(device));
 }
 
-ResolvedPrecision resolve_precision(const std::string& value, Device device, bool device_bf16) {
+ResolvedPrecision resolve_precision(PrecisionSetting value, Device device, bool device_bf16) {
   const char* key = "training.precision";
-  if (value == "fp32") return {Precision::FP32, "fp32 as configured"};
-  if (value == "fp16") {
+  if (value == PrecisionSetting::FP32) return {Precision::FP32, "fp32 as configured"};
+  if (value == PrecisionSetting::FP16) {
     if (device.is_cpu())
       return {
           Precision::FP16,
@@ -66,7 +66,7 @@ ResolvedPrecision resolve_precision(const std::string& value, Device device, boo
           "is an emulation (fp16 storage, fp32 compute) and slower than fp32"};
     return {Precision::FP16, "fp16 with dynamic loss scaling as configured"};
   }
-  if (value == "bf16") {
+  if (value == PrecisionSetting::BF16) {
     if (device.is_cpu())
       return {Precision::BF16,
               "bf16 as configured; the CPU has no bf16 arithmetic, so this is an emulation "
@@ -78,9 +78,6 @@ ResolvedPrecision resolve_precision(const std::string& value, Device device, boo
           key, device_name(device), key));
     return {Precision::BF16, "bf16 as configured"};
   }
-  if (value != "auto")
-    throw InputError(
-        fmt::format("key '{}' must be one of auto, fp32, bf16, fp16, got '{}'", key, value));
   if (device.is_cpu()) return {Precision::FP32, "auto: the CPU computes in fp32"};
   if (device_bf16)
     return {Precision::BF16, fmt::format("auto: {} has bf16 tensor cores", device_name(device))};
@@ -88,27 +85,36 @@ ResolvedPrecision resolve_precision(const std::string& value, Device device, boo
           fmt::format("auto: {} has no bf16: fp16 with dynamic loss scaling", device_name(device))};
 }
 
-ResolvedTf32 resolve_tf32(const std::string& value, Device device, Precision precision) {
+ResolvedTf32 resolve_tf32(std::string_view value, Device device, Precision precision) {
+  return resolve_tf32(parse_choice<Switch>(value, "key 'training.tf32'"), device, precision);
+}
+
+ResolvedTf32 resolve_tf32(Switch value, Device device, Precision precision) {
   if (device.is_cpu()) return {false, "the CPU has no TF32"};
-  if (value == "on") return {true, "training.tf32 on"};
-  if (value == "off") return {false, "training.tf32 off"};
-  if (value != "auto")
-    throw InputError("training.tf32: '" + value + "' is not one of auto, on, off");
+  if (value == Switch::On) return {true, "training.tf32 on"};
+  if (value == Switch::Off) return {false, "training.tf32 off"};
   if (precision == Precision::FP32)
     return {false, "auto: fp32 precision keeps fp32 GEMMs exact (parity with the CPU)"};
   return {true, "auto: " + std::string(precision_name(precision)) +
                     " precision; the remaining fp32 GEMMs use TF32"};
 }
 
-ResolvedAttention resolve_attention(const std::string& value, Device device, Precision precision,
+ResolvedAttention resolve_attention(std::string_view value, Device device, Precision precision,
+                                    bool cudnn_built) {
+  return resolve_attention(parse_choice<AttentionSetting>(value, "key 'training.attention'"),
+                           device, precision, cudnn_built);
+}
+
+ResolvedAttention resolve_attention(std::string_view value, Device device, Precision precision) {
+  return resolve_attention(value, device, precision, cuda::cudnn_sdpa_compiled());
+}
+
+ResolvedAttention resolve_attention(AttentionSetting value, Device device, Precision precision,
                                     bool cudnn_built) {
   const char* key = "training.attention";
-  if (value != "auto" && value != "ftune" && value != "cudnn")
-    throw InputError(
-        fmt::format("key '{}' must be one of auto, ftune, cudnn, got '{}'", key, value));
-  if (value == "ftune") return {AttentionKernel::Ftune, "training.attention ftune"};
+  if (value == AttentionSetting::Ftune) return {AttentionKernel::Ftune, "training.attention ftune"};
   const bool is16 = precision != Precision::FP32;
-  if (value == "cudnn") {
+  if (value == AttentionSetting::Cudnn) {
     if (device.is_cpu())
       throw InputError(fmt::format("key '{}' is 'cudnn', which needs a CUDA device (the run is on "
                                    "the CPU); use auto or ftune",
@@ -139,7 +145,7 @@ ResolvedAttention resolve_attention(const std::string& value, Device device, Pre
                       precision_name(precision))};
 }
 
-ResolvedAttention resolve_attention(const std::string& value, Device device, Precision precision) {
+ResolvedAttention resolve_attention(AttentionSetting value, Device device, Precision precision) {
   return resolve_attention(value, device, precision, cuda::cudnn_sdpa_compiled());
 }
 

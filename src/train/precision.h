@@ -16,6 +16,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "ops/attention_cudnn.h"
+#include "train/config_choices.h"
 
 namespace ftune {
 
@@ -29,13 +30,12 @@ struct ResolvedPrecision {
   std::string reason;  // why (for the run log), e.g. "auto: the CPU computes in fp32"
 };
 
-// Resolves the value of training.precision (auto, fp32, bf16 or fp16) for a run on `device`.
-// Throws InputError naming the key and the allowed values for an unknown value, and naming the
-// key for bf16 on a GPU without it.
-ResolvedPrecision resolve_precision(const std::string& value, Device device);
+// Resolves training.precision (auto, fp32, bf16 or fp16) for a run on `device`. Throws InputError
+// naming the key for bf16 on a GPU without it.
+ResolvedPrecision resolve_precision(PrecisionSetting value, Device device);
 // The same for a device whose bf16 support is given rather than queried (`ftune doctor`'s rules,
 // testable with made-up devices).
-ResolvedPrecision resolve_precision(const std::string& value, Device device, bool device_bf16);
+ResolvedPrecision resolve_precision(PrecisionSetting value, Device device, bool device_bf16);
 
 // training.tf32 (auto | on | off): whether the GEMMs that stay in fp32 use TF32 tensor cores
 // (~1e-3 relative error, PyTorch's allow_tf32). Never on the CPU (no TF32 there). auto: on with
@@ -45,7 +45,9 @@ struct ResolvedTf32 {
   bool on = false;
   std::string reason;
 };
-ResolvedTf32 resolve_tf32(const std::string& value, Device device, Precision precision);
+ResolvedTf32 resolve_tf32(Switch value, Device device, Precision precision);
+// The same from the key's word (auto, on or off; else InputError naming training.tf32).
+ResolvedTf32 resolve_tf32(std::string_view value, Device device, Precision precision);
 
 // training.attention (auto | ftune | cudnn): the kernel of 16-bit attention on a GPU
 // (ops/attention_cudnn.h). auto: cuDNN's flash attention with bf16 / fp16 on a GPU when this
@@ -56,9 +58,13 @@ struct ResolvedAttention {
   AttentionKernel kernel = AttentionKernel::Ftune;
   std::string reason;
 };
-ResolvedAttention resolve_attention(const std::string& value, Device device, Precision precision,
+ResolvedAttention resolve_attention(AttentionSetting value, Device device, Precision precision,
                                     bool cudnn_built);
-ResolvedAttention resolve_attention(const std::string& value, Device device,
+ResolvedAttention resolve_attention(AttentionSetting value, Device device,
                                     Precision precision);  // cudnn_built: this build's
+// The same from the key's word (auto, ftune or cudnn; else InputError naming training.attention).
+ResolvedAttention resolve_attention(std::string_view value, Device device, Precision precision,
+                                    bool cudnn_built);
+ResolvedAttention resolve_attention(std::string_view value, Device device, Precision precision);
 
 }  // namespace ftune

@@ -24,18 +24,21 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
   const std::string problem = checkpoint.problem_type();
   const bool one_score = checkpoint.num_labels() == 1;
   const bool keeps_one_score = one_score && cfg.model.labels.size() <= 1;
-  std::string loss = t.loss;
-  if (loss == "auto") {
+  using L = LossSetting;
+  L objective = t.loss;
+  if (objective == L::Auto) {
     if (keeps_one_score)
-      loss = problem == "regression" ? "mse" : grouped_data ? "listwise" : "bce";
+      objective = problem == "regression" ? L::Mse : grouped_data ? L::Listwise : L::Bce;
     else if (problem == "multi_label_classification")
-      loss = "multi_label_bce";
+      objective = L::MultiLabelBce;
     else
-      loss = "cross_entropy";
+      objective = L::CrossEntropy;
   }
   ScoreTask task;
-  task.loss_name = loss;
-  if (loss == "listwise" && keeps_one_score) {
+  task.objective = objective;
+  task.loss_name = choice_name(objective);
+  const std::string& loss = task.loss_name;
+  if (objective == L::Listwise && keeps_one_score) {
     // The one-score head trains as FlagEmbedding trains it: each group's logits, softmax
     // cross-entropy with the positive as target (ops/listwise_loss.h, K = 1), on 0/1 relevance
     // read as targets in [0, 1]; saved with num_labels, id2label and problem_type as shipped.
@@ -46,8 +49,8 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
   }
   // listwise on a head of K labels: a softmax over each query group of class-labelled rows
   // (ops/listwise_loss.h, K = 2; the trainer refuses K > 2).
-  if (loss == "cross_entropy" || loss == "listwise") return task;
-  if (loss == "multi_label_bce") {
+  if (objective == L::CrossEntropy || objective == L::Listwise) return task;
+  if (objective == L::MultiLabelBce) {
     task.loss = LossKind::Bce;
     task.multi_label = true;
     if (t.label_smoothing > 0 || !t.class_weights.empty() || !t.class_weights_by_label.empty())
@@ -62,11 +65,11 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
     task.problem_type = "multi_label_classification";
     return task;
   }
-  task.loss = loss == "bce" ? LossKind::Bce : LossKind::Mse;
-  task.distill = loss == "distill_mse" || loss == "margin_mse";
-  task.group_loss = loss == "margin_mse";
+  task.loss = objective == L::Bce ? LossKind::Bce : LossKind::Mse;
+  task.distill = objective == L::DistillMse || objective == L::MarginMse;
+  task.group_loss = objective == L::MarginMse;
   const std::string why =
-      t.loss == "auto"
+      t.loss == L::Auto
           ? fmt::format("training.loss auto: {} for the one-score head of {}", loss, cfg.model.path)
           : fmt::format("training.loss {}", loss);
   if (cfg.model.labels.size() > 1)
@@ -91,7 +94,7 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
   task.problem_type = task.loss == LossKind::Mse ? "regression" : "";
   // margin_mse trains a reranker's score on margins: a one-score checkpoint's head and config
   // are kept as shipped (a new head is saved without a problem_type).
-  if (loss == "margin_mse") {
+  if (objective == L::MarginMse) {
     task.set_problem_type = !one_score;
     task.problem_type = "";
   }

@@ -64,9 +64,13 @@ struct ScoreTask {
   // problem_type saved with the trained model ("" removes it; unset keeps the checkpoint's).
   std::string problem_type;
   bool set_problem_type = false;
-  std::string loss_name;  // training.loss as resolved: cross_entropy, bce, mse, distill_mse, ...
+  // training.loss as resolved (never Auto), and its word for messages: cross_entropy, bce, ...
+  LossSetting objective = LossSetting::CrossEntropy;
+  std::string loss_name;
   // Whether the run trains on query groups (group_sampler.h): listwise (either head), margin_mse.
-  bool grouped() const { return loss_name == "listwise" || loss_name == "margin_mse"; }
+  bool grouped() const {
+    return objective == LossSetting::Listwise || objective == LossSetting::MarginMse;
+  }
 
   bool scores() const { return loss != LossKind::CrossEntropy; }
   bool regression() const { return loss == LossKind::Mse; }

@@ -118,19 +118,21 @@ void run_graphed_or_eager(StepGraphs* graphs, bool graphable, const MicroGraphKe
     body();
 }
 
-ResolvedCudaGraphs resolve_cuda_graphs(const std::string& value, Device device) {
+ResolvedCudaGraphs resolve_cuda_graphs(std::string_view value, Device device) {
+  return resolve_cuda_graphs(parse_choice<Switch>(value, "key 'training.cuda_graphs'"), device);
+}
+
+ResolvedCudaGraphs resolve_cuda_graphs(Switch value, Device device) {
   const char* key = "training.cuda_graphs";
-  if (value != "auto" && value != "on" && value != "off")
-    throw InputError(fmt::format("key '{}' must be one of auto, on, off, got '{}'", key, value));
-  if (value == "off") return {false, "training.cuda_graphs off"};
+  if (value == Switch::Off) return {false, "training.cuda_graphs off"};
   if (device.is_cpu()) {
-    if (value == "on")
+    if (value == Switch::On)
       throw InputError(fmt::format(
           "key '{}' is 'on', which needs a CUDA device (the run is on the CPU); use auto or off",
           key));
     return {false, "the CPU runs kernels directly"};
   }
-  if (value == "on") return {true, "training.cuda_graphs on"};
+  if (value == Switch::On) return {true, "training.cuda_graphs on"};
   return {true,
           "auto: each micro-batch shape's forward and backward pass is captured once and "
           "replayed"};

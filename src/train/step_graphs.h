@@ -32,6 +32,7 @@
 #include <map>
 #include <string>
 
+#include "core/choice.h"
 #include "core/device.h"
 
 namespace ftune {
@@ -115,6 +116,8 @@ struct ResolvedCudaGraphs {
 };
 // training.cuda_graphs (auto | on | off) for a run on `device`: auto is on for CUDA devices; on is
 // an error (naming the key) on the CPU.
-ResolvedCudaGraphs resolve_cuda_graphs(const std::string& value, Device device);
+ResolvedCudaGraphs resolve_cuda_graphs(Switch value, Device device);
+// The same from the key's word (auto, on or off; else InputError naming the key).
+ResolvedCudaGraphs resolve_cuda_graphs(std::string_view value, Device device);
 
 }  // namespace ftune

@@ -150,12 +150,13 @@ void check_rules(TrainConfig& c, const YAML::Node& root, const KeyOrigin& origin
           fmt::format("must be in [0, data.folds) = [0, {})", d.folds));
   require(t.epochs >= 1 || t.max_steps > 0, "training.epochs", "must be at least 1");
   resolve_batch_sizes(c.training, root, origin);
-  if (t.loss == "listwise" || t.loss == "margin_mse") {
+  if (t.loss == LossSetting::Listwise || t.loss == LossSetting::MarginMse) {
+    const std::string_view loss = choice_name(t.loss);
     require(t.label_smoothing == 0, "training.label_smoothing",
-            fmt::format("must be 0 with training.loss {} (a group's target is its {})", t.loss,
-                        t.loss == "listwise" ? "positive" : "teacher's margins"));
+            fmt::format("must be 0 with training.loss {} (a group's target is its {})", loss,
+                        t.loss == LossSetting::Listwise ? "positive" : "teacher's margins"));
     require(t.class_weights.empty() && t.class_weights_by_label.empty(), "training.class_weights",
-            fmt::format("must be empty with training.loss {} (groups weigh the same)", t.loss));
+            fmt::format("must be empty with training.loss {} (groups weigh the same)", loss));
   }
 }
 

@@ -2,7 +2,8 @@
 // (`training.learning_rate=3e-5`). Every key is typed and validated; an unknown or mistyped key is
 // an InputError naming the file, the key and what was expected (with a suggestion for typos). A
 // member's initializer is its key's default; the key's type, help and rule are its row in the key
-// table (train/config_keys.h), which generates docs/configuration.md.
+// table (train/config_keys.h), which generates docs/configuration.md. A key with a closed set of
+// values is an enum (its words: train/config_choices.h), parsed and checked once by that table.
 // A top-level `preset: bert|roberta|xlmr|bge-reranker|minilm` fills the family's recommended
 // defaults under the user's keys (train/presets.h). The resolved configuration — preset and
 // overrides applied — is saved in the run directory and fingerprinted for resume.
@@ -15,8 +16,12 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/choice.h"
 #include "core/device.h"
+#include "data/data_choices.h"
 #include "models/adapter_config.h"
+#include "optim/lr_schedule.h"
+#include "train/config_choices.h"
 
 namespace ftune {
 
@@ -47,7 +52,7 @@ struct TrainConfig {
   } model;
   struct Data {
     std::string train, validation, test;  // files (.jsonl, .tsv, .csv); validation/test optional
-    std::string format = "auto";  // auto (by extension), jsonl, tsv, csv, flagembedding
+    data::DataFormat format = data::DataFormat::kAuto;  // auto (by extension), jsonl, tsv, csv, ...
     bool has_header = true;               // TSV/CSV: first row names the columns
     std::string text_field = "text";      // column name (or 0-based index without a header)
     std::string text_pair_field = "text_pair";  // empty: single-text task
@@ -56,7 +61,7 @@ struct TrainConfig {
     std::string teacher_field = "teacher_score";
     // Multi-label rows in TSV / CSV: the labels of a row in one field, joined by this.
     std::string label_separator = "|";
-    std::string bad_rows = "fail";   // fail | skip
+    data::BadRowPolicy bad_rows = data::BadRowPolicy::kFail;
     double max_bad_fraction = 0.01;  // skip: more bad rows than this fraction is an error
     double validation_split = 0;     // no validation file: this fraction of train (stratified)
     double test_split = 0;           // no test file: this fraction of train (stratified)
@@ -68,12 +73,12 @@ struct TrainConfig {
     std::string pair_template;
     // Micro-batches of packed rows, no padding (data/token_batch.h): auto (on where the model
     // family and the device support it), on or off.
-    std::string packing = "auto";
+    Switch packing = Switch::Auto;
     bool allow_single_class = false;  // training data with examples of one label only is allowed
     // Query groups (data/groups.h): the query id column; "" = none (FlagEmbedding's nested JSONL
     // has its groups without it). Splits and folds then keep each group whole.
     std::string group_field;
-    std::string groups_without_positive = "warn";  // warn | fail
+    GroupsWithoutPositive groups_without_positive = GroupsWithoutPositive::Warn;
     int64_t group_size = 8;  // listwise: rows a group trains with, 1 positive + group_size - 1 negatives
   } data;
   struct Training {
@@ -89,21 +94,21 @@ struct TrainConfig {
     int64_t effective_batch_size = 0;
     double memory_fraction = 0.95;  // share of the device's available memory the plan may use
     std::string memory_budget;      // "8GiB": a fixed budget instead of the fraction
-    std::string plan_lengths = "data";  // data (longest tokenized sequence) | max_length
+    PlanLengths plan_lengths = PlanLengths::Data;  // data (longest tokenized sequence) | max_length
     double learning_rate = 5e-5;
     double layer_decay = 1.0;  // layer-wise LR decay: layer l of L gets decay^(L - l)
     double weight_decay = 0.01;
     double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_epsilon = 1e-8;
     double warmup_ratio = 0.1;
     int64_t warmup_steps = 0;  // > 0 overrides warmup_ratio
-    std::string schedule = "linear";
+    ScheduleKind schedule = ScheduleKind::Linear;
     double max_grad_norm = 1.0;
     // auto | cross_entropy | bce | mse | distill_mse | multi_label_bce (train/score_task.h): auto
     // is cross_entropy for a head of K >= 2 labels, bce for a one-score head (mse when the
     // checkpoint's problem_type is regression).
     // listwise: softmax over each query group (data.group_field or FlagEmbedding's format;
     // ops/listwise_loss.h, train/group_sampler.h).
-    std::string loss = "auto";
+    LossSetting loss = LossSetting::Auto;
     double label_smoothing = 0.0;
     // Loss weight per class: a list in id order, or a map label name -> weight (labels left out
     // weigh 1); resolve_class_weights turns either into one weight per id.
@@ -115,13 +120,13 @@ struct TrainConfig {
     int64_t threads = 0;               // 0: all cores
     std::string device = "cpu";        // cpu | cuda | cuda:N: where the arena lives and ops run
     // auto | fp32 | bf16 | fp16 (train/precision.h): auto is bf16 on a GPU with bf16, else fp32.
-    std::string precision = "auto";
+    PrecisionSetting precision = PrecisionSetting::Auto;
     // auto | on | off: TF32 tensor cores for the fp32 GEMMs on a GPU (train/precision.h).
-    std::string tf32 = "auto";
+    Switch tf32 = Switch::Auto;
     // auto | ftune | cudnn: the kernel of 16-bit attention on a GPU (train/precision.h).
-    std::string attention = "auto";
+    AttentionSetting attention = AttentionSetting::Auto;
     // auto | on | off: CUDA graphs of each micro-batch shape's step (train/step_graphs.h).
-    std::string cuda_graphs = "auto";
+    Switch cuda_graphs = Switch::Auto;
     // Micro-batches are padded to a multiple of this many tokens; 0 = auto (8 on a GPU, 1 on the
     // CPU: train/step_graphs.h).
     int64_t pad_to_multiple_of = 0;
@@ -139,9 +144,9 @@ struct TrainConfig {
     // auto: f1 for binary, macro_f1 otherwise; with query groups ndcg@10, and any of ndcg@K,
     // mrr@K, map, recall@K, group_accuracy (train/ranking_metrics.h)
     std::string metric = "auto";
-    std::string mode = "auto";            // max | min | auto (min for loss, mse, mae)
+    MetricMode mode = MetricMode::Auto;  // max | min | auto (min for loss, mse, mae)
     int64_t batch_size = 0;               // 0: the training micro-batch
-    std::string threshold_metric = "f1";  // binary: the threshold chosen on validation maximises it
+    ThresholdMetric threshold_metric = ThresholdMetric::F1;  // binary: chosen on validation
   } eval;
   struct EarlyStopping {
     int64_t patience = 0;  // evaluations without improvement; 0: off
@@ -155,7 +160,7 @@ struct TrainConfig {
   struct Output {
     std::string dir = "runs/ftune";
     bool tensorboard = true;
-    std::string progress = "auto";  // auto (bar on a terminal), bar, plain
+    ProgressStyle progress = ProgressStyle::Auto;  // auto (bar on a terminal), bar, plain
     bool overwrite = false;         // a directory holding a previous run is replaced
   } output;
 

@@ -48,7 +48,7 @@ data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
   const auto& d = cfg.data;
   data::DataSpec spec;
   spec.path = path;
-  spec.format = data::parse_data_format(d.format, "data.format");
+  spec.format = d.format;
   spec.has_header = d.has_header;
   set_column(d.text_field, "text", 0, d.has_header, "text_field", &spec.columns.text,
              &spec.columns.text_index);
@@ -66,19 +66,19 @@ data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
   spec.columns.numeric_label = task.scores() && !task.multi_label;
   spec.columns.label_lists = task.multi_label;
   spec.columns.teacher_scores = task.distill;
-  spec.top_target_relevant = task.loss_name == "margin_mse";
+  spec.top_target_relevant = task.objective == LossSetting::MarginMse;
   spec.columns.list_separator = d.label_separator;
   spec.targets = task.targets();
   spec.targets_key = "training.loss " + task.loss_name;
   // A one-score task's label is the head's; multi-label sets are given like class labels.
   spec.labels.names = task.scores() && !task.multi_label ? task.score_labels : label_names;
   spec.labels.integer_aliases = integer_aliases;
-  spec.bad_rows = data::parse_bad_row_policy(d.bad_rows, "data.bad_rows");
+  spec.bad_rows = d.bad_rows;
   spec.max_bad_fraction = d.max_bad_fraction;
   if (!d.group_field.empty())
     set_column(d.group_field, "", -1, d.has_header, "group_field", &spec.columns.group,
                &spec.columns.group_index);
-  spec.refuse_groups_without_positive = d.groups_without_positive == "fail";
+  spec.refuse_groups_without_positive = d.groups_without_positive == GroupsWithoutPositive::Fail;
   return spec;
 }
 
@@ -87,7 +87,7 @@ data::DataSpec spec_for(const TrainConfig& cfg, const std::string& path,
 bool has_query_groups(const TrainConfig& cfg) {
   const auto& d = cfg.data;
   if (!d.group_field.empty()) return true;
-  data::DataFormat format = data::parse_data_format(d.format, "data.format");
+  data::DataFormat format = d.format;
   if (format == data::DataFormat::kAuto) format = data::data_format_for_path(d.train);
   if (format == data::DataFormat::kFlagEmbedding) return true;
   if (format != data::DataFormat::kJsonl) return false;

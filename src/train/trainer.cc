@@ -75,7 +75,7 @@ void Trainer::load_data_and_model() {
     const auto& task = data_.task;
     const bool same_size = shipped.num_labels() == static_cast<int64_t>(data_.labels.names.size());
     // listwise ranks one score per row: a one-score head, or a 2-label head's logit 1 - logit 0.
-    if (task.loss_name == "listwise" && !task.scores() && data_.labels.names.size() > 2)
+    if (task.objective == LossSetting::Listwise && !task.scores() && data_.labels.names.size() > 2)
       throw InputError(fmt::format(
           "key 'training.loss': listwise ranks one score per row, but {} has {} class labels "
           "({}); use 0/1 relevance (or a checkpoint with num_labels 1, whose head listwise "
@@ -111,7 +111,7 @@ void Trainer::load_data_and_model() {
   loss_options_.class_weights = resolve_class_weights(tc_, data_.labels.names);
   if (data_.task.grouped()) {  // listwise or margin_mse: groups of data.group_size rows
     loss_options_.listwise_group_size = cfg_.data.group_size;
-    loss_options_.margin_mse = data_.task.loss_name == "margin_mse";
+    loss_options_.margin_mse = data_.task.objective == LossSetting::MarginMse;
   }
   pad_id_ = static_cast<int32_t>(model_.info().pad_token_id);
 
@@ -194,8 +194,7 @@ void Trainer::plan_schedule() {
   const int64_t warmup = tc_.warmup_steps > 0
                              ? tc_.warmup_steps
                              : static_cast<int64_t>(std::ceil(tc_.warmup_ratio * total_steps_));
-  schedule_ = LrSchedule{parse_schedule_kind(tc_.schedule, "training.schedule"), tc_.learning_rate,
-                         warmup, total_steps_};
+  schedule_ = LrSchedule{tc_.schedule, tc_.learning_rate, warmup, total_steps_};
   // Query groups in the validation data: ranking metrics (train/ranking_metrics.h), ndcg@10 by
   // default.
   const bool grouped =
@@ -215,8 +214,8 @@ void Trainer::plan_schedule() {
         "the validation rows have query groups, but the model has {} labels: ranking needs one "
         "score per row (1 or 2 labels)",
         model_.num_labels()));
-  const bool maximize =
-      cfg_.eval.mode == "auto" ? metric_maximized(eval_metric_) : cfg_.eval.mode == "max";
+  const bool maximize = cfg_.eval.mode == MetricMode::Auto ? metric_maximized(eval_metric_)
+                                                           : cfg_.eval.mode == MetricMode::Max;
   early_ = std::make_unique<EarlyStopping>(eval_metric_, maximize, cfg_.early_stopping.patience,
                                            cfg_.early_stopping.min_delta);
 }
@@ -369,11 +368,11 @@ nlohmann::json Trainer::run() {
       tc_.layer_decay < 1 ? fmt::format(" (layer decay {:g})", tc_.layer_decay) : "",
       compute_threads());
 
-  if (cfg_.output.progress == "auto" && lead()) {
+  if (cfg_.output.progress == ProgressStyle::Auto && lead()) {
     outputs_.progress = ProgressBar::for_stderr(tc_.log_every);
   } else {
     ProgressOptions po;
-    po.terminal = cfg_.output.progress == "bar" && lead();
+    po.terminal = cfg_.output.progress == ProgressStyle::Bar && lead();
     po.log_every = tc_.log_every;
     const auto t0 = RunClock::now();
     outputs_.progress = std::make_unique<ProgressBar>(std::cerr, spdlog::default_logger(), po,

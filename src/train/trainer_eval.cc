@@ -47,8 +47,7 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
     // The decision threshold is chosen on validation data only; the test split gets the one of
     // the selected (best) validation evaluation.
     if (!is_test) {
-      j = m.to_json(m.best_threshold(
-          parse_threshold_metric(cfg_.eval.threshold_metric, "eval.threshold_metric")));
+      j = m.to_json(m.best_threshold(cfg_.eval.threshold_metric));
     } else if (state_.best_eval.contains("at_threshold")) {
       const auto& t = state_.best_eval["at_threshold"];
       j = m.to_json(BinaryThreshold{t.at("margin").get<double>(), t.at("threshold").get<double>(),

@@ -50,11 +50,11 @@ TEST(DoctorReport, HopperGetsBf16AndSaysWhy) {
   EXPECT_NE(tf32->reason.find("auto: bf16 precision"), std::string::npos) << tf32->reason;
   // fp32 precision (the parity mode) keeps TF32 off unless asked for.
   TrainConfig fp32 = cfg;
-  fp32.training.precision = "fp32";
+  fp32.training.precision = PrecisionSetting::FP32;
   const auto exact = optimisation_states(f, fp32);
   EXPECT_EQ(find(exact, "mixed precision (bf16/fp16)")->state, "off");
   EXPECT_EQ(find(exact, "TF32 for fp32 GEMMs")->state, "off");
-  fp32.training.tf32 = "on";
+  fp32.training.tf32 = Switch::On;
   EXPECT_EQ(find(optimisation_states(f, fp32), "TF32 for fp32 GEMMs")->state, "on");
   const OptimisationState* flash = find(states, "flash attention (cuDNN)");
   ASSERT_NE(flash, nullptr);
@@ -68,7 +68,7 @@ TEST(DoctorReport, HopperGetsBf16AndSaysWhy) {
   EXPECT_NE(find(states, "padding to a multiple")->reason.find("length buckets"),
             std::string::npos);
   TrainConfig no_graphs = cfg;
-  no_graphs.training.cuda_graphs = "off";
+  no_graphs.training.cuda_graphs = Switch::Off;
   no_graphs.training.pad_to_multiple_of = 1;
   const auto eager = optimisation_states(f, no_graphs);
   EXPECT_EQ(find(eager, "CUDA graphs")->state, "off");
@@ -93,8 +93,8 @@ TEST(DoctorReport, CudnnAttentionIsOnWithBf16WhereBuiltAndOffForParity) {
       << flash->reason;
   const auto state_with = [&](const char* attention, const char* precision) {
     TrainConfig c;
-    c.training.attention = attention;
-    c.training.precision = precision;
+    c.training.attention = parse_choice<AttentionSetting>(attention, "training.attention");
+    c.training.precision = parse_choice<PrecisionSetting>(precision, "training.precision");
     return find(optimisation_states(f, c), "flash attention (cuDNN)")->state;  // a copy
   };
   EXPECT_EQ(state_with("ftune", "auto"), "off");
@@ -139,9 +139,9 @@ TEST(DoctorReport, FollowsTheConfigAndTheCpu) {
   EXPECT_EQ(find(states, "NVML sampling")->state, "off");
   EXPECT_EQ(find(states, "CUDA graphs")->state, "off");
   EXPECT_EQ(find(states, "padding to a multiple")->state, "off");
-  cfg.training.cuda_graphs = "on";  // a GPU matter
+  cfg.training.cuda_graphs = Switch::On;  // a GPU matter
   EXPECT_EQ(find(optimisation_states(f, cfg), "CUDA graphs")->state, "error");
-  cfg.training.cuda_graphs = "auto";
+  cfg.training.cuda_graphs = Switch::Auto;
   const std::string text = format_optimisations(states);
   EXPECT_NE(
       text.find("  gradient checkpointing            on   training.gradient_checkpointing on\n"),

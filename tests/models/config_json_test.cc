@@ -26,6 +26,28 @@ void expect_refused(const nlohmann::json& j, const std::vector<std::string>& par
   }
 }
 
+// The BERT family's variants are rows of one table (models/bert/encoder_config.cc): each row's
+// model_type is read as its variant, saved under its own name and architecture, and built by the
+// family registry (which registers every row), so a variant in data touches only that table.
+TEST(ConfigJson, EveryBertVariantRowIsReadSavedAndRegistered) {
+  const std::vector<std::string>& types = bert_model_types();
+  ASSERT_EQ(types, (std::vector<std::string>{"bert", "roberta", "xlm-roberta"}));
+  for (const std::string& type : types) {
+    nlohmann::json j = fixture_config();
+    j["model_type"] = type;
+    const EncoderConfig c = EncoderConfig::from_json(j, "model/config.json");
+    EXPECT_EQ(c.model_type(), type);
+    EXPECT_EQ(c.roberta_like(), type != "bert") << type;
+    EXPECT_EQ(c.to_json()["model_type"], type);
+    EXPECT_EQ(c.to_json()["architectures"][0], c.architecture()) << type;
+    EXPECT_NE(c.architecture(), "?") << type;
+    EXPECT_EQ(model_spec_from_json(j, "model/config.json").info().model_type, type);
+  }
+  nlohmann::json j = fixture_config();
+  j["model_type"] = "camembert";
+  expect_refused(j, {"model/config.json", "'camembert'", "expected bert, roberta or xlm-roberta"});
+}
+
 TEST(ConfigJson, FloatsMustFitAFloat) {
   for (const auto& [key, value] : std::vector<std::pair<std::string, double>>{
            {"layer_norm_eps", 1e300},

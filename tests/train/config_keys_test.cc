@@ -4,6 +4,7 @@
 // keys and prints a resolved configuration, refusing a bad one with the key and exit status 2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -82,6 +83,78 @@ TEST(ConfigKeys, RulesAndTypesComeFromTheRows) {
   EXPECT_EQ(error_of("training.learning_rate=1e-4"), "");
   EXPECT_EQ(closest_config_key("eval.metrc"), "eval.metric");
   EXPECT_EQ(closest_config_key("completely.different"), "");
+}
+
+// A closed-choice key is read once into its enum: every word of its row parses to the value
+// whose word it is, the default shows as the enum's word, and a word outside the set is refused
+// naming the key, the words and (for a near miss) the closest one.
+TEST(ConfigKeys, ChoiceKeysAreParsedOnceIntoTheirEnums) {
+  const auto parse = [](const std::string& override_text) {
+    YAML::Node root = YAML::Load("{model: {path: m}, data: {train: t.jsonl}}");
+    apply_overrides(root, {override_text});
+    return TrainConfig::parse(root, "c.yaml");
+  };
+  EXPECT_EQ(parse("training.tf32=off").training.tf32, Switch::Off);
+  EXPECT_EQ(parse("data.packing=on").data.packing, Switch::On);
+  EXPECT_EQ(parse("training.precision=bf16").training.precision, PrecisionSetting::BF16);
+  EXPECT_EQ(parse("training.attention=cudnn").training.attention, AttentionSetting::Cudnn);
+  EXPECT_EQ(parse("training.loss=margin_mse").training.loss, LossSetting::MarginMse);
+  EXPECT_EQ(parse("training.schedule=constant").training.schedule, ScheduleKind::Constant);
+  EXPECT_EQ(parse("training.plan_lengths=max_length").training.plan_lengths,
+            PlanLengths::MaxLength);
+  EXPECT_EQ(parse("data.format=flagembedding").data.format, data::DataFormat::kFlagEmbedding);
+  EXPECT_EQ(parse("data.bad_rows=skip").data.bad_rows, data::BadRowPolicy::kSkip);
+  EXPECT_EQ(parse("data.groups_without_positive=fail").data.groups_without_positive,
+            GroupsWithoutPositive::Fail);
+  EXPECT_EQ(parse("eval.mode=min").eval.mode, MetricMode::Min);
+  EXPECT_EQ(parse("eval.threshold_metric=mcc").eval.threshold_metric, ThresholdMetric::Mcc);
+  EXPECT_EQ(parse("output.progress=plain").output.progress, ProgressStyle::Plain);
+  EXPECT_EQ(parse("training.cuda_graphs=off").training.cuda_graphs, Switch::Off);
+  EXPECT_EQ(TrainConfig().training.loss, LossSetting::Auto);
+
+  int choice_rows = 0;
+  const TrainConfig defaults;
+  for (const ConfigKey& k : config_keys()) {
+    if (!k.read || k.type.find(" or ") == std::string::npos || k.key == "data.pair_template")
+      continue;
+    // "a, b or c": each word round-trips through the parser and shows as itself.
+    std::vector<std::string> words;
+    std::string type = k.type;
+    for (std::string sep : {", ", " or "})
+      for (size_t at; (at = type.find(sep)) != std::string::npos;)
+        type.replace(at, sep.size(), "|");
+    for (size_t start = 0;;) {
+      const size_t bar = type.find('|', start);
+      words.push_back(type.substr(start, bar - start));
+      if (bar == std::string::npos) break;
+      start = bar + 1;
+    }
+    if (std::any_of(words.begin(), words.end(),
+                    [](const std::string& w) { return w.find(' ') != std::string::npos; }))
+      continue;  // not a list of words (e.g. "integer >= 1, or auto")
+    ++choice_rows;
+    for (const std::string& w : words) {
+      TrainConfig c;
+      k.read(c, YAML::Node(w), "k");
+      EXPECT_EQ(k.show(c), w) << k.key;
+    }
+    EXPECT_NE(std::find(words.begin(), words.end(), k.show(defaults)), words.end()) << k.key;
+  }
+  EXPECT_GE(choice_rows, 15);
+
+  const auto error_of = [&](const std::string& override_text) {
+    try {
+      parse(override_text);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_EQ(error_of("training.precision=bf61"),
+            "c.yaml: key 'training.precision' must be one of auto, fp32, bf16, fp16, got 'bf61' "
+            "(did you mean 'bf16'?)");
+  EXPECT_EQ(error_of("output.progress=progressbar"),
+            "c.yaml: key 'output.progress' must be one of auto, bar, plain, got 'progressbar'");
 }
 
 TEST(ConfigCommand, ListsEveryKeyAndResolvesOrRefusesAConfig) {

@@ -90,7 +90,7 @@ TEST(MultiLabelMetrics, MatchSklearnAndChooseEachLabelsThreshold) {
 TrainConfig config_for(const std::string& model, const std::string& loss) {
   TrainConfig c;
   c.model.path = model;
-  c.training.loss = loss;
+  c.training.loss = parse_choice<LossSetting>(loss, "training.loss");
   return c;
 }
 

@@ -42,7 +42,7 @@ TEST(Presets, DecoderPresetsAdaptEveryLinearLayerUnderTheUsersKeys) {
     EXPECT_EQ(c.peft.alpha, 32.0) << preset;
     EXPECT_EQ(c.peft.dropout, 0.05) << preset;
     EXPECT_EQ(c.peft.target_modules, linear) << preset;
-    EXPECT_EQ(c.training.schedule, "cosine") << preset;
+    EXPECT_EQ(choice_name(c.training.schedule), "cosine") << preset;
     EXPECT_EQ(c.training.learning_rate, std::string(preset) == "gemma" ? 5e-5 : 1e-4) << preset;
     EXPECT_EQ(c.data.max_length, 512) << preset;
   }

@@ -9,6 +9,7 @@
 #include "models/adapters.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"
+#include "models/layers/fused_linear.h"
 #include "models/layers/layer_stack.h"
 #include "ops/attention.h"
 #include "ops/attention_cudnn.h"
@@ -120,6 +121,21 @@ AdaptedLinear fused_qkv(const EncoderWeights& w, const EncoderWeights* g, int64_
   return AdaptedLinear(p);
 }
 
+// The QKV projection: one GEMM over the fused matrix, the Query / Key / Value sites as its row
+// blocks (models/layers/fused_linear.h); when DoRA adapts all three, each forms its own z and the
+// fused GEMM is skipped.
+FusedLinear qkv_projection(const EncoderConfig& c, const EncoderWeights& w,
+                           const EncoderWeights* g, const LayerActivations& la,
+                           const EncoderActivations& a, int64_t l, const DropoutPlan& d,
+                           const TokenInputs& in) {
+  const int64_t C = c.hidden_size;
+  const auto block = [&](int part) {
+    return FusedBlock{part * C, C, site_linear(w, g, la, a, l, qkv_site(part), d, in)};
+  };
+  return FusedLinear(fused_qkv(w, g, l), {block(0), block(1), block(2)},
+                     FusedLinear::AllDora::SkipFusedGemm);
+}
+
 // The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h).
 FeedForward feed_forward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights* g,
                          const LayerActivations& la, const EncoderActivations& a, int64_t l,
@@ -148,12 +164,7 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   const TensorView out_h = mixed ? la.out_h.prefix(NC) : TensorView();
 
   const auto site = [&](EncoderSite s) { return site_linear(w, nullptr, la, a, l, s, d, in); };
-  // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
-  const bool qkv_fused = !(site(EncoderSite::Query).dora() && site(EncoderSite::Key).dora() &&
-                           site(EncoderSite::Value).dora());
-  if (qkv_fused) fused_qkv(w, nullptr, l).forward(qkv, xg, xg);
-  for (int part = 0; part < 3; ++part)
-    site(qkv_site(part)).forward(columns(qkv, part * C, C), x, xg, qkv_fused, recompute);
+  qkv_projection(c, w, nullptr, la, a, l, d, in).forward(qkv, x, xg, recompute);
   attention_forward(attention_call(c, a, in, d, l), ctx, la.probs, columns(qkv, 0, C),
                     columns(qkv, C, C), columns(qkv, 2 * C, C));
   site(EncoderSite::AttnOut).forward(attn, ctx, ctx, /*y_has_base=*/false, recompute);
@@ -215,13 +226,10 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
   attention_backward(attention_call(c, a, in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C),
                      columns(dqkv, 2 * C, C), dctx, columns(qkv, 0, C), columns(qkv, C, C),
                      columns(qkv, 2 * C, C), ctx, la.probs);
-  for (int part = 0; part < 3; ++part)
-    site(qkv_site(part)).backward_scale(columns(dqkv, part * C, C));
   // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
   const TensorView dx = need_dx ? dout : TensorView();
-  fused_qkv(w, &g, l).base_backward(dqkv, xg, dx, /*accumulate=*/true, /*guard=*/true);
-  for (int part = 0; part < 3; ++part)
-    site(qkv_site(part)).backward_adapter(columns(dqkv, part * C, C), x, dx);
+  qkv_projection(c, w, &g, la, a, l, d, in)
+      .backward(dqkv, x, xg, dx, /*accumulate=*/true, /*guard=*/true);
 }
 
 }  // namespace

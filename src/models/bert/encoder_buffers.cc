@@ -7,6 +7,7 @@
 
 #include "models/adapters.h"
 #include "models/bert/encoder.h"
+#include "models/layers/layer_stack.h"
 #include "ops/attention.h"
 #include "ops/embedding.h"
 
@@ -52,23 +53,18 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
   t.add("act/emb/rstd", f32, {N}, &a.emb_rstd);
   t.add("act/emb/out", f32, {N, C}, &a.emb_out);
   if (mixed) t.add("act/emb/out_h", h, {N, C}, &a.emb_out_h);
-  const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
+  const LayerSlots slots(c.num_layers, training, ckpt);  // models/layers/layer_stack.h
   const std::array<bool, kEncoderSites> sites = adapted_sites(c, how.adapters);
-  // The layers a slot holds: l with l % slots == s.
-  auto each_layer = [&](int64_t s, auto&& f) {
-    for (int64_t l = s; l < c.num_layers; l += slots) f(a.layers[l]);
-  };
   auto slot_buffer = [&](int64_t s, const char* what, DType dtype, Shape shape,
                          TensorView LayerActivations::*view) {
-    t.add(act_name(s, what), dtype, shape);
-    each_layer(s, [&](LayerActivations& la) { t.also(act_name(s, what), &(la.*view)); });
+    slots.add(t, a.layers, s, act_name(s, what), dtype, shape, view);
   };
   // The op's saved state per layer slot (probabilities, or cuDNN's statistics) and its scratch:
   // packed rows keep each row's probabilities at its tokens (ops/attention.h), no padding.
   const AttentionBuffers attention = attention_buffers(encoder_attention_spec(c), how.device, cudnn,
                                                        how.max_rows, N, T, training,
                                                        how.max_token_positions);
-  for (int64_t s = 0; s < slots; ++s) {
+  for (int64_t s = 0; s < slots.count(); ++s) {
     slot_buffer(s, "qkv", h, {N, 3 * C}, &LayerActivations::qkv);
     slot_buffer(s, "probs", f32, {attention.saved}, &LayerActivations::probs);
     slot_buffer(s, "ctx", h, {N, C}, &LayerActivations::ctx);
@@ -89,7 +85,7 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
     for (int i = 0; i < kEncoderSites; ++i) {
       if (!sites[i]) continue;
       std::vector<AdapterSiteBuffers*> views;
-      each_layer(s, [&](LayerActivations& la) { views.push_back(&la.adapter[i]); });
+      slots.each(s, [&](int64_t l) { views.push_back(&a.layers[l].adapter[i]); });
       add_adapter_site_buffers(t, act_name(s, fmt::format("lora_u{}", i).c_str()),
                                act_name(s, fmt::format("dora_z{}", i).c_str()), N, site_out(c, i),
                                how.adapters, views);

@@ -4,38 +4,58 @@
 #include <fmt/format.h>
 
 
+#include "core/choice.h"
 #include "core/error.h"
 #include "io/json_file.h"
 #include "models/config_fields.h"
 
 namespace ftune {
 
+namespace {
+
+// The family's model_types: the variant each is, and the architecture a saved config names.
+struct VariantRow {
+  const char* model_type;
+  BertVariant variant;
+  const char* architecture;
+};
+constexpr VariantRow kVariants[] = {
+    {"bert", BertVariant::Bert, "BertForSequenceClassification"},
+    {"roberta", BertVariant::Roberta, "RobertaForSequenceClassification"},
+    {"xlm-roberta", BertVariant::XlmRoberta, "XLMRobertaForSequenceClassification"},
+};
+
+const VariantRow* find_row(const std::string& model_type) {
+  for (const VariantRow& r : kVariants)
+    if (model_type == r.model_type) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<std::string>& bert_model_types() {
+  static const std::vector<std::string> types = [] {
+    std::vector<std::string> t;
+    for (const VariantRow& r : kVariants) t.push_back(r.model_type);
+    return t;
+  }();
+  return types;
+}
+
 std::string EncoderConfig::weight_prefix() const {
   return variant == BertVariant::Bert ? "bert" : "roberta";
 }
 
 std::string EncoderConfig::model_type() const {
-  switch (variant) {
-    case BertVariant::Bert:
-      return "bert";
-    case BertVariant::Roberta:
-      return "roberta";
-    case BertVariant::XlmRoberta:
-      return "xlm-roberta";
-  }
+  if (!hf_model_type.empty()) return hf_model_type;
+  for (const VariantRow& r : kVariants)
+    if (r.variant == variant) return r.model_type;
   return "?";
 }
 
 std::string EncoderConfig::architecture() const {
-  switch (variant) {
-    case BertVariant::Bert:
-      return "BertForSequenceClassification";
-    case BertVariant::Roberta:
-      return "RobertaForSequenceClassification";
-    case BertVariant::XlmRoberta:
-      return "XLMRobertaForSequenceClassification";
-  }
-  return "?";
+  const VariantRow* row = find_row(model_type());
+  return row ? row->architecture : "?";
 }
 
 EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::string& path) {
@@ -43,17 +63,14 @@ EncoderConfig EncoderConfig::from_json(const nlohmann::json& j, const std::strin
   EncoderConfig c;
   c.raw = j;
   const std::string type = io::get_string(j, "model_type", path);
-  if (type == "bert")
-    c.variant = BertVariant::Bert;
-  else if (type == "roberta")
-    c.variant = BertVariant::Roberta;
-  else if (type == "xlm-roberta")
-    c.variant = BertVariant::XlmRoberta;
-  else
-    throw InputError(
-        fmt::format("{}: model_type '{}' is not supported; expected bert, roberta or "
-                    "xlm-roberta (BERT, MiniLM, RoBERTa, XLM-R, BGE rerankers)",
-                    path, type));
+  const VariantRow* row = find_row(type);
+  if (!row)
+    throw InputError(fmt::format(
+        "{}: model_type '{}' is not supported; expected {} (BERT, MiniLM, RoBERTa, XLM-R, BGE "
+        "rerankers)",
+        path, type, either(bert_model_types())));
+  c.variant = row->variant;
+  if (type != c.model_type()) c.hf_model_type = type;  // a row after its variant's first
   auto size = [&](const char* key, std::optional<int64_t> fallback = std::nullopt) {
     return config_size(j, key, path, fallback);
   };

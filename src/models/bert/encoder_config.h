@@ -16,11 +16,20 @@
 
 namespace ftune {
 
-// The BERT family's variants, by config.json's model_type: bert, roberta, xlm-roberta.
+// The BERT family's variants, by config.json's model_type: bert, roberta, xlm-roberta. Bert has
+// the pooler and BERT's heads; the others are RoBERTa-like (padding offset positions, the
+// classifier.dense / out_proj head). A model_type that differs from one of them only in its name
+// and architecture is a row of the variants' table (encoder_config.cc), nothing else.
 enum class BertVariant : uint8_t { Bert, Roberta, XlmRoberta };
+
+// Every model_type the BERT family reads, in its table's order (the registry registers each).
+const std::vector<std::string>& bert_model_types();
 
 struct EncoderConfig {
   BertVariant variant = BertVariant::Bert;
+  // config.json's model_type when it is not the variant's own name (a row of the variants' table
+  // sharing the variant); empty: the variant's name.
+  std::string hf_model_type;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;

@@ -11,6 +11,7 @@
 #include "models/deberta/deberta_weights.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"
+#include "models/layers/fused_linear.h"
 #include "models/layers/layer_stack.h"
 #include "models/packed_dropout.h"
 #include "ops/disentangled_attention.h"
@@ -209,6 +210,19 @@ class DebertaModel final : public BackboneModel {
                                       g_.layers.empty() ? TensorView() : g_.layers[l].qkv_b});
   }
 
+  // The QKV projection: the fused GEMM with the Query / Key / Value sites as its row blocks
+  // (models/layers/fused_linear.h); when DoRA adapts all three, each forms its own z and the fused
+  // GEMM is skipped.
+  FusedLinear qkv_projection(int64_t l, bool grads, const TokenInputs& in,
+                             const DropoutPlan& d) const {
+    const int64_t C = c_.hidden_size;
+    const auto block = [&](int part) {
+      return FusedBlock{part * C, C, site(l, static_cast<DebertaSite>(part), grads, in, d)};
+    };
+    return FusedLinear(fused_qkv(l), {block(0), block(1), block(2)},
+                       FusedLinear::AllDora::SkipFusedGemm);
+  }
+
   // The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h).
   FeedForward feed_forward(int64_t l, bool grads, const TokenInputs& in,
                            const DropoutPlan& d) const {
@@ -299,14 +313,7 @@ class DebertaModel final : public BackboneModel {
                      ffn_out = la.ffn_out.prefix(NC);
     const TensorView xg = gemm_x(l, x), ln1g = gemm_ln1(l, N);
     if (mixed()) cast(xg, x);
-    // One fused QKV GEMM, unless DoRA adapts all three blocks (each then forms its own z).
-    const bool fused = !(site(l, DebertaSite::Query, false, in, d).dora() &&
-                         site(l, DebertaSite::Key, false, in, d).dora() &&
-                         site(l, DebertaSite::Value, false, in, d).dora());
-    if (fused) fused_qkv(l).forward(qkv, xg, xg);
-    for (int part = 0; part < 3; ++part)
-      site_forward(l, static_cast<DebertaSite>(part), columns(qkv, part * C, C), x, xg, in, d,
-                   fused, recompute);
+    qkv_projection(l, false, in, d).forward(qkv, x, xg, recompute);
     const float pr = p(d, c_.hidden_dropout);
     if (pr > 0)
       dropout_forward(la.rel_drop, rel_source(), pr, key(d, rel_site(l)),
@@ -419,13 +426,9 @@ class DebertaModel final : public BackboneModel {
     }
     // dx = the residual part (in dout) + the QKV input gradient. DoRA first scales each block's
     // gradient in place; the fused backward then reads them all.
-    for (int part = 0; part < 3; ++part)
-      site(l, static_cast<DebertaSite>(part), true, in, d).backward_scale(columns(dqkv, part * C, C));
     const TensorView dx = need_dx ? dout : TensorView();
-    fused_qkv(l).base_backward(dqkv, gemm_x(l, x), dx, /*accumulate=*/true, /*guard=*/true);
-    for (int part = 0; part < 3; ++part)
-      site(l, static_cast<DebertaSite>(part), true, in, d)
-          .backward_adapter(columns(dqkv, part * C, C), x, dx);
+    qkv_projection(l, true, in, d)
+        .backward(dqkv, x, gemm_x(l, x), dx, /*accumulate=*/true, /*guard=*/true);
   }
 
   // The pooler's dense with its adapter (PEFT target "pooler.dense"), if any: the head's (B, C)

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "models/adapters.h"
+#include "models/layers/layer_stack.h"
 #include "ops/disentangled_attention.h"
 #include "ops/embedding.h"
 #include "ops/layer_norm.h"
@@ -236,7 +237,7 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   t.add("act/rel/rstd", f32, {R}, &a.rel_rstd);
   // Checkpointing keeps every layer's output and one slot for the rest (backward recomputes a
   // layer's forward into it).
-  const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
+  const LayerSlots slots(c.num_layers, training, ckpt);  // models/layers/layer_stack.h
   // Packed rows run the op one by one, their saved state back to back: sum L^2 <= N T on the CPU
   // (probabilities), sum (H + C) L = (H + C) N on CUDA (statistics and O); the workspace is one
   // row's (mixed precision: the CPU's per-thread fp32 blocks of the 16-bit tensors, or CUDA's
@@ -282,11 +283,9 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     adapted[key] = c.c2p && adapted[static_cast<int>(DebertaSite::Key)];
     adapted[query] = c.p2c && adapted[static_cast<int>(DebertaSite::Query)];
   }
-  for (int64_t s = 0; s < slots; ++s) {
+  for (int64_t s = 0; s < slots.count(); ++s) {
     const auto add = [&](const Slot& e) {
-      const std::string name = fmt::format("act/layer{}/{}", s, e.what);
-      t.add(name, e.dtype, e.shape);
-      for (int64_t l = s; l < c.num_layers; l += slots) t.also(name, &(a.layers[l].*e.view));
+      slots.add(t, a.layers, s, fmt::format("act/layer{}/{}", s, e.what), e.dtype, e.shape, e.view);
     };
     for (const Slot& e : per_layer)
       if (!ckpt || e.view != &DebertaLayerActs::out) add(e);
@@ -298,7 +297,7 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
       const int64_t rows = positional ? R : N;
       const int64_t out = static_cast<DebertaSite>(k) == DebertaSite::FfnIn ? F : C;
       std::vector<AdapterSiteBuffers*> views;
-      for (int64_t l = s; l < c.num_layers; l += slots) views.push_back(&a.layers[l].adapter[k]);
+      slots.each(s, [&](int64_t l) { views.push_back(&a.layers[l].adapter[k]); });
       add_adapter_site_buffers(t, fmt::format("act/layer{}/lora_u{}", s, k),
                                fmt::format("act/layer{}/dora_z{}", s, k), rows, out, ad, views);
     }

@@ -7,12 +7,13 @@
 #include "models/adapters.h"
 #include "models/layers/layer_stack.h"
 #include "models/layers/adapted_linear.h"
+#include "models/layers/feed_forward.h"
+#include "models/layers/fused_linear.h"
 #include "models/layers/norm.h"
 #include "models/token_attention.h"
 #include "ops/attention.h"
 #include "ops/cast.h"
 #include "ops/embedding.h"
-#include "ops/glu.h"
 #include "ops/last_token.h"
 #include "ops/linear.h"
 #include "ops/residual.h"
@@ -104,6 +105,36 @@ struct Layer {
                          AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i),
                                      dropout_rows(d, in)});
   }
+  // The plain linear over a fused matrix (q | k | v or gate | up), its adapters being the row
+  // blocks' sites.
+  AdaptedLinear fused_gemm(TensorView DecoderLayerWeights::*weight,
+                           TensorView DecoderLayerWeights::*bias) const {
+    const DecoderLayerWeights& lw = w.layers[l];
+    LinearParams p{lw.*weight, lw.*bias, gemm().*weight, gemm().*bias, {}, {}};
+    if (g) p.weight_grad = g->layers[l].*weight, p.bias_grad = g->layers[l].*bias;
+    return AdaptedLinear(p);
+  }
+  // The q | k | v projection: one GEMM, an adapted block per row block
+  // (models/layers/fused_linear.h).
+  FusedLinear qkv_proj() const {
+    const int64_t Q = c.q_size(), KV = c.kv_size();
+    return FusedLinear(fused_gemm(&DecoderLayerWeights::qkv_w, &DecoderLayerWeights::qkv_b),
+                       {FusedBlock{0, Q, site(DecoderSite::Q)},
+                        FusedBlock{Q, KV, site(DecoderSite::K)},
+                        FusedBlock{Q + KV, KV, site(DecoderSite::V)}},
+                       FusedLinear::AllDora::RunFusedGemm);
+  }
+  // The gated MLP: gate | up as one GEMM with adapted row blocks, the gated activation, down
+  // (models/layers/feed_forward.h).
+  FeedForward mlp() const {
+    const int64_t F = c.intermediate_size;
+    return FeedForward(
+        FusedLinear(fused_gemm(&DecoderLayerWeights::gu_w, &DecoderLayerWeights::gu_b),
+                    {FusedBlock{0, F, site(DecoderSite::Gate)},
+                     FusedBlock{F, F, site(DecoderSite::Up)}},
+                    FusedLinear::AllDora::RunFusedGemm),
+        site(DecoderSite::Down), FeedForwardActivation::Gated(c.activation));
+  }
   // An RMSNorm of the layer (models/layers/norm.h): fp32 x into out directly, or under mixed
   // precision in fp32 staging (norm_stage) rounded once into the 16-bit out.
   Norm norm(TensorView DecoderLayerWeights::*weight) const {
@@ -156,45 +187,42 @@ void layer_forward(const Layer& L, TensorView x) {
   const TensorView raw = la.qkv_raw.prefix({N, c.qkv_size()});
   L.norm(&DecoderLayerWeights::in_norm).forward(h1, TensorView(), la.rstd1.prefix({N}), x,
                                                 L.norm_stage());
-  linear_forward(raw, h1, L.gemm().qkv_w, L.gemm().qkv_b);
-  for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
-    L.adapter(s, L.block(s, raw), h1, true);
+  L.qkv_proj().forward(raw, h1, h1, L.recompute);
   qk_forward(L, qkv, raw);
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), tmp = L.a.tmp.prefix({N, C});
   attention_forward(attention_call(c, L.a, L.in, L.d, L.l), ctx, la.probs,
                     L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                     L.block(DecoderSite::V, raw));
-  // The branch's output (site s's GEMM on `in`) to add to the residual stream. Gemma normalises it
-  // first (sandwich norms), keeping the GEMM output in fp32 `saved` for backward: under mixed
-  // precision the GEMM writes 16 bits (as autocast's linear does), copied to `saved`, and the norm
-  // writes fp32 staging.
-  auto branch_out = [&](DecoderSite s, TensorView in, TensorView saved, TensorView rstd,
+  // A branch's output GEMM (attention's o, the MLP's down) writes where branch_out reads it: tmp,
+  // or with Gemma's sandwich norms in fp32 the kept `saved`.
+  auto branch_target = [&](TensorView saved) {
+    return c.sandwich_norms && !L.mixed() ? saved.prefix({N, C}) : tmp;
+  };
+  // The branch's output to add to the residual stream. Gemma normalises it first (sandwich
+  // norms), keeping the GEMM output in fp32 `saved` for backward: under mixed precision the GEMM
+  // writes 16 bits (as autocast's linear does), copied to `saved`, and the norm writes fp32
+  // staging.
+  auto branch_out = [&](TensorView written, TensorView saved, TensorView rstd,
                         TensorView w) -> TensorView {
-    if (!c.sandwich_norms) {
-      L.adapter(s, tmp, in, false);
-      return tmp;
-    }
+    if (!c.sandwich_norms) return written;
     const TensorView y = saved.prefix({N, C});
-    if (L.mixed()) {
-      L.adapter(s, tmp, in, false);
-      cast(y, tmp);
-    } else {
-      L.adapter(s, y, in, false);
-    }
+    if (L.mixed()) cast(y, written);
     const TensorView normed = L.mixed() ? L.stage(L.a.stage0, C) : tmp;
     rms_norm_forward(normed, rstd.prefix({N}), y, w, c.rms_norm_eps, c.norm_offset);
     return normed;
   };
-  const TensorView attn = branch_out(DecoderSite::O, ctx, la.attn_out, la.rstd_ao, lw.attn_out_norm);
+  const TensorView attn_y = branch_target(la.attn_out);
+  L.adapter(DecoderSite::O, attn_y, ctx, false);
+  const TensorView attn = branch_out(attn_y, la.attn_out, la.rstd_ao, lw.attn_out_norm);
   const TensorView x1 = la.x1.prefix({N, C}), h2 = la.h2.prefix({N, C});
   residual_forward(x1, x, attn);
   L.norm(&DecoderLayerWeights::post_norm).forward(h2, TensorView(), la.rstd2.prefix({N}), x1,
                                                   L.norm_stage());
   const TensorView gu = la.gu.prefix({N, 2 * F}), m = la.m.prefix({N, F});
-  linear_forward(gu, h2, L.gemm().gu_w, L.gemm().gu_b);
-  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.adapter(s, L.block(s, gu), h2, true);
-  glu_forward(m, gu, c.activation);  // mixed: 16-bit gu and m, fp32 math (ops/glu.h)
-  const TensorView mlp = branch_out(DecoderSite::Down, m, la.mlp_out, la.rstd_mo, lw.mlp_out_norm);
+  // Mixed precision: 16-bit gu and m, the gate's activation in fp32 math (ops/glu.h).
+  const TensorView mlp_y = branch_target(la.mlp_out);
+  L.mlp().forward(mlp_y, m, gu, h2, h2, L.recompute);
+  const TensorView mlp = branch_out(mlp_y, la.mlp_out, la.rstd_mo, lw.mlp_out_norm);
   residual_forward(la.out.prefix({N, C}), x1, mlp);
 }
 
@@ -233,14 +261,13 @@ void layer_backward(const Layer& L, TensorView x) {
   const DecoderConfig& c = L.c;
   const DecoderLayerWeights& lw = L.w.layers[L.l];
   const DecoderLayerWeights& lg = L.g->layers[L.l];
-  const DecoderLayerWeights& gw = L.gemm();
   const DecoderLayerActs& la = L.la;
   const DecoderActs& a = L.a;
   const int64_t N = L.N, C = c.hidden_size, F = c.intermediate_size;
   const TensorView dx = a.dx.prefix({N, C}), dtmp = a.dtmp.prefix({N, C}), dh = a.dh.prefix({N, C});
   // The gradient a sublayer's output GEMM reads (site s): dx, or through Gemma's norm on the branch
   // output (saved, rstd, weight w, its gradient gnorm); a copy (mixed precision: in 16 bits) when
-  // DoRA scales it in place (the residual needs dx as it is).
+  // DoRA will scale it in place in the site's backward (the residual needs dx as it is).
   auto output_grad = [&](DecoderSite s, TensorView saved, TensorView rstd, TensorView w,
                          TensorView gnorm) {
     TensorView g = dx;
@@ -258,37 +285,27 @@ void layer_backward(const Layer& L, TensorView x) {
       dy = dtmp;
       copy(dy, dx);
     }
-    L.site(s).backward_scale(dy);
     return dy;
   };
   const TensorView m = la.m.prefix({N, F}), dm = a.dm.prefix({N, F}), gu = la.gu.prefix({N, 2 * F});
   const TensorView dgu = a.dgu.prefix({N, 2 * F}), h2 = la.h2.prefix({N, C});
   TensorView dy = output_grad(DecoderSite::Down, la.mlp_out, la.rstd_mo, lw.mlp_out_norm, lg.mlp_out_norm);
-  L.site(DecoderSite::Down).base_backward(dy, m, dm);
-  L.site(DecoderSite::Down).backward_adapter(dy, m, dm);
-  glu_backward(dgu, gu, dm, c.activation);  // mixed: 16-bit gu and dgu, fp32 dm
-  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.site(s).backward_scale(L.block(s, dgu));
-  linear_backward(dh, lg.gu_w, lg.gu_b, dgu, h2, gw.gu_w);
-  for (DecoderSite s : {DecoderSite::Gate, DecoderSite::Up}) L.site(s).backward_adapter(L.block(s, dgu), h2, dh);
+  L.mlp().backward(dy, m, dm, gu, dgu, h2, h2, dh);  // mixed: 16-bit gu and dgu, fp32 dm
   const TensorView x1 = la.x1.prefix({N, C});
   L.norm(&DecoderLayerWeights::post_norm).backward(dtmp, dh, x1, TensorView(), la.rstd2.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx1
 
   const TensorView ctx = la.ctx.prefix({N, c.q_size()}), dctx = a.dctx.prefix({N, c.q_size()});
   dy = output_grad(DecoderSite::O, la.attn_out, la.rstd_ao, lw.attn_out_norm, lg.attn_out_norm);
-  L.site(DecoderSite::O).base_backward(dy, ctx, dctx);
-  L.site(DecoderSite::O).backward_adapter(dy, ctx, dctx);
+  L.site(DecoderSite::O).backward(dy, ctx, ctx, dctx);
   const TensorView qkv = la.qkv.prefix({N, c.qkv_size()}), dqkv = a.dqkv.prefix({N, c.qkv_size()});
   attention_backward(attention_call(c, a, L.in, L.d, L.l), L.block(DecoderSite::Q, dqkv),
                      L.block(DecoderSite::K, dqkv), L.block(DecoderSite::V, dqkv), dctx,
                      L.block(DecoderSite::Q, qkv), L.block(DecoderSite::K, qkv),
                      L.block(DecoderSite::V, la.qkv_raw.prefix({N, c.qkv_size()})), ctx, la.probs);
   qk_backward(L, dqkv);
-  for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V}) L.site(s).backward_scale(L.block(s, dqkv));
   const TensorView h1 = la.h1.prefix({N, C});
-  linear_backward(dh, lg.qkv_w, lg.qkv_b, dqkv, h1, gw.qkv_w);
-  for (DecoderSite s : {DecoderSite::Q, DecoderSite::K, DecoderSite::V})
-    L.site(s).backward_adapter(L.block(s, dqkv), h1, dh);
+  L.qkv_proj().backward(dqkv, h1, h1, dh);
   L.norm(&DecoderLayerWeights::in_norm).backward(dtmp, dh, x, TensorView(), la.rstd1.prefix({N}));
   residual_forward(dx, dx, dtmp);  // dL/dx
 }

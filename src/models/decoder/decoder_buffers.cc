@@ -6,6 +6,7 @@
 
 #include "models/adapters.h"
 #include "models/decoder/decoder.h"
+#include "models/layers/layer_stack.h"
 #include "ops/embedding.h"
 #include "ops/rms_norm.h"
 
@@ -48,12 +49,10 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
                                                        how.max_token_positions);
   // Training keeps every layer (checkpointing: every layer's output, the rest in one slot);
   // inference alternates two slots.
-  const int64_t slots = ckpt ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
-  for (int64_t s = 0; s < slots; ++s) {
+  const LayerSlots slots(c.num_layers, training, ckpt);  // models/layers/layer_stack.h
+  for (int64_t s = 0; s < slots.count(); ++s) {
     auto add = [&](const char* what, DType dtype, Shape shape, TensorView DecoderLayerActs::*view) {
-      const std::string name = fmt::format("act/dec{}/{}", s, what);
-      t.add(name, dtype, shape);
-      for (int64_t l = s; l < c.num_layers; l += slots) t.also(name, &(a.layers[l].*view));
+      slots.add(t, a.layers, s, fmt::format("act/dec{}/{}", s, what), dtype, shape, view);
     };
     add("h1", h, {N, C}, &DecoderLayerActs::h1);
     add("rstd1", f32, {N}, &DecoderLayerActs::rstd1);
@@ -63,8 +62,9 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
       add("rstd_q", f32, {N * c.num_heads}, &DecoderLayerActs::rstd_q);
       add("rstd_k", f32, {N * c.num_kv_heads}, &DecoderLayerActs::rstd_k);
     } else {
-      for (int64_t l = s; l < c.num_layers; l += slots)
+      slots.each(s, [&](int64_t l) {
         t.also(fmt::format("act/dec{}/qkv", s), &a.layers[l].qkv_raw);
+      });
     }
     add("probs", f32, {attention.saved}, &DecoderLayerActs::probs);
     add("ctx", h, {N, Q}, &DecoderLayerActs::ctx);
@@ -83,7 +83,7 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
     for (int i = 0; i < kDecoderSites; ++i) {
       if (!adapted[i]) continue;
       std::vector<AdapterSiteBuffers*> views;
-      for (int64_t l = s; l < c.num_layers; l += slots) views.push_back(&a.layers[l].adapter[i]);
+      slots.each(s, [&](int64_t l) { views.push_back(&a.layers[l].adapter[i]); });
       add_adapter_site_buffers(t, fmt::format("act/dec{}/lora_u{}", s, i),
                                fmt::format("act/dec{}/dora_z{}", s, i), N, outs[i], how.adapters,
                                views);

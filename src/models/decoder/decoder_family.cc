@@ -96,4 +96,8 @@ std::shared_ptr<const Backbone> make_decoder_backbone(DecoderConfig config) {
   return std::make_shared<DecoderBackbone>(std::move(config));
 }
 
+std::vector<ClassifierModule> decoder_known_modules(const std::string& prefix) {
+  return decoder_modules(128, true, true, prefix);
+}
+
 }  // namespace ftune

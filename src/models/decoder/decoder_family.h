@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "models/backbone.h"
 #include "models/decoder/decoder_config.h"
@@ -11,5 +13,9 @@
 namespace ftune {
 
 std::shared_ptr<const Backbone> make_decoder_backbone(DecoderConfig config);
+// The module tree PEFT names resolve on, for the registry's list of known module names: every
+// decoder variant's modules (q / k norms and sandwich norms included) under `prefix` ("model.", or
+// Gemma 3's multimodal "model.language_model."), for 128 layers.
+std::vector<ClassifierModule> decoder_known_modules(const std::string& prefix);
 
 }  // namespace ftune

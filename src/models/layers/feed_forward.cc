@@ -7,7 +7,7 @@ namespace ftune {
 
 void FeedForward::forward(TensorView y, TensorView h, TensorView pre, TensorView x, TensorView xg,
                           bool recompute) const {
-  in_.forward(pre, x, xg, /*y_has_base=*/false, recompute);
+  in_.forward(pre, x, xg, recompute);
   if (act_.gated)
     glu_forward(h, pre, act_.glu);
   else

@@ -1,10 +1,10 @@
 // The feed-forward layer block: y = out(act(in(x))), the two adapted linear layers
 // (models/layers/adapted_linear.h) around a GELU (BERT, RoBERTa, XLM-R, DeBERTa: in is (F, C)) or
-// a gated activation on the fused [gate | up] output of in (ModernBERT's GeGLU: in is (2F, C)),
-// with an optional dropout on the activation's output (ModernBERT's mlp_dropout). The families
-// keep what surrounds it (the residual, the norms and their dropouts), which differs between them.
-// The decoders' MLP, whose gate and up are adapted as row blocks of one fused GEMM and whose
-// output may pass a sandwich norm, is not (yet) this block.
+// a gated activation on the fused [gate | up] output of in (ModernBERT's GeGLU, whose Wi is one
+// site, and the decoders' gated MLP, whose gate and up are two adapted row blocks of one fused
+// GEMM (models/layers/fused_linear.h): in is (2F, C)), with an optional dropout on the
+// activation's output (ModernBERT's mlp_dropout). The families keep what surrounds it (the
+// residual, the norms and their dropouts, the decoders' sandwich norm), which differs between them.
 //
 // Gradient rule: the linears' parameter gradients accumulate (+=); dx is written (=) or
 // accumulated (+=) as the caller says.
@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "models/layers/adapted_linear.h"
+#include "models/layers/fused_linear.h"
 #include "ops/gelu.h"
 #include "ops/glu.h"
 
@@ -36,7 +37,7 @@ struct FeedForwardDropout {
 
 class FeedForward {
  public:
-  FeedForward(AdaptedLinear in, AdaptedLinear out, FeedForwardActivation act,
+  FeedForward(FusedLinear in, AdaptedLinear out, FeedForwardActivation act,
               FeedForwardDropout dropout = {})
       : in_(std::move(in)), out_(std::move(out)), act_(act), dropout_(dropout) {}
 
@@ -51,7 +52,8 @@ class FeedForward {
                 TensorView x, TensorView xg, TensorView dx, bool accumulate = false) const;
 
  private:
-  AdaptedLinear in_, out_;
+  FusedLinear in_;
+  AdaptedLinear out_;
   FeedForwardActivation act_;
   FeedForwardDropout dropout_;
 };

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "models/adapters.h"
+#include "models/layers/layer_stack.h"
 #include "models/modernbert/modernbert.h"
 #include "ops/embedding.h"
 
@@ -47,13 +48,11 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
   // Gradient checkpointing: one slot of layer activations, recomputed layer by layer in backward
   // from the layer inputs, which are kept (each layer's `out`).
   a.recompute = training && how.checkpointing == GradientCheckpointing::On;
-  const int64_t slots = a.recompute ? 1 : training ? c.num_layers : std::min<int64_t>(2, c.num_layers);
-  for (int64_t s = 0; s < slots; ++s) {
+  const LayerSlots slots(c.num_layers, training, a.recompute);  // models/layers/layer_stack.h
+  for (int64_t s = 0; s < slots.count(); ++s) {
     auto add = [&](const char* what, DType dtype, Shape shape,
                    TensorView ModernBertLayerActs::*view) {
-      const std::string name = fmt::format("act/mb{}/{}", s, what);
-      t.add(name, dtype, shape);
-      for (int64_t l = s; l < c.num_layers; l += slots) t.also(name, &(a.layers[l].*view));
+      slots.add(t, a.layers, s, fmt::format("act/mb{}/{}", s, what), dtype, shape, view);
     };
     add("mean1", f32, {N}, &ModernBertLayerActs::mean1);
     add("rstd1", f32, {N}, &ModernBertLayerActs::rstd1);
@@ -71,7 +70,7 @@ void modernbert_buffers(const ModernBertConfig& c, const BackboneShape& how, Mod
     for (int i = 0; i < kModernBertSites; ++i) {
       if (!adapted[i]) continue;
       std::vector<AdapterSiteBuffers*> views;
-      for (int64_t l = s; l < c.num_layers; l += slots) views.push_back(&a.layers[l].adapter[i]);
+      slots.each(s, [&](int64_t l) { views.push_back(&a.layers[l].adapter[i]); });
       add_adapter_site_buffers(t, fmt::format("act/mb{}/lora_u{}", s, i),
                                fmt::format("act/mb{}/dora_z{}", s, i), N, outs[i], how.adapters,
                                views);

@@ -95,6 +95,8 @@ class ModernBertBackbone final : public FamilyBackbone<ModernBertBackbone, Moder
 
 }  // namespace
 
+std::vector<ClassifierModule> modernbert_known_modules() { return modernbert_modules(128); }
+
 std::shared_ptr<const Backbone> make_modernbert_backbone(ModernBertConfig config) {
   return std::make_shared<ModernBertBackbone>(std::move(config));
 }

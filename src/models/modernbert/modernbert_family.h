@@ -5,6 +5,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "models/backbone.h"
 #include "models/modernbert/modernbert_config.h"
@@ -12,5 +14,8 @@
 namespace ftune {
 
 std::shared_ptr<const Backbone> make_modernbert_backbone(ModernBertConfig config);
+// The module tree PEFT names resolve on, for the registry's list of known module names (128
+// layers).
+std::vector<ClassifierModule> modernbert_known_modules();
 
 }  // namespace ftune
