@@ -23,6 +23,8 @@
 
 #include <cstdint>
 
+#include "core/tensor.h"
+
 namespace ftune {
 
 struct LmHeadLossShape {
@@ -33,6 +35,17 @@ struct LmHeadLossShape {
 
 // Floats of workspace the calls below need: one block of logits.
 int64_t lm_head_loss_workspace(const LmHeadLossShape& s);
+
+// Checked and dispatched (lm_head_loss.cc): h (T, H) and W (V, H) f32, labels (T) i32, loss (1),
+// lse (T), workspace (lm_head_loss_workspace floats at least); dW undefined when W is frozen.
+// `dloss_at` (optional) multiplies dloss when the backward runs. CPU only so far: on a GPU it
+// throws (the CUDA twin is not written).
+int64_t lm_head_loss_forward(TensorView loss, TensorView lse, TensorView h, TensorView W,
+                             TensorView labels, double normalizer, const LmHeadLossShape& s,
+                             TensorView workspace);
+void lm_head_loss_backward(TensorView dh, TensorView dW, TensorView lse, TensorView h,
+                           TensorView W, TensorView labels, double normalizer, float dloss,
+                           const float* dloss_at, const LmHeadLossShape& s, TensorView workspace);
 
 namespace cpu {
 
