@@ -26,6 +26,12 @@ Cases:
     gemma2_clm  Gemma2ForCausalLM, tied lm_head (the embedding), attention soft-cap 3 and final
                 logit soft-cap 2 (both active), sandwich norms, scaled embeddings
 
+Also completions.json: prompt -> completion rows tokenized by the shared Llama 3 and Gemma 3
+tokenizer.json files ($FTUNE_SHARED_DIR/fixtures/tokenizers) as TRL's SFTTrainer tokenizes a
+prompt-completion data set (trl/trainer/sft_trainer.py tokenize_fn, restated here as TRL is not
+installed): ids = tokenizer(prompt + completion) + [eos] (TRL appends eos_token to the
+completion), completion mask 0 over len(tokenizer(prompt)) tokens; token_labels shifted by one.
+
     python tools/make_causal_lm_fixtures.py [--out tests/fixtures/causal_lm]
     python tools/make_causal_lm_fixtures.py --check DIR   # DIR/<case>/ written by test_models with
                                                           # FTUNE_CAUSAL_LM_OUT=DIR: PEFT loads
@@ -219,6 +225,34 @@ def make_case(out_root, name, model):
     print(f"{name}: loss {out.loss.item():.6f}, LoRA losses {losses}")
 
 
+SHARED = Path(__import__("os").environ.get("FTUNE_SHARED_DIR", REPO.parent / "shared")) / "fixtures" / "tokenizers"
+EOS = {"llama3": "<|end_of_text|>", "gemma3": "<eos>"}
+ROWS = [("Question: is the sky blue?\nAnswer:", " yes"),
+        ("Translate to French: cat =>", " chat"),
+        ("", "A completion with no prompt at all."),
+        ("Résumé the text «naïve café»:", " un café naïf, très bien.")]
+
+
+def completions(out_root):
+    from transformers import PreTrainedTokenizerFast
+    cases = []
+    for name, eos in EOS.items():
+        tok = PreTrainedTokenizerFast(tokenizer_file=str(SHARED / f"{name}.tokenizer.json"))
+        eos_id = tok.convert_tokens_to_ids(eos)
+        for prompt, completion in ROWS:
+            prompt_ids = tok(prompt)["input_ids"]
+            ids = tok(prompt + completion)["input_ids"] + [eos_id]
+            mask = [0] * len(prompt_ids) + [1] * (len(ids) - len(prompt_ids))
+            labels = [i if m else -100 for i, m in zip(ids, mask)]
+            cases.append({"tokenizer": name, "eos": eos, "prompt": prompt, "completion": completion,
+                          "input_ids": ids, "token_labels": labels[1:] + [-100]})
+    (out_root / "completions.json").write_text(json.dumps(
+        {"generator": {"script": "tools/make_causal_lm_fixtures.py",
+                       "transformers": transformers.__version__},
+         "cases": cases}, indent=1, ensure_ascii=False) + "\n")
+    print(f"completions.json: {len(cases)} rows")
+
+
 def rel_err(a, b):
     return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item()
 
@@ -269,6 +303,8 @@ def main():
     for name, make in CASES.items():
         if not a.only or name in a.only:
             make_case(Path(a.out), name, make())
+    if not a.only or "completions" in a.only:
+        completions(Path(a.out))
 
 
 if __name__ == "__main__":
