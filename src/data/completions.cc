@@ -85,7 +85,7 @@ std::vector<CompletionExample> read_completions(const std::string& path, DataFor
 
 TokenizedCompletion tokenize_completion(const text::Tokenizer& tok, const CompletionExample& e,
                                         int32_t eos_id, int64_t max_length,
-                                        const std::string& path) {
+                                        const std::string& path, bool append_eos) {
   text::EncodeOptions o = tok.default_options();
   o.truncation = text::Truncation::kNone;
   o.padding = text::Padding::kNone;
@@ -97,7 +97,9 @@ TokenizedCompletion tokenize_completion(const text::Tokenizer& tok, const Comple
   // changes the tokens (it warns); the same here.
   t.prompt_tokens = std::min<int64_t>(prompt.size(), full.size());
   t.input_ids.assign(full.ids.begin(), full.ids.end());
-  t.input_ids.push_back(eos_id);
+  if (append_eos) t.input_ids.push_back(eos_id);
+  if (t.prompt_tokens >= static_cast<int64_t>(t.input_ids.size()))
+    throw InputError(fmt::format("{}:{}: the completion adds no token to the prompt", path, e.line));
   if (max_length > 0 && static_cast<int64_t>(t.input_ids.size()) > max_length) {
     if (t.prompt_tokens >= max_length)
       throw InputError(fmt::format(

@@ -19,6 +19,7 @@
 
 #include "io/json_file.h"
 #include "io/safetensors.h"
+#include "models/causal_lm_scoring.h"
 #include "models/hf_checkpoint.h"
 #include "models/peft_adapter.h"
 #include "ops/cross_entropy.h"
@@ -276,8 +277,68 @@ TEST_P(CausalLmParity, LoraGradientsAndThreeAdamWSteps) {
   }
 }
 
+// Validation loss per token over several batches is the token-weighted mean (transformers' loss of
+// the whole batch), perplexity its exp.
+TEST_P(CausalLmParity, EvaluationLossAndPerplexityPerToken) {
+  const LmCase c = load_case(GetParam());
+  LmRun r = build(c, false);
+  const LmEval e = evaluate_causal_lm(*r.model, {slice_rows(c.batch, 0, 1), slice_rows(c.batch, 1, 3)});
+  const double want = to_vector(c.tensor("loss").view())[0];
+  EXPECT_NEAR(e.loss, want, kTol * want);
+  EXPECT_NEAR(e.perplexity, std::exp(want), kTol * std::exp(want));
+  int64_t counted = 0;
+  for (int32_t y : c.batch.token_labels) counted += y >= 0;
+  EXPECT_EQ(e.tokens, counted);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CausalLmParity,
                          ::testing::Values("llama_clm", "qwen2_clm", "gemma2_clm"));
+
+// A toy word-level tokenizer whose ids (BOS 1, words 3..7) fit the fixtures' vocabulary.
+text::Tokenizer words() {
+  return text::Tokenizer::from_json(R"({
+    "version": "1.0", "truncation": null, "padding": null,
+    "added_tokens": [{"id": 1, "content": "<s>", "special": true, "single_word": false,
+                      "lstrip": false, "rstrip": false, "normalized": false}],
+    "normalizer": null, "pre_tokenizer": {"type": "WhitespaceSplit"},
+    "post_processor": {"type": "TemplateProcessing",
+                       "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                  {"Sequence": {"id": "A", "type_id": 0}}],
+                       "pair": [{"Sequence": {"id": "A", "type_id": 0}}],
+                       "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+    "decoder": null,
+    "model": {"type": "WordLevel", "unk_token": "<s>",
+              "vocab": {"<s>": 1, "a": 3, "b": 4, "c": 5, "d": 6, "e": 7}}
+  })");
+}
+
+// Candidate scoring: log p(candidate | prompt) summed over the candidate's tokens, equal to the
+// log-softmax of the materialised logits at the positions that predict them.
+TEST(CausalLmScoring, CandidateLogLikelihoodsSumTheCompletionTokens) {
+  const LmCase c = load_case("gemma2_clm");
+  LmRun r = build(c, false);
+  const text::Tokenizer tok = words();
+  const std::vector<double> got = completion_log_likelihoods(*r.model, tok, "a b", {" c", " d e"});
+  ASSERT_EQ(got.size(), 2u);
+  // <s> a b c and <s> a b d e: position 2 predicts c / d, position 3 predicts e.
+  Batch b;
+  b.size = 1;
+  b.seq_len = 5;
+  b.input_ids = {1, 3, 4, 6, 7};
+  b.attention_mask = {1, 1, 1, 1, 1};
+  r.model->set_batch(b);
+  const std::vector<float> z = logits_of(*r.model, r.model->forward(DropoutPlan{}));
+  const int64_t V = r.model->config().vocab_size;
+  auto log_p = [&](int64_t t, int64_t y) {
+    double mx = -1e30, sum = 0;
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(z[t * V + v]));
+    for (int64_t v = 0; v < V; ++v) sum += std::exp(z[t * V + v] - mx);
+    return z[t * V + y] - mx - std::log(sum);
+  };
+  EXPECT_NEAR(got[0], log_p(2, 5), 1e-4);
+  EXPECT_NEAR(got[1], log_p(2, 6) + log_p(3, 7), 1e-4);
+  EXPECT_LT(got[1], 0);
+}
 
 // Bad input: an untied checkpoint without lm_head.weight names the file and the key.
 TEST(CausalLmLoading, AnUntiedCheckpointWithoutItsHeadIsRefused) {
