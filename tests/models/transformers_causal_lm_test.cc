@@ -340,6 +340,29 @@ TEST(CausalLmScoring, CandidateLogLikelihoodsSumTheCompletionTokens) {
   EXPECT_LT(got[1], 0);
 }
 
+// all-linear on a causal LM adapts every layer's linear modules and leaves lm_head out (PEFT's
+// rule); naming lm_head is refused with the reason.
+TEST(CausalLmAdapters, AllLinearLeavesTheLmHeadOut) {
+  LoadOptions lo;
+  lo.causal_lm = true;
+  const ModelSpec spec = load_model_spec(load_case("llama_clm").model_dir(), lo);
+  AdapterConfig a;
+  a.method = PeftMethod::Lora;
+  a.r = 4;
+  a.alpha = 8;
+  a.target_modules = {"all-linear"};
+  const std::vector<std::string> adapted = resolve_target_modules(a, spec.backbone().modules(), "peft");
+  EXPECT_EQ(adapted.size(), 14u);  // 2 layers x q, k, v, o, gate, up, down
+  for (const std::string& m : adapted) EXPECT_EQ(m.find("lm_head"), std::string::npos);
+  a.target_modules = {"q_proj", "lm_head"};
+  try {
+    resolve_target_modules(a, spec.backbone().modules(), "peft");
+    FAIL() << "lm_head adapted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("output projection"), std::string::npos) << e.what();
+  }
+}
+
 // Bad input: an untied checkpoint without lm_head.weight names the file and the key.
 TEST(CausalLmLoading, AnUntiedCheckpointWithoutItsHeadIsRefused) {
   const LmCase c = load_case("llama_clm");

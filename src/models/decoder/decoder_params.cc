@@ -74,7 +74,8 @@ std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool
         m.push_back({p + n, O});
   }
   for (const char* o : {"norm", "rotary_emb"}) m.push_back({prefix + o, O});
-  m.push_back({causal_lm ? "lm_head" : "score", ModuleKind::Head});
+  m.push_back(causal_lm ? ClassifierModule{"lm_head", ModuleKind::Output}
+                        : ClassifierModule{"score", ModuleKind::Head});
   return m;
 }
 
