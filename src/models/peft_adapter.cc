@@ -107,6 +107,18 @@ AdapterConfig read_peft_adapter_config(const std::string& dir) {
 }
 
 void load_peft_adapter(SequenceClassifier& model, const std::string& dir) {
+  // A classifier's adapter (SEQ_CLS) on a causal LM or the other way round: the same tensors may
+  // fit, but it was trained for another head and loss.
+  if (std::filesystem::exists(config_path(dir))) {
+    const std::string cfg = config_path(dir);
+    const auto task = io::get_optional_string(io::read_json_file(cfg), "task_type", cfg);
+    const std::string want = model.config().causal_lm ? "CAUSAL_LM" : "SEQ_CLS";
+    if (task && *task != want)
+      throw InputError(fmt::format("{}: task_type {} adapter on {} ({}): expected task_type {}",
+                                   cfg, *task, model.config().architecture,
+                                   model.config().causal_lm ? "a causal LM" : "a classifier",
+                                   want));
+  }
   const std::string path = weights_path(dir);
   const io::SafetensorsFile f = io::SafetensorsFile::open(path);
   std::set<std::string> used;

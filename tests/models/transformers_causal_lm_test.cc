@@ -363,6 +363,24 @@ TEST(CausalLmAdapters, AllLinearLeavesTheLmHeadOut) {
   }
 }
 
+// A classifier's adapter (task_type SEQ_CLS) is refused on a causal LM, naming the file.
+TEST(CausalLmAdapters, AClassifiersAdapterIsRefused) {
+  const LmCase c = load_case("llama_clm");
+  TempDir tmp;
+  std::filesystem::copy(c.dir + "/adapter", tmp.path() + "/adapter");
+  nlohmann::json j = io::read_json_file(tmp.path() + "/adapter/adapter_config.json");
+  j["task_type"] = "SEQ_CLS";
+  io::write_json_atomic(tmp.path() + "/adapter/adapter_config.json", j);
+  LmRun r = build(c, true);
+  try {
+    load_peft_adapter(*r.model, tmp.path() + "/adapter");
+    FAIL() << "a SEQ_CLS adapter loaded on a causal LM";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("adapter_config.json: task_type SEQ_CLS"), std::string::npos)
+        << e.what();
+  }
+}
+
 // Bad input: an untied checkpoint without lm_head.weight names the file and the key.
 TEST(CausalLmLoading, AnUntiedCheckpointWithoutItsHeadIsRefused) {
   const LmCase c = load_case("llama_clm");
