@@ -37,6 +37,7 @@ Batch slice_rows(const Batch& batch, int64_t row0, int64_t rows) {
   out.input_ids = cut(batch.input_ids);
   out.attention_mask = cut(batch.attention_mask);
   if (!batch.token_type_ids.empty()) out.token_type_ids = cut(batch.token_type_ids);
+  if (!batch.token_labels.empty()) out.token_labels = cut(batch.token_labels);
   if (!batch.labels.empty())
     out.labels.assign(batch.labels.begin() + row0, batch.labels.begin() + row0 + rows);
   if (const int64_t w = batch.target_width(); w > 0)
@@ -62,6 +63,7 @@ void pad_to_length(Batch& batch, int64_t T, int32_t pad_id) {
   widen(batch.input_ids, pad_id);
   widen(batch.token_type_ids, 0);
   widen(batch.attention_mask, 0);
+  widen(batch.token_labels, -100);
   batch.seq_len = T;
 }
 

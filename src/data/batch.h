@@ -19,6 +19,10 @@ struct Batch {
   std::vector<int32_t> attention_mask;  // (B*T) 1 = real token, 0 = padding
   std::vector<int32_t> labels;          // (B) or empty; -100 ignores a row
   std::vector<float> targets;           // (B * W) float targets of a score task, or empty
+  // (B*T) a causal LM's labels, or empty: at each position the id of the token that follows it
+  // (already shifted, as transformers' loss shifts them), -100 where no loss is counted (prompt
+  // tokens, a row's last token, padding).
+  std::vector<int32_t> token_labels;
 
   // Number of real (unpadded) tokens: what tokens/s reports count.
   int64_t real_tokens() const;

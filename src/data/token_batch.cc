@@ -45,6 +45,7 @@ TokenBatch layout_rows(const Batch& batch, const std::vector<int32_t>& positions
       out.position_ids.push_back(positions[src + t]);
       out.row_ids.push_back(static_cast<int32_t>(b));
       if (!packed) out.attention_mask.push_back(batch.attention_mask[src + t]);
+      if (!batch.token_labels.empty()) out.token_labels.push_back(batch.token_labels[src + t]);
     }
     out.cu_seqlens.push_back(static_cast<int32_t>(out.input_ids.size()));
     if (!batch.labels.empty()) out.labels.push_back(batch.labels[row0 + b]);

@@ -32,6 +32,7 @@ struct TokenBatch {
   std::vector<int32_t> attention_mask;                            // padded: (N); packed: empty
   std::vector<int32_t> cu_seqlens;                                // (B + 1)
   std::vector<int32_t> labels;                                    // (B) or empty
+  std::vector<int32_t> token_labels;  // (N) a causal LM's next-token labels (Batch's), or empty
   std::vector<float> targets;                                     // (B * W) or empty
 
   int64_t tokens() const { return static_cast<int64_t>(input_ids.size()); }

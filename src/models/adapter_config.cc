@@ -171,6 +171,11 @@ std::vector<std::string> resolve_target_modules(const AdapterConfig& c,
       if (is_all_linear(p) || name_matches(m.name, p)) used.insert(p);
     if (m.kind == ModuleKind::Adaptable) {
       adapted.push_back(m.name);
+    } else if (m.kind == ModuleKind::Output) {
+      throw InputError(fmt::format(
+          "{}: target_modules matches {}, the causal LM's output projection: ftune keeps it "
+          "frozen (PEFT's all-linear leaves it out too); name the layers' linear modules",
+          where, m.name));
     } else if (m.kind == ModuleKind::Embedding) {
       throw InputError(fmt::format(
           "{}: target_modules matches {}, an embedding: PEFT would put a LoRA embedding there, "

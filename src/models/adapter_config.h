@@ -63,6 +63,7 @@ enum class ModuleKind {
   Head,       // the classification head's linear layers (always in modules_to_save)
   Embedding,  // nn.Embedding: PEFT adapts it (lora_embedding_A/B), ftune does not
   Other,      // containers, LayerNorm, dropout, activations: PEFT refuses them as targets
+  Output,     // a causal LM's lm_head: all-linear leaves it out (as PEFT does); ftune adapts it not
 };
 struct ClassifierModule {
   std::string name;

@@ -53,6 +53,18 @@ ModelSpec ModelSpec::with_dropout(const DropoutRates& rates) const {
   return out;
 }
 
+std::shared_ptr<const Backbone> Backbone::as_causal_lm() const {
+  throw InputError(fmt::format("{} (model_type {}) has no causal-LM form in ftune: model.task "
+                               "causal_lm needs a decoder (llama, mistral, qwen2, qwen3, gemma, "
+                               "gemma2, gemma3_text)",
+                               info().architecture, info().model_type));
+}
+
+ModelSpec ModelSpec::as_causal_lm() const {
+  if (info().causal_lm) return *this;
+  return ModelSpec(backbone().as_causal_lm());
+}
+
 ModelSpec ModelSpec::with_problem_type(std::string problem_type) const {
   ModelSpec out = *this;
   out.problem_type_ = std::move(problem_type);

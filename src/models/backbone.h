@@ -57,6 +57,14 @@ struct ModelInfo {
   std::vector<std::string> id2label;  // its size is num_labels
   // Packed (padding-free) batches: the family's forward handles TokenInputs with cu_seqlens.
   bool packing = false;
+  // A causal language model (Backbone::as_causal_lm, HF's *ForCausalLM): forward gives the
+  // final hidden states (N, C) instead of logits, the labels are one next-token id per token,
+  // and the loss is the fused chunked one through `lm_head` (ops/lm_head_loss.h): the parameter
+  // that holds the (V, C) projection ("lm_head.weight", or the input embedding when tied),
+  // soft-capped at lm_softcap (Gemma 2's final_logit_softcapping; 0: off).
+  bool causal_lm = false;
+  std::string lm_head;
+  float lm_softcap = 0;
 
   int64_t num_labels() const { return static_cast<int64_t>(id2label.size()); }
 };
@@ -216,6 +224,8 @@ class BackboneModel {
   virtual void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& dropout) = 0;
   // The last hidden state of the last forward: (B, T, C) padded, (N, C) packed.
   virtual TensorView hidden() const = 0;
+  // A causal LM (ModelInfo::causal_lm): forward returns the final hidden states (N, C) and
+  // backward takes their gradient (N, C) in place of dlogits.
 };
 
 class Backbone {
@@ -260,6 +270,9 @@ class Backbone {
   virtual void row_positions(const int32_t* ids, int64_t n, int32_t* positions) const = 0;
   virtual FlopModel flops() const = 0;
   virtual std::unique_ptr<BackboneModel> make_model(const BackboneShape& shape) const = 0;
+  // The same model as a causal LM (HF's *ForCausalLM: the lm_head instead of a score head; see
+  // ModelInfo::causal_lm). Families without one throw an InputError naming the architecture.
+  virtual std::shared_ptr<const Backbone> as_causal_lm() const;
 };
 
 // The handle code outside models/ holds: a shared, immutable Backbone.
@@ -275,6 +288,8 @@ class ModelSpec {
   ModelSpec with_labels(std::vector<std::string> labels) const;
   ModelSpec with_num_labels(int64_t n) const;  // names LABEL_i
   ModelSpec with_dropout(const DropoutRates& rates) const;
+  // The causal-LM form of the model (Backbone::as_causal_lm); itself when it already is one.
+  ModelSpec as_causal_lm() const;
   // HF's problem_type saved with the model ("regression", "multi_label_classification",
   // "single_label_classification"; "" removes the key): what the trained head was trained for,
   // so transformers computes the same loss from it. Without a call the checkpoint's is kept.

@@ -31,6 +31,14 @@ void validate_batch(const ModelSpec& model, const Batch& b) {
                                  b.token_type_ids.size()));
   if (!b.labels.empty() && static_cast<int64_t>(b.labels.size()) != b.size)
     throw InputError(fmt::format("batch of {} rows has {} labels", b.size, b.labels.size()));
+  if (!b.token_labels.empty() && static_cast<int64_t>(b.token_labels.size()) != n)
+    throw InputError(fmt::format("batch of {} x {} tokens has {} token labels", b.size, b.seq_len,
+                                 b.token_labels.size()));
+  for (int64_t i = 0; i < static_cast<int64_t>(b.token_labels.size()); ++i)
+    if (b.token_labels[i] != -100 && (b.token_labels[i] < 0 || b.token_labels[i] >= c.vocab_size))
+      throw InputError(fmt::format(
+          "row {}: token label {} at position {} is outside the vocabulary of {} (or -100)",
+          i / b.seq_len, b.token_labels[i], i % b.seq_len, c.vocab_size));
   if (!b.targets.empty() && static_cast<int64_t>(b.targets.size()) != b.size * c.num_labels())
     throw InputError(
         fmt::format("batch of {} rows has {} float targets; the model has {} scores "

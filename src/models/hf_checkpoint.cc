@@ -48,6 +48,12 @@ std::string model_config_path(const std::string& dir) {
 ModelSpec load_model_spec(const std::string& dir, const LoadOptions& options) {
   const std::string path = model_config_path(dir);
   const ModelSpec spec = model_spec_from_json(io::read_json_file(path), path);
+  if (options.causal_lm) {
+    if (options.labels || options.num_labels)
+      throw InputError(fmt::format("{}: a causal LM has no labels (model.labels / num_labels do "
+                                   "not apply to model.task causal_lm)", path));
+    return spec.as_causal_lm();
+  }
   if (options.labels) return spec.with_labels(*options.labels);
   if (options.num_labels) return spec.with_num_labels(*options.num_labels);
   return spec;
@@ -88,6 +94,11 @@ LoadReport load_model_weights(SequenceClassifier& model, const std::string& dir,
                       : ""));
       }
     }
+    if (!entry && config.causal_lm && spec.name == config.lm_head && spec.name == "lm_head.weight")
+      throw InputError(fmt::format(
+          "{}: tensor 'lm_head.weight' is missing and {}/config.json has tie_word_embeddings "
+          "false: a causal LM needs its LM head (a *ForCausalLM checkpoint, or tied embeddings)",
+          ckpt.weights_path(), dir));
     if (!entry) {
       if (!is_head) {
         missing_encoder.push_back(spec.name);

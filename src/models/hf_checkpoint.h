@@ -35,6 +35,10 @@ struct LoadOptions {
   // Warn about parameters initialised afresh. A resume turns it off: the checkpoint it restores
   // next replaces them, so nothing stays newly initialised.
   bool warn_initialised = true;
+  // Read the model as a causal LM (ModelSpec::as_causal_lm: a *ForCausalLM checkpoint, or a base
+  // decoder whose tied embedding is its head); labels do not apply. An untied checkpoint without
+  // lm_head.weight is an InputError.
+  bool causal_lm = false;
 };
 
 struct LoadReport {

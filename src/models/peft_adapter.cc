@@ -53,9 +53,10 @@ AdapterConfig read_peft_adapter_config(const std::string& dir) {
   if (type != "LORA")
     throw InputError(
         fmt::format("{}: peft_type '{}' is not supported (expected LORA)", path, type));
-  if (const auto task = io::get_optional_string(j, "task_type", path); task && *task != "SEQ_CLS")
-    throw InputError(
-        fmt::format("{}: task_type '{}' is not supported (expected SEQ_CLS)", path, *task));
+  const auto task = io::get_optional_string(j, "task_type", path);
+  if (task && *task != "SEQ_CLS" && *task != "CAUSAL_LM")
+    throw InputError(fmt::format(
+        "{}: task_type '{}' is not supported (expected SEQ_CLS or CAUSAL_LM)", path, *task));
   if (const auto bias = io::get_optional_string(j, "bias", path); bias && *bias != "none")
     throw InputError(fmt::format("{}: bias '{}' is not supported (expected none)", path, *bias));
   for (const char* key : {"fan_in_fan_out", "lora_bias"})
@@ -106,6 +107,18 @@ AdapterConfig read_peft_adapter_config(const std::string& dir) {
 }
 
 void load_peft_adapter(SequenceClassifier& model, const std::string& dir) {
+  // A classifier's adapter (SEQ_CLS) on a causal LM or the other way round: the same tensors may
+  // fit, but it was trained for another head and loss.
+  if (std::filesystem::exists(config_path(dir))) {
+    const std::string cfg = config_path(dir);
+    const auto task = io::get_optional_string(io::read_json_file(cfg), "task_type", cfg);
+    const std::string want = model.config().causal_lm ? "CAUSAL_LM" : "SEQ_CLS";
+    if (task && *task != want)
+      throw InputError(fmt::format("{}: task_type {} adapter on {} ({}): expected task_type {}",
+                                   cfg, *task, model.config().architecture,
+                                   model.config().causal_lm ? "a causal LM" : "a classifier",
+                                   want));
+  }
   const std::string path = weights_path(dir);
   const io::SafetensorsFile f = io::SafetensorsFile::open(path);
   std::set<std::string> used;
@@ -181,7 +194,9 @@ void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
   const nlohmann::json modules_to_save = model.spec().backbone().peft_modules_to_save(c);
   const nlohmann::json j = {
       {"peft_type", "LORA"},
-      {"task_type", "SEQ_CLS"},
+      // A causal LM's adapter loads onto AutoModelForCausalLM (its lm_head frozen, nothing saved
+      // whole); a classifier's onto AutoModelForSequenceClassification.
+      {"task_type", model.config().causal_lm ? "CAUSAL_LM" : "SEQ_CLS"},
       {"base_model_name_or_path",
        base_model.empty() ? nlohmann::json() : nlohmann::json(base_model)},
       {"r", c.r},
@@ -190,7 +205,7 @@ void save_peft_adapter(const SequenceClassifier& model, const std::string& dir,
       {"use_rslora", c.use_rslora},
       {"use_dora", c.dora()},
       {"target_modules", std::vector<std::string>(modules.begin(), modules.end())},
-      {"modules_to_save", modules_to_save},
+      {"modules_to_save", modules_to_save.empty() ? nlohmann::json() : modules_to_save},
       {"bias", "none"},
       {"fan_in_fan_out", false},
       {"init_lora_weights", true},

@@ -1,5 +1,5 @@
 // Adapters on disk in PEFT's format, so PEFT loads what ftune writes and ftune loads what PEFT
-// writes: DIR/adapter_config.json (LoraConfig fields, peft_type LORA, task_type SEQ_CLS) and
+// writes: DIR/adapter_config.json (LoraConfig fields, peft_type LORA, task_type SEQ_CLS, or CAUSAL_LM for a causal LM) and
 // DIR/adapter_model.safetensors with PEFT's keys, "base_model.model." + the parameter name:
 //   base_model.model.bert.encoder.layer.0.attention.self.query.lora_A.weight   (r, in)
 //   base_model.model.bert.encoder.layer.0.attention.self.query.lora_B.weight   (out, r)

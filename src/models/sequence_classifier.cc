@@ -74,6 +74,10 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
   shape.device = options_.device;
   shape.attention = options_.attention;
   model_ = b.make_model(shape);
+  lm_ = spec_.info().causal_lm;
+  if (lm_)
+    lm_loss_ = CausalLmLoss(options_.tokens(), spec_.info().hidden_size, spec_.info().vocab_size,
+                            spec_.info().lm_softcap);
   if (!adapters_on()) return;
   if (options_.adapters.r <= 0 || !(options_.adapters.alpha > 0))
     throw InputError(fmt::format("adapter rank and alpha must be positive, got r {} alpha {}",
@@ -84,7 +88,9 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
   add_adapter_params(sites_, options_.adapters, adapter_params_);
   // The head (PEFT's modules_to_save) comes last in params_, so it and the adapters that follow
   // it form one flat range.
-  trainable_offset_ = params_.at(b.head_params(options_.adapters).front()).offset;
+  // A causal LM's head is frozen with adapters (PEFT's CAUSAL_LM): only the adapters train.
+  const std::vector<std::string> head = b.head_params(options_.adapters);
+  trainable_offset_ = head.empty() ? params_.total() : params_.at(head.front()).offset;
   const auto [first, count] = gemm_range_;
   frozen16_ = options_.compute != DType::F32 && !options_.adapters.dora() && count > 0;
   if (frozen16_) {
@@ -168,12 +174,18 @@ void SequenceClassifier::buffers(BufferTable& t) const {
       t.add("input/cu_seqlens", DType::I32, {B + 1}, &self->own_inputs_.cu_seqlens);
     else
       t.add("input/mask", DType::I32, {N}, &self->own_inputs_.mask);
-    t.add("input/labels", DType::I32, {B}, &self->own_labels_);
+    // A causal LM's labels are per token.
+    t.add("input/labels", DType::I32, {lm_ ? N : B}, &self->own_labels_);
     // A score task's float targets (B, K): a few KiB, planned for every task.
-    t.add("input/targets", DType::F32, {B, K}, &self->own_targets_);
+    if (!lm_) t.add("input/targets", DType::F32, {B, K}, &self->own_targets_);
+  }
+  model_->buffers(t);
+  if (lm_) {
+    self->lm_loss_.buffers(t, options_.training);
+    t.add("act/loss/value", DType::F32, {1}, &self->loss_);
+    return;
   }
   t.add("input/class_weights", DType::F32, {K}, &self->class_weights_);
-  model_->buffers(t);
   t.add("act/loss/probs", DType::F32, {B, K}, &self->probs_);
   t.add("act/loss/value", DType::F32, {1}, &self->loss_);
   if (options_.training) t.add("gradact/logits", DType::F32, {B, K}, &self->dlogits_);
@@ -270,6 +282,15 @@ void SequenceClassifier::set_batch(const TokenBatch& b) {
     inputs_.T = b.seq;
     copy_i32(inputs_.mask, b.attention_mask);
   }
+  if (lm_) {
+    has_labels_ = !b.token_labels.empty();
+    if (has_labels_ && b.token_labels.size() != b.input_ids.size())
+      throw InputError(fmt::format("batch of {} tokens has {} token labels", b.input_ids.size(),
+                                   b.token_labels.size()));
+    if (has_labels_) copy_i32(labels_, b.token_labels);
+    has_targets_ = false;
+    return;
+  }
   has_labels_ = !b.labels.empty();
   if (has_labels_) copy_i32(labels_, b.labels);
   has_targets_ = !b.targets.empty();
@@ -298,7 +319,7 @@ void SequenceClassifier::use_inputs(const TokenInputs& in, TensorView labels, Te
                  n[0], v->describe());
   FTUNE_ASSERT(!in.packed() || in.host_cu_seqlens != nullptr,
                "use_inputs: a packed batch needs its cu_seqlens on the host");
-  FTUNE_ASSERT(labels.dtype == DType::I32 && labels.shape == Shape{in.B} &&
+  FTUNE_ASSERT(labels.dtype == DType::I32 && labels.shape == Shape{lm_ ? in.tokens() : in.B} &&
                    labels.device == all_values_.device,
                "use_inputs: expected ({}) i32 labels, got {}", in.B, labels.describe());
   FTUNE_ASSERT(!targets.defined() || (targets.dtype == DType::F32 &&
@@ -378,6 +399,11 @@ void SequenceClassifier::copy_class_weights(const LossOptions& options) {
 
 TensorView SequenceClassifier::loss(const LossOptions& options) {
   if (!has_labels_) throw InputError("loss requested for a batch without labels");
+  if (lm_) {
+    loss_options_ = options;
+    lm_loss_.forward(loss_, logits_, param(spec_.info().lm_head), labels_, options.lm_normalizer);
+    return loss_;
+  }
   const int64_t B = inputs_.B, K = spec_.num_labels();
   if (options.listwise_group_size > 0 && options.kind != LossKind::CrossEntropy) {
     // A group loss on a one-score head: the targets are relevance (listwise) or teacher scores.
@@ -422,6 +448,17 @@ TensorView SequenceClassifier::loss(const LossOptions& options) {
 void SequenceClassifier::backward(const DropoutPlan& dropout, float loss_scale,
                                   const float* loss_scale_at) {
   FTUNE_ASSERT(options_.training, "backward on a classifier planned for inference");
+  if (lm_) {
+    // The head's gradient when it trains (full fine-tuning; tied: the embedding's, which the
+    // backbone's embedding backward then adds to).
+    const std::string& head = spec_.info().lm_head;
+    const TensorView dW = trainable_params().find(head) ? grad(head) : TensorView();
+    const TensorView dhidden =
+        lm_loss_.backward(logits_, param(head), dW, labels_, loss_options_.lm_normalizer,
+                          loss_scale, loss_scale_at);
+    model_->backward(dhidden, current_inputs(), dropout);
+    return;
+  }
   const int64_t B = inputs_.B, K = spec_.num_labels();
   CrossEntropyOptions ce{loss_options_.label_smoothing,
                          loss_options_.class_weights.empty() ? TensorView() : class_weights_};

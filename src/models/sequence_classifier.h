@@ -51,6 +51,7 @@
 #include "core/buffer_table.h"
 #include "models/backbone.h"
 #include "models/batch.h"
+#include "models/causal_lm_loss.h"
 
 namespace ftune {
 
@@ -103,6 +104,10 @@ struct LossOptions {
   // targets as teacher scores (ops/margin_mse_loss.h; training.loss margin_mse).
   int64_t listwise_group_size = 0;
   bool margin_mse = false;
+  // A causal LM (ModelInfo::causal_lm; models/causal_lm_loss.h): the loss divides the summed
+  // token losses by this (the tokens counted over the optimizer step's micro-batches) when > 0,
+  // else by the batch's own count (a mean). The other fields do not apply.
+  double lm_normalizer = 0;
 };
 
 class SequenceClassifier {
@@ -197,6 +202,8 @@ class SequenceClassifier {
   // The mean loss (options.kind) of the last forward against the batch's labels or targets: a
   // 1-element device tensor. A score loss needs a batch with targets (InputError otherwise).
   TensorView loss(const LossOptions& options);
+  // A causal LM: the tokens the last loss() counted (labels not -100).
+  int64_t lm_counted_tokens() const { return lm_loss_.counted(); }
   // Backward from the loss, scaled by loss_scale (with gradient accumulation: this micro-batch's
   // share of the step's loss, e.g. its rows / the step's rows); parameter gradients accumulate
   // into param_grads().
@@ -240,6 +247,10 @@ class SequenceClassifier {
   TensorView labels_, targets_, class_weights_, probs_, loss_, dlogits_;
   TensorView all_values_, logits_;
   LossOptions loss_options_;
+  // A causal LM's objective (ModelInfo::causal_lm): forward gives hidden states, the labels are
+  // per token (N), and this is the loss through the LM head.
+  bool lm_ = false;
+  CausalLmLoss lm_loss_;
   bool has_labels_ = false;
   bool has_targets_ = false;
 };

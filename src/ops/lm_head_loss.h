@@ -14,21 +14,38 @@
 //   g[t, v] = (softmax[t, v] - [v == y[t]]) * dloss / N     (0 on rows not counted)
 // and accumulates dh += g W and, when W trains, dW += g^T h, so memory is one block of floats
 // whatever the vocabulary (128k x 2k tokens: 4 MiB at the default chunks, not 1 GiB).
+// Gemma 2's final logit soft-capping (softcap s > 0, HF's final_logit_softcapping) replaces
+// each logit x by z = s tanh(x / s) before the softmax; its backward multiplies g by
+// dz/dx = 1 - (z / s)^2.
 // Every block is summed in a fixed order: results do not depend on the thread count's effect on
 // anything but the GEMMs themselves.
 #pragma once
 
 #include <cstdint>
 
+#include "core/tensor.h"
+
 namespace ftune {
 
 struct LmHeadLossShape {
   int64_t tokens = 0, hidden = 0, vocab = 0;
   int64_t token_chunk = 256, vocab_chunk = 4096;
+  float softcap = 0;  // > 0: logits s tanh(x / s) (Gemma 2); 0: off
 };
 
 // Floats of workspace the calls below need: one block of logits.
 int64_t lm_head_loss_workspace(const LmHeadLossShape& s);
+
+// Checked and dispatched (lm_head_loss.cc): h (T, H) and W (V, H) f32, labels (T) i32, loss (1),
+// lse (T), workspace (lm_head_loss_workspace floats at least); dW undefined when W is frozen.
+// `dloss_at` (optional) multiplies dloss when the backward runs. CPU only so far: on a GPU it
+// throws (the CUDA twin is not written).
+int64_t lm_head_loss_forward(TensorView loss, TensorView lse, TensorView h, TensorView W,
+                             TensorView labels, double normalizer, const LmHeadLossShape& s,
+                             TensorView workspace);
+void lm_head_loss_backward(TensorView dh, TensorView dW, TensorView lse, TensorView h,
+                           TensorView W, TensorView labels, double normalizer, float dloss,
+                           const float* dloss_at, const LmHeadLossShape& s, TensorView workspace);
 
 namespace cpu {
 

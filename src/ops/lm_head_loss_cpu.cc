@@ -38,10 +38,17 @@ int64_t counted(const int32_t* labels, int64_t T, int64_t V) {
   return n;
 }
 
-// block (rows, cols) = h[t0 : t0 + rows] @ W[v0 : v0 + cols]^T
+// block (rows, cols) = h[t0 : t0 + rows] @ W[v0 : v0 + cols]^T, soft-capped when s.softcap > 0
 void logits_block(float* block, const float* h, const float* W, int64_t t0, int64_t rows,
-                  int64_t v0, int64_t cols, int64_t H) {
+                  int64_t v0, int64_t cols, const LmHeadLossShape& s) {
+  const int64_t H = s.hidden;
   gemm(false, true, rows, cols, H, 1.0f, h + t0 * H, H, W + v0 * H, H, 0.0f, block, cols);
+  if (s.softcap > 0) {
+    const float cap = s.softcap;
+    parallel_for(rows * cols, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) block[i] = cap * std::tanh(block[i] / cap);
+    });
+  }
 }
 
 }  // namespace
@@ -61,7 +68,7 @@ int64_t lm_head_loss_forward(float* loss, float* lse, const float* h, const floa
     std::fill(run_sum.begin(), run_sum.end(), 0.0);
     for (int64_t v0 = 0; v0 < V; v0 += s.vocab_chunk) {
       const int64_t cols = std::min(s.vocab_chunk, V - v0);
-      logits_block(workspace, h, W, t0, rows, v0, cols, H);
+      logits_block(workspace, h, W, t0, rows, v0, cols, s);
       parallel_for(rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const float* z = workspace + r * cols;
@@ -98,7 +105,7 @@ void lm_head_loss_backward(float* dh, float* dW, const float* lse, const float* 
     const int64_t rows = std::min(s.token_chunk, T - t0);
     for (int64_t v0 = 0; v0 < V; v0 += s.vocab_chunk) {
       const int64_t cols = std::min(s.vocab_chunk, V - v0);
-      logits_block(workspace, h, W, t0, rows, v0, cols, H);
+      logits_block(workspace, h, W, t0, rows, v0, cols, s);
       parallel_for(rows, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           float* g = workspace + r * cols;
@@ -108,8 +115,14 @@ void lm_head_loss_backward(float* dh, float* dW, const float* lse, const float* 
             continue;
           }
           const float l = lse[t0 + r];
-          for (int64_t c = 0; c < cols; ++c) g[c] = std::exp(g[c] - l) * scale;
-          if (y >= v0 && y < v0 + cols) g[y - v0] -= scale;
+          // g = dloss/dz; soft-capped: z = s tanh(x / s) holds z, and dz/dx = 1 - (z / s)^2.
+          const float cap = s.softcap;
+          for (int64_t c = 0; c < cols; ++c) {
+            const float z = g[c];
+            float gz = std::exp(z - l) * scale;
+            if (y == v0 + c) gz -= scale;
+            g[c] = cap > 0 ? gz * (1.0f - (z / cap) * (z / cap)) : gz;
+          }
         }
       });
       // dh[t0 : t0 + rows] += g @ W[v0 : v0 + cols];  dW[v0 : v0 + cols] += g^T @ h[t0 : ...]

@@ -36,8 +36,9 @@ struct Result {
   std::vector<double> dh, dW;
 };
 
-// Every logit in double: loss = mean (or / normalizer) of lse - target; its gradients.
-Result reference(const Problem& p, double normalizer, double dloss) {
+// Every logit in double: loss = mean (or / normalizer) of lse - target; its gradients. cap > 0:
+// the logits soft-capped first, z = cap tanh(x / cap).
+Result reference(const Problem& p, double normalizer, double dloss, double cap = 0) {
   Result r;
   r.dh.assign(p.T * p.H, 0.0), r.dW.assign(p.V * p.H, 0.0);
   int64_t n = 0;
@@ -50,6 +51,7 @@ Result reference(const Problem& p, double normalizer, double dloss) {
     for (int64_t v = 0; v < p.V; ++v) {
       z[v] = 0;
       for (int64_t k = 0; k < p.H; ++k) z[v] += double(p.h[t * p.H + k]) * p.W[v * p.H + k];
+      if (cap > 0) z[v] = cap * std::tanh(z[v] / cap);
       mx = std::max(mx, z[v]);
     }
     double sum = 0;
@@ -57,7 +59,8 @@ Result reference(const Problem& p, double normalizer, double dloss) {
     const double lse = mx + std::log(sum);
     r.loss += (lse - z[p.y[t]]) / N;
     for (int64_t v = 0; v < p.V; ++v) {
-      const double g = (std::exp(z[v] - lse) - (v == p.y[t])) * dloss / N;
+      double g = (std::exp(z[v] - lse) - (v == p.y[t])) * dloss / N;
+      if (cap > 0) g *= 1 - (z[v] / cap) * (z[v] / cap);
       for (int64_t k = 0; k < p.H; ++k) {
         r.dh[t * p.H + k] += g * p.W[v * p.H + k];
         r.dW[v * p.H + k] += g * p.h[t * p.H + k];
@@ -76,8 +79,8 @@ struct Fused {
 constexpr float kGuard = 12345.0f;
 
 Fused fused(const Problem& p, int64_t tc, int64_t vc, double normalizer, float dloss,
-            float dh0 = 0.0f) {
-  LmHeadLossShape s{p.T, p.H, p.V, tc, vc};
+            float dh0 = 0.0f, float cap = 0.0f) {
+  LmHeadLossShape s{p.T, p.H, p.V, tc, vc, cap};
   const int64_t ws_size = lm_head_loss_workspace(s);
   EXPECT_EQ(ws_size, std::min(tc, p.T) * std::min(vc, p.V));
   std::vector<float> ws(ws_size + 64, kGuard), lse(p.T);
@@ -108,6 +111,20 @@ TEST(LmHeadLoss, EveryChunkingMatchesTheDoubleReference) {
     SCOPED_TRACE(testing::Message() << "chunks " << tc << " x " << vc);
     const Fused f = fused(p, tc, vc, 0, 1.0f);
     EXPECT_EQ(f.counted, 29);  // 37 tokens, every 5th from the 2nd ignored
+    EXPECT_NEAR(f.loss, want.loss, 2e-6 * std::abs(want.loss));
+    expect_close(f.dh, want.dh, 2e-6);
+    expect_close(f.dW, want.dW, 2e-6);
+  }
+}
+
+// Gemma 2's final logit soft-capping, at a cap the logits reach (|x| up to ~6 here, cap 2).
+TEST(LmHeadLoss, SoftCappedLogitsMatchTheDoubleReference) {
+  const Problem p(13);
+  const Result want = reference(p, 0, 1.0, 2.0);
+  const Result uncapped = reference(p, 0, 1.0);
+  EXPECT_GT(std::abs(want.loss - uncapped.loss), 0.1);  // the cap changes the loss
+  for (auto [tc, vc] : {std::pair<int64_t, int64_t>{256, 4096}, {5, 17}}) {
+    const Fused f = fused(p, tc, vc, 0, 1.0f, 0.0f, 2.0f);
     EXPECT_NEAR(f.loss, want.loss, 2e-6 * std::abs(want.loss));
     expect_close(f.dh, want.dh, 2e-6);
     expect_close(f.dW, want.dW, 2e-6);

@@ -337,6 +337,7 @@ TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, Deco
   const TensorView hidden = a.hidden.prefix({N, C});
   Norm::rms(w.final_norm, TensorView(), c.rms_norm_eps, c.norm_offset, a.workspace)
       .forward(hidden, TensorView(), a.final_rstd.prefix({N}), layer_input(a, c.num_layers, N, C));
+  if (c.causal_lm) return hidden;
   last_token_forward(a.pooled.prefix({B, C}), a.pool_index.prefix({B}), hidden, in.ids.prefix({N}),
                      pool_rows(in), c.pad_token_id);
   const TensorView logits = a.logits.prefix({B, c.num_labels()});
@@ -349,9 +350,14 @@ void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const Dec
                       const DropoutPlan& dropout) {
   const DropoutPlan& d = dropout;  // a packed micro-batch's place is read by the kernels too
   const int64_t N = in.tokens(), C = c.hidden_size, B = in.B;
-  const TensorView dpooled = a.dpooled.prefix({B, C}), dh = a.dh.prefix({N, C});
-  linear_backward(dpooled, g.score, TensorView(), dlogits, a.pooled.prefix({B, C}), w.score);
-  last_token_backward(dh, dpooled, a.pool_index.prefix({B}));
+  TensorView dh = a.dh.prefix({N, C});
+  if (c.causal_lm) {
+    dh = dlogits;  // the hidden states' gradient (N, C)
+  } else {
+    const TensorView dpooled = a.dpooled.prefix({B, C});
+    linear_backward(dpooled, g.score, TensorView(), dlogits, a.pooled.prefix({B, C}), w.score);
+    last_token_backward(dh, dpooled, a.pool_index.prefix({B}));
+  }
   Norm::rms(w.final_norm, g.final_norm, c.rms_norm_eps, c.norm_offset, a.workspace)
       .backward(a.dx.prefix({N, C}), dh, layer_input(a, c.num_layers, N, C), TensorView(),
                 a.final_rstd.prefix({N}));

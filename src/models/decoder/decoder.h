@@ -23,6 +23,8 @@
 //   hidden = RMSNorm(x_L) w_norm                               (N, C): HF's last_hidden_state
 //   pooled = hidden at each row's last non-pad token           (B, C) (ops/last_token.h)
 //   logits = pooled score^T                                    (B, K), no bias
+// A causal LM (c.causal_lm) stops at hidden: its logits hidden lm_head^T are never formed here
+// (the caller's fused loss, ops/lm_head_loss.h).
 // Adapters (LoRA / DoRA, models/adapter_site.h) sit on q, k, v, o, gate, up and down: on the
 // column block of the fused GEMM's output for q / k / v and gate / up. Padded batches mask padding
 // keys; packed batches run the attention op's varlen form.
@@ -61,8 +63,10 @@ std::vector<AdapterSite> decoder_adapter_sites(const DecoderConfig& c);
 // named_modules() of the *ForSequenceClassification with `layers` layers (q_norm / k_norm when
 // `qk_norm`, Gemma's pre- / post-feedforward norms when `sandwich_norms`).
 // The modules under `prefix` (DecoderConfig::prefix: "model." or "model.language_model.").
+// A causal LM's head module is lm_head instead of score.
 std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool sandwich_norms,
-                                              const std::string& prefix = "model.");
+                                              const std::string& prefix = "model.",
+                                              bool causal_lm = false);
 
 struct DecoderLayerWeights {
   TensorView qkv_w, qkv_b;    // (Hq D + 2 Hkv D, C), its bias or undefined
@@ -121,10 +125,12 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& shape, Decoder
                      BufferTable& table);
 AttentionSpec decoder_attention_spec(const DecoderConfig& c, int64_t layer);
 
-// Logits (B, K) of the batch.
+// Logits (B, K) of the batch; a causal LM (c.causal_lm): the final hidden states (N, C), the LM
+// head and its loss being the caller's (ops/lm_head_loss.h).
 TensorView decoder_forward(const DecoderConfig& c, const DecoderWeights& w, DecoderActs& a,
                            const TokenInputs& in, const DropoutPlan& d);
-// dlogits (B, K) -> gradients in `g` (undefined views are frozen).
+// dlogits (B, K) -> gradients in `g` (undefined views are frozen); a causal LM: dlogits is the
+// gradient of the final hidden states (N, C).
 void decoder_backward(const DecoderConfig& c, const DecoderWeights& w, const DecoderWeights& g,
                       DecoderActs& a, TensorView dlogits, const TokenInputs& in,
                       const DropoutPlan& d);

@@ -100,9 +100,11 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
   }
   t.add("act/dec/final_rstd", f32, {N}, &a.final_rstd);
   t.add("act/dec/hidden", f32, {N, C}, &a.hidden);
-  t.add("act/dec/pool_index", DType::I32, {B}, &a.pool_index);
-  t.add("act/dec/pooled", f32, {B, C}, &a.pooled);
-  t.add("act/dec/logits", f32, {B, K}, &a.logits);
+  if (!c.causal_lm) {  // a causal LM stops at hidden (its loss plans the head's blocks)
+    t.add("act/dec/pool_index", DType::I32, {B}, &a.pool_index);
+    t.add("act/dec/pooled", f32, {B, C}, &a.pooled);
+    t.add("act/dec/logits", f32, {B, K}, &a.logits);
+  }
   t.add("act/dec/inv_freq", f32, {c.rope.rotary_dim(c.head_dim) / 2}, &a.inv_freq);
   if (c.rope.type == "longrope")
     t.add("act/dec/inv_freq_long", f32, {c.rope.rotary_dim(c.head_dim) / 2}, &a.inv_freq_long);
@@ -119,7 +121,7 @@ void decoder_buffers(const DecoderConfig& c, const BackboneShape& how, DecoderAc
     t.add("gradact/dec/dgu", h, {N, 2 * F}, &a.dgu);
     t.add("gradact/dec/dm", f32, {N, F}, &a.dm);
     if (mixed) t.add("gradact/dec/dy_h", h, {N, C}, &a.dy_h);
-    t.add("gradact/dec/dpooled", f32, {B, C}, &a.dpooled);
+    if (!c.causal_lm) t.add("gradact/dec/dpooled", f32, {B, C}, &a.dpooled);
     add_adapter_h(t, "gradact/dec/lora_h", N, how.adapters, a.adapter_scratch);
   }
   add_adapter_dropout(t, "work/dec/lora_dropout", {N, std::max({C, F, Q})}, how.adapters,

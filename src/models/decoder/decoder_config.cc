@@ -254,6 +254,11 @@ DecoderConfig DecoderConfig::from_json(const nlohmann::json& j, const std::strin
     throw InputError(fmt::format("{}: pad token id {} outside the vocabulary of {}", path,
                                  c.pad_token_id, c.vocab_size));
   c.id2label = config_labels(j, path);
+  c.tie_word_embeddings = io::get_optional_bool(j, "tie_word_embeddings", path).value_or(v->gemma);
+  if (v->softcap)  // Gemma 2: default 30; Gemma 3 text: default none (read when set)
+    c.final_softcap = static_cast<float>(gemma_real(j, "final_logit_softcapping", 30.0, path).value_or(0));
+  else if (v->gemma2)
+    c.final_softcap = static_cast<float>(gemma_real(j, "final_logit_softcapping", 0.0, path).value_or(0));
   const double C = c.hidden_size, F = c.intermediate_size, K = c.num_labels();
   const double params = double(c.vocab_size) * C +
                         c.num_layers * (C * double(c.qkv_size()) + c.q_size() * C + 3 * C * F +
@@ -299,8 +304,33 @@ float DecoderConfig::embed_scale_in(DType compute) const {
   return embed_scale;
 }
 
+DecoderConfig DecoderConfig::as_causal_lm(const std::string& path) const {
+  if (model_type == kGemma3Multimodal)
+    throw InputError(fmt::format(
+        "{}: model_type gemma3 (the multimodal Gemma3ForConditionalGeneration) is not read as a "
+        "causal LM; save its language model as a gemma3_text checkpoint (Gemma3ForCausalLM)",
+        path));
+  DecoderConfig c = *this;
+  c.causal_lm = true;
+  c.id2label.clear();
+  // LlamaForSequenceClassification -> LlamaForCausalLM; Gemma 3's text model is Gemma3ForCausalLM.
+  const std::string base = architecture.substr(0, architecture.find("ForSequenceClassification"));
+  c.architecture = (base == "Gemma3Text" ? std::string("Gemma3") : base) + "ForCausalLM";
+  return c;
+}
+
+std::string DecoderConfig::lm_head_param() const {
+  return tie_word_embeddings ? prefix + "embed_tokens.weight" : "lm_head.weight";
+}
+
 nlohmann::json DecoderConfig::to_json() const {
-  return config_with_labels(raw, model_type, architecture, id2label);
+  if (!causal_lm) return config_with_labels(raw, model_type, architecture, id2label);
+  // A causal LM keeps no classification fields (a base checkpoint may carry HF's defaults).
+  nlohmann::json j = raw.is_object() ? raw : nlohmann::json::object();
+  j["model_type"] = model_type;
+  j["architectures"] = nlohmann::json::array({architecture});
+  for (const char* key : {"id2label", "label2id", "num_labels", "problem_type"}) j.erase(key);
+  return j;
 }
 
 }  // namespace ftune

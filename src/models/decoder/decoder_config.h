@@ -53,6 +53,12 @@ struct DecoderConfig {
   float initializer_range = 0.02f;
   std::vector<std::string> id2label;
   nlohmann::json raw;
+  // Causal LM (as_causal_lm, HF's *ForCausalLM): no score head and no labels; the logits are
+  // hidden lm_head^T, lm_head being its own (V, C) weight or, tied (tie_word_embeddings, HF's
+  // default for Gemma), embed_tokens; Gemma 2 / 3 soft-cap them at final_logit_softcapping.
+  bool causal_lm = false;
+  bool tie_word_embeddings = false;
+  float final_softcap = 0;
 
   int64_t num_labels() const { return static_cast<int64_t>(id2label.size()); }
   int64_t q_size() const { return num_heads * head_dim; }
@@ -68,6 +74,11 @@ struct DecoderConfig {
   static DecoderConfig from_json(const nlohmann::json& j, const std::string& path);
   // model_type gemma3: the text_config's gemma3_text model, with the outer labels.
   static DecoderConfig gemma3_multimodal(const nlohmann::json& j, const std::string& path);
+  // The causal-LM form (architecture *ForCausalLM); `path` names config.json in errors (the
+  // multimodal gemma3 is refused: its language model is a gemma3_text checkpoint of its own).
+  DecoderConfig as_causal_lm(const std::string& path) const;
+  // The parameter holding the LM head: "lm_head.weight", or the embedding when tied.
+  std::string lm_head_param() const;
   nlohmann::json to_json() const;
 };
 

@@ -16,6 +16,8 @@ ModelInfo info_of(const DecoderConfig& c) {
   i.head_dim = c.head_dim;
   i.type_vocab_size = 0;  // no token types
   i.pad_token_id = c.pad_token_id >= 0 ? c.pad_token_id : 0;
+  i.causal_lm = c.causal_lm;
+  if (c.causal_lm) i.lm_head = c.lm_head_param(), i.lm_softcap = c.final_softcap;
   return i;
 }
 
@@ -46,11 +48,24 @@ class DecoderBackbone final : public FamilyBackbone<DecoderBackbone, DecoderConf
 
   void add_params(ParamTable& t) const override { add_decoder_params(c_, t); }
 
-  std::vector<std::string> head_params(const AdapterConfig&) const override { return {"score.weight"}; }
-  bool may_initialise(const std::string& p) const override { return p == "score.weight"; }
-  bool sized_by_labels(const std::string& p) const override { return p == "score.weight"; }
+  // A causal LM has no head that trains with adapters (PEFT's CAUSAL_LM leaves lm_head frozen)
+  // and nothing to initialise afresh: a checkpoint without lm_head (untied) is an error.
+  std::vector<std::string> head_params(const AdapterConfig&) const override {
+    if (c_.causal_lm) return {};
+    return {"score.weight"};
+  }
+  bool may_initialise(const std::string& p) const override {
+    return !c_.causal_lm && p == "score.weight";
+  }
+  bool sized_by_labels(const std::string& p) const override {
+    return !c_.causal_lm && p == "score.weight";
+  }
   std::vector<std::string> peft_modules_to_save(const AdapterConfig&) const override {
+    if (c_.causal_lm) return {};
     return {"classifier", "score"};  // PEFT's SEQ_CLS default list
+  }
+  std::shared_ptr<const Backbone> as_causal_lm() const override {
+    return std::make_shared<DecoderBackbone>(c_.as_causal_lm("config.json"));
   }
 
   // The HF name, and the name without the prefix (a base LlamaModel / Qwen2Model / Gemma3TextModel
@@ -73,7 +88,7 @@ class DecoderBackbone final : public FamilyBackbone<DecoderBackbone, DecoderConf
 
   std::vector<AdapterSite> adapter_sites() const override { return decoder_adapter_sites(c_); }
   std::vector<ClassifierModule> modules() const override {
-    return decoder_modules(c_.num_layers, c_.qk_norm, c_.sandwich_norms, c_.prefix);
+    return decoder_modules(c_.num_layers, c_.qk_norm, c_.sandwich_norms, c_.prefix, c_.causal_lm);
   }
 
   FlopModel flops() const override {

@@ -45,7 +45,7 @@ std::vector<AdapterSite> decoder_adapter_sites(const DecoderConfig& c) {
 }
 
 std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool sandwich_norms,
-                                              const std::string& prefix) {
+                                              const std::string& prefix, bool causal_lm) {
   const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
   const std::string base = prefix.substr(0, prefix.size() - 1);  // "model", "model.language_model"
   std::vector<ClassifierModule> m = {{"", O}, {"model", O}};
@@ -74,7 +74,8 @@ std::vector<ClassifierModule> decoder_modules(int64_t layers, bool qk_norm, bool
         m.push_back({p + n, O});
   }
   for (const char* o : {"norm", "rotary_emb"}) m.push_back({prefix + o, O});
-  m.push_back({"score", ModuleKind::Head});
+  m.push_back(causal_lm ? ClassifierModule{"lm_head", ModuleKind::Output}
+                        : ClassifierModule{"score", ModuleKind::Head});
   return m;
 }
 
@@ -112,7 +113,10 @@ void add_decoder_params(const DecoderConfig& c, ParamTable& t) {
     }
   }
   t.add(c.prefix + "norm.weight", {C});
-  t.add("score.weight", {c.num_labels(), C});
+  if (!c.causal_lm)
+    t.add("score.weight", {c.num_labels(), C});
+  else if (!c.tie_word_embeddings)
+    t.add("lm_head.weight", {c.vocab_size, C});  // tied: embed_tokens is the head
 }
 
 DecoderWeights bind_decoder_weights(const DecoderConfig& c, const ParamViews& p) {
@@ -120,7 +124,7 @@ DecoderWeights bind_decoder_weights(const DecoderConfig& c, const ParamViews& p)
   DecoderWeights w;
   w.embed = p.get(c.prefix + "embed_tokens.weight");
   w.final_norm = p.get(c.prefix + "norm.weight");
-  w.score = p.get("score.weight");
+  if (!c.causal_lm) w.score = p.get("score.weight");
   for (int64_t l = 0; l < c.num_layers; ++l) {
     DecoderLayerWeights lw;
     lw.qkv_w = p.span(layer_name(c, l, "self_attn.q_proj", "weight"), {QKV, C});
