@@ -3,7 +3,8 @@
 // several passes, with the CPU GEMM library and the scoring precision in use. Prints one JSON line
 // (pairs/s of each pass, their median, the settings); --profile adds the per-op time of one
 // pass (the FTUNE_PROFILE_OPS table, on stderr and in the JSON); --logits FILE writes the logits
-// (one row a line) for the accuracy comparisons.
+// (one row a line) for the accuracy comparisons; --ab alternates passes with the packed weights
+// (ops/cpu_matmul.h) and without (the plain GEMM), pass by pass, and reports both.
 //
 //   cpu_scoring_bench MODEL_DIR PAIRS.jsonl [--threads N] [--batch-size B] [--repeats R]
 //                     [--max-length L] [--profile] [--logits FILE]
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -23,6 +25,7 @@
 #include "core/thread_pool.h"
 #include "models/text_scorer.h"
 #include "ops/cpu_gemm_library.h"
+#include "ops/cpu_matmul.h"
 
 
 int main(int argc, char** argv) {
@@ -36,7 +39,7 @@ int main(int argc, char** argv) {
   }
   int threads = 2, repeats = 5;
   int64_t batch_size = 32, max_length = 0;
-  bool profile = false;
+  bool profile = false, ab = false;
   std::string logits_path;
   for (int i = 3; i < argc; ++i) {
     const std::string a = argv[i];
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
     else if (a == "--repeats") repeats = std::stoi(next());
     else if (a == "--max-length") max_length = std::stoll(next());
     else if (a == "--profile") profile = true;
+    else if (a == "--ab") ab = true;
     else if (a == "--logits") logits_path = next();
     else throw std::runtime_error("unknown option " + a);
   }
@@ -63,22 +67,41 @@ int main(int argc, char** argv) {
                            max_length > 0 ? std::optional<int64_t>(max_length) : std::nullopt);
   std::vector<float> logits(pairs.size() * static_cast<size_t>(scorer.num_labels()));
   scorer.score(pairs, batch_size, logits.data());  // the arena grows, primitives are made
-  std::vector<double> rates;
-  for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::vector<double> rates, plain_rates;
+  const bool packed_on = ftune::cpu::packed_matmul_enabled();
+  if (ab) {  // the plain path's first pass, untimed (its arena is the same)
+    ftune::cpu::set_packed_matmul_enabled(false);
     scorer.score(pairs, batch_size, logits.data());
-    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-    rates.push_back(static_cast<double>(pairs.size()) / dt.count());
   }
-  std::vector<double> sorted = rates;
-  std::sort(sorted.begin(), sorted.end());
+  for (int r = 0; r < repeats; ++r) {
+    for (const bool plain : {false, true}) {
+      if (plain && !ab) continue;
+      ftune::cpu::set_packed_matmul_enabled(plain ? false : packed_on);
+      const auto t0 = std::chrono::steady_clock::now();
+      scorer.score(pairs, batch_size, logits.data());
+      const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+      (plain ? plain_rates : rates).push_back(static_cast<double>(pairs.size()) / dt.count());
+    }
+  }
+  ftune::cpu::set_packed_matmul_enabled(packed_on);
   nlohmann::json out;
+  if (ab) {
+    out["plain_pairs_per_s"] = plain_rates;
+    out["plain_median_pairs_per_s"] = median(plain_rates);
+  }
   out["pairs"] = pairs.size();
   out["threads"] = threads;
   out["batch_size"] = batch_size;
   out["pairs_per_s"] = rates;
-  out["median_pairs_per_s"] = sorted[sorted.size() / 2];
+  out["median_pairs_per_s"] = median(rates);
   out["cpu_gemm"] = ftune::cpu::gemm_library_description();
+  out["matmul"] = ftune::cpu::matmul_description();
+  const char* precision = std::getenv("FTUNE_SCORING_PRECISION");
+  out["precision"] = precision && *precision ? precision : "fp32";
 
   if (profile) {
     auto recorder = ftune::profile::StepRecorder::always(1, ftune::Device::cpu());

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/memory.h"
@@ -12,13 +13,23 @@
 namespace ftune {
 
 LoadedClassifier::LoadedClassifier(std::string model_dir, Device device)
-    : model_dir_(std::move(model_dir)), device_(device), spec_(load_model_spec(model_dir_)) {}
+    : model_dir_(std::move(model_dir)), device_(device), spec_(load_model_spec(model_dir_)) {
+  const char* env = std::getenv("FTUNE_SCORING_PRECISION");
+  if (env && *env && device_.is_cpu())
+    precision_ = cpu::parse_matmul_precision(env, "FTUNE_SCORING_PRECISION");
+}
+
+void LoadedClassifier::set_precision(cpu::MatmulPrecision precision) {
+  if (precision != precision_) packed_.reset();
+  precision_ = precision;
+}
 
 LoadedClassifier::~LoadedClassifier() = default;
 
 void LoadedClassifier::ensure_capacity(int64_t batch, int64_t seq) {
   if (model_ && batch <= max_batch_ && seq <= max_seq_) return;
   const int64_t b = std::max(batch, max_batch_), s = std::max(seq, max_seq_);
+  packed_.reset();  // packed copies of the old weights
   model_.reset();
   arena_.reset();  // the old arena goes before the new one is allocated
   ClassifierOptions options;
@@ -70,6 +81,8 @@ void LoadedClassifier::predict(const std::vector<data::TokenizedExample>& rows,
   const int64_t K = info().num_labels();
   const int32_t pad = static_cast<int32_t>(info().pad_token_id);
   HostTensor logits(DType::F32, {max_batch, K});
+  if (device_.is_cpu() && !packed_) packed_ = std::make_unique<cpu::PackedWeights>(precision_);
+  const cpu::FrozenWeightsScope frozen(device_.is_cpu() ? packed_.get() : nullptr);
   for (const std::vector<int64_t>& indices : data::length_sorted_batches(rows, max_batch)) {
     Batch b = data::make_batch(rows, indices, pad);
     b.labels.clear();

@@ -3,6 +3,10 @@
 // padding, data/batcher.h), then the logits are returned in input order. The arena is planned for
 // the longest row actually present, not for max_position_embeddings.
 //
+// On the CPU the linear layers' weights are packed once for oneDNN's matmul after loading
+// (ops/cpu_matmul.h; the plain GEMM where that cannot run), and FTUNE_SCORING_PRECISION=bf16 scores
+// with bf16 weights and inputs, fp32 accumulation, on CPUs with native bf16 (default fp32).
+//
 // LoadedClassifier keeps a model loaded between calls (the Python package's Model): its arena is
 // planned for the largest batch and longest row seen so far and grows (weights read again) only
 // when a call needs more. One call at a time per object (callers serialise; the Python binding
@@ -19,6 +23,7 @@
 #include "models/backbone.h"
 #include "models/hf_checkpoint.h"
 #include "models/sequence_classifier.h"
+#include "ops/cpu_matmul.h"
 
 namespace ftune {
 
@@ -38,6 +43,12 @@ class LoadedClassifier {
   const ModelInfo& info() const { return spec_.info(); }
   const std::string& model_dir() const { return model_dir_; }
   Device device() const { return device_; }
+  // The CPU scoring precision (FTUNE_SCORING_PRECISION, fp32 by default); set_precision drops the
+  // packed weights of the other precision.
+  cpu::MatmulPrecision precision() const { return precision_; }
+  void set_precision(cpu::MatmulPrecision precision);
+  // The CPU's packed weights (null before the first call or on a GPU).
+  const cpu::PackedWeights* packed_weights() const { return packed_.get(); }
 
   // Logits of every row, in input order, into `out` (rows x num_labels, row-major). Rows need
   // input_ids; empty token_type_ids mean all zeros; labels are ignored. InputError "row N: ..."
@@ -53,6 +64,8 @@ class LoadedClassifier {
   int64_t max_batch_ = 0, max_seq_ = 0;  // what the arena holds now
   std::unique_ptr<SequenceClassifier> model_;
   std::unique_ptr<Arena> arena_;
+  cpu::MatmulPrecision precision_ = cpu::MatmulPrecision::F32;
+  std::unique_ptr<cpu::PackedWeights> packed_;  // for model_'s weights, made with it
 };
 
 // One call of a LoadedClassifier (loads, predicts, frees).
