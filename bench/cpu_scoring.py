@@ -146,9 +146,9 @@ def worker_ftune_py(a, pairs):
             "threads_set": hasattr(ftune, "set_threads")}
 
 
-def worker_ftune_cpp(a, pairs):
+def worker_ftune_cpp(a, pairs, bench=None):
     logits_file = a.pairs + f".ftune{os.getpid()}.logits"
-    cmd = [a.scoring_bench, a.model, a.pairs, "--threads", str(a.threads), "--batch-size",
+    cmd = [bench or a.scoring_bench, a.model, a.pairs, "--threads", str(a.threads), "--batch-size",
            str(a.batch_size or 32), "--repeats", str(a.passes), "--max-length",
            str(a.max_length), "--logits", logits_file]
     out = json.loads(subprocess.run(cmd, check=True, capture_output=True,
@@ -160,10 +160,22 @@ def worker_ftune_cpp(a, pairs):
             "matmul": out.get("matmul")}
 
 
+def worker_ftune_bf16(a, pairs):
+    os.environ["FTUNE_SCORING_PRECISION"] = "bf16"
+    return worker_ftune_cpp(a, pairs)
+
+
+def worker_ftune_base(a, pairs):
+    return worker_ftune_cpp(a, pairs, a.base_bench)
+
+
 WORKERS = {"ce": worker_ce, "ort": worker_ort, "ftune_py": worker_ftune_py,
-           "ftune_cpp": worker_ftune_cpp}
+           "ftune_cpp": worker_ftune_cpp, "ftune_bf16": worker_ftune_bf16,
+           "ftune_base": worker_ftune_base}
 NAMES = {"ftune_cpp": "ftune (C++ TextScorer, `ftune predict`'s call)",
          "ftune_py": "ftune.Model.predict (Python package)",
+         "ftune_bf16": "ftune (C++), FTUNE_SCORING_PRECISION=bf16",
+         "ftune_base": "ftune (C++) before (--base-bench: another build)",
          "ort": "ONNX Runtime {ver}, graph opts all, sorted batches",
          "ce": "CrossEncoder.predict (sentence-transformers)"}
 
@@ -175,9 +187,48 @@ def run_worker(args, kind, threads, batch_size, env_extra=None):
     cmd = [sys.executable, HERE, "--worker", kind, "--model", args.model, "--pairs",
            args.pairs_file, "--threads", str(threads), "--passes", str(args.passes),
            "--batch-size", str(batch_size), "--max-length", str(args.max_length), "--onnx",
-           args.onnx, "--scoring-bench", args.scoring_bench]
+           args.onnx, "--scoring-bench", args.scoring_bench, "--base-bench", args.base_bench]
     res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def bf16_accuracy(args):
+    """bf16 against fp32 scoring on a labelled JSONL with query groups: the largest logit and
+    score differences, and how often the two agree on each group's order and its top pair."""
+    with open(args.bf16_accuracy) as f:
+        rows = [json.loads(line) for line in f][: args.accuracy_rows]
+    path = "/tmp/ftune_cpu_scoring_accuracy.jsonl"
+    with open(path, "w") as f:
+        for r in rows:
+            f.write(json.dumps({"text": r["text"], "text_pair": r["text_pair"]}) + "\n")
+    logits = {}
+    for precision in ("fp32", "bf16"):
+        out = path + "." + precision
+        env = dict(os.environ, FTUNE_SCORING_PRECISION=precision)
+        subprocess.run([args.scoring_bench, args.model, path, "--threads", "2", "--repeats", "0",
+                        "--max-length", str(args.max_length), "--logits", out], check=True,
+                       capture_output=True, env=env)
+        logits[precision] = np.loadtxt(out, ndmin=2)
+    a, b = logits["fp32"], logits["bf16"]
+    score = (lambda x: x[:, 1] - x[:, 0]) if a.shape[1] == 2 else (lambda x: x[:, 0])
+    sa, sb = score(a), score(b)
+    groups = {}
+    for i, r in enumerate(rows):
+        groups.setdefault(r.get("group", i), []).append(i)
+    multi = [g for g in groups.values() if len(g) > 1]
+    same_order = sum(list(np.argsort(-sa[g], kind="stable")) == list(np.argsort(-sb[g], kind="stable"))
+                     for g in multi)
+    same_top = sum(int(np.argmax(sa[g])) == int(np.argmax(sb[g])) for g in multi)
+    labels = np.array([r.get("label", -1) for r in rows])
+    acc = {p: float(np.mean((score(x) > 0).astype(int) == labels)) for p, x in logits.items()}
+    print(f"# bf16 against fp32 scoring ({len(rows)} pairs of {args.bf16_accuracy}, "
+          f"{len(multi)} groups of 2+)\n")
+    print("| largest logit difference | largest score difference | score range (fp32) | "
+          "groups in the same order | same top pair | accuracy fp32 / bf16 (score > 0) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    print(f"| {np.abs(a - b).max():.3e} | {np.abs(sa - sb).max():.3e} | {sa.min():.2f} to "
+          f"{sa.max():.2f} | {same_order}/{len(multi)} | {same_top}/{len(multi)} | "
+          f"{acc['fp32']:.4f} / {acc['bf16']:.4f} |")
 
 
 def main():
@@ -193,7 +244,13 @@ def main():
     ap.add_argument("--max-length", type=int, default=256)
     ap.add_argument("--onnx", default="/tmp/ftune_cpu_scoring_model.onnx")
     ap.add_argument("--scoring-bench", default="build/bench/cpu_scoring_bench")
-    ap.add_argument("--scorers", default="ftune_cpp,ftune_py,ort,ce")
+    ap.add_argument("--base-bench", default="",
+                    help="another build's cpu_scoring_bench, for the ftune_base scorer")
+    ap.add_argument("--scorers", default="ftune_cpp,ftune_py,ort,ce",
+                    help="of ftune_cpp, ftune_py, ftune_bf16, ftune_base, ort, ce")
+    ap.add_argument("--bf16-accuracy", metavar="JSONL",
+                    help="only compare bf16 with fp32 scoring on this labelled, grouped JSONL")
+    ap.add_argument("--accuracy-rows", type=int, default=2000)
     ap.add_argument("--worker", choices=sorted(WORKERS))
     ap.add_argument("--batch-size", type=int, default=0)
     args = ap.parse_args()
@@ -206,6 +263,9 @@ def main():
         print(json.dumps(WORKERS[args.worker](args, pairs)))
         return
 
+    if args.bf16_accuracy:
+        bf16_accuracy(args)
+        return
     pairs = make_pairs(args.source, args.rows, args.seed)
     with open(args.pairs_file, "w") as f:
         for p in pairs:
