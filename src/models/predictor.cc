@@ -11,6 +11,35 @@
 #include "data/batcher.h"
 
 namespace ftune {
+namespace {
+
+// A batch's padding (rows x its longest row, minus its real tokens) is kept within this share of
+// its real tokens: length-sorted rows are cut into a new batch where the next row would pad the
+// batch past it, as well as at batch_size rows. On a reranker's length mix (19 to 256 tokens)
+// fixed batches of 32 padded 41 % more tokens than the rows held, all of it GEMM work.
+constexpr double kPaddingSlack = 0.125;
+
+std::vector<std::vector<int64_t>> scoring_batches(const std::vector<data::TokenizedExample>& rows,
+                                                  int64_t batch_size) {
+  std::vector<std::vector<int64_t>> batches;
+  int64_t real = 0;
+  for (const std::vector<int64_t>& sorted : data::length_sorted_batches(rows, batch_size)) {
+    for (const int64_t i : sorted) {  // ascending lengths: the new row is the longest
+      const int64_t len = static_cast<int64_t>(rows[i].input_ids.size());
+      const int64_t n = batches.empty() ? 0 : static_cast<int64_t>(batches.back().size());
+      if (n == 0 || n == batch_size ||
+          static_cast<double>((n + 1) * len) > (1.0 + kPaddingSlack) * static_cast<double>(real + len)) {
+        batches.emplace_back();
+        real = 0;
+      }
+      batches.back().push_back(i);
+      real += len;
+    }
+  }
+  return batches;
+}
+
+}  // namespace
 
 LoadedClassifier::LoadedClassifier(std::string model_dir, Device device)
     : model_dir_(std::move(model_dir)), device_(device), spec_(load_model_spec(model_dir_)) {
@@ -83,7 +112,7 @@ void LoadedClassifier::predict(const std::vector<data::TokenizedExample>& rows,
   HostTensor logits(DType::F32, {max_batch, K});
   if (device_.is_cpu() && !packed_) packed_ = std::make_unique<cpu::PackedWeights>(precision_);
   const cpu::FrozenWeightsScope frozen(device_.is_cpu() ? packed_.get() : nullptr);
-  for (const std::vector<int64_t>& indices : data::length_sorted_batches(rows, max_batch)) {
+  for (const std::vector<int64_t>& indices : scoring_batches(rows, max_batch)) {
     Batch b = data::make_batch(rows, indices, pad);
     b.labels.clear();
     model_->set_batch(b);

@@ -1,6 +1,7 @@
 // Batched inference: logits for many tokenized rows with a model loaded from a HF directory.
 // Rows are sorted by length and cut into batches padded to their own longest row (dynamic
-// padding, data/batcher.h), then the logits are returned in input order. The arena is planned for
+// padding, data/batcher.h), and cut further where a batch's padding would pass 12.5 % of its
+// real tokens, then the logits are returned in input order. The arena is planned for
 // the longest row actually present, not for max_position_embeddings.
 //
 // On the CPU the linear layers' weights are packed once for oneDNN's matmul after loading
