@@ -11,14 +11,6 @@
 #include "data/batcher.h"
 
 namespace ftune {
-namespace {
-
-// A batch's padding (rows x its longest row, minus its real tokens) is kept within this share of
-// its real tokens: length-sorted rows are cut into a new batch where the next row would pad the
-// batch past it, as well as at batch_size rows. On a reranker's length mix (19 to 256 tokens)
-// fixed batches of 32 padded 41 % more tokens than the rows held, all of it GEMM work.
-constexpr double kPaddingSlack = 0.125;
-
 std::vector<std::vector<int64_t>> scoring_batches(const std::vector<data::TokenizedExample>& rows,
                                                   int64_t batch_size) {
   std::vector<std::vector<int64_t>> batches;
@@ -38,8 +30,6 @@ std::vector<std::vector<int64_t>> scoring_batches(const std::vector<data::Tokeni
   }
   return batches;
 }
-
-}  // namespace
 
 LoadedClassifier::LoadedClassifier(std::string model_dir, Device device)
     : model_dir_(std::move(model_dir)), device_(device), spec_(load_model_spec(model_dir_)) {

@@ -69,6 +69,14 @@ class LoadedClassifier {
   std::unique_ptr<cpu::PackedWeights> packed_;  // for model_'s weights, made with it
 };
 
+// The batches predict() runs: rows sorted by length (stable), cut at batch_size rows and where the
+// next row would make the batch's padding (rows x its longest row - its real tokens) exceed
+// kPaddingSlack of its real tokens. On a reranker's length mix (19 to 256 tokens) fixed batches of
+// 32 padded 41 % more tokens than the rows held, all of it GEMM work.
+constexpr double kPaddingSlack = 0.125;
+std::vector<std::vector<int64_t>> scoring_batches(const std::vector<data::TokenizedExample>& rows,
+                                                  int64_t batch_size);
+
 // One call of a LoadedClassifier (loads, predicts, frees).
 Predictions predict_logits(const std::string& model_dir,
                            const std::vector<data::TokenizedExample>& rows, int64_t batch_size,
