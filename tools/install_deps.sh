@@ -10,6 +10,7 @@ DEBIAN_PACKAGES=(
   python3-dev            # the Python package's extension module (python/)
   libopenblas-dev        # GEMM on the CPU
   libdnnl2               # oneDNN: the CPU GEMM where it loads (dlopen at run time; FTUNE_CPU_GEMM)
+  libdnnl-dev            # oneDNN's C API header: the packed-weight scoring path (ops/cpu_matmul.h)
   nlohmann-json3-dev     # JSON: config.json, safetensors headers, JSONL
   libyaml-cpp-dev        # YAML training configs
   libcli11-dev           # command line

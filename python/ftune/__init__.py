@@ -26,9 +26,11 @@ import numpy as np
 from ._ftune import Encoding, Tokenizer
 from ._ftune import MemorySource as _MemorySource
 from ._ftune import Model as _Model
+from ._ftune import set_threads, threads
 from ._ftune import train as _train
 
-__all__ = ["Encoding", "Model", "Run", "Tokenizer", "hpo", "load", "train"]
+__all__ = ["Encoding", "Model", "Run", "Tokenizer", "hpo", "load", "set_threads", "threads",
+           "train"]
 
 Input = Union[str, Sequence[str]]
 

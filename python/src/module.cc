@@ -18,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "data/memory_source.h"
+#include "ops/cpu_matmul.h"
 #include "models/text_scorer.h"
 #include "text/tokenizer.h"
 #include "train/config_keys.h"
@@ -265,6 +267,10 @@ NB_MODULE(_ftune, m) {
       .def_prop_ro("max_length", &Model::max_length)
       .def_prop_ro("problem_type", &Model::problem_type);
 
+  // The compute threads of every CPU kernel (the CLI's --threads; default: all cores).
+  m.def("set_threads", [](int n) { ftune::set_compute_threads(n); }, "threads"_a);
+  m.def("threads", [] { return ftune::compute_threads(); });
+  m.def("cpu_matmul", [] { return ftune::cpu::matmul_description(); });
   m.def("config_keys", [] {
     std::vector<std::string> keys;
     for (const ftune::ConfigKey& k : ftune::config_keys()) keys.push_back(k.key);

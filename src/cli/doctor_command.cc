@@ -18,6 +18,7 @@
 #include "cuda/cuda_libraries.h"
 #include "cuda/nvml.h"
 #include "ops/cpu_gemm_library.h"
+#include "ops/cpu_matmul.h"
 #include "train/memory_planner.h"
 #include "train/precision.h"
 
@@ -95,6 +96,7 @@ void run_doctor(const DoctorArgs& a) {
              flush_to_zero_enabled() ? "on" : "off");
   fmt::print("blas: {}\n", openblas_get_config());
   fmt::print("cpu gemm: {}\n", cpu::gemm_library_description());
+  fmt::print("cpu scoring: {}\n", cpu::matmul_description());
   fmt::print("cuda backend: {}\n", cuda_built() ? "built" : "not built (FTUNE_CUDA=OFF)");
   const cuda::LibraryStatus cublaslt = cuda::cublaslt_library();
   fmt::print("cuBLASLt: {}\n", cublaslt.available

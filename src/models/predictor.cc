@@ -4,21 +4,51 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/memory.h"
 #include "data/batcher.h"
 
 namespace ftune {
+std::vector<std::vector<int64_t>> scoring_batches(const std::vector<data::TokenizedExample>& rows,
+                                                  int64_t batch_size) {
+  std::vector<std::vector<int64_t>> batches;
+  int64_t real = 0;
+  for (const std::vector<int64_t>& sorted : data::length_sorted_batches(rows, batch_size)) {
+    for (const int64_t i : sorted) {  // ascending lengths: the new row is the longest
+      const int64_t len = static_cast<int64_t>(rows[i].input_ids.size());
+      const int64_t n = batches.empty() ? 0 : static_cast<int64_t>(batches.back().size());
+      if (n == 0 || n == batch_size ||
+          static_cast<double>((n + 1) * len) > (1.0 + kPaddingSlack) * static_cast<double>(real + len)) {
+        batches.emplace_back();
+        real = 0;
+      }
+      batches.back().push_back(i);
+      real += len;
+    }
+  }
+  return batches;
+}
 
 LoadedClassifier::LoadedClassifier(std::string model_dir, Device device)
-    : model_dir_(std::move(model_dir)), device_(device), spec_(load_model_spec(model_dir_)) {}
+    : model_dir_(std::move(model_dir)), device_(device), spec_(load_model_spec(model_dir_)) {
+  const char* env = std::getenv("FTUNE_SCORING_PRECISION");
+  if (env && *env && device_.is_cpu())
+    precision_ = cpu::parse_matmul_precision(env, "FTUNE_SCORING_PRECISION");
+}
+
+void LoadedClassifier::set_precision(cpu::MatmulPrecision precision) {
+  if (precision != precision_) packed_.reset();
+  precision_ = precision;
+}
 
 LoadedClassifier::~LoadedClassifier() = default;
 
 void LoadedClassifier::ensure_capacity(int64_t batch, int64_t seq) {
   if (model_ && batch <= max_batch_ && seq <= max_seq_) return;
   const int64_t b = std::max(batch, max_batch_), s = std::max(seq, max_seq_);
+  packed_.reset();  // packed copies of the old weights
   model_.reset();
   arena_.reset();  // the old arena goes before the new one is allocated
   ClassifierOptions options;
@@ -70,7 +100,9 @@ void LoadedClassifier::predict(const std::vector<data::TokenizedExample>& rows,
   const int64_t K = info().num_labels();
   const int32_t pad = static_cast<int32_t>(info().pad_token_id);
   HostTensor logits(DType::F32, {max_batch, K});
-  for (const std::vector<int64_t>& indices : data::length_sorted_batches(rows, max_batch)) {
+  if (device_.is_cpu() && !packed_) packed_ = std::make_unique<cpu::PackedWeights>(precision_);
+  const cpu::FrozenWeightsScope frozen(device_.is_cpu() ? packed_.get() : nullptr);
+  for (const std::vector<int64_t>& indices : scoring_batches(rows, max_batch)) {
     Batch b = data::make_batch(rows, indices, pad);
     b.labels.clear();
     model_->set_batch(b);

@@ -32,6 +32,7 @@ struct Seq {
   int64_t start = 0, len = 0;
   const int32_t* mask = nullptr;  // (len) key mask, or null
   int64_t keys = 0;  // columns [0, keys) hold every nonzero probability of the sequence
+  bool dense = true;  // no padding key in [0, keys): softmax_row's straight loops apply
 };
 
 // Walks the query rows of a sequence in order and says whether row i sees any key: its range
@@ -62,6 +63,8 @@ Seq sequence(const AttentionArgs& a, int64_t b) {
     a.key_range(i, s.len, &lo, &hi);
     if (!scan.sees_a_key(lo, std::min(hi, L))) s.keys = s.len;
   }
+  if (s.mask)
+    for (int64_t j = 0; j < s.keys && s.dense; ++j) s.dense = s.mask[j] != 0;
   return s;
 }
 
@@ -96,6 +99,55 @@ Band key_band(const AttentionArgs& a, const Seq& s, int64_t i0, int64_t i1, Visi
   return band;
 }
 
+// The softmax's inner loops over 16 lanes, every element on the vector path: GCC left the max
+// reduction scalar (a loop-carried vmaxss) and ran the remainder of each row (up to 15 of its
+// 20-250 keys) through scalar fast_exp, which bounded the softmax.
+constexpr int kLanes = 16;
+
+// The largest of x[0, n), n > 0.
+float max_of(const float* x, int64_t n) {
+  float lane[kLanes];
+  for (int k = 0; k < kLanes; ++k) lane[k] = -std::numeric_limits<float>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+#pragma omp simd
+    for (int k = 0; k < kLanes; ++k) lane[k] = lane[k] > x[j + k] ? lane[k] : x[j + k];
+  }
+  float mx = -std::numeric_limits<float>::infinity();
+  for (; j < n; ++j) mx = mx > x[j] ? mx : x[j];
+  for (int k = 0; k < kLanes; ++k) mx = mx > lane[k] ? mx : lane[k];
+  return mx;
+}
+
+// x[j] = exp(x[j] - mx) for j in [0, n); returns their sum. The last partial block goes through a
+// copy padded with -inf (exp: 0).
+float exp_shifted_sum(float* x, int64_t n, float mx) {
+  float lane[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+#pragma omp simd
+    for (int k = 0; k < kLanes; ++k) {
+      const float e = fast_exp(x[j + k] - mx);
+      x[j + k] = e;
+      lane[k] += e;
+    }
+  }
+  if (j < n) {
+    float t[kLanes];
+    for (int k = 0; k < kLanes; ++k)
+      t[k] = j + k < n ? x[j + k] : -std::numeric_limits<float>::infinity();
+#pragma omp simd
+    for (int k = 0; k < kLanes; ++k) {
+      t[k] = fast_exp(t[k] - mx);
+      lane[k] += t[k];
+    }
+    for (int64_t k = 0; j + k < n; ++k) x[j + k] = t[k];
+  }
+  float sum = 0.0f;
+  for (int k = 0; k < kLanes; ++k) sum += lane[k];
+  return sum;
+}
+
 // Row i of P (T floats) from its scores in row[0, keys): the masked softmax over the keys query i
 // sees, or 1 / len over the whole sequence when it sees none; 0 in [keys, T).
 void softmax_row(const AttentionArgs& a, const Seq& s, int64_t i, VisibleScan& scan, float* row) {
@@ -105,7 +157,17 @@ void softmax_row(const AttentionArgs& a, const Seq& s, int64_t i, VisibleScan& s
   const float cap = a.spec.softcap;
   if (cap > 0.0f)
     for (int64_t j = lo; j < hi; ++j) row[j] = cap * std::tanh(row[j] / cap);
-  if (scan.sees_a_key(lo, hi)) {
+  const bool sees = scan.sees_a_key(lo, hi);
+  if (sees && s.dense) {
+    // Every key of [lo, hi) visible: straight loops the compiler vectorises (SIMD max and sum).
+    const float mx = max_of(row + lo, hi - lo);
+    const float sum = exp_shifted_sum(row + lo, hi - lo, mx);
+    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int64_t j = lo; j < hi; ++j) row[j] *= inv;
+    for (int64_t j = 0; j < lo; ++j) row[j] = 0.0f;
+    for (int64_t j = hi; j < s.keys; ++j) row[j] = 0.0f;
+  } else if (sees) {
     auto visible = [&](int64_t j) { return j >= lo && j < hi && (!s.mask || s.mask[j] != 0); };
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t j = lo; j < hi; ++j)

@@ -43,9 +43,14 @@ struct OneDnn {
   std::string error;  // why it is unavailable; empty when loaded
 };
 
+cuda::LazyLibrary& onednn_library() {
+  static cuda::LazyLibrary library("libdnnl.so.2", "FTUNE_ONEDNN_LIBRARY");
+  return library;
+}
+
 const OneDnn& onednn() {
   static const OneDnn lib = [] {
-    static cuda::LazyLibrary library("libdnnl.so.2", "FTUNE_ONEDNN_LIBRARY");
+    cuda::LazyLibrary& library = onednn_library();
     OneDnn d;
     if (const auto error = library.load_error()) {
       d.error = *error;
@@ -153,6 +158,10 @@ bool onednn_available() {
 
 std::string onednn_unavailable_reason() {
   return onednn().error;
+}
+
+void* onednn_symbol(const char* name) {
+  return onednn_available() ? onednn_library().symbol(name) : nullptr;
 }
 
 GemmLibrary parse_gemm_library(const std::string& text, const std::string& what) {

@@ -29,6 +29,10 @@ GemmLibrary parse_gemm_library(const std::string& text, const std::string& what)
 bool onednn_available();
 std::string onednn_unavailable_reason();
 
+// A symbol of the loaded oneDNN library (or of its OpenMP runtime, found through it); nullptr when
+// oneDNN is unavailable or has no such symbol (ops/cpu_matmul.cc takes its matmul API this way).
+void* onednn_symbol(const char* name);
+
 // The library in use: the last set_gemm_library(), else FTUNE_CPU_GEMM read once.
 GemmLibrary gemm_library();
 void set_gemm_library(GemmLibrary lib);

@@ -58,6 +58,11 @@ void dropout_add_layer_norm_forward(float* out, float* mean, float* rstd, const 
                                     bf16_t* out_bf16, f16_t* out_f16, float p, RngKey rng,
                                     DropoutRuns runs) {
   resolve_micro(rng, runs);
+  if (p == 0.0f && a_type == DType::F32) {  // scoring: the residual add alone, in one SIMD loop
+    layer_norm_forward(out, mean, rstd, nullptr, static_cast<const float*>(a), b, sum, weight,
+                       bias, N, C, eps, out_bf16, out_f16);
+    return;
+  }
   // sum = dropout(a) + b: the dropped value rounded to a's type (dropout_forward's store), then
   // the residual add in fp32.
   for_rows_with_mask(N, C, p, rng, runs, [&](int64_t r, const float* m) {

@@ -1,4 +1,5 @@
-// GELU on the CPU: an elementwise loop split across threads.
+// GELU on the CPU: an elementwise loop split across threads, one loop per form so that the
+// compiler vectorises it (with the form tested inside, the loop stayed scalar: ~2.5 ns an element).
 #include "core/thread_pool.h"
 #include "ops/gelu.h"
 #include "ops/gelu_math.h"
@@ -9,7 +10,13 @@ void gelu_forward(float* out, const float* inp, int64_t n, GeluForm form) {
   parallel_for(
       n,
       [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) out[i] = gelu_value(inp[i], form);
+        if (form == GeluForm::Erf) {
+#pragma omp simd
+          for (int64_t i = b; i < e; ++i) out[i] = gelu_value(inp[i], GeluForm::Erf);
+        } else {
+#pragma omp simd
+          for (int64_t i = b; i < e; ++i) out[i] = gelu_value(inp[i], GeluForm::Tanh);
+        }
       },
       4096);
 }
@@ -18,7 +25,13 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n, 
   parallel_for(
       n,
       [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) dinp[i] = dout[i] * gelu_grad(inp[i], form);
+        if (form == GeluForm::Erf) {
+#pragma omp simd
+          for (int64_t i = b; i < e; ++i) dinp[i] = dout[i] * gelu_grad(inp[i], GeluForm::Erf);
+        } else {
+#pragma omp simd
+          for (int64_t i = b; i < e; ++i) dinp[i] = dout[i] * gelu_grad(inp[i], GeluForm::Tanh);
+        }
       },
       4096);
 }

@@ -1,6 +1,8 @@
-// Linear layer on the CPU: three GEMMs through OpenBLAS; the bias is folded into the forward GEMM
-// by starting from broadcast bias rows with beta = 1.
+// Linear layer on the CPU: three GEMMs (ops/primitives_cpu.h); the bias is folded into the forward
+// GEMM by starting from broadcast bias rows with beta = 1. Inside a FrozenWeightsScope (scoring)
+// the forward product runs on weights packed once, the bias fused (ops/cpu_matmul.h).
 #include "core/thread_pool.h"
+#include "ops/cpu_matmul.h"
 #include "ops/linear.h"
 #include "ops/primitives_cpu.h"
 
@@ -8,6 +10,8 @@ namespace ftune::cpu {
 
 void linear_forward(float* out, int64_t ldo, const float* inp, int64_t ldi, const float* weight,
                     const float* bias, int64_t N, int64_t C, int64_t OC) {
+  if (PackedWeights* packed = frozen_weights())
+    if (packed->linear(out, ldo, inp, ldi, weight, bias, N, C, OC)) return;
   if (bias) {
     parallel_for(
         N,

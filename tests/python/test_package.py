@@ -55,7 +55,8 @@ class TypingTest(unittest.TestCase):
             tree = ast.parse(f.read())
         declared = {node.name for node in tree.body
                     if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
-        for name in ("Encoding", "Tokenizer", "Model", "MemorySource", "train", "config_keys"):
+        for name in ("Encoding", "Tokenizer", "Model", "MemorySource", "train", "config_keys",
+                     "set_threads", "threads"):
             self.assertIn(name, declared)
             self.assertTrue(hasattr(ext, name), name)
 
@@ -159,6 +160,19 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(errors, [])
         for k, r in enumerate(results):
             np.testing.assert_array_equal(r, want[1 + k % 3])
+
+    def test_set_threads_changes_the_compute_threads_not_the_scores(self):
+        m = ftune.load(self.model_dir)
+        before = ftune.threads()
+        try:
+            ftune.set_threads(2)
+            self.assertEqual(ftune.threads(), 2)
+            two = m.predict(PAIRS)
+            ftune.set_threads(1)
+            self.assertEqual(ftune.threads(), 1)
+            np.testing.assert_allclose(m.predict(PAIRS), two, rtol=1e-5, atol=1e-6)
+        finally:
+            ftune.set_threads(before)
 
     def test_predict_on_token_ids_equals_predict_on_the_texts(self):
         m = ftune.load(self.model_dir)
