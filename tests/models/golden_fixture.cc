@@ -63,4 +63,14 @@ AdamComparison compare_after_adam(TensorView got_view, TensorView want_view, Ten
   return r;
 }
 
+AdamWOptions fixture_adamw(const nlohmann::json& optimizer) {
+  AdamWOptions adam;
+  adam.lr = optimizer["lr"].get<float>();
+  adam.beta1 = optimizer["betas"][0].get<float>();
+  adam.beta2 = optimizer["betas"][1].get<float>();
+  adam.eps = optimizer["eps"].get<float>();
+  adam.weight_decay = optimizer["weight_decay"].get<float>();
+  return adam;
+}
+
 }  // namespace ftune::test

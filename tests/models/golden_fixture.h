@@ -7,6 +7,7 @@
 
 #include "io/safetensors.h"
 #include "models/batch.h"
+#include "optim/adamw.h"
 #include "test_util.h"
 
 namespace ftune::test {
@@ -33,6 +34,10 @@ struct AdamComparison {
   double rel_error = 0;
   int noise_elements = 0;
 };
+// The AdamW settings a fixture's reference ran with: meta's {"lr", "betas", "eps", "weight_decay"}
+// (case.json's "optimizer" of every fixture script).
+AdamWOptions fixture_adamw(const nlohmann::json& optimizer);
+
 AdamComparison compare_after_adam(TensorView got, TensorView want, TensorView g0, double noise_bound,
                                   const std::string& what);
 

@@ -116,17 +116,11 @@ TEST_P(HfParity, LogitsLossAndEveryGradient) {
 
 TEST_P(HfParity, ThreeAdamWStepsWithClippingAndSchedule) {
   const GoldenCase c = GoldenCase::load(GetParam());
-  const auto& opt = c.meta["optimizer"];
-  AdamWOptions adam;
-  adam.lr = opt["lr"].get<float>();
-  adam.beta1 = opt["betas"][0].get<float>();
-  adam.beta2 = opt["betas"][1].get<float>();
-  adam.eps = opt["eps"].get<float>();
-  adam.weight_decay = opt["weight_decay"].get<float>();
+  AdamWOptions adam = fixture_adamw(c.meta["optimizer"]);
   Loaded l = load(c, true, adam);
   // The decay split must be HF Trainer's.
   std::set<std::string> no_decay;
-  for (const auto& n : opt["no_decay"]) no_decay.insert(n.get<std::string>());
+  for (const auto& n : c.meta["optimizer"]["no_decay"]) no_decay.insert(n.get<std::string>());
   for (const ParamSpec& spec : l.model->params().specs())
     EXPECT_EQ(spec.decay, !no_decay.count(spec.name)) << spec.name;
 

@@ -116,13 +116,7 @@ TEST_P(ScoreParity, LogitsLossAndEveryGradient) {
 
 TEST_P(ScoreParity, ThreeAdamWStepsWithClippingAndSchedule) {
   const GoldenCase c = GoldenCase::load(GetParam());
-  const auto& opt = c.meta["optimizer"];
-  AdamWOptions adam;
-  adam.lr = opt["lr"].get<float>();
-  adam.beta1 = opt["betas"][0].get<float>();
-  adam.beta2 = opt["betas"][1].get<float>();
-  adam.eps = opt["eps"].get<float>();
-  adam.weight_decay = opt["weight_decay"].get<float>();
+  AdamWOptions adam = fixture_adamw(c.meta["optimizer"]);
   ScoreModel l = load_score_model(c, adam);
   const auto& sched = c.meta["schedule"];
   LrSchedule schedule{parse_schedule_kind(sched["type"].get<std::string>(), "schedule.type"),

@@ -78,13 +78,7 @@ LmRun build(const LmCase& c, bool lora, bool packed = false) {
   LoadOptions lo;
   lo.causal_lm = true;
   r.model = std::make_unique<SequenceClassifier>(load_model_spec(c.model_dir(), lo), o);
-  const auto& opt = c.meta["optimizer"];
-  AdamWOptions adam;
-  adam.lr = opt["lr"].get<float>();
-  adam.beta1 = opt["betas"][0].get<float>();
-  adam.beta2 = opt["betas"][1].get<float>();
-  adam.eps = opt["eps"].get<float>();
-  adam.weight_decay = opt["weight_decay"].get<float>();
+  AdamWOptions adam = fixture_adamw(c.meta["optimizer"]);
   r.adamw = std::make_unique<AdamW>(r.model->trainable_params(), adam);
   ArenaPlan plan;
   r.model->add_to_plan(plan);
