@@ -33,8 +33,9 @@ json tiny_causal_llama_config() {
           {"eos_token_id", 102}};
 }
 
-// "repeat: w1 w2" -> "w1 w2 w1 w2", words from a small set: the completion is predictable from
-// the prompt, and its rows have prompts and completions of different lengths.
+// "please repeat 2: w1 w2" -> "w1 w2 w1 w2", words from a small set: the completion is
+// predictable from the prompt, and rows of one length (neighbours in a length-sorted step batch)
+// learn different numbers of completion tokens.
 void write_repeat_task(const std::string& path, int n, uint64_t seed) {
   static const char* words[] = {"red", "green", "blue", "cat", "dog", "house", "tree", "water"};
   std::mt19937_64 rng(seed);
@@ -43,7 +44,14 @@ void write_repeat_task(const std::string& path, int n, uint64_t seed) {
     std::string w;
     const int k = 1 + static_cast<int>(rng() % 3);
     for (int j = 0; j < k; ++j) w += std::string(j ? " " : "") + words[rng() % 8];
-    out << json{{"prompt", "repeat: " + w}, {"completion", " " + w + " " + w}}.dump() << "\n";
+    std::string filler, completion;
+    for (int j = static_cast<int>(rng() % 5); j > 0; --j) filler += "please ";
+    const int times = 1 + static_cast<int>(rng() % 3);
+    for (int j = 0; j < times; ++j) completion += " " + w;
+    out << json{{"prompt", filler + "repeat " + std::to_string(times) + ": " + w},
+                {"completion", completion}}
+               .dump()
+        << "\n";
   }
 }
 
@@ -125,7 +133,7 @@ TEST_F(CausalLmTrain, LoraSavesACausalLmAdapter) {
 }
 
 TEST_F(CausalLmTrain, AccumulationTwoByTwoIsBatchFour) {
-  const std::string steps = "  max_steps: 1\n  epochs: 1\n";
+  const std::string steps = "  max_steps: 1\n  epochs: 1\n  seed: 2\n";
   const CliResult a =
       run_ftune("train --config " +
                 config("acc", steps + "  batch_size: 2\n  gradient_accumulation: 2\n"));
