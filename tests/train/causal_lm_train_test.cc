@@ -4,7 +4,7 @@
 // (full fine-tuning) or the adapter (LoRA, task_type CAUSAL_LM) saved at the end; gradient
 // accumulation 2 x 2 gives batch 4's first step (the micro-batches weighed by their counted
 // tokens); bad input (a classification-only key, a row without a completion) exits 2 naming the
-// key or file:line.
+// key or file:line; `ftune predict --candidates` scores completions with the published model.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -116,6 +116,41 @@ TEST_F(CausalLmTrain, FullFineTuningLearnsTheCompletionsAndSavesACausalLm) {
   const json saved = json::parse(cfg);
   EXPECT_EQ(saved["architectures"][0], "LlamaForCausalLM") << saved.dump();
   EXPECT_FALSE(saved.contains("id2label")) << saved.dump();
+
+  // ftune predict --candidates on the published model and on the untrained one: the trained
+  // model finds the right completion far more likely.
+  const std::string rows = tmp_.path() + "/rows.jsonl";
+  std::ofstream(rows) << json{{"prompt", "repeat 2: red"}}.dump() << "\n"
+                      << json{{"prompt", "please repeat 1: cat dog"}}.dump() << "\n";
+  const auto scored = [&](const std::string& model, const std::string& out) {
+    const CliResult p = run_ftune("predict --model " + model + " --data " + rows + " --output " +
+                                  out + " --candidates ' red red, water water'");
+    EXPECT_EQ(p.exit_code, 0) << p.output;
+    std::vector<json> got;
+    std::ifstream in(out);
+    for (std::string line; std::getline(in, line);) got.push_back(json::parse(line));
+    return got;
+  };
+  const std::vector<json> tuned = scored(tmp_.path() + "/full/model", tmp_.path() + "/tuned.jsonl");
+  const std::vector<json> base = scored(model_, tmp_.path() + "/base.jsonl");
+  ASSERT_EQ(tuned.size(), 2u);
+  ASSERT_EQ(base.size(), 2u);
+  for (const json& t : tuned) {
+    ASSERT_EQ(t["log_likelihoods"].size(), 2u) << t.dump();
+    const double p0 = t["probabilities"][0], p1 = t["probabilities"][1];
+    EXPECT_NEAR(p0 + p1, 1.0, 1e-12);
+    EXPECT_EQ(t["prediction"], p0 > p1 ? " red red" : " water water") << t.dump();
+  }
+  EXPECT_EQ(tuned[0]["prediction"], " red red") << tuned[0].dump();
+  EXPECT_GT(tuned[0]["log_likelihoods"][0].get<double>(),
+            base[0]["log_likelihoods"][0].get<double>() + 2.0)
+      << tuned[0].dump() << base[0].dump();
+
+  std::ofstream(rows) << json{{"text", "no prompt"}}.dump() << "\n";
+  const CliResult bad = run_ftune("predict --model " + model_ + " --data " + rows +
+                                  " --output " + tmp_.path() + "/bad.jsonl --candidates a,b");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("rows.jsonl:1"), std::string::npos) << bad.output;
 }
 
 TEST_F(CausalLmTrain, LoraSavesACausalLmAdapter) {
