@@ -368,9 +368,12 @@ nlohmann::json Trainer::run() {
   if (lead())
     outputs_.log = std::make_unique<RunLog>(run_.string(), resume_step, cfg_.output.tensorboard);
   spdlog::info(
-      "training {} ({} labels) for {} steps ({} epochs of {} steps): micro-batch {} x {} "
+      "training {} ({}) for {} steps ({} epochs of {} steps): micro-batch {} x {} "
       "accumulation{} = {}, lr {:g}{}, {} threads",
-      model_.info().architecture, data_.labels.names.size(), total_steps_,
+      model_.info().architecture,
+      data_.task.causal_lm ? std::string("causal LM")
+                           : fmt::format("{} labels", data_.labels.names.size()),
+      total_steps_,
       static_cast<double>(total_steps_) / steps_per_epoch_, steps_per_epoch_,
       strategy_->micro_batch(), strategy_->accumulation(),
       group_->distributed() ? fmt::format(" x {} ranks", group_->size()) : "", effective_,
