@@ -4,7 +4,7 @@
 // (full fine-tuning) or the adapter (LoRA, task_type CAUSAL_LM) saved at the end; gradient
 // accumulation 2 x 2 gives batch 4's first step (the micro-batches weighed by their counted
 // tokens); bad input (a classification-only key, a row without a completion) exits 2 naming the
-// key or file:line; `ftune predict --candidates` scores completions with the published model.
+// key or file:line (padded micro-batches give the packed ones' step); `ftune predict --candidates` scores completions with the published model.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -177,9 +177,19 @@ TEST_F(CausalLmTrain, AccumulationTwoByTwoIsBatchFour) {
       run_ftune("train --config " +
                 config("one", steps + "  batch_size: 4\n  gradient_accumulation: 1\n"));
   ASSERT_EQ(b.exit_code, 0) << b.output;
-  const json x = lines("acc", "train").at(0), y = lines("one", "train").at(0);
-  for (const char* key : {"loss", "grad_norm"})
+  // Padded micro-batches (the staging's per-token labels in rows x length) as packed ones.
+  const CliResult c =
+      run_ftune("train --config " +
+                config("pad", steps + "  batch_size: 2\n  gradient_accumulation: 2\n") +
+                " data.packing=off");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("micro-batches padded"), std::string::npos) << c.output;
+  const json x = lines("acc", "train").at(0), y = lines("one", "train").at(0),
+             z = lines("pad", "train").at(0);
+  for (const char* key : {"loss", "grad_norm"}) {
     EXPECT_NEAR(x[key].get<double>(), y[key].get<double>(), 1e-5 * y[key].get<double>()) << key;
+    EXPECT_NEAR(z[key].get<double>(), y[key].get<double>(), 1e-5 * y[key].get<double>()) << key;
+  }
   // The validation after the step: the same weights.
   EXPECT_NEAR(lines("acc", "validation").at(0)["loss"].get<double>(),
               lines("one", "validation").at(0)["loss"].get<double>(), 1e-5);
