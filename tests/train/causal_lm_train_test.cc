@@ -153,6 +153,15 @@ TEST_F(CausalLmTrain, FullFineTuningLearnsTheCompletionsAndSavesACausalLm) {
   EXPECT_NE(bad.output.find("rows.jsonl:1"), std::string::npos) << bad.output;
 }
 
+TEST_F(CausalLmTrain, PlanAndBenchTakeTheTask) {
+  const std::string yaml = config("plan", "  max_steps: 2\n  batch_size: 4\n");
+  const CliResult plan = run_ftune("plan --json --config " + yaml, "", Streams::kStdout);
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("LlamaForCausalLM"), std::string::npos) << plan.output;
+  const CliResult bench = run_ftune("bench --steps 2 --warmup 1 --repeats 1 --config " + yaml);
+  EXPECT_EQ(bench.exit_code, 0) << bench.output;
+}
+
 TEST_F(CausalLmTrain, LoraSavesACausalLmAdapter) {
   const CliResult r = run_ftune(
       "train --config " +
