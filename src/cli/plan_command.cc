@@ -86,7 +86,10 @@ void run_plan(const PlanArgs& a) {
   const int64_t max_length = usable_max_length(cfg);
   const TrainData data = load_train_data(cfg, tok, max_length);
   LoadOptions load;
-  load.labels = data.labels.names;
+  if (data.task.causal_lm)
+    load.causal_lm = true;  // model.task causal_lm: the LM head and its fused loss are planned
+  else
+    load.labels = data.labels.names;
   const ModelSpec model_spec = load_model_spec(cfg.model.path, load);
   const ModelInfo& model = model_spec.info();
   BatchPlanOptions options;

@@ -7,7 +7,9 @@
 // ({"input_ids": [...], "token_type_ids": [...]}) or text ({"text": ..., "text_pair": ...},
 // tokenized with DIR's tokenizer.json exactly as transformers would, truncated to the model's
 // length; formatted with --pair-template or the template training saved in DIR/ftune.json, if
-// any). The output is written atomically: on any error nothing is left at --output.
+// any). The output is written atomically: on any error nothing is left at --output. With
+// --candidates or --candidates-field, a causal LM scores completions instead
+// (cli/predict_candidates.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -21,6 +23,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/predict_candidates.h"
 #include "core/thread_pool.h"
 #include "data/jsonl.h"
 #include "io/atomic_file.h"
@@ -45,7 +48,19 @@ struct PredictArgs {
   std::optional<double> threshold;  // binary: class 1 when its probability exceeds this
   std::string pair_template;        // empty: DIR/ftune.json's, else tokenizer(text, text_pair)
   std::string group_field;          // query id key: each row's score and rank within its group
+  // A causal LM's candidate scoring (cli/predict_candidates.h) when either is given.
+  std::string candidates, candidates_field, prompt_field = "prompt";
 };
+
+// "yes,no" -> {"yes", "no"} (no trimming: a leading space is part of a candidate).
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t comma; (comma = s.find(',', start)) != std::string::npos; start = comma + 1)
+    out.push_back(s.substr(start, comma - start));
+  out.push_back(s.substr(start));
+  return out;
+}
 
 void run(const PredictArgs& a) {
   io::refuse_output_over_inputs({"--output", a.output}, {{"--data", a.data}, {"--model", a.model}},
@@ -286,7 +301,22 @@ void add_predict_command(CLI::App& app) {
                   "Key of the query id: each output line also gets \"group\", its \"score\" "
                   "(logit[1] - logit[0], or the one logit) and its \"rank\" in the group (1: "
                   "highest)");
-  cmd->callback([args] { run(*args); });
+  cmd->add_option("--candidates", args->candidates,
+                  "Causal LM: score these comma-separated completions of each row's prompt "
+                  "(log-likelihood; \"prediction\": the most likely), e.g. \" yes, no\"");
+  cmd->add_option("--candidates-field", args->candidates_field,
+                  "Causal LM: each row's candidates, a list under this key");
+  cmd->add_option("--prompt-field", args->prompt_field,
+                  "Causal LM: the key of the prompt the candidates complete (default prompt)");
+  cmd->callback([args] {
+    if (args->candidates.empty() && args->candidates_field.empty()) return run(*args);
+    run_candidate_predict(CandidateArgs{args->model, args->data, args->output, args->device,
+                                        args->prompt_field,
+                                        args->candidates.empty()
+                                            ? std::vector<std::string>{}
+                                            : split_commas(args->candidates),
+                                        args->candidates_field, args->threads});
+  });
 }
 
 }  // namespace ftune::cli

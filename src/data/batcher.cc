@@ -80,8 +80,14 @@ Batch make_batch(const std::vector<TokenizedExample>& examples, const std::vecto
   b.input_ids.assign(b.size * b.seq_len, pad_id);
   b.token_type_ids.assign(b.size * b.seq_len, 0);
   b.attention_mask.assign(b.size * b.seq_len, 0);
+  const bool lm = std::any_of(indices.begin(), indices.end(),
+                              [&](int64_t i) { return !examples[i].token_labels.empty(); });
+  if (lm) b.token_labels.assign(b.size * b.seq_len, -100);
   for (int64_t r = 0; r < b.size; ++r) {
     const TokenizedExample& e = examples[indices[r]];
+    if (lm)
+      std::copy(e.token_labels.begin(), e.token_labels.end(),
+                b.token_labels.begin() + r * b.seq_len);
     for (size_t t = 0; t < e.input_ids.size(); ++t) {
       b.input_ids[r * b.seq_len + t] = e.input_ids[t];
       if (!e.token_type_ids.empty()) b.token_type_ids[r * b.seq_len + t] = e.token_type_ids[t];

@@ -51,7 +51,7 @@ std::vector<std::vector<int64_t>> length_sorted_batches(
     const std::vector<TokenizedExample>& examples, int64_t batch_size, int64_t max_tokens = 0);
 
 // Pads the given examples into a right-padded Batch (pad id for input_ids, 0 mask, 0 types;
-// empty token_type_ids count as all 0).
+// empty token_type_ids count as all 0; a causal LM's token labels -100 over the padding).
 Batch make_batch(const std::vector<TokenizedExample>& examples, const std::vector<int64_t>& indices,
                  int32_t pad_id);
 

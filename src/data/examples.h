@@ -80,6 +80,9 @@ struct TokenizedExample {
   // a teacher's score), W per row (1 for a single score); empty for class labels. `label` is then
   // 0 (the row counts) or -100 (ignored).
   std::vector<float> targets;
+  // A causal LM's next-token labels (data/completions.h; Batch::token_labels), one per input id;
+  // empty for classification.
+  std::vector<int32_t> token_labels;
 };
 
 struct TokenizeStats {

@@ -90,7 +90,10 @@ void load_shared(Shared& sh) {
   sh.data = load_train_data(cfg, tok, sh.max_length);
   sh.load.reinit_mismatched_head = true;
   sh.load.init_seed = cfg.training.seed;
-  sh.load.labels = sh.data.labels.names;
+  if (sh.data.task.causal_lm)
+    sh.load.causal_lm = true;  // model.task causal_lm
+  else
+    sh.load.labels = sh.data.labels.names;
   const auto& tc = cfg.training;
   sh.model = load_model_spec(cfg.model.path, sh.load)
                  .with_dropout({static_cast<float>(tc.hidden_dropout),

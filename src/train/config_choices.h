@@ -9,6 +9,15 @@
 
 namespace ftune {
 
+// model.task: what the run trains: a classifier (or scorer) on labelled rows, or a causal language
+// model on prompt -> completion rows (docs/causal-lm.md; data/completions.h).
+enum class ModelTask { Classification, CausalLm };
+constexpr ChoiceNames<ModelTask, 2> kModelTaskNames{
+    {{ModelTask::Classification, "classification"}, {ModelTask::CausalLm, "causal_lm"}}};
+constexpr const auto& choice_names(ModelTask) {
+  return kModelTaskNames;
+}
+
 // training.precision: auto (bf16 on a GPU with bf16, fp16 on an older one, fp32 on the CPU) or
 // the precision itself (train/precision.h).
 enum class PrecisionSetting { Auto, FP32, BF16, FP16 };

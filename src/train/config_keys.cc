@@ -185,6 +185,10 @@ std::vector<ConfigKey> make_keys() {
                   c.model.labels = read_strings(n, where);
                 },
                 nullptr, [](const TrainConfig&) { return std::string("from the data"); }},
+      choice_key("model.task", FIELD(model.task),
+                 "what the run trains: a classifier (or scorer) on labelled rows, or a causal "
+                 "language model on prompt -> completion rows, the loss on the completion only "
+                 "(a decoder checkpoint; docs/causal-lm.md)"),
       string_key("data.train", FIELD(data.train), "path",
                  "the training file (.jsonl, .tsv, .csv; RFC 4180 quoting); required", "a path"),
       string_key("data.validation", FIELD(data.validation), "path",
@@ -204,6 +208,20 @@ std::vector<ConfigKey> make_keys() {
                  "the label (or target score, or label list) column", "a string",
                  [](const TrainConfig& c, const std::string& where) {
                    if (c.data.label_field.empty()) throw InputError(where + " must name a column");
+                 }),
+      string_key("data.prompt_field", FIELD(data.prompt_field), "column",
+                 "model.task causal_lm: the prompt's column (may be empty text: plain language "
+                 "modelling of the completion)",
+                 "a string",
+                 [](const TrainConfig& c, const std::string& where) {
+                   if (c.data.prompt_field.empty()) throw InputError(where + " must name a column");
+                 }),
+      string_key("data.completion_field", FIELD(data.completion_field), "column",
+                 "model.task causal_lm: the completion's column, the tokens the loss is on",
+                 "a string",
+                 [](const TrainConfig& c, const std::string& where) {
+                   if (c.data.completion_field.empty())
+                     throw InputError(where + " must name a column");
                  }),
       string_key("data.teacher_field", FIELD(data.teacher_field), "column",
                  "the teacher's score column (training.loss distill_mse, margin_mse)", "a string",
@@ -431,7 +449,8 @@ std::vector<ConfigKey> make_keys() {
       ConfigKey{"eval.metric", "metric name",
                 "the metric that picks the best checkpoint, drives early stopping and is the HPO "
                 "objective; auto: f1 (binary), macro_f1, pearson (regression), mse (distillation), "
-                "micro_f1 (multi-label), ndcg@10 (groups). Also loss, accuracy, mcc, precision, "
+                "micro_f1 (multi-label), ndcg@10 (groups), loss (causal_lm). Also perplexity "
+                "(causal_lm), accuracy, mcc, precision, "
                 "recall, roc_auc, average_precision, spearman, mae, subset_accuracy, "
                 "macro_roc_auc, and ndcg@K, mrr@K, map, recall@K, group_accuracy",
                 [](TrainConfig& c, const YAML::Node& n, const std::string& where) {
@@ -443,14 +462,15 @@ std::vector<ConfigKey> make_keys() {
                       "auto", "loss", "accuracy", "f1", "macro_f1", "mcc", "precision", "recall",
                       "roc_auc", "average_precision", "pearson", "spearman", "mse", "mae",
                       "micro_f1", "subset_accuracy", "macro_roc_auc", "ndcg@10", "mrr@10", "map",
-                      "group_accuracy"};
+                      "group_accuracy", "perplexity"};
                   if (std::find(names.begin(), names.end(), c.eval.metric) == names.end())
                     throw InputError(fmt::format("{} must be one of {}, got '{}'", where,
                                                  fmt::join(names, ", "), c.eval.metric));
                 },
                 [](const TrainConfig& c) { return c.eval.metric; }},
       choice_key("eval.mode", FIELD(eval.mode),
-                 "whether the metric is better higher or lower; auto: min for loss, mse and mae"),
+                 "whether the metric is better higher or lower; auto: min for loss, perplexity, mse "
+                 "and mae"),
       number_key("eval.batch_size", FIELD(eval.batch_size),
                  "evaluation micro-batch; 0: the training micro-batch", non_negative<int64_t>()),
       choice_key("eval.threshold_metric", FIELD(eval.threshold_metric),

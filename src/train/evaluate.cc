@@ -1,6 +1,7 @@
 // Streaming evaluation (see evaluate.h).
 #include "train/evaluate.h"
 
+#include <cmath>
 #include <deque>
 
 #include "core/memory.h"
@@ -153,6 +154,50 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
     for (size_t i = 0; i < examples.size(); ++i)
       if (examples[i].group >= 0) ranking->add(examples[i].group, examples[i].relevance, row_scores[i]);
   return metrics;
+}
+
+LmEval evaluate_lm(SequenceClassifier& model, const std::vector<data::TokenizedExample>& examples,
+                   int64_t batch_size, int64_t max_tokens, int32_t pad_id, ProgressBar* progress,
+                   const std::string& name, InputStaging* staging, ProcessGroup* ranks) {
+  const ClassifierOptions& o = model.options();
+  FTUNE_ASSERT(!o.packed || max_tokens > 0, "packed evaluation without a token budget");
+  auto batches = data::length_sorted_batches(examples, batch_size, o.packed ? max_tokens : 0);
+  const bool sharded = ranks && ranks->distributed();
+  if (sharded) {  // this rank's contiguous share of the batches
+    const auto n = static_cast<int64_t>(batches.size());
+    batches = decltype(batches)(batches.begin() + n * ranks->rank() / ranks->size(),
+                                batches.begin() + n * (ranks->rank() + 1) / ranks->size());
+  }
+  if (progress) progress->begin_eval(name, static_cast<int64_t>(batches.size()));
+  // [summed negative log-likelihood, tokens counted]
+  double sums[2] = {0.0, 0.0};
+  int64_t done = 0, rows = 0;
+  HostTensor loss(DType::F32, Shape{1});
+  for (const auto& indices : batches) {
+    const Batch b = data::make_batch(examples, indices, pad_id);
+    if (staging) {
+      validate_batch(model.spec(), b);
+      const StagedInputs in =
+          staging->acquire(staging->stage(b, position_ids(model.spec(), b), 0, b.size));
+      model.use_inputs(in.inputs, in.labels, in.targets);
+    } else {
+      model.set_batch(b);
+    }
+    model.forward(DropoutPlan{});
+    copy(loss.view(), model.loss(LossOptions{}));  // the batch's mean over its counted tokens
+    const int64_t n = model.lm_counted_tokens();
+    if (n > 0) sums[0] += double(loss.data<float>()[0]) * double(n);
+    sums[1] += double(n);
+    rows += b.size;
+    if (progress) progress->update_eval(++done, rows);
+  }
+  if (progress) progress->end_eval();
+  if (sharded) ranks->sum(sums, 2);
+  LmEval e;
+  e.tokens = static_cast<int64_t>(sums[1]);
+  e.loss = e.tokens > 0 ? sums[0] / sums[1] : std::nan("");
+  e.perplexity = std::exp(e.loss);
+  return e;
 }
 
 }  // namespace ftune

@@ -26,6 +26,7 @@
 
 #include "data/examples.h"
 #include "dist/process_group.h"
+#include "models/causal_lm_scoring.h"
 #include "models/sequence_classifier.h"
 #include "train/input_staging.h"
 #include "train/metrics.h"
@@ -46,5 +47,14 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
                                RegressionMetrics* regression = nullptr,
                                MultiLabelMetrics* multi_label = nullptr,
                                RankingMetrics* ranking = nullptr);
+
+// A causal LM (ModelInfo::causal_lm) over a split whose examples carry token labels: the loss
+// per counted token over the whole split (each batch's mean weighed by its tokens) and its
+// perplexity, as models/causal_lm_scoring.h's evaluate_causal_lm, through the training step's
+// staging when given; data-parallel, each rank its share of the batches, the sums added.
+LmEval evaluate_lm(SequenceClassifier& model, const std::vector<data::TokenizedExample>& examples,
+                   int64_t batch_size, int64_t max_tokens, int32_t pad_id,
+                   ProgressBar* progress = nullptr, const std::string& name = "eval",
+                   InputStaging* staging = nullptr, ProcessGroup* ranks = nullptr);
 
 }  // namespace ftune

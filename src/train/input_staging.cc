@@ -25,10 +25,15 @@ static_assert(sizeof(MicroParams) % sizeof(int32_t) == 0 && sizeof(MicroParams) 
 
 // Padded: ids, types, positions, mask (rows x seq each), labels. Packed: ids, types, positions
 // (tokens each), row starts (rows + 1), labels. Then rows x W float targets (as their bits).
-int64_t slot_elements(int64_t max_rows, int64_t max_seq, int64_t packed_tokens, int64_t width) {
+// token_labels: a causal LM's labels, one per token instead of one per row.
+int64_t slot_elements(int64_t max_rows, int64_t max_seq, int64_t packed_tokens, int64_t width,
+                      bool token_labels) {
   static_assert(sizeof(float) == sizeof(int32_t));
-  if (packed_tokens > 0) return kHead + 3 * packed_tokens + 2 * max_rows + 1 + max_rows * width;
-  return kHead + 4 * max_rows * max_seq + max_rows + max_rows * width;
+  if (packed_tokens > 0)
+    return kHead + 3 * packed_tokens + max_rows + 1 + (token_labels ? packed_tokens : max_rows) +
+           max_rows * width;
+  return kHead + 4 * max_rows * max_seq + (token_labels ? max_rows * max_seq : max_rows) +
+         max_rows * width;
 }
 
 }  // namespace
@@ -62,12 +67,13 @@ PadRule resolve_padding(int64_t value, Device device) {
 }
 
 InputStaging::InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad, int64_t packed_tokens,
-                           int64_t target_width)
+                           int64_t target_width, bool token_labels)
     : max_rows_(max_rows),
       max_seq_(max_seq),
       pad_(pad),
       packed_tokens_(packed_tokens),
-      target_width_(target_width) {
+      target_width_(target_width),
+      token_labels_(token_labels) {
   FTUNE_ASSERT(max_rows > 0 && max_seq > 0 && pad.multiple > 0,
                "input staging for {} x {} tokens (padded to a multiple of {})", max_rows, max_seq,
                pad.multiple);
@@ -97,7 +103,7 @@ void InputStaging::free_host() {
 }
 
 void InputStaging::add_to_plan(ArenaPlan& plan) const {
-  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_, target_width_);
+  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_, target_width_, token_labels_);
   for (const char* name : kSlotNames) plan.add(name, DType::I32, {n});
   plan.add(kFixedName, DType::I32, {n});
 }
@@ -105,7 +111,7 @@ void InputStaging::add_to_plan(ArenaPlan& plan) const {
 void InputStaging::bind(const Arena& arena) {
   free_host();
   device_ = arena.device();
-  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_, target_width_);
+  const int64_t n = slot_elements(max_rows_, max_seq_, packed_tokens_, target_width_, token_labels_);
   if (device_.is_cpu()) cpu_host_.assign(static_cast<size_t>(n * kSlots), 0);
   fixed_ = arena.view(kFixedName);
   for (int k = 0; k < kSlots; ++k) {
@@ -134,6 +140,8 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
   FTUNE_ASSERT(static_cast<int64_t>(step.labels.size()) == step.size &&
                    static_cast<int64_t>(step_positions.size()) == step.size * step.seq_len,
                "staging needs a labelled batch and its position ids");
+  FTUNE_ASSERT(!token_labels_ || step.token_labels.size() == step.input_ids.size(),
+               "staging a causal LM's micro-batch needs its token labels");
   const int64_t T = step.seq_len;
   const bool packed = packed_tokens_ > 0;
   // The micro-batch's own length: its longest row (right-padded: up to the last unmasked token);
@@ -176,16 +184,20 @@ int InputStaging::stage(const Batch& step, const std::vector<int32_t>& step_posi
       fourth[r + 1] = static_cast<int32_t>(dst + len);
     else
       std::memcpy(fourth + dst, step.attention_mask.data() + src, len * sizeof(int32_t));
-    labels[r] = step.labels[row0 + r];
+    if (token_labels_)
+      std::memcpy(labels + dst, step.token_labels.data() + src, len * sizeof(int32_t));
+    else
+      labels[r] = step.labels[row0 + r];
     dst += len;
   }
+  const int64_t label_count = token_labels_ ? n : rows;
   const int64_t w = step.target_width();
   FTUNE_ASSERT(w == 0 || w == target_width_,
                "a batch of {} targets per row; staging planned for {}", w, target_width_);
   if (w > 0)
-    std::memcpy(labels + rows, step.targets.data() + row0 * w,
+    std::memcpy(labels + label_count, step.targets.data() + row0 * w,
                 static_cast<size_t>(rows * w) * sizeof(float));
-  const int64_t used = (labels + rows + rows * w) - host_[k];
+  const int64_t used = (labels + label_count + rows * w) - host_[k];
   if (device_.is_cpu()) {
     std::memcpy(slots_[k].data, host_[k], static_cast<size_t>(used) * sizeof(int32_t));
   } else {
@@ -233,9 +245,10 @@ StagedInputs InputStaging::acquire(int k) {
     s.inputs.mask = d.flat_range(kHead + 3 * n, n);
   }
   const int64_t labels_at = kHead + 3 * n + (packed ? B + 1 : n);
-  s.labels = d.flat_range(labels_at, B);
+  const int64_t label_count = token_labels_ ? n : B;
+  s.labels = d.flat_range(labels_at, label_count);
   if (const int64_t w = width_[k]; w > 0) {
-    const TensorView bits = d.flat_range(labels_at + B, B * w);
+    const TensorView bits = d.flat_range(labels_at + label_count, B * w);
     s.targets = TensorView(bits.data, DType::F32, bits.device, Shape{B, w});
   }
   s.micro = static_cast<const MicroParams*>(d.data);

@@ -4,7 +4,7 @@
 // arena ("input/staged/0", "input/staged/1": the micro-batch's MicroParams (core/philox.h: its
 // dropout place, loss share and gradient scale, read by the kernels so that a replayed CUDA graph
 // sees them), then ids, type ids, position ids and mask of up to max_rows x max_seq tokens, then
-// max_rows labels and max_rows x W float targets (score tasks; W = 0 without); packed: ids, type
+// max_rows labels (a causal LM: one per token) and max_rows x W float targets (score tasks; W = 0 without); packed: ids, type
 // ids and position ids of up to max_tokens tokens, the row starts, the labels and the targets —
 // data/token_batch.h's layouts), used in turn, and one fixed device buffer of the same size
 // ("input/graph") that the model reads:
@@ -38,7 +38,7 @@ namespace ftune {
 
 struct StagedInputs {
   TokenInputs inputs;  // views of the slot (B x T, or packed)
-  TensorView labels;     // (B) i32
+  TensorView labels;     // (B) i32; a causal LM's: one per token
   TensorView targets;    // (B, W) f32 float targets of a score task; undefined without
   const MicroParams* micro = nullptr;  // in the slot, on the device
 };
@@ -67,9 +67,10 @@ class InputStaging {
   // length, which the trainer pads by the same rule). packed_tokens > 0: micro-batches are packed,
   // up to that many tokens.
   // target_width W: float targets per row a batch may carry (the model's scores, K; staged only
-  // for batches that have targets).
+  // for batches that have targets). token_labels: a causal LM's micro-batches, whose labels are
+  // one per token (Batch::token_labels) instead of one per row.
   InputStaging(int64_t max_rows, int64_t max_seq, PadRule pad = {}, int64_t packed_tokens = 0,
-               int64_t target_width = 0);
+               int64_t target_width = 0, bool token_labels = false);
   ~InputStaging();
   InputStaging(const InputStaging&) = delete;
   InputStaging& operator=(const InputStaging&) = delete;
@@ -94,6 +95,7 @@ class InputStaging {
   PadRule pad_;
   int64_t packed_tokens_;
   int64_t target_width_;
+  bool token_labels_;
   Device device_ = Device::cpu();
   // (kHead + 4 * max_rows * max_seq + max_rows + max_rows * W) i32 (the targets' f32 bits)
   std::array<TensorView, kSlots> slots_{};

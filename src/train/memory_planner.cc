@@ -167,7 +167,7 @@ ArenaPlan training_arena_plan(const PlanTarget& target, int64_t micro_batch,
   adamw.add_to_plan(plan);
   InputStaging(model.options().max_batch, model.options().max_seq, PadRule{},
                model.options().packed ? model.options().max_tokens : 0,
-               staged_target_width(target))
+               staged_target_width(target), target.model.info().causal_lm)
       .add_to_plan(plan);
   return plan;
 }

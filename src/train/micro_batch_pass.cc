@@ -15,6 +15,16 @@ double loss_weight(const std::vector<int32_t>& labels, size_t begin, size_t end,
   return total;
 }
 
+double rows_loss_weight(const Batch& batch, int64_t row0, int64_t rows,
+                        const std::vector<float>& class_weights) {
+  if (batch.token_labels.empty())
+    return loss_weight(batch.labels, static_cast<size_t>(row0), static_cast<size_t>(row0 + rows),
+                       class_weights);
+  // A causal LM's mean is over the counted tokens (transformers' num_items_in_batch).
+  return loss_weight(batch.token_labels, static_cast<size_t>(row0 * batch.seq_len),
+                     static_cast<size_t>((row0 + rows) * batch.seq_len), {});
+}
+
 MicroBatchPasses::MicroBatchPasses(const MicroBatchSetup& setup, const Batch& step_batch,
                                    const std::vector<int32_t>& positions,
                                    std::vector<std::pair<int64_t, int64_t>> cuts, int64_t step,
@@ -28,13 +38,11 @@ MicroBatchPasses::MicroBatchPasses(const MicroBatchSetup& setup, const Batch& st
       loss_scale_(loss_scale),
       scalars_(step_scalars),
       faults_(faults),
-      step_weight_(loss_weight(step_batch.labels, 0, static_cast<size_t>(step_batch.size),
-                               setup.loss.class_weights)) {}
+      step_weight_(rows_loss_weight(step_batch, 0, step_batch.size, setup.loss.class_weights)) {}
 
 MicroParams MicroBatchPasses::micro_params(int64_t row0, int64_t rows) const {
-  const double share = loss_weight(batch_.labels, static_cast<size_t>(row0),
-                                   static_cast<size_t>(row0 + rows), setup_.loss.class_weights) /
-                       step_weight_;
+  const double share =
+      rows_loss_weight(batch_, row0, rows, setup_.loss.class_weights) / step_weight_;
   MicroParams m;
   m.row0 = static_cast<uint64_t>(row0);
   m.offset = static_cast<uint32_t>(step_);

@@ -6,7 +6,8 @@
 // length; the step cuts them into contiguous micro-batches (the last may be smaller), each padded
 // only to its own longest row (or packed up to a token budget). Each micro-batch's backward is
 // scaled by its share of the step's loss (rows, or with class weights the sum of its rows' label
-// weights, over the step's), so the gradient is that of the mean loss over the whole step batch.
+// weights, or a causal LM's counted tokens, over the step's), so the gradient is that of the mean
+// loss over the whole step batch.
 // Dropout masks are Philox streams keyed by (seed, site, s) and indexed by a row's place in the
 // step batch and its token position (DropoutPlan: row0 = the micro-batch's first row, stream_seq
 // = Tv = data.max_length clipped to the model's positions, a run constant), so they do not depend
@@ -43,6 +44,11 @@ namespace ftune {
 // and precision as the loss op sums it.
 double loss_weight(const std::vector<int32_t>& labels, size_t begin, size_t end,
                    const std::vector<float>& class_weights);
+// The loss weight of rows [row0, row0 + rows) of a batch: of their labels, or a causal LM's
+// (Batch::token_labels) the tokens counted, so micro-batch shares add up to the step's mean per
+// token, as transformers' num_items_in_batch divides it.
+double rows_loss_weight(const Batch& batch, int64_t row0, int64_t rows,
+                        const std::vector<float>& class_weights);
 
 // What the passes run on: the model, its staged inputs and CUDA graphs (null: eager), valid until
 // the arena is rebuilt; the gradient sync; and the run's constants.

@@ -102,7 +102,7 @@ ScoreTask resolve_score_task(const TrainConfig& cfg, const ModelSpec& checkpoint
 }
 
 bool metric_maximized(const std::string& metric) {
-  return !(metric == "loss" || metric == "mse" || metric == "mae");
+  return !(metric == "loss" || metric == "perplexity" || metric == "mse" || metric == "mae");
 }
 
 std::string resolve_eval_metric(const std::string& metric, const ScoreTask& task,

@@ -57,6 +57,9 @@ struct ScoreTask {
   // (loss Mse: teacher scores). listwise on a 2-label head is loss CrossEntropy, loss_name listwise.
   bool group_loss = false;
   bool multi_label = false;  // multi_label_bce: K labels, a list of them per row
+  // model.task causal_lm: next-token cross-entropy on the completion tokens through the LM head
+  // (models/causal_lm_loss.h); no labels, evaluated by loss and perplexity per token.
+  bool causal_lm = false;
   // Score tasks: the head's labels (the checkpoint's one name, else LABEL_0; multi-label:
   // model.labels, else a multi-label checkpoint's id2label, else empty: from the data). Empty for
   // cross_entropy (labels from the data or model.labels).

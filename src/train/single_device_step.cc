@@ -134,7 +134,7 @@ void SingleDeviceStep::build() {
     staging_ = std::make_unique<InputStaging>(
         clf_->options().max_batch, clf_->options().max_seq, pad_,
         clf_->options().packed ? clf_->options().max_tokens : 0,
-        staged_target_width(plan_.target));
+        staged_target_width(plan_.target), model_.info().causal_lm);
     ArenaPlan plan;
     clf_->add_to_plan(plan);
     adamw_->add_to_plan(plan);

@@ -149,6 +149,26 @@ void check_rules(TrainConfig& c, const YAML::Node& root, const KeyOrigin& origin
   require(d.fold >= 0 && (d.folds == 0 ? d.fold == 0 : d.fold < d.folds), "data.fold",
           fmt::format("must be in [0, data.folds) = [0, {})", d.folds));
   require(t.epochs >= 1 || t.max_steps > 0, "training.epochs", "must be at least 1");
+  if (c.model.task == ModelTask::CausalLm) {
+    // A causal LM learns the completion's tokens: no labels, heads or class-label keys.
+    for (const char* key :
+         {"model.labels", "data.text_field", "data.text_pair_field", "data.label_field",
+          "data.teacher_field", "data.label_separator", "data.pair_template",
+          "data.allow_single_class", "data.group_field", "data.groups_without_positive",
+          "data.group_size", "data.folds", "data.fold", "training.loss",
+          "training.label_smoothing", "training.class_weights", "training.classifier_dropout",
+          "eval.threshold_metric"})
+      require(!find(root, key).IsDefined(), key,
+              "does not apply to model.task causal_lm (prompt -> completion rows: "
+              "data.prompt_field, data.completion_field)");
+    require(c.eval.metric == "auto" || c.eval.metric == "loss" || c.eval.metric == "perplexity",
+            "eval.metric", "must be auto, loss or perplexity with model.task causal_lm");
+  } else {
+    for (const char* key : {"data.prompt_field", "data.completion_field"})
+      require(!find(root, key).IsDefined(), key, "applies to model.task causal_lm only");
+    require(c.eval.metric != "perplexity", "eval.metric",
+            "perplexity is a causal LM's metric (model.task causal_lm)");
+  }
   resolve_batch_sizes(c.training, root, origin);
   if (t.loss == LossSetting::Listwise || t.loss == LossSetting::MarginMse) {
     const std::string_view loss = choice_name(t.loss);

@@ -49,6 +49,7 @@ struct TrainConfig {
   struct Model {
     std::string path;                 // HF model directory (config.json, weights, tokenizer.json)
     std::vector<std::string> labels;  // label names in id order; empty: from the data
+    ModelTask task = ModelTask::Classification;  // causal_lm: prompt -> completion rows
   } model;
   struct Data {
     std::string train, validation, test;  // files (.jsonl, .tsv, .csv); validation/test optional
@@ -57,6 +58,8 @@ struct TrainConfig {
     std::string text_field = "text";      // column name (or 0-based index without a header)
     std::string text_pair_field = "text_pair";  // empty: single-text task
     std::string label_field = "label";
+    // model.task causal_lm: the prompt's and the completion's columns (data/completions.h).
+    std::string prompt_field = "prompt", completion_field = "completion";
     // training.loss distill_mse: the column with the teacher's score, the student's target.
     std::string teacher_field = "teacher_score";
     // Multi-label rows in TSV / CSV: the labels of a row in one field, joined by this.

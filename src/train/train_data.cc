@@ -191,6 +191,9 @@ void check_training_targets(const TrainConfig& cfg, const ScoreTask& task,
       task.binary_score() ? fmt::format(", {} of them >= 0.5", positives) : "");
 }
 
+
+}  // namespace
+
 TokenizedSplit make_split(const std::string& name, const std::string& source,
                           std::vector<data::TokenizedExample> examples, int64_t max_length) {
   TokenizedSplit s{name, source, std::move(examples), 0};
@@ -209,8 +212,6 @@ TokenizedSplit make_split(const std::string& name, const std::string& source,
     throw InputError(fmt::format("{}: the {} split has no examples", source, name));
   return s;
 }
-
-}  // namespace
 
 text::Tokenizer load_run_tokenizer(const TrainConfig& cfg) {
   if (!std::filesystem::is_directory(cfg.model.path))
@@ -231,6 +232,7 @@ int64_t usable_max_length(const TrainConfig& cfg) {
 }
 
 TrainData load_train_data(const TrainConfig& cfg, const text::Tokenizer& tok, int64_t max_length) {
+  if (cfg.model.task == ModelTask::CausalLm) return load_completion_data(cfg, tok, max_length);
   const auto& d = cfg.data;
   TrainData out;
   out.task = resolve_score_task(cfg, load_model_spec(cfg.model.path), has_query_groups(cfg));

@@ -44,7 +44,19 @@ text::Tokenizer load_run_tokenizer(const TrainConfig& config);
 // data.max_length clipped to the positions of the model in model.path (warns when it clips).
 int64_t usable_max_length(const TrainConfig& config);
 
-// `max_length` is data.max_length already clipped to the model's positions.
+// A split of tokenized examples with its length range, logged; no examples is an InputError
+// naming `source`.
+TokenizedSplit make_split(const std::string& name, const std::string& source,
+                          std::vector<data::TokenizedExample> examples, int64_t max_length);
+
+// model.task causal_lm (train/completion_data.cc): prompt -> completion rows as data/completions.h
+// reads and tokenizes them, each example's token_labels the shifted completion tokens (its row
+// label -100: none), and the task's causal_lm set.
+TrainData load_completion_data(const TrainConfig& config, const text::Tokenizer& tokenizer,
+                               int64_t max_length);
+
+// `max_length` is data.max_length already clipped to the model's positions. model.task
+// causal_lm: load_completion_data.
 TrainData load_train_data(const TrainConfig& config, const text::Tokenizer& tokenizer,
                           int64_t max_length);
 

@@ -58,7 +58,9 @@ void Trainer::load_data_and_model() {
   if (cfg_.peft.enabled()) {
     // PEFT's reading of target_modules on this model, before the data is read: a target ftune
     // cannot adapt fails here; the modules adapted are logged.
-    const ModelSpec base = load_model_spec(cfg_.model.path, {});
+    LoadOptions as;
+    as.causal_lm = cfg_.model.task == ModelTask::CausalLm;
+    const ModelSpec base = load_model_spec(cfg_.model.path, as);
     const std::vector<std::string> adapted =
         resolve_target_modules(cfg_.peft, base.backbone().modules(), "peft");
     spdlog::info("peft: adapters on {} modules, {} to {}", adapted.size(), adapted.front(),
@@ -68,8 +70,15 @@ void Trainer::load_data_and_model() {
   const int64_t max_length = usable_max_length(cfg_);
   data_ = load_train_data(cfg_, *tok_, max_length);
   stream_seq_ = max_length;  // every sequence is truncated to it, so it bounds every T
-  load.labels = data_.labels.names;
-  {
+  const bool lm = data_.task.causal_lm;
+  if (lm) {
+    load.causal_lm = true;  // the checkpoint's lm_head; a family without one is refused, named
+    load.reinit_mismatched_head = false;
+    spdlog::info("task: causal LM, the loss on the completion tokens (prompt masked)");
+  } else {
+    load.labels = data_.labels.names;
+  }
+  if (!lm) {
     // A checkpoint's head is kept as shipped; a task of another label count gets a new one.
     const ModelSpec shipped = load_model_spec(cfg_.model.path);
     const auto& task = data_.task;
@@ -201,7 +210,8 @@ void Trainer::plan_schedule() {
       data_.validation && std::any_of(data_.validation->examples.begin(),
                                       data_.validation->examples.end(),
                                       [](const data::TokenizedExample& e) { return e.group >= 0; });
-  eval_metric_ = cfg_.eval.metric == "auto" && grouped
+  eval_metric_ = data_.task.causal_lm ? (cfg_.eval.metric == "auto" ? "loss" : cfg_.eval.metric)
+                 : cfg_.eval.metric == "auto" && grouped
                      ? "ndcg@10"
                      : resolve_eval_metric(cfg_.eval.metric, data_.task, model_.num_labels());
   if (parse_ranking_metric(eval_metric_, "eval.metric") && !grouped && data_.validation)
@@ -358,9 +368,12 @@ nlohmann::json Trainer::run() {
   if (lead())
     outputs_.log = std::make_unique<RunLog>(run_.string(), resume_step, cfg_.output.tensorboard);
   spdlog::info(
-      "training {} ({} labels) for {} steps ({} epochs of {} steps): micro-batch {} x {} "
+      "training {} ({}) for {} steps ({} epochs of {} steps): micro-batch {} x {} "
       "accumulation{} = {}, lr {:g}{}, {} threads",
-      model_.info().architecture, data_.labels.names.size(), total_steps_,
+      model_.info().architecture,
+      data_.task.causal_lm ? std::string("causal LM")
+                           : fmt::format("{} labels", data_.labels.names.size()),
+      total_steps_,
       static_cast<double>(total_steps_) / steps_per_epoch_, steps_per_epoch_,
       strategy_->micro_batch(), strategy_->accumulation(),
       group_->distributed() ? fmt::format(" x {} ranks", group_->size()) : "", effective_,

@@ -112,7 +112,10 @@ void Trainer::load_weights_from(const std::string& dir) {
     load_peft_adapter(clf(), dir);  // the frozen base weights stay as loaded at setup
   } else {
     LoadOptions load;
-    load.labels = data_.labels.names;
+    if (data_.task.causal_lm)
+      load.causal_lm = true;
+    else
+      load.labels = data_.labels.names;
     load_model_weights(clf(), dir, load);
   }
 }

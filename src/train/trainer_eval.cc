@@ -2,7 +2,7 @@
 // (classification with a validation-chosen threshold for binary tasks, regression, multi-label
 // with per-label thresholds, ranking metrics where the split has query groups), the log line and
 // metrics.jsonl's record. The test split gets the thresholds of the selected validation
-// evaluation, never its own.
+// evaluation, never its own. A causal LM's split: loss and perplexity per completion token.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -19,6 +19,7 @@ namespace ftune {
 nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) {
   const auto t0 = RunClock::now();
   const bool is_test = std::string(name) == "test";
+  if (data_.task.causal_lm) return run_lm_eval(split, name, t0);
   const bool grouped = model_.num_labels() <= 2 &&
                        std::any_of(split.examples.begin(), split.examples.end(),
                                    [](const data::TokenizedExample& e) { return e.group >= 0; });
@@ -99,6 +100,25 @@ nlohmann::json Trainer::run_eval(const TokenizedSplit& split, const char* name) 
     spdlog::info("{} step {}: loss {:.4f} accuracy {:.4f} macro-F1 {:.4f}{} ({:.1f} s)", name,
                  state_.step, shown("loss"), shown("accuracy"), shown("macro_f1"), extra,
                  j["seconds"].get<double>());
+  nlohmann::json line = j;
+  line["split"] = name;
+  log_line(line);
+  window_.start = RunClock::now();  // evaluation time is not training throughput
+  return j;
+}
+
+nlohmann::json Trainer::run_lm_eval(const TokenizedSplit& split, const char* name,
+                                    RunClock::time_point t0) {
+  const LmEval e = evaluate_lm(clf(), split.examples, strategy_->eval_batch(),
+                               strategy_->eval_tokens(), pad_id_, outputs_.progress.get(), name,
+                               strategy_->eval_staging(), group_);
+  nlohmann::json j = {{"loss", e.loss}, {"perplexity", e.perplexity}, {"tokens", e.tokens}};
+  j["step"] = state_.step;
+  j["epoch"] = epoch_of(std::max<int64_t>(state_.step - 1, 0));
+  j["epochs"] = static_cast<double>(state_.step) / static_cast<double>(steps_per_epoch_);
+  j["seconds"] = seconds_since(t0);
+  spdlog::info("{} step {}: loss {:.4f} perplexity {:.4f} over {} completion tokens ({:.1f} s)",
+               name, state_.step, e.loss, e.perplexity, e.tokens, j["seconds"].get<double>());
   nlohmann::json line = j;
   line["split"] = name;
   log_line(line);

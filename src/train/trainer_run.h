@@ -95,6 +95,9 @@ class Trainer {
   void train_step();  // fetches the step batch, runs the strategy's step, logs
   void add_gpu_interval(nlohmann::json& line);  // the log interval's GPU figures
   nlohmann::json run_eval(const TokenizedSplit& split, const char* name);
+  // A causal LM's evaluation (model.task causal_lm): loss and perplexity per completion token.
+  nlohmann::json run_lm_eval(const TokenizedSplit& split, const char* name,
+                             RunClock::time_point t0);
   void publish_selected(const CheckpointEntry& chosen, const std::string& model_dir);
   // trainer_checkpoint.cc
   void restore(const CheckpointEntry& ckpt);

@@ -157,6 +157,38 @@ TEST(ConfigKeys, ChoiceKeysAreParsedOnceIntoTheirEnums) {
             "c.yaml: key 'output.progress' must be one of auto, bar, plain, got 'progressbar'");
 }
 
+TEST(ConfigKeys, CausalLmTaskRefusesClassificationKeysAndItsPresetIsTheRecipe) {
+  const auto parse = [](const std::string& yaml) {
+    return TrainConfig::parse(YAML::Load(yaml), "c.yaml");
+  };
+  const TrainConfig lm =
+      parse("{preset: lora-causal-lm, model: {path: m}, data: {train: t.jsonl}}");
+  EXPECT_EQ(lm.model.task, ModelTask::CausalLm);
+  EXPECT_EQ(lm.training.learning_rate, 2e-4);
+  EXPECT_EQ(lm.training.schedule, ScheduleKind::Cosine);
+  EXPECT_EQ(lm.training.warmup_ratio, 0.03);
+  EXPECT_EQ(lm.peft.r, 16);
+  EXPECT_EQ(lm.peft.alpha, 32);
+  for (const char* bad : {"data: {train: t.jsonl, text_field: q}",
+                          "data: {train: t.jsonl}, training: {loss: bce}",
+                          "data: {train: t.jsonl}, eval: {metric: accuracy}"}) {
+    try {
+      parse(std::string("{model: {path: m, task: causal_lm}, ") + bad + "}");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("causal_lm"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse("{model: {path: m}, data: {train: t.jsonl, completion_field: c}}"),
+               InputError);
+  EXPECT_THROW(parse("{model: {path: m}, data: {train: t.jsonl}, eval: {metric: perplexity}}"),
+               InputError);
+  EXPECT_EQ(parse("{model: {path: m, task: causal_lm}, data: {train: t.jsonl, prompt_field: q}, "
+                  "eval: {metric: perplexity}}")
+                .data.prompt_field,
+            "q");
+}
+
 TEST(ConfigCommand, ListsEveryKeyAndResolvesOrRefusesAConfig) {
   const CliResult keys = run_ftune("config --keys", "", Streams::kStdout);
   ASSERT_EQ(keys.exit_code, 0) << keys.output;

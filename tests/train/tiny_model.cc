@@ -48,6 +48,19 @@ void write_random_model(const nlohmann::json& config, const std::string& dir, ui
                                std::filesystem::copy_options::overwrite_existing);
 }
 
+void write_random_causal_lm(const nlohmann::json& config, const std::string& dir, uint64_t seed) {
+  SequenceClassifier model(model_spec_from_json(config, "tiny").as_causal_lm(), {1, 1, false});
+  ArenaPlan plan;
+  model.add_to_plan(plan);
+  Arena arena(Device::cpu(), std::move(plan));
+  model.bind(arena);
+  init_all_params_like_hf(model, seed);
+  save_model(model, dir);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+    std::filesystem::copy_file(fixtures_dir() + "/tokenizers/minilm/" + f, dir + "/" + f,
+                               std::filesystem::copy_options::overwrite_existing);
+}
+
 std::string write_train_yaml(const std::string& dir, const std::string& run,
                              const std::string& model, const std::string& training) {
   const std::string path = dir + "/" + run + ".yaml";

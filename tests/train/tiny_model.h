@@ -16,6 +16,9 @@ void write_tiny_bert(const std::string& dir, int num_labels = 2, int vocab_size 
 // Any registered family's classifier from its config.json content, initialised by the family's
 // rule (seeded), saved with the MiniLM tokenizer files.
 void write_random_model(const nlohmann::json& config, const std::string& dir, uint64_t seed);
+// The same model as a causal LM (ModelSpec::as_causal_lm: its lm_head, or a tied embedding),
+// saved as a *ForCausalLM directory with the MiniLM tokenizer files.
+void write_random_causal_lm(const nlohmann::json& config, const std::string& dir, uint64_t seed);
 // A training YAML for the pair task of write_pair_task in `dir` (train.jsonl, val.jsonl): 3
 // epochs of 16 rows, max_length 24, 2 threads, logging every step, output in dir/run; `training`
 // adds lines to the training section (and may open later sections). Returns its path.
