@@ -68,6 +68,37 @@ void gather_multi_label(ProcessGroup& ranks, MultiLabelMetrics& multi_label) {
   multi_label = std::move(all);
 }
 
+// The evaluation batches of `examples` this rank runs: length-sorted, packed up to the run's
+// token budget where the model packs (cut as the memory plan cut them,
+// train/run_micro_batches.h), and with several ranks this rank's contiguous share.
+std::vector<std::vector<int64_t>> rank_batches(const SequenceClassifier& model,
+                                               const std::vector<data::TokenizedExample>& examples,
+                                               int64_t batch_size, int64_t max_tokens,
+                                               ProcessGroup* ranks) {
+  const ClassifierOptions& o = model.options();
+  FTUNE_ASSERT(!o.packed || max_tokens > 0, "packed evaluation without a token budget");
+  auto batches = data::length_sorted_batches(examples, batch_size, o.packed ? max_tokens : 0);
+  if (ranks && ranks->distributed()) {
+    const auto n = static_cast<int64_t>(batches.size());
+    batches = decltype(batches)(batches.begin() + n * ranks->rank() / ranks->size(),
+                                batches.begin() + n * (ranks->rank() + 1) / ranks->size());
+  }
+  return batches;
+}
+
+// Hands batch `b` to the model: through the training step's staging (pinned host slots copied on
+// the copy stream, no host wait) where there is one, else as host data.
+void load_batch(SequenceClassifier& model, const Batch& b, InputStaging* staging) {
+  if (!staging) {
+    model.set_batch(b);
+    return;
+  }
+  validate_batch(model.spec(), b);
+  const StagedInputs in =
+      staging->acquire(staging->stage(b, position_ids(model.spec(), b), 0, b.size));
+  model.use_inputs(in.inputs, in.labels, in.targets);
+}
+
 }  // namespace
 
 ClassificationMetrics evaluate(SequenceClassifier& model,
@@ -92,18 +123,9 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
   // cross-entropy even in a listwise run (the ranking metrics rank the groups).
   LossOptions pointwise = loss_options;
   pointwise.listwise_group_size = 0;
-  // Packed: batches filled up to max_tokens (the run's token budget, at most batch_size rows),
-  // cut as the memory plan cut them (train/run_micro_batches.h).
   const ClassifierOptions& o = model.options();
-  FTUNE_ASSERT(!o.packed || max_tokens > 0, "packed evaluation without a token budget");
-  auto batches = data::length_sorted_batches(examples, batch_size, o.packed ? max_tokens : 0);
+  const auto batches = rank_batches(model, examples, batch_size, max_tokens, ranks);
   const bool sharded = ranks && ranks->distributed();
-  if (sharded) {  // this rank's contiguous share of the batches
-    const auto n = static_cast<int64_t>(batches.size());
-    const int64_t begin = n * ranks->rank() / ranks->size(),
-                  end = n * (ranks->rank() + 1) / ranks->size();
-    batches = decltype(batches)(batches.begin() + begin, batches.begin() + end);
-  }
   if (progress) progress->begin_eval(name, static_cast<int64_t>(batches.size()));
   EvalReadback readback(model.device(), std::max(batch_size, o.max_batch), K);
   int64_t done = 0, rows = 0;
@@ -123,15 +145,7 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
   };
   for (const auto& indices : batches) {
     const Batch b = data::make_batch(examples, indices, pad_id);
-    if (staging) {
-      // The training step's staging: pinned host slots copied on the copy stream (no host wait).
-      validate_batch(model.spec(), b);
-      const StagedInputs in =
-          staging->acquire(staging->stage(b, position_ids(model.spec(), b), 0, b.size));
-      model.use_inputs(in.inputs, in.labels, in.targets);
-    } else {
-      model.set_batch(b);
-    }
+    load_batch(model, b, staging);
     const TensorView out = model.forward(DropoutPlan{});
     const TensorView loss = model.loss(pointwise);
     if (readback.pending() == EvalReadback::kSlots) add_oldest();
@@ -159,15 +173,8 @@ ClassificationMetrics evaluate(SequenceClassifier& model,
 LmEval evaluate_lm(SequenceClassifier& model, const std::vector<data::TokenizedExample>& examples,
                    int64_t batch_size, int64_t max_tokens, int32_t pad_id, ProgressBar* progress,
                    const std::string& name, InputStaging* staging, ProcessGroup* ranks) {
-  const ClassifierOptions& o = model.options();
-  FTUNE_ASSERT(!o.packed || max_tokens > 0, "packed evaluation without a token budget");
-  auto batches = data::length_sorted_batches(examples, batch_size, o.packed ? max_tokens : 0);
+  const auto batches = rank_batches(model, examples, batch_size, max_tokens, ranks);
   const bool sharded = ranks && ranks->distributed();
-  if (sharded) {  // this rank's contiguous share of the batches
-    const auto n = static_cast<int64_t>(batches.size());
-    batches = decltype(batches)(batches.begin() + n * ranks->rank() / ranks->size(),
-                                batches.begin() + n * (ranks->rank() + 1) / ranks->size());
-  }
   if (progress) progress->begin_eval(name, static_cast<int64_t>(batches.size()));
   // [summed negative log-likelihood, tokens counted]
   double sums[2] = {0.0, 0.0};
@@ -175,14 +182,7 @@ LmEval evaluate_lm(SequenceClassifier& model, const std::vector<data::TokenizedE
   HostTensor loss(DType::F32, Shape{1});
   for (const auto& indices : batches) {
     const Batch b = data::make_batch(examples, indices, pad_id);
-    if (staging) {
-      validate_batch(model.spec(), b);
-      const StagedInputs in =
-          staging->acquire(staging->stage(b, position_ids(model.spec(), b), 0, b.size));
-      model.use_inputs(in.inputs, in.labels, in.targets);
-    } else {
-      model.set_batch(b);
-    }
+    load_batch(model, b, staging);
     model.forward(DropoutPlan{});
     copy(loss.view(), model.loss(LossOptions{}));  // the batch's mean over its counted tokens
     const int64_t n = model.lm_counted_tokens();
