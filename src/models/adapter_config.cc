@@ -8,7 +8,9 @@
 #include <cctype>
 #include <cfloat>
 #include <cmath>
+#include <initializer_list>
 #include <set>
+#include <utility>
 
 #include "core/error.h"
 #include "models/backbone.h"
@@ -157,6 +159,25 @@ bool AdapterConfig::saved_whole(const std::string& name) const {
 
 bool AdapterConfig::targets(const std::string& name) const {
   return !saved_whole(name) && pattern_matches(*this, name, /*linear=*/true, "target_modules");
+}
+
+void add_bert_layer_tail_modules(std::vector<ClassifierModule>& modules,
+                                 const std::string& layer) {
+  const ModuleKind A = ModuleKind::Adaptable, O = ModuleKind::Other;
+  for (const auto& [suffix, kind] : std::initializer_list<std::pair<const char*, ModuleKind>>{
+           {".attention.self.dropout", O},
+           {".attention.output", O},
+           {".attention.output.dense", A},
+           {".attention.output.LayerNorm", O},
+           {".attention.output.dropout", O},
+           {".intermediate", O},
+           {".intermediate.dense", A},
+           {".intermediate.intermediate_act_fn", O},
+           {".output", O},
+           {".output.dense", A},
+           {".output.LayerNorm", O},
+           {".output.dropout", O}})
+    modules.push_back({layer + suffix, kind});
 }
 
 std::vector<std::string> resolve_target_modules(const AdapterConfig& c,

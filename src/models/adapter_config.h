@@ -69,6 +69,10 @@ struct ClassifierModule {
   std::string name;
   ModuleKind kind;
 };
+// Appends the modules a BERT-style layer (BERT, RoBERTa, XLM-R, DeBERTa) has after its q/k/v
+// projections, under `layer` ("bert.encoder.layer.3"): the attention's dropout, its output
+// projection and LayerNorm, the intermediate and output blocks, in HF's tree order.
+void add_bert_layer_tail_modules(std::vector<ClassifierModule>& modules, const std::string& layer);
 // The modules `config` adapts in that tree, as PEFT resolves its target_modules (in tree order).
 // InputError (naming `where`) when a target matches a module ftune cannot adapt, when a list
 // entry matches no module, or when nothing is adapted; the message lists what would be.

@@ -198,20 +198,9 @@ std::vector<ClassifierModule> bert_classifier_modules(bool bert, int64_t layers)
         {".attention.self", O},
         {".attention.self.query", A},
         {".attention.self.key", A},
-        {".attention.self.value", A},
-        {".attention.self.dropout", O},
-        {".attention.output", O},
-        {".attention.output.dense", A},
-        {".attention.output.LayerNorm", O},
-        {".attention.output.dropout", O},
-        {".intermediate", O},
-        {".intermediate.dense", A},
-        {".intermediate.intermediate_act_fn", O},
-        {".output", O},
-        {".output.dense", A},
-        {".output.LayerNorm", O},
-        {".output.dropout", O}};
+        {".attention.self.value", A}};
     for (const auto& [suffix, kind] : layer) m.push_back({q + suffix, kind});
+    add_bert_layer_tail_modules(m, q);
   }
   if (bert) {
     m.push_back({"bert.pooler", O});

@@ -188,21 +188,8 @@ std::vector<ClassifierModule> deberta_modules(int64_t layers, bool pos_key, bool
         {".attention.self.pos_dropout", O}};
     if (pos_key) layer.push_back({".attention.self.pos_key_proj", A});
     if (pos_query) layer.push_back({".attention.self.pos_query_proj", A});
-    for (const auto& e : std::initializer_list<std::pair<const char*, ModuleKind>>{
-             {".attention.self.dropout", O},
-             {".attention.output", O},
-             {".attention.output.dense", A},
-             {".attention.output.LayerNorm", O},
-             {".attention.output.dropout", O},
-             {".intermediate", O},
-             {".intermediate.dense", A},
-             {".intermediate.intermediate_act_fn", O},
-             {".output", O},
-             {".output.dense", A},
-             {".output.LayerNorm", O},
-             {".output.dropout", O}})
-      layer.push_back(e);
     for (const auto& [suffix, kind] : layer) m.push_back({q + suffix, kind});
+    add_bert_layer_tail_modules(m, q);
   }
   for (const ClassifierModule& e : std::initializer_list<ClassifierModule>{
            {"deberta.encoder.rel_embeddings", ModuleKind::Embedding},
