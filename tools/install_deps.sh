@@ -59,19 +59,22 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   fi
 fi
 
-# The Python package's extension module (python/) is built with nanobind, and its tests use numpy
-# and pandas (a DataFrame of rows trains as the same rows in a file): all from PyPI, pinned, into
+# The Python package's extension module (python/) is built with nanobind, and its tests use numpy,
+# jinja2 (ftune.chat) and pandas (a DataFrame of rows trains as the same rows in a file): all from PyPI, pinned, into
 # .cache/pydeps (CMake finds nanobind there; the tests import numpy and pandas from there; pandas
 # 3.1 needs python-dateutil and tzdata beside numpy, ~15 MB in all). Installed for the python3
 # the build finds.
 NANOBIND_VERSION=3.1.0
 NUMPY_VERSION=2.4.6
 PANDAS_PINS=("pandas==3.1.1" "python-dateutil==4.0.0" "tzdata==2026.6")
+# ftune.chat renders chat templates with jinja2 (as transformers does; >= 3.1.6, the release
+# without the known sandbox escapes), which needs MarkupSafe.
+JINJA_PINS=("jinja2==3.1.6" "MarkupSafe==3.0.3")
 PYDEPS="${FTUNE_CACHE:-$PWD/.cache}/pydeps"
-stamp="$PYDEPS/.python-package-deps-$NANOBIND_VERSION-$NUMPY_VERSION-pandas-3.1.1-$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+stamp="$PYDEPS/.python-package-deps-$NANOBIND_VERSION-$NUMPY_VERSION-pandas-3.1.1-jinja2-3.1.6-$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 if [ ! -f "$stamp" ]; then
   echo "installing nanobind==$NANOBIND_VERSION, numpy==$NUMPY_VERSION and ${PANDAS_PINS[*]} into $PYDEPS"
   python3 -m pip install --quiet --no-deps --upgrade --target "$PYDEPS" \
-    "nanobind==$NANOBIND_VERSION" "numpy==$NUMPY_VERSION" "${PANDAS_PINS[@]}"
+    "nanobind==$NANOBIND_VERSION" "numpy==$NUMPY_VERSION" "${PANDAS_PINS[@]}" "${JINJA_PINS[@]}"
   touch "$stamp"
 fi

@@ -242,7 +242,11 @@ def completions(out_root):
         for prompt, completion in ROWS:
             prompt_ids = tok(prompt)["input_ids"]
             ids = tok(prompt + completion)["input_ids"] + [eos_id]
-            mask = [0] * len(prompt_ids) + [1] * (len(ids) - len(prompt_ids))
+            # TRL 1.16: the completion starts where the two tokenizations part
+            # (trl.data_utils.common_prefix_length; the prompt's length unless tokens merge).
+            n = next((k for k, (a, b) in enumerate(zip(prompt_ids, ids)) if a != b),
+                     min(len(prompt_ids), len(ids)))
+            mask = [0] * n + [1] * (len(ids) - n)
             labels = [i if m else -100 for i, m in zip(ids, mask)]
             cases.append({"tokenizer": name, "eos": eos, "prompt": prompt, "completion": completion,
                           "input_ids": ids, "token_labels": labels[1:] + [-100]})

@@ -29,7 +29,7 @@ from ._ftune import Model as _Model
 from ._ftune import set_threads, threads
 from ._ftune import train as _train
 
-__all__ = ["Encoding", "Model", "Run", "Tokenizer", "hpo", "load", "set_threads", "threads",
+__all__ = ["Encoding", "Model", "Run", "Tokenizer", "chat", "hpo", "load", "set_threads", "threads",
            "train"]
 
 Input = Union[str, Sequence[str]]
@@ -160,6 +160,11 @@ def train(config: Union[str, os.PathLike, Mapping[str, Any]],
     "loss", "lr", ...} every training.log_every steps, and each evaluation's line); an exception
     it raises stops the run and reaches the caller.
 
+    With model.task causal_lm, rows of chat messages ({"messages": [...]}, or "prompt" /
+    "completion" as lists of messages; in memory or in a JSONL file) are rendered by the model's
+    chat template (ftune.chat, as transformers renders them) into prompt -> completion text,
+    trained with data.add_special_tokens and data.append_eos false (the template writes both).
+
     data.train, data.validation and data.test take a file path or rows in memory: a pandas
     DataFrame, a list of dicts, a `datasets.Dataset` or any iterable of mappings, each row the
     fields a JSONL line would have ({"text": ..., "text_pair": ..., "label": ...}). They are
@@ -187,6 +192,7 @@ def train(config: Union[str, os.PathLike, Mapping[str, Any]],
             if split in _SPLITS and not _is_path(value):
                 given[key] = _in_memory(split, value, sources)
         items = [_override(k, v) for k, v in given.items()]
+        items += _rendered_chat_splits(text, is_path, items, sources)
         summary, run_dir = _train(text, is_path, items, resume, on_eval, on_log)
     finally:
         for source in sources:
@@ -201,11 +207,68 @@ def _is_path(value: Any) -> bool:
     return value is None or isinstance(value, (str, os.PathLike))
 
 
-def _in_memory(split: str, rows: Any, sources: list) -> str:
-    """Registers rows as the JSONL text "memory:<split>.jsonl" for one run; returns that path."""
-    source = _MemorySource(f"{split}.jsonl", _jsonl_text(f"data.{split}", rows))
+def _in_memory(split: str, rows: Any, sources: list, name: str = "") -> str:
+    """Registers rows as the JSONL text "memory:<split>.jsonl" (or memory:<name>) for one run;
+    returns that path."""
+    source = _Rows(name or f"{split}.jsonl", _jsonl_text(f"data.{split}", rows))
     sources.append(source)
     return source.path
+
+
+class _Rows:
+    """One split's rows registered in memory, with their JSONL text."""
+
+    def __init__(self, name: str, text: str):
+        self._source = _MemorySource(name, text)
+        self.path, self.text = self._source.path, text
+
+    def release(self) -> None:
+        self._source.release()
+
+
+def _rendered_chat_splits(text: str, is_path: bool, items: list, sources: list) -> list:
+    """Overrides that train a causal LM's chat rows (messages) as their rendered text rows: each
+    split of chat rows registered again, rendered (ftune.chat), and the two data keys of
+    rendered text. [] for any other run."""
+    from . import chat
+    from ._ftune import config_values
+    values = config_values(text, is_path, items)
+    if values.get("model.task") != "causal_lm":
+        return []
+    in_memory = {s.path: s.text for s in sources}
+    out, template = [], None
+    for split in _SPLITS:
+        path = values.get(f"data.{split}", "")
+        if not path:
+            continue
+        if path in in_memory:
+            lines = in_memory[path].splitlines()
+        elif path.endswith(".jsonl") and os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                lines = f.read().splitlines()
+        else:
+            continue
+        lines = [line for line in lines if line.strip()]
+        try:
+            first = json.loads(lines[0]) if lines else None
+        except json.JSONDecodeError:
+            continue  # the engine names the bad line
+        if not chat.is_conversational(first):
+            continue
+        if template is None:
+            template = chat.ChatTemplate.from_pretrained(values["model.path"])
+        rows = []
+        for n, line in enumerate(lines, 1):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        rendered = chat.render_rows(rows, template, source=path)
+        out.append(_override(f"data.{split}",
+                             _in_memory(split, rendered, sources, f"{split}.rendered.jsonl")))
+    if out:
+        out += [_override(k, v) for k, v in chat.RENDERED_DATA_KEYS.items()]
+    return out
 
 
 def _jsonl_text(key: str, rows: Any) -> str:
@@ -251,4 +314,5 @@ def _dotted(key: str) -> str:
                          ("no config key" if not matches else f"several keys: {matches}") +
                          "; pass overrides={'section.key': value}")
     return matches[0]
+from . import chat  # noqa: E402  (ftune.chat: chat templates, python/ftune/chat.py)
 from . import hpo  # noqa: E402  (ftune.hpo: the search, python/ftune/hpo.py)

@@ -7,12 +7,14 @@
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <climits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -174,18 +176,29 @@ class Model {
 
 // train(config_yaml_or_path, is_path, overrides, resume, on_eval, on_log) -> (summary as JSON
 // text, output.dir).
+ftune::TrainConfig parse_config(const std::string& config, bool is_path,
+                                const std::vector<std::string>& overrides) {
+  if (is_path) return ftune::TrainConfig::load(config, overrides, "override");
+  YAML::Node root = YAML::Load(config);
+  ftune::apply_overrides(root, overrides);
+  return ftune::TrainConfig::parse(root, ftune::KeyOrigin("the config dict", overrides, "override"));
+}
+
+// config_values(config_yaml_or_path, is_path, overrides) -> {key: value as YAML writes it} for
+// every key of the table: the config train() would run, resolved (presets, defaults).
+std::map<std::string, std::string> config_values(const std::string& config, bool is_path,
+                                                 const std::vector<std::string>& overrides) {
+  const ftune::TrainConfig cfg = parse_config(config, is_path, overrides);
+  std::map<std::string, std::string> out;
+  for (const ftune::ConfigKey& k : ftune::config_keys())
+    if (k.show) out[k.key] = k.show(cfg);
+  return out;
+}
+
 std::pair<std::string, std::string> train(const std::string& config, bool is_path,
                                           const std::vector<std::string>& overrides, bool resume,
                                           nb::object on_eval, nb::object on_log) {
-  ftune::TrainConfig cfg;
-  if (is_path) {
-    cfg = ftune::TrainConfig::load(config, overrides, "override");
-  } else {
-    YAML::Node root = YAML::Load(config);
-    ftune::apply_overrides(root, overrides);
-    cfg =
-        ftune::TrainConfig::parse(root, ftune::KeyOrigin("the config dict", overrides, "override"));
-  }
+  ftune::TrainConfig cfg = parse_config(config, is_path, overrides);
   ftune::TrainOptions options;
   options.resume = resume;
   if (!on_eval.is_none())
@@ -271,6 +284,9 @@ NB_MODULE(_ftune, m) {
   m.def("set_threads", [](int n) { ftune::set_compute_threads(n); }, "threads"_a);
   m.def("threads", [] { return ftune::compute_threads(); });
   m.def("cpu_matmul", [] { return ftune::cpu::matmul_description(); });
+  m.def("config_values", &config_values, "config"_a, "is_path"_a, "overrides"_a,
+        "Every config key's value in the config train() would run (presets and defaults "
+        "resolved), as YAML writes it");
   m.def("config_keys", [] {
     std::vector<std::string> keys;
     for (const ftune::ConfigKey& k : ftune::config_keys()) keys.push_back(k.key);

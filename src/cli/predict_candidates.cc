@@ -81,7 +81,7 @@ void run_candidate_predict(const CandidateArgs& a) {
   for (const CandidateRow& r : rows)
     for (const std::string& c : r.candidates) {
       const int64_t n = static_cast<int64_t>(
-          data::tokenize_completion(tok, {r.prompt, c, 0}, -1, 0, a.data, false).input_ids.size());
+          data::tokenize_completion(tok, {r.prompt, c, 0}, -1, 0, a.data, {true, false}).input_ids.size());
       longest = std::max(longest, n);
     }
   if (longest > spec.info().max_tokens)

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "data/delimited.h"
 #include "data/jsonl.h"
-#include "io/atomic_file.h"
+#include "data/memory_source.h"
 
 namespace ftune::data {
 namespace {
@@ -40,6 +40,43 @@ int64_t column_of(const std::vector<std::string>& header, const std::string& nam
   return it - header.begin();
 }
 
+// A row whose text begins with the special token the tokenizer puts first (BOS) gets it twice:
+// text rendered by a chat template, tokenized with special tokens.
+void refuse_doubled_special(const text::Tokenizer& tok, const text::Encoding& full,
+                            const std::string& path, int64_t line) {
+  if (full.ids.size() < 2 || full.ids[0] != full.ids[1] || full.special_tokens_mask.empty() ||
+      full.special_tokens_mask[0] == 0 || full.special_tokens_mask[1] != 0)
+    return;
+  const std::string token = tok.id_to_token(static_cast<uint32_t>(full.ids[0])).value_or("?");
+  throw InputError(fmt::format(
+      "{}:{}: the row's text begins with '{}', which the tokenizer adds itself: it would appear "
+      "twice (text rendered by a chat template carries its own; set data.add_special_tokens: "
+      "false and data.append_eos: false for such rows)",
+      path, line, token));
+}
+
+// A JSONL row of chat messages: the template that renders them is Jinja, which ftune's engine
+// does not run.
+void refuse_chat_row(const nlohmann::json& row, const CompletionFields& f, const std::string& path,
+                     int64_t line) {
+  const auto is_list = [&](const std::string& key) {
+    const auto it = row.find(key);
+    return it != row.end() && it->is_array();
+  };
+  const char* key = is_list("messages")       ? "messages"
+                    : is_list(f.prompt)       ? f.prompt.c_str()
+                    : is_list(f.completion)   ? f.completion.c_str()
+                                              : nullptr;
+  if (key == nullptr) return;
+  throw InputError(fmt::format(
+      "{}:{}: key '{}' holds chat messages; their text comes from the checkpoint's chat template "
+      "(Jinja), which the ftune command does not run. Render them first with `python -m "
+      "ftune.chat --model MODEL_DIR {} RENDERED.jsonl` (as transformers renders them) and train "
+      "on that file with data.add_special_tokens: false and data.append_eos: false, or train "
+      "from Python (ftune.train renders chat rows itself)",
+      path, line, key, path));
+}
+
 }  // namespace
 
 std::vector<CompletionExample> read_completions(const std::string& path, DataFormat format,
@@ -48,6 +85,7 @@ std::vector<CompletionExample> read_completions(const std::string& path, DataFor
   std::vector<CompletionExample> out;
   if (format == DataFormat::kJsonl) {
     for_each_jsonl_object(path, [&](const nlohmann::json& row, int64_t line) {
+      refuse_chat_row(row, f, path, line);
       out.push_back({text_field(row, f.prompt, true, path, line),
                      text_field(row, f.completion, false, path, line), line});
     });
@@ -58,7 +96,7 @@ std::vector<CompletionExample> read_completions(const std::string& path, DataFor
                                  "not {}",
                                  path, data_format_name(format)));
   const std::vector<DelimitedRecord> records =
-      parse_delimited(io::read_file(path), format == DataFormat::kTsv ? '\t' : ',');
+      parse_delimited(read_data_source(path), format == DataFormat::kTsv ? '\t' : ',');
   int64_t prompt_col = 0, completion_col = 1;
   size_t first = 0;
   if (has_header) {
@@ -85,19 +123,23 @@ std::vector<CompletionExample> read_completions(const std::string& path, DataFor
 
 TokenizedCompletion tokenize_completion(const text::Tokenizer& tok, const CompletionExample& e,
                                         int32_t eos_id, int64_t max_length,
-                                        const std::string& path, bool append_eos) {
+                                        const std::string& path, const CompletionTokenizing& how) {
   text::EncodeOptions o = tok.default_options();
   o.truncation = text::Truncation::kNone;
   o.padding = text::Padding::kNone;
+  o.add_special_tokens = how.special_tokens;
   const text::Encoding prompt = tok.encode(e.prompt, std::nullopt, o);
   const text::Encoding full = tok.encode(e.prompt + e.completion, std::nullopt, o);
+  if (how.special_tokens) refuse_doubled_special(tok, full, path, e.line);
   TokenizedCompletion t;
   t.line = e.line;
-  // TRL keeps the prompt's length as the mask's boundary even where merging across the boundary
-  // changes the tokens (it warns); the same here.
-  t.prompt_tokens = std::min<int64_t>(prompt.size(), full.size());
+  // TRL's common_prefix_length: the completion starts where the two tokenizations part (the
+  // prompt's length unless tokens merge across the boundary).
+  const auto parted = std::mismatch(prompt.ids.begin(), prompt.ids.end(), full.ids.begin(),
+                                    full.ids.end());
+  t.prompt_tokens = parted.first - prompt.ids.begin();
   t.input_ids.assign(full.ids.begin(), full.ids.end());
-  if (append_eos) t.input_ids.push_back(eos_id);
+  if (how.append_eos) t.input_ids.push_back(eos_id);
   if (t.prompt_tokens >= static_cast<int64_t>(t.input_ids.size()))
     throw InputError(fmt::format("{}:{}: the completion adds no token to the prompt", path, e.line));
   if (max_length > 0 && static_cast<int64_t>(t.input_ids.size()) > max_length) {

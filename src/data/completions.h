@@ -43,12 +43,18 @@ struct TokenizedCompletion {
   int64_t line = 0;
 };
 
-// One example (path names the file in errors). max_length 0: no limit. append_eos false: no EOS
-// (scoring a continuation, as lm-evaluation-harness does; eos_id is then unused).
+// How a row's text becomes ids: the tokenizer's special tokens (BOS) or none, then the EOS or
+// not (no EOS: scoring a continuation, as lm-evaluation-harness does; eos_id is then unused).
+struct CompletionTokenizing {
+  bool special_tokens = true;
+  bool append_eos = true;
+};
+
+// One example (path names the file in errors). max_length 0: no limit.
 TokenizedCompletion tokenize_completion(const text::Tokenizer& tokenizer,
                                         const CompletionExample& example, int32_t eos_id,
                                         int64_t max_length, const std::string& path,
-                                        bool append_eos = true);
+                                        const CompletionTokenizing& how = {});
 
 // Rows laid out as a right-padded Batch (padding: pad_id, mask 0, token label -100).
 Batch completion_batch(const std::vector<TokenizedCompletion>& rows, int32_t pad_id);

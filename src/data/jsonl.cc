@@ -1,11 +1,14 @@
-// JSONL reading with file:line errors.
+// JSONL reading with file:line errors, from a file or from rows registered in memory
+// (data/memory_source.h).
 #include "data/jsonl.h"
 
 #include <fmt/format.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "core/error.h"
+#include "data/memory_source.h"
 #include "io/json_file.h"
 #include "text/utf8.h"
 
@@ -13,8 +16,15 @@ namespace ftune::data {
 
 void for_each_jsonl_object(const std::string& path,
                            const std::function<void(const nlohmann::json&, int64_t)>& fn) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open for reading", path));
+  std::ifstream file;
+  std::istringstream memory;
+  if (is_memory_path(path)) {
+    memory.str(*memory_text(path));
+  } else {
+    file.open(path, std::ios::binary);
+    if (!file) throw InputError(fmt::format("{}: cannot open for reading", path));
+  }
+  std::istream& in = is_memory_path(path) ? static_cast<std::istream&>(memory) : file;
   std::string line;
   int64_t number = 0;
   while (std::getline(in, line)) {

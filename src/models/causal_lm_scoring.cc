@@ -50,7 +50,7 @@ std::vector<double> completion_log_likelihoods(SequenceClassifier& model,
   std::vector<double> out;
   for (const std::string& c : candidates) {
     const data::TokenizedCompletion t = data::tokenize_completion(
-        tokenizer, {prompt, c, 0}, eos_id, 0, "candidate '" + c + "'", eos_id >= 0);
+        tokenizer, {prompt, c, 0}, eos_id, 0, "candidate '" + c + "'", {true, eos_id >= 0});
     out.push_back(-summed_nll(model, data::completion_batch({t}, 0)).first);
   }
   return out;

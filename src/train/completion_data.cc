@@ -51,7 +51,8 @@ ReadSplit read_split(const TrainConfig& cfg, const text::Tokenizer& tok, const s
   ReadSplit out;
   int64_t tokens = 0, counted = 0, cut = 0;
   for (const data::CompletionExample& row : rows) {
-    data::TokenizedCompletion t = data::tokenize_completion(tok, row, eos, max_length, path);
+    data::TokenizedCompletion t = data::tokenize_completion(
+        tok, row, eos, max_length, path, {cfg.data.add_special_tokens, cfg.data.append_eos});
     data::TokenizedExample e;
     e.input_ids = std::move(t.input_ids);
     e.token_labels = std::move(t.token_labels);

@@ -223,6 +223,12 @@ std::vector<ConfigKey> make_keys() {
                    if (c.data.completion_field.empty())
                      throw InputError(where + " must name a column");
                  }),
+      bool_key("data.add_special_tokens", FIELD(data.add_special_tokens),
+               "model.task causal_lm: the tokenizer adds its special tokens (BOS); false for text "
+               "a chat template rendered (python -m ftune.chat)"),
+      bool_key("data.append_eos", FIELD(data.append_eos),
+               "model.task causal_lm: the EOS id follows each completion; false for text a chat "
+               "template rendered (its end of turn is in the text)"),
       string_key("data.teacher_field", FIELD(data.teacher_field), "column",
                  "the teacher's score column (training.loss distill_mse, margin_mse)", "a string",
                  [](const TrainConfig& c, const std::string& where) {

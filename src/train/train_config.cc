@@ -164,7 +164,8 @@ void check_rules(TrainConfig& c, const YAML::Node& root, const KeyOrigin& origin
     require(c.eval.metric == "auto" || c.eval.metric == "loss" || c.eval.metric == "perplexity",
             "eval.metric", "must be auto, loss or perplexity with model.task causal_lm");
   } else {
-    for (const char* key : {"data.prompt_field", "data.completion_field"})
+    for (const char* key : {"data.prompt_field", "data.completion_field",
+                            "data.add_special_tokens", "data.append_eos"})
       require(!find(root, key).IsDefined(), key, "applies to model.task causal_lm only");
     require(c.eval.metric != "perplexity", "eval.metric",
             "perplexity is a causal LM's metric (model.task causal_lm)");

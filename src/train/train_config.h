@@ -60,6 +60,9 @@ struct TrainConfig {
     std::string label_field = "label";
     // model.task causal_lm: the prompt's and the completion's columns (data/completions.h).
     std::string prompt_field = "prompt", completion_field = "completion";
+    // model.task causal_lm: the tokenizer's special tokens (BOS) and the EOS after the completion;
+    // both false for text a chat template rendered (python -m ftune.chat), which has its own.
+    bool add_special_tokens = true, append_eos = true;
     // training.loss distill_mse: the column with the teacher's score, the student's target.
     std::string teacher_field = "teacher_score";
     // Multi-label rows in TSV / CSV: the labels of a row in one field, joined by this.

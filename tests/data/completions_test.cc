@@ -2,11 +2,15 @@
 // Gemma 3 tokenizers the ids and shifted labels are TRL's completion-only ones
 // (tests/fixtures/causal_lm/completions.json, tools/make_causal_lm_fixtures.py); JSONL, TSV and
 // CSV read alike; a row without its completion, and a completion truncated away entirely, are
-// errors naming file:line; batches pad with -100 labels.
+// errors naming file:line; batches pad with -100 labels. Text rendered by a chat template
+// tokenizes as TRL tokenizes a conversational row (tests/fixtures/chat, tools/make_chat_fixtures.py:
+// no special tokens, no EOS, the mask from the ids' common prefix); a doubled BOS and a JSONL row
+// of chat messages are refused.
 #include "data/completions.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -141,6 +145,80 @@ TEST(Completions, PromptMaskedEosAppendedAndTruncation) {
   EXPECT_EQ(b.attention_mask, (std::vector<int32_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}));
   EXPECT_EQ(b.token_labels,
             (std::vector<int32_t>{-100, -100, 5, 6, 2, -100, -100, -100, 5, -100, -100, -100}));
+}
+
+TEST(Completions, ChatRenderedRowsTokenizeAsTrl) {
+  const char* env = std::getenv("FTUNE_SHARED_DIR");
+  const std::string shared =
+      (env ? std::string(env) : test::source_dir() + "/../shared") + "/fixtures/tokenizers";
+  if (!std::filesystem::exists(shared + "/llama3.tokenizer.json"))
+    GTEST_SKIP() << "shared tokenizer fixtures not found (FTUNE_SHARED_DIR)";
+  const nlohmann::json cases =
+      io::read_json_file(test::fixtures_dir() + "/chat/chat_cases.json")["cases"];
+  std::map<std::string, text::Tokenizer> toks;
+  int checked = 0, parted = 0;
+  for (const auto& c : cases) {
+    if (c.contains("error")) continue;
+    const std::string name = c["tokenizer"];
+    if (!toks.count(name))
+      toks.emplace(name, text::Tokenizer::from_file(shared + "/" + name + ".tokenizer.json"));
+    // The row python -m ftune.chat writes: the prompt is the texts' common prefix.
+    const std::string prompt = c["prompt_text"], full = c["full_text"];
+    const size_t cut = std::mismatch(prompt.begin(), prompt.end(), full.begin(), full.end()).first -
+                       prompt.begin();
+    parted += cut < prompt.size() ? 1 : 0;
+    const TokenizedCompletion t =
+        tokenize_completion(toks.at(name), {full.substr(0, cut), full.substr(cut), 3}, -1, 0,
+                            "chat.jsonl", {false, false});
+    const std::string what = c["template"].get<std::string>() + " row " + c["index"].dump();
+    EXPECT_EQ(t.input_ids, c["input_ids"].get<std::vector<int32_t>>()) << what;
+    EXPECT_EQ(t.prompt_tokens, c["prompt_tokens"].get<int64_t>()) << what;
+    EXPECT_EQ(t.token_labels, c["token_labels"].get<std::vector<int32_t>>()) << what;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 23);
+  EXPECT_EQ(parted, 1);  // the generation prompt's empty thinking block, which the reply lacks
+}
+
+TEST(Completions, MaskStartsWhereTheTokenizationsPart) {
+  const text::Tokenizer tok = word_tokenizer();
+  // "a b" + "c d" is "a bc d": the prompt's "b" becomes the unknown "bc" in the whole, so the
+  // ids part after <s> a (TRL's common prefix), not after the prompt's 3 tokens.
+  const TokenizedCompletion t = tokenize_completion(tok, {"a b", "c d", 4}, 2, 0, "f.jsonl");
+  EXPECT_EQ(t.input_ids, (std::vector<int32_t>{1, 3, 0, 6, 2}));
+  EXPECT_EQ(t.prompt_tokens, 2);
+  EXPECT_EQ(t.token_labels, (std::vector<int32_t>{-100, 0, 6, 2, -100}));
+}
+
+TEST(Completions, RenderedTextWithoutSpecialTokensAndDoubledBosRefused) {
+  const text::Tokenizer tok = word_tokenizer();
+  // A rendered row carries its own <s> and end of turn: no BOS added, no EOS appended.
+  const TokenizedCompletion t =
+      tokenize_completion(tok, {"<s> a b", " c d", 9}, 2, 0, "r.jsonl", {false, false});
+  EXPECT_EQ(t.input_ids, (std::vector<int32_t>{1, 3, 4, 5, 6}));
+  EXPECT_EQ(t.token_labels, (std::vector<int32_t>{-100, -100, 5, 6, -100}));
+  // The same text with the tokenizer's special tokens: <s> twice, refused naming the key.
+  const std::string e = error_of([&] { tokenize_completion(tok, {"<s> a b", " c d", 9}, 2, 0, "r.jsonl"); });
+  EXPECT_NE(e.find("r.jsonl:9"), std::string::npos) << e;
+  EXPECT_NE(e.find("'<s>'"), std::string::npos) << e;
+  EXPECT_NE(e.find("data.add_special_tokens: false"), std::string::npos) << e;
+}
+
+TEST(Completions, ChatMessageRowsAreRefusedNamingTheRenderer) {
+  test::TempDir dir;
+  const std::string messages = write(
+      dir, "chat.jsonl",
+      "{\"prompt\": \"p\", \"completion\": \"c\"}\n"
+      "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n");
+  std::string e = error_of([&] { read_completions(messages, DataFormat::kJsonl, true, {}); });
+  EXPECT_NE(e.find("chat.jsonl:2: key 'messages'"), std::string::npos) << e;
+  EXPECT_NE(e.find("python -m ftune.chat"), std::string::npos) << e;
+  const std::string lists = write(
+      dir, "conv.jsonl",
+      "{\"prompt\": [{\"role\": \"user\", \"content\": \"hi\"}], \"completion\": "
+      "[{\"role\": \"assistant\", \"content\": \"yo\"}]}\n");
+  e = error_of([&] { read_completions(lists, DataFormat::kJsonl, true, {}); });
+  EXPECT_NE(e.find("conv.jsonl:1: key 'prompt' holds chat messages"), std::string::npos) << e;
 }
 
 }  // namespace completions_test
