@@ -4,14 +4,19 @@
 // (full fine-tuning) or the adapter (LoRA, task_type CAUSAL_LM) saved at the end; gradient
 // accumulation 2 x 2 gives batch 4's first step (the micro-batches weighed by their counted
 // tokens); bad input (a classification-only key, a row without a completion) exits 2 naming the
-// key or file:line (padded micro-batches give the packed ones' step); `ftune predict --candidates` scores completions with the published model.
+// key or file:line (padded micro-batches give the packed ones' step); `ftune predict --candidates` scores completions with the published model;
+// `ftune hpo run` searches the recipe on the validation loss, minimised, and prunes a trial that
+// does not learn.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "hpo_export.h"
 #include "run_cli.h"
 #include "test_util.h"
 #include "tiny_model.h"
@@ -224,6 +229,42 @@ TEST_F(CausalLmTrain, BadInputExitsTwoNamingTheKeyOrTheLine) {
   EXPECT_EQ(row.exit_code, 2) << row.output;
   EXPECT_NE(row.output.find("train.jsonl:33"), std::string::npos) << row.output;
   EXPECT_NE(row.output.find("'completion'"), std::string::npos) << row.output;
+}
+
+// A study over the causal-LM recipe: its metric is the validation loss per token, minimised
+// without study.direction; each trial's value is its best (lowest) validation loss; a trial whose
+// learning rate cannot move the weights is pruned at an evaluation against the good one's median.
+TEST_F(CausalLmTrain, HpoSearchesTheRecipeOnTheValidationLoss) {
+  const std::string train = config("trials", "  epochs: 4\n  batch_size: 8\n");
+  {
+    // The run's YAML as the study's train config, trials under trials/trial-N.
+    std::ifstream in(train);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(tmp_.path() + "/train.yaml") << text;
+  }
+  const std::string search = tmp_.path() + "/search.yaml";
+  std::ofstream(search) << "study: {name: clm, metric: eval.loss}\n"
+                        << "storage: sqlite:///" << tmp_.path() << "/study.db\n"
+                        << "sampler: {type: grid}\n"
+                        << "space:\n  training.learning_rate: {type: categorical, choices: "
+                           "[\"3.0e-3\", \"1.0e-9\"]}\n"
+                        << "pruner: {type: median, n_startup_trials: 1, n_warmup_steps: 0}\n"
+                        << "objective: {train_config: train.yaml}\n";
+  const CliResult r = run_ftune("hpo run --config " + search + " --trials 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json trials = exported_trials(search, tmp_.path());
+  ASSERT_EQ(trials.size(), 2u) << trials.dump();
+  EXPECT_EQ(trials[0]["state"], "COMPLETE") << trials[0].dump();
+  EXPECT_EQ(trials[1]["state"], "PRUNED") << trials[1].dump();
+  // The finished trial's value: its lowest validation loss.
+  const std::vector<json> val = lines("trials/trial-0", "validation");
+  ASSERT_EQ(val.size(), 4u);
+  double best = val[0]["loss"];
+  for (const json& v : val) best = std::min(best, v["loss"].get<double>());
+  EXPECT_NEAR(trials[0]["value"].get<double>(), best, 1e-9 * best) << trials[0].dump();
+  EXPECT_LT(best, val[0]["loss"].get<double>());
+  const CliResult status = run_ftune("hpo status --config " + search);
+  EXPECT_NE(status.output.find("minimize"), std::string::npos) << status.output;
 }
 
 }  // namespace
