@@ -4,6 +4,8 @@
     m = ftune.load("runs/rerank/model")             # a model directory (HF format)
     m.predict([("a query", "a passage"), ...])      # numpy float32 logits, one row per input
     m.rank("a query", ["passage 1", "passage 2"])   # [(index, score), ...], best first
+    lm = ftune.load("runs/sft/model")               # a *ForCausalLM directory: a CausalLM
+    lm.choose("Is the sky blue?\nAnswer:", [" yes", " no"])   # the most likely completion
     tok = ftune.Tokenizer.from_file("tokenizer.json")
     tok.encode_batch(["text", ("text", "pair")])     # as Hugging Face tokenizers encodes
     run = ftune.train("train.yaml", learning_rate=2e-5)   # or a dict; -> Run
@@ -29,7 +31,7 @@ from ._ftune import Model as _Model
 from ._ftune import set_threads, threads
 from ._ftune import train as _train
 
-__all__ = ["Encoding", "Model", "Run", "Tokenizer", "chat", "hpo", "load", "set_threads", "threads",
+__all__ = ["CausalLM", "Encoding", "Model", "Run", "Tokenizer", "chat", "hpo", "load", "set_threads", "threads",
            "train"]
 
 Input = Union[str, Sequence[str]]
@@ -116,8 +118,14 @@ def _is_pair(x: Any) -> bool:
 
 
 def load(model_dir: Union[str, os.PathLike], device: str = "cpu",
-         max_length: Optional[int] = None, pair_template: str = "") -> Model:
-    """Loads a model directory (config.json, weights, tokenizer.json) for scoring."""
+         max_length: Optional[int] = None, pair_template: str = "") -> Union[Model, "CausalLM"]:
+    """Loads a model directory (config.json, weights, tokenizer.json) for scoring: a Model, or a
+    CausalLM where config.json names a *ForCausalLM architecture (ftune/causal_lm.py)."""
+    if is_causal_lm_dir(os.fspath(model_dir)):
+        if max_length is not None or pair_template:
+            raise ValueError("a causal LM scores prompt + candidate as written: max_length and "
+                             "pair_template do not apply")
+        return CausalLM(model_dir, device)
     return Model(model_dir, device, max_length, pair_template)
 
 
@@ -315,4 +323,5 @@ def _dotted(key: str) -> str:
                          "; pass overrides={'section.key': value}")
     return matches[0]
 from . import chat  # noqa: E402  (ftune.chat: chat templates, python/ftune/chat.py)
+from .causal_lm import CausalLM, is_causal_lm_dir  # noqa: E402  (scoring completions)
 from . import hpo  # noqa: E402  (ftune.hpo: the search, python/ftune/hpo.py)

@@ -3,7 +3,8 @@
 // gives them their Python face. Compute runs with the GIL released; a Model serialises its own
 // calls with a lock, so it may be shared by threads. Errors: InputError -> ValueError, a stopped
 // run (Ctrl-C, SIGTERM) -> KeyboardInterrupt after its checkpoint, other ftune errors ->
-// RuntimeError. The search (ftune.hpo) is bound in hpo_module.cc.
+// RuntimeError. The search (ftune.hpo) is bound in hpo_module.cc, causal-LM scoring in
+// causal_lm_module.cc.
 #include <fmt/format.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -32,7 +33,8 @@
 namespace nb = nanobind;
 using namespace nb::literals;
 
-void bind_hpo(nb::module_& m);  // hpo_module.cc
+void bind_hpo(nb::module_& m);        // hpo_module.cc
+void bind_causal_lm(nb::module_& m);  // causal_lm_module.cc
 
 namespace {
 
@@ -299,6 +301,7 @@ NB_MODULE(_ftune, m) {
       .def_prop_ro("path", &ftune::data::MemorySource::path)
       .def("release", &ftune::data::MemorySource::release);
   bind_hpo(m);
+  bind_causal_lm(m);
   m.def("train", &train, "config"_a, "is_path"_a, "overrides"_a, "resume"_a, "on_eval"_a.none(),
         "on_log"_a.none());
 }

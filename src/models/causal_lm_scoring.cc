@@ -43,14 +43,14 @@ std::vector<double> completion_log_likelihoods(SequenceClassifier& model,
                                                const text::Tokenizer& tokenizer,
                                                const std::string& prompt,
                                                const std::vector<std::string>& candidates,
-                                               int32_t eos_id) {
+                                               int32_t eos_id, bool special_tokens) {
   if (!model.config().causal_lm)
     throw InputError(fmt::format("{} is not a causal LM: it cannot score completions",
                                  model.config().architecture));
   std::vector<double> out;
   for (const std::string& c : candidates) {
     const data::TokenizedCompletion t = data::tokenize_completion(
-        tokenizer, {prompt, c, 0}, eos_id, 0, "candidate '" + c + "'", {true, eos_id >= 0});
+        tokenizer, {prompt, c, 0}, eos_id, 0, "candidate '" + c + "'", {special_tokens, eos_id >= 0});
     out.push_back(-summed_nll(model, data::completion_batch({t}, 0)).first);
   }
   return out;

@@ -28,10 +28,11 @@ struct LmEval {
 LmEval evaluate_causal_lm(SequenceClassifier& model, const std::vector<Batch>& batches);
 
 // One log-likelihood per candidate (higher: more likely), each scored as its own row.
+// special_tokens false: the prompt is text a chat template rendered (it has its own BOS).
 std::vector<double> completion_log_likelihoods(SequenceClassifier& model,
                                                const text::Tokenizer& tokenizer,
                                                const std::string& prompt,
                                                const std::vector<std::string>& candidates,
-                                               int32_t eos_id = -1);
+                                               int32_t eos_id = -1, bool special_tokens = true);
 
 }  // namespace ftune

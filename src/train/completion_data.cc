@@ -66,9 +66,8 @@ ReadSplit read_split(const TrainConfig& cfg, const text::Tokenizer& tok, const s
                 {"tokens", tokens},
                 {"completion_tokens", counted},
                 {"rows_at_max_length", cut}};
-  spdlog::info("{}: {} prompt -> completion rows, {} tokens, {} of them learned (completion and "
-               "EOS){}",
-               path, rows.size(), tokens, counted,
+  spdlog::info("{}: {} prompt -> completion rows, {} tokens, {} of them learned (completion{}){}",
+               path, rows.size(), tokens, counted, cfg.data.append_eos ? " and EOS" : "",
                cut > 0 ? fmt::format("; {} rows reach max_length {} (cut at the end)", cut,
                                      max_length)
                        : "");

@@ -8,7 +8,9 @@ the prompt / completion rows that the C++ tokenization turns into TRL's ids
 them. A causal LM trained from chat rows in memory by ftune.train equals the same rows rendered
 by `python -m ftune.chat` and trained by `ftune train` with the two keys of rendered text, step
 for step; the command refuses unrendered chat rows, and rendered rows without those keys (a
-doubled BOS), naming file:line. Needs FTUNE_BINARY.
+doubled BOS), naming file:line. ftune.load on a causal LM gives a CausalLM whose candidate
+log-likelihoods and choices are `ftune predict --candidates`'s bit for bit, and whose chat prompts
+score as their rendered text. Needs FTUNE_BINARY.
 """
 
 import json
@@ -236,6 +238,47 @@ class TrainTest(unittest.TestCase):
             r = subprocess.run(cli, capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertEqual(metrics(os.path.join(d, "cli")), from_python)
+
+
+class CausalLmScoringTest(unittest.TestCase):
+    def test_scores_are_the_commands_and_chat_prompts_score_as_their_text(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = tiny_chat_model(d)
+            lm = ftune.load(model)
+            self.assertIsInstance(lm, ftune.CausalLM)
+            self.assertEqual(lm.architecture, "LlamaForCausalLM")
+            prompts = ["repeat 1: red", "repeat 2: cat dog", "repeat 1: tree"]
+            candidates = [" red", " cat dog cat dog", " water"]
+            ll = lm.log_likelihoods(prompts, candidates)
+            self.assertEqual(ll.shape, (3, 3))
+            rows = os.path.join(d, "rows.jsonl")
+            write_jsonl(rows, [{"prompt": p} for p in prompts])
+            out = os.path.join(d, "scores.jsonl")
+            r = subprocess.run([BINARY, "predict", "--model", model, "--data", rows, "--output",
+                                out, "--candidates", ",".join(candidates)],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(out) as f:
+                cli = [json.loads(line) for line in f]
+            self.assertEqual(ll.tolist(), [c["log_likelihoods"] for c in cli])
+            self.assertEqual(lm.choose(prompts, candidates), [c["prediction"] for c in cli])
+            self.assertEqual(lm.probabilities(prompts, candidates).tolist(),
+                             [c["probabilities"] for c in cli])
+            # One prompt: a 1-D row; per-prompt lists.
+            self.assertEqual(lm.log_likelihoods(prompts[1], candidates).tolist(), ll[1].tolist())
+            per = lm.log_likelihoods(prompts[:2], [candidates[:2], candidates[1:]])
+            self.assertEqual(per.tolist(), [ll[0][:2].tolist(), ll[1][1:].tolist()])
+            # A chat prompt is its rendered text (which writes <s> itself), without the
+            # tokenizer's special tokens: the same as the text after <s> with them.
+            messages = [{"role": "user", "content": "repeat 1: red"}]
+            text = "<|im_start|>user\nrepeat 1: red<|im_end|>\n<|im_start|>assistant\n"
+            self.assertEqual(lm.log_likelihoods(messages, ["red", "cat"]).tolist(),
+                             lm.log_likelihoods(text, ["red", "cat"]).tolist())
+            for bad, message in [((prompts, [candidates, candidates]), "2 candidate lists"),
+                                 ((prompts[:2], [[" a"], [" a", " b"]]), "same number"),
+                                 ((prompts[0], [""]), "empty candidate")]:
+                with self.assertRaisesRegex(ValueError, message):
+                    lm.log_likelihoods(*bad)
 
 
 if __name__ == "__main__":
