@@ -78,7 +78,8 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
               "trial_ranks",
               "trial_launcher",
               "fold_reports",
-              "trials_per_device"});
+              "trials_per_device",
+              "keep_trial_models"});
   SearchConfig c;
   c.path = path;
   const YAML::Node study = root["study"];
@@ -123,7 +124,8 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   const YAML::Node obj = root["objective"];
   if (caller_objective) {
     for (const char* key :
-         {"objective", "folds", "trial_ranks", "trial_launcher", "fold_reports", "trials_per_device"})
+         {"objective", "folds", "trial_ranks", "trial_launcher", "fold_reports", "trials_per_device",
+          "keep_trial_models"})
       if (root[key])
         throw InputError(fmt::format(
             "{}: key '{}' belongs to a config's own objective, but the caller gives the objective "
@@ -219,6 +221,9 @@ SearchConfig parse_search_config(const YAML::Node& root, const std::string& path
   };
   non_negative_float("kill_grace_s", c.kill_grace_s);
   non_negative_float("failure_backoff_s", c.failure_backoff_s);
+  if (root["keep_trial_models"])
+    c.keep_trial_models =
+        get<bool>(root["keep_trial_models"], path, "keep_trial_models", "true or false");
   if (root["retry_failed"])
     c.retry_failed = get<bool>(root["retry_failed"], path, "retry_failed", "true or false");
   if (root["seed"]) c.seed = get<uint64_t>(root["seed"], path, "seed", "a non-negative integer");

@@ -23,6 +23,8 @@
 //   trials_per_device: 1             # > 1: `ftune hpo run` starts this many workers side by
 //                                    #   side on its device (worker_group.h)
 //   fold_reports: evaluations        # k folds: what the pruner sees (FoldReports below)
+//   keep_trial_models: false         # train_config trials keep no weights (no checkpoints at
+//                                    #   evaluations, no model/): their metrics are the result
 #pragma once
 
 #include <cstdint>
@@ -74,6 +76,7 @@ struct SearchConfig {
   int64_t trial_ranks = 1;
   std::string trial_launcher = "mpirun -np {ranks}";
   int64_t trials_per_device = 1;
+  bool keep_trial_models = false;
 };
 
 // `caller_objective`: the caller runs trials with an objective of its own (ftune.hpo.run's Python

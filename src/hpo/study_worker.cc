@@ -23,7 +23,8 @@ std::unique_ptr<Objective> config_objective(const SearchConfig& c) {
         "{}: missing key 'objective' ({{command: ...}} or {{train_config: ...}})", c.path));
   return std::make_unique<TrainObjective>(
       c.train_config, c.fixed, c.metric, c.folds,
-      RankLaunch{c.trial_ranks, c.trial_launcher, c.kill_grace_s}, c.fold_reports);
+      RankLaunch{c.trial_ranks, c.trial_launcher, c.kill_grace_s}, c.fold_reports,
+      c.keep_trial_models);
 }
 
 StudyOutcome run_study_worker(const SearchConfig& c, Objective& objective) {

@@ -88,13 +88,14 @@ std::vector<double> representative_values(const Distribution& d) {
 
 TrainObjective::TrainObjective(std::string train_config, std::map<std::string, std::string> fixed,
                                std::string metric, int64_t folds, RankLaunch launch,
-                               FoldReports fold_reports)
+                               FoldReports fold_reports, bool keep_models)
     : train_config_(std::move(train_config)),
       fixed_(std::move(fixed)),
       metric_(metric_key(std::move(metric))),
       folds_(folds),
       launch_(std::move(launch)),
-      fold_reports_(fold_reports) {}
+      fold_reports_(fold_reports),
+      keep_models_(keep_models) {}
 
 std::vector<std::string> TrainObjective::overrides(const Params& params,
                                                    const SearchSpace& space) const {
@@ -117,6 +118,7 @@ std::vector<std::string> TrainObjective::fold_overrides(int64_t fold,
   o.push_back("output.dir=" + dir);
   o.push_back("output.overwrite=true");
   o.push_back("eval.metric=" + metric_);  // the best checkpoint is chosen by the study metric
+  if (!keep_models_) o.push_back("output.save_model=false");  // keep_trial_models false
   return o;
 }
 
@@ -327,6 +329,9 @@ double TrainObjective::run(const Trial& trial, const SearchSpace& space, TrialRe
       }
     }
     if (launch_.ranks <= 1) count_rows(summary);
+    // Without kept models a run's checkpoints (checkpoint.every_steps, for resuming a killed
+    // worker) are of no use once it has ended: its summary holds what a retry reuses.
+    if (!keep_models_) fs::remove_all(dir / "checkpoints");
     if (summary.value("status", "") == "hook") throw TrialPruned();
     const double v = metric_of(summary["best_eval"], metric_, dir.string());
     sum += v;

@@ -33,9 +33,11 @@ class TrainObjective : public Objective {
   // an "eval." or "validation." prefix is accepted). Empty: macro_f1.
   // `launch`: with ranks > 1, each fold's run is a data-parallel run of that many ranks started
   // by the launcher (hpo/rank_trial.h) instead of a run in this process.
+  // `keep_models` false: each fold's run keeps no weights (output.save_model false): no
+  // checkpoint at its evaluations or end, no model/ (a stop by signal still checkpoints).
   TrainObjective(std::string train_config, std::map<std::string, std::string> fixed,
                  std::string metric, int64_t folds, RankLaunch launch = {},
-                 FoldReports fold_reports = FoldReports::Evaluations);
+                 FoldReports fold_reports = FoldReports::Evaluations, bool keep_models = true);
 
   double run(const Trial& trial, const SearchSpace& space, TrialReporter& reporter) override;
   // Loads the training config with the fixed values, the folds and each parameter at each of its
@@ -64,6 +66,7 @@ class TrainObjective : public Objective {
   int64_t folds_;
   RankLaunch launch_;
   FoldReports fold_reports_;
+  bool keep_models_;
 };
 
 }  // namespace ftune::hpo

@@ -503,6 +503,10 @@ std::vector<ConfigKey> make_keys() {
                  "progress display; auto: a bar on a terminal, plain lines otherwise"),
       bool_key("output.overwrite", FIELD(output.overwrite),
                "a directory holding a previous ftune run is replaced (only ftune's own files)"),
+      bool_key("output.save_model", FIELD(output.save_model),
+               "false: no weights kept (no checkpoints at evaluations or at the end, no model/; "
+               "a signal's stop and checkpoint.every_steps still checkpoint): a search trial's "
+               "metrics are its result; a test split is scored with the last weights"),
   };
   k.insert(k.end(), rest.begin(), rest.end());
   return k;

@@ -168,6 +168,10 @@ struct TrainConfig {
     bool tensorboard = true;
     ProgressStyle progress = ProgressStyle::Auto;  // auto (bar on a terminal), bar, plain
     bool overwrite = false;         // a directory holding a previous run is replaced
+    // false: the run keeps no weights (no checkpoint at evaluations or at the end, no model/):
+    // its metrics and summary are its result (a search's trials). A stop by signal still
+    // checkpoints, and checkpoint.every_steps still applies, for resuming.
+    bool save_model = true;
   } output;
 
   YAML::Node resolved;  // the configuration after preset and overrides, as saved

@@ -461,10 +461,14 @@ nlohmann::json Trainer::run() {
         stop_now = true;
       }
     }
-    const bool periodic =
-        cfg_.checkpoint.every_steps > 0 ? state_.step % cfg_.checkpoint.every_steps == 0 : eval_now;
-    if (periodic || last || stop_now || (is_best && cfg_.checkpoint.save_best))
-      save_checkpoint(is_best && cfg_.checkpoint.save_best);
+    // output.save_model false: no weights kept but the periodic checkpoints asked for.
+    const bool keep = cfg_.output.save_model;
+    const bool periodic = cfg_.checkpoint.every_steps > 0
+                              ? state_.step % cfg_.checkpoint.every_steps == 0
+                              : keep && eval_now;
+    const bool best_checkpoint = keep && is_best && cfg_.checkpoint.save_best;
+    if (periodic || (keep && (last || stop_now)) || best_checkpoint)
+      save_checkpoint(best_checkpoint);
     // FTUNE_STOP_FILE: a file whose appearance asks the run to stop as a signal would (how a
     // search worker stops a data-parallel trial whose ranks a launcher started: hpo/rank_trial.h).
     bool stop_requested = stop.requested() ||
@@ -488,6 +492,7 @@ nlohmann::json Trainer::run() {
     }
     if (stop_now) break;
   }
+  if (!cfg_.output.save_model) return finish_without_model();
   if (saved_step_ != state_.step) save_checkpoint(false);
   if (group_->distributed()) {  // rank 0's checkpoints are all written: the others read them
     group_->barrier();
@@ -516,6 +521,24 @@ nlohmann::json Trainer::run() {
   io::write_json_atomic((run_ / "summary.json").string(), s);
   spdlog::info("done in {:.1f} s ({}): model of step {} saved to {}", seconds_since(t_start_),
                state_.stopped_by, chosen.step, model_dir);
+  return s;
+}
+
+nlohmann::json Trainer::finish_without_model() {
+  // output.save_model false: the last weights score the test split; nothing is published.
+  outputs_.progress->finish();
+  nlohmann::json test_metrics;
+  if (data_.test) test_metrics = run_eval(*data_.test, "test");
+  const TrainingWork work = work_over_ranks();
+  if (!lead()) return nlohmann::json::object();
+  if (outputs_.gpu_sampler) outputs_.gpu_sampler->stop();
+  if (!plan_.target.device.is_cpu()) gemm_autotune_save();
+  nlohmann::json s = summary(state_.stopped_by, work);
+  s["test"] = test_metrics;
+  s["model_step"] = state_.step;  // the weights the test split saw; not saved
+  io::write_json_atomic((run_ / "summary.json").string(), s);
+  spdlog::info("done in {:.1f} s ({}): no model saved (output.save_model false)",
+               seconds_since(t_start_), state_.stopped_by);
   return s;
 }
 

@@ -99,6 +99,8 @@ class Trainer {
   nlohmann::json run_lm_eval(const TokenizedSplit& split, const char* name,
                              RunClock::time_point t0);
   void publish_selected(const CheckpointEntry& chosen, const std::string& model_dir);
+  // The end of a run with output.save_model false: the test split, the summary, no model.
+  nlohmann::json finish_without_model();
   // trainer_checkpoint.cc
   void restore(const CheckpointEntry& ckpt);
   void save_checkpoint(bool best);

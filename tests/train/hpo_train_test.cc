@@ -251,6 +251,48 @@ TEST_F(HpoTrain, TrialTimeoutStopsTrainingAtAStep) {
 // after the grace period and its retry continues it: folds 0 and 1 keep their values, fold 2
 // resumes from its checkpoint. Fold values, the trial's value and fold 2's weights equal those
 // of an uninterrupted trial with the same params, and the study says the retry resumed.
+// A trial keeps no weights unless the search asks (keep_trial_models): its folds write their
+// metrics and summary, no checkpoint and no model/, and their values are those of a trial that
+// keeps them.
+TEST_F(HpoTrain, TrialsKeepNoWeightsUnlessAsked) {
+  auto study = [&](const std::string& name, const std::string& extra) {
+    const std::string path = tmp_.path() + "/" + name + ".yaml";
+    std::ofstream(path) << "study: {name: " << name
+                        << ", direction: maximize, metric: eval.accuracy}\n"
+                        << "storage: sqlite:///" << tmp_.path() << "/study.db\n"
+                        << "sampler: {type: grid}\n"
+                        << "space:\n  training.learning_rate: {type: categorical, choices: "
+                           "[\"2.0e-3\"]}\n"
+                        << "fixed: {training.seed: 3, output.dir: " << tmp_.path() << "/" << name
+                        << "}\n"
+                        << "objective: {train_config: train.yaml}\nfolds: 2\n"
+                        << extra;
+    const CliResult r = run_ftune("hpo run --config " + path + " --trials 1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return hpo::open_storage(tmp_.path() + "/study.db")->trials(
+        hpo::open_storage(tmp_.path() + "/study.db")->find_study(name)->id);
+  };
+  const auto light = study("light", "");
+  const auto kept = study("kept", "keep_trial_models: true\n");
+  ASSERT_EQ(light.size(), 1u);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(light[0].state, hpo::TrialState::Complete) << light[0].error;
+  EXPECT_EQ(light[0].fold_values, kept[0].fold_values);
+  EXPECT_EQ(light[0].value, kept[0].value);
+  for (int fold = 0; fold < 2; ++fold) {
+    const fs::path l = tmp_.path() + "/light/trial-0/fold-" + std::to_string(fold);
+    const fs::path k = tmp_.path() + "/kept/trial-0/fold-" + std::to_string(fold);
+    EXPECT_TRUE(fs::exists(l / "summary.json"));
+    EXPECT_TRUE(fs::exists(l / "metrics.jsonl"));
+    EXPECT_FALSE(fs::exists(l / "model")) << l;
+    EXPECT_FALSE(fs::exists(l / "checkpoints")) << l;
+    EXPECT_TRUE(fs::exists(k / "model" / "model.safetensors")) << k;
+    const auto s = nlohmann::json::parse(std::ifstream(l / "summary.json"));
+    EXPECT_FALSE(s.contains("model_dir")) << s.dump();
+    EXPECT_EQ(s["model_step"], s["steps"]) << s.dump();
+  }
+}
+
 TEST_F(HpoTrain, KilledTrialIsContinuedByItsRetryWithTheSameResult) {
   auto config = [&](const std::string& study, const std::string& out) {
     const std::string path = tmp_.path() + "/" + study + ".yaml";
@@ -261,7 +303,7 @@ TEST_F(HpoTrain, KilledTrialIsContinuedByItsRetryWithTheSameResult) {
                         << "space:\n"
                         << "  training.learning_rate: {type: categorical, choices: [\"2.0e-3\"]}\n"
                         << "fixed: {training.epochs: 4, training.seed: 3, output.dir: " << out
-                        << "}\n"
+                        << "}\nkeep_trial_models: true\n"
                         << "objective: {train_config: train.yaml}\n"
                         << "folds: 3\nheartbeat_s: 0.2\ngrace_s: 1.5\n";
     return path;
@@ -273,7 +315,7 @@ TEST_F(HpoTrain, KilledTrialIsContinuedByItsRetryWithTheSameResult) {
                   tmp_.path(), ftune_binary(), cfg);
   ASSERT_EQ(std::system(start.c_str()), 0);
   // 64 training rows per fold, batch 16: 4 steps an epoch, 16 in all, a checkpoint at each
-  // epoch's end. Stop the worker (SIGSTOP: at once) when fold 2 has its first checkpoint.
+  // epoch's end (keep_trial_models: the fold's weights are compared below). Stop the worker (SIGSTOP: at once) when fold 2 has its first checkpoint.
   const fs::path fold2 = out + "/trial-0/fold-2";
   const auto t0 = std::chrono::steady_clock::now();
   while (!fs::exists(fold2 / "checkpoints" / "index.json")) {
