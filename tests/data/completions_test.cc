@@ -36,20 +36,31 @@ std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
-TEST(Completions, TrlIdsAndLabelsOnRealTokenizers) {
+// The shared Llama 3 and Gemma 3 tokenizers (FTUNE_SHARED_DIR), loaded once each by name; ""
+// from shared_tokenizers_dir when they are not there.
+std::string shared_tokenizers_dir() {
   const char* env = std::getenv("FTUNE_SHARED_DIR");
-  const std::string shared =
+  const std::string dir =
       (env ? std::string(env) : test::source_dir() + "/../shared") + "/fixtures/tokenizers";
-  if (!std::filesystem::exists(shared + "/llama3.tokenizer.json"))
+  return std::filesystem::exists(dir + "/llama3.tokenizer.json") ? dir : "";
+}
+
+const text::Tokenizer& shared_tokenizer(const std::string& name) {
+  static std::map<std::string, text::Tokenizer> loaded;
+  if (!loaded.count(name))
+    loaded.emplace(name,
+                   text::Tokenizer::from_file(shared_tokenizers_dir() + "/" + name + ".tokenizer.json"));
+  return loaded.at(name);
+}
+
+TEST(Completions, TrlIdsAndLabelsOnRealTokenizers) {
+  if (shared_tokenizers_dir().empty())
     GTEST_SKIP() << "shared tokenizer fixtures not found (FTUNE_SHARED_DIR)";
   const nlohmann::json cases =
       io::read_json_file(test::fixtures_dir() + "/causal_lm/completions.json")["cases"];
-  std::map<std::string, text::Tokenizer> toks;
   for (const auto& c : cases) {
     const std::string name = c["tokenizer"];
-    if (!toks.count(name))
-      toks.emplace(name, text::Tokenizer::from_file(shared + "/" + name + ".tokenizer.json"));
-    const text::Tokenizer& tok = toks.at(name);
+    const text::Tokenizer& tok = shared_tokenizer(name);
     const auto eos = tok.token_to_id(c["eos"].get<std::string>());
     ASSERT_TRUE(eos.has_value());
     const TokenizedCompletion t = tokenize_completion(
@@ -148,27 +159,21 @@ TEST(Completions, PromptMaskedEosAppendedAndTruncation) {
 }
 
 TEST(Completions, ChatRenderedRowsTokenizeAsTrl) {
-  const char* env = std::getenv("FTUNE_SHARED_DIR");
-  const std::string shared =
-      (env ? std::string(env) : test::source_dir() + "/../shared") + "/fixtures/tokenizers";
-  if (!std::filesystem::exists(shared + "/llama3.tokenizer.json"))
+  if (shared_tokenizers_dir().empty())
     GTEST_SKIP() << "shared tokenizer fixtures not found (FTUNE_SHARED_DIR)";
   const nlohmann::json cases =
       io::read_json_file(test::fixtures_dir() + "/chat/chat_cases.json")["cases"];
-  std::map<std::string, text::Tokenizer> toks;
   int checked = 0, parted = 0;
   for (const auto& c : cases) {
     if (c.contains("error")) continue;
     const std::string name = c["tokenizer"];
-    if (!toks.count(name))
-      toks.emplace(name, text::Tokenizer::from_file(shared + "/" + name + ".tokenizer.json"));
     // The row python -m ftune.chat writes: the prompt is the texts' common prefix.
     const std::string prompt = c["prompt_text"], full = c["full_text"];
     const size_t cut = std::mismatch(prompt.begin(), prompt.end(), full.begin(), full.end()).first -
                        prompt.begin();
     parted += cut < prompt.size() ? 1 : 0;
     const TokenizedCompletion t =
-        tokenize_completion(toks.at(name), {full.substr(0, cut), full.substr(cut), 3}, -1, 0,
+        tokenize_completion(shared_tokenizer(name), {full.substr(0, cut), full.substr(cut), 3}, -1, 0,
                             "chat.jsonl", {false, false});
     const std::string what = c["template"].get<std::string>() + " row " + c["index"].dump();
     EXPECT_EQ(t.input_ids, c["input_ids"].get<std::vector<int32_t>>()) << what;
