@@ -1,8 +1,7 @@
 // Time of the CPU's elementwise kernels at MiniLM training and scoring sizes (issue 39): AdamW
 // over all-MiniLM-L6-v2's 22.7M parameters (GB/s: p, g, m, v read, p, m, v written), GELU forward
 // over a (tokens, 1536) activation and layer norm forward (elements/s) and backward over
-// (tokens, 384). Median
-// of --reps calls after one warm-up. Also the dropout multipliers of attention's probabilities at
+// (tokens, 384). Median of --reps calls after one warm-up. Also the dropout multipliers of attention's probabilities at
 // MiniLM training's size (32 x 12 heads x 128 x 128, drawn row by row of 128 as attention draws
 // them: elements/s of the Philox stream). Prints one JSON line.
 //
