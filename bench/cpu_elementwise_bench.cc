@@ -1,7 +1,9 @@
 // Time of the CPU's elementwise kernels at MiniLM training and scoring sizes (issue 39): AdamW
 // over all-MiniLM-L6-v2's 22.7M parameters (GB/s: p, g, m, v read, p, m, v written), GELU forward
-// over a (tokens, 1536) activation and layer norm forward over (tokens, 384) (elements/s). Median
-// of --reps calls after one warm-up. Prints one JSON line.
+// over a (tokens, 1536) activation and layer norm forward (elements/s) and backward over
+// (tokens, 384). Median of --reps calls after one warm-up. Also the dropout multipliers of attention's probabilities at
+// MiniLM training's size (32 x 12 heads x 128 x 128, drawn row by row of 128 as attention draws
+// them: elements/s of the Philox stream). Prints one JSON line.
 //
 //   cpu_elementwise_bench [--threads 2] [--reps 9] [--tokens 4096]
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "ops/dropout.h"
 #include "ops/gelu.h"
 #include "ops/layer_norm.h"
 #include "optim/adamw.h"
@@ -69,6 +72,22 @@ int main(int argc, char** argv) {
                                    nullptr, w.data(), b.data(), tokens, C, 1e-12f, nullptr,
                                    nullptr);
   });
+  std::vector<float> dy(tokens * C), dx(tokens * C), dw(C), db(C);
+  for (float& e : dy) e = u(rng);
+  const double norm_backward = median_seconds(reps, [&] {
+    ftune::cpu::layer_norm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(),
+                                    mean.data(), rstd.data(), tokens, C);
+  });
+  const int64_t rows = 32 * 12 * 128, row = 128;
+  std::vector<float> mult(row);
+  const double dropout = median_seconds(reps, [&] {
+    ftune::parallel_for(rows, [&](int64_t r0, int64_t r1) {
+      thread_local std::vector<float> m(row);
+      for (int64_t r = r0; r < r1; ++r)
+        ftune::cpu::dropout_multipliers(m.data(), ftune::RngKey{7, 3, 1},
+                                        static_cast<uint64_t>(r) * 1000, row, 0.1f);
+    });
+  });
   nlohmann::json out;
   out["threads"] = threads;
   out["adamw_ms"] = adamw * 1e3;
@@ -77,6 +96,9 @@ int main(int argc, char** argv) {
   out["gelu_gelem_per_s"] = wide / gelu / 1e9;
   out["layer_norm_ms"] = norm * 1e3;
   out["layer_norm_gelem_per_s"] = tokens * C / norm / 1e9;
+  out["layer_norm_backward_ms"] = norm_backward * 1e3;
+  out["attention_dropout_ms"] = dropout * 1e3;
+  out["attention_dropout_gelem_per_s"] = rows * row / dropout / 1e9;
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

@@ -1,7 +1,7 @@
 // The CPU GEMM's libraries side by side (ops/cpu_gemm_library.h) on the products of real steps:
 // MiniLM-L6 (hidden 384) scoring one ~23-token pair and a batch of 32 such pairs, MiniLM and
 // BERT-base (hidden 768) training at 32 x 128 tokens (each linear layer's forward x @ W^T, input
-// gradient dY @ W and weight gradient dY^T @ X). Every product runs through cpu::gemm() (ftune's
+// gradient dY @ W and weight gradient dW += dY^T @ X). Every product runs through cpu::gemm() (ftune's
 // split over the compute threads), the libraries alternating call by call so that a drift in the
 // machine's load falls on both; prints the median ms and GFLOP/s of each, and each family's total.
 // The process re-executes itself with ftune's OpenBLAS settings first (core/blas_buffers.h).
@@ -98,8 +98,9 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < libs.size(); ++i) {
         cpu::set_gemm_library(libs[i]);
         const auto t0 = std::chrono::steady_clock::now();
-        cpu::gemm(p.trans_a, p.trans_b, p.M, p.N, p.K, 1.0f, a.data(), lda, b.data(), ldb, 0.0f,
-                  c.data(), p.N);
+        // The weight gradient adds into dW (beta 1), as the linear layer's backward does.
+        cpu::gemm(p.trans_a, p.trans_b, p.M, p.N, p.K, 1.0f, a.data(), lda, b.data(), ldb,
+                  p.trans_a ? 1.0f : 0.0f, c.data(), p.N);
         const std::chrono::duration<double, std::milli> dt = std::chrono::steady_clock::now() - t0;
         if (r >= 2) ms[i].push_back(dt.count());  // two warm-up calls (JIT, buffers)
       }

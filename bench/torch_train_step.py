@@ -108,6 +108,9 @@ def main():
     parser.add_argument("--autocast", choices=["none", "bf16", "fp16"], default="none",
                         help="forward and loss under torch.autocast in this type (fp32 weights)")
     parser.add_argument("--json", action="store_true", help="also print one JSON line with the results")
+    parser.add_argument("--profile", action="store_true",
+                        help="after the timed steps, one more under torch.profiler: its per-op table "
+                        "(self CPU time) on stderr, next to ftune's FTUNE_PROFILE_OPS=1")
     args = parser.parse_args()
 
     if args.threads:
@@ -168,6 +171,12 @@ def main():
         return loss.item()
 
     times, cpu_times = time_steps(step, args.warmup, args.steps)
+    if args.profile:
+        import sys
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step()
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40), file=sys.stderr)
     median = statistics.median(times)
     result = {
         "bench": "torch_train_step",

@@ -8,6 +8,7 @@
 //   train_step_bench --model minilm|bert-base|deberta-v3-base|modernbert-base|llama-100m
 //                    [--batch 32] [--seq 128] [--lora R] [--threads N] [--steps 10] [--warmup 2]
 //                    [--json]
+// FTUNE_PROFILE_OPS=1 prints step FTUNE_PROFILE_STEP's per-op table (core/op_profile.h) on stderr.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +21,7 @@
 #include "bench_models.h"
 #include "core/blas_buffers.h"
 #include "core/memory.h"
+#include "core/op_profile.h"
 #include "core/thread_pool.h"
 #include "models/param_init.h"
 #include "optim/adamw.h"
@@ -89,6 +91,8 @@ int main(int argc, char** argv) {
     for (int s = 0; s < warmup + steps; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
       const double c0 = cpu_ms();
+      // FTUNE_PROFILE_OPS=1: the per-op table of step FTUNE_PROFILE_STEP (default 3) on stderr.
+      profile::StepRecorder recorder(s + 1, warmup + steps, Device::cpu());
       const DropoutPlan dropout{true, 1234, static_cast<uint32_t>(s)};
       clf.set_batch(b);
       clf.zero_grad();
@@ -99,6 +103,7 @@ int main(int argc, char** argv) {
       adamw.step(clf.trainable_values(), clf.trainable_grads(), 2e-5f, clip_coefficient(norm, 1.0));
       const double t =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (recorder.active()) fmt::print(stderr, "{}\n", recorder.finish().table(60));
       if (s >= warmup) ms.push_back(t), cpu.push_back(cpu_ms() - c0);
     }
     std::sort(ms.begin(), ms.end());

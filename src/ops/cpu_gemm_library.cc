@@ -91,11 +91,16 @@ constexpr int kUnset = -1;
 std::atomic<int> g_library{kUnset};
 
 // A weight gradient accumulated into C (dW += dY^T @ X, beta != 0) is made apart in panels of
-// this many rows of C, each added to C after: oneDNN folds C into its running sums, so C + A @ B
-// would round differently from the sum of the two products made apart (the gradients of two
+// rows of C, each added to C after: oneDNN folds C into its running sums, so C + A @ B would
+// round differently from the sum of the two products made apart (the gradients of two
 // micro-batches accumulated in one process against the same gradients summed over ranks), as
-// OpenBLAS's C + (A @ B) does. The panel bounds the scratch (kPanelRows x N floats a thread).
+// OpenBLAS's C + (A @ B) does. Each panel is one dnnl_sgemm call, which packs all of B (X: tokens
+// x N) again, so the panels are as tall as kPanelFloats allows (a linear layer's whole block of
+// rows at the sizes of BERT-base and below): panels of 256 rows cost MiniLM's and BERT-base's
+// weight gradients about 20 % more time at 4096 tokens (bench/results/cpu_training.md). The
+// scratch is at most kPanelFloats a thread, and at least kPanelRows rows.
 constexpr int64_t kPanelRows = 256;
+constexpr int64_t kPanelFloats = int64_t{4} << 20;  // 16 MiB
 
 // oneDNN threads its GEMM with OpenMP up to omp_get_max_threads() of the calling thread; ftune's
 // pool has already split the work, so each call runs on one thread. The count is the calling
@@ -120,8 +125,9 @@ void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
   int status = 0;
   if (trans_a && beta != 0.0f) {
     thread_local std::vector<float> panel;
-    for (int64_t m0 = 0; m0 < M && status == 0; m0 += kPanelRows) {
-      const int64_t rows = std::min(kPanelRows, M - m0);
+    const int64_t panel_rows = std::max(kPanelRows, kPanelFloats / std::max<int64_t>(N, 1));
+    for (int64_t m0 = 0; m0 < M && status == 0; m0 += panel_rows) {
+      const int64_t rows = std::min(panel_rows, M - m0);
       panel.resize(static_cast<size_t>(rows * N));
       status = call(m0, rows, 0.0f, panel.data(), N);
       for (int64_t i = 0; i < rows; ++i)
