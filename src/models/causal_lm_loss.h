@@ -29,6 +29,9 @@ class CausalLmLoss {
   // The head's storage type (ops/lm_head_loss.h LmHeadLossShape::head): f32, or the compute type
   // of a frozen head stored in 16 bits. Before buffers().
   void set_head_type(DType head) { shape_.head = head; }
+  // The GEMMs' operand type (LmHeadLossShape::compute): the model's compute type (autocast: an
+  // fp32 head's blocks cast to bf16 / f16). Before buffers().
+  void set_compute(DType compute) { shape_.compute = compute; }
 
   // Its buffers; with training, the hidden states' gradient too.
   void buffers(BufferTable& t, bool training);

@@ -78,6 +78,7 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
   if (lm_)
     lm_loss_ = CausalLmLoss(options_.tokens(), spec_.info().hidden_size, spec_.info().vocab_size,
                             spec_.info().lm_softcap, options_.device);
+  if (lm_) lm_loss_.set_compute(options_.compute);
   if (!adapters_on()) return;
   if (options_.adapters.r <= 0 || !(options_.adapters.alpha > 0))
     throw InputError(fmt::format("adapter rank and alpha must be positive, got r {} alpha {}",

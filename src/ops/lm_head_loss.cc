@@ -19,6 +19,12 @@ void check_args(const char* op, const TensorView& h, const TensorView& W, const 
   if (s.head != DType::F32 && !is_16bit(s.head))
     throw ShapeError(fmt::format("{}: head type {}, expected f32, bf16 or f16", op,
                                  dtype_name(s.head)));
+  if (s.compute != DType::F32 && !is_16bit(s.compute))
+    throw ShapeError(fmt::format("{}: compute type {}, expected f32, bf16 or f16", op,
+                                 dtype_name(s.compute)));
+  if (is_16bit(s.head) && s.compute != DType::F32 && s.compute != s.head)
+    throw ShapeError(fmt::format("{}: a {} head computes in its own type, not {}", op,
+                                 dtype_name(s.head), dtype_name(s.compute)));
   check_f32(op, "h", h, Shape{s.tokens, s.hidden});
   check_float(op, "W", W, Shape{s.vocab, s.hidden});
   check_dtype(op, "W", W, s.head);
@@ -34,6 +40,10 @@ void check_args(const char* op, const TensorView& h, const TensorView& W, const 
 
 }  // namespace
 
+DType lm_head_loss_operand(const LmHeadLossShape& s) {
+  return is_16bit(s.head) ? s.head : s.compute;
+}
+
 LmHeadLossLayout lm_head_loss_layout(const LmHeadLossShape& s) {
   LmHeadLossLayout L;
   L.rows = std::min(s.token_chunk, std::max<int64_t>(s.tokens, 1));
@@ -41,10 +51,14 @@ LmHeadLossLayout lm_head_loss_layout(const LmHeadLossShape& s) {
   L.state = align4(L.rows * L.cols);
   L.count = L.state + 2 * L.rows + 2 + 2 * L.rows;  // after run_sum, total, run_max, target
   L.floats = align4(L.count + 2);
-  if (is_16bit(s.head)) {
+  if (is_16bit(lm_head_loss_operand(s))) {
     L.h16 = L.floats;
     L.g16 = L.h16 + align4((L.rows * s.hidden + 1) / 2);
     L.floats = L.g16 + align4((L.rows * L.cols + 1) / 2);
+    if (s.head == DType::F32) {
+      L.w16 = L.floats;
+      L.floats = L.w16 + align4((L.cols * s.hidden + 1) / 2);
+    }
   }
   return L;
 }

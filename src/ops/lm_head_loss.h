@@ -17,10 +17,11 @@
 // Gemma 2's final logit soft-capping (softcap s > 0, HF's final_logit_softcapping) replaces
 // each logit x by z = s tanh(x / s) before the softmax; its backward multiplies g by
 // dz/dx = 1 - (z / s)^2.
-// A head stored in 16 bits (bf16 / f16: a frozen head with the frozen base of a LoRA run,
-// SequenceClassifier::frozen_16bit) takes autocast's numerics: h rounded to the head's type for the
-// logits' GEMM and the gradient block rounded to it for dh's, fp32 accumulation and fp32 logits;
-// such a head is frozen (no dW).
+// 16-bit compute (bf16 / f16, `compute`) takes autocast's numerics: the GEMMs' operands in that
+// type (h's token chunk and the gradient block rounded to it; an fp32 head's vocabulary block cast
+// to it, block by block; a head stored in 16 bits, a frozen head with the frozen base of a LoRA
+// run, SequenceClassifier::frozen_16bit, read as it is), fp32 accumulation, fp32 logits and
+// log-sum-exp, dW (an fp32 head that trains) accumulated in fp32. A 16-bit head is frozen (no dW).
 // Every block is summed in a fixed order: results do not depend on the thread count's effect on
 // anything but the GEMMs themselves. The CUDA twin (lm_head_loss_cuda.cu) runs the same blocks
 // through cuBLASLt with small kernels for the softmax work and never waits for the host: the
@@ -39,18 +40,25 @@ struct LmHeadLossShape {
   int64_t token_chunk = 256, vocab_chunk = 4096;
   float softcap = 0;  // > 0: logits s tanh(x / s) (Gemma 2); 0: off
   DType head = DType::F32;  // W's storage type: f32, or bf16 / f16 (a frozen 16-bit head)
+  // The GEMMs' operand type: f32, or bf16 / f16 (autocast); a 16-bit head's own type when it
+  // is one (f32 here then means that type).
+  DType compute = DType::F32;
 };
+
+// The GEMMs' operand type of s: the 16-bit head's type, else s.compute.
+DType lm_head_loss_operand(const LmHeadLossShape& s);
 
 // Where things lie in the workspace (offsets and sizes in floats, each region 16-byte aligned):
 // the block of rows x cols fp32 logits first; then the per-row state of a token chunk (running
 // sums as doubles, the total loss, running maxima, target logits) and the count of tokens counted
-// (i32, with a flag for labels outside the vocabulary); with a 16-bit head, the token chunk of h
-// and the gradient block in the head's type.
+// (i32, with a flag for labels outside the vocabulary); with 16-bit operands, the token chunk of h
+// and the gradient block in that type, and for an fp32 head its vocabulary block cast to it.
 struct LmHeadLossLayout {
   int64_t rows = 0, cols = 0;  // the block: at most token_chunk x vocab_chunk
   int64_t state = 0;           // run_sum (rows doubles), total (1 double), run_max, target (rows)
   int64_t count = 0;           // i32 count, then the i32 flag
-  int64_t h16 = 0, g16 = 0;    // 16-bit head only (else 0)
+  int64_t h16 = 0, g16 = 0;    // 16-bit operands only (else 0)
+  int64_t w16 = 0;             // 16-bit operands with an fp32 head only (else 0)
   int64_t floats = 0;          // the workspace's size
 };
 LmHeadLossLayout lm_head_loss_layout(const LmHeadLossShape& s);

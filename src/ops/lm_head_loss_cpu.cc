@@ -1,7 +1,8 @@
 // The chunked causal-LM loss on the CPU (ops/lm_head_loss.h): blocks of logits by cpu::gemm,
-// the per-token softmax work threaded over the block's rows. A 16-bit head is the CPU's emulation
-// of 16-bit storage (ops/cast.h): its vocabulary block staged to fp32, the token chunk of h and
-// the gradient block rounded to the head's type, fp32 compute.
+// the per-token softmax work threaded over the block's rows. 16-bit operands are the CPU's
+// emulation of 16-bit storage (ops/cast.h): a 16-bit head's vocabulary block staged to fp32 (an
+// fp32 head's rounded to the operand type), the token chunk of h and the gradient block rounded
+// to it, fp32 compute.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -43,21 +44,29 @@ float round_to(DType t, float x) {
   return x;
 }
 
-// h[t0 : t0 + rows] as the GEMM reads it: itself, or rounded to a 16-bit head's type (staging
-// slot 0).
-const float* hidden_rows(const float* h, int64_t t0, int64_t rows, const LmHeadLossShape& s) {
-  const float* x = h + t0 * s.hidden;
-  if (s.head == DType::F32) return x;
-  float* out = staging(0, rows * s.hidden);
-  parallel_for(rows * s.hidden, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) out[i] = round_to(s.head, x[i]);
+// n values of x rounded to the operand type t in staging slot `slot`.
+const float* rounded(const float* x, int64_t n, DType t, int slot) {
+  float* out = staging(slot, n);
+  parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) out[i] = round_to(t, x[i]);
   });
   return out;
 }
 
-// W[v0 : v0 + cols] in fp32: itself, or a 16-bit head's rows widened (staging slot 1).
+// h[t0 : t0 + rows] as the GEMMs read it: itself, or rounded to 16-bit operands (slot 0).
+const float* hidden_rows(const float* h, int64_t t0, int64_t rows, const LmHeadLossShape& s) {
+  const float* x = h + t0 * s.hidden;
+  const DType op = lm_head_loss_operand(s);
+  return op == DType::F32 ? x : rounded(x, rows * s.hidden, op, 0);
+}
+
+// W[v0 : v0 + cols] in fp32 as the GEMMs read it: itself, a 16-bit head's rows widened, or an
+// fp32 head's rounded to 16-bit operands (slot 1).
 const float* head_rows(const void* W, int64_t v0, int64_t cols, const LmHeadLossShape& s) {
   const char* w = static_cast<const char*>(W) + v0 * s.hidden * static_cast<int64_t>(dtype_size(s.head));
+  const DType op = lm_head_loss_operand(s);
+  if (s.head == DType::F32 && op != DType::F32)
+    return rounded(reinterpret_cast<const float*>(w), cols * s.hidden, op, 1);
   int64_t ld = 0;
   return stage_f32(w, s.head, cols, s.hidden, s.hidden, 1, &ld);
 }
@@ -131,6 +140,7 @@ void lm_head_loss_backward(float* dh, float* dW, const float* lse, const float* 
   const int64_t T = s.tokens, H = s.hidden, V = s.vocab;
   const int64_t n = counted(labels, T, V);
   keep_count(workspace, s, n);
+  const DType op = lm_head_loss_operand(s);
   const double N = normalizer > 0 ? normalizer : static_cast<double>(n);
   if (n == 0) return;  // nothing counted: no gradient
   const float scale = static_cast<float>(dloss / N);
@@ -156,15 +166,14 @@ void lm_head_loss_backward(float* dh, float* dW, const float* lse, const float* 
             const float z = g[c];
             float gz = std::exp(z - l) * scale;
             if (y == v0 + c) gz -= scale;
-            g[c] = round_to(s.head, cap > 0 ? gz * (1.0f - (z / cap) * (z / cap)) : gz);
+            g[c] = round_to(op, cap > 0 ? gz * (1.0f - (z / cap) * (z / cap)) : gz);
           }
         }
       });
       // dh[t0 : t0 + rows] += g @ W[v0 : v0 + cols];  dW[v0 : v0 + cols] += g^T @ h[t0 : ...]
       gemm(false, false, rows, H, cols, 1.0f, workspace, cols, Wc, H, 1.0f, dh + t0 * H, H);
       if (dW)
-        gemm(true, false, cols, H, rows, 1.0f, workspace, cols, h + t0 * H, H, 1.0f, dW + v0 * H,
-             H);
+        gemm(true, false, cols, H, rows, 1.0f, workspace, cols, hc, H, 1.0f, dW + v0 * H, H);
     }
   }
 }

@@ -1,6 +1,7 @@
 // The chunked causal-LM loss on CUDA (ops/lm_head_loss.h); mirrors ops/lm_head_loss_cpu.cc block
-// for block. Each block of logits is one cuBLASLt GEMM (cuda/gemm.h: fp32, or the 16-bit head's
-// type with h's token chunk cast to it, fp32 accumulation and fp32 logits) into the workspace;
+// for block. Each block of logits is one cuBLASLt GEMM (cuda/gemm.h: fp32, or 16-bit operands with
+// h's token chunk and an fp32 head's vocabulary block cast to them, fp32 accumulation and fp32
+// logits) into the workspace;
 // small kernels do the rest, and nothing waits for the host, so a training step with this loss
 // can be captured into a CUDA graph:
 //   count    one block: the tokens counted (labels >= 0) and a flag for labels outside the
@@ -17,10 +18,11 @@
 //            the vocabulary, where the CPU stops with an error: the GPU cannot without a sync);
 //   grad     backward, one thread block per token: the block again, turned in place into
 //            g = (softmax - onehot) * dloss / N (times the soft-cap's derivative; 0 on rows not
-//            counted), written in fp32, or in the 16-bit head's type into its own buffer for
-//            dh's GEMM; then dh += g W_block and, when the head trains, dW_block += g^T h.
+//            counted), written in fp32, or in the 16-bit operand type into its own buffer; then
+//            dh += g W_block and, when the head trains, dW_block += g^T h (fp32 accumulation).
 // Memory: the workspace alone (lm_head_loss_layout): one block of logits, the per-token state of
-// one chunk and, for a 16-bit head, the chunk of h and the gradient block in 16 bits.
+// one chunk and, with 16-bit operands, the chunk of h, the gradient block and (an fp32 head) the
+// vocabulary block in 16 bits.
 #include <algorithm>
 #include <cmath>
 
@@ -156,32 +158,41 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-const void* head_rows(const void* W, int64_t v0, const LmHeadLossShape& s) {
-  return static_cast<const char*>(W) + v0 * s.hidden * static_cast<int64_t>(dtype_size(s.head));
+// W[v0 : v0 + cols] in the GEMMs' operand type: the head's own rows, or an fp32 head's cast into
+// the workspace (16-bit operands).
+const void* head_rows(const void* W, int64_t v0, int64_t cols, const LmHeadLossShape& s,
+                      float* workspace, const LmHeadLossLayout& L) {
+  const void* w = static_cast<const char*>(W) + v0 * s.hidden * static_cast<int64_t>(dtype_size(s.head));
+  const DType op = lm_head_loss_operand(s);
+  if (op == s.head) return w;
+  cast(workspace + L.w16, op, w, s.head, cols * s.hidden);
+  return workspace + L.w16;
 }
 
-// h[t0 : t0 + rows] in the GEMM's operand type: itself (f32), or cast into the workspace.
+// h[t0 : t0 + rows] in the GEMMs' operand type: itself (f32), or cast into the workspace.
 const void* hidden_rows(const float* h, int64_t t0, int64_t rows, const LmHeadLossShape& s,
                         float* workspace, const LmHeadLossLayout& L) {
   const float* x = h + t0 * s.hidden;
-  if (s.head == DType::F32) return x;
-  cast(workspace + L.h16, s.head, x, DType::F32, rows * s.hidden);
+  const DType op = lm_head_loss_operand(s);
+  if (op == DType::F32) return x;
+  cast(workspace + L.h16, op, x, DType::F32, rows * s.hidden);
   return workspace + L.h16;
 }
 
-// workspace (rows, cols) = hc (rows, H) @ W[v0 : v0 + cols]^T, fp32 out.
-void logits_block(float* workspace, const void* hc, const void* W, int64_t rows, int64_t v0,
-                  int64_t cols, const LmHeadLossShape& s) {
+// workspace (rows, cols) = hc (rows, H) @ Wc (cols, H)^T, fp32 out.
+void logits_block(float* workspace, const void* hc, const void* Wc, int64_t rows, int64_t cols,
+                  const LmHeadLossShape& s) {
+  const DType op = lm_head_loss_operand(s);
   GemmArgs g;
   g.trans_b = true;
   g.M = rows;
   g.N = cols;
   g.K = s.hidden;
   g.A = hc;
-  g.a_type = s.head;
+  g.a_type = op;
   g.lda = s.hidden;
-  g.B = head_rows(W, v0, s);
-  g.b_type = s.head;
+  g.B = Wc;
+  g.b_type = op;
   g.ldb = s.hidden;
   g.C = workspace;
   g.c_type = DType::F32;
@@ -214,7 +225,7 @@ void lm_head_loss_forward(float* loss, float* lse, const float* h, const void* W
     const void* hc = hidden_rows(h, t0, rows, s, workspace, L);
     for (int64_t v0 = 0; v0 < V; v0 += s.vocab_chunk) {
       const int64_t cols = std::min(s.vocab_chunk, V - v0);
-      logits_block(workspace, hc, W, rows, v0, cols, s);
+      logits_block(workspace, hc, head_rows(W, v0, cols, s, workspace, L), rows, cols, s);
       forward_rows_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
           workspace, cols, v0, labels + t0, s.softcap, v0 == 0, st);
       FTUNE_CUDA_CHECK_LAUNCH();
@@ -233,16 +244,18 @@ void lm_head_loss_backward(float* dh, float* dW, const float* lse, const float* 
   const int64_t T = s.tokens, H = s.hidden, V = s.vocab;
   const cudaStream_t stream = compute_stream();
   count_tokens(labels, s, st);  // the forward's count, again: the backward needs no forward state
-  // The gradient block: in place (fp32 head) or the 16-bit buffer dh's GEMM reads with W.
-  void* g = s.head == DType::F32 ? static_cast<void*>(workspace)
-                                 : static_cast<void*>(workspace + L.g16);
+  // The gradient block: in place (fp32 operands) or the 16-bit buffer the GEMMs read.
+  const DType op = lm_head_loss_operand(s);
+  void* g = op == DType::F32 ? static_cast<void*>(workspace)
+                             : static_cast<void*>(workspace + L.g16);
   for (int64_t t0 = 0; t0 < T; t0 += s.token_chunk) {
     const int64_t rows = std::min(s.token_chunk, T - t0);
     const void* hc = hidden_rows(h, t0, rows, s, workspace, L);
     for (int64_t v0 = 0; v0 < V; v0 += s.vocab_chunk) {
       const int64_t cols = std::min(s.vocab_chunk, V - v0);
-      logits_block(workspace, hc, W, rows, v0, cols, s);
-      with_float_type(s.head, g, [&](auto* typed) {
+      const void* Wc = head_rows(W, v0, cols, s, workspace, L);
+      logits_block(workspace, hc, Wc, rows, cols, s);
+      with_float_type(op, g, [&](auto* typed) {
         grad_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(
             workspace, typed, cols, v0, labels + t0, lse + t0, s.softcap, dloss, dloss_at,
             normalizer, st);
@@ -254,10 +267,10 @@ void lm_head_loss_backward(float* dh, float* dW, const float* lse, const float* 
       dx.N = H;
       dx.K = cols;
       dx.A = g;
-      dx.a_type = s.head;
+      dx.a_type = op;
       dx.lda = cols;
-      dx.B = head_rows(W, v0, s);
-      dx.b_type = s.head;
+      dx.B = Wc;
+      dx.b_type = op;
       dx.ldb = H;
       dx.beta = 1.0f;
       dx.C = dh + t0 * H;
@@ -266,7 +279,22 @@ void lm_head_loss_backward(float* dh, float* dW, const float* lse, const float* 
       gemm(dx);
       if (!dW) continue;
       // dW[v0 : v0 + cols] += g^T (cols, rows) @ h[t0 : t0 + rows] (rows, H); an fp32 head
-      gemm(true, false, cols, H, rows, 1.0f, workspace, cols, h + t0 * H, H, 1.0f, dW + v0 * H, H);
+      GemmArgs dw;
+      dw.trans_a = true;
+      dw.M = cols;
+      dw.N = H;
+      dw.K = rows;
+      dw.A = g;
+      dw.a_type = op;
+      dw.lda = cols;
+      dw.B = hc;
+      dw.b_type = op;
+      dw.ldb = H;
+      dw.beta = 1.0f;
+      dw.C = dW + v0 * H;
+      dw.c_type = DType::F32;
+      dw.ldc = H;
+      gemm(dw);
     }
   }
 }

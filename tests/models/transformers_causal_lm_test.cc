@@ -297,6 +297,22 @@ TEST_P(CausalLmParity, LoraInBf16KeepsTheFrozenHeadIn16Bits) {
         << s.name;
 }
 
+// Full fine-tuning in bf16 (autocast: the trained fp32 head's blocks cast to bf16 for the loss's
+// GEMMs, its gradient accumulated in fp32): the loss and every gradient, the head's included, follow
+// transformers' fp32 ones within bf16's tolerance.
+TEST_P(CausalLmParity, FullFineTuningInBf16FollowsFp32) {
+  const LmCase c = load_case(GetParam());
+  LmRun r = build(c, false, false, DType::BF16);
+  r.model->forward(DropoutPlan{true});
+  const float loss = to_vector(r.model->loss({}))[0];
+  const float want = to_vector(c.tensor("loss").view())[0];
+  EXPECT_NEAR(loss, want, 2e-2 * std::fabs(want));
+  r.model->backward(DropoutPlan{true});
+  for (const ParamSpec& s : r.model->trainable_params().specs())
+    EXPECT_LT(max_rel_error(r.model->grad(s.name), c.tensor("grad." + s.name).view()), 8e-2)
+        << s.name;
+}
+
 // Validation loss per token over several batches is the token-weighted mean (transformers' loss of
 // the whole batch), perplexity its exp.
 TEST_P(CausalLmParity, EvaluationLossAndPerplexityPerToken) {
