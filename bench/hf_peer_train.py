@@ -9,7 +9,9 @@ runs eagerly, as HF has no SDPA path for it), fused AdamW, torch.compile, DataLo
 pinned memory + prefetch, group_by_length and dynamic padding (DataCollatorWithPadding). With --lora-r, PEFT LoRA
 (task SEQ_CLS: the head trained whole) on --lora-targets, the frozen base loaded in --base-dtype
 (bf16, as LoRA users load a decoder) and --gradient-checkpointing (non-reentrant), as decoder
-fine-tuning scripts run.
+fine-tuning scripts run. With --causal-lm, a causal LM (AutoModelForCausalLM) on prompt ->
+completion rows (--fields prompt,completion), the completion learned (bench/hf_peer_causal_lm.py:
+the recipe of ftune's model.task causal_lm), LoRA's task CAUSAL_LM (lm_head frozen).
 
   python3 bench/hf_peer_train.py --model .cache/models/all-MiniLM-L6-v2 [--max-steps N] ...
   python3 bench/hf_peer_train.py --random bert-base ...             # random init, offline
@@ -174,10 +176,12 @@ def load_model(path, num_labels, attn, dtype=None):
 
 def add_lora(model, a):
     """PEFT LoRA on --lora-targets; the score / classifier head trained whole (task SEQ_CLS
-    puts it in modules_to_save), the adapters in fp32 (PEFT's autocast_adapter_dtype)."""
+    puts it in modules_to_save; a causal LM's task CAUSAL_LM leaves lm_head frozen), the adapters
+    in fp32 (PEFT's autocast_adapter_dtype)."""
     from peft import LoraConfig, TaskType, get_peft_model
     targets = a.lora_targets if a.lora_targets == "all-linear" else a.lora_targets.split(",")
-    config = LoraConfig(task_type=TaskType.SEQ_CLS, r=a.lora_r, lora_alpha=a.lora_alpha,
+    task = TaskType.CAUSAL_LM if a.causal_lm else TaskType.SEQ_CLS
+    config = LoraConfig(task_type=task, r=a.lora_r, lora_alpha=a.lora_alpha,
                         lora_dropout=a.lora_dropout, target_modules=targets)
     return get_peft_model(model, config)
 
@@ -237,7 +241,10 @@ def main():
     ap.add_argument("--train", default=os.path.join(DATA, "train.jsonl"))
     ap.add_argument("--validation", default=os.path.join(DATA, "validation.jsonl"))
     ap.add_argument("--eval-limit", type=int, default=0, help="evaluate the first N rows (0: all)")
-    ap.add_argument("--fields", default="text,text_pair,label", help="text,text_pair,label keys")
+    ap.add_argument("--fields", default=None,
+                    help="text,text_pair,label keys (--causal-lm: prompt,completion)")
+    ap.add_argument("--causal-lm", action="store_true",
+                    help="a causal LM on prompt -> completion rows (bench/hf_peer_causal_lm.py)")
     ap.add_argument("--max-length", type=int, default=96)
     ap.add_argument("--batch", type=int, default=32, help="per-device micro-batch")
     ap.add_argument("--grad-accum", type=int, default=1)
@@ -311,20 +318,36 @@ def main():
             fp16 = True
     precision = "bf16" if bf16 else "fp16" if fp16 else "fp32"
 
-    fields = a.fields.split(",")
-    if len(fields) != 3:
-        ap.error("--fields: expected text,text_pair,label (text_pair may be empty)")
-    train_rows = read_jsonl(a.train, fields)
-    ids, num_labels = label_ids(train_rows)
-    val_rows = read_jsonl(a.validation, fields) if a.validation else []
-    if a.eval_limit > 0:
-        val_rows = val_rows[:a.eval_limit]
+    if a.causal_lm and (a.random or not a.model):
+        ap.error("--causal-lm needs --model (an HF causal LM directory)")
+    fields = (a.fields or ("prompt,completion" if a.causal_lm else "text,text_pair,label")).split(",")
+    if len(fields) != (2 if a.causal_lm else 3):
+        ap.error("--fields: expected prompt,completion" if a.causal_lm else
+                 "--fields: expected text,text_pair,label (text_pair may be empty)")
     tok_dir = a.tokenizer if a.random else a.model
     tokenizer = AutoTokenizer.from_pretrained(tok_dir)
-    train_set = tokenize(tokenizer, train_rows, ids, a.max_length)
-    val_set = tokenize(tokenizer, val_rows, ids, a.max_length) if val_rows else None
+    if a.causal_lm:
+        import hf_peer_causal_lm as clm
+        eos = clm.eos_token_id(a.model, tokenizer)
+        train_set = clm.tokenize_completions(tokenizer, clm.read_completions(a.train, fields),
+                                             a.max_length, eos)
+        val_rows = clm.read_completions(a.validation, fields) if a.validation else []
+        val_set = (clm.tokenize_completions(tokenizer, val_rows[:a.eval_limit or None],
+                                            a.max_length, eos) if val_rows else None)
+        num_labels = 0
+    else:
+        train_rows = read_jsonl(a.train, fields)
+        ids, num_labels = label_ids(train_rows)
+        val_rows = read_jsonl(a.validation, fields) if a.validation else []
+        if a.eval_limit > 0:
+            val_rows = val_rows[:a.eval_limit]
+        train_set = tokenize(tokenizer, train_rows, ids, a.max_length)
+        val_set = tokenize(tokenizer, val_rows, ids, a.max_length) if val_rows else None
 
-    if a.random:
+    if a.causal_lm:
+        model = clm.load_causal_lm(a.model, a.attn,
+                                   torch.bfloat16 if a.base_dtype == "bf16" else None)
+    elif a.random:
         model = random_model(a.random, num_labels, a.seed, "sdpa" if a.attn == "auto" else a.attn,
                              a.tokenizer)
     else:
@@ -332,6 +355,8 @@ def main():
                            torch.bfloat16 if a.base_dtype == "bf16" else None)
     if model.config.pad_token_id is None:  # decoders: batches of several rows need a pad id
         model.config.pad_token_id = tokenizer.pad_token_id
+    if a.causal_lm and tokenizer.pad_token_id is None:
+        tokenizer.pad_token_id = model.config.pad_token_id
     attn_used = getattr(model.config, "_attn_implementation", a.attn)
     cfg = model.config
     flops_known = cfg.model_type in BERT_TYPES
@@ -381,7 +406,10 @@ def main():
               file=sys.stderr)
     args = TrainingArguments(**supported(TrainingArguments, **kwargs))
 
-    if a.dynamic_padding:
+    if a.causal_lm:
+        collator = clm.CompletionCollator(tokenizer.pad_token_id,
+                                          None if a.dynamic_padding else a.max_length)
+    elif a.dynamic_padding:
         collator = DataCollatorWithPadding(tokenizer)
     else:
         collator = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=a.max_length)
@@ -432,7 +460,8 @@ def main():
 
     trainer = CountingTrainer(model=model, args=args, train_dataset=train_set,
                               eval_dataset=val_set, data_collator=collator,
-                              compute_metrics=accuracy, callbacks=[Timing()])
+                              compute_metrics=None if a.causal_lm else accuracy,
+                              callbacks=[Timing()])
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     out = trainer.train()
@@ -466,7 +495,8 @@ def main():
             os.path.normpath(a.model))),
         "device": "cuda" if cuda else "cpu", "gpu": device_name, "precision": precision,
         "tf32": tf32, "attn": attn_used, "optim": a.optim, "compile": compile_,
-        "model_type": cfg.model_type, "lora_r": a.lora_r, "base_dtype": a.base_dtype,
+        "model_type": cfg.model_type, "task": "causal_lm" if a.causal_lm else "classification",
+        "lora_r": a.lora_r, "base_dtype": a.base_dtype,
         "gradient_checkpointing": a.gradient_checkpointing, "trainable_params": trainable,
         "what_ran": evidence,
         "dataloader_workers": workers, "pin_memory": a.pin_memory and cuda,

@@ -100,7 +100,7 @@ PY
   cp -r tests/fixtures "$tree/share/tests/"
   cp -r examples "$tree/share/"
   cp src/train/gpu_peak_flops.json "$tree/share/src/train/"
-  cp bench/gpu_vs_hf.py bench/hf_peer_train.py "$tree/share/bench/"
+  cp bench/gpu_vs_hf.py bench/hf_peer_train.py bench/hf_peer_causal_lm.py "$tree/share/bench/"
   cp tools/gpu_kit/*.py "$tree/share/tools/gpu_kit/"
   cp tools/check_hf_load.py "$tree/share/tools/"
   local data="$ROOT/.cache/data/wordnet-3k"  # as tools/run_main.sh makes it

@@ -17,13 +17,17 @@ void CausalLmLoss::buffers(BufferTable& t, bool training) {
   if (training) t.add("gradact/lm_loss/dhidden", DType::F32, {shape_.tokens, shape_.hidden}, &dhidden_);
 }
 
-int64_t CausalLmLoss::forward(TensorView loss, TensorView hidden, TensorView W, TensorView labels,
-                              double normalizer) {
+void CausalLmLoss::forward(TensorView loss, TensorView hidden, TensorView W, TensorView labels,
+                           double normalizer) {
   const int64_t N = hidden.numel() / shape_.hidden;
   const TensorView h = hidden.reshape({N, shape_.hidden});
-  counted_ = lm_head_loss_forward(loss, lse_.prefix({N}), h, W, labels.prefix({N}), normalizer,
-                                  shape_at(N), workspace_);
-  return counted_;
+  lm_head_loss_forward(loss, lse_.prefix({N}), h, W, labels.prefix({N}), normalizer, shape_at(N),
+                       workspace_);
+  last_tokens_ = N;
+}
+
+int64_t CausalLmLoss::counted() const {
+  return last_tokens_ > 0 ? lm_head_loss_counted(workspace_, shape_at(last_tokens_)) : 0;
 }
 
 TensorView CausalLmLoss::backward(TensorView hidden, TensorView W, TensorView dW, TensorView labels,

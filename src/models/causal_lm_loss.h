@@ -21,26 +21,36 @@ namespace ftune {
 class CausalLmLoss {
  public:
   CausalLmLoss() = default;
-  CausalLmLoss(int64_t max_tokens, int64_t hidden, int64_t vocab, float softcap)
-      : shape_{max_tokens, hidden, vocab, 256, 4096, softcap} {}
+  // The block of logits: 256 x 4096 on the CPU (4 MiB); on a GPU 1024 x 8192 (32 MiB), so that
+  // each block's GEMM fills the device and a step launches few of them.
+  CausalLmLoss(int64_t max_tokens, int64_t hidden, int64_t vocab, float softcap, Device device)
+      : shape_{max_tokens, hidden,  vocab, device.is_cpu() ? 256 : 1024,
+               device.is_cpu() ? 4096 : 8192, softcap} {}
+  // The head's storage type (ops/lm_head_loss.h LmHeadLossShape::head): f32, or the compute type
+  // of a frozen head stored in 16 bits. Before buffers().
+  void set_head_type(DType head) { shape_.head = head; }
+  // The GEMMs' operand type (LmHeadLossShape::compute): the model's compute type (autocast: an
+  // fp32 head's blocks cast to bf16 / f16). Before buffers().
+  void set_compute(DType compute) { shape_.compute = compute; }
 
   // Its buffers; with training, the hidden states' gradient too.
   void buffers(BufferTable& t, bool training);
-  // loss (1) of hidden (N, C) through W (V, C) against labels (N); returns the tokens counted.
-  int64_t forward(TensorView loss, TensorView hidden, TensorView W, TensorView labels,
+  // loss (1) of hidden (N, C) through W (V, C) against labels (N).
+  void forward(TensorView loss, TensorView hidden, TensorView W, TensorView labels,
                   double normalizer);
   // The gradient of dloss x loss (x *dloss_at when given) with respect to hidden (returned, N x
   // C, overwritten) and, when dW is defined (a trained head), W (+=).
   TensorView backward(TensorView hidden, TensorView W, TensorView dW, TensorView labels,
                       double normalizer, float dloss, const float* dloss_at);
-  int64_t counted() const { return counted_; }  // of the last forward
+  // The tokens the last forward counted (read from the device on a GPU: waits for it).
+  int64_t counted() const;
 
  private:
   LmHeadLossShape shape_at(int64_t tokens) const;
 
   LmHeadLossShape shape_;  // tokens: the most planned
   TensorView lse_, workspace_, dhidden_;
-  int64_t counted_ = 0;
+  int64_t last_tokens_ = 0;  // of the last forward
 };
 
 }  // namespace ftune

@@ -77,7 +77,8 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
   lm_ = spec_.info().causal_lm;
   if (lm_)
     lm_loss_ = CausalLmLoss(options_.tokens(), spec_.info().hidden_size, spec_.info().vocab_size,
-                            spec_.info().lm_softcap);
+                            spec_.info().lm_softcap, options_.device);
+  if (lm_) lm_loss_.set_compute(options_.compute);
   if (!adapters_on()) return;
   if (options_.adapters.r <= 0 || !(options_.adapters.alpha > 0))
     throw InputError(fmt::format("adapter rank and alpha must be positive, got r {} alpha {}",
@@ -109,10 +110,30 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
       if (p.offset >= first && p.offset < first + count && p.shape.rank() == 1)
         layer_vectors_.add(p.name, p.shape);
     }
+    // A causal LM's untied head (lm_head.weight, the last base parameter; frozen with adapters,
+    // as PEFT's CAUSAL_LM leaves it) is stored in 16 bits too, in its own buffer: 2 GiB less for
+    // Llama-3.1-8B's 128k x 4096. (Tied, it is the embedding table above.)
+    const ParamSpec* head_spec = lm_ ? params_.find(spec_.info().lm_head) : nullptr;
+    if (head_spec && head_spec->offset >= first + count) {
+      FTUNE_ASSERT(head_spec->offset + head_spec->shape.numel() == params_.total(),
+                   "the untied LM head {} is not the last base parameter", head_spec->name);
+      head16_.add(head_spec->name, head_spec->shape);
+    }
   }
+  if (lm_) lm_loss_.set_head_type(frozen16_ && param_is_16bit(spec_.info().lm_head)
+                                      ? options_.compute
+                                      : DType::F32);
   for (const ParamSpec& p : params_.specs())
     if (p.offset >= trainable_offset_) trainable_.add(p.name, p.shape);
   for (const ParamSpec& p : adapter_params_.specs()) trainable_.add(p.name, p.shape);
+}
+
+bool SequenceClassifier::param_is_16bit(const std::string& name) const {
+  if (!frozen16_) return false;
+  const ParamSpec* p = params_.find(name);
+  const auto [first, count] = gemm_range_;
+  return p && (embed_tables_.find(name) || head16_.find(name) ||
+               (p->offset >= first && p->offset < first + count && p->shape.rank() == 2));
 }
 
 TensorView SequenceClassifier::param(const std::string& name) const {
@@ -129,6 +150,7 @@ std::vector<TensorView> SequenceClassifier::weight_storage() const {
     out.push_back(vector_values_);
     if (embed_values_.defined()) out.push_back(embed_values_);
     if (embed16_values_.defined()) out.push_back(embed16_values_);
+    if (head16_values_.defined()) out.push_back(head16_values_);
   }
   return out;
 }
@@ -152,7 +174,10 @@ void SequenceClassifier::buffers(BufferTable& t) const {
   if (frozen16_) {
     // "param/values": the head and the adapters after the layers; the layers' GEMM weights are
     // "param/layers16" alone.
-    t.add("param/values", DType::F32, {P - first - count + A}, &self->all_values_);
+    t.add("param/values", DType::F32, {P - first - count - head16_.total() + A},
+          &self->all_values_);
+    if (head16_.total() > 0)
+      t.add("param/head16", options_.compute, {head16_.total()}, &self->head16_values_);
     if (embed_rest_.total() > 0)
       t.add("param/embeddings", DType::F32, {embed_rest_.total()}, &self->embed_values_);
     if (embed_tables_.total() > 0)
@@ -204,21 +229,24 @@ void SequenceClassifier::bind(const Arena& arena) {
   t.bind(arena);
   BoundParams p;
   if (frozen16_) {
-    const int64_t tail = gemm_range_.first + gemm_range_.second;
+    const int64_t tail = gemm_range_.first + gemm_range_.second, head16 = head16_.total();
     values_ = TensorView();
     layers16_views_ = ParamViews{&params_, shadow_, gemm_range_.first};
     vector_views_ = ParamViews{&layer_vectors_, vector_values_, 0, &layers16_views_};
     embed16_views_ = ParamViews{&embed_tables_, embed16_values_, 0, &vector_views_};
     embed_views_ = ParamViews{&embed_rest_, embed_values_, 0, &embed16_views_};
-    tail_views_ = ParamViews{&params_, all_values_.flat_range(0, params_.total() - tail), tail,
-                             &embed_views_};
+    head16_views_ = ParamViews{&head16_, head16_values_, 0, &embed_views_};
+    // The fp32 tail ends before an untied 16-bit head (the last base parameter).
+    tail_views_ = ParamViews{&params_, all_values_.flat_range(0, params_.total() - tail - head16),
+                             tail, &head16_views_};
     p.values = tail_views_;
   } else {
     values_ = all_values_.flat_range(0, params_.total());
     p.values = ParamViews{&params_, values_, 0};
   }
   if (adapters_on()) {
-    const int64_t start = frozen16_ ? gemm_range_.first + gemm_range_.second : 0;
+    const int64_t start =
+        frozen16_ ? gemm_range_.first + gemm_range_.second + head16_.total() : 0;
     trainable_values_ = all_values_.flat_range(trainable_offset_ - start, trainable_.total());
     adapters_ = bind_adapters(sites_, options_.adapters, trainable_, trainable_values_, &p.values);
     bind_adapter_caches(sites_, arena, adapters_);

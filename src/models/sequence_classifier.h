@@ -34,7 +34,8 @@
 // layers' GEMM weights (the rank-2 parameters of gemm_weight_range) are stored once, in the
 // compute type ("param/layers16", what the GEMMs read), with no fp32 copy, and so are the
 // embedding tables before the layers (the family's ModuleKind::Embedding modules: token, position
-// and token-type tables, "param/embeddings16", read by the embedding lookup, ops/embedding.h); the
+// and token-type tables, "param/embeddings16", read by the embedding lookup, ops/embedding.h) and
+// a causal LM's untied head ("param/head16", read by the fused loss, ops/lm_head_loss.h); the
 // other parameters stay fp32 in three buffers (the embeddings' LayerNorm before the layers, the
 // layers' biases and norms, the head and adapters after them). param(name) views each where it
 // lives (a 16-bit view for those GEMM weights: loaders and savers convert, core/memory.h
@@ -131,6 +132,9 @@ class SequenceClassifier {
   std::vector<TensorView> weight_storage() const;
   // The frozen layers' GEMM weights are stored only in the compute type (see above).
   bool frozen_16bit() const { return frozen16_; }
+  // Whether base parameter `name` is stored in the compute type (frozen_16bit(): the layers' GEMM
+  // weights, the embedding tables, a causal LM's untied head).
+  bool param_is_16bit(const std::string& name) const;
   // Gradients of every base parameter: full fine-tuning only (undefined with adapters or for
   // inference); use trainable_grads().
   TensorView param_grads() const { return adapters_on() ? TensorView() : grads_; }
@@ -233,9 +237,11 @@ class SequenceClassifier {
   // parameters, table layer_vectors_), and the chain of views over them and the 16-bit GEMM
   // weights.
   bool frozen16_ = false;
-  ParamTable layer_vectors_, embed_tables_, embed_rest_;
-  TensorView embed_values_, embed16_values_, vector_values_;
-  ParamViews tail_views_, embed_views_, embed16_views_, vector_views_, layers16_views_;
+  // A causal LM's untied frozen head in 16 bits ("param/head16", table head16_; empty otherwise).
+  ParamTable layer_vectors_, embed_tables_, embed_rest_, head16_;
+  TensorView embed_values_, embed16_values_, vector_values_, head16_values_;
+  ParamViews tail_views_, head16_views_, embed_views_, embed16_views_, vector_views_,
+      layers16_views_;
   bool frozen_cache_valid_ = false;
   TensorView shadow_;  // mixed precision: the GEMM weights in the compute type
   bool shadow_valid_ = false;

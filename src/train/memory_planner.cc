@@ -28,7 +28,8 @@ const std::vector<CategoryInfo>& category_list() {
   static const std::vector<CategoryInfo> list = {
       {"parameters",
        "fp32 weights (base model, adapters, head); with LoRA and bf16 / f16 "
-       "compute the frozen layers' GEMM weights in that type alone"},
+       "compute the frozen layers' GEMM weights, embedding tables and a causal LM's head in "
+       "that type alone"},
       {"master weights", "none: in fp32 the parameters are the master copy"},
       {"weight shadow",
        "mixed precision: bf16 / f16 copy of the encoder layers' weights for the "
@@ -41,7 +42,7 @@ const std::vector<CategoryInfo>& category_list() {
        "GEMM inputs and outputs in bf16 / f16, residual stream and LayerNorms in fp32"},
       {"attention", attention_memory_note(false)},
       {"activation gradients", "reused across layers"},
-      {"workspace", "attention and layer-norm scratch, LoRA dropout"},
+      {"workspace", "attention and layer-norm scratch, LoRA dropout, a causal LM's block of logits"},
       {"GEMM workspace", "none on the CPU"},
       {"input staging",
        "token ids, types, positions, mask, labels, float targets of score tasks; two staged "

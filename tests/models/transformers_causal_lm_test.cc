@@ -67,9 +67,10 @@ struct LmRun {
   Arena arena;
 };
 
-LmRun build(const LmCase& c, bool lora, bool packed = false) {
+LmRun build(const LmCase& c, bool lora, bool packed = false, DType compute = DType::F32) {
   LmRun r;
   ClassifierOptions o;
+  o.compute = compute;
   o.max_batch = c.batch.size;
   o.max_seq = c.batch.seq_len;
   o.packed = packed;
@@ -269,6 +270,47 @@ TEST_P(CausalLmParity, LoraGradientsAndThreeAdamWSteps) {
     merge_adapters(*r.model);
     save_model(*r.model, dir + "/merged");
   }
+}
+
+// LoRA in bf16 (the frozen base stored in 16 bits, the CPU's emulation of a GPU run): the frozen
+// head is stored in bf16 too, tied (the embedding table) or untied (a buffer of its own instead of
+// an fp32 copy), and the loss and the adapters' gradients follow PEFT's fp32 ones within bf16's
+// tolerance (tests/models/decoder_precision_test.cc).
+TEST_P(CausalLmParity, LoraInBf16KeepsTheFrozenHeadIn16Bits) {
+  const LmCase c = load_case(GetParam());
+  LmRun r = build(c, true, false, DType::BF16);
+  const ModelInfo& info = r.model->config();
+  const bool tied = c.meta["tie_word_embeddings"].get<bool>();
+  EXPECT_EQ(r.model->param(info.lm_head).dtype, DType::BF16);
+  EXPECT_TRUE(r.model->param_is_16bit(info.lm_head));
+  int64_t tables = 0;  // bf16 buffers of V x C: the embedding table, and an untied head
+  for (const TensorView& w : r.model->weight_storage())
+    tables += w.dtype == DType::BF16 && w.numel() == info.vocab_size * info.hidden_size;
+  EXPECT_EQ(tables, tied ? 1 : 2);
+  r.model->forward(DropoutPlan{true});
+  const float loss = to_vector(r.model->loss({}))[0];
+  const float want = to_vector(c.tensor("lora.losses").view())[0];
+  EXPECT_NEAR(loss, want, 2e-2 * std::fabs(want));
+  r.model->backward(DropoutPlan{true});
+  for (const ParamSpec& s : r.model->trainable_params().specs())
+    EXPECT_LT(max_rel_error(r.model->grad(s.name), c.tensor("lora.grad." + s.name).view()), 8e-2)
+        << s.name;
+}
+
+// Full fine-tuning in bf16 (autocast: the trained fp32 head's blocks cast to bf16 for the loss's
+// GEMMs, its gradient accumulated in fp32): the loss and every gradient, the head's included, follow
+// transformers' fp32 ones within bf16's tolerance.
+TEST_P(CausalLmParity, FullFineTuningInBf16FollowsFp32) {
+  const LmCase c = load_case(GetParam());
+  LmRun r = build(c, false, false, DType::BF16);
+  r.model->forward(DropoutPlan{true});
+  const float loss = to_vector(r.model->loss({}))[0];
+  const float want = to_vector(c.tensor("loss").view())[0];
+  EXPECT_NEAR(loss, want, 2e-2 * std::fabs(want));
+  r.model->backward(DropoutPlan{true});
+  for (const ParamSpec& s : r.model->trainable_params().specs())
+    EXPECT_LT(max_rel_error(r.model->grad(s.name), c.tensor("grad." + s.name).view()), 8e-2)
+        << s.name;
 }
 
 // Validation loss per token over several batches is the token-weighted mean (transformers' loss of

@@ -11,7 +11,9 @@
 #include <random>
 #include <vector>
 
+#include "ops/cast.h"
 #include "ops/cross_entropy.h"
+#include "ops/op_test_util.h"
 #include "ops/primitives_cpu.h"
 
 namespace ftune {
@@ -21,7 +23,8 @@ struct Problem {
   int64_t T = 37, H = 16, V = 301;
   std::vector<float> h, W;
   std::vector<int32_t> y;
-  explicit Problem(uint64_t seed) {
+  explicit Problem(uint64_t seed, int64_t tokens = 37, int64_t hidden = 16, int64_t vocab = 301)
+      : T(tokens), H(hidden), V(vocab) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> n(0.0f, 1.0f);
     h.resize(T * H), W.resize(V * H), y.resize(T);
@@ -82,7 +85,9 @@ Fused fused(const Problem& p, int64_t tc, int64_t vc, double normalizer, float d
             float dh0 = 0.0f, float cap = 0.0f) {
   LmHeadLossShape s{p.T, p.H, p.V, tc, vc, cap};
   const int64_t ws_size = lm_head_loss_workspace(s);
-  EXPECT_EQ(ws_size, std::min(tc, p.T) * std::min(vc, p.V));
+  const LmHeadLossLayout L = lm_head_loss_layout(s);
+  EXPECT_EQ(L.rows * L.cols, std::min(tc, p.T) * std::min(vc, p.V));  // one block, and
+  EXPECT_LE(ws_size, L.rows * L.cols + 4 * L.rows + 12);                // the per-token state
   std::vector<float> ws(ws_size + 64, kGuard), lse(p.T);
   Fused f;
   f.counted = cpu::lm_head_loss_forward(&f.loss, lse.data(), p.h.data(), p.W.data(), p.y.data(),
@@ -91,6 +96,8 @@ Fused fused(const Problem& p, int64_t tc, int64_t vc, double normalizer, float d
   cpu::lm_head_loss_backward(f.dh.data(), f.dW.data(), lse.data(), p.h.data(), p.W.data(),
                              p.y.data(), normalizer, dloss, s, ws.data());
   for (int64_t i = ws_size; i < ws_size + 64; ++i) EXPECT_EQ(ws[i], kGuard) << "workspace overrun";
+  const TensorView ws_view(ws.data(), DType::F32, Device::cpu(), Shape{ws_size});
+  EXPECT_EQ(lm_head_loss_counted(ws_view, s), f.counted);  // kept in the workspace
   return f;
 }
 
@@ -179,6 +186,174 @@ TEST(LmHeadLoss, AFrozenProjectionGetsNoGradient) {
                              1.0f, s, ws.data());
   expect_close(dh, reference(p, 0, 1.0).dh, 2e-6);
 }
+
+
+// x rounded to a 16-bit type t and back, and stored in t.
+std::vector<float> rounded(const std::vector<float>& x, DType t) {
+  std::vector<uint16_t> n(x.size());
+  std::vector<float> out(x.size());
+  cpu::cast(n.data(), t, x.data(), DType::F32, static_cast<int64_t>(x.size()));
+  cpu::cast(out.data(), DType::F32, n.data(), t, static_cast<int64_t>(x.size()));
+  return out;
+}
+std::vector<uint16_t> stored16(const std::vector<float>& x, DType t) {
+  std::vector<uint16_t> n(x.size());
+  cpu::cast(n.data(), t, x.data(), DType::F32, static_cast<int64_t>(x.size()));
+  return n;
+}
+
+double largest(const std::vector<double>& x) {
+  double m = 0;
+  for (double v : x) m = std::max(m, std::abs(v));
+  return m;
+}
+
+// 16-bit operands: a frozen head stored in bf16 / f16 (a LoRA run's 16-bit base), or an fp32 head
+// that trains with bf16 / f16 compute (autocast): the loss is the fp32 one of h and W rounded to
+// that type (fp32 accumulation), and dh (and dW) follow at the 16-bit gradient's precision.
+TEST(LmHeadLoss, SixteenBitOperandsGiveTheFp32LossOfTheRoundedValues) {
+  const Problem p(17);
+  for (const DType t : {DType::BF16, DType::F16}) {
+    for (const bool stored : {true, false}) {
+      SCOPED_TRACE(testing::Message() << dtype_name(t) << (stored ? " head" : " compute"));
+      Problem r = p;
+      r.h = rounded(p.h, t);
+      r.W = rounded(p.W, t);
+      const Result want = reference(r, 0, 1.0), unrounded = reference(p, 0, 1.0);
+      const double tol = 1e-6 * std::abs(want.loss);
+      EXPECT_GT(std::abs(want.loss - unrounded.loss), 2 * tol);  // the rounding shows
+      const std::vector<uint16_t> W16 = stored16(p.W, t);
+      const LmHeadLossShape s{p.T, p.H, p.V, 8, 64, 0.0f, stored ? t : DType::F32,
+                              stored ? DType::F32 : t};
+      const void* W = stored ? static_cast<const void*>(W16.data()) : p.W.data();
+      std::vector<float> ws(lm_head_loss_workspace(s)), lse(p.T), dh(p.T * p.H, 0.0f),
+          dW(stored ? 0 : p.V * p.H, 0.0f);
+      float loss = 0;
+      EXPECT_EQ(
+          cpu::lm_head_loss_forward(&loss, lse.data(), p.h.data(), W, p.y.data(), 0, s, ws.data()),
+          29);
+      EXPECT_NEAR(loss, want.loss, tol);
+      cpu::lm_head_loss_backward(dh.data(), stored ? nullptr : dW.data(), lse.data(), p.h.data(),
+                                 W, p.y.data(), 0, 1.0f, s, ws.data());
+      const double rel = t == DType::BF16 ? 8e-3 : 1e-3;
+      expect_close(dh, want.dh, rel * largest(want.dh));
+      if (!stored) expect_close(dW, want.dW, rel * largest(want.dW));
+    }
+  }
+}
+
+// The op through its dispatch on each device present against the CPU op on the same inputs: the
+// CUDA twin where a GPU is (the kit's test stage), the CPU against itself elsewhere.
+class LmHeadLossDevices : public test::OpTest {};
+
+struct DeviceCase {
+  const char* name;
+  int64_t T, H, V, token_chunk, vocab_chunk;
+  float cap;
+  DType head;
+  double normalizer;
+  bool ignore_all = false;
+  DType compute = DType::F32;
+};
+
+struct DeviceRun {
+  std::vector<float> loss, lse, dh, dW;
+  int64_t counted = 0;
+};
+
+DeviceRun run_on(Device dev, const Problem& p, const DeviceCase& c) {
+  const LmHeadLossShape s{p.T, p.H, p.V, c.token_chunk, c.vocab_chunk, c.cap, c.head, c.compute};
+  const bool trained = c.head == DType::F32;
+  HostTensor W(c.head, Shape{p.V, p.H});
+  cpu::cast(W.view().data, c.head, p.W.data(), DType::F32, p.V * p.H);
+  test::DeviceTensor dW_ = test::to_device(W, dev);
+  test::DeviceTensor h = test::device_f32(p.h, {p.T, p.H}, dev), y = test::device_i32(p.y, {p.T}, dev);
+  test::DeviceTensor loss = test::poisoned({1}, dev), lse = test::poisoned({std::max<int64_t>(p.T, 1)}, dev);
+  test::DeviceTensor ws = test::poisoned({lm_head_loss_workspace(s)}, dev);
+  // Gradients accumulate: both start at 1.
+  test::DeviceTensor dh = test::device_f32(std::vector<float>(p.T * p.H, 1.0f), {p.T, p.H}, dev);
+  test::DeviceTensor dW = test::device_f32(std::vector<float>(trained ? p.V * p.H : 1, 1.0f),
+                               {trained ? p.V * p.H : 1}, dev);
+  test::DeviceTensor share = test::device_f32({0.5f}, {1}, dev);  // the trainer's loss share, on the device
+  const TensorView lse_v = lse.view().prefix({p.T});
+  lm_head_loss_forward(loss.view(), lse_v, h.view(), dW_.view(), y.view(), c.normalizer, s,
+                       ws.view());
+  DeviceRun r;
+  r.counted = lm_head_loss_counted(ws.view(), s);
+  lm_head_loss_backward(dh.view(), trained ? dW.view().reshape({p.V, p.H}) : TensorView(), lse_v,
+                        h.view(), dW_.view(), y.view(), c.normalizer, 2.0f,
+                        share.view().data_as<float>(), s, ws.view());
+  r.loss = test::to_vector(loss.view());
+  r.lse = test::to_vector(lse_v);
+  r.dh = test::to_vector(dh.view());
+  if (trained) r.dW = test::to_vector(dW.view());
+  return r;
+}
+
+double worst_relative(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, scale = 1e-6;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::abs(double(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(double(want[i])));
+  }
+  return diff / scale;
+}
+
+TEST_P(LmHeadLossDevices, MatchesTheCpuOp) {
+  const DeviceCase cases[] = {
+      {"fp32 head that trains", 37, 16, 301, 8, 64, 0.0f, DType::F32, 0},
+      {"fp32, soft-capped, odd chunks", 37, 16, 301, 5, 17, 2.0f, DType::F32, 0},
+      {"fp32, one block, step normalizer", 37, 16, 301, 256, 4096, 0.0f, DType::F32, 100},
+      {"bf16 frozen head", 37, 16, 301, 8, 64, 0.0f, DType::BF16, 0},
+      {"f16 frozen head, soft-capped", 37, 16, 301, 16, 100, 2.0f, DType::F16, 0},
+      {"bf16, 300 tokens x 5003 words in 128 x 1024 blocks", 300, 64, 5003, 128, 1024, 0.0f,
+       DType::BF16, 0},
+      {"fp32, 300 tokens x 5003 words, GPU-sized blocks", 300, 64, 5003, 1024, 8192, 0.0f,
+       DType::F32, 0},
+      {"fp32 head that trains, bf16 compute, soft-capped", 37, 16, 301, 8, 64, 2.0f, DType::F32,
+       0, false, DType::BF16},
+      {"fp32 head, f16 compute, 300 tokens x 5003 words", 300, 64, 5003, 128, 1024, 0.0f,
+       DType::F32, 0, false, DType::F16},
+      {"nothing counted", 37, 16, 301, 8, 64, 0.0f, DType::F32, 0, true},
+  };
+  for (const DeviceCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Problem p(23, c.T, c.H, c.V);
+    if (c.ignore_all) std::fill(p.y.begin(), p.y.end(), -100);
+    const DeviceRun want = run_on(Device::cpu(), p, c), got = run_on(device(), p, c);
+    EXPECT_EQ(got.counted, want.counted);
+    if (c.ignore_all) {
+      EXPECT_TRUE(std::isnan(got.loss[0]));
+      for (float v : got.dh) ASSERT_EQ(v, 1.0f);  // no gradient
+      for (float v : got.dW) ASSERT_EQ(v, 1.0f);
+      continue;
+    }
+    const bool half = c.head != DType::F32 || c.compute != DType::F32;
+    EXPECT_NEAR(got.loss[0], want.loss[0], 1e-5 * std::abs(want.loss[0]));
+    EXPECT_LT(worst_relative(got.lse, want.lse), 1e-5);
+    // 16-bit: the gradient block is rounded to the head's type, where a value on a rounding
+    // boundary may go either way.
+    EXPECT_LT(worst_relative(got.dh, want.dh), half ? 5e-3 : 1e-5);
+    if (c.head == DType::F32) EXPECT_LT(worst_relative(got.dW, want.dW), half ? 5e-3 : 1e-5);
+    // The gradients moved away from their starting 1s.
+    EXPECT_GT(worst_relative(want.dh, std::vector<float>(want.dh.size(), 1.0f)), 1e-3);
+  }
+}
+
+// A label outside the vocabulary: the CPU stops; the GPU, which cannot stop without waiting for
+// the host, gives a NaN loss.
+TEST_P(LmHeadLossDevices, ALabelOutsideTheVocabularyIsCaught) {
+  Problem p(29);
+  p.y[3] = static_cast<int32_t>(p.V);
+  const DeviceCase c{"bad label", p.T, p.H, p.V, 8, 64, 0.0f, DType::F32, 0};
+  if (device().is_cpu()) {
+    EXPECT_ANY_THROW(run_on(device(), p, c));
+    return;
+  }
+  EXPECT_TRUE(std::isnan(run_on(device(), p, c).loss[0]));
+}
+
+FTUNE_INSTANTIATE_DEVICES(LmHeadLossDevices);
 
 }  // namespace
 }  // namespace ftune

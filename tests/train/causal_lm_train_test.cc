@@ -4,9 +4,11 @@
 // (full fine-tuning) or the adapter (LoRA, task_type CAUSAL_LM) saved at the end; gradient
 // accumulation 2 x 2 gives batch 4's first step (the micro-batches weighed by their counted
 // tokens); bad input (a classification-only key, a row without a completion) exits 2 naming the
-// key or file:line (padded micro-batches give the packed ones' step); `ftune predict --candidates` scores completions with the published model;
-// `ftune hpo run` searches the recipe on the validation loss, minimised, and prunes a trial that
-// does not learn.
+// key or file:line (padded micro-batches give the packed ones' step); `ftune predict --candidates`
+// scores completions with the published model; `ftune hpo run` searches the recipe on the
+// validation loss, minimised, and prunes a trial that does not learn. On a GPU (the kit's tests
+// stage; skipped elsewhere) the same runs follow the CPU's: the fused loss's CUDA twin inside whole
+// training steps.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +17,9 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <tuple>
 
+#include "core/device.h"
 #include "hpo_export.h"
 #include "run_cli.h"
 #include "test_util.h"
@@ -207,6 +211,38 @@ TEST_F(CausalLmTrain, AccumulationTwoByTwoIsBatchFour) {
   // The validation after the step: the same weights.
   EXPECT_NEAR(lines("acc", "validation").at(0)["loss"].get<double>(),
               lines("one", "validation").at(0)["loss"].get<double>(), 1e-5);
+}
+
+// Full fine-tuning in fp32 (the head trains: dW) and LoRA in bf16 (the frozen head stored in
+// bf16), on the GPU against the CPU in fp32: every step's loss and the validation loss after
+// them (fp32 within 1e-4; bf16 within 3e-2).
+TEST_F(CausalLmTrain, GpuRunsFollowTheCpuRuns) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU";
+  const std::string steps = "  max_steps: 4\n  epochs: 1\n  seed: 2\n  batch_size: 4\n";
+  const std::string lora =
+      "peft:\n  method: lora\n  r: 4\n  alpha: 8\n  dropout: 0\n  target_modules: all-linear\n";
+  const auto train = [&](const std::string& run, const std::string& extra,
+                         const std::string& overrides) {
+    const CliResult r = run_ftune("train --config " + config(run, steps, extra) + overrides);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::vector<double> out;
+    for (const json& j : lines(run, "train")) out.push_back(j["loss"].get<double>());
+    const std::vector<json> val = lines(run, "validation");
+    if (!val.empty()) out.push_back(val.back()["loss"].get<double>());
+    return out;
+  };
+  const std::string cpu = " training.device=cpu training.precision=fp32";
+  const std::string gpu = " training.device=cuda";
+  for (const auto& [name, extra, precision, tol] :
+       {std::tuple<std::string, std::string, std::string, double>{"full", "", "fp32", 1e-4},
+        {"lora", lora, "bf16", 3e-2}}) {
+    SCOPED_TRACE(name);
+    const std::vector<double> want = train(name + "_cpu", extra, cpu);
+    const std::vector<double> got = train(name + "_gpu", extra, gpu + " training.precision=" + precision);
+    ASSERT_EQ(want.size(), 5u);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol * want[i]) << i;
+  }
 }
 
 TEST_F(CausalLmTrain, BadInputExitsTwoNamingTheKeyOrTheLine) {

@@ -18,6 +18,8 @@ rest N(0, 0.02)), stored as the Hub stores each model (fp32; the decoder in bf16
 MiniLM's for every family (ids < 30522, inside every vocabulary here) without its fixed
 truncation and padding, and the config's special-token ids are the tokenizer's ([PAD] 0, [CLS]
 101, [SEP] 102), as a user sets a decoder's pad id from its tokenizer.
+A decoder family also comes as a causal LM (causal_lm=True: its *ForCausalLM, the Hub's tying of
+the head kept; Qwen2.5-0.5B's head is its embedding, 151936 x 896), for the causal_lm stage.
 """
 import json
 import math
@@ -198,16 +200,23 @@ STORED = {"qwen2.5-0.5b": "BF16"}  # the Hub's Qwen2.5 is stored in bf16, the en
 NO_TOKEN_TYPES = ("modernbert", "qwen2")
 
 
-def family_config(family, tiny=False, num_labels=2):
+def family_config(family, tiny=False, num_labels=2, causal_lm=False):
     cfg = dict(FAMILIES[family], **(TINY[family] if tiny else {}))
+    if causal_lm:
+        arch = cfg["architectures"][0]
+        if not arch.endswith("ForSequenceClassification") or cfg["model_type"] not in ("qwen2",):
+            raise ValueError("%s has no causal-LM variant here" % family)
+        cfg["architectures"] = [arch.replace("ForSequenceClassification", "ForCausalLM")]
+        return cfg
     cfg.update({"num_labels": num_labels, "id2label": {str(i): str(i) for i in range(num_labels)},
                 "label2id": {str(i): i for i in range(num_labels)}})
     return cfg
 
 
 def hf_parameter_shapes(config):
-    """(name, shape, kind) of every parameter of the config's *ForSequenceClassification, as the
-    installed transformers names them (built on the meta device: nothing allocated)."""
+    """(name, shape, kind) of every parameter of the config's architecture (*ForSequenceClassification
+    or *ForCausalLM), as the installed transformers names them (built on the meta device: nothing
+    allocated; a tied head is the embedding's parameter, listed once, as the Hub stores it)."""
     import torch
     import transformers
     fields = {k: v for k, v in config.items() if k not in ("architectures", "model_type",
@@ -225,9 +234,10 @@ def hf_parameter_shapes(config):
     return out
 
 
-def write_random_family(dir_, family, fixtures, tiny=False, seed=42, num_labels=2):
+def write_random_family(dir_, family, fixtures, tiny=False, seed=42, num_labels=2,
+                        causal_lm=False):
     """Writes a random model of `family` (FAMILIES) to dir_; returns it."""
-    config = family_config(family, tiny, num_labels)
+    config = family_config(family, tiny, num_labels, causal_lm)
     shapes = hf_parameter_shapes(config)
     os.makedirs(dir_, exist_ok=True)
     with open(os.path.join(dir_, "config.json"), "w") as f:
@@ -251,11 +261,11 @@ def write_random_family(dir_, family, fixtures, tiny=False, seed=42, num_labels=
     return dir_
 
 
-def random_family(family, fixtures, root, tiny=False):
-    """root/<family>[-tiny], written on first use (as random_bert)."""
-    path = os.path.join(root, family + ("-tiny" if tiny else ""))
+def random_family(family, fixtures, root, tiny=False, causal_lm=False):
+    """root/<family>[-clm][-tiny], written on first use (as random_bert)."""
+    path = os.path.join(root, family + ("-clm" if causal_lm else "") + ("-tiny" if tiny else ""))
     if not os.path.exists(os.path.join(path, "model.safetensors")):
-        write_random_family(path, family, fixtures, tiny)
+        write_random_family(path, family, fixtures, tiny, causal_lm=causal_lm)
     return path
 
 

@@ -6,8 +6,8 @@
 #    libraries the kit's programs need on this machine (the nvidia-* packages of its PyTorch
 #    environment first, then its CUDA toolkit, then the driver's) and refuses, with one line, if
 #    one is missing; prints nvidia-smi and `ftune doctor`;
-# 2. runs the stages, each under its own time limit (they add up to 13 minutes with the
-#    preflight), each appending its section to $OUT/gpu-report.md and its entry to
+# 2. runs the stages, each under its own time limit (they add up to 15.5 minutes with the
+#    preflight: name a few at a time with --stages, docs/gpu.md), each appending its section to $OUT/gpu-report.md and its entry to
 #    $OUT/gpu-report.json as it finishes (a stage killed at its limit keeps what it wrote);
 # 3. prints one short table last; exit status 0 when every stage passed.
 # --cpu runs the same stages on the CPU at smoke sizes (the selfcheck does, with the system's
@@ -32,7 +32,7 @@ done
 refuse() { echo "gpu kit: refusing to run: $*"; exit 2; }
 T_START=$(date +%s.%N)
 
-# Stage, its script and its limit in seconds (with the preflight's 20 s: 780 s, 13 minutes; the
+# Stage, its script and its limit in seconds (with the preflight's 20 s: 930 s, 15.5 minutes; the
 # docs/gpu.md "Verifying on a GPU" says which to run in which call on a 15-minute lease; --stages
 # picks stages, which run in this order).
 # The first GPU run (H200) took 22, 0, 21, 14, 178 (cut short) and 3 s (packed, ftune_bench and
@@ -45,6 +45,7 @@ STAGES=(
   "memory kit_train.py 30"
   "bench kit_bench.py 260"
   "families kit_families.py 180"
+  "causal_lm kit_causal_lm.py 150"
   "ftune_bench kit_ftune_bench.py 90"
   "profile kit_train.py 20"
   "steady kit_train.py 90"
