@@ -51,12 +51,14 @@ def main():
     ft_eval_tuned = json.load(open(os.path.join(W, "ftune/eval_tuned.json")))
     peers = {"hf": os.path.join(W, "hf")}
     for d in sorted(glob.glob(os.path.join(W, "hf_init*"))):
-        if os.path.exists(os.path.join(d, "summary.json")):
+        if os.path.exists(os.path.join(d, "metrics.jsonl")):  # finished or not (partial curves)
             peers[os.path.basename(d)] = d
     hf = {}
     for name, d in peers.items():
         t, v = curves(jsonl(os.path.join(d, "metrics.jsonl")))
-        hf[name] = {"train": t, "valid": v, "summary": json.load(open(os.path.join(d, "summary.json")))}
+        summary = os.path.join(d, "summary.json")
+        hf[name] = {"train": t, "valid": v,
+                    "summary": json.load(open(summary)) if os.path.exists(summary) else {}}
     names = list(hf)
     steps = sorted(ft_train)
     out = {"ftune": {}, "peers": {}}
@@ -68,12 +70,25 @@ def main():
             row = [hf[n]["train"].get(s, math.nan) for n in names]
             print(f"{s:>5} {ft_train[s]:9.4f} " + " ".join(f"{v:13.4f}" for v in row) +
                   f" {ft_train[s] - row[0]:+9.4f}")
+    print("\nper-step training loss, |ftune - peer| over the steps both logged")
+    for n in names:
+        common = [s for s in steps if s in hf[n]["train"]]
+        if not common:
+            continue
+        d = [abs(ft_train[s] - hf[n]["train"][s]) for s in common]
+        worst = max(range(len(d)), key=lambda i: d[i])
+        mean_ft = sum(ft_train[s] for s in common) / len(common)
+        print(f"  {n:<13} {len(common):3d} steps: mean {sum(d) / len(d):.4f}, worst {d[worst]:.4f} "
+              f"(step {common[worst]}), mean loss {mean_ft:.4f}")
+        out.setdefault("per_step_abs_diff", {})[n] = {"steps": len(common), "mean": sum(d) / len(d),
+                                                      "worst": d[worst]}
     print(f"\nmean training loss over windows of {a.window} steps")
     windows = []
     for lo in range(1, steps[-1] + 1, a.window):
         hi = min(lo + a.window - 1, steps[-1])
         f = sum(ft_train[s] for s in range(lo, hi + 1)) / (hi - lo + 1)
-        h = [sum(hf[n]["train"][s] for s in range(lo, hi + 1)) / (hi - lo + 1) for n in names]
+        h = [sum(hf[n]["train"].get(s, math.nan) for s in range(lo, hi + 1)) / (hi - lo + 1)
+             for n in names]
         windows.append({"steps": [lo, hi], "ftune": f, **{n: v for n, v in zip(names, h)}})
         print(f"{lo:>3}-{hi:<3} {f:9.4f} " + " ".join(f"{v:13.4f}" for v in h) + f" {f - h[0]:+9.4f}")
     print("\nvalidation loss per completion token (step 0: the untuned model)")
@@ -90,7 +105,7 @@ def main():
     ft_tuned = accuracy(os.path.join(W, "ftune/scores_tuned.jsonl"), test)
     print(f"\nheld-out candidate accuracy ({len(test)} rows, {len(test[0]['candidates'])} "
           f"candidates each, chance {1 / len(test[0]['candidates']):.2f})")
-    print(f"  ftune   untuned {ft_untuned:.4f}  tuned {ft_tuned:.4f}")
+    print(f"  {'ftune':<13} untuned {ft_untuned:.4f}  tuned {ft_tuned:.4f}")
     for n in names:
         s = hf[n]["summary"]
         print(f"  {n:<13} untuned {s.get('untuned_accuracy', math.nan):.4f}  "
@@ -132,6 +147,23 @@ def main():
           f"{hf_step / ft_step:.2f}")
     out["step_time"] = {"steps": same, "ftune_seconds": ft_step, "hf_seconds": hf_step,
                         "ratio": hf_step / ft_step}
+    # The timing pairs (run.sh): steps 2-20 of 20, no evaluation, back to back.
+    for t in sorted(glob.glob(os.path.join(W, "timing*"))):
+        try:
+            f = {m["step"]: a.batch / m["samples_per_s"]
+                 for m in jsonl(os.path.join(t, "ftune/metrics.jsonl")) if m.get("split") == "train"}
+            h = {m["step"]: m["seconds"] for m in jsonl(os.path.join(t, "hf/metrics.jsonl"))
+                 if "split" not in m}
+        except FileNotFoundError:
+            continue
+        ss = [s for s in range(2, 21) if s in f and s in h and s - 1 in h]
+        fs, hs = sum(f[s] for s in ss), sum(h[s] - h[s - 1] for s in ss)
+        load = open(os.path.join(t, "load.txt")).read().split("load average:")
+        loads = " / ".join(x.split(",")[0].strip() for x in load[1:])
+        print(f"  {os.path.basename(t)} (load {loads}): ftune {fs / len(ss):.2f} s/step, "
+              f"hf {hs / len(ss):.2f} s/step, ratio hf / ftune {hs / fs:.2f}")
+        out.setdefault("timing_pairs", {})[os.path.basename(t)] = {
+            "ftune_s_per_step": fs / len(ss), "hf_s_per_step": hs / len(ss), "load": loads}
     out["ftune"] = {"train": ft_train, "validation": ft_valid, "eval_tuned": ft_eval_tuned["loss"],
                     "untuned_accuracy": ft_untuned, "tuned_accuracy": ft_tuned, "times": ft_times}
     out["peers"] = {n: {"train": hf[n]["train"], "validation": hf[n]["valid"],

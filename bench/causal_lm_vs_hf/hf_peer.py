@@ -123,7 +123,8 @@ def main():
     ap.add_argument("--init-adapter", default=None,
                     help="start LoRA from this PEFT adapter directory (ftune's initial adapter: "
                          "the equal-init comparison) instead of PEFT's own random init")
-    ap.add_argument("--skip-untuned", action="store_true", help="no untuned scoring")
+    ap.add_argument("--skip-untuned", action="store_true",
+                    help="no untuned scoring, no step-0 validation")
     ap.add_argument("--skip-tuned", action="store_true", help="no tuned scoring (curves only)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
@@ -157,8 +158,8 @@ def main():
                                             os.path.join(a.out, "scores_untuned.jsonl"))
         summary["untuned_scoring_seconds"] = time.time() - t0
         print(f"untuned held-out accuracy {summary['untuned_accuracy']:.4f}", flush=True)
-    model.eval()
-    emit({"split": "validation", "step": 0, **evaluate(model, valid, pad_id, a.eval_batch)})
+        model.eval()
+        emit({"split": "validation", "step": 0, **evaluate(model, valid, pad_id, a.eval_batch)})
 
     t_train = time.time()
     torch.manual_seed(a.seed if a.init_seed is None else a.init_seed)  # LoRA's A (B starts at 0)

@@ -8,7 +8,7 @@
 # batches, PEFT's A drawn with seed 43) and with ftune's own initial adapter (hf_init_ftune: ftune's
 # adapter after one step at LR 0, the warm-up's step 0, is its initial A and zero B; the peer
 # starts from it, so both engines run from equal weights and the curves may differ only by float
-# rounding). One command:
+# rounding); and two timing pairs of 20 steps without evaluation, in both orders. One command:
 #
 #   bash bench/causal_lm_vs_hf/run.sh [WORK_DIR]      # default /tmp/ftune_smollm2_bench
 #
@@ -98,6 +98,25 @@ if [ "${NOISE_RUNS:-1}" = 1 ]; then
     --out "$WORK/hf_init_ftune" --steps "$STEPS" --batch "$BATCH" --lr "$LR" --warmup "$WARMUP" \
     --eval-every "$EVAL_EVERY" --seed "$SEED" --init-adapter "$FT/init/adapter" \
     --threads "$THREADS" --skip-untuned --skip-tuned > "$WORK/hf_init_ftune.log" 2>&1
+fi
+
+# ---- timing pairs: 20 steps each, no evaluation, back to back in both orders ------------------
+# (the long runs above include evaluations, and the load of a shared machine drifts over them)
+if [ "${TIMING_RUNS:-1}" = 1 ]; then
+  for order in 1 2; do
+    T="$WORK/timing$order"
+    rm -rf "$T" && mkdir -p "$T"
+    sed -e "s/max_steps: $STEPS,/max_steps: 20,/" -e "s|dir: $FT/run|dir: $T/ftune|" \
+      -e "s|, validation: $DATA/validation.jsonl||" "$FT/sft.yaml" > "$T/ftune.yaml"
+    run_ftune() { "$FTUNE" train --config "$T/ftune.yaml" > "$T/ftune.log" 2>&1; }
+    run_hf() {
+      OMP_NUM_THREADS=$THREADS "$PY" "$HERE/hf_peer.py" --model "$MODEL" --data "$DATA" \
+        --out "$T/hf" --steps 20 --batch "$BATCH" --lr "$LR" --warmup "$WARMUP" --eval-every 1000 \
+        --seed "$SEED" --threads "$THREADS" --skip-untuned --skip-tuned > "$T/hf.log" 2>&1
+    }
+    { uptime; if [ $order = 1 ]; then run_ftune; uptime; run_hf; else run_hf; uptime; run_ftune; fi
+      uptime; } > "$T/load.txt"
+  done
 fi
 
 python3 "$HERE/compare.py" --work "$WORK" --data "$DATA"
