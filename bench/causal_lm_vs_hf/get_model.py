@@ -46,7 +46,7 @@ def main():
     assert torch.equal(plain.lm_head.weight, plain.model.embed_tokens.weight)
     plain.to(torch.float32).save_pretrained(str(out))
     tok.save_pretrained(str(out))
-    (Path(GGUF).name and (src / Path(GGUF).name).unlink())
+    (src / Path(GGUF).name).unlink()  # the extracted GGUF (~93 MB) is no longer needed
     print(f"wrote {out}: {config.num_hidden_layers} layers, hidden {config.hidden_size}, "
           f"vocab {config.vocab_size}, eos {config.eos_token_id}, bos {config.bos_token_id}")
 

@@ -4,11 +4,12 @@
 # masking (hf_peer.py), with the same data, batches, hyperparameters and seed, back to back on
 # the CPU with 2 threads each; then compare.py prints the loss curves side by side, the final
 # validation loss, the held-out candidate accuracy (untuned vs tuned, both engines) and the wall
-# time ratio. Then, for the noise: the peer again with another LoRA init (hf_init43: the same
-# batches, PEFT's A drawn with seed 43) and with ftune's own initial adapter (hf_init_ftune: ftune's
-# adapter after one step at LR 0, the warm-up's step 0, is its initial A and zero B; the peer
-# starts from it, so both engines run from equal weights and the curves may differ only by float
-# rounding); and two timing pairs of 20 steps without evaluation, in both orders. One command:
+# time ratio. Then, for the noise: the peer again from ftune's own initial adapter (hf_init_ftune:
+# ftune's adapter after one step at LR 0, the warm-up's step 0, is its initial A and zero B; the
+# peer starts from it, so both engines run from equal weights and the curves may differ only by
+# float rounding; NOISE_RUNS=0 skips it; hf_peer.py --init-seed N gives another PEFT init); and
+# two timing pairs of 20 steps without evaluation, in both orders (TIMING_RUNS=0 skips them).
+# One command:
 #
 #   bash bench/causal_lm_vs_hf/run.sh [WORK_DIR]      # default /tmp/ftune_smollm2_bench
 #
@@ -84,20 +85,16 @@ OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS "$PY" "$HERE/hf_peer.py" --mod
   | grep -vE '^\{"step"' || true
 echo "load after: $(uptime)" >> "$WORK/env.txt"
 
-# ---- the noise: another LoRA init, and equal init ---------------------------------------------
+# ---- the noise: equal init ---------------------------------------------------------------------
 if [ "${NOISE_RUNS:-1}" = 1 ]; then
-  rm -rf "$WORK/hf_init43" "$WORK/hf_init_ftune" "$FT/init"
-  OMP_NUM_THREADS=$THREADS "$PY" "$HERE/hf_peer.py" --model "$MODEL" --data "$DATA" \
-    --out "$WORK/hf_init43" --steps "$STEPS" --batch "$BATCH" --lr "$LR" --warmup "$WARMUP" \
-    --eval-every "$EVAL_EVERY" --seed "$SEED" --init-seed 43 --threads "$THREADS" \
-    --skip-untuned --skip-tuned > "$WORK/hf_init43.log" 2>&1
+  rm -rf "$WORK/hf_init_ftune" "$FT/init"
   sed -e "s/max_steps: $STEPS,/max_steps: 1,/" -e "s|dir: $FT/run|dir: $FT/init|" \
     "$FT/sft.yaml" > "$FT/init.yaml"
   "$FTUNE" train --config "$FT/init.yaml" > "$FT/init.log" 2>&1
   OMP_NUM_THREADS=$THREADS "$PY" "$HERE/hf_peer.py" --model "$MODEL" --data "$DATA" \
     --out "$WORK/hf_init_ftune" --steps "$STEPS" --batch "$BATCH" --lr "$LR" --warmup "$WARMUP" \
     --eval-every "$EVAL_EVERY" --seed "$SEED" --init-adapter "$FT/init/adapter" \
-    --threads "$THREADS" --skip-untuned --skip-tuned > "$WORK/hf_init_ftune.log" 2>&1
+    --threads "$THREADS" --skip-untuned > "$WORK/hf_init_ftune.log" 2>&1
 fi
 
 # ---- timing pairs: 20 steps each, no evaluation, back to back in both orders ------------------
