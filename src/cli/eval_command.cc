@@ -11,7 +11,9 @@
 // targets in [0, 1] and binary cross-entropy as the loss. For a classifier, JSONL rows of token
 // ids ({"input_ids": [...], "token_type_ids": [...], "label": ...}) are read as `ftune predict`
 // reads them, without a tokenizer. Logits that are not finite are an error naming the row;
-// --output may not be (or lie inside) --data or --model.
+// --output may not be (or lie inside) --data or --model. A causal LM (config.json names a
+// *ForCausalLM) is evaluated on prompt -> completion rows instead: loss per token, perplexity
+// (cli/eval_causal_lm.h).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
@@ -23,6 +25,7 @@
 
 #include "cli/arguments.h"
 #include "cli/commands.h"
+#include "cli/eval_causal_lm.h"
 #include "core/device.h"
 #include "core/thread_pool.h"
 #include "data/dataset.h"
@@ -46,6 +49,8 @@ struct EvalArgs {
   std::string text_field = "text", text_pair_field = "text_pair", label_field = "label";
   std::string group_field;  // query id column: ranking metrics per group
   std::string label_separator = "|";  // multi-label TSV / CSV
+  std::string prompt_field = "prompt", completion_field = "completion";  // causal LM
+  bool rendered_chat = false;                                            // causal LM
   std::string pair_template;  // empty: DIR/ftune.json's, else tokenizer(text, text_pair)
   bool no_header = false;
   int64_t batch_size = 64, max_length = 0;
@@ -270,7 +275,8 @@ void run(const EvalArgs& a) {
 
 void add_eval_command(CLI::App& app) {
   auto a = std::make_shared<EvalArgs>();
-  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a trained classifier on labelled data");
+  CLI::App* cmd = app.add_subcommand(
+      "eval", "Evaluate a trained classifier on labelled data, or a causal LM on prompt -> completion rows");
   cmd->add_option("--model", a->model, "Model directory (HF format; tokenizer.json for text rows)")
       ->required();
   cmd->add_option("--data", a->data, "Labelled data: .jsonl, .tsv or .csv")->required();
@@ -300,9 +306,55 @@ void add_eval_command(CLI::App& app) {
           ->check(positive_integer());
   cmd->add_option("--threads", a->threads, "Compute threads (default: all cores)")
       ->check(non_negative_integer());
-  cmd->callback([a, threshold, max_length] {
+  CLI::Option* prompt_field = cmd->add_option(
+      "--prompt-field", a->prompt_field, "Causal LM: the key / column of the prompt (default prompt)");
+  CLI::Option* completion_field =
+      cmd->add_option("--completion-field", a->completion_field,
+                      "Causal LM: the key / column of the completion (default completion)");
+  CLI::Option* rendered_chat = cmd->add_flag(
+      "--rendered-chat", a->rendered_chat,
+      "Causal LM: rows a chat template rendered (python -m ftune.chat): no special tokens added, "
+      "no EOS appended (training's data.add_special_tokens / data.append_eos false)");
+  // Options of one kind of model only, refused (named) with the other.
+  const std::vector<CLI::Option*> classifier_only = {
+      threshold,
+      cmd->get_option("--text-field"),
+      cmd->get_option("--text-pair-field"),
+      cmd->get_option("--label-field"),
+      cmd->get_option("--group-field"),
+      cmd->get_option("--label-separator"),
+      cmd->get_option("--pair-template")};
+  cmd->callback([a, threshold, max_length, prompt_field, completion_field, rendered_chat,
+                 classifier_only] {
     a->has_threshold = threshold->count() > 0;
     a->has_max_length = max_length->count() > 0;
+    if (causal_lm_checkpoint(a->model)) {
+      for (const CLI::Option* o : classifier_only)
+        if (o->count() > 0)
+          throw InputError(fmt::format("{} applies to classifiers; {} is a causal LM (evaluated "
+                                       "on prompt -> completion rows: --prompt-field, "
+                                       "--completion-field)",
+                                       o->get_name(), a->model));
+      CausalLmEvalArgs c;
+      c.model = a->model;
+      c.data = a->data;
+      c.output = a->output;
+      c.format = a->format;
+      c.prompt_field = a->prompt_field;
+      c.completion_field = a->completion_field;
+      c.rendered_chat = a->rendered_chat;
+      c.no_header = a->no_header;
+      c.batch_size = a->batch_size;
+      c.max_length = a->has_max_length ? a->max_length : 0;
+      c.threads = a->threads;
+      run_causal_lm_eval(c);
+      return;
+    }
+    for (const CLI::Option* o : {prompt_field, completion_field, rendered_chat})
+      if (o->count() > 0)
+        throw InputError(fmt::format("{} applies to causal LMs (config.json architectures "
+                                     "*ForCausalLM); {} is not one",
+                                     o->get_name(), a->model));
     run(*a);
   });
 }

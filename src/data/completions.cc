@@ -5,11 +5,13 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/error.h"
 #include "data/delimited.h"
 #include "data/jsonl.h"
 #include "data/memory_source.h"
+#include "io/json_file.h"
 
 namespace ftune::data {
 namespace {
@@ -173,6 +175,23 @@ Batch completion_batch(const std::vector<TokenizedCompletion>& rows, int32_t pad
     std::copy(x.token_labels.begin(), x.token_labels.end(), b.token_labels.begin() + r * b.seq_len);
   }
   return b;
+}
+
+int32_t completion_eos_id(const std::string& model_dir, const std::string& key) {
+  for (const char* file : {"config.json", "generation_config.json"}) {
+    const std::string path = (std::filesystem::path(model_dir) / file).string();
+    if (!std::filesystem::exists(path)) continue;
+    const nlohmann::json j = io::read_json_file(path);
+    const auto it = j.find("eos_token_id");
+    if (it == j.end() || it->is_null()) continue;
+    if (it->is_number_integer()) return it->get<int32_t>();
+    if (it->is_array() && !it->empty() && (*it)[0].is_number_integer())
+      return (*it)[0].get<int32_t>();
+  }
+  throw InputError(fmt::format(
+      "{}: {} names no eos_token_id (config.json or generation_config.json); a causal LM learns "
+      "to end each completion with it",
+      key, model_dir));
 }
 
 }  // namespace ftune::data

@@ -56,6 +56,11 @@ TokenizedCompletion tokenize_completion(const text::Tokenizer& tokenizer,
                                         int64_t max_length, const std::string& path,
                                         const CompletionTokenizing& how = {});
 
+// The id appended after each completion: eos_token_id of model_dir's config.json (the first of a
+// list), else of its generation_config.json. InputError naming `key` (the option or config key
+// that gave model_dir) when neither names one.
+int32_t completion_eos_id(const std::string& model_dir, const std::string& key);
+
 // Rows laid out as a right-padded Batch (padding: pad_id, mask 0, token label -100).
 Batch completion_batch(const std::vector<TokenizedCompletion>& rows, int32_t pad_id);
 

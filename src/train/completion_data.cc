@@ -7,36 +7,15 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
 #include <numeric>
 
 #include "core/error.h"
 #include "data/completions.h"
 #include "data/splits.h"
-#include "io/json_file.h"
 #include "train/train_data.h"
 
 namespace ftune {
 namespace {
-
-// The id appended after each completion: eos_token_id of config.json (the first of a list), else
-// of generation_config.json.
-int32_t eos_token_id(const std::string& model_dir) {
-  for (const char* file : {"config.json", "generation_config.json"}) {
-    const std::string path = (std::filesystem::path(model_dir) / file).string();
-    if (!std::filesystem::exists(path)) continue;
-    const nlohmann::json j = io::read_json_file(path);
-    const auto it = j.find("eos_token_id");
-    if (it == j.end() || it->is_null()) continue;
-    if (it->is_number_integer()) return it->get<int32_t>();
-    if (it->is_array() && !it->empty() && (*it)[0].is_number_integer())
-      return (*it)[0].get<int32_t>();
-  }
-  throw InputError(fmt::format(
-      "key 'model.path': {} names no eos_token_id (config.json or generation_config.json); a "
-      "causal LM learns to end each completion with it",
-      model_dir));
-}
 
 struct ReadSplit {
   std::vector<data::TokenizedExample> examples;
@@ -89,7 +68,7 @@ TrainData load_completion_data(const TrainConfig& cfg, const text::Tokenizer& to
   TrainData out;
   out.task.causal_lm = true;
   out.task.loss_name = "causal_lm";
-  const int32_t eos = eos_token_id(cfg.model.path);
+  const int32_t eos = data::completion_eos_id(cfg.model.path, "key 'model.path'");
   ReadSplit train = read_split(cfg, tok, d.train, eos, max_length);
   out.files.push_back(d.train);
   out.report["train_file"] = train.report;

@@ -5,7 +5,9 @@
 // accumulation 2 x 2 gives batch 4's first step (the micro-batches weighed by their counted
 // tokens); bad input (a classification-only key, a row without a completion) exits 2 naming the
 // key or file:line (padded micro-batches give the packed ones' step); `ftune predict --candidates`
-// scores completions with the published model; `ftune hpo run` searches the recipe on the
+// scores completions with the published model; `ftune eval` on the published model reports the
+// run's last validation loss on the same file (JSONL or TSV with named columns, any batch size)
+// and refuses bad rows and classifier options, exit 2; `ftune hpo run` searches the recipe on the
 // validation loss, minimised, and prunes a trial that does not learn. On a GPU (the kit's tests
 // stage; skipped elsewhere) the same runs follow the CPU's: the fused loss's CUDA twin inside whole
 // training steps.
@@ -301,6 +303,74 @@ TEST_F(CausalLmTrain, HpoSearchesTheRecipeOnTheValidationLoss) {
   EXPECT_LT(best, val[0]["loss"].get<double>());
   const CliResult status = run_ftune("hpo status --config " + search);
   EXPECT_NE(status.output.find("minimize"), std::string::npos) << status.output;
+}
+
+TEST_F(CausalLmTrain, EvalReportsTheRunsValidationLoss) {
+  // Full fine-tuning, 4 steps of 8 (packed micro-batches), one validation at the end of the epoch.
+  const CliResult r = run_ftune(
+      "train --config " +
+      config("evalrun", "  epochs: 1\n  batch_size: 8\n  gradient_accumulation: 1\n"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<json> val = lines("evalrun", "validation");
+  ASSERT_EQ(val.size(), 1u) << r.output;
+  const double run_loss = val.back()["loss"].get<double>();
+  const int64_t run_tokens = val.back()["tokens"].get<int64_t>();
+  const std::string tuned = tmp_.path() + "/evalrun/model";
+  const auto eval = [&](const std::string& model, const std::string& args) {
+    const CliResult e = run_ftune("eval --model " + model + " --max-length 32 --threads 2 " + args,
+                                  "", Streams::kStdout);
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    return e.exit_code == 0 ? json::parse(e.output) : json::object();
+  };
+  // Padded batches of 8 and of 1 row, against the run's packed evaluation.
+  for (const std::string batch : {"8", "1"}) {
+    const json j = eval(tuned, "--data " + tmp_.path() + "/val.jsonl --batch-size " + batch +
+                                   " --output " + tmp_.path() + "/eval" + batch + ".json");
+    EXPECT_NEAR(j.value("loss", 0.0), run_loss, 1e-5 * run_loss) << j.dump();
+    EXPECT_EQ(j.value("tokens", int64_t(0)), run_tokens) << j.dump();
+    EXPECT_NEAR(j.value("perplexity", 0.0), std::exp(j.value("loss", 0.0)),
+                1e-9 * j.value("perplexity", 0.0));
+    EXPECT_EQ(j["data"].value("rows", int64_t(0)), 12) << j.dump();
+    std::ifstream written(tmp_.path() + "/eval" + batch + ".json");
+    EXPECT_EQ(json::parse(written)["loss"], j["loss"]);
+  }
+  // The untrained model on the same rows: the loss the run brought down.
+  const json base = eval(model_, "--data " + tmp_.path() + "/val.jsonl");
+  EXPECT_GT(base.value("loss", 0.0), run_loss + 1.0) << base.dump();
+  EXPECT_EQ(base.value("tokens", int64_t(0)), run_tokens) << base.dump();
+
+  // The same rows as TSV with other column names.
+  {
+    std::ifstream in(tmp_.path() + "/val.jsonl");
+    std::ofstream tsv(tmp_.path() + "/val.tsv");
+    tsv << "question\tanswer\n";
+    for (std::string line; std::getline(in, line);) {
+      const json row = json::parse(line);
+      tsv << row["prompt"].get<std::string>() << "\t" << row["completion"].get<std::string>()
+          << "\n";
+    }
+  }
+  const json tsv = eval(tuned, "--data " + tmp_.path() +
+                                   "/val.tsv --prompt-field question --completion-field answer");
+  EXPECT_NEAR(tsv.value("loss", 0.0), run_loss, 1e-5 * run_loss) << tsv.dump();
+
+  // Bad input, exit 2: a row without its completion (file:line, key), a missing column, an
+  // option of classifiers.
+  const std::string bad = tmp_.path() + "/bad.jsonl";
+  std::ofstream(bad) << json{{"prompt", "repeat 1: cat"}, {"completion", " cat"}}.dump() << "\n"
+                     << json{{"prompt", "repeat 1: dog"}}.dump() << "\n";
+  const CliResult row = run_ftune("eval --model " + tuned + " --data " + bad);
+  EXPECT_EQ(row.exit_code, 2) << row.output;
+  EXPECT_NE(row.output.find("bad.jsonl:2"), std::string::npos) << row.output;
+  EXPECT_NE(row.output.find("'completion'"), std::string::npos) << row.output;
+  const CliResult column = run_ftune("eval --model " + tuned + " --data " + tmp_.path() +
+                                     "/val.tsv --prompt-field query --completion-field answer");
+  EXPECT_EQ(column.exit_code, 2) << column.output;
+  EXPECT_NE(column.output.find("query"), std::string::npos) << column.output;
+  const CliResult threshold = run_ftune("eval --model " + tuned + " --data " + tmp_.path() +
+                                        "/val.jsonl --threshold 0.5");
+  EXPECT_EQ(threshold.exit_code, 2) << threshold.output;
+  EXPECT_NE(threshold.output.find("--threshold"), std::string::npos) << threshold.output;
 }
 
 }  // namespace
