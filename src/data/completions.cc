@@ -53,7 +53,7 @@ void refuse_doubled_special(const text::Tokenizer& tok, const text::Encoding& fu
   throw InputError(fmt::format(
       "{}:{}: the row's text begins with '{}', which the tokenizer adds itself: it would appear "
       "twice (text rendered by a chat template carries its own; set data.add_special_tokens: "
-      "false and data.append_eos: false for such rows)",
+      "false and data.append_eos: false for such rows, or `ftune eval --rendered-chat`)",
       path, line, token));
 }
 

@@ -239,6 +239,19 @@ class TrainTest(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertEqual(metrics(os.path.join(d, "cli")), from_python)
 
+            # ftune eval on the rendered validation rows: the run's last validation loss with
+            # --rendered-chat; without it, the doubled BOS is refused.
+            val_rendered = os.path.join(d, "val.rendered.jsonl")
+            eval_cmd = [BINARY, "eval", "--model", os.path.join(d, "cli", "model"), "--data",
+                        val_rendered, "--max-length", "40"]
+            r = subprocess.run(eval_cmd + ["--rendered-chat"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            last_val = [l for l in metrics(os.path.join(d, "cli")) if l[0] == "validation"][-1]
+            self.assertAlmostEqual(json.loads(r.stdout)["loss"], last_val[2], delta=1e-5)
+            r = subprocess.run(eval_cmd, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("data.add_special_tokens: false", r.stderr)
+
 
 class CausalLmScoringTest(unittest.TestCase):
     def test_scores_are_the_commands_and_chat_prompts_score_as_their_text(self):
