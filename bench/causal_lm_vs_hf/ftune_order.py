@@ -5,40 +5,11 @@ batch * 32 rows each stable-sorted by token count and cut into batches, then the
 shuffled by the same generator. Needs each row's token count as ftune counts it (the same
 tokenization: prompt + completion + EOS)."""
 
-M64 = (1 << 64) - 1
+import sys
+from pathlib import Path
 
-
-class MT19937_64:
-    """std::mt19937_64 (the C++ standard's parameters and seeding)."""
-
-    def __init__(self, seed):
-        self.mt = [0] * 312
-        self.mt[0] = seed & M64
-        for i in range(1, 312):
-            prev = self.mt[i - 1]
-            self.mt[i] = (6364136223846793005 * (prev ^ (prev >> 62)) + i) & M64
-        self.index = 312
-
-    def _twist(self):
-        mt = self.mt
-        for i in range(312):
-            x = (mt[i] & 0xFFFFFFFF80000000) | (mt[(i + 1) % 312] & 0x7FFFFFFF)
-            xa = x >> 1
-            if x & 1:
-                xa ^= 0xB5026F5AA96619E9
-            mt[i] = mt[(i + 156) % 312] ^ xa
-        self.index = 0
-
-    def __call__(self):
-        if self.index >= 312:
-            self._twist()
-        y = self.mt[self.index]
-        self.index += 1
-        y ^= (y >> 29) & 0x5555555555555555
-        y ^= (y << 17) & 0x71D67FFFEDA60000
-        y ^= (y << 37) & 0xFFF7EEE000000000
-        y ^= y >> 43
-        return y & M64
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: ftune_rng
+from ftune_rng import MASK as M64, MT19937_64  # noqa: E402,F401  (std::mt19937_64)
 
 
 def epoch_batches(lengths, batch_size, seed, epoch=0, pool_batches=32):
@@ -60,10 +31,3 @@ def epoch_batches(lengths, batch_size, seed, epoch=0, pool_batches=32):
     fisher_yates(batches)
     return batches
 
-
-if __name__ == "__main__":
-    g = MT19937_64(5489)
-    for _ in range(9999):
-        g()
-    assert g() == 9981545732273789042, "mt19937_64 does not match the C++ standard's 10000th value"
-    print("mt19937_64 ok")
