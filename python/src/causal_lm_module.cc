@@ -1,8 +1,8 @@
 // ftune._ftune's causal-LM part: a *ForCausalLM directory loaded for scoring candidate
 // completions (models/causal_lm_scoring.h), as `ftune predict --candidates` scores them: each
-// candidate's log p(candidate | prompt) summed over its tokens, no EOS, each scored as its own row.
-// The model is planned for the longest prompt + candidate seen so far and planned again only when
-// a call needs more; calls on one model run one at a time, with the GIL released.
+// candidate's log p(candidate | prompt) summed over its tokens, no EOS, a prompt's candidates in
+// one padded batch. The model is planned for the longest prompt + candidate and the most
+// candidates seen so far and planned again only when a call needs more; calls on one model run one at a time, with the GIL released.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -47,8 +47,9 @@ class CausalLm {
     std::vector<std::vector<double>> out;
     nb::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(mutex_);
-    int64_t longest = 1;
+    int64_t longest = 1, most = 1;
     for (size_t i = 0; i < prompts.size(); ++i) {
+      most = std::max<int64_t>(most, static_cast<int64_t>(candidates[i].size()));
       if (candidates[i].empty())
         throw ftune::InputError("prompt " + std::to_string(i + 1) + " has no candidate");
       for (const std::string& c : candidates[i]) {
@@ -65,7 +66,7 @@ class CausalLm {
       throw ftune::InputError("a prompt with a candidate takes " + std::to_string(longest) +
                               " tokens; " + dir_ + " has " +
                               std::to_string(spec_.info().max_tokens) + " positions");
-    ensure_planned(longest);
+    ensure_planned(longest, most);
     for (size_t i = 0; i < prompts.size(); ++i)
       out.push_back(ftune::completion_log_likelihoods(*model_, tokenizer_, prompts[i],
                                                       candidates[i], -1, special_tokens));
@@ -76,12 +77,16 @@ class CausalLm {
   int64_t max_length() const { return spec_.info().max_tokens; }
 
  private:
-  void ensure_planned(int64_t longest) {
-    if (model_ && longest <= planned_) return;
+  // A prompt's candidates are one padded batch: planned for the most candidates and the longest
+  // row seen so far, planned again only when a call needs more.
+  void ensure_planned(int64_t longest, int64_t rows) {
+    if (model_ && longest <= planned_ && rows <= planned_rows_) return;
+    longest = std::max(longest, planned_);
+    rows = std::max(rows, planned_rows_);
     model_.reset();
     arena_.reset();
     ftune::ClassifierOptions o;
-    o.max_batch = 1;
+    o.max_batch = rows;
     o.max_seq = longest;
     o.training = false;
     o.device = device_;
@@ -93,6 +98,7 @@ class CausalLm {
     ftune::load_model_weights(*model, dir_, causal_lm_load());
     model_ = std::move(model);
     planned_ = longest;
+    planned_rows_ = rows;
   }
 
   std::string dir_;
@@ -101,7 +107,7 @@ class CausalLm {
   ftune::Device device_;
   std::unique_ptr<ftune::Arena> arena_;  // declared before the model: it outlives it
   std::unique_ptr<ftune::SequenceClassifier> model_;
-  int64_t planned_ = 0;
+  int64_t planned_ = 0, planned_rows_ = 0;
   std::mutex mutex_;
 };
 

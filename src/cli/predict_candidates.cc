@@ -76,20 +76,23 @@ void run_candidate_predict(const CandidateArgs& a) {
   const text::Tokenizer tok = text::Tokenizer::from_dir(a.model);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<CandidateRow> rows = read_rows(a);
-  // The model is planned for the longest (prompt + candidate) scored, one row at a time.
-  int64_t longest = 1;
-  for (const CandidateRow& r : rows)
+  // The model is planned for a row's candidates in one padded batch of the longest (prompt +
+  // candidate) scored.
+  int64_t longest = 1, most = 1;
+  for (const CandidateRow& r : rows) {
+    most = std::max<int64_t>(most, static_cast<int64_t>(r.candidates.size()));
     for (const std::string& c : r.candidates) {
       const int64_t n = static_cast<int64_t>(
           data::tokenize_completion(tok, {r.prompt, c, 0}, -1, 0, a.data, {true, false}).input_ids.size());
       longest = std::max(longest, n);
     }
+  }
   if (longest > spec.info().max_tokens)
     throw InputError(fmt::format("{}: a prompt with a candidate takes {} tokens; {} has {} "
                                  "positions",
                                  a.data, longest, a.model, spec.info().max_tokens));
   ClassifierOptions o;
-  o.max_batch = 1;
+  o.max_batch = most;
   o.max_seq = longest;
   o.training = false;
   o.device = device;

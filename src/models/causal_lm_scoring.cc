@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/memory.h"
@@ -47,11 +48,21 @@ std::vector<double> completion_log_likelihoods(SequenceClassifier& model,
   if (!model.config().causal_lm)
     throw InputError(fmt::format("{} is not a causal LM: it cannot score completions",
                                  model.config().architecture));
+  // The candidates in padded batches of up to the model's planned rows: one forward a batch, then
+  // each row's sum through the head alone.
+  std::vector<data::TokenizedCompletion> rows;
+  for (const std::string& c : candidates)
+    rows.push_back(data::tokenize_completion(tokenizer, {prompt, c, 0}, eos_id, 0,
+                                             "candidate '" + c + "'",
+                                             {special_tokens, eos_id >= 0}));
+  const int64_t per_batch = std::max<int64_t>(1, model.options().max_batch);
   std::vector<double> out;
-  for (const std::string& c : candidates) {
-    const data::TokenizedCompletion t = data::tokenize_completion(
-        tokenizer, {prompt, c, 0}, eos_id, 0, "candidate '" + c + "'", {special_tokens, eos_id >= 0});
-    out.push_back(-summed_nll(model, data::completion_batch({t}, 0)).first);
+  for (size_t first = 0; first < rows.size(); first += per_batch) {
+    const size_t last = std::min(rows.size(), first + static_cast<size_t>(per_batch));
+    const std::vector<data::TokenizedCompletion> part(rows.begin() + first, rows.begin() + last);
+    model.set_batch(data::completion_batch(part, 0));
+    model.forward(DropoutPlan{});
+    for (const double nll : model.lm_row_nll()) out.push_back(-nll);
   }
   return out;
 }

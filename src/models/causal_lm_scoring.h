@@ -27,7 +27,8 @@ struct LmEval {
 // Each batch must fit the model's plan; rows with no counted token add nothing.
 LmEval evaluate_causal_lm(SequenceClassifier& model, const std::vector<Batch>& batches);
 
-// One log-likelihood per candidate (higher: more likely), each scored as its own row.
+// One log-likelihood per candidate (higher: more likely), each its own row of padded batches of up
+// to the model's planned max_batch rows (one forward a batch).
 // special_tokens false: the prompt is text a chat template rendered (it has its own BOS).
 std::vector<double> completion_log_likelihoods(SequenceClassifier& model,
                                                const text::Tokenizer& tokenizer,

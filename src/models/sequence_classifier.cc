@@ -425,6 +425,23 @@ void SequenceClassifier::copy_class_weights(const LossOptions& options) {
   loss_options_ = options;
 }
 
+std::vector<double> SequenceClassifier::lm_row_nll() {
+  if (!lm_ || !has_labels_ || inputs_.packed())
+    throw InputError("per-row log-likelihoods need a causal LM's padded batch with token labels");
+  const int64_t B = inputs_.B, T = inputs_.T, C = spec_.info().hidden_size;
+  const TensorView h = logits_.reshape({B * T, C});
+  std::vector<double> out;
+  HostTensor value(DType::F32, Shape{1});
+  for (int64_t r = 0; r < B; ++r) {
+    // normalizer 1: the sum over the row's counted tokens, not their mean.
+    lm_loss_.forward(loss_, h.slice0(r * T, (r + 1) * T), param(spec_.info().lm_head),
+                     labels_.slice0(r * T, (r + 1) * T), 1.0);
+    copy(value.view(), loss_);
+    out.push_back(double(value.data<float>()[0]));
+  }
+  return out;
+}
+
 TensorView SequenceClassifier::loss(const LossOptions& options) {
   if (!has_labels_) throw InputError("loss requested for a batch without labels");
   if (lm_) {

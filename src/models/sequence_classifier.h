@@ -208,6 +208,9 @@ class SequenceClassifier {
   TensorView loss(const LossOptions& options);
   // A causal LM: the tokens the last loss() counted (labels not -100).
   int64_t lm_counted_tokens() const { return lm_loss_.counted(); }
+  // A causal LM after forward() on a padded batch with token labels: each row's summed negative
+  // log-likelihood over its counted tokens (the loss through the head on that row's tokens alone).
+  std::vector<double> lm_row_nll();
   // Backward from the loss, scaled by loss_scale (with gradient accumulation: this micro-batch's
   // share of the step's loss, e.g. its rows / the step's rows); parameter gradients accumulate
   // into param_grads().
