@@ -73,7 +73,7 @@ JINJA_PINS=("jinja2==3.1.6" "MarkupSafe==3.0.3")
 PYDEPS="${FTUNE_CACHE:-$PWD/.cache}/pydeps"
 stamp="$PYDEPS/.python-package-deps-$NANOBIND_VERSION-$NUMPY_VERSION-pandas-3.1.1-jinja2-3.1.6-$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 if [ ! -f "$stamp" ]; then
-  echo "installing nanobind==$NANOBIND_VERSION, numpy==$NUMPY_VERSION and ${PANDAS_PINS[*]} into $PYDEPS"
+  echo "installing nanobind==$NANOBIND_VERSION, numpy==$NUMPY_VERSION, ${PANDAS_PINS[*]} and ${JINJA_PINS[*]} into $PYDEPS"
   python3 -m pip install --quiet --no-deps --upgrade --target "$PYDEPS" \
     "nanobind==$NANOBIND_VERSION" "numpy==$NUMPY_VERSION" "${PANDAS_PINS[@]}" "${JINJA_PINS[@]}"
   touch "$stamp"
