@@ -43,7 +43,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kit_models import random_family  # noqa: E402
-from kit_stage import missing_modules, open_stage  # noqa: E402
+from kit_stage import hf_peer, open_stage  # noqa: E402
 
 STEPS = int(os.environ.get("FTUNE_KIT_FAMILIES_STEPS", "60"))
 WARMUP = int(os.environ.get("FTUNE_KIT_FAMILIES_WARMUP", "30"))
@@ -125,13 +125,9 @@ def stage_row(case, family, length, batch, r):
 
 def main():
     a, kit, stage, log, on_gpu = open_stage(__doc__)
-    missing = missing_modules(["torch", "transformers", "peft", "numpy"])
-    if missing:
-        return stage.finish("skipped" if not on_gpu else "fail",
-                            "%s cannot import torch, transformers, peft and numpy: no HF peer (%s)"
-                            % (sys.executable, missing))
-    sys.path.insert(0, os.path.join(kit.share, "bench"))
-    import gpu_vs_hf  # the benchmark's runs, rows and ratio arithmetic
+    gpu_vs_hf, finished = hf_peer(kit, stage, on_gpu)  # the benchmark's runs and rows
+    if gpu_vs_hf is None:
+        return finished
     scratch = tempfile.mkdtemp(prefix="gpu-kit-families-")
     try:
         root = os.environ.get("FTUNE_KIT_MODELS") or os.path.join(scratch, "models")

@@ -124,6 +124,20 @@ def missing_modules(modules):
     return None if probe.returncode == 0 else (probe.stdout.strip().splitlines() or ["?"])[-1][:120]
 
 
+def hf_peer(kit, stage, on_gpu):
+    """bench/gpu_vs_hf (the PyTorch + HF + PEFT peer's runs and rows) when this Python imports
+    torch, transformers, peft and numpy: (module, None); else (None, the stage finished as skipped
+    on the CPU, failed on the GPU)."""
+    missing = missing_modules(["torch", "transformers", "peft", "numpy"])
+    if missing:
+        return None, stage.finish("skipped" if not on_gpu else "fail",
+                                  "%s cannot import torch, transformers, peft and numpy: no HF "
+                                  "peer (%s)" % (sys.executable, missing))
+    sys.path.insert(0, os.path.join(kit.share, "bench"))
+    import gpu_vs_hf
+    return gpu_vs_hf, None
+
+
 def stage_args(description):
     """The arguments every stage script takes (run.sh passes them)."""
     ap = argparse.ArgumentParser(description=description)
