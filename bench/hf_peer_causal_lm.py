@@ -1,13 +1,12 @@
 """The causal-LM side of bench/hf_peer_train.py (--causal-lm): prompt -> completion rows read,
 tokenized and batched as `ftune train` with model.task causal_lm reads them (docs/causal-lm.md),
 which is TRL's SFTTrainer recipe for a prompt-completion data set: tokenizer(prompt + completion)
-with the tokenizer's special tokens, then EOS; the first len(tokenizer(prompt)) tokens masked
-(-100); rows longer than max_length cut at the end. The model is an AutoModelForCausalLM; its
+with the tokenizer's special tokens, then EOS; the tokens before the point where
+tokenizer(prompt) and tokenizer(prompt + completion) part masked (-100); rows longer than max_length cut at the end. The model is an AutoModelForCausalLM; its
 loss is transformers' ForCausalLMLoss (labels shifted inside the model), LoRA's task CAUSAL_LM
 (lm_head frozen, as ftune). Imported by hf_peer_train.py only; needs torch and transformers.
 """
 import json
-import sys
 
 
 def read_completions(path, fields):
@@ -29,12 +28,19 @@ def read_completions(path, fields):
     return rows
 
 
+def prompt_tokens(prompt_ids, ids):
+    """Where the completion starts: where the ids of the prompt and of prompt + completion part
+    (TRL 1.16's common_prefix_length; the prompt's length unless tokens merge at the boundary)."""
+    return next((k for k, (x, y) in enumerate(zip(prompt_ids, ids)) if x != y),
+                min(len(prompt_ids), len(ids)))
+
+
 def tokenize_completions(tokenizer, rows, max_length, eos_id):
     """Items of input_ids, attention_mask and labels (-100 over the prompt), cut at max_length."""
     out = []
     for prompt, completion in rows:
         full = tokenizer(prompt + completion)["input_ids"] + [eos_id]
-        n_prompt = len(tokenizer(prompt)["input_ids"])
+        n_prompt = prompt_tokens(tokenizer(prompt)["input_ids"], full)
         labels = [-100] * n_prompt + full[n_prompt:]
         full, labels = full[:max_length], labels[:max_length]
         out.append({"input_ids": full, "attention_mask": [1] * len(full), "labels": labels})
@@ -54,20 +60,6 @@ def eos_token_id(model_dir, tokenizer):
     except (OSError, ValueError):
         pass
     return tokenizer.eos_token_id
-
-
-def load_causal_lm(path, attn, dtype=None):
-    """AutoModelForCausalLM from an HF directory; attn "auto": SDPA, else eager."""
-    from transformers import AutoModelForCausalLM
-    kw = {} if dtype is None else {"dtype": dtype}
-    if attn != "auto":
-        return AutoModelForCausalLM.from_pretrained(path, attn_implementation=attn, **kw)
-    try:
-        return AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa", **kw)
-    except (ValueError, ImportError) as e:
-        print("hf_peer_train: no SDPA for this model (%s); eager attention" % str(e)[:160],
-              file=sys.stderr)
-        return AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager", **kw)
 
 
 class CompletionCollator:

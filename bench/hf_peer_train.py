@@ -157,21 +157,24 @@ def random_model(kind, num_labels, seed, attn, tokenizer_dir):
 BERT_TYPES = ("bert", "roberta", "xlm-roberta")  # the models the FLOP formula is for
 
 
-def load_model(path, num_labels, attn, dtype=None):
-    """The model from an HF directory. attn "auto": SDPA where the model has it, else eager (HF
-    refuses SDPA for models without it, e.g. DeBERTa-v2). dtype: the weights' type (None: fp32)."""
-    from transformers import AutoModelForSequenceClassification
-    kw = {"num_labels": num_labels}
+def load_model(path, attn, dtype=None, num_labels=None):
+    """The model from an HF directory: a sequence classifier of num_labels, or with num_labels
+    None a causal LM (AutoModelForCausalLM). attn "auto": SDPA where the model has it, else eager
+    (HF refuses SDPA for models without it, e.g. DeBERTa-v2). dtype: the weights' type (None:
+    fp32)."""
+    from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+    auto = AutoModelForCausalLM if num_labels is None else AutoModelForSequenceClassification
+    kw = {} if num_labels is None else {"num_labels": num_labels}
     if dtype is not None:
         kw["dtype"] = dtype  # transformers >= 4.56 (before: torch_dtype)
     if attn != "auto":
-        return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation=attn, **kw)
+        return auto.from_pretrained(path, attn_implementation=attn, **kw)
     try:
-        return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="sdpa", **kw)
+        return auto.from_pretrained(path, attn_implementation="sdpa", **kw)
     except (ValueError, ImportError) as e:
         print("hf_peer_train: no SDPA for this model (%s); eager attention" % str(e)[:160],
               file=sys.stderr)
-        return AutoModelForSequenceClassification.from_pretrained(path, attn_implementation="eager", **kw)
+        return auto.from_pretrained(path, attn_implementation="eager", **kw)
 
 
 def add_lora(model, a):
@@ -345,14 +348,13 @@ def main():
         val_set = tokenize(tokenizer, val_rows, ids, a.max_length) if val_rows else None
 
     if a.causal_lm:
-        model = clm.load_causal_lm(a.model, a.attn,
-                                   torch.bfloat16 if a.base_dtype == "bf16" else None)
+        model = load_model(a.model, a.attn, torch.bfloat16 if a.base_dtype == "bf16" else None)
     elif a.random:
         model = random_model(a.random, num_labels, a.seed, "sdpa" if a.attn == "auto" else a.attn,
                              a.tokenizer)
     else:
-        model = load_model(a.model, num_labels, a.attn,
-                           torch.bfloat16 if a.base_dtype == "bf16" else None)
+        model = load_model(a.model, a.attn, torch.bfloat16 if a.base_dtype == "bf16" else None,
+                           num_labels)
     if model.config.pad_token_id is None:  # decoders: batches of several rows need a pad id
         model.config.pad_token_id = tokenizer.pad_token_id
     if a.causal_lm and tokenizer.pad_token_id is None:

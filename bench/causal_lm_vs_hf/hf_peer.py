@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The transformers + PEFT peer of `ftune train` with the lora-causal-lm recipe, on the same
 prompt -> completion JSONL: TRL's completion-only loss written out (tokenizer(prompt +
-completion) + EOS, the first len(tokenizer(prompt)) tokens labelled -100; transformers'
+completion) + EOS, the tokens before the point where tokenizer(prompt) and tokenizer(prompt +
+completion) part labelled -100; transformers'
 ForCausalLMLoss: the mean over every counted token of the step batch), PEFT LoRA (task
 CAUSAL_LM, target_modules all-linear, lm_head frozen), AdamW (torch, betas 0.9 / 0.999, eps
 1e-8), gradient clipping to a global norm, transformers' get_cosine_schedule_with_warmup stepped
@@ -29,7 +30,9 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer, get_cosine_schedule_with_warmup
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
 from ftune_order import epoch_batches  # noqa: E402
+from hf_peer_causal_lm import prompt_tokens  # noqa: E402  (TRL's completion start)
 
 
 def read_jsonl(path):
@@ -39,7 +42,7 @@ def read_jsonl(path):
 
 def tokenize(tok, prompt, completion, eos, append_eos=True):
     ids = tok(prompt + completion)["input_ids"] + ([eos] if append_eos else [])
-    n_prompt = len(tok(prompt)["input_ids"])
+    n_prompt = prompt_tokens(tok(prompt)["input_ids"], ids)
     labels = [-100] * n_prompt + ids[n_prompt:]
     return ids, labels[: len(ids)]
 
