@@ -15,27 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "device_timing.h"
 #include "core/thread_pool.h"
 #include "ops/dropout.h"
 #include "ops/gelu.h"
 #include "ops/layer_norm.h"
 #include "optim/adamw.h"
 
-namespace {
-
-double median_seconds(int reps, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
+using ftune::bench::median_seconds;
 
 int main(int argc, char** argv) {
   int threads = 2, reps = 9;

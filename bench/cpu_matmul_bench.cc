@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "device_timing.h"
 #include "core/thread_pool.h"
 #include "ops/cpu_gemm_library.h"
 #include "ops/cpu_matmul.h"
@@ -24,17 +25,7 @@
 
 namespace {
 
-double median_seconds(int reps, const std::function<void()>& fn) {
-  fn();
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using ftune::bench::median_seconds;
 
 constexpr int64_t kProbeIters = 200'000;  // ~3 ms a probe: as short as the products, so that
 // both see the same share of a loaded machine's core

@@ -1,9 +1,11 @@
 // Timing a call on a device for the micro-benchmarks: warm-up, then reps calls between two
-// device synchronisations.
+// device synchronisations; on the CPU, the median of reps timed calls.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
+#include <vector>
 
 #include "core/device.h"
 #ifdef FTUNE_WITH_CUDA
@@ -28,6 +30,19 @@ inline double time_call(Device dev, const std::function<void()>& fn, int reps) {
   for (int i = 0; i < reps; ++i) fn();
   sync(dev);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+// The median seconds of reps timed calls of fn (on the host clock), after one untimed call.
+inline double median_seconds(int reps, const std::function<void()>& fn) {
+  fn();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
 }
 
 }  // namespace ftune::bench
