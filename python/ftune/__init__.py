@@ -234,6 +234,22 @@ class _Rows:
         self._source.release()
 
 
+def _first_jsonl_row(path: str, text: Optional[str]) -> Any:
+    """The first non-blank row of JSONL text (or of the file when text is None); None when there
+    is none or it is not JSON (the engine names the bad line)."""
+    lines = iter(text.splitlines()) if text is not None else open(path, encoding="utf-8")
+    try:
+        for line in lines:
+            if line.strip():
+                return json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    finally:
+        if text is None:
+            lines.close()
+    return None
+
+
 def _rendered_chat_splits(text: str, is_path: bool, items: list, sources: list) -> list:
     """Overrides that train a causal LM's chat rows (messages) as their rendered text rows: each
     split of chat rows registered again, rendered (ftune.chat), and the two data keys of
@@ -250,19 +266,18 @@ def _rendered_chat_splits(text: str, is_path: bool, items: list, sources: list) 
         if not path:
             continue
         if path in in_memory:
-            lines = in_memory[path].splitlines()
+            text = in_memory[path]
         elif path.endswith(".jsonl") and os.path.isfile(path):
-            with open(path, encoding="utf-8") as f:
-                lines = f.read().splitlines()
+            text = None  # read whole only when its first row is a chat row
         else:
             continue
-        lines = [line for line in lines if line.strip()]
-        try:
-            first = json.loads(lines[0]) if lines else None
-        except json.JSONDecodeError:
-            continue  # the engine names the bad line
+        first = _first_jsonl_row(path, text)
         if not chat.is_conversational(first):
             continue
+        if text is None:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        lines = [line for line in text.splitlines() if line.strip()]
         if template is None:
             template = chat.ChatTemplate.from_pretrained(values["model.path"])
         rows = []
