@@ -78,12 +78,13 @@ class CausalLmStage(unittest.TestCase):
     def test_the_peer_learns_the_completion_and_eos(self):
         items = hf_peer_causal_lm.tokenize_completions(Words(), [("t1 t2", " g3 g4")], 64, 7)
         self.assertEqual(items[0]["input_ids"], [101, 1001, 1002, 1003, 1004, 102, 7])
-        # len(tokenizer(prompt)) = 4 positions masked: [CLS] t1 t2 and the prompt's [SEP] slot
-        self.assertEqual(items[0]["labels"], [-100] * 4 + [1004, 102, 7])
+        # The prompt alone is [CLS] t1 t2 [SEP]: the ids part after [CLS] t1 t2 (TRL 1.16's
+        # common prefix, as ftune), so g3 is learned too (len(tokenizer(prompt)) would mask it).
+        self.assertEqual(items[0]["labels"], [-100] * 3 + [1003, 1004, 102, 7])
         self.assertEqual(items[0]["attention_mask"], [1] * 7)
         cut = hf_peer_causal_lm.tokenize_completions(Words(), [("t1 t2", " g3 g4")], 5, 7)[0]
         self.assertEqual(cut["input_ids"], [101, 1001, 1002, 1003, 1004])
-        self.assertEqual(cut["labels"], [-100] * 4 + [1004])
+        self.assertEqual(cut["labels"], [-100] * 3 + [1003, 1004])
 
 
 if __name__ == "__main__":
