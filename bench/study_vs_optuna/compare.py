@@ -4,7 +4,8 @@
 Inputs: ftune's `hpo export --format json` (its trials and its `cost` block) and peer.py's JSON;
 optionally each engine's held-out test F1 (from the final fits run.sh makes). For each engine: the
 best study metric (mean validation F1 over the folds) against wall-clock time since the study
-started (one worker each, so wall time is the compute), counted only for trials that ended inside
+started (the peer runs one trial at a time on both cores; ftune as search.yaml says: two trials side
+by side, one core each), counted only for trials that ended inside
 the budget; the peer's final best; the time each needed to reach it; the ratio; the same in
 training rows (epochs x rows over every trial's folds, pruned trials up to where they stopped),
 a compute count that a loaded machine does not change. Writes a Markdown
