@@ -6,6 +6,8 @@
 // a CUDA graph replays any packed batch of the same shape):
 //   forward:  out (B, C) = hidden (N, C)[cu[b]]
 //   backward: dhidden (N, C) = dout[b] at token cu[b], 0 elsewhere   (overwritten)
+// Any float storage type (f32, bf16, f16; both tensors the same): the rows are copied bit for bit
+// (16-bit rows need an even width).
 #pragma once
 
 #include "core/tensor.h"
