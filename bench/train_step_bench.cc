@@ -7,7 +7,9 @@
 //
 //   train_step_bench --model minilm|bert-base|deberta-v3-base|modernbert-base|llama-100m
 //                    [--batch 32] [--seq 128] [--lora R] [--threads N] [--steps 10] [--warmup 2]
-//                    [--json]
+//                    [--whole-last-layer] [--json]
+// --whole-last-layer: every token through the last layer (ClassifierOptions::first_token_head
+// off), to time what the BERT family's first-token form saves.
 // FTUNE_PROFILE_OPS=1 prints step FTUNE_PROFILE_STEP's per-op table (core/op_profile.h) on stderr.
 #include <fmt/format.h>
 
@@ -35,7 +37,7 @@ int main(int argc, char** argv) {
   std::string model = "minilm";
   int64_t batch = 32, seq = 128;
   int threads = 0, steps = 10, warmup = 2, lora = 0;
-  bool json = false;
+  bool json = false, whole_last_layer = false;
   app.add_option("--model", model,
                  "minilm, bert-base, deberta-v3-base, modernbert-base or llama-100m");
   app.add_option("--lora", lora, "LoRA rank on every linear layer (0: full fine-tuning)");
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "compute threads (default: all cores)");
   app.add_option("--steps", steps, "timed steps");
   app.add_option("--warmup", warmup, "untimed steps first");
+  app.add_flag("--whole-last-layer", whole_last_layer,
+               "every token through the last layer (no first-token form)");
   app.add_flag("--json", json, "print one JSON line");
   CLI11_PARSE(app, argc, argv);
 
@@ -51,6 +55,7 @@ int main(int argc, char** argv) {
     set_compute_threads(threads);
     const ModelSpec config = bench::bench_model_config(model);
     ClassifierOptions options{batch, seq, true};
+    options.first_token_head = !whole_last_layer;
     if (lora > 0) {
       options.adapters.method = PeftMethod::Lora;
       options.adapters.r = lora;
@@ -114,9 +119,9 @@ int main(int argc, char** argv) {
     if (json) {
       fmt::print(
           "{{\"impl\": \"ftune\", \"model\": \"{}\", \"batch\": {}, \"seq\": {}, \"threads\": {}, "
-          "\"lora_r\": {}, \"trained_m\": {:.2f}, \"ms_per_step\": {:.1f}, \"min_ms\": {:.1f}, "
+          "\"lora_r\": {}, \"first_token_head\": {}, \"trained_m\": {:.2f}, \"ms_per_step\": {:.1f}, \"min_ms\": {:.1f}, "
           "\"cpu_ms_per_step\": {:.1f}, \"samples_per_s\": {:.2f}, \"arena_mib\": {:.1f}}}\n",
-          model, batch, seq, compute_threads(), lora, clf.trainable_params().total() / 1e6, median,
+          model, batch, seq, compute_threads(), lora, !whole_last_layer, clf.trainable_params().total() / 1e6, median,
           ms.front(), cpu_median, samples, arena.capacity() / double(1 << 20));
     } else {
       fmt::print(

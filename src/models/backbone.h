@@ -161,6 +161,10 @@ struct BackboneShape {
   DType compute = DType::F32;     // mixed precision: bf16 / f16 GEMM activations
   Device device = Device::cpu();  // sizes the kernels' workspace
   AttentionKernel attention = AttentionKernel::Ftune;
+  // Nothing reads the last layer's output but the head, and the head reads only each row's first
+  // token: a family may compute its last layer past attention for the first tokens alone
+  // (BERT / RoBERTa / XLM-R, models/bert/encoder.h); hidden() is then (B, 1, C).
+  bool first_token_head = false;
 };
 
 // Views of the parameters of a table inside a flat buffer that holds the table's elements
@@ -222,7 +226,8 @@ class BackboneModel {
   virtual TensorView forward(const TokenInputs& in, const DropoutPlan& dropout) = 0;
   // dlogits (B, K) -> parameter gradients (+=).
   virtual void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& dropout) = 0;
-  // The last hidden state of the last forward: (B, T, C) padded, (N, C) packed.
+  // The last hidden state of the last forward: (B, T, C) padded, (N, C) packed; (B, 1, C) where
+  // the model computed only the first tokens (BackboneShape::first_token_head).
   virtual TensorView hidden() const = 0;
   // A causal LM (ModelInfo::causal_lm): forward returns the final hidden states (N, C) and
   // backward takes their gradient (N, C) in place of dlogits.

@@ -73,6 +73,7 @@ SequenceClassifier::SequenceClassifier(ModelSpec spec, ClassifierOptions options
   shape.compute = options_.compute;
   shape.device = options_.device;
   shape.attention = options_.attention;
+  shape.first_token_head = options_.first_token_head;
   model_ = b.make_model(shape);
   lm_ = spec_.info().causal_lm;
   if (lm_)

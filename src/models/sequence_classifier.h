@@ -82,6 +82,10 @@ struct ClassifierOptions {
   // With frozen_16bit(): the frozen embedding tables stored in 16 bits too (the default); off
   // keeps them in fp32 (the reference its tests compare against).
   bool embeddings_16bit = true;
+  // The last layer past attention for the first tokens alone where the family's head reads only
+  // those (BackboneShape::first_token_head; the same logits and gradients, less work); off keeps
+  // the whole last hidden state in hidden() (what the parity tests compare with HF's).
+  bool first_token_head = true;
 
   int64_t tokens() const { return packed ? max_tokens : max_batch * max_seq; }
 };
@@ -199,7 +203,8 @@ class SequenceClassifier {
   void prepare_forward(const LossOptions& loss);
   // Forward pass over the current batch; returns the logits (B, K).
   TensorView forward(const DropoutPlan& dropout);
-  // The last hidden state of the last forward: (B, T, C) padded, (N, C) packed.
+  // The last hidden state of the last forward: (B, T, C) padded, (N, C) packed; (B, 1, C), the
+  // first tokens', where the family computed only those (ClassifierOptions::first_token_head).
   TensorView hidden() const { return model_->hidden(); }
   TensorView logits() const { return logits_; }
 

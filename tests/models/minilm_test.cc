@@ -41,7 +41,9 @@ TEST(MiniLM, EncoderAndPoolerMatchTransformers) {
   batch.token_type_ids = read_i32(golden, "token_type_ids");
   batch.attention_mask = read_i32(golden, "attention_mask");
 
-  SequenceClassifier model(load_model_config(dir), {batch.size, batch.seq_len, false});
+  ClassifierOptions options{batch.size, batch.seq_len, false};
+  options.first_token_head = false;  // every token's last hidden state, compared below
+  SequenceClassifier model(load_model_config(dir), options);
   EXPECT_EQ(model.config().num_layers, 6);
   EXPECT_EQ(model.config().hidden_size, 384);
   ArenaPlan plan;

@@ -56,7 +56,10 @@ class BertModel final : public BackboneModel {
   }
 
   void backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& d) override {
-    const TensorView dhidden = token_rows(acts_.grad_out, in, c_.hidden_size);
+    // The head's gradient of the encoder's output: every token's, or the first tokens' (B, 1, C).
+    const TensorView dhidden = acts_.first_token_last
+                                   ? acts_.grad_out.prefix({in.B, 1, c_.hidden_size})
+                                   : token_rows(acts_.grad_out, in, c_.hidden_size);
     head_backward(c_, head_w_, head_g_, head_acts_, dlogits, dhidden, in, d, w_.adapters,
                   g_.adapters);
     encoder_backward(c_, w_, g_, acts_, in, d);

@@ -7,6 +7,7 @@
 
 #include "core/tensor_columns.h"
 #include "models/adapters.h"
+#include "models/head_pooling.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"
 #include "models/layers/fused_linear.h"
@@ -43,6 +44,21 @@ RngKey key(const DropoutPlan& d, uint32_t site) {
 
 DropoutRows rows(const DropoutPlan& d, const TokenInputs& in) {
   return dropout_rows(d, in);
+}
+
+// The rows a layer computes past attention: the batch's N tokens, or, in the last layer of the
+// first-token form (encoder.h), the B first tokens gathered into (B, C); their dropout streams.
+struct LayerRows {
+  int64_t count = 0;
+  bool first_tokens = false;
+  DropoutRows dropout;
+};
+
+LayerRows layer_rows(const EncoderConfig& c, const EncoderActivations& a, const TokenInputs& in,
+                     const DropoutPlan& d, int64_t l) {
+  if (a.first_token_last && l == c.num_layers - 1)
+    return {in.B, true, first_token_dropout_rows(d, in)};
+  return {in.tokens(), false, rows(d, in)};
 }
 
 // Layer l's attention call: padded rows with the key mask, or packed rows at their cu_seqlens
@@ -99,9 +115,10 @@ TensorView site_param(const LayerWeights& lw, EncoderSite s, bool bias) {
 // The adapted linear block of (l, s) (models/layers/adapted_linear.h): the fp32 weight and bias,
 // what the GEMM reads (the 16-bit shadow's rows and bias under mixed precision: what autocast adds
 // and cuBLASLt fuses), the gradients (g: backward only) and the site's adapter, if any.
+// `dropout`: the site's input rows in the dropout streams (its adapter dropout's).
 AdaptedLinear site_linear(const EncoderWeights& w, const EncoderWeights* g,
                           const LayerActivations& la, const EncoderActivations& a, int64_t l,
-                          EncoderSite s, const DropoutPlan& d, const TokenInputs& in) {
+                          EncoderSite s, const DropoutPlan& d, const DropoutRows& dropout) {
   const LayerWeights& lw = w.layers[l];
   const LayerWeights& gemm = w.shadow.empty() ? lw : w.shadow[l];
   LinearParams p{site_param(lw, s, false), site_param(lw, s, true), site_param(gemm, s, false),
@@ -110,7 +127,7 @@ AdaptedLinear site_linear(const EncoderWeights& w, const EncoderWeights* g,
   const int i = static_cast<int>(s);
   const AdapterPass pass{&w.adapters, g ? &g->adapters : nullptr, a.adapter_scratch, d};
   return AdaptedLinear(p, pass,
-                       AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i), rows(d, in)});
+                       AdapterSlot{l, i, la.adapter[i], adapter_dropout_site(l, i), dropout});
 }
 
 // The fused QKV projection (no adapter: its blocks' are the Query / Key / Value sites').
@@ -130,18 +147,19 @@ FusedLinear qkv_projection(const EncoderConfig& c, const EncoderWeights& w,
                            const TokenInputs& in) {
   const int64_t C = c.hidden_size;
   const auto block = [&](int part) {
-    return FusedBlock{part * C, C, site_linear(w, g, la, a, l, qkv_site(part), d, in)};
+    return FusedBlock{part * C, C, site_linear(w, g, la, a, l, qkv_site(part), d, rows(d, in))};
   };
   return FusedLinear(fused_qkv(w, g, l), {block(0), block(1), block(2)},
                      FusedLinear::AllDora::SkipFusedGemm);
 }
 
-// The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h).
+// The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h), over the
+// rows past attention.
 FeedForward feed_forward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights* g,
                          const LayerActivations& la, const EncoderActivations& a, int64_t l,
-                         const DropoutPlan& d, const TokenInputs& in) {
-  return FeedForward(site_linear(w, g, la, a, l, EncoderSite::FfnIn, d, in),
-                     site_linear(w, g, la, a, l, EncoderSite::FfnOut, d, in),
+                         const DropoutPlan& d, const LayerRows& r) {
+  return FeedForward(site_linear(w, g, la, a, l, EncoderSite::FfnIn, d, r.dropout),
+                     site_linear(w, g, la, a, l, EncoderSite::FfnOut, d, r.dropout),
                      FeedForwardActivation::Gelu(c.activation));
 }
 
@@ -152,36 +170,48 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                    const TokenInputs& in, const DropoutPlan& d, bool recompute = false) {
   const int64_t N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
   const float eps = c.layer_norm_eps;
-  const Shape NC{N, C}, N1{N};
+  const LayerRows r = layer_rows(c, a, in, d, l);
+  const int64_t M = r.count;  // rows past attention
+  const Shape NC{N, C}, MC{M, C}, M1{M};
   const LayerWeights& lw = w.layers[l];
-  TensorView qkv = la.qkv.prefix({N, 3 * C}), ctx = la.ctx.prefix(NC), attn = la.attn.prefix(NC);
-  TensorView ln1 = la.ln1.prefix(NC), ffn_pre = la.ffn_pre.prefix({N, F}),
-             ffn_act = la.ffn_act.prefix({N, F});
-  TensorView ffn_out = la.ffn_out.prefix(NC), out = la.out.prefix(NC);
+  TensorView qkv = la.qkv.prefix({N, 3 * C}), ctx = la.ctx.prefix(NC), attn = la.attn.prefix(MC);
+  TensorView ln1 = la.ln1.prefix(MC), ffn_pre = la.ffn_pre.prefix({M, F}),
+             ffn_act = la.ffn_act.prefix({M, F});
+  TensorView ffn_out = la.ffn_out.prefix(MC), out = la.out.prefix(MC);
   const bool mixed = a.compute != DType::F32;
   const TensorView xg = mixed ? x_h : x;  // what the QKV GEMM reads
-  const TensorView ln1_h = mixed ? la.ln1_h.prefix(NC) : TensorView();
-  const TensorView out_h = mixed ? la.out_h.prefix(NC) : TensorView();
+  const TensorView ln1_h = mixed ? la.ln1_h.prefix(MC) : TensorView();
+  // (Nothing reads the 16-bit copy of the first-token form's output: no layer follows.)
+  const TensorView out_h = mixed && !r.first_tokens ? la.out_h.prefix(MC) : TensorView();
 
-  const auto site = [&](EncoderSite s) { return site_linear(w, nullptr, la, a, l, s, d, in); };
+  const auto site = [&](EncoderSite s) {
+    return site_linear(w, nullptr, la, a, l, s, d, r.dropout);
+  };
   qkv_projection(c, w, nullptr, la, a, l, d, in).forward(qkv, x, xg, recompute);
   attention_forward(attention_call(c, a, in, d, l), ctx, la.probs, columns(qkv, 0, C),
                     columns(qkv, C, C), columns(qkv, 2 * C, C));
-  site(EncoderSite::AttnOut).forward(attn, ctx, ctx, /*y_has_base=*/false, recompute);
+  // Past attention: every token, or the first tokens' attention output and residual.
+  TensorView ctx_r = ctx, x_r = x;
+  if (r.first_tokens) {
+    ctx_r = a.first_ctx.prefix(MC), x_r = a.first_x.prefix(MC);
+    first_tokens_forward(ctx_r, ctx, in);
+    first_tokens_forward(x_r, x, in);
+  }
+  site(EncoderSite::AttnOut).forward(attn, ctx_r, ctx_r, /*y_has_base=*/false, recompute);
   // LayerNorm(dropout(attn) + x) in one pass (ops/dropout_add_norm.h; attn is not modified):
   // under mixed precision the 16-bit sublayer output is added to the fp32 stream (autocast's
   // promotion), normalised in fp32, and copied to 16 bits for the next GEMM (ln1_h).
-  dropout_add_layer_norm_forward(ln1, ln1_h, la.sum1.prefix(NC), la.ln1_mean.prefix(N1),
-                                 la.ln1_rstd.prefix(N1), attn, x, lw.ln1_w, lw.ln1_b, eps,
+  dropout_add_layer_norm_forward(ln1, ln1_h, la.sum1.prefix(MC), la.ln1_mean.prefix(M1),
+                                 la.ln1_rstd.prefix(M1), attn, x_r, lw.ln1_w, lw.ln1_b, eps,
                                  dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
-                                 rows(d, in));
+                                 r.dropout);
   const TensorView ffn_in = mixed ? ln1_h : ln1;
-  feed_forward(c, w, nullptr, la, a, l, d, in).forward(ffn_out, ffn_act, ffn_pre, ffn_in, ffn_in,
-                                                       recompute);
-  dropout_add_layer_norm_forward(out, out_h, la.sum2.prefix(NC), la.ln2_mean.prefix(N1),
-                                 la.ln2_rstd.prefix(N1), ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps,
+  feed_forward(c, w, nullptr, la, a, l, d, r).forward(ffn_out, ffn_act, ffn_pre, ffn_in, ffn_in,
+                                                      recompute);
+  dropout_add_layer_norm_forward(out, out_h, la.sum2.prefix(MC), la.ln2_mean.prefix(M1),
+                                 la.ln2_rstd.prefix(M1), ffn_out, ln1, lw.ln2_w, lw.ln2_b, eps,
                                  dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
-                                 rows(d, in));
+                                 r.dropout);
 }
 
 // One layer's backward: a.grad_out holds dL/d(out); on return it holds dL/dx (when need_dx).
@@ -190,44 +220,57 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                     const LayerActivations& la, EncoderActivations& a, int64_t l, TensorView x,
                     TensorView x_h, bool need_dx, const TokenInputs& in, const DropoutPlan& d) {
   const int64_t N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
-  const Shape NC{N, C}, N1{N};
+  const LayerRows r = layer_rows(c, a, in, d, l);
+  const int64_t M = r.count;  // rows past attention
+  const Shape NC{N, C}, MC{M, C}, M1{M};
   // grad_out holds dL/d(output of the current layer); grad_sum, grad_tmp, grad_ctx are scratch.
-  TensorView dout = a.grad_out.prefix(NC), dsum = a.grad_sum.prefix(NC),
-             dtmp = a.grad_tmp.prefix(NC);
-  TensorView dctx = a.grad_ctx.prefix(NC), dffn = a.grad_ffn.prefix({N, F}),
+  TensorView dout = a.grad_out.prefix(MC), dsum = a.grad_sum.prefix(MC),
+             dtmp = a.grad_tmp.prefix(MC);
+  TensorView dctx = a.grad_ctx.prefix(NC), dffn = a.grad_ffn.prefix({M, F}),
              dqkv = a.grad_qkv.prefix({N, 3 * C});
   const LayerWeights& lw = w.layers[l];
   const LayerWeights& lg = g.layers[l];
   const bool mixed = a.compute != DType::F32;
   // The GEMMs' inputs: 16-bit copies under mixed precision.
-  const TensorView ln1 = (mixed ? la.ln1_h : la.ln1).prefix(NC),
-                   ffn_act = la.ffn_act.prefix({N, F}), ctx = la.ctx.prefix(NC);
+  const TensorView ln1 = (mixed ? la.ln1_h : la.ln1).prefix(MC),
+                   ffn_act = la.ffn_act.prefix({M, F});
+  // The attention output the AttnOut GEMM read.
+  const TensorView ctx = r.first_tokens ? a.first_ctx.prefix(MC) : la.ctx.prefix(NC);
   const TensorView xg = mixed ? x_h : x;
 
   // out = LayerNorm(dropout(f) + h1): dsum is the gradient of h1 (through the residual) and of
   // dropout(f); dtmp, f's, is dropout'(dsum), written by the same pass.
-  layer_norm_dropout_backward(dsum, dtmp, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC), lw.ln2_w,
-                              la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1),
+  layer_norm_dropout_backward(dsum, dtmp, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(MC), lw.ln2_w,
+                              la.ln2_mean.prefix(M1), la.ln2_rstd.prefix(M1),
                               dropout_p(d, c.hidden_dropout), key(d, ffn_output_site(l)),
-                              rows(d, in));
-  const auto site = [&](EncoderSite s) { return site_linear(w, &g, la, a, l, s, d, in); };
+                              r.dropout);
+  const auto site = [&](EncoderSite s) { return site_linear(w, &g, la, a, l, s, d, r.dropout); };
   // dh1 = residual part (already in dsum) + the FFN input gradient, added in place.
-  feed_forward(c, w, &g, la, a, l, d, in)
-      .backward(dtmp, ffn_act, dffn, la.ffn_pre.prefix({N, F}), dffn, ln1, ln1, dsum,
+  feed_forward(c, w, &g, la, a, l, d, r)
+      .backward(dtmp, ffn_act, dffn, la.ffn_pre.prefix({M, F}), dffn, ln1, ln1, dsum,
                 /*accumulate=*/true);
 
-  // h1 = LayerNorm(dropout(a) + x): dout becomes the gradient of x (residual), dtmp that of a.
-  layer_norm_dropout_backward(dout, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC), lw.ln1_w,
-                              la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1),
+  // h1 = LayerNorm(dropout(a) + x): dres becomes the gradient of x (residual), dtmp that of a.
+  // First-token form: they and the attention output's gradient are the first tokens' (B, C),
+  // scattered into (N, C) rows below.
+  const TensorView dres = r.first_tokens ? a.first_x.prefix(MC) : dout;
+  const TensorView dctx_r = r.first_tokens ? a.first_dctx.prefix(MC) : dctx;
+  layer_norm_dropout_backward(dres, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(MC), lw.ln1_w,
+                              la.ln1_mean.prefix(M1), la.ln1_rstd.prefix(M1),
                               dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
-                              rows(d, in));
-  site(EncoderSite::AttnOut).backward(dtmp, ctx, ctx, dctx);
+                              r.dropout);
+  site(EncoderSite::AttnOut).backward(dtmp, ctx, ctx, dctx_r);
+  if (r.first_tokens) {
+    first_tokens_backward(dctx, dctx_r, in);
+    first_tokens_backward(a.grad_out.prefix(NC), dres, in);
+  }
   const TensorView qkv = la.qkv.prefix({N, 3 * C});
   attention_backward(attention_call(c, a, in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C),
                      columns(dqkv, 2 * C, C), dctx, columns(qkv, 0, C), columns(qkv, C, C),
-                     columns(qkv, 2 * C, C), ctx, la.probs);
-  // dx = residual part (in dout) + the QKV input gradient: the previous layer's output gradient.
-  const TensorView dx = need_dx ? dout : TensorView();
+                     columns(qkv, 2 * C, C), la.ctx.prefix(NC), la.probs);
+  // dx = residual part (in grad_out) + the QKV input gradient: the previous layer's output
+  // gradient.
+  const TensorView dx = need_dx ? a.grad_out.prefix(NC) : TensorView();
   qkv_projection(c, w, &g, la, a, l, d, in)
       .backward(dqkv, x, xg, dx, /*accumulate=*/true, /*guard=*/true);
 }
@@ -260,6 +303,8 @@ TensorView encoder_forward(const EncoderConfig& c, const EncoderWeights& w, Enco
   TensorView x = emb_out, x_h = mixed ? a.emb_out_h.prefix(NC) : TensorView();
   for (int64_t l = 0; l < c.num_layers; ++l) {
     layer_forward(c, w, a.layers[l], a, l, x, x_h, in, d);
+    if (a.first_token_last && l == c.num_layers - 1)
+      return a.layers[l].out.prefix({B, 1, C});  // the first tokens' rows
     x = a.layers[l].out.prefix(NC);
     if (mixed) x_h = a.layers[l].out_h.prefix(NC);
   }

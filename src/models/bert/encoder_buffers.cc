@@ -2,8 +2,12 @@
 // buffer with the views it binds, so the plan and the binding come from the same list. Training
 // keeps every layer (with checkpointing: every layer's output, the rest in one slot); inference
 // alternates two slots (a layer reads the other's output). Sizes follow the tokens of a batch
-// (padded: rows x longest row; packed: the token budget), so a packed batch plans no padding.
+// (padded: rows x longest row; packed: the token budget), so a packed batch plans no padding; the
+// first-token form's last layer (encoder.h) plans its rows past attention for the rows' first
+// tokens where no other layer shares its buffers.
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "models/adapters.h"
 #include "models/bert/encoder.h"
@@ -46,6 +50,7 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
   a.checkpointing = ckpt;
   a.compute = h;
   a.cudnn_attention = cudnn;
+  a.first_token_last = how.first_token_head;
   a.layers.resize(c.num_layers);
 
   t.add("act/emb/sum", f32, {N, C}, &a.emb_sum);
@@ -64,44 +69,64 @@ void encoder_buffers(const EncoderConfig& c, const BackboneShape& how, EncoderAc
   const AttentionBuffers attention = attention_buffers(encoder_attention_spec(c), how.device, cudnn,
                                                        how.max_rows, N, T, training,
                                                        how.max_token_positions);
+  // Rows past attention: N, or in a slot that only the first-token form's last layer uses, its
+  // first tokens (max_rows).
+  const int64_t first_rows = std::min(N, how.max_rows);
+  const auto last_only = [&](int64_t s) {
+    bool only = a.first_token_last;
+    slots.each(s, [&](int64_t l) { only = only && l == c.num_layers - 1; });
+    return only;
+  };
   for (int64_t s = 0; s < slots.count(); ++s) {
+    const int64_t R = last_only(s) ? first_rows : N;
     slot_buffer(s, "qkv", h, {N, 3 * C}, &LayerActivations::qkv);
     slot_buffer(s, "probs", f32, {attention.saved}, &LayerActivations::probs);
     slot_buffer(s, "ctx", h, {N, C}, &LayerActivations::ctx);
-    slot_buffer(s, "attn", h, {N, C}, &LayerActivations::attn);
-    slot_buffer(s, "sum1", f32, {N, C}, &LayerActivations::sum1);
-    slot_buffer(s, "ln1", f32, {N, C}, &LayerActivations::ln1);
-    if (mixed) slot_buffer(s, "ln1_h", h, {N, C}, &LayerActivations::ln1_h);
-    slot_buffer(s, "ln1_mean", f32, {N}, &LayerActivations::ln1_mean);
-    slot_buffer(s, "ln1_rstd", f32, {N}, &LayerActivations::ln1_rstd);
-    slot_buffer(s, "ffn_pre", h, {N, F}, &LayerActivations::ffn_pre);
-    slot_buffer(s, "ffn_act", h, {N, F}, &LayerActivations::ffn_act);
-    slot_buffer(s, "ffn_out", h, {N, C}, &LayerActivations::ffn_out);
-    slot_buffer(s, "sum2", f32, {N, C}, &LayerActivations::sum2);
-    if (!ckpt) slot_buffer(s, "out", f32, {N, C}, &LayerActivations::out);
-    if (!ckpt && mixed) slot_buffer(s, "out_h", h, {N, C}, &LayerActivations::out_h);
-    slot_buffer(s, "ln2_mean", f32, {N}, &LayerActivations::ln2_mean);
-    slot_buffer(s, "ln2_rstd", f32, {N}, &LayerActivations::ln2_rstd);
+    slot_buffer(s, "attn", h, {R, C}, &LayerActivations::attn);
+    slot_buffer(s, "sum1", f32, {R, C}, &LayerActivations::sum1);
+    slot_buffer(s, "ln1", f32, {R, C}, &LayerActivations::ln1);
+    if (mixed) slot_buffer(s, "ln1_h", h, {R, C}, &LayerActivations::ln1_h);
+    slot_buffer(s, "ln1_mean", f32, {R}, &LayerActivations::ln1_mean);
+    slot_buffer(s, "ln1_rstd", f32, {R}, &LayerActivations::ln1_rstd);
+    slot_buffer(s, "ffn_pre", h, {R, F}, &LayerActivations::ffn_pre);
+    slot_buffer(s, "ffn_act", h, {R, F}, &LayerActivations::ffn_act);
+    slot_buffer(s, "ffn_out", h, {R, C}, &LayerActivations::ffn_out);
+    slot_buffer(s, "sum2", f32, {R, C}, &LayerActivations::sum2);
+    if (!ckpt) slot_buffer(s, "out", f32, {R, C}, &LayerActivations::out);
+    // The 16-bit copy of a layer's output feeds the next layer (none after the first-token form's).
+    if (!ckpt && mixed && !last_only(s))
+      slot_buffer(s, "out_h", h, {N, C}, &LayerActivations::out_h);
+    slot_buffer(s, "ln2_mean", f32, {R}, &LayerActivations::ln2_mean);
+    slot_buffer(s, "ln2_rstd", f32, {R}, &LayerActivations::ln2_rstd);
     for (int i = 0; i < kEncoderSites; ++i) {
       if (!sites[i]) continue;
       std::vector<AdapterSiteBuffers*> views;
       slots.each(s, [&](int64_t l) { views.push_back(&a.layers[l].adapter[i]); });
+      const bool qkv_site = i <= static_cast<int>(EncoderSite::Value);  // every token's
       add_adapter_site_buffers(t, act_name(s, fmt::format("lora_u{}", i).c_str()),
-                               act_name(s, fmt::format("dora_z{}", i).c_str()), N, site_out(c, i),
-                               how.adapters, views);
+                               act_name(s, fmt::format("dora_z{}", i).c_str()), qkv_site ? N : R,
+                               site_out(c, i), how.adapters, views);
     }
   }
   if (ckpt)
-    for (int64_t l = 0; l < c.num_layers; ++l)
-      t.add(act_name(l, "out"), f32, {N, C}, &a.layers[l].out);
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const bool first = a.first_token_last && l == c.num_layers - 1;
+      t.add(act_name(l, "out"), f32, {first ? first_rows : N, C}, &a.layers[l].out);
+    }
   // Checkpointing keeps only the fp32 layer outputs; their 16-bit copies alternate between two
   // slots (layer l writes slot (l + 1) % 2 and reads slot l % 2), and backward re-casts a layer's
   // input before recomputing it.
   if (ckpt && mixed) {
-    const int64_t copies = std::min<int64_t>(2, c.num_layers);
+    const int64_t writers = a.first_token_last ? c.num_layers - 1 : c.num_layers;
+    const int64_t copies = std::min<int64_t>(2, writers);
     for (int64_t s = 0; s < copies; ++s) t.add(fmt::format("act/ckpt/out_h{}", s), h, {N, C});
-    for (int64_t l = 0; l < c.num_layers; ++l)
+    for (int64_t l = 0; l < writers; ++l)
       t.also(fmt::format("act/ckpt/out_h{}", (l + 1) % copies), &a.layers[l].out_h);
+  }
+  if (a.first_token_last) {
+    t.add("act/first_token/ctx", h, {how.max_rows, C}, &a.first_ctx);
+    t.add("act/first_token/x", f32, {how.max_rows, C}, &a.first_x);
+    if (training) t.add("gradact/first_token/ctx", h, {how.max_rows, C}, &a.first_dctx);
   }
   if (training) {
     t.add("gradact/out", f32, {N, C}, &a.grad_out);
