@@ -163,7 +163,8 @@ struct BackboneShape {
   AttentionKernel attention = AttentionKernel::Ftune;
   // Nothing reads the last layer's output but the head, and the head reads only each row's first
   // token: a family may compute its last layer past attention for the first tokens alone
-  // (BERT / RoBERTa / XLM-R, models/bert/encoder.h); hidden() is then (B, 1, C).
+  // (BERT / RoBERTa / XLM-R and DeBERTa, models/layers/first_token_rows.h); hidden() is then
+  // (B, 1, C).
   bool first_token_head = false;
 };
 

@@ -198,8 +198,9 @@ INSTANTIATE_TEST_SUITE_P(Models, HfParity,
                                            "gemma3_pair", "gemma3_mm_pair",
                                            "deberta_v3_pair", "deberta_v2_pair"));
 
-INSTANTIATE_TEST_SUITE_P(BertFamily, HfParityFirstTokenHead,
-                         ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair"));
+INSTANTIATE_TEST_SUITE_P(Families, HfParityFirstTokenHead,
+                         ::testing::Values("bert_pair", "roberta_pair", "xlmr_pair",
+                                           "deberta_v3_pair", "deberta_v2_pair"));
 
 // ModernBERT (tools/make_modernbert_fixtures.py): cls and mean pooling, rows longer than the local
 // window, with and without biases, legacy and transformers 5 config keys.

@@ -1,6 +1,6 @@
-// The BERT encoder's first-token form (ClassifierOptions::first_token_head, models/bert/encoder.h:
-// the last layer past attention for the rows' first tokens alone) computes what the whole last
-// layer does for the head: with every dropout on (hidden, attention, classifier 0.1; LoRA dropout
+// The first-token form of BERT's encoder and DeBERTa (ClassifierOptions::first_token_head,
+// models/layers/first_token_rows.h: the last layer past attention for the rows' first tokens
+// alone) computes what the whole last layer does for the head: with every dropout on (hidden, attention, classifier 0.1; LoRA dropout
 // 0.1), over two accumulated micro-steps with different masks, for full fine-tuning, LoRA and DoRA,
 // padded and packed, with and without gradient checkpointing, in fp32 and bf16 compute, the
 // logits and every trainable gradient agree with the whole layer's within float rounding (fp32:
@@ -17,13 +17,13 @@
 #include "data/token_batch.h"
 #include "golden_fixture.h"
 #include "models/batch.h"
-#include "models/bert/bert_checkpoint.h"
 #include "models/hf_checkpoint.h"
 
 namespace ftune::test {
 namespace {
 
 struct FirstTokenCase {
+  const char* fixture = "bert_pair";  // tests/fixtures/engine: BERT, or DeBERTa-v3
   PeftMethod method = PeftMethod::None;
   bool packed = false;
   GradientCheckpointing ckpt = GradientCheckpointing::Off;
@@ -31,7 +31,7 @@ struct FirstTokenCase {
 };
 
 std::string first_token_case_name(const FirstTokenCase& c) {
-  return std::string(peft_method_name(c.method)) + (c.packed ? "_packed" : "_padded") +
+  return std::string(c.fixture) + "_" + peft_method_name(c.method) + (c.packed ? "_packed" : "_padded") +
          (c.ckpt == GradientCheckpointing::On ? "_checkpointing" : "") +
          (c.compute == DType::F32 ? "" : "_" + std::string(dtype_name(c.compute)));
 }
@@ -42,8 +42,8 @@ struct FirstTokenModel {
 };
 
 FirstTokenModel build_model(const GoldenCase& g, const FirstTokenCase& c, bool first_token_head) {
-  EncoderConfig config = load_model_config(g.model_dir);
-  config.hidden_dropout = config.attention_dropout = config.classifier_dropout = 0.1f;
+  const ModelSpec spec = load_model_spec(g.model_dir).with_dropout({0.1f, 0.1f, 0.1f});
+  const bool deberta = std::string(c.fixture).rfind("deberta", 0) == 0;
   ClassifierOptions o;
   o.max_batch = g.batch.size;
   o.max_seq = g.batch.seq_len;
@@ -56,9 +56,10 @@ FirstTokenModel build_model(const GoldenCase& g, const FirstTokenCase& c, bool f
   o.adapters.r = 3;
   o.adapters.alpha = 5;
   o.adapters.dropout = c.method == PeftMethod::Lora ? 0.1 : 0.0;  // DoRA takes no adapter dropout
-  o.adapters.target_modules = {"query", "value", "intermediate.dense", "output.dense"};
+  o.adapters.target_modules = {deberta ? "query_proj" : "query", deberta ? "value_proj" : "value",
+                               "intermediate.dense", "output.dense"};
   FirstTokenModel m;
-  m.clf = std::make_unique<SequenceClassifier>(config, o);
+  m.clf = std::make_unique<SequenceClassifier>(spec, o);
   ArenaPlan plan;
   m.clf->add_to_plan(plan);
   m.arena = Arena(Device::cpu(), std::move(plan));
@@ -91,7 +92,7 @@ double first_token_diff(const std::vector<float>& a, const std::vector<float>& b
 class FirstTokenHead : public ::testing::TestWithParam<FirstTokenCase> {};
 
 TEST_P(FirstTokenHead, SameLogitsAndGradientsAsTheWholeLastLayer) {
-  const GoldenCase g = GoldenCase::load("bert_pair");
+  const GoldenCase g = GoldenCase::load(GetParam().fixture);
   FirstTokenModel whole = build_model(g, GetParam(), false);
   FirstTokenModel first = build_model(g, GetParam(), true);
   std::vector<float> logits[2];
@@ -139,24 +140,36 @@ TEST_P(FirstTokenHead, SameLogitsAndGradientsAsTheWholeLastLayer) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, FirstTokenHead,
-    ::testing::Values(FirstTokenCase{PeftMethod::None, false},
-                      FirstTokenCase{PeftMethod::None, true},
-                      FirstTokenCase{PeftMethod::Lora, false},
-                      FirstTokenCase{PeftMethod::Lora, true},
-                      FirstTokenCase{PeftMethod::Dora, false},
-                      FirstTokenCase{PeftMethod::None, false, GradientCheckpointing::On},
-                      FirstTokenCase{PeftMethod::Lora, true, GradientCheckpointing::On},
-                      FirstTokenCase{PeftMethod::None, false, GradientCheckpointing::Off,
+    ::testing::Values(FirstTokenCase{"bert_pair", PeftMethod::None, false},
+                      FirstTokenCase{"bert_pair", PeftMethod::None, true},
+                      FirstTokenCase{"bert_pair", PeftMethod::Lora, false},
+                      FirstTokenCase{"bert_pair", PeftMethod::Lora, true},
+                      FirstTokenCase{"bert_pair", PeftMethod::Dora, false},
+                      FirstTokenCase{"bert_pair", PeftMethod::None, false, GradientCheckpointing::On},
+                      FirstTokenCase{"bert_pair", PeftMethod::Lora, true, GradientCheckpointing::On},
+                      FirstTokenCase{"bert_pair", PeftMethod::None, false,
+                                     GradientCheckpointing::Off, DType::BF16},
+                      FirstTokenCase{"bert_pair", PeftMethod::Lora, true, GradientCheckpointing::On,
                                      DType::BF16},
-                      FirstTokenCase{PeftMethod::Lora, true, GradientCheckpointing::On,
-                                     DType::BF16}),
+                      FirstTokenCase{"deberta_v3_pair", PeftMethod::None, false},
+                      FirstTokenCase{"deberta_v3_pair", PeftMethod::None, true},
+                      FirstTokenCase{"deberta_v3_pair", PeftMethod::Lora, true},
+                      FirstTokenCase{"deberta_v3_pair", PeftMethod::Dora, false},
+                      FirstTokenCase{"deberta_v3_pair", PeftMethod::Lora, false,
+                                     GradientCheckpointing::On},
+                      FirstTokenCase{"deberta_v3_pair", PeftMethod::None, true,
+                                     GradientCheckpointing::On, DType::BF16}),
     [](const auto& info) { return first_token_case_name(info.param); });
 
 // Inference: hidden() is (B, 1, C), the whole layer's first tokens; the logits are the same.
-TEST(FirstTokenHeadInference, HiddenIsTheFirstTokensOfTheWholeLayer) {
-  const GoldenCase g = GoldenCase::load("bert_pair");
-  FirstTokenModel whole = build_model(g, FirstTokenCase{}, false);
-  FirstTokenModel first = build_model(g, FirstTokenCase{}, true);
+class FirstTokenHeadInference : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FirstTokenHeadInference, HiddenIsTheFirstTokensOfTheWholeLayer) {
+  const GoldenCase g = GoldenCase::load(GetParam());
+  FirstTokenCase c;
+  c.fixture = GetParam();
+  FirstTokenModel whole = build_model(g, c, false);
+  FirstTokenModel first = build_model(g, c, true);
   const auto lw = to_vector(whole.clf->forward(DropoutPlan{}));
   const auto lf = to_vector(first.clf->forward(DropoutPlan{}));
   EXPECT_LT(first_token_diff(lw, lf), 1e-5);
@@ -170,6 +183,9 @@ TEST(FirstTokenHeadInference, HiddenIsTheFirstTokensOfTheWholeLayer) {
     firsts.insert(firsts.end(), vw.begin() + b * T * C, vw.begin() + b * T * C + C);
   EXPECT_LT(first_token_diff(firsts, vf), 1e-5);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, FirstTokenHeadInference,
+                         ::testing::Values("bert_pair", "deberta_v3_pair"));
 
 }  // namespace
 }  // namespace ftune::test

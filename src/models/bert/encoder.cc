@@ -7,7 +7,7 @@
 
 #include "core/tensor_columns.h"
 #include "models/adapters.h"
-#include "models/head_pooling.h"
+#include "models/layers/first_token_rows.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"
 #include "models/layers/fused_linear.h"
@@ -46,19 +46,11 @@ DropoutRows rows(const DropoutPlan& d, const TokenInputs& in) {
   return dropout_rows(d, in);
 }
 
-// The rows a layer computes past attention: the batch's N tokens, or, in the last layer of the
-// first-token form (encoder.h), the B first tokens gathered into (B, C); their dropout streams.
-struct LayerRows {
-  int64_t count = 0;
-  bool first_tokens = false;
-  DropoutRows dropout;
-};
-
-LayerRows layer_rows(const EncoderConfig& c, const EncoderActivations& a, const TokenInputs& in,
-                     const DropoutPlan& d, int64_t l) {
-  if (a.first_token_last && l == c.num_layers - 1)
-    return {in.B, true, first_token_dropout_rows(d, in)};
-  return {in.tokens(), false, rows(d, in)};
+// The rows layer l computes past attention (models/layers/first_token_rows.h): every token, or in
+// the first-token form's last layer the B first tokens.
+PastAttentionRows layer_rows(const EncoderConfig& c, const EncoderActivations& a,
+                             const TokenInputs& in, const DropoutPlan& d, int64_t l) {
+  return past_attention_rows(a.first_token_last && l == c.num_layers - 1, in, d);
 }
 
 // Layer l's attention call: padded rows with the key mask, or packed rows at their cu_seqlens
@@ -157,7 +149,7 @@ FusedLinear qkv_projection(const EncoderConfig& c, const EncoderWeights& w,
 // rows past attention.
 FeedForward feed_forward(const EncoderConfig& c, const EncoderWeights& w, const EncoderWeights* g,
                          const LayerActivations& la, const EncoderActivations& a, int64_t l,
-                         const DropoutPlan& d, const LayerRows& r) {
+                         const DropoutPlan& d, const PastAttentionRows& r) {
   return FeedForward(site_linear(w, g, la, a, l, EncoderSite::FfnIn, d, r.dropout),
                      site_linear(w, g, la, a, l, EncoderSite::FfnOut, d, r.dropout),
                      FeedForwardActivation::Gelu(c.activation));
@@ -170,7 +162,7 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                    const TokenInputs& in, const DropoutPlan& d, bool recompute = false) {
   const int64_t N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
   const float eps = c.layer_norm_eps;
-  const LayerRows r = layer_rows(c, a, in, d, l);
+  const PastAttentionRows r = layer_rows(c, a, in, d, l);
   const int64_t M = r.count;  // rows past attention
   const Shape NC{N, C}, MC{M, C}, M1{M};
   const LayerWeights& lw = w.layers[l];
@@ -191,12 +183,8 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
   attention_forward(attention_call(c, a, in, d, l), ctx, la.probs, columns(qkv, 0, C),
                     columns(qkv, C, C), columns(qkv, 2 * C, C));
   // Past attention: every token, or the first tokens' attention output and residual.
-  TensorView ctx_r = ctx, x_r = x;
-  if (r.first_tokens) {
-    ctx_r = a.first_ctx.prefix(MC), x_r = a.first_x.prefix(MC);
-    first_tokens_forward(ctx_r, ctx, in);
-    first_tokens_forward(x_r, x, in);
-  }
+  const PastAttentionInputs past = gather_past_attention(r, ctx, x, a.first_ctx, a.first_x, in);
+  const TensorView ctx_r = past.ctx, x_r = past.x;
   site(EncoderSite::AttnOut).forward(attn, ctx_r, ctx_r, /*y_has_base=*/false, recompute);
   // LayerNorm(dropout(attn) + x) in one pass (ops/dropout_add_norm.h; attn is not modified):
   // under mixed precision the 16-bit sublayer output is added to the fp32 stream (autocast's
@@ -220,7 +208,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                     const LayerActivations& la, EncoderActivations& a, int64_t l, TensorView x,
                     TensorView x_h, bool need_dx, const TokenInputs& in, const DropoutPlan& d) {
   const int64_t N = in.tokens(), C = c.hidden_size, F = c.intermediate_size;
-  const LayerRows r = layer_rows(c, a, in, d, l);
+  const PastAttentionRows r = layer_rows(c, a, in, d, l);
   const int64_t M = r.count;  // rows past attention
   const Shape NC{N, C}, MC{M, C}, M1{M};
   // grad_out holds dL/d(output of the current layer); grad_sum, grad_tmp, grad_ctx are scratch.
@@ -260,10 +248,7 @@ void layer_backward(const EncoderConfig& c, const EncoderWeights& w, const Encod
                               dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                               r.dropout);
   site(EncoderSite::AttnOut).backward(dtmp, ctx, ctx, dctx_r);
-  if (r.first_tokens) {
-    first_tokens_backward(dctx, dctx_r, in);
-    first_tokens_backward(a.grad_out.prefix(NC), dres, in);
-  }
+  if (r.first_tokens) scatter_past_attention(dctx, dctx_r, a.grad_out.prefix(NC), dres, in);
   const TensorView qkv = la.qkv.prefix({N, 3 * C});
   attention_backward(attention_call(c, a, in, d, l), columns(dqkv, 0, C), columns(dqkv, C, C),
                      columns(dqkv, 2 * C, C), dctx, columns(qkv, 0, C), columns(qkv, C, C),

@@ -41,15 +41,11 @@
 // step batch (ops/dropout.h), so a packed batch computes what the padded one does on its real
 // tokens. (CPU only until the attention op's varlen form runs this loop on CUDA.)
 //
-// First-token form (BackboneShape::first_token_head): the head reads only each row's
-// first token, so the last layer runs its QKV projection and attention over every token (the
-// first tokens attend to all) and the rest (attention output, both LayerNorms, the FFN) for the
-// B first tokens alone, gathered into (B, C) rows that draw the same dropout masks as in the
-// whole layer (models/head_pooling.h first_token_dropout_rows); the encoder returns (B, 1, C). In
-// backward the first tokens' attention-output and residual gradients are scattered back into
-// (N, C) rows, zero elsewhere, before attention's and QKV's backward. The logits and gradients are
-// the whole layer's: the other tokens' last-layer outputs reach no loss. For MiniLM-L6 this skips
-// about 1/8 of the step's linear FLOPs, for BERT-base about 1/16.
+// First-token form (BackboneShape::first_token_head; models/layers/first_token_rows.h): the head
+// reads only each row's first token, so the last layer runs QKV and attention over every token and
+// the rest (attention output, both LayerNorms, the FFN) for the B first tokens alone; the encoder
+// returns (B, 1, C). For MiniLM-L6 this skips about 1/8 of the step's linear FLOPs, for BERT-base
+// about 1/16.
 //
 // Gradient checkpointing: only each layer's output (= the next layer's input) is kept; the other
 // activations of all layers share one slot, and backward recomputes a layer's forward into it

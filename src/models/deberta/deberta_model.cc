@@ -11,6 +11,7 @@
 #include "models/deberta/deberta_weights.h"
 #include "models/layers/adapted_linear.h"
 #include "models/layers/feed_forward.h"
+#include "models/layers/first_token_rows.h"
 #include "models/layers/fused_linear.h"
 #include "models/layers/layer_stack.h"
 #include "models/packed_dropout.h"
@@ -79,11 +80,15 @@ class DebertaModel final : public BackboneModel {
     if (c_.norm_rel_ebd)
       layer_norm_forward(a_.rel_norm, a_.rel_mean, a_.rel_rstd, w_.rel, w_.rel_ln_w, w_.rel_ln_b,
                          c_.layer_norm_eps);
+    hidden_ = TensorView();
     for (int64_t l = 0; l < c_.num_layers; ++l) {
       layer_forward(l, x, in, d, /*recompute=*/false);
-      x = a_.layers[l].out.prefix(NC);
+      if (a_.first_token_last && l == c_.num_layers - 1)
+        hidden_ = a_.layers[l].out.prefix({B, 1, C});  // the first tokens' rows
+      else
+        x = a_.layers[l].out.prefix(NC);
     }
-    hidden_ = in.packed() ? x : x.reshape({B, in.T, C});
+    if (!hidden_.defined()) hidden_ = in.packed() ? x : x.reshape({B, in.T, C});
     return head_forward(in, d);
   }
 
@@ -187,8 +192,9 @@ class DebertaModel final : public BackboneModel {
 
   // The adapted linear block of site (l, k) (models/layers/adapted_linear.h); grads: with the
   // gradients. Its buffers and its dropout stream are the site kind's (a positional call has its
-  // own mask); its frozen GEMM adds the fp32 bias.
-  AdaptedLinear site(int64_t l, DebertaSite k, bool grads, const TokenInputs& in,
+  // own mask; a content site's input rows are `content`: the tokens, or past attention the first
+  // tokens of the first-token form); its frozen GEMM adds the fp32 bias.
+  AdaptedLinear site(int64_t l, DebertaSite k, bool grads, const DropoutRows& content,
                      const DropoutPlan& d) const {
     const LinearParams p{site_param(w_, l, k, false),
                          site_param(w_, l, k, true),
@@ -200,7 +206,7 @@ class DebertaModel final : public BackboneModel {
     return AdaptedLinear(p, pass,
                          AdapterSlot{l, adapter_kind(k), a_.layers[l].adapter[kind(k)],
                                      adapter_dropout_site(l, kind(k)),
-                                     positional(k) ? DropoutRows{0, c_.rel_rows(), 0} : rows(d, in)});
+                                     positional(k) ? DropoutRows{0, c_.rel_rows(), 0} : content});
   }
   // The fused QKV projection (its blocks' adapters are the Query / Key / Value sites').
   AdaptedLinear fused_qkv(int64_t l) const {
@@ -217,17 +223,19 @@ class DebertaModel final : public BackboneModel {
                              const DropoutPlan& d) const {
     const int64_t C = c_.hidden_size;
     const auto block = [&](int part) {
-      return FusedBlock{part * C, C, site(l, static_cast<DebertaSite>(part), grads, in, d)};
+      return FusedBlock{part * C, C,
+                        site(l, static_cast<DebertaSite>(part), grads, rows(d, in), d)};
     };
     return FusedLinear(fused_qkv(l), {block(0), block(1), block(2)},
                        FusedLinear::AllDora::SkipFusedGemm);
   }
 
-  // The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h).
-  FeedForward feed_forward(int64_t l, bool grads, const TokenInputs& in,
+  // The layer's feed-forward block: FFN in, GELU, FFN out (models/layers/feed_forward.h), over
+  // the rows past attention.
+  FeedForward feed_forward(int64_t l, bool grads, const PastAttentionRows& r,
                            const DropoutPlan& d) const {
-    return FeedForward(site(l, DebertaSite::FfnIn, grads, in, d),
-                       site(l, DebertaSite::FfnOut, grads, in, d),
+    return FeedForward(site(l, DebertaSite::FfnIn, grads, r.dropout, d),
+                       site(l, DebertaSite::FfnOut, grads, r.dropout, d),
                        FeedForwardActivation::Gelu(c_.activation));
   }
 
@@ -235,17 +243,20 @@ class DebertaModel final : public BackboneModel {
   // GEMM's (x, or under mixed precision x's 16-bit copy). y_has_base: the fused QKV GEMM ran.
   // recompute: the DoRA norms are current (checkpointing's second pass, or the positional call
   // after the content call of the same module).
+  // content: as site()'s.
   void site_forward(int64_t l, DebertaSite k, TensorView y, TensorView x, TensorView xg,
-                    const TokenInputs& in, const DropoutPlan& d, bool y_has_base, bool recompute) {
-    site(l, k, false, in, d).forward(y, x, xg, y_has_base, recompute);
+                    const DropoutRows& content, const DropoutPlan& d, bool y_has_base,
+                    bool recompute) {
+    site(l, k, false, content, d).forward(y, x, xg, y_has_base, recompute);
   }
 
   // The backward of site (l, k): dy (the adapter may scale it in place first, DoRA) -> the frozen
   // or trained weights' gradients (x, xg: as site_forward's), dx (= or += with accumulate;
   // undefined: not needed) and the adapter's gradients (+=), its input gradient added to dx.
   void site_backward(int64_t l, DebertaSite k, TensorView dy, TensorView x, TensorView xg,
-                     TensorView dx, bool accumulate, const TokenInputs& in, const DropoutPlan& d) {
-    site(l, k, true, in, d).backward(dy, x, xg, dx, accumulate, /*guard=*/true);
+                     TensorView dx, bool accumulate, const DropoutRows& content,
+                     const DropoutPlan& d) {
+    site(l, k, true, content, d).backward(dy, x, xg, dx, accumulate, /*guard=*/true);
   }
 
   // Packed batches: the op runs row by row (a row of L tokens is a batch of one row, nothing
@@ -301,17 +312,25 @@ class DebertaModel final : public BackboneModel {
     return (mixed() ? la.ln1_h : la.ln1).prefix({N, c_.hidden_size});
   }
 
+  // The rows layer l computes past attention (models/layers/first_token_rows.h): every token, or
+  // in the first-token form's last layer the B first tokens.
+  PastAttentionRows layer_rows(int64_t l, const TokenInputs& in, const DropoutPlan& d) const {
+    return past_attention_rows(a_.first_token_last && l == c_.num_layers - 1, in, d);
+  }
+
   void layer_forward(int64_t l, TensorView x, const TokenInputs& in, const DropoutPlan& d,
                      bool recompute) {
     const int64_t N = in.tokens(), C = c_.hidden_size, F = c_.intermediate_size;
-    const Shape NC{N, C}, N1{N};
+    const PastAttentionRows r = layer_rows(l, in, d);
+    const int64_t M = r.count;  // rows past attention
+    const Shape NC{N, C}, MC{M, C}, M1{M};
     const DebertaLayerWeights& lw = w_.layers[l];
     DebertaLayerActs& la = a_.layers[l];
     const TensorView qkv = la.qkv.prefix({N, 3 * C}), ctx = la.ctx.prefix(NC),
-                     attn = la.attn.prefix(NC), ln1 = la.ln1.prefix(NC);
-    const TensorView ffn_pre = la.ffn_pre.prefix({N, F}), ffn_act = la.ffn_act.prefix({N, F}),
-                     ffn_out = la.ffn_out.prefix(NC);
-    const TensorView xg = gemm_x(l, x), ln1g = gemm_ln1(l, N);
+                     attn = la.attn.prefix(MC), ln1 = la.ln1.prefix(MC);
+    const TensorView ffn_pre = la.ffn_pre.prefix({M, F}), ffn_act = la.ffn_act.prefix({M, F}),
+                     ffn_out = la.ffn_out.prefix(MC);
+    const TensorView xg = gemm_x(l, x), ln1g = gemm_ln1(l, M);
     if (mixed()) cast(xg, x);
     qkv_projection(l, false, in, d).forward(qkv, x, xg, recompute);
     const float pr = p(d, c_.hidden_dropout);
@@ -324,10 +343,10 @@ class DebertaModel final : public BackboneModel {
     // were just formed by the content call).
     const bool shared = c_.share_att_key;
     if (c_.c2p)
-      site_forward(l, DebertaSite::PosKey, la.pos_key, rel, relg, in, d, false,
+      site_forward(l, DebertaSite::PosKey, la.pos_key, rel, relg, rows(d, in), d, false,
                    recompute || shared);
     if (c_.p2c)
-      site_forward(l, DebertaSite::PosQuery, la.pos_query, rel, relg, in, d, false,
+      site_forward(l, DebertaSite::PosQuery, la.pos_query, rel, relg, rows(d, in), d, false,
                    recompute || shared);
     each_attention_row(
         in, d, l, la.probs,
@@ -337,47 +356,58 @@ class DebertaModel final : public BackboneModel {
                                          part(2), c_.c2p ? la.pos_key : TensorView(),
                                          c_.p2c ? la.pos_query : TensorView());
         });
-    site_forward(l, DebertaSite::AttnOut, attn, ctx, ctx, in, d, false, recompute);
+    // Past attention: every token, or the first tokens' attention output and residual.
+    const PastAttentionInputs past = gather_past_attention(r, ctx, x, a_.first_ctx, a_.first_x, in);
+    site_forward(l, DebertaSite::AttnOut, attn, past.ctx, past.ctx, r.dropout, d, false,
+                 recompute);
     // LayerNorm(dropout(attn) + x) in one pass (attn kept); under mixed precision the 16-bit
     // sublayer output joins the fp32 stream, and ln1's 16-bit copy for the next GEMM comes out of
     // the same pass.
-    dropout_add_layer_norm_forward(ln1, mixed() ? ln1g : TensorView(), la.sum1.prefix(NC),
-                                   la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), attn, x,
+    dropout_add_layer_norm_forward(ln1, mixed() ? ln1g : TensorView(), la.sum1.prefix(MC),
+                                   la.ln1_mean.prefix(M1), la.ln1_rstd.prefix(M1), attn, past.x,
                                    lw.ln1_w, lw.ln1_b, c_.layer_norm_eps, pr,
-                                   key(d, attn_out_site(l)), rows(d, in));
-    feed_forward(l, false, in, d).forward(ffn_out, ffn_act, ffn_pre, ln1g, ln1g, recompute);
-    dropout_add_layer_norm_forward(la.out.prefix(NC), TensorView(), la.sum2.prefix(NC),
-                                   la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), ffn_out, ln1,
+                                   key(d, attn_out_site(l)), r.dropout);
+    feed_forward(l, false, r, d).forward(ffn_out, ffn_act, ffn_pre, ln1g, ln1g, recompute);
+    dropout_add_layer_norm_forward(la.out.prefix(MC), TensorView(), la.sum2.prefix(MC),
+                                   la.ln2_mean.prefix(M1), la.ln2_rstd.prefix(M1), ffn_out, ln1,
                                    lw.ln2_w, lw.ln2_b, c_.layer_norm_eps, pr,
-                                   key(d, ffn_out_site(l)), rows(d, in));
+                                   key(d, ffn_out_site(l)), r.dropout);
   }
 
   // a_.grad_out holds dL/d(out of layer l); on return, dL/dx (when need_dx).
   void layer_backward(int64_t l, TensorView x, bool need_dx, const TokenInputs& in,
                       const DropoutPlan& d) {
     const int64_t N = in.tokens(), C = c_.hidden_size, F = c_.intermediate_size;
-    const Shape NC{N, C}, N1{N};
+    const PastAttentionRows r = layer_rows(l, in, d);
+    const int64_t M = r.count;  // rows past attention
+    const Shape NC{N, C}, MC{M, C}, M1{M};
     const DebertaLayerWeights& lw = w_.layers[l];
     const DebertaLayerWeights& lg = g_.layers[l];
     const DebertaLayerActs& la = a_.layers[l];
-    const TensorView dout = a_.grad_out.prefix(NC), dsum = a_.grad_sum.prefix(NC),
-                     dtmp = a_.grad_tmp.prefix(NC), dctx = a_.grad_ctx.prefix(NC),
-                     dffn = a_.grad_ffn.prefix({N, F}), dqkv = a_.grad_qkv.prefix({N, 3 * C});
+    const TensorView dout = a_.grad_out.prefix(MC), dsum = a_.grad_sum.prefix(MC),
+                     dtmp = a_.grad_tmp.prefix(MC), dctx = a_.grad_ctx.prefix(NC),
+                     dffn = a_.grad_ffn.prefix({M, F}), dqkv = a_.grad_qkv.prefix({N, 3 * C});
     const float pr = p(d, c_.hidden_dropout);
     // out = LN(dropout(ffn_out) + ln1): dsum is ln1's gradient through the residual, dtmp
     // ffn_out's (16-bit under mixed precision), from the same pass.
-    layer_norm_dropout_backward(dsum, dtmp, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(NC),
-                                lw.ln2_w, la.ln2_mean.prefix(N1), la.ln2_rstd.prefix(N1), pr,
-                                key(d, ffn_out_site(l)), rows(d, in));
-    const TensorView ffn_act = la.ffn_act.prefix({N, F}), ln1g = gemm_ln1(l, N);
-    feed_forward(l, true, in, d)
-        .backward(dtmp, ffn_act, dffn, la.ffn_pre.prefix({N, F}), dffn, ln1g, ln1g, dsum,
+    layer_norm_dropout_backward(dsum, dtmp, lg.ln2_w, lg.ln2_b, dout, la.sum2.prefix(MC),
+                                lw.ln2_w, la.ln2_mean.prefix(M1), la.ln2_rstd.prefix(M1), pr,
+                                key(d, ffn_out_site(l)), r.dropout);
+    const TensorView ffn_act = la.ffn_act.prefix({M, F}), ln1g = gemm_ln1(l, M);
+    feed_forward(l, true, r, d)
+        .backward(dtmp, ffn_act, dffn, la.ffn_pre.prefix({M, F}), dffn, ln1g, ln1g, dsum,
                   /*accumulate=*/true);
-    layer_norm_dropout_backward(dout, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(NC),
-                                lw.ln1_w, la.ln1_mean.prefix(N1), la.ln1_rstd.prefix(N1), pr,
-                                key(d, attn_out_site(l)), rows(d, in));
-    const TensorView ctx = la.ctx.prefix(NC);
-    site_backward(l, DebertaSite::AttnOut, dtmp, ctx, ctx, dctx, false, in, d);
+    // First-token form: the residual's and the attention output's gradients are the first
+    // tokens' (B, C), scattered into (N, C) rows below.
+    const TensorView dres = r.first_tokens ? a_.first_x.prefix(MC) : dout;
+    const TensorView dctx_r = r.first_tokens ? a_.first_dctx.prefix(MC) : dctx;
+    layer_norm_dropout_backward(dres, dtmp, lg.ln1_w, lg.ln1_b, dsum, la.sum1.prefix(MC),
+                                lw.ln1_w, la.ln1_mean.prefix(M1), la.ln1_rstd.prefix(M1), pr,
+                                key(d, attn_out_site(l)), r.dropout);
+    // The attention output the AttnOut GEMM read.
+    const TensorView ctx = r.first_tokens ? a_.first_ctx.prefix(MC) : la.ctx.prefix(NC);
+    site_backward(l, DebertaSite::AttnOut, dtmp, ctx, ctx, dctx_r, false, r.dropout, d);
+    if (r.first_tokens) scatter_past_attention(dctx, dctx_r, a_.grad_out.prefix(NC), dres, in);
     const TensorView qkv = la.qkv.prefix({N, 3 * C});
     // Packed rows: the first row writes the position gradients, each later one writes its own
     // into grad_pos_*_row and adds them (the op overwrites its activation gradients). They stay
@@ -416,17 +446,17 @@ class DebertaModel final : public BackboneModel {
     };
     if (c_.c2p)
       site_backward(l, DebertaSite::PosKey, position_grad(a_.grad_pos_key, a_.grad_pos_h), rel,
-                    relg, drel, false, in, d);
+                    relg, drel, false, rows(d, in), d);
     if (c_.p2c)
       site_backward(l, DebertaSite::PosQuery, position_grad(a_.grad_pos_query, a_.grad_pos_h),
-                    rel, relg, drel, c_.c2p, in, d);
+                    rel, relg, drel, c_.c2p, rows(d, in), d);
     if (drel.defined() && (c_.c2p || c_.p2c)) {
       dropout_backward(drel, drel, pr, key(d, rel_site(l)), DropoutRows{0, c_.rel_rows(), 0});
       residual_forward(a_.grad_rel, a_.grad_rel, drel);
     }
     // dx = the residual part (in dout) + the QKV input gradient. DoRA first scales each block's
     // gradient in place; the fused backward then reads them all.
-    const TensorView dx = need_dx ? dout : TensorView();
+    const TensorView dx = need_dx ? a_.grad_out.prefix(NC) : TensorView();
     qkv_projection(l, true, in, d)
         .backward(dqkv, x, gemm_x(l, x), dx, /*accumulate=*/true, /*guard=*/true);
   }
@@ -468,7 +498,7 @@ class DebertaModel final : public BackboneModel {
     return logits;
   }
 
-  // dlogits -> a_.grad_out (B, T, C): zero but at the first tokens.
+  // dlogits -> a_.grad_out (B, T, C): zero but at the first tokens (first-token form: (B, 1, C)).
   void head_backward(TensorView dlogits, const TokenInputs& in, const DropoutPlan& d) {
     const int64_t B = in.B, C = c_.hidden_size;
     const Shape BC{B, C};
@@ -484,7 +514,9 @@ class DebertaModel final : public BackboneModel {
     pooler(d, true).backward(gb, a_.cls_drop.prefix(BC), ga);
     dropout_backward(ga, ga, p(d, c_.pooler_dropout), key(d, head_input_dropout_site()),
                      DropoutRows{d.row0, 1, 1});
-    const Shape hidden = in.packed() ? Shape{in.N, C} : Shape{B, in.T, C};
+    const Shape hidden = a_.first_token_last ? Shape{B, 1, C}
+                         : in.packed()      ? Shape{in.N, C}
+                                            : Shape{B, in.T, C};
     first_tokens_backward(a_.grad_out.prefix(hidden), ga, in);
   }
 

@@ -214,6 +214,7 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
   a = DebertaActs{};
   a.checkpointing = ckpt;
   a.compute = h;
+  a.first_token_last = how.first_token_head;
   a.layers.resize(c.num_layers);
   t.add("act/emb/sum", f32, {N, C}, &a.emb_sum);
   t.add("act/emb/mean", f32, {N}, &a.emb_mean);
@@ -240,6 +241,23 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     DType dtype;
     Shape shape;
     TensorView DebertaLayerActs::*view;
+  };
+  // What runs past attention: in a slot only the first-token form's last layer uses, its rows are
+  // the first tokens (max_rows), not the tokens.
+  const auto past = [](TensorView DebertaLayerActs::*v) {
+    return v == &DebertaLayerActs::attn || v == &DebertaLayerActs::sum1 ||
+           v == &DebertaLayerActs::ln1 || v == &DebertaLayerActs::ln1_mean ||
+           v == &DebertaLayerActs::ln1_rstd || v == &DebertaLayerActs::ffn_pre ||
+           v == &DebertaLayerActs::ffn_act || v == &DebertaLayerActs::ffn_out ||
+           v == &DebertaLayerActs::sum2 || v == &DebertaLayerActs::out ||
+           v == &DebertaLayerActs::ln2_mean || v == &DebertaLayerActs::ln2_rstd ||
+           v == &DebertaLayerActs::ln1_h;
+  };
+  const int64_t first_rows = std::min(N, B);
+  const auto last_only = [&](int64_t s) {
+    bool only = a.first_token_last;
+    slots.each(s, [&](int64_t l) { only = only && l == c.num_layers - 1; });
+    return only;
   };
   const Slot per_layer[] = {
       {"qkv", h, {N, 3 * C}, &DebertaLayerActs::qkv},       {"probs", f32, {att.saved}, &DebertaLayerActs::probs},
@@ -271,8 +289,11 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     adapted[query] = c.p2c && adapted[static_cast<int>(DebertaSite::Query)];
   }
   for (int64_t s = 0; s < slots.count(); ++s) {
+    const bool first = last_only(s);
     const auto add = [&](const Slot& e) {
-      slots.add(t, a.layers, s, fmt::format("act/layer{}/{}", s, e.what), e.dtype, e.shape, e.view);
+      Shape shape = e.shape;
+      if (first && past(e.view)) shape[0] = first_rows;  // (N, ...) -> (B, ...)
+      slots.add(t, a.layers, s, fmt::format("act/layer{}/{}", s, e.what), e.dtype, shape, e.view);
     };
     for (const Slot& e : per_layer)
       if (!ckpt || e.view != &DebertaLayerActs::out) add(e);
@@ -281,7 +302,10 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     for (int k = 0; k < kDebertaSites; ++k) {
       if (!adapted[k]) continue;
       const bool positional = k == key || k == query;
-      const int64_t rows = positional ? R : N;
+      const bool content_past = static_cast<DebertaSite>(k) == DebertaSite::AttnOut ||
+                                static_cast<DebertaSite>(k) == DebertaSite::FfnIn ||
+                                static_cast<DebertaSite>(k) == DebertaSite::FfnOut;
+      const int64_t rows = positional ? R : first && content_past ? first_rows : N;
       const int64_t out = static_cast<DebertaSite>(k) == DebertaSite::FfnIn ? F : C;
       std::vector<AdapterSiteBuffers*> views;
       slots.each(s, [&](int64_t l) { views.push_back(&a.layers[l].adapter[k]); });
@@ -316,8 +340,15 @@ void deberta_buffers(const DebertaConfig& c, const BackboneShape& how, DebertaAc
     add_adapter_stages(t, "work/", needs, training, a.adapter_scratch);
   }
   if (ckpt)
-    for (int64_t l = 0; l < c.num_layers; ++l)
-      t.add(fmt::format("act/layer{}/out", l), f32, {N, C}, &a.layers[l].out);
+    for (int64_t l = 0; l < c.num_layers; ++l) {
+      const bool first = a.first_token_last && l == c.num_layers - 1;
+      t.add(fmt::format("act/layer{}/out", l), f32, {first ? first_rows : N, C}, &a.layers[l].out);
+    }
+  if (a.first_token_last) {
+    t.add("act/first_token/ctx", h, {B, C}, &a.first_ctx);
+    t.add("act/first_token/x", f32, {B, C}, &a.first_x);
+    if (training) t.add("gradact/first_token/ctx", h, {B, C}, &a.first_dctx);
+  }
   t.add("act/head/cls", f32, {B, C}, &a.cls);
   t.add("act/head/cls_drop", f32, {B, C}, &a.cls_drop);
   t.add("act/head/pool_pre", f32, {B, C}, &a.pool_pre);

@@ -91,6 +91,12 @@ struct DebertaActs {
   TensorView grad_pos_h;
   DType compute = DType::F32;
   bool checkpointing = false;  // one slot for all layers but their outputs: backward recomputes
+  // First-token form (models/layers/first_token_rows.h): the last layer past attention runs for
+  // the first tokens alone; first_ctx (compute type) and first_x (fp32; in backward its gradient)
+  // hold their attention output and layer input, first_dctx the attention output's gradient,
+  // (max_rows, C) each.
+  bool first_token_last = false;
+  TensorView first_ctx, first_x, first_dctx;
 };
 
 void deberta_buffers(const DebertaConfig& config, const BackboneShape& shape, DebertaActs& acts,

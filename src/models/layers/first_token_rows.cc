@@ -1,5 +1,6 @@
-// First-token pooling of the families' heads (see head_pooling.h).
-#include "models/head_pooling.h"
+// First-token rows: selection, dropout place and the last layer past attention (see
+// first_token_rows.h).
+#include "models/layers/first_token_rows.h"
 
 #include <algorithm>
 
@@ -37,6 +38,29 @@ DropoutRows first_token_dropout_rows(const DropoutPlan& d, const TokenInputs& in
   const int64_t tv = in.packed() ? std::max(d.stream_seq, in.max_len)
                                  : (d.stream_seq > 0 ? d.stream_seq : in.T);
   return DropoutRows{d.row0, 1, tv};
+}
+
+PastAttentionRows past_attention_rows(bool first_token_layer, const TokenInputs& in,
+                                      const DropoutPlan& d) {
+  if (first_token_layer) return {in.B, true, first_token_dropout_rows(d, in)};
+  return {in.tokens(), false, dropout_rows(d, in)};
+}
+
+PastAttentionInputs gather_past_attention(const PastAttentionRows& r, TensorView ctx, TensorView x,
+                                          TensorView ctx_rows, TensorView x_rows,
+                                          const TokenInputs& in) {
+  if (!r.first_tokens) return {ctx, x};
+  const int64_t C = ctx.dim(1);
+  const PastAttentionInputs out{ctx_rows.prefix({r.count, C}), x_rows.prefix({r.count, C})};
+  first_tokens_forward(out.ctx, ctx, in);
+  first_tokens_forward(out.x, x, in);
+  return out;
+}
+
+void scatter_past_attention(TensorView dctx, TensorView dctx_rows, TensorView dx,
+                            TensorView dx_rows, const TokenInputs& in) {
+  first_tokens_backward(dctx, dctx_rows, in);
+  first_tokens_backward(dx, dx_rows, in);
 }
 
 }  // namespace ftune
