@@ -184,13 +184,12 @@ void layer_forward(const EncoderConfig& c, const EncoderWeights& w, LayerActivat
                     columns(qkv, C, C), columns(qkv, 2 * C, C));
   // Past attention: every token, or the first tokens' attention output and residual.
   const PastAttentionInputs past = gather_past_attention(r, ctx, x, a.first_ctx, a.first_x, in);
-  const TensorView ctx_r = past.ctx, x_r = past.x;
-  site(EncoderSite::AttnOut).forward(attn, ctx_r, ctx_r, /*y_has_base=*/false, recompute);
+  site(EncoderSite::AttnOut).forward(attn, past.ctx, past.ctx, /*y_has_base=*/false, recompute);
   // LayerNorm(dropout(attn) + x) in one pass (ops/dropout_add_norm.h; attn is not modified):
   // under mixed precision the 16-bit sublayer output is added to the fp32 stream (autocast's
   // promotion), normalised in fp32, and copied to 16 bits for the next GEMM (ln1_h).
   dropout_add_layer_norm_forward(ln1, ln1_h, la.sum1.prefix(MC), la.ln1_mean.prefix(M1),
-                                 la.ln1_rstd.prefix(M1), attn, x_r, lw.ln1_w, lw.ln1_b, eps,
+                                 la.ln1_rstd.prefix(M1), attn, past.x, lw.ln1_w, lw.ln1_b, eps,
                                  dropout_p(d, c.hidden_dropout), key(d, attention_output_site(l)),
                                  r.dropout);
   const TensorView ffn_in = mixed ? ln1_h : ln1;

@@ -152,8 +152,8 @@ void encoder_buffers(const EncoderConfig& config, const BackboneShape& shape,
 TensorView encoder_forward(const EncoderConfig& config, const EncoderWeights& w,
                            EncoderActivations& acts, const TokenInputs& in,
                            const DropoutPlan& dropout);
-// Backpropagates d_hidden (N, C) (first-token form: (B, C)), given in acts.grad_out, through the encoder into `grads`
-// (undefined views in `grads` are frozen and get no gradient).
+// Backpropagates d_hidden (N, C) (first-token form: (B, C)), given in acts.grad_out, through the
+// encoder into `grads` (undefined views in `grads` are frozen and get no gradient).
 void encoder_backward(const EncoderConfig& config, const EncoderWeights& w,
                       const EncoderWeights& grads, EncoderActivations& acts,
                       const TokenInputs& in, const DropoutPlan& dropout);

@@ -80,15 +80,14 @@ class DebertaModel final : public BackboneModel {
     if (c_.norm_rel_ebd)
       layer_norm_forward(a_.rel_norm, a_.rel_mean, a_.rel_rstd, w_.rel, w_.rel_ln_w, w_.rel_ln_b,
                          c_.layer_norm_eps);
-    hidden_ = TensorView();
     for (int64_t l = 0; l < c_.num_layers; ++l) {
       layer_forward(l, x, in, d, /*recompute=*/false);
-      if (a_.first_token_last && l == c_.num_layers - 1)
-        hidden_ = a_.layers[l].out.prefix({B, 1, C});  // the first tokens' rows
-      else
-        x = a_.layers[l].out.prefix(NC);
+      if (!a_.first_token_last || l < c_.num_layers - 1) x = a_.layers[l].out.prefix(NC);
     }
-    if (!hidden_.defined()) hidden_ = in.packed() ? x : x.reshape({B, in.T, C});
+    // First-token form: the last layer's rows are the first tokens'.
+    hidden_ = a_.first_token_last ? a_.layers.back().out.prefix({B, 1, C})
+              : in.packed()       ? x
+                                  : x.reshape({B, in.T, C});
     return head_forward(in, d);
   }
 
