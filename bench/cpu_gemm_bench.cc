@@ -6,7 +6,8 @@
 // machine's load falls on both; prints the median ms and GFLOP/s of each, and each family's total.
 // The process re-executes itself with ftune's OpenBLAS settings first (core/blas_buffers.h).
 //
-//   cpu_gemm_bench [--threads 2] [--reps 7] [--only minilm-score1,minilm-score32,minilm-train,bert-train]
+//   cpu_gemm_bench [--threads 2] [--reps 7]
+//                  [--only minilm-score1,minilm-score32,minilm-train,bert-train,llama-lora]
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -50,6 +51,28 @@ void add_layer(std::vector<Product>& out, const std::string& family, int64_t tok
   }
 }
 
+// The low-rank products of LoRA rank r on every linear layer of a Llama-shaped decoder layer
+// (q, k, v, o, gate, up, down; ops/lora.h): forward u = x A^T and out += s u B^T, backward
+// dB += dout^T u, h = dout B, dA += h^T x and dX = h A, `tokens` rows.
+void add_lora_layer(std::vector<Product>& out, const std::string& family, int64_t tokens,
+                    int64_t h, int64_t kv, int64_t f, int64_t r, int layers) {
+  const struct { const char* name; int64_t in, out; } sites[] = {
+      {"q", h, h}, {"k", h, kv}, {"v", h, kv}, {"o", h, h}, {"gate", h, f}, {"up", h, f},
+      {"down", f, h}};
+  for (const auto& s : sites) {
+    const auto add = [&](const char* what, int64_t M, int64_t N, int64_t K, bool ta, bool tb) {
+      out.push_back({family, fmt::format("{} {} {}x{}x{}", s.name, what, M, N, K), M, N, K, ta,
+                     tb, layers});
+    };
+    add("u=xA'", tokens, r, s.in, false, true);
+    add("y+=uB'", tokens, s.out, r, false, true);
+    add("dB+=g'u", s.out, r, tokens, true, false);
+    add("h=gB", tokens, r, s.out, false, false);
+    add("dA+=h'x", r, s.in, tokens, true, false);
+    add("dX=hA", tokens, s.in, r, false, false);
+  }
+}
+
 double median(std::vector<double> v) {
   std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
   return v[v.size() / 2];
@@ -75,6 +98,7 @@ int main(int argc, char** argv) {
     else if (f == "minilm-score32") add_layer(products, f, 32 * 23, 384, 1536, 6, false);
     else if (f == "minilm-train") add_layer(products, f, 32 * 128, 384, 1536, 6, true);
     else if (f == "bert-train") add_layer(products, f, 32 * 128, 768, 3072, 12, true);
+    else if (f == "llama-lora") add_lora_layer(products, f, 4 * 128, 768, 256, 2048, 16, 12);
     else return fmt::print(stderr, "unknown family {}\n", f), 2;
   }
   std::vector<cpu::GemmLibrary> libs = {cpu::GemmLibrary::OpenBlas};

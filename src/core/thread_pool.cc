@@ -1,9 +1,11 @@
-// Thread pool implementation: workers sleep on a condition variable between parallel regions.
+// Thread pool implementation: workers spin a while, then sleep on a condition variable, between
+// parallel regions (core/thread_pool.h).
 #include "core/thread_pool.h"
 
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 
 #include "core/blas_buffers.h"
@@ -16,6 +18,26 @@ namespace ftune {
 namespace {
 
 thread_local bool t_inside_region = false;
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Spins until done() or kSpinMicros have passed; returns done().
+template <typename Done>
+bool spin_until(Done done) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::microseconds(ThreadPool::kSpinMicros);
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+    cpu_relax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) return done();
+  }
+}
 
 }  // namespace
 
@@ -43,11 +65,12 @@ void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
     std::function<void(int)>* job;
+    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      start_cv_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
       if (stop_) return;
-      seen = generation_;
+      seen = generation_.load();
       if (index >= num_chunks_) continue;
       job = &job_;
     }
@@ -57,9 +80,9 @@ void ThreadPool::worker_loop(int index) {
       std::lock_guard<std::mutex> lock(mu_);
       if (!error_) error_ = std::current_exception();
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller may be about to sleep: no lost wake-up
+      done_cv_.notify_one();
     }
   }
 }
@@ -69,9 +92,9 @@ void ThreadPool::run_chunks(int num_chunks) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     num_chunks_ = num_chunks;
-    pending_ = num_chunks - 1;
+    pending_.store(num_chunks - 1, std::memory_order_relaxed);
     error_ = nullptr;
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   start_cv_.notify_all();
   t_inside_region = true;
@@ -82,8 +105,10 @@ void ThreadPool::run_chunks(int num_chunks) {
     if (!error_) error_ = std::current_exception();
   }
   t_inside_region = false;
+  const auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  spin_until(finished);
   std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  done_cv_.wait(lock, finished);
   if (error_) std::rethrow_exception(error_);
 }
 
