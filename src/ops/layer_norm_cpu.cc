@@ -51,6 +51,31 @@ void layer_norm_forward(float* out, float* mean, float* rstd, const float* inp, 
       8);
 }
 
+namespace {
+
+// One row's input gradient; dx may alias dy element for element. A function of its own: inlined
+// into the loop over rows, GCC vectorised the row's reduction with gathers (~10x slower).
+void layer_norm_row_backward(float* dx, const float* dy, const float* __restrict x,
+                             const float* __restrict weight, float m, float rs, int64_t C) {
+  float mean_g = 0.0f, mean_gx = 0.0f;
+#pragma omp simd reduction(+ : mean_g, mean_gx)
+  for (int64_t c = 0; c < C; ++c) {
+    const float xhat = (x[c] - m) * rs;
+    const float g = dy[c] * weight[c];
+    mean_g += g;
+    mean_gx += g * xhat;
+  }
+  mean_g /= static_cast<float>(C);
+  mean_gx /= static_cast<float>(C);
+#pragma omp simd
+  for (int64_t c = 0; c < C; ++c) {
+    const float xhat = (x[c] - m) * rs;
+    dx[c] = rs * (dy[c] * weight[c] - mean_g - xhat * mean_gx);
+  }
+}
+
+}  // namespace
+
 void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                          const float* inp, const float* weight, const float* mean,
                          const float* rstd, int64_t N, int64_t C) {
@@ -61,26 +86,9 @@ void layer_norm_backward(float* dinp, float* dweight, float* dbias, const float*
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const float* x = inp + r * C;
-          const float* dy = dout + r * C;
-          const float m = mean[r], rs = rstd[r];
-          float mean_g = 0.0f, mean_gx = 0.0f;
-#pragma omp simd reduction(+ : mean_g, mean_gx)
-          for (int64_t c = 0; c < C; ++c) {
-            const float xhat = (x[c] - m) * rs;
-            const float g = dy[c] * weight[c];
-            mean_g += g;
-            mean_gx += g * xhat;
-          }
-          mean_g /= static_cast<float>(C);
-          mean_gx /= static_cast<float>(C);
-          float* dx = dinp + r * C;
-          for (int64_t c = 0; c < C; ++c) {
-            const float xhat = (x[c] - m) * rs;
-            dx[c] = rs * (dy[c] * weight[c] - mean_g - xhat * mean_gx);
-          }
-        }
+        for (int64_t r = r0; r < r1; ++r)
+          layer_norm_row_backward(dinp + r * C, dout + r * C, inp + r * C, weight, mean[r],
+                                  rstd[r], C);
       },
       8);
   if (!dweight) return;
