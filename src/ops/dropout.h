@@ -102,6 +102,10 @@ void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng,
 // m[i] = keep(first + i) ? 1 / (1 - p) : 0 for i in [0, n): the multipliers of stream elements
 // [first, first + n) (attention's probabilities use it row by row).
 void dropout_multipliers(float* m, RngKey rng, uint64_t first, int64_t n, float p);
+// m[i] = the multiplier of tensor element e + i under `runs`, for i in [0, n) (rng and runs
+// resolved: resolve_micro); what dropout_apply multiplies those elements by.
+void dropout_element_multipliers(float* m, RngKey rng, const DropoutRuns& runs, int64_t e,
+                                 int64_t n, float p);
 }  // namespace cpu
 
 namespace cuda {

@@ -74,6 +74,16 @@ void dropout_multipliers(float* m, RngKey rng, uint64_t first, int64_t n, float 
   }
 }
 
+void dropout_element_multipliers(float* m, RngKey rng, const DropoutRuns& runs, int64_t e,
+                                 int64_t n, float p) {
+  // The elements may span sequences: each piece within one is a run of the stream.
+  for (int64_t done = 0; done < n;) {
+    const int64_t piece = std::min(n - done, dropout_run_left(runs, e + done));
+    dropout_multipliers(m + done, rng, dropout_stream_index(runs, e + done), piece, p);
+    done += piece;
+  }
+}
+
 void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng, DropoutRuns runs) {
   resolve_micro(rng, runs);
   if (p == 0.0f) {
@@ -88,13 +98,7 @@ void dropout_apply(float* out, const float* inp, int64_t n, float p, RngKey rng,
                  float m[4 * kGroupsPerBlock];
                  for (int64_t b = b0; b < b1; ++b) {
                    const int64_t start = b * block, count = std::min(block, n - start);
-                   // A block may span sequences: each piece within one is a run of the stream.
-                   for (int64_t done = 0; done < count;) {
-                     const int64_t e = start + done;
-                     const int64_t piece = std::min(count - done, dropout_run_left(runs, e));
-                     dropout_multipliers(m + done, rng, dropout_stream_index(runs, e), piece, p);
-                     done += piece;
-                   }
+                   dropout_element_multipliers(m, rng, runs, start, count, p);
 #pragma omp simd
                    for (int64_t i = 0; i < count; ++i) out[start + i] = inp[start + i] * m[i];
                  }

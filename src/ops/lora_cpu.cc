@@ -1,6 +1,9 @@
 // LoRA / DoRA on the CPU: the low-rank products go through gemm(); the DoRA column scalings are
 // plain loops threaded over rows (forward), and the magnitude gradient a column sum in the fixed
-// order of core/column_order.h (backward: the same whatever the thread count).
+// order of core/column_order.h (backward: the same whatever the thread count). Backward through
+// adapter dropout draws the multipliers once, tile by tile of a row, for both x_d (dA's input) and
+// the input gradient (h A, by a loop over the rank), where a GEMM and two dropout passes over
+// (N, C) drew them twice.
 #include <algorithm>
 #include <cmath>
 
@@ -10,6 +13,25 @@
 #include "ops/primitives_cpu.h"
 
 namespace ftune::cpu {
+namespace {
+
+// Columns of a row per pass of the backward through the adapter's dropout.
+constexpr int64_t kDropoutTile = 256;
+
+// t[j] = sum_k h[k] a[k * lda + j] for j in [0, w): w columns of one row of h (1, r) @ A (r, C).
+void low_rank_row(float* __restrict t, const float* __restrict h, const float* __restrict a,
+                  int64_t lda, int64_t r, int64_t w) {
+#pragma omp simd
+  for (int64_t j = 0; j < w; ++j) t[j] = 0.0f;
+  for (int64_t k = 0; k < r; ++k) {
+    const float hk = h[k];
+    const float* ak = a + k * lda;
+#pragma omp simd
+    for (int64_t j = 0; j < w; ++j) t[j] += hk * ak[j];
+  }
+}
+
+}  // namespace
 
 void lora_forward(float* out, int64_t ldo, float* u, const float* inp, int64_t ldi, const float* a,
                   const float* b, int64_t N, int64_t C, int64_t OC, int64_t r, float scale, float p,
@@ -33,35 +55,45 @@ void lora_backward(float* dinp, int64_t lddi, float* da, float* db, float* h, co
   if (db) gemm(true, false, OC, r, N, scale, dout, lddo, u, r, 1.0f, db, r);
   // h (N, r) = s * dout (N, OC) @ B (OC, r)
   gemm(false, false, N, r, OC, scale, dout, lddo, b, r, 0.0f, h, r);
-  if (p > 0.0f) {
-    dropout_apply(scratch, inp, N * C, p, rng, runs);
-    inp = scratch;
-    ldi = C;
-  }
-  // dA (r, C) += h^T (r, N) @ x_d (N, C)
-  if (da) gemm(true, false, r, C, N, 1.0f, h, r, inp, ldi, 1.0f, da, C);
-  if (!dinp) return;
   if (p == 0.0f) {
+    // dA (r, C) += h^T (r, N) @ x (N, C)
+    if (da) gemm(true, false, r, C, N, 1.0f, h, r, inp, ldi, 1.0f, da, C);
     // dinp (N, C) (+)= h (N, r) @ A (r, C)
-    gemm(false, false, N, C, r, 1.0f, h, r, a, C, accumulate_dinp ? 1.0f : 0.0f, dinp, lddi);
+    if (dinp)
+      gemm(false, false, N, C, r, 1.0f, h, r, a, C, accumulate_dinp ? 1.0f : 0.0f, dinp, lddi);
     return;
   }
-  // Through the dropout: scratch = dropout'(h A) (the same multipliers as forward), then add.
-  gemm(false, false, N, C, r, 1.0f, h, r, a, C, 0.0f, scratch, C);
-  dropout_apply(scratch, scratch, N * C, p, rng, runs);
+  // Through the dropout, its multipliers drawn once: scratch = x_d (for dA) and
+  // dinp (+)= dropout'(h A), tile by tile of a row.
+  if (!da && !dinp) return;
+  resolve_micro(rng, runs);
   parallel_for(
       N,
       [&](int64_t r0, int64_t r1) {
-        for (int64_t row = r0; row < r1; ++row) {
-          float* d = dinp + row * lddi;
-          const float* s = scratch + row * C;
-          if (accumulate_dinp)
-            for (int64_t c = 0; c < C; ++c) d[c] += s[c];
-          else
-            for (int64_t c = 0; c < C; ++c) d[c] = s[c];
-        }
+        alignas(64) float m[kDropoutTile], t[kDropoutTile];
+        for (int64_t row = r0; row < r1; ++row)
+          for (int64_t c0 = 0; c0 < C; c0 += kDropoutTile) {
+            const int64_t w = std::min(kDropoutTile, C - c0);
+            dropout_element_multipliers(m, rng, runs, row * C + c0, w, p);
+            const float* x = inp + row * ldi + c0;
+            float* xd = scratch + row * C + c0;
+#pragma omp simd
+            for (int64_t j = 0; j < w; ++j) xd[j] = x[j] * m[j];
+            if (!dinp) continue;
+            low_rank_row(t, h + row * r, a + c0, C, r, w);
+            float* d = dinp + row * lddi + c0;
+            if (accumulate_dinp) {
+#pragma omp simd
+              for (int64_t j = 0; j < w; ++j) d[j] += t[j] * m[j];
+            } else {
+#pragma omp simd
+              for (int64_t j = 0; j < w; ++j) d[j] = t[j] * m[j];
+            }
+          }
       },
-      16);
+      4);
+  // dA (r, C) += h^T (r, N) @ x_d (N, C)
+  if (da) gemm(true, false, r, C, N, 1.0f, h, r, scratch, C, 1.0f, da, C);
 }
 
 void row_sq_norms(float* wsq, const float* w, int64_t OC, int64_t C) {

@@ -25,8 +25,9 @@ struct Problem {
   std::vector<float> x, w, b, a, bb, m, dy;
 };
 
-Problem make(std::mt19937_64& rng) {
+Problem make(std::mt19937_64& rng, int64_t C) {
   Problem p;
+  p.C = C;
   auto rnd = [&](int64_t n) { return to_vector(random_tensor({n}, rng).view()); };
   p.x = rnd(p.N * p.C), p.w = rnd(p.OC * p.C), p.b = rnd(p.OC), p.a = rnd(p.r * p.C);
   p.bb = rnd(p.OC * p.r), p.m = rnd(p.OC), p.dy = rnd(p.N * p.OC);
@@ -94,11 +95,21 @@ Ref reference(const Problem& p, const std::vector<float>& xd, bool dora) {
   return f;
 }
 
+// The input width and dropout placement of a case: `C` past the CPU backward's column tile (256)
+// and not a multiple of 4 crosses tiles and Philox groups; `rows` places x in the dropout streams
+// (ops/dropout.h); the input gradient accumulates onto 1 or overwrites.
+struct CaseShape {
+  int64_t C = 6;
+  DropoutRows rows{};
+  bool accumulate_dinp = true;
+};
+
 // Runs the ops as the encoder does on columns [col, col + OC) of a wider output (the fused QKV
 // case when col > 0), returns (y, dx-from-LoRA, dA, dB, dm).
-void run_case(Device dev, bool dora, float p_drop, int64_t col, int64_t width) {
+void run_case(Device dev, bool dora, float p_drop, int64_t col, int64_t width,
+              const CaseShape& shape = {}) {
   std::mt19937_64 rng(test_seed());
-  const Problem p = make(rng);
+  const Problem p = make(rng, shape.C);
   const int64_t N = p.N, C = p.C, OC = p.OC, r = p.r;
   const Device cpu = Device::cpu();  // the reference's dropout masks
   const RngKey key{7, 3, 1};
@@ -111,7 +122,7 @@ void run_case(Device dev, bool dora, float p_drop, int64_t col, int64_t width) {
   TensorView y = wide.view();
   y.data = static_cast<float*>(y.data) + col;
   y.shape = Shape{N, OC};
-  const LoraDropout drop{p_drop, key, scratch.view()};
+  const LoraDropout drop{p_drop, key, scratch.view(), shape.rows};
 
   linear_forward(y, x.view(), w.view(), b.view());
   if (dora) {
@@ -126,7 +137,7 @@ void run_case(Device dev, bool dora, float p_drop, int64_t col, int64_t width) {
   std::vector<float> xd = p.x;
   if (p_drop > 0) {
     auto xdv = device_f32(p.x, {N, C}, cpu);
-    dropout_forward(xdv.view(), xdv.view(), p_drop, key);
+    dropout_forward(xdv.view(), xdv.view(), p_drop, key, shape.rows);
     xd = to_vector(xdv.view());
   }
   const Ref ref = reference(p, xd, dora);
@@ -151,20 +162,21 @@ void run_case(Device dev, bool dora, float p_drop, int64_t col, int64_t width) {
        dx = device_f32(std::vector<float>(N * C, 1.0f), {N, C}, dev);
   if (dora) dora_output_backward(dm.view(), dy, z.view(), m.view(), norm.view());
   lora_backward(dx.view(), da.view(), db.view(), h.view(), dy, x.view(), u.view(), a.view(),
-                bb.view(), p.s, /*accumulate_dinp=*/true, drop);
+                bb.view(), p.s, shape.accumulate_dinp, drop);
   auto plus_one = [](Vec v) {
     for (double& e : v) e += 1.0;
     return v;
   };
+  auto dx_want = [&](Vec v) { return shape.accumulate_dinp ? plus_one(v) : v; };
   Vec want_dx = ref.dx;
   if (p_drop > 0) {  // the LoRA input gradient goes back through the same mask
     std::vector<float> t(want_dx.begin(), want_dx.end());
     auto tv = device_f32(t, {N, C}, cpu);
-    dropout_backward(tv.view(), tv.view(), p_drop, key);
+    dropout_backward(tv.view(), tv.view(), p_drop, key, shape.rows);
     const auto back = to_vector(tv.view());
     want_dx.assign(back.begin(), back.end());
   }
-  expect_close(to_vector(dx.view()), plus_one(want_dx), 1e-5, "dx");
+  expect_close(to_vector(dx.view()), dx_want(want_dx), 1e-5, "dx");
   expect_close(to_vector(da.view()), plus_one(ref.da), 1e-5, "dA");
   expect_close(to_vector(db.view()), plus_one(ref.db), 1e-5, "dB");
   if (dora) expect_close(to_vector(dm.view()), plus_one(ref.dm), 1e-5, "dm");
@@ -180,6 +192,11 @@ TEST_P(LoraOps, LoraOnAColumnBlockOfAFusedOutput) {
 }
 TEST_P(LoraOps, LoraDropoutMaskIsSharedByForwardAndBackward) {
   run_case(device(), false, 0.3f, 0, 5);
+}
+TEST_P(LoraOps, LoraDropoutAcrossColumnTilesAndPlacedRows) {
+  // 7 tokens as one sequence of a 9-position stream, the step batch's row 2; 301 columns.
+  run_case(device(), false, 0.3f, 0, 5, CaseShape{301, DropoutRows{2, 7, 9}, true});
+  run_case(device(), false, 0.3f, 3, 9, CaseShape{301, DropoutRows{2, 7, 9}, false});
 }
 TEST_P(LoraOps, DoraMatchesReferenceWithDetachedNorm) {
   run_case(device(), true, 0.0f, 0, 5);
