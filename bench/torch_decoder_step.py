@@ -29,6 +29,7 @@ def main():
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--r", type=int, default=16)
+    parser.add_argument("--lora-dropout", type=float, default=0.05)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1)
@@ -46,7 +47,7 @@ def main():
     )
     model = LlamaForSequenceClassification(config)
     n_params = sum(p.numel() for p in model.parameters())
-    lora = peft.LoraConfig(task_type="SEQ_CLS", r=args.r, lora_alpha=2 * args.r, lora_dropout=0.05,
+    lora = peft.LoraConfig(task_type="SEQ_CLS", r=args.r, lora_alpha=2 * args.r, lora_dropout=args.lora_dropout,
                            target_modules="all-linear")
     model = peft.get_peft_model(model, lora)
     if args.checkpointing:
@@ -71,13 +72,15 @@ def main():
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
-    times, _ = time_steps(step, args.warmup, args.steps)
+    times, cpu_times = time_steps(step, args.warmup, args.steps)
     median = statistics.median(times)
     result = {
         "impl": "pytorch+peft", "batch": args.batch, "seq": args.seq,
         "threads": torch.get_num_threads(), "params_m": round(n_params / 1e6, 1),
         "trained_m": round(sum(p.numel() for p in trained) / 1e6, 2),
         "ms_per_step": round(median * 1e3, 1), "min_ms": round(min(times) * 1e3, 1),
+        "cpu_ms_per_step": round(statistics.median(cpu_times) * 1e3, 1),
+        "lora_dropout": args.lora_dropout,
         "samples_per_s": round(args.batch / median, 2), "torch": torch.__version__,
         "transformers": transformers.__version__, "peft": peft.__version__,
     }

@@ -2,11 +2,12 @@
 // an all-MiniLM-L6-v2-sized or BERT-base-sized classifier at batch 32 x 128 tokens (random
 // weights and tokens, no padding, dropout 0.1 on, as in training). bench/compare_train_step.sh
 // runs it next to the PyTorch peer (bench/torch_train_step.py) with the same thread count. With
-// --lora R: LoRA r=R (alpha 2R, dropout 0.05) on every linear layer, AdamW over what it trains
-// (bench/compare_decoder_step.sh: the ~100M Llama against PyTorch + PEFT).
+// --lora R: LoRA r=R (alpha 2R, dropout --lora-dropout, 0.05 by default) on every linear layer,
+// AdamW over what it trains (bench/compare_decoder_step.sh: the ~100M Llama against PyTorch + PEFT).
 //
 //   train_step_bench --model minilm|bert-base|deberta-v3-base|modernbert-base|llama-100m
-//                    [--batch 32] [--seq 128] [--lora R] [--threads N] [--steps 10] [--warmup 2]
+//                    [--batch 32] [--seq 128] [--lora R] [--lora-dropout 0.05] [--threads N]
+//                    [--steps 10] [--warmup 2]
 //                    [--whole-last-layer] [--json]
 // --whole-last-layer: every token through the last layer (ClassifierOptions::first_token_head
 // off), to time what the BERT family's first-token form saves.
@@ -38,9 +39,12 @@ int main(int argc, char** argv) {
   int64_t batch = 32, seq = 128;
   int threads = 0, steps = 10, warmup = 2, lora = 0;
   bool json = false, whole_last_layer = false;
+  float lora_dropout = 0.05f;
   app.add_option("--model", model,
                  "minilm, bert-base, deberta-v3-base, modernbert-base or llama-100m");
   app.add_option("--lora", lora, "LoRA rank on every linear layer (0: full fine-tuning)");
+  app.add_option("--lora-dropout", lora_dropout, "the adapters' dropout rate")
+      ->check(CLI::Range(0.0f, 0.99f));
   app.add_option("--batch", batch);
   app.add_option("--seq", seq);
   app.add_option("--threads", threads, "compute threads (default: all cores)");
@@ -60,7 +64,7 @@ int main(int argc, char** argv) {
       options.adapters.method = PeftMethod::Lora;
       options.adapters.r = lora;
       options.adapters.alpha = 2.0f * static_cast<float>(lora);
-      options.adapters.dropout = 0.05f;
+      options.adapters.dropout = lora_dropout;
       options.adapters.target_modules = {"all-linear"};
     }
     SequenceClassifier clf(config, options);
