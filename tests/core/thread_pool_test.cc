@@ -1,8 +1,11 @@
-// Thread pool: coverage of the range, static chunking, exceptions, nesting, flush-to-zero.
+// Thread pool: coverage of the range, static chunking, exceptions, nesting, flush-to-zero, and
+// regions back to back (workers still spinning) or after the workers went to sleep.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
@@ -57,6 +60,31 @@ TEST(ThreadPool, NestedRegionsRunSerially) {
     pool.parallel_for(5, [&](int64_t b, int64_t e) { inner += static_cast<int>(e - b); });
   });
   EXPECT_EQ(inner.load(), 10);
+}
+
+// Thousands of short regions back to back, as a training step opens them: each sees every chunk
+// done before the next starts (a chunk's write is read by the caller right after), whether the
+// workers were still spinning (no pause) or asleep (pauses past ThreadPool::kSpinMicros), with
+// fewer chunks than workers at times (idle workers must not count in a region's completion).
+TEST(ThreadPool, BackToBackRegionsSpinningOrAsleep) {
+  ThreadPool pool(4);
+  std::vector<int64_t> slot(4, 0);
+  int64_t expected = 0;
+  for (int r = 0; r < 20000; ++r) {
+    const int64_t n = 1 + r % 4;  // 1 to 4 chunks
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) slot[i] += r;
+    });
+    for (int64_t i = 0; i < n; ++i) expected += r;
+    if (r % 2000 == 1999)
+      std::this_thread::sleep_for(std::chrono::microseconds(4 * ThreadPool::kSpinMicros));
+  }
+  int64_t total = 0;
+  for (int64_t v : slot) total += v;
+  EXPECT_EQ(total, expected);
+  std::atomic<int> tasks{0};
+  pool.parallel_tasks(100, [&](int64_t) { ++tasks; });
+  EXPECT_EQ(tasks.load(), 100);
 }
 
 TEST(ThreadPool, TasksRunExactlyOnce) {
