@@ -8,7 +8,7 @@ reads the committed JSON under tests/fixtures/hpo/).
 pruners.json: random study scenarios (trials starting, reporting, being pruned, completing and
 failing in interleaved order) replayed through Optuna's pruners; every should_prune decision is
 recorded next to the event that asked for it, for none/median/percentile/successive halving/
-hyperband in both directions.
+hyperband/threshold in both directions.
 parzen.json: log-densities of Optuna's _ParzenEstimator (the core of TPE) for fixed observations
 at fixed points, over float/log/int/log-int/stepped/categorical dimensions and several options.
 grid.json: the order of Optuna's GridSampler grid points for a few spaces.
@@ -50,6 +50,8 @@ def make_pruner(cfg):
         return optuna.pruners.SuccessiveHalvingPruner(**kw)
     if t == "hyperband":
         return optuna.pruners.HyperbandPruner(**kw)
+    if t == "threshold":
+        return optuna.pruners.ThresholdPruner(**kw)
     raise ValueError(t)
 
 
@@ -62,6 +64,17 @@ def random_config(rng, t):
             cfg["percentile"] = rng.choice([10.0, 25.0, 33.3, 50.0, 75.0, 90.0])
         for key, choices in [("n_startup_trials", [0, 1, 2, 3, 5]), ("n_warmup_steps", [0, 0, 1, 2, 3]),
                              ("interval_steps", [1, 1, 2, 3]), ("n_min_trials", [1, 1, 2, 3])]:
+            if rng.random() < 0.7:
+                cfg[key] = rng.choice(choices)
+        return cfg
+    if t == "threshold":
+        cfg = {"type": t}
+        bounds = rng.choice(["lower", "upper", "both"])
+        if bounds in ("lower", "both"):
+            cfg["lower"] = rng.choice([-0.5, -0.2, 0.0, 0.26])
+        if bounds in ("upper", "both"):
+            cfg["upper"] = rng.choice([0.3, 0.5, 0.8])
+        for key, choices in [("n_warmup_steps", [0, 0, 1, 2, 3]), ("interval_steps", [1, 1, 2, 3])]:
             if rng.random() < 0.7:
                 cfg[key] = rng.choice(choices)
         return cfg
@@ -142,7 +155,9 @@ def scenario(rng, cfg, direction):
 def pruner_cases():
     rng = random.Random(20261122)
     cases = []
-    for t, n in [("none", 10), ("median", 120), ("percentile", 120), ("asha", 150), ("hyperband", 150)]:
+    # threshold last: the earlier types' cases keep their random draws.
+    for t, n in [("none", 10), ("median", 120), ("percentile", 120), ("asha", 150), ("hyperband", 150),
+                 ("threshold", 60)]:
         for i in range(n):
             cfg = random_config(rng, t)
             direction = "minimize" if i % 2 == 0 else "maximize"

@@ -10,16 +10,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-// Optuna's _is_first_in_interval_step: no earlier report since the last pruning check point.
-bool first_in_interval(int64_t step, const std::map<int64_t, double>& reported, int64_t warmup,
-                       int64_t interval) {
-  const int64_t nearest_lower = (step - warmup) / interval * interval + warmup;
-  int64_t second_last = -1;
-  for (const auto& [s, v] : reported)
-    if (s > second_last && s != step) second_last = s;
-  return second_last < nearest_lower;
-}
-
 // np.nanmin / np.nanmax over the trial's reports (NaN when all are NaN).
 double best_over_steps(const Trial& t, Direction d) {
   double best = kNaN;
@@ -31,6 +21,15 @@ double best_over_steps(const Trial& t, Direction d) {
 }
 
 }  // namespace
+
+bool first_in_interval(int64_t step, const std::map<int64_t, double>& reported, int64_t warmup,
+                       int64_t interval) {
+  const int64_t nearest_lower = (step - warmup) / interval * interval + warmup;
+  int64_t second_last = -1;
+  for (const auto& [s, v] : reported)
+    if (s > second_last && s != step) second_last = s;
+  return second_last < nearest_lower;
+}
 
 double nan_percentile(std::vector<double> values, double q) {
   values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return std::isnan(v); }),

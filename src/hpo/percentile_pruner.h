@@ -26,6 +26,11 @@ class PercentilePruner : public Pruner {
   Direction direction_;
 };
 
+// Optuna's _is_first_in_interval_step: `step` is a pruning check point (the first report at or
+// after a multiple of `interval` steps past `warmup`, no earlier report since it).
+bool first_in_interval(int64_t step, const std::map<int64_t, double>& reported, int64_t warmup,
+                       int64_t interval);
+
 // numpy.nanpercentile(values, q) with the default linear method, bit for bit (NaNs dropped; NaN
 // when nothing is left).
 double nan_percentile(std::vector<double> values, double q);

@@ -4,12 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <set>
+#include <tuple>
 
 #include "core/error.h"
 #include "hpo/config_keys.h"
 #include "hpo/percentile_pruner.h"
 #include "hpo/successive_halving_pruner.h"
+#include "hpo/threshold_pruner.h"
 
 namespace ftune::hpo {
 namespace {
@@ -59,6 +62,32 @@ std::optional<int64_t> get_auto_int(const YAML::Node& cfg, const char* key,
   return v;
 }
 
+// `lower` / `upper` (numbers; absent: unbounded); lower <= upper.
+std::pair<double, double> get_bounds(const YAML::Node& cfg, const std::string& where) {
+  ThresholdOptions o;
+  auto read = [&](const char* key, double& v) {
+    const YAML::Node n = cfg[key];
+    if (!n) return;
+    try {
+      v = n.as<double>();
+    } catch (const YAML::Exception&) {
+      throw InputError(fmt::format("{}.{} must be a number", where, key));
+    }
+    if (std::isnan(v)) throw InputError(fmt::format("{}.{} must be a number, got nan", where, key));
+  };
+  read("lower", o.lower);
+  read("upper", o.upper);
+  if (o.lower > o.upper)
+    throw InputError(fmt::format("{}.lower ({}) must not be above {}.upper ({})", where, o.lower,
+                                 where, o.upper));
+  return {o.lower, o.upper};
+}
+
+// The median, percentile, ASHA or Hyperband pruner `type` names (any other type: InputError).
+std::unique_ptr<Pruner> make_ranked_pruner(const YAML::Node& cfg, const std::string& where,
+                                           Direction direction, const std::string& study_name,
+                                           const std::string& type);
+
 }  // namespace
 
 std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& where,
@@ -76,9 +105,30 @@ std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& wh
     check_keys(cfg, where, {"type"}, type);
     return std::make_unique<NopPruner>();
   }
+  if (type == "threshold") {
+    check_keys(cfg, where, {"type", "lower", "upper", "n_warmup_steps", "interval_steps"}, type);
+    if (!cfg["lower"] && !cfg["upper"])
+      throw InputError(fmt::format("{}: a threshold pruner needs lower, upper or both", where));
+    ThresholdOptions o;
+    std::tie(o.lower, o.upper) = get_bounds(cfg, where);
+    o.n_warmup_steps = get_int(cfg, "n_warmup_steps", where, 0, 0);
+    o.interval_steps = get_int(cfg, "interval_steps", where, 1, 1);
+    return std::make_unique<ThresholdPruner>(o);
+  }
+  std::unique_ptr<Pruner> pruner = make_ranked_pruner(cfg, where, direction, study_name, type);
+  if (!cfg["lower"] && !cfg["upper"]) return pruner;
+  const auto [lower, upper] = get_bounds(cfg, where);
+  return std::make_unique<BoundedPruner>(lower, upper, std::move(pruner));
+}
+
+namespace {
+
+std::unique_ptr<Pruner> make_ranked_pruner(const YAML::Node& cfg, const std::string& where,
+                                           Direction direction, const std::string& study_name,
+                                           const std::string& type) {
   if (type == "median" || type == "percentile") {
     std::set<std::string> keys = {"type", "n_startup_trials", "n_warmup_steps", "interval_steps",
-                                  "n_min_trials"};
+                                  "n_min_trials", "lower", "upper"};
     if (type == "percentile") keys.insert("percentile");
     check_keys(cfg, where, keys, type);
     PercentileOptions o;
@@ -99,10 +149,10 @@ std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& wh
     return std::make_unique<PercentilePruner>(o, direction);
   }
   if (type == "asha") {
-    check_keys(
-        cfg, where,
-        {"type", "min_resource", "reduction_factor", "min_early_stopping_rate", "bootstrap_count"},
-        type);
+    check_keys(cfg, where,
+               {"type", "min_resource", "reduction_factor", "min_early_stopping_rate",
+                "bootstrap_count", "lower", "upper"},
+               type);
     SuccessiveHalvingOptions o;
     o.min_resource = get_auto_int(cfg, "min_resource", where, std::nullopt, 1);
     o.reduction_factor = get_int(cfg, "reduction_factor", where, 4, 2);
@@ -114,7 +164,8 @@ std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& wh
   }
   if (type == "hyperband") {
     check_keys(cfg, where,
-               {"type", "min_resource", "max_resource", "reduction_factor", "bootstrap_count"},
+               {"type", "min_resource", "max_resource", "reduction_factor", "bootstrap_count",
+                "lower", "upper"},
                type);
     HyperbandOptions o;
     o.min_resource = get_int(cfg, "min_resource", where, 1, 1);
@@ -128,7 +179,10 @@ std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& wh
     return std::make_unique<HyperbandPruner>(o, direction, study_name);
   }
   throw InputError(fmt::format(
-      "{}.type must be none, median, percentile, asha or hyperband, got '{}'", where, type));
+      "{}.type must be none, median, percentile, asha, hyperband or threshold, got '{}'", where,
+      type));
 }
+
+}  // namespace
 
 }  // namespace ftune::hpo

@@ -1,7 +1,7 @@
 // Pruners decide whether a running trial should stop after an intermediate report. Every
 // decision equals Optuna's (golden cases under tests/fixtures/hpo/): none, median, percentile,
-// successive halving (ASHA) and Hyperband. Reports are keyed by step; for k-fold CV the worker
-// reports the running mean at step = fold index, so the same pruners apply.
+// successive halving (ASHA), Hyperband and threshold. Reports are keyed by step; for k-fold CV the
+// worker reports the running mean at step = fold index, so the same pruners apply.
 //
 // Optuna's successive-halving pruner records, on each trial, the value it had when it reached a
 // rung. ftune derives the same record from the trial's intermediate values, which is exact when
@@ -31,14 +31,17 @@ class Pruner {
                             const std::vector<Trial>& trials) const = 0;
 };
 
-// cfg: the `pruner:` mapping {type: none|median|percentile|asha|hyperband, ...} (undefined ->
-// none). Options, with Optuna's defaults:
+// cfg: the `pruner:` mapping {type: none|median|percentile|asha|hyperband|threshold, ...}
+// (undefined -> none). Options, with Optuna's defaults:
 //   median:     n_startup_trials (5), n_warmup_steps (0), interval_steps (1), n_min_trials (1)
 //   percentile: percentile (required, 0..100) and the options of median
 //   asha:       min_resource (auto|int, auto), reduction_factor (4), min_early_stopping_rate (0),
 //               bootstrap_count (0)
 //   hyperband:  min_resource (1), max_resource (auto|int, auto), reduction_factor (3),
 //               bootstrap_count (0)
+//   threshold:  lower, upper (at least one), n_warmup_steps (0), interval_steps (1)
+// and on median, percentile, asha and hyperband (ftune's addition, hpo/threshold_pruner.h):
+// lower / upper, a report outside them prunes at once, start-up trials included.
 // Hyperband assigns trials to brackets by crc32("<study_name>_<number>") like Optuna; the
 // three-argument form uses the study name "" (use the four-argument one in a real study).
 std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& where,

@@ -72,6 +72,8 @@ TEST(PrunerGolden, EveryDecisionMatchesOptuna) {
   }
   EXPECT_GT(decisions, 10000);
   EXPECT_GT(prunes, 1000);  // the cases exercise both answers
+  for (const char* type : {"median", "percentile", "asha", "hyperband", "threshold"})
+    EXPECT_GT(per_type[type], 500) << type << ": too few decisions checked";
   for (const auto& [type, n] : per_type)
     std::printf("%s: %lld decisions\n", type.c_str(), static_cast<long long>(n));
 }

@@ -78,7 +78,47 @@ TEST(Pruners, HyperbandBracketsFollowCrc32) {
   EXPECT_EQ(HyperbandPruner({5, std::nullopt, 3, 0}, Direction::Minimize, "s").bracket_of(7, 2), 0);
 }
 
+// `lower` on a median pruner prunes a collapsed trial at its first report although the median
+// rule is still in its start-up; reports within the bounds are left to the median rule.
+TEST(Pruners, BoundsOnAMedianPrunerActDuringStartUp) {
+  auto p = make_pruner(YAML::Load("{type: median, n_startup_trials: 3, lower: 0.2}"), "pruner",
+                       Direction::Maximize);
+  std::vector<Trial> ts = {trial(0, TrialState::Running, {{0, 0.05}})};
+  EXPECT_TRUE(p->should_prune(ts[0], 0, ts));  // F1 0.05: collapsed, no completed trial yet
+  ts[0].intermediate[0] = 0.45;
+  EXPECT_FALSE(p->should_prune(ts[0], 0, ts));
+  ts[0].intermediate[0] = NAN;
+  EXPECT_TRUE(p->should_prune(ts[0], 0, ts));
+  // Past start-up the median rule still prunes within the bounds.
+  ts = {trial(0, TrialState::Complete, {{0, 0.6}}), trial(1, TrialState::Complete, {{0, 0.7}}),
+        trial(2, TrialState::Complete, {{0, 0.8}}), trial(3, TrialState::Running, {{0, 0.4}})};
+  EXPECT_TRUE(p->should_prune(ts[3], 0, ts));
+  auto bounded_asha = make_pruner(YAML::Load("{type: asha, min_resource: 1, upper: 2.0}"), "pruner",
+                                  Direction::Minimize);
+  std::vector<Trial> one = {trial(0, TrialState::Running, {{0, 2.5}})};
+  EXPECT_TRUE(bounded_asha->should_prune(one[0], 0, one));
+}
+
+// Optuna's ThresholdPruner by hand (every decision against Optuna: pruner_golden_test.cc).
+TEST(Pruners, ThresholdAfterWarmupAtIntervals) {
+  auto p = make_pruner(YAML::Load("{type: threshold, lower: 0.0, n_warmup_steps: 1, "
+                                  "interval_steps: 2}"),
+                       "pruner", Direction::Minimize);
+  Trial t = trial(0, TrialState::Running, {{0, -1.0}});
+  EXPECT_FALSE(p->should_prune(t, 0, {t}));  // warm-up
+  t.intermediate[1] = -1.0;
+  EXPECT_TRUE(p->should_prune(t, 1, {t}));  // step 1: a check point, below lower
+  t.intermediate[2] = -1.0;
+  EXPECT_FALSE(p->should_prune(t, 2, {t}));  // step 2: inside the interval begun at 1
+}
+
 TEST(Pruners, ConfigErrorsNameTheKey) {
+  EXPECT_NE(error_of("{type: threshold}").find("lower, upper"), std::string::npos);
+  EXPECT_NE(error_of("{type: threshold, lower: 1, upper: 0}").find("pruner.lower"),
+            std::string::npos);
+  EXPECT_NE(error_of("{type: median, lower: low}").find("pruner.lower"), std::string::npos);
+  EXPECT_NE(error_of("{type: threshold, upper: 1, n_min_trials: 2}").find("pruner.n_min_trials"),
+            std::string::npos);
   EXPECT_NE(error_of("{type: median, warmup: 3}").find("pruner.warmup"), std::string::npos);
   EXPECT_NE(error_of("{type: percentile}").find("pruner.percentile"), std::string::npos);
   EXPECT_NE(error_of("{type: percentile, percentile: 120}").find("pruner.percentile"),

@@ -1,0 +1,50 @@
+// Optuna's ThresholdPruner, and the same bounds on any other pruner (ftune's addition).
+//
+// ThresholdPruner (optuna/pruners/_threshold.py): a trial is pruned when its latest report is NaN,
+// below `lower` or above `upper`, after n_warmup_steps and at the first report of each interval of
+// interval_steps (as the percentile pruner counts them).
+// BoundedPruner: `lower` / `upper` given to a median, percentile, ASHA or Hyperband pruner prune a
+// trial at any report outside them (no warm-up, no start-up trials), before that pruner's own rule:
+// a fine-tuning trial that collapsed (an F1 near 0 at its first evaluation) stops there instead of
+// training every fold as one of the median pruner's start-up trials.
+#pragma once
+
+#include <limits>
+#include <memory>
+
+#include "hpo/pruner.h"
+
+namespace ftune::hpo {
+
+struct ThresholdOptions {
+  double lower = -std::numeric_limits<double>::infinity();
+  double upper = std::numeric_limits<double>::infinity();
+  int64_t n_warmup_steps = 0;
+  int64_t interval_steps = 1;
+};
+
+class ThresholdPruner : public Pruner {
+ public:
+  explicit ThresholdPruner(ThresholdOptions o) : o_(o) {}
+  bool should_prune(const Trial& trial, int64_t step,
+                    const std::vector<Trial>& trials) const override;
+
+ private:
+  ThresholdOptions o_;
+};
+
+class BoundedPruner : public Pruner {
+ public:
+  BoundedPruner(double lower, double upper, std::unique_ptr<Pruner> inner)
+      : bounds_(ThresholdOptions{lower, upper, 0, 1}), inner_(std::move(inner)) {}
+  bool should_prune(const Trial& trial, int64_t step,
+                    const std::vector<Trial>& trials) const override {
+    return bounds_.should_prune(trial, step, trials) || inner_->should_prune(trial, step, trials);
+  }
+
+ private:
+  ThresholdPruner bounds_;
+  std::unique_ptr<Pruner> inner_;
+};
+
+}  // namespace ftune::hpo
