@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <set>
-#include <tuple>
 
 #include "core/error.h"
 #include "hpo/config_keys.h"
@@ -62,8 +61,8 @@ std::optional<int64_t> get_auto_int(const YAML::Node& cfg, const char* key,
   return v;
 }
 
-// `lower` / `upper` (numbers; absent: unbounded); lower <= upper.
-std::pair<double, double> get_bounds(const YAML::Node& cfg, const std::string& where) {
+// `lower` / `upper` (numbers; absent: unbounded; lower <= upper), the other options at defaults.
+ThresholdOptions get_bounds(const YAML::Node& cfg, const std::string& where) {
   ThresholdOptions o;
   auto read = [&](const char* key, double& v) {
     const YAML::Node n = cfg[key];
@@ -80,49 +79,10 @@ std::pair<double, double> get_bounds(const YAML::Node& cfg, const std::string& w
   if (o.lower > o.upper)
     throw InputError(fmt::format("{}.lower ({}) must not be above {}.upper ({})", where, o.lower,
                                  where, o.upper));
-  return {o.lower, o.upper};
+  return o;
 }
 
 // The median, percentile, ASHA or Hyperband pruner `type` names (any other type: InputError).
-std::unique_ptr<Pruner> make_ranked_pruner(const YAML::Node& cfg, const std::string& where,
-                                           Direction direction, const std::string& study_name,
-                                           const std::string& type);
-
-}  // namespace
-
-std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& where,
-                                    Direction direction) {
-  return make_pruner(cfg, where, direction, "");
-}
-
-std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& where,
-                                    Direction direction, const std::string& study_name) {
-  if (!cfg || cfg.IsNull()) return std::make_unique<NopPruner>();
-  if (!cfg.IsMap()) throw InputError(fmt::format("{} must be a mapping with a 'type'", where));
-  if (!cfg["type"]) throw InputError(fmt::format("{}.type is missing", where));
-  const std::string type = cfg["type"].as<std::string>();
-  if (type == "none") {
-    check_keys(cfg, where, {"type"}, type);
-    return std::make_unique<NopPruner>();
-  }
-  if (type == "threshold") {
-    check_keys(cfg, where, {"type", "lower", "upper", "n_warmup_steps", "interval_steps"}, type);
-    if (!cfg["lower"] && !cfg["upper"])
-      throw InputError(fmt::format("{}: a threshold pruner needs lower, upper or both", where));
-    ThresholdOptions o;
-    std::tie(o.lower, o.upper) = get_bounds(cfg, where);
-    o.n_warmup_steps = get_int(cfg, "n_warmup_steps", where, 0, 0);
-    o.interval_steps = get_int(cfg, "interval_steps", where, 1, 1);
-    return std::make_unique<ThresholdPruner>(o);
-  }
-  std::unique_ptr<Pruner> pruner = make_ranked_pruner(cfg, where, direction, study_name, type);
-  if (!cfg["lower"] && !cfg["upper"]) return pruner;
-  const auto [lower, upper] = get_bounds(cfg, where);
-  return std::make_unique<BoundedPruner>(lower, upper, std::move(pruner));
-}
-
-namespace {
-
 std::unique_ptr<Pruner> make_ranked_pruner(const YAML::Node& cfg, const std::string& where,
                                            Direction direction, const std::string& study_name,
                                            const std::string& type) {
@@ -184,5 +144,34 @@ std::unique_ptr<Pruner> make_ranked_pruner(const YAML::Node& cfg, const std::str
 }
 
 }  // namespace
+
+std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& where,
+                                    Direction direction) {
+  return make_pruner(cfg, where, direction, "");
+}
+
+std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& where,
+                                    Direction direction, const std::string& study_name) {
+  if (!cfg || cfg.IsNull()) return std::make_unique<NopPruner>();
+  if (!cfg.IsMap()) throw InputError(fmt::format("{} must be a mapping with a 'type'", where));
+  if (!cfg["type"]) throw InputError(fmt::format("{}.type is missing", where));
+  const std::string type = cfg["type"].as<std::string>();
+  if (type == "none") {
+    check_keys(cfg, where, {"type"}, type);
+    return std::make_unique<NopPruner>();
+  }
+  if (type == "threshold") {
+    check_keys(cfg, where, {"type", "lower", "upper", "n_warmup_steps", "interval_steps"}, type);
+    if (!cfg["lower"] && !cfg["upper"])
+      throw InputError(fmt::format("{}: a threshold pruner needs lower, upper or both", where));
+    ThresholdOptions o = get_bounds(cfg, where);
+    o.n_warmup_steps = get_int(cfg, "n_warmup_steps", where, 0, 0);
+    o.interval_steps = get_int(cfg, "interval_steps", where, 1, 1);
+    return std::make_unique<ThresholdPruner>(o);
+  }
+  std::unique_ptr<Pruner> pruner = make_ranked_pruner(cfg, where, direction, study_name, type);
+  if (!cfg["lower"] && !cfg["upper"]) return pruner;
+  return std::make_unique<BoundedPruner>(get_bounds(cfg, where), std::move(pruner));
+}
 
 }  // namespace ftune::hpo

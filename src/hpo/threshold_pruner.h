@@ -35,8 +35,9 @@ class ThresholdPruner : public Pruner {
 
 class BoundedPruner : public Pruner {
  public:
-  BoundedPruner(double lower, double upper, std::unique_ptr<Pruner> inner)
-      : bounds_(ThresholdOptions{lower, upper, 0, 1}), inner_(std::move(inner)) {}
+  // bounds: lower / upper (n_warmup_steps and interval_steps stay 0 and 1: every report).
+  BoundedPruner(ThresholdOptions bounds, std::unique_ptr<Pruner> inner)
+      : bounds_(bounds), inner_(std::move(inner)) {}
   bool should_prune(const Trial& trial, int64_t step,
                     const std::vector<Trial>& trials) const override {
     return bounds_.should_prune(trial, step, trials) || inner_->should_prune(trial, step, trials);
