@@ -127,6 +127,24 @@ def read_rows(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
+class EitherPruner(optuna.pruners.BasePruner):
+    """Prunes when any of its pruners would: how an Optuna user bounds a MedianPruner, whose
+    start-up trials it never prunes, by a ThresholdPruner that prunes a collapsed trial at once."""
+
+    def __init__(self, *pruners):
+        self.pruners = pruners
+
+    def prune(self, study, trial):
+        return any(p.prune(study, trial) for p in self.pruners)
+
+
+def make_pruner(lower):
+    median = optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
+    if lower is None:
+        return median
+    return EitherPruner(optuna.pruners.ThresholdPruner(lower=lower), median)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True)
@@ -143,6 +161,9 @@ def main():
     p.add_argument("--max-length", type=int, default=64)
     p.add_argument("--scratch", default="/tmp/study_vs_optuna_peer")
     p.add_argument("--final", help="JSON params: train on all of --train, print --test's F1")
+    p.add_argument("--lower", type=float, default=None,
+                   help="prune a trial whose running fold mean falls below this, start-up trials "
+                        "included (Optuna's ThresholdPruner beside the MedianPruner)")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -186,7 +207,7 @@ def main():
     study = optuna.create_study(
         direction="maximize", sampler=optuna.samplers.TPESampler(seed=args.study_seed,
                                                                  n_startup_trials=5),
-        pruner=optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0))
+        pruner=make_pruner(args.lower))
     started = time.time()
     try:
         study.optimize(objective, n_trials=args.trials, timeout=args.budget_s, catch=(RuntimeError,))

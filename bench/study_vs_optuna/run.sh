@@ -2,7 +2,7 @@
 # A whole study, ftune against Optuna + HF Trainer, on this machine, one after the other with the
 # same wall-clock budget (issue 36). From the repository root:
 #
-#   bash bench/study_vs_optuna/run.sh [--budget-min 120] [--seeds "0 1 2"] [--quick]
+#   bash bench/study_vs_optuna/run.sh [--budget-min 120] [--seeds "0 1 2"] [--lower 0.2] [--quick]
 #
 # Builds the data (sentence / definition matching from WordNet, make_data.py over
 # examples/wordnet_pairs.py: --groups sentences of the training split as the study's pool, 3 pairs
@@ -11,6 +11,9 @@
 # peer's (peer.py, `study.optimize(timeout=...)`), a final fit of each engine's best params on the
 # whole pool scored on the test split, and compare.py's row. --quick: 120 sentences, 2 folds, at
 # most 2 trials per engine in a 4-minute budget (a smoke test of the whole chain, not a measurement).
+# --lower F: both engines prune a trial whose report falls below F, start-up trials included
+# (ftune: `lower` on its median pruner, docs/hpo.md "Bounds"; the peer: Optuna's ThresholdPruner
+# beside its MedianPruner, peer.py's EitherPruner); without it, search.yaml's pruner as committed.
 # Needs build/ftune (tools/run_tests.sh or cmake) and makes its peer environment in
 # .cache/peer-venv (torch, transformers, accelerate, optuna, pinned) unless FTUNE_PEER_PYTHON
 # names one. Results: runs/study-vs-optuna/<seed>/ and bench/results/study_vs_optuna.md (+ .svg).
@@ -20,14 +23,15 @@
 # HF Trainer 1,870 at batch 32 of ~23-token pairs; evaluation and start-up left out).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUDGET_MIN=120 SEEDS="0" POOL_GROUPS=800 FOLDS=5 QUICK=0 TRIALS=()
+BUDGET_MIN=120 SEEDS="0" POOL_GROUPS=800 FOLDS=5 QUICK=0 TRIALS=() LOWER="" PEER_LOWER=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --budget-min) BUDGET_MIN="$2"; shift 2 ;;
     --seeds) SEEDS="$2"; shift 2 ;;
     --groups) POOL_GROUPS="$2"; shift 2 ;;
+    --lower) LOWER="$2" PEER_LOWER=(--lower "$2"); shift 2 ;;
     --quick) QUICK=1 BUDGET_MIN=4 POOL_GROUPS=120 FOLDS=2 TRIALS=(--trials 2); shift ;;
-    *) echo "run.sh: unknown option $1 (expected --budget-min N, --seeds \"0 1\", --groups N, --quick)" >&2; exit 2 ;;
+    *) echo "run.sh: unknown option $1 (expected --budget-min N, --seeds \"0 1\", --groups N, --lower F, --quick)" >&2; exit 2 ;;
   esac
 done
 BUDGET_S=$((BUDGET_MIN * 60))
@@ -60,6 +64,10 @@ for seed in $SEEDS; do
   sed -e "s|sqlite:///runs/study-vs-optuna/ftune.db|sqlite:///$OUT/ftune.db|" -e "s|^seed: 0|seed: $seed|" \
       -e "s|^folds: 5|folds: $FOLDS|" -e "s|train_config: train.yaml|train_config: $PWD/bench/study_vs_optuna/train.yaml|" \
       bench/study_vs_optuna/search.yaml >"$OUT/search.yaml"
+  if [ -n "$LOWER" ]; then
+    sed -i "s|^pruner: {\(.*\)}|pruner: {\1, lower: $LOWER}|" "$OUT/search.yaml"
+    grep -q "lower: $LOWER}" "$OUT/search.yaml" || { echo "run.sh: could not set the pruner's lower bound" >&2; exit 1; }
+  fi
   echo "fixed: {output.dir: $OUT/ftune}" >>"$OUT/search.yaml"
   echo "seed $seed: ftune study ($(date -u +%H:%M:%S))"
   "$FTUNE" hpo run --config "$OUT/search.yaml" --timeout "$BUDGET_S" "${TRIALS[@]}" \
@@ -67,20 +75,20 @@ for seed in $SEEDS; do
   "$FTUNE" hpo export --config "$OUT/search.yaml" --format json --output "$OUT/ftune.json"
   echo "seed $seed: Optuna + HF Trainer study ($(date -u +%H:%M:%S))"
   "$PY" bench/study_vs_optuna/peer.py --model "$MODEL" --train "$DATA/train.jsonl" \
-    --out "$OUT/peer.json" --budget-s "$BUDGET_S" --folds "$FOLDS" --study-seed "$seed" "${TRIALS[@]}" \
+    --out "$OUT/peer.json" --budget-s "$BUDGET_S" --folds "$FOLDS" --study-seed "$seed" "${TRIALS[@]}" "${PEER_LOWER[@]}" \
     --scratch "$OUT/peer-scratch" >"$OUT/peer.log" 2>&1
   # Final fits: each engine's best params on the whole pool, scored on the held-out test split.
-  ft_params=$(python3 -c "import json,sys; j=json.load(open('$OUT/ftune.json')); b=[t for t in j['trials'] if t['state']=='COMPLETE']; b=max(b,key=lambda t:t['value']); print(' '.join(f'{k}={v}' for k,v in b['params_external'].items()))")
+  ft_params=$(python3 -c "import json,sys; j=json.load(open('$OUT/ftune.json')); b=[t for t in j['trials'] if t['state']=='COMPLETE']; b or sys.exit('run.sh: no complete trial in $OUT/ftune.json: no final fit'); b=max(b,key=lambda t:t['value']); print(' '.join(f'{k}={v}' for k,v in b['params_external'].items()))")
   "$FTUNE" train --config bench/study_vs_optuna/train.yaml $ft_params data.test="$DATA/test.jsonl" \
     output.dir="$OUT/ftune-final" >"$OUT/ftune-final.log" 2>&1
   ft_test=$(python3 -c "import json; print(json.load(open('$OUT/ftune-final/summary.json'))['test']['f1'])")
-  peer_params=$(python3 -c "import json; j=json.load(open('$OUT/peer.json')); b=[t for t in j['trials'] if t['state']=='COMPLETE']; print(json.dumps(max(b,key=lambda t:t['value'])['params']))")
+  peer_params=$(python3 -c "import json,sys; j=json.load(open('$OUT/peer.json')); b=[t for t in j['trials'] if t['state']=='COMPLETE']; b or sys.exit('run.sh: no complete trial in $OUT/peer.json: no final fit'); print(json.dumps(max(b,key=lambda t:t['value'])['params']))")
   peer_test=$("$PY" bench/study_vs_optuna/peer.py --model "$MODEL" --train "$DATA/train.jsonl" \
     --test "$DATA/test.jsonl" --final "$peer_params" --scratch "$OUT/peer-scratch" 2>"$OUT/peer-final.log" |
     tail -1 | python3 -c "import json,sys; print(json.load(sys.stdin)['test_f1'])")
   python3 bench/study_vs_optuna/compare.py --ftune "$OUT/ftune.json" --peer "$OUT/peer.json" \
     --budget-s "$BUDGET_S" --ftune-test-f1 "$ft_test" --peer-test-f1 "$peer_test" \
-    --label "seed $seed, $(date -u +%F), load $(cut -d' ' -f1 /proc/loadavg)" \
+    --label "seed $seed${LOWER:+, lower $LOWER}, $(date -u +%F), load $(cut -d' ' -f1 /proc/loadavg)" \
     --markdown "$RESULTS" --svg "$OUT/curves.svg" \
     --gpu-kit bench/results/gpu/2026-11-26-h200-run2.json
 done
