@@ -151,7 +151,8 @@ std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& wh
 }
 
 std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& where,
-                                    Direction direction, const std::string& study_name) {
+                                    Direction direction, const std::string& study_name,
+                                    int64_t folds) {
   if (!cfg || cfg.IsNull()) return std::make_unique<NopPruner>();
   if (!cfg.IsMap()) throw InputError(fmt::format("{} must be a mapping with a 'type'", where));
   if (!cfg["type"]) throw InputError(fmt::format("{}.type is missing", where));
@@ -171,7 +172,7 @@ std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& wh
   }
   std::unique_ptr<Pruner> pruner = make_ranked_pruner(cfg, where, direction, study_name, type);
   if (!cfg["lower"] && !cfg["upper"]) return pruner;
-  return std::make_unique<BoundedPruner>(get_bounds(cfg, where), std::move(pruner));
+  return std::make_unique<BoundedPruner>(get_bounds(cfg, where), std::move(pruner), folds > 1);
 }
 
 }  // namespace ftune::hpo

@@ -41,12 +41,15 @@ class Pruner {
 //               bootstrap_count (0)
 //   threshold:  lower, upper (at least one), n_warmup_steps (0), interval_steps (1)
 // and on median, percentile, asha and hyperband (ftune's addition, hpo/threshold_pruner.h):
-// lower / upper, a report outside them prunes at once, start-up trials included.
+// lower / upper, a report outside them prunes at once, start-up trials included; with
+// `folds` > 1 from the end of a trial's first fold on (its evaluations inside fold 0 are not
+// judged by the bounds).
 // Hyperband assigns trials to brackets by crc32("<study_name>_<number>") like Optuna; the
 // three-argument form uses the study name "" (use the four-argument one in a real study).
 std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& where,
                                     Direction direction);
 std::unique_ptr<Pruner> make_pruner(const YAML::Node& cfg, const std::string& where,
-                                    Direction direction, const std::string& study_name);
+                                    Direction direction, const std::string& study_name,
+                                    int64_t folds = 1);
 
 }  // namespace ftune::hpo

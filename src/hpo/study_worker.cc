@@ -32,7 +32,7 @@ StudyOutcome run_study_worker(const SearchConfig& c, Objective& objective) {
     throw InputError(fmt::format("{}: no storage: set 'storage:' or pass --storage URL", c.path));
   const SearchSpace space = SearchSpace::parse(c.space, c.path + ": space");
   auto sampler = make_sampler(c.sampler, c.path + ": sampler", c.direction, c.seed);
-  auto pruner = make_pruner(c.pruner, c.path + ": pruner", c.direction, c.study_name);
+  auto pruner = make_pruner(c.pruner, c.path + ": pruner", c.direction, c.study_name, c.folds);
   try {
     objective.validate(space);  // before the storage: a config no trial can run writes nothing
   } catch (const InputError& e) {

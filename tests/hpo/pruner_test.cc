@@ -99,6 +99,33 @@ TEST(Pruners, BoundsOnAMedianPrunerActDuringStartUp) {
   EXPECT_TRUE(bounded_asha->should_prune(one[0], 0, one));
 }
 
+// With k folds the bounds judge a trial from the end of its first fold on: an evaluation inside
+// fold 0 (a model after one of its epochs, predicting one class) is left to the median rule, here
+// still in start-up; the fold's value below the bound prunes. Without folds every report is judged.
+TEST(Pruners, BoundsWithFoldsJudgeFromTheFirstFoldsEnd) {
+  auto p = make_pruner(YAML::Load("{type: median, n_startup_trials: 3, lower: 0.2}"), "pruner",
+                       Direction::Maximize, "s", 5);
+  std::vector<Trial> ts = {trial(0, TrialState::Running, {{100, 0.0}})};
+  EXPECT_FALSE(p->should_prune(ts[0], 100, ts));  // epoch 1 of fold 0: F1 0, not judged
+  ts[0].intermediate[200] = 0.1;
+  EXPECT_FALSE(p->should_prune(ts[0], 200, ts));
+  ts[0].fold_values[0] = 0.1;  // fold 0 ended at 0.1 (its best evaluation): collapsed
+  ts[0].intermediate[300] = 0.1;
+  EXPECT_TRUE(p->should_prune(ts[0], 300, ts));
+  // A fold that ended at 0.3, then fold 1's evaluations: running means (0.3 + 0.2) / 2 = 0.25,
+  // above the bound, and (0.3 + 0.0) / 2 = 0.15, below it.
+  ts[0].fold_values[0] = 0.3;
+  ts[0].intermediate[300] = 0.3;
+  ts[0].intermediate[400] = 0.25;
+  EXPECT_FALSE(p->should_prune(ts[0], 400, ts));
+  ts[0].intermediate[500] = 0.15;
+  EXPECT_TRUE(p->should_prune(ts[0], 500, ts));
+  auto unfolded = make_pruner(YAML::Load("{type: median, n_startup_trials: 3, lower: 0.2}"),
+                              "pruner", Direction::Maximize, "s", 1);
+  ts = {trial(0, TrialState::Running, {{100, 0.0}})};
+  EXPECT_TRUE(unfolded->should_prune(ts[0], 100, ts));
+}
+
 // Optuna's ThresholdPruner by hand (every decision against Optuna: pruner_golden_test.cc).
 TEST(Pruners, ThresholdAfterWarmupAtIntervals) {
   auto p = make_pruner(YAML::Load("{type: threshold, lower: 0.0, n_warmup_steps: 1, "

@@ -7,7 +7,9 @@
 // worker whose trial another worker failed as stale while it stalled stores nothing more of it
 // and logs what it discarded. A worker gives up after max_consecutive_failures failures in a row
 // with the same error (numbers aside); a trial past trial_timeout_s is asked to stop and fails
-// with that reason, and one that does not stop loses its heartbeat kill_grace_s later.
+// with that reason, and one that does not stop loses its heartbeat kill_grace_s later. A pruner's
+// bounds in a study with folds see the worker's fold values: a trial slow in fold 0's first
+// evaluation goes on, a fold that ended collapsed stops the trial there.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -22,6 +24,7 @@
 #include <sstream>
 #include <thread>
 
+#include "hpo/pruner.h"
 #include "hpo/storage.h"
 #include "hpo/worker.h"
 #include "test_util.h"
@@ -410,6 +413,64 @@ TEST(Worker, LateResultOfATrialFailedAsStaleIsDiscardedAndLogged) {
 
 TEST(Worker, LateReportOfATrialFailedAsStaleStopsItAndIsLogged) {
   late_worker(StallingObjective::Late::Report);
+}
+
+}  // namespace
+}  // namespace ftune::hpo
+
+namespace ftune::hpo {
+namespace {
+
+// Three folds of two evaluations each, reported as a train_config objective reports them
+// (fold_reports: evaluations): the running mean with each evaluation, the fold's best at its end.
+// Trial 0 predicts one class at its first evaluation of each fold (F1 0) and learns by the second
+// (0.6); trial 1 stays collapsed (0.0, 0.05).
+class FoldEvaluationsObjective : public Objective {
+ public:
+  double run(const Trial& t, const SearchSpace&, TrialReporter& r) override {
+    const double evals[2] = {0.0, t.number == 0 ? 0.6 : 0.05};
+    double sum = 0;
+    int64_t step = 0;
+    for (int fold = 0; fold < 3; ++fold) {
+      for (double v : evals) {
+        step += 100;
+        if (r.report(step, (sum + v) / (fold + 1))) throw TrialPruned();
+      }
+      sum += evals[1];
+      if (r.report_fold(fold, evals[1], step)) throw TrialPruned();
+    }
+    return sum / 3;
+  }
+};
+
+TEST(Worker, BoundsWithFoldsSeeTheFoldValues) {
+  test::TempDir dir;
+  auto storage = open_storage(dir.path() + "/study.db");
+  const SearchSpace space =
+      SearchSpace::parse(YAML::Load("{x: {type: float, low: 0, high: 1}}"), "test");
+  const StudyInfo study =
+      storage->create_or_load_study("bounds", Direction::Maximize, space.to_json());
+  auto sampler = make_sampler(YAML::Load("{type: random}"), "test", Direction::Maximize, 1);
+  auto pruner = make_pruner(YAML::Load("{type: median, n_startup_trials: 3, lower: 0.2}"),
+                            "pruner", Direction::Maximize, "bounds", 3);
+  WorkerOptions o;
+  o.max_trials = 2;
+  o.heartbeat_s = 0.05;
+  o.grace_s = 5;
+  FoldEvaluationsObjective objective;
+  const WorkerStats stats = Worker(*storage, study, space, *sampler, pruner.get(), objective, o).run();
+  EXPECT_EQ(stats.complete, 1);
+  EXPECT_EQ(stats.pruned, 1);
+  for (const Trial& t : storage->trials(study.id)) {
+    if (t.number == 0) {
+      EXPECT_EQ(t.state, TrialState::Complete);  // its F1-0 evaluations were inside its folds
+      EXPECT_EQ(t.fold_values.size(), 3u);
+    } else {
+      EXPECT_EQ(t.state, TrialState::Pruned);  // at fold 0's end: its value 0.05
+      EXPECT_EQ(t.fold_values.size(), 1u);
+      EXPECT_EQ(t.intermediate.rbegin()->first, 200);
+    }
+  }
 }
 
 }  // namespace
