@@ -415,12 +415,6 @@ TEST(Worker, LateReportOfATrialFailedAsStaleStopsItAndIsLogged) {
   late_worker(StallingObjective::Late::Report);
 }
 
-}  // namespace
-}  // namespace ftune::hpo
-
-namespace ftune::hpo {
-namespace {
-
 // Three folds of two evaluations each, reported as a train_config objective reports them
 // (fold_reports: evaluations): the running mean with each evaluation, the fold's best at its end.
 // Trial 0 predicts one class at its first evaluation of each fold (F1 0) and learns by the second
