@@ -9,7 +9,9 @@ by side, one core each), counted only for trials that ended inside
 the budget; the peer's final best; the time each needed to reach it; the ratio; the same in
 training rows (epochs x rows over every trial's folds, pruned trials up to where they stopped),
 a compute count that a loaded machine does not change. Writes a Markdown
-table (--markdown, appended) and an SVG of both curves (--svg).
+table (--markdown, appended), an SVG of both curves (--svg) and each engine's trials, one line each
+(--trials-md: when each started and ended, what it trained, its folds' values and its key settings),
+so that a run's results say which trials decided it after its machine is gone.
 """
 
 import argparse
@@ -68,7 +70,9 @@ def kit_rates(path, model="minilm"):
     return rates
 
 
-def svg(curves, budget_s, path):
+def svg(curves, budget_s, path, target=None):
+    """Both best-so-far step curves against minutes; `target` (the peer's final best) as a dashed
+    line, which the ratio is measured at."""
     w, h, m = 640, 360, 50
     ys = [v for c in curves.values() for _, v, _, _ in c] or [0, 1]
     lo, hi = min(ys), max(ys)
@@ -101,10 +105,42 @@ def svg(curves, budget_s, path):
         color = colors.get(name, "#333")
         parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2" points="{" ".join(pts)}"/>')
         parts.append(f'<text x="{w-m-4}" y="{m+16*k}" text-anchor="end" fill="{color}">{name}</text>')
+    if target is not None:
+        parts.append(f'<line x1="{m}" y1="{y(target):.1f}" x2="{w-m}" y2="{y(target):.1f}" '
+                     f'stroke="#888" stroke-dasharray="4 4"/>')
+        parts.append(f'<text x="{m+4}" y="{y(target)-4:.1f}" fill="#888">the peer\'s final best</text>')
     parts.append("</svg>")
     with open(path + ".tmp", "w") as f:
         f.write("\n".join(parts) + "\n")
     os.replace(path + ".tmp", path)
+
+
+def trial_lines(name, trials, start, budget_s):
+    """Markdown rows of one engine's trials in start order: minutes since the study started (start,
+    end, length), state, training rows, fold values, value, and the settings that shape a trial's
+    cost and outcome (learning rate, batch, epochs); trials that ended past the budget are marked."""
+    def setting(t, key):
+        ext = t.get("params_external")  # ftune: the dotted keys, as given to the trainer
+        if ext is not None:
+            return ext.get({"batch_size": "training.effective_batch_size"}.get(key, "training." + key))
+        return t["params"].get(key)  # the peer: its own names
+    out = []
+    for t in sorted(trials, key=lambda t: (t["start_time"], t["number"])):
+        if t["start_time"] <= 0:
+            continue
+        ended = t.get("end_time") or 0
+        folds = t.get("fold_values", t.get("folds")) or {}
+        vals = " ".join(f"{float(folds[k]):.3f}" for k in sorted(folds, key=int))
+        lr = setting(t, "learning_rate")
+        value = t.get("value")
+        out.append(
+            f"| {name} | {t['number']} | {t['state'].lower()}"
+            + (" (past the budget)" if ended - start > budget_s else "")
+            + f" | {(t['start_time'] - start) / 60:.1f} | "
+            + (f"{(ended - start) / 60:.1f} | {(ended - t['start_time']) / 60:.1f}" if ended > 0 else "- | -")
+            + f" | {rows_of(t):,} | {'-' if lr is None else f'{float(lr):.2e}'} | {setting(t, 'batch_size')} | "
+            f"{setting(t, 'epochs')} | {vals or '-'} | {'-' if value is None else f'{value:.4f}'} |")
+    return out
 
 
 def main():
@@ -117,6 +153,7 @@ def main():
     p.add_argument("--label", default="")
     p.add_argument("--markdown")
     p.add_argument("--svg")
+    p.add_argument("--trials-md", help="write both engines' trials, one line each, to this file")
     p.add_argument("--gpu-kit", help="a GPU kit report (bench/results/gpu/*.json): estimate each "
                    "engine's GPU training time to the peer's best from its rows and the kit's "
                    "samples/s")
@@ -153,7 +190,15 @@ def main():
     row["ftune_test_f1"], row["peer_test_f1"] = a.ftune_test_f1, a.peer_test_f1
     print(json.dumps(row, indent=1))
     if a.svg:
-        svg(curves, a.budget_s, a.svg)
+        svg(curves, a.budget_s, a.svg, peer_best[1] if peer_best else None)
+    if a.trials_md:
+        lines = ["| engine | trial | state | start (min) | end (min) | minutes | training rows | "
+                 "learning rate | batch | epochs | fold values | value |", "|" + "---|" * 12]
+        lines += trial_lines("ftune", ft["trials"], ft_start, a.budget_s)
+        lines += trial_lines("optuna+hf", peer["trials"], peer["started"], a.budget_s)
+        with open(a.trials_md + ".tmp", "w") as f:
+            f.write((a.label + "\n\n" if a.label else "") + "\n".join(lines) + "\n")
+        os.replace(a.trials_md + ".tmp", a.trials_md)
     if a.markdown:
         fmt = lambda v, f="{:.4f}": "-" if v is None else f.format(v)
         header = ("| run | budget (min) | ftune trials | peer trials | ftune best | peer best | "

@@ -16,7 +16,11 @@
 # beside its MedianPruner, peer.py's EitherPruner); without it, search.yaml's pruner as committed.
 # Needs build/ftune (tools/run_tests.sh or cmake) and makes its peer environment in
 # .cache/peer-venv (torch, transformers, accelerate, optuna, pinned) unless FTUNE_PEER_PYTHON
-# names one. Results: runs/study-vs-optuna/<seed>/ and bench/results/study_vs_optuna.md (+ .svg).
+# names one. Results: runs/study-vs-optuna/<seed>/ (logs, runs) and, kept in the repository, a row
+# of bench/results/study_vs_optuna.md and bench/results/study_vs_optuna/<date>-seed<k>[-lower<F>]/:
+# curves.svg (best mean F1 against minutes), trials.md (every trial of both engines, one line each)
+# and both studies' exports (ftune.json, peer.json: compare.py reads them again).
+# The row's load is the mean of the 1-minute load average sampled each minute during the studies.
 # Compute is compared in minutes and in training rows (epochs x rows over every trial's folds: a
 # count the machine's load does not change), and estimated for one GPU from those rows and the
 # samples/s of MiniLM that the GPU kit measured for both engines (H200, 2026-11-26: ftune 3,663,
@@ -69,6 +73,11 @@ for seed in $SEEDS; do
     grep -q "lower: $LOWER}" "$OUT/search.yaml" || { echo "run.sh: could not set the pruner's lower bound" >&2; exit 1; }
   fi
   echo "fixed: {output.dir: $OUT/ftune}" >>"$OUT/search.yaml"
+  # The machine's load during the two studies (not during the untimed final fits).
+  (while sleep 60; do cut -d' ' -f1 /proc/loadavg; done) >"$OUT/load.txt" &
+  LOAD_PID=$!
+  trap 'kill "$LOAD_PID" 2>/dev/null || true' EXIT  # a failed step must not leave it sampling
+  day=$(date -u +%F)
   echo "seed $seed: ftune study ($(date -u +%H:%M:%S))"
   "$FTUNE" hpo run --config "$OUT/search.yaml" --timeout "$BUDGET_S" "${TRIALS[@]}" \
     >"$OUT/ftune.log" 2>&1 || echo "ftune hpo run exited $? (see $OUT/ftune.log)"
@@ -77,6 +86,9 @@ for seed in $SEEDS; do
   "$PY" bench/study_vs_optuna/peer.py --model "$MODEL" --train "$DATA/train.jsonl" \
     --out "$OUT/peer.json" --budget-s "$BUDGET_S" --folds "$FOLDS" --study-seed "$seed" "${TRIALS[@]}" "${PEER_LOWER[@]}" \
     --scratch "$OUT/peer-scratch" >"$OUT/peer.log" 2>&1
+  kill "$LOAD_PID" 2>/dev/null || true
+  wait "$LOAD_PID" 2>/dev/null || true
+  load=$(awk '{s += $1; n++} END {if (n) printf "%.2f", s / n; else print "-"}' "$OUT/load.txt")
   # Final fits: each engine's best params on the whole pool, scored on the held-out test split.
   ft_params=$(python3 -c "import json,sys; j=json.load(open('$OUT/ftune.json')); b=[t for t in j['trials'] if t['state']=='COMPLETE']; b or sys.exit('run.sh: no complete trial in $OUT/ftune.json: no final fit'); b=max(b,key=lambda t:t['value']); print(' '.join(f'{k}={v}' for k,v in b['params_external'].items()))")
   "$FTUNE" train --config bench/study_vs_optuna/train.yaml $ft_params data.test="$DATA/test.jsonl" \
@@ -86,10 +98,14 @@ for seed in $SEEDS; do
   peer_test=$("$PY" bench/study_vs_optuna/peer.py --model "$MODEL" --train "$DATA/train.jsonl" \
     --test "$DATA/test.jsonl" --final "$peer_params" --scratch "$OUT/peer-scratch" 2>"$OUT/peer-final.log" |
     tail -1 | python3 -c "import json,sys; print(json.load(sys.stdin)['test_f1'])")
+  KEEP=$OUT/results
+  [ "$QUICK" = 1 ] || KEEP=bench/results/study_vs_optuna/$day-seed$seed${LOWER:+-lower$LOWER}
+  mkdir -p "$KEEP"
+  cp "$OUT/ftune.json" "$OUT/peer.json" "$KEEP/"
   python3 bench/study_vs_optuna/compare.py --ftune "$OUT/ftune.json" --peer "$OUT/peer.json" \
     --budget-s "$BUDGET_S" --ftune-test-f1 "$ft_test" --peer-test-f1 "$peer_test" \
-    --label "seed $seed${LOWER:+, lower $LOWER}, $(date -u +%F), load $(cut -d' ' -f1 /proc/loadavg)" \
-    --markdown "$RESULTS" --svg "$OUT/curves.svg" \
+    --label "seed $seed${LOWER:+, lower $LOWER}, $day, load $load" \
+    --markdown "$RESULTS" --svg "$KEEP/curves.svg" --trials-md "$KEEP/trials.md" \
     --gpu-kit bench/results/gpu/2026-11-26-h200-run2.json
 done
-echo "rows appended to $RESULTS; curves in runs/study-vs-optuna/<seed>/curves.svg"
+echo "rows appended to $RESULTS; curves, trials and both exports in ${KEEP%/*}/"
