@@ -110,8 +110,13 @@ def svg(curves, budget_s, path, target=None):
                      f'stroke="#888" stroke-dasharray="4 4"/>')
         parts.append(f'<text x="{m+4}" y="{y(target)-4:.1f}" fill="#888">the peer\'s final best</text>')
     parts.append("</svg>")
+    write_whole(path, "\n".join(parts) + "\n")
+
+
+def write_whole(path, text):
+    """Writes text to path through a temporary file: the file is the old one or the new one."""
     with open(path + ".tmp", "w") as f:
-        f.write("\n".join(parts) + "\n")
+        f.write(text)
     os.replace(path + ".tmp", path)
 
 
@@ -196,9 +201,7 @@ def main():
                  "learning rate | batch | epochs | fold values | value |", "|" + "---|" * 12]
         lines += trial_lines("ftune", ft["trials"], ft_start, a.budget_s)
         lines += trial_lines("optuna+hf", peer["trials"], peer["started"], a.budget_s)
-        with open(a.trials_md + ".tmp", "w") as f:
-            f.write((a.label + "\n\n" if a.label else "") + "\n".join(lines) + "\n")
-        os.replace(a.trials_md + ".tmp", a.trials_md)
+        write_whole(a.trials_md, (a.label + "\n\n" if a.label else "") + "\n".join(lines) + "\n")
     if a.markdown:
         fmt = lambda v, f="{:.4f}": "-" if v is None else f.format(v)
         header = ("| run | budget (min) | ftune trials | peer trials | ftune best | peer best | "

@@ -126,6 +126,9 @@ study_side() {
     >"$KEEP/$engine-run.txt"
 }
 
+# A line of an engine's run record in $KEEP: field ENGINE KEY.
+field() { sed -n "s/^$2: //p" "$KEEP/$1-run.txt"; }
+
 for seed in $SEEDS; do
   OUT=runs/study-vs-optuna/$seed
   mkdir -p "$OUT"
@@ -144,9 +147,9 @@ for seed in $SEEDS; do
     echo "seed $seed: one engine's side is in $KEEP; run.sh --engine $([ "$ENGINE" = ftune ] && echo peer || echo ftune) with the same options writes the row"
     continue
   fi
-  field() { sed -n "s/^$2: //p" "$KEEP/$1-run.txt"; }
-  label="seed $seed${LOWER:+, lower $LOWER}, $(field ftune started | cut -c1-10)"
-  [ "$(field ftune started | cut -c1-10)" = "$(field peer started | cut -c1-10)" ] || label+=" / $(field peer started | cut -c1-10)"
+  ft_day=$(field ftune started | cut -c1-10) peer_day=$(field peer started | cut -c1-10)
+  label="seed $seed${LOWER:+, lower $LOWER}, $ft_day"
+  [ "$ft_day" = "$peer_day" ] || label+=" / $peer_day"
   label+=", load $(field ftune load) / $(field peer load)"
   [ "$(field ftune machine)" = "$(field peer machine)" ] || label+=", machines differ ($KEEP/*-run.txt)"
   python3 bench/study_vs_optuna/compare.py --ftune "$KEEP/ftune.json" --peer "$KEEP/peer.json" \
