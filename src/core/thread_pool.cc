@@ -10,6 +10,7 @@
 
 #include "core/blas_buffers.h"
 #include "core/float_env.h"
+#include "core/signal_stack.h"
 
 // OpenBLAS runs single-threaded: ops/primitives_cpu.cc splits large GEMMs over this pool.
 extern "C" void openblas_set_num_threads(int num_threads);
@@ -61,6 +62,8 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::worker_loop(int index) {
   enable_flush_to_zero();
+  // A signal that arrives while this worker runs a GEMM kernel is handled here (signal_stack.h).
+  use_alternate_signal_stack();
   t_inside_region = true;  // a worker never opens a nested region
   uint64_t seen = 0;
   for (;;) {

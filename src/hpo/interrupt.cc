@@ -6,6 +6,8 @@
 
 #include <atomic>
 
+#include "core/signal_stack.h"
+
 namespace ftune::hpo {
 
 namespace {
@@ -23,12 +25,8 @@ void on_signal(int sig) {
 }  // namespace
 
 void install_interrupt_handlers() {
-  struct sigaction sa = {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  install_signal_handler(SIGINT, on_signal, SA_RESTART);
+  install_signal_handler(SIGTERM, on_signal, SA_RESTART);
 }
 
 bool interrupted() {

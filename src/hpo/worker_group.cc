@@ -17,6 +17,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/signal_stack.h"
 
 extern char** environ;
 
@@ -95,11 +96,9 @@ int run_worker_group(const std::vector<std::string>& argv, int count, bool pin_c
       spdlog::info("worker {} of {}: cores {}", i, count, fmt::join(cores, ","));
   }
 
-  struct sigaction pass = {}, old_int = {}, old_term = {};
-  pass.sa_handler = pass_on;
-  sigemptyset(&pass.sa_mask);
-  sigaction(SIGINT, &pass, &old_int);
-  sigaction(SIGTERM, &pass, &old_term);
+  struct sigaction old_int = {}, old_term = {};
+  install_signal_handler(SIGINT, pass_on, 0, &old_int);
+  install_signal_handler(SIGTERM, pass_on, 0, &old_term);
 
   std::vector<pid_t> pids;
   const pid_t parent = getpid();

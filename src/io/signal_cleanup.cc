@@ -12,6 +12,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/signal_stack.h"
+
 namespace ftune::io {
 namespace {
 
@@ -98,10 +100,7 @@ void remove_temporaries_on_signals() {
     for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
       struct sigaction old {};
       if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-      struct sigaction sa {};
-      sa.sa_handler = on_signal;
-      sigemptyset(&sa.sa_mask);
-      ::sigaction(sig, &sa, nullptr);
+      install_signal_handler(sig, on_signal);
     }
   });
 }

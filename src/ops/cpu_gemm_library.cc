@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/signal_stack.h"
 #include "cuda/lazy_library.h"
 
 extern "C" char* openblas_get_corename();
@@ -105,7 +106,9 @@ constexpr int64_t kPanelFloats = int64_t{4} << 20;  // 16 MiB
 // oneDNN threads its GEMM with OpenMP up to omp_get_max_threads() of the calling thread; ftune's
 // pool has already split the work, so each call runs on one thread. The count is the calling
 // thread's own (libgomp keeps it per thread outside a parallel region) and is put back after,
-// so a caller's other OpenMP code keeps its setting.
+// so a caller's other OpenMP code keeps its setting. oneDNN's sgemm kernels point the stack
+// pointer into the heap while they run: the calling thread gets an alternate signal stack first,
+// on which ftune's handlers run (core/signal_stack.h).
 void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                   const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                   int64_t ldc) {
@@ -120,6 +123,7 @@ void onednn_sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
     return d.sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', rows, N, K, alpha, a, lda, B, ldb, b,
                    out, ldo);
   };
+  use_alternate_signal_stack();
   const int before = d.omp_get_max_threads();
   if (before != 1) d.omp_set_num_threads(1);
   int status = 0;

@@ -17,6 +17,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/op_profile.h"
+#include "core/signal_stack.h"
 #include "core/thread_pool.h"
 #include "ops/cpu_gemm_library.h"
 
@@ -171,10 +172,13 @@ void check(dnnl_status_t status, const char* what) {
 }
 
 // oneDNN runs on the calling thread only (ftune's pool has split the work): its OpenMP count is
-// 1 while a primitive is made or run, the thread's own count put back after.
+// 1 while a primitive is made or run, the thread's own count put back after. The thread has an
+// alternate signal stack first: a matmul can run oneDNN's GEMM kernels, which move the stack
+// pointer into the heap (core/signal_stack.h).
 class OneOmpThread {
  public:
   OneOmpThread() : before_(api().omp_get_max_threads()) {
+    use_alternate_signal_stack();
     if (before_ != 1) api().omp_set_num_threads(1);
   }
   ~OneOmpThread() {

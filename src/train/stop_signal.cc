@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <csignal>
 
+#include "core/signal_stack.h"
+
 namespace ftune {
 namespace {
 
@@ -41,11 +43,8 @@ extern "C" void on_stop_signal(int sig) {
 
 StopSignal::StopSignal() {
   g_signal = 0;
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, &g_old_term);
-  sigaction(SIGINT, &sa, &g_old_int);
+  install_signal_handler(SIGTERM, on_stop_signal, 0, &g_old_term);
+  install_signal_handler(SIGINT, on_stop_signal, 0, &g_old_int);
 }
 
 StopSignal::~StopSignal() {
